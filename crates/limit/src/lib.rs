@@ -1,1 +1,124 @@
-//! Rate limiting.
+//! Rate limiting for the outbound calls of AI agent swarms: token bucket,
+//! GCRA, sliding window and in-flight limits on keyed resources, with FIFO
+//! waiting, reserve-and-settle, and adaptive control on upstream 429s.
+//!
+//! ```
+//! use std::time::Duration;
+//! use sluice_limit::{Error, Limit, Limiter, Rules};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Error> {
+//! // The seed's tables: `openai/…` 3 req/s burst 10, `api:github` 5/15,
+//! // `session:…` 10 per 60 s, … plus a tokens/min limit of our own.
+//! let rules = Rules::seed().prefix("tokens:openai/", Limit::per_minute(30_000));
+//! let limiter = Limiter::new(rules)?;
+//!
+//! // Wait (FIFO, up to 5 s) for one request and an estimate of its tokens.
+//! let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+//! let mut grant = limiter
+//!     .acquire_many(&[("openai/gpt-4o-mini", 1), ("tokens:openai/gpt-4o-mini", 1_200)], Some(deadline))
+//!     .await?;
+//! // … call the model, then pay for what it really used.
+//! grant.settle_part("tokens:openai/gpt-4o-mini", 730)?;
+//! drop(grant);
+//!
+//! // Never wait: say when to come back instead.
+//! match limiter.try_acquire("session:abc", 1) {
+//!     Ok(_grant) => {}
+//!     Err(e) => println!("retry after {:?}", e.retry_after()),
+//! }
+//!
+//! // The provider said 429: halve capacity, pause for its Retry-After.
+//! limiter.report_throttled("openai/gpt-4o-mini", Some(Duration::from_secs(2)))?;
+//! assert_eq!(limiter.get_capacity("openai/gpt-4o-mini")?.total, 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Concepts
+//! - A **resource** is a string (`openai/gpt-4o-mini`, `api:gmail`,
+//!   `session:abc`). It is created on first use from [`Rules`] (exact name,
+//!   longest prefix, fallback) and dropped again when idle, which loses
+//!   nothing: an idle resource is full, exactly as its rule would make it.
+//! - A [`Limit`] picks one [`Algorithm`]; combine limits by acquiring
+//!   several resources at once ([`Limiter::acquire_many`]), all or nothing.
+//! - [`Limiter::try_acquire`] never waits; [`Limiter::acquire`] waits in
+//!   FIFO order up to a deadline. Both hand out a [`Grant`]: dropping it
+//!   releases in-flight slots; [`Grant::settle`] pays the actual cost.
+//! - Time comes from a [`Clock`]: tokio's by default, so tests run with
+//!   paused time.
+//! - [`Limiter::report_throttled`] and [`Limiter::observe`] adapt to what
+//!   upstreams say ([`AdaptiveConfig`], [`headers`]).
+//!
+//! # Errors
+//! Every fallible call returns [`Error`]; waiting ([`Error::RateLimited`],
+//! [`Error::DeadlinePassed`]) is kept apart from never
+//! ([`Error::InsufficientCapacity`]).
+#![warn(missing_docs)]
+
+mod acquire;
+mod adaptive;
+mod clock;
+mod error;
+mod grant;
+mod handle;
+pub mod headers;
+mod leases;
+mod limit;
+mod limiter;
+mod meter;
+mod registry;
+mod resource;
+mod rules;
+
+pub use acquire::Acquire;
+pub use adaptive::{AdaptiveConfig, CapacityChange, ChangeReason};
+pub use clock::{Clock, ManualClock, StdClock, TokioClock};
+pub use error::Error;
+pub use grant::Grant;
+pub use handle::Handle;
+pub use leases::GrantId;
+pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit};
+pub use limiter::{Limiter, LimiterBuilder, SweepStats};
+pub use rules::{
+    API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
+};
+
+use std::time::Duration;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
+/// A resource's state, as `get_capacity` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capacity {
+    /// The resource.
+    pub resource: String,
+    /// Its algorithm.
+    pub algorithm: Algorithm,
+    /// What could be taken now (negative while in debt after a settle).
+    pub available: f64,
+    /// Capacity per window in force (reduced while adapting).
+    pub total: u64,
+    /// The most one grant can take now.
+    pub burst: u64,
+    /// The window.
+    pub window: Duration,
+    /// Grants held.
+    pub in_flight: u64,
+    /// Tasks queued in `acquire`.
+    pub waiting: usize,
+    /// The configured capacity, which recovery returns to.
+    pub configured: u64,
+    /// How much longer a Retry-After pause lasts, if one does.
+    pub paused_for: Option<Duration>,
+}
+
+impl Capacity {
+    /// True while an upstream 429 holds capacity below the configured one.
+    pub fn is_reduced(&self) -> bool {
+        self.total < self.configured
+    }
+}

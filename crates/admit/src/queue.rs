@@ -1,0 +1,154 @@
+//! The admission queue: the public face over the scheduler and its state.
+
+mod state;
+mod waiter;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::{Admission, Error, QueueConfig, Stats, Ticket};
+pub(crate) use state::FlightKey;
+use state::{Enqueued, State};
+use waiter::{Waiter, join};
+
+/// Admission control in front of the gateway's upstream calls.
+///
+/// Entries wait in three strict [`Priority`](crate::Priority) classes (with a
+/// starvation guard), shared fairly between tenants by weight inside each;
+/// at most [`QueueConfig::concurrency`] run at once. Identical requests
+/// (same tenant, same dedup key) run once. Cloning is cheap: clones share one
+/// queue.
+///
+/// `T` is the result a leader publishes to the requests that joined it,
+/// typically an `Arc` of a response; the default `()` suits callers that do
+/// not deduplicate.
+pub struct AdmissionQueue<T = ()> {
+    shared: Arc<Shared<T>>,
+}
+
+pub(crate) struct Shared<T> {
+    state: Mutex<State<T>>,
+    /// Mirrors [`State::is_busy`] after every change.
+    busy: watch::Sender<bool>,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // No code under the lock panics short of a broken invariant, and
+        // waking every caller with a panic would not help; carry on.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the state at tokio's `now`, then publishes the busy flag
+    /// and wakes whoever `f` granted or sent away — after unlocking, so a
+    /// woken task never finds the lock held by its waker.
+    pub(crate) fn with<R>(
+        &self,
+        f: impl FnOnce(&mut State<T>, Instant, &mut Vec<Waker>) -> R,
+    ) -> R {
+        let mut wakers = Vec::new();
+        let result = {
+            let mut state = self.lock();
+            let result = f(&mut state, Instant::now(), &mut wakers);
+            let busy = state.is_busy();
+            self.busy
+                .send_if_modified(|b| std::mem::replace(b, busy) != busy);
+            result
+        };
+        wakers.into_iter().for_each(Waker::wake);
+        result
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
+    /// An empty queue.
+    pub fn new(config: QueueConfig) -> Self {
+        AdmissionQueue {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::new(config, Instant::now())),
+                busy: watch::Sender::new(false),
+            }),
+        }
+    }
+
+    /// Waits for a slot, or for the result of an identical request.
+    ///
+    /// Returns [`Admission::Run`] with a slot for the caller to run the
+    /// request in (it leads any duplicates that arrive meanwhile), or
+    /// [`Admission::Joined`] with the leader's result. Dropping the future
+    /// takes the entry out of the queue and gives back anything it held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::QueueFull`] if a depth limit refuses the ticket,
+    /// [`Error::DeadlineExceeded`] if its deadline passes first,
+    /// [`Error::LeaderCancelled`] if it joined a request that ended without
+    /// a result, [`Error::Closed`] once the queue is closed.
+    pub async fn admit(&self, ticket: Ticket) -> Result<Admission<T>, Error> {
+        let deadline = ticket.deadline;
+        let enqueued = self
+            .shared
+            .with(|state, now, wakers| state.enqueue(ticket, now, wakers))?;
+        match enqueued {
+            Enqueued::Joined(rx) => join(&self.shared, rx, deadline).await,
+            Enqueued::Queued { id, flight } => {
+                let waiter = Waiter::new(Arc::clone(&self.shared), id, flight);
+                waiter.wait(deadline).await.map(Admission::Run)
+            }
+        }
+    }
+
+    /// Whether the backlog exceeds twice the concurrency: time to shed or
+    /// defer work, and to report not-ready.
+    pub fn is_busy(&self) -> bool {
+        *self.shared.busy.borrow()
+    }
+
+    /// The busy flag as a channel that changes when it does.
+    pub fn busy_signal(&self) -> watch::Receiver<bool> {
+        self.shared.busy.subscribe()
+    }
+
+    /// Entries `tenant` has waiting.
+    pub fn tenant_depth(&self, tenant: &str) -> usize {
+        self.shared.lock().tenant_depth(tenant)
+    }
+
+    /// A snapshot for metrics.
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().stats()
+    }
+
+    /// Refuses new tickets with [`Error::Closed`] and sends every queued
+    /// entry away with it. Slots already held run to completion.
+    pub fn close(&self) {
+        self.shared.with(|state, _, wakers| state.close(wakers));
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Default for AdmissionQueue<T> {
+    /// A queue with the seed's limits.
+    fn default() -> Self {
+        AdmissionQueue::new(QueueConfig::default())
+    }
+}
+
+impl<T> Clone for AdmissionQueue<T> {
+    fn clone(&self) -> Self {
+        AdmissionQueue {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T> fmt::Debug for AdmissionQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionQueue")
+            .field("stats", &self.shared.lock().stats())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,50 @@
+//! What a caller asks admission for.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::Priority;
+
+/// One request's claim to a place in the queue.
+///
+/// Every ticket has a deadline: an entry never waits past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    /// The tenant (workspace) it is queued and counted under.
+    pub tenant: Arc<str>,
+    /// Its class.
+    pub priority: Priority,
+    /// Requests of the same tenant with the same key run once: a second one
+    /// joins the first and receives a clone of its result. Keys are scoped
+    /// to the tenant, so one tenant never receives another's result.
+    pub dedup_key: Option<String>,
+    /// When to give up waiting (in the queue, or for the leader it joined).
+    pub deadline: Instant,
+}
+
+impl Ticket {
+    /// A `Normal` ticket without a dedup key.
+    pub fn new(tenant: impl Into<Arc<str>>, deadline: Instant) -> Self {
+        Ticket {
+            tenant: tenant.into(),
+            priority: Priority::Normal,
+            dedup_key: None,
+            deadline,
+        }
+    }
+
+    /// This ticket, in class `priority`.
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// This ticket, deduplicated on `key` (a request id, for example).
+    #[must_use]
+    pub fn with_dedup_key(mut self, key: impl Into<String>) -> Self {
+        self.dedup_key = Some(key.into());
+        self
+    }
+}

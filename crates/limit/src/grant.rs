@@ -1,0 +1,97 @@
+//! [`Grant`]: what an acquire took, released on drop.
+
+use std::sync::Arc;
+
+use crate::Error;
+use crate::meter::Stamp;
+use crate::resource::{Resource, Shared};
+
+/// Permission to make a call, holding what it took from one or more
+/// resources.
+///
+/// Dropping it releases its in-flight slots (tokens of rate limits stay
+/// spent: time gives them back). [`Grant::settle`] replaces the reserved cost
+/// by the actual one, refunding or debiting the difference, so an LLM call
+/// can reserve `prompt + max_tokens` and pay for what it used.
+#[derive(Debug)]
+#[must_use = "dropping a grant releases it at once"]
+pub struct Grant {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) parts: Vec<Held>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) resource: Arc<Resource>,
+    pub(crate) reserved: u64,
+    pub(crate) stamp: Stamp,
+}
+
+impl Grant {
+    /// The resources held and what each reserved (now, after any settle).
+    pub fn parts(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.parts.iter().map(|h| (&*h.resource.name, h.reserved))
+    }
+
+    /// The cost reserved on the first (for single-resource grants, the
+    /// only) resource.
+    pub fn cost(&self) -> u64 {
+        self.parts.first().map_or(0, |h| h.reserved)
+    }
+
+    /// Settles every part at `actual`: a smaller actual refunds the
+    /// difference (never above the resource's maximum), a larger one debits
+    /// it, even into debt. Settling at the reserved cost changes nothing.
+    pub fn settle(&mut self, actual: u64) {
+        for i in 0..self.parts.len() {
+            self.settle_index(i, actual);
+        }
+    }
+
+    /// Settles the part for `resource` at `actual`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownResource`] if the grant holds no such resource.
+    pub fn settle_part(&mut self, resource: &str, actual: u64) -> Result<(), Error> {
+        let i = self
+            .parts
+            .iter()
+            .position(|h| &*h.resource.name == resource)
+            .ok_or_else(|| Error::UnknownResource(resource.to_owned()))?;
+        self.settle_index(i, actual);
+        Ok(())
+    }
+
+    fn settle_index(&mut self, i: usize, actual: u64) {
+        let held = &mut self.parts[i];
+        if actual == held.reserved {
+            return;
+        }
+        let now = self.shared.now();
+        let mut st = held.resource.lock();
+        if actual < held.reserved {
+            st.meter.refund(now, held.stamp, held.reserved - actual);
+            // Freed capacity may let the head go sooner.
+            st.wake_head();
+        } else {
+            st.meter.debit(now, actual - held.reserved);
+        }
+        held.reserved = actual;
+    }
+
+    /// Releases now; the same as dropping the grant.
+    pub fn release(self) {}
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        for held in &self.parts {
+            let mut st = held.resource.lock();
+            st.in_flight = st.in_flight.saturating_sub(1);
+            if matches!(st.limit.kind(), crate::Algorithm::InFlight) {
+                st.meter.release(held.reserved);
+                st.wake_head();
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! [`Handle`]: a resource looked up once, for hot paths.
+
+use std::sync::Arc;
+
+use crate::acquire::{Acquire, Need};
+use crate::grant::{Grant, Held};
+use crate::limiter::{Inner, Limiter};
+use crate::resource::Resource;
+use crate::{Capacity, Error};
+
+/// One resource, resolved once: its calls skip the name look-up.
+///
+/// A live handle keeps its resource from being evicted. If the resource is
+/// removed ([`Limiter::remove`]), the handle's calls fail with
+/// [`Error::Closed`]; look it up again.
+///
+/// ```
+/// # use sluice_limit::{Limit, Limiter, Rules};
+/// let limiter = Limiter::new(Rules::new().exact("api:github", Limit::per_second(5)))?;
+/// let github = limiter.handle("api:github")?;
+/// assert!(github.check(1).is_ok());
+/// # Ok::<(), sluice_limit::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<Inner>,
+    resource: Arc<Resource>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("resource", &self.resource.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Limiter {
+    /// A handle on `resource`, created from its rule if need be.
+    ///
+    /// # Errors
+    /// [`Error::UnknownResource`], [`Error::Closed`].
+    pub fn handle(&self, resource: &str) -> Result<Handle, Error> {
+        Ok(Handle {
+            inner: self.inner.clone(),
+            resource: self.inner.resource(resource)?,
+        })
+    }
+}
+
+impl Handle {
+    /// The resource's name.
+    pub fn name(&self) -> &str {
+        &self.resource.name
+    }
+
+    /// As [`Limiter::check`].
+    ///
+    /// # Errors
+    /// As [`Limiter::check`].
+    #[inline]
+    pub fn check(&self, cost: u64) -> Result<(), Error> {
+        check(&self.inner, &self.resource, cost)
+    }
+
+    /// As [`Limiter::try_acquire`].
+    ///
+    /// # Errors
+    /// As [`Limiter::try_acquire`].
+    #[inline]
+    pub fn try_acquire(&self, cost: u64) -> Result<Grant, Error> {
+        try_acquire(&self.inner, self.resource.clone(), cost)
+    }
+
+    /// As [`Limiter::acquire`].
+    pub fn acquire(&self, cost: u64, deadline: Option<tokio::time::Instant>) -> Acquire {
+        let need = Need {
+            resource: self.resource.clone(),
+            cost,
+        };
+        Acquire::new(self.inner.clone(), Ok(vec![need]), deadline)
+    }
+
+    /// As [`Limiter::get_capacity`].
+    pub fn capacity(&self) -> Capacity {
+        let now = self.inner.shared.now();
+        let mut st = self.resource.lock();
+        st.tick(now, &self.inner.shared, &self.resource.name);
+        let cap = st.capacity(&self.resource.name, now);
+        drop(st);
+        self.inner.shared.dispatch();
+        cap
+    }
+}
+
+#[inline]
+pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Error> {
+    let taken = inner.take_now(res, cost, false);
+    inner.shared.dispatch();
+    taken.map(|_| ())
+}
+
+#[inline]
+pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
+    let taken = inner.take_now(&res, cost, true);
+    inner.shared.dispatch();
+    let stamp = taken?;
+    Ok(Grant {
+        shared: inner.shared.clone(),
+        parts: vec![Held {
+            resource: res,
+            reserved: cost,
+            stamp,
+        }],
+    })
+}

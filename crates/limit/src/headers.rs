@@ -1,0 +1,262 @@
+//! Upstream rate-limit response headers, read into quotas the limiter can
+//! bring its local buckets in step with.
+//!
+//! A pure parser: no I/O and no clock of its own. Timestamps become waits
+//! relative to the `now` the caller passes.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use sluice_limit::headers::RateLimitHeaders;
+//!
+//! let response = [
+//!     ("x-ratelimit-limit-requests", "60"),
+//!     ("x-ratelimit-remaining-requests", "59"),
+//!     ("x-ratelimit-reset-requests", "1s"),
+//!     ("x-ratelimit-remaining-tokens", "149984"),
+//!     ("x-ratelimit-reset-tokens", "6m0s"),
+//! ];
+//! let parsed = RateLimitHeaders::parse(response, SystemTime::now());
+//! assert_eq!(parsed.requests.unwrap().remaining, Some(59));
+//! assert_eq!(parsed.tokens.unwrap().reset, Some(Duration::from_secs(360)));
+//! ```
+//!
+//! # Headers read
+//! Names are matched without regard to case.
+//!
+//! | upstream | headers | reset |
+//! | --- | --- | --- |
+//! | OpenAI | `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` | Go duration (`6m0s`) |
+//! | Anthropic | `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}` | RFC 3339 |
+//! | IETF drafts | `RateLimit`, `RateLimit-Policy`, `RateLimit-{Limit,Remaining,Reset}` | seconds |
+//! | common | `X-RateLimit-{Limit,Remaining,Reset}`, `X-RateLimit-Reset-After` | seconds or Unix time |
+//! | HTTP | `Retry-After`, `Retry-After-Ms` | seconds or HTTP-date |
+//!
+//! The generic IETF and `X-RateLimit-*` headers describe the request quota
+//! only when no provider-specific request header does.
+
+mod ietf;
+mod rfc3339;
+#[cfg(test)]
+mod tests;
+mod time;
+
+pub use time::{parse_reset, parse_retry_after};
+
+use std::time::{Duration, SystemTime};
+
+/// One quota as an upstream reports it; each part is `None` when the
+/// upstream did not send it or sent something unreadable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    /// The most the quota allows per window.
+    pub limit: Option<u64>,
+    /// What is left of it now.
+    pub remaining: Option<u64>,
+    /// How long until it is full again.
+    pub reset: Option<Duration>,
+}
+
+impl Quota {
+    /// `Some(self)` if any part is known.
+    fn known(self) -> Option<Self> {
+        (self != Self::default()).then_some(self)
+    }
+}
+
+/// What an upstream's response headers say about its rate limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimitHeaders {
+    /// The request quota.
+    pub requests: Option<Quota>,
+    /// The token quota: the combined one where the upstream sends it, else
+    /// whichever of `input_tokens` and `output_tokens` has less remaining.
+    pub tokens: Option<Quota>,
+    /// The input (prompt) token quota, where reported apart.
+    pub input_tokens: Option<Quota>,
+    /// The output (completion) token quota, where reported apart.
+    pub output_tokens: Option<Quota>,
+    /// How long the upstream asks us to wait before retrying
+    /// (`Retry-After-Ms`, else `Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// The window of the IETF `RateLimit-Policy` that the request quota
+    /// belongs to (its `w=`).
+    pub policy_window: Option<Duration>,
+}
+
+impl RateLimitHeaders {
+    /// Reads the rate-limit headers among `headers`, ignoring the others.
+    ///
+    /// Values that cannot be read leave their field `None`; where a header
+    /// repeats, the first readable value counts. Times are turned into
+    /// waits from `now`.
+    pub fn parse<'a>(
+        headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+        now: SystemTime,
+    ) -> Self {
+        let mut quotas = [Quota::default(); SOURCES];
+        let mut ietf = ietf::Ietf::default();
+        let (mut retry_after, mut retry_after_ms, mut reset_after) = (None, None, None);
+        for (name, value) in headers {
+            let Some(slot) = slot(name) else { continue };
+            match slot {
+                Slot::Quota(source, part) => {
+                    let quota = &mut quotas[source as usize];
+                    match part {
+                        Part::Limit => fill(&mut quota.limit, || parse_count(value)),
+                        Part::Remaining => fill(&mut quota.remaining, || parse_count(value)),
+                        Part::Reset => fill(&mut quota.reset, || parse_reset(value, now)),
+                    }
+                }
+                Slot::IetfLimit => {
+                    let limit = ietf.add_limit(value);
+                    fill(&mut quotas[Source::Ietf as usize].limit, || limit);
+                }
+                Slot::IetfCurrent => ietf.add_current(value, now),
+                Slot::IetfPolicy => ietf.add_policies(value),
+                Slot::RetryAfter => fill(&mut retry_after, || parse_retry_after(value, now)),
+                Slot::RetryAfterMs => fill(&mut retry_after_ms, || time::millis(value)),
+                Slot::ResetAfter => fill(&mut reset_after, || time::seconds(value)),
+            }
+        }
+
+        let known = |source: Source| quotas[source as usize].known();
+        let (ietf, policy_window) = ietf.finish(quotas[Source::Ietf as usize]);
+        let mut common = quotas[Source::Common as usize];
+        // A relative reset cannot suffer from clock skew, unlike the Unix
+        // time that `X-RateLimit-Reset` often carries.
+        common.reset = reset_after.or(common.reset);
+
+        let (input_tokens, output_tokens) = (known(Source::Input), known(Source::Output));
+        Self {
+            requests: known(Source::Requests).or(ietf).or(common.known()),
+            tokens: known(Source::Tokens).or_else(|| tighter(input_tokens, output_tokens)),
+            input_tokens,
+            output_tokens,
+            // Milliseconds are the finer of the two (OpenAI sends both).
+            retry_after: retry_after_ms.or(retry_after),
+            policy_window,
+        }
+    }
+
+    /// True when no rate-limit header was read.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Of two quotas, the one with less remaining (unknown counts as
+/// unlimited; a tie goes to `a`).
+fn tighter(a: Option<Quota>, b: Option<Quota>) -> Option<Quota> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let left = |q: Quota| q.remaining.unwrap_or(u64::MAX);
+            Some(if left(b) < left(a) { b } else { a })
+        }
+        (a, b) => a.or(b),
+    }
+}
+
+/// Sets `slot` from `parse` unless it already holds a value.
+fn fill<T>(slot: &mut Option<T>, parse: impl FnOnce() -> Option<T>) {
+    if slot.is_none() {
+        *slot = parse();
+    }
+}
+
+/// A non-negative integer count; overflow is unreadable, not saturated.
+fn parse_count(value: &str) -> Option<u64> {
+    let value = value.trim();
+    // `u64::from_str` alone would also take a leading `+`.
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+/// Where a quota header's value comes from, before precedence is applied.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Requests,
+    Tokens,
+    Input,
+    Output,
+    /// `RateLimit-Limit`, `-Remaining`, `-Reset`.
+    Ietf,
+    /// `X-RateLimit-*`.
+    Common,
+}
+
+const SOURCES: usize = Source::Common as usize + 1;
+
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Limit,
+    Remaining,
+    Reset,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Quota(Source, Part),
+    IetfLimit,
+    IetfCurrent,
+    IetfPolicy,
+    RetryAfter,
+    RetryAfterMs,
+    ResetAfter,
+}
+
+/// Every header read, lowercase.
+const NAMES: &[(&str, Slot)] = {
+    use Part::{Limit, Remaining, Reset};
+    use Slot::Quota as Q;
+    use Source::{Common, Ietf, Input, Output, Requests, Tokens};
+    &[
+        ("x-ratelimit-limit-requests", Q(Requests, Limit)),
+        ("x-ratelimit-remaining-requests", Q(Requests, Remaining)),
+        ("x-ratelimit-reset-requests", Q(Requests, Reset)),
+        ("x-ratelimit-limit-tokens", Q(Tokens, Limit)),
+        ("x-ratelimit-remaining-tokens", Q(Tokens, Remaining)),
+        ("x-ratelimit-reset-tokens", Q(Tokens, Reset)),
+        ("anthropic-ratelimit-requests-limit", Q(Requests, Limit)),
+        (
+            "anthropic-ratelimit-requests-remaining",
+            Q(Requests, Remaining),
+        ),
+        ("anthropic-ratelimit-requests-reset", Q(Requests, Reset)),
+        ("anthropic-ratelimit-tokens-limit", Q(Tokens, Limit)),
+        ("anthropic-ratelimit-tokens-remaining", Q(Tokens, Remaining)),
+        ("anthropic-ratelimit-tokens-reset", Q(Tokens, Reset)),
+        ("anthropic-ratelimit-input-tokens-limit", Q(Input, Limit)),
+        (
+            "anthropic-ratelimit-input-tokens-remaining",
+            Q(Input, Remaining),
+        ),
+        ("anthropic-ratelimit-input-tokens-reset", Q(Input, Reset)),
+        ("anthropic-ratelimit-output-tokens-limit", Q(Output, Limit)),
+        (
+            "anthropic-ratelimit-output-tokens-remaining",
+            Q(Output, Remaining),
+        ),
+        ("anthropic-ratelimit-output-tokens-reset", Q(Output, Reset)),
+        ("ratelimit", Slot::IetfCurrent),
+        ("ratelimit-policy", Slot::IetfPolicy),
+        ("ratelimit-limit", Slot::IetfLimit),
+        ("ratelimit-remaining", Q(Ietf, Remaining)),
+        ("ratelimit-reset", Q(Ietf, Reset)),
+        ("x-ratelimit-limit", Q(Common, Limit)),
+        ("x-ratelimit-remaining", Q(Common, Remaining)),
+        ("x-ratelimit-reset", Q(Common, Reset)),
+        ("x-ratelimit-reset-after", Slot::ResetAfter),
+        ("retry-after", Slot::RetryAfter),
+        ("retry-after-ms", Slot::RetryAfterMs),
+    ]
+};
+
+fn slot(name: &str) -> Option<Slot> {
+    let name = name.trim();
+    NAMES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|&(_, slot)| slot)
+}

@@ -1,0 +1,174 @@
+//! The map of live resources: sharded, created from rules on first use,
+//! swept of idle entries as it grows.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use foldhash::fast::RandomState;
+
+use crate::acquire::Need;
+use crate::limiter::{FIRST_SWEEP, Inner};
+use crate::meter::Nanos;
+use crate::resource::{Resource, Shared, State, lock};
+use crate::{Error, Limit, Rules};
+
+pub(crate) struct Shard {
+    pub(crate) map: HashMap<Arc<str>, Arc<Resource>, RandomState>,
+    /// Sweep idle resources when the map reaches this size.
+    pub(crate) sweep_at: usize,
+}
+
+pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rules> {
+    rules.read().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shard {
+    pub(crate) fn sweep(&mut self, now: Nanos, shared: &Shared) -> usize {
+        let before = self.map.len();
+        self.map.retain(|name, r| {
+            // A clone outside the map means someone is about to use it.
+            if Arc::strong_count(r) > 1 {
+                return true;
+            }
+            match r.state.try_lock() {
+                Ok(mut st) => {
+                    st.tick(now, shared, name);
+                    !st.is_idle(now)
+                }
+                Err(_) => true,
+            }
+        });
+        self.sweep_at = (self.map.len() * 2).max(FIRST_SWEEP);
+        before - self.map.len()
+    }
+}
+
+impl Inner {
+    pub(crate) fn shard(&self, name: &str) -> &Mutex<Shard> {
+        let h = self.hasher.hash_one(name);
+        &self.shards[(h >> 32) as usize & (self.shards.len() - 1)]
+    }
+
+    pub(crate) fn rule(&self, name: &str) -> Result<Limit, Error> {
+        read(&self.rules)
+            .resolve(name)
+            .ok_or_else(|| Error::UnknownResource(name.to_owned()))
+    }
+
+    pub(crate) fn existing(&self, name: &str) -> Option<Arc<Resource>> {
+        lock(self.shard(name)).map.get(name).cloned()
+    }
+
+    /// The resource, created from its rule on first use.
+    #[inline]
+    pub(crate) fn resource(&self, name: &str) -> Result<Arc<Resource>, Error> {
+        self.resource_or(name, None)
+    }
+
+    pub(crate) fn resource_or(
+        &self,
+        name: &str,
+        explicit: Option<Limit>,
+    ) -> Result<Arc<Resource>, Error> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let shard = self.shard(name);
+        if let Some(r) = lock(shard).map.get(name) {
+            return Ok(r.clone());
+        }
+        let limit = match explicit {
+            Some(l) => l,
+            None => self.rule(name)?,
+        };
+        let now = self.shared.now();
+        let mut s = lock(shard);
+        if let Some(r) = s.map.get(name) {
+            return Ok(r.clone());
+        }
+        if s.map.len() >= s.sweep_at {
+            s.sweep(now, &self.shared);
+        }
+        let key: Arc<str> = name.into();
+        let r = Arc::new(Resource::new(key.clone(), limit, now, explicit.is_some()));
+        s.map.insert(key, r.clone());
+        Ok(r)
+    }
+
+    /// Resolves, sorts by name and merges a list of needs.
+    pub(crate) fn needs(&self, needs: &[(&str, u64)]) -> Result<Vec<Need>, Error> {
+        let mut out: Vec<Need> = Vec::with_capacity(needs.len());
+        for (name, cost) in needs {
+            out.push(Need {
+                resource: self.resource(name)?,
+                cost: *cost,
+            });
+        }
+        out.sort_by(|a, b| a.resource.name.cmp(&b.resource.name));
+        out.dedup_by(|later, first| {
+            let same = Arc::ptr_eq(&later.resource, &first.resource);
+            if same {
+                first.cost = first.cost.saturating_add(later.cost);
+            }
+            same
+        });
+        Ok(out)
+    }
+
+    /// The single-resource fast path: takes now or says how long to wait.
+    #[inline]
+    pub(crate) fn take_now(&self, res: &Resource, cost: u64, grant: bool) -> Result<Nanos, Error> {
+        let now = self.shared.now();
+        let mut st = res.lock();
+        st.tick(now, &self.shared, &res.name);
+        refuse_never(&st, &res.name, cost)?;
+        if !st.waiters.is_empty() {
+            let total = st.queued_cost.saturating_add(cost);
+            return Err(Error::RateLimited {
+                resource: res.name.to_string(),
+                retry_after: st.estimate(now, total).map(Duration::from_nanos),
+            });
+        }
+        match st.check(now, cost) {
+            Ok(()) => {
+                let is_inflight = matches!(st.limit.kind(), crate::Algorithm::InFlight);
+                if grant || !is_inflight {
+                    let stamp = st.meter.take(now, cost);
+                    if grant {
+                        st.in_flight += 1;
+                    }
+                    return Ok(stamp);
+                }
+                Ok(now)
+            }
+            Err(wait) => Err(Error::RateLimited {
+                resource: res.name.to_string(),
+                retry_after: wait.map(Duration::from_nanos),
+            }),
+        }
+    }
+
+    pub(crate) fn next_ticket(&self) -> u64 {
+        self.tickets.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Closed, or a cost that can never fit the configured limit.
+#[inline]
+pub(crate) fn refuse_never(st: &State, name: &str, cost: u64) -> Result<(), Error> {
+    if st.closed {
+        return Err(Error::Closed);
+    }
+    let max = st.configured().max_cost();
+    if cost > max {
+        return Err(Error::InsufficientCapacity {
+            resource: name.to_owned(),
+            cost,
+            capacity: max,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,395 @@
+//! One resource: its meter, its FIFO queue of waiters, its adaptive state.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason};
+use crate::clock::Clock;
+use crate::meter::{Check, Meter, Nanos};
+use crate::{Capacity, Limit};
+
+/// What grants and resources need of the limiter: its time and its events.
+/// Kept apart from the limiter's maps so that a grant parked in the
+/// limiter's lease table does not keep the limiter alive.
+pub(crate) struct Shared {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) epoch: Instant,
+    pub(crate) adaptive: AdaptiveConfig,
+    events: Mutex<Vec<CapacityChange>>,
+    events_pending: AtomicBool,
+    #[allow(clippy::type_complexity)]
+    listeners: Mutex<Vec<Arc<dyn Fn(&CapacityChange) + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("clock", &self.clock)
+            .field("adaptive", &self.adaptive)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(clock: Arc<dyn Clock>, adaptive: AdaptiveConfig) -> Self {
+        let epoch = clock.now();
+        Shared {
+            clock,
+            epoch,
+            adaptive,
+            events: Mutex::new(Vec::new()),
+            events_pending: AtomicBool::new(false),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Nanoseconds since the epoch on the limiter's clock.
+    #[inline]
+    pub(crate) fn now(&self) -> Nanos {
+        let d = self.clock.now().saturating_duration_since(self.epoch);
+        u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+    }
+
+    pub(crate) fn instant(&self, at: Nanos) -> Instant {
+        self.epoch + Duration::from_nanos(at)
+    }
+
+    pub(crate) fn add_listener(&self, f: Arc<dyn Fn(&CapacityChange) + Send + Sync>) {
+        lock(&self.listeners).push(f);
+    }
+
+    /// Queues an event; it is handed to listeners by `dispatch`, outside any
+    /// resource lock, so a listener may call back into the limiter.
+    fn emit(&self, change: CapacityChange) {
+        lock(&self.events).push(change);
+        self.events_pending.store(true, Ordering::Release);
+    }
+
+    /// Hands queued events to the listeners. Cheap when there are none.
+    #[inline]
+    pub(crate) fn dispatch(&self) {
+        if self.events_pending.load(Ordering::Acquire) {
+            self.dispatch_slow();
+        }
+    }
+
+    #[cold]
+    fn dispatch_slow(&self) {
+        self.events_pending.store(false, Ordering::Release);
+        let events = std::mem::take(&mut *lock(&self.events));
+        let listeners = lock(&self.listeners).clone();
+        for e in &events {
+            for l in &listeners {
+                l(e);
+            }
+        }
+    }
+}
+
+/// Locks, ignoring poisoning: no code path leaves state half-updated across
+/// a panic point, so the data is still consistent.
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Debug)]
+pub(crate) struct Resource {
+    pub(crate) name: Arc<str>,
+    pub(crate) state: Mutex<State>,
+}
+
+impl Resource {
+    pub(crate) fn new(name: Arc<str>, limit: Limit, now: Nanos, pinned: bool) -> Self {
+        Resource {
+            name,
+            state: Mutex::new(State {
+                meter: Meter::new(&limit, now),
+                limit,
+                adaptive: None,
+                waiters: BTreeMap::new(),
+                queued_cost: 0,
+                in_flight: 0,
+                pinned,
+                closed: false,
+            }),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+/// A task waiting in a resource's queue; the queue is ordered by ticket,
+/// which is global to the limiter (see `acquire.rs`).
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub(crate) cost: u64,
+    pub(crate) waker: Option<Waker>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) meter: Meter,
+    /// The limit in force (reduced while adapting).
+    pub(crate) limit: Limit,
+    pub(crate) adaptive: Option<Box<Adaptive>>,
+    pub(crate) waiters: BTreeMap<u64, Waiter>,
+    /// Total cost of the waiters, for wait estimates of newcomers.
+    pub(crate) queued_cost: u64,
+    /// Grants held.
+    pub(crate) in_flight: u64,
+    /// Configured explicitly rather than from a rule: never evicted.
+    pub(crate) pinned: bool,
+    pub(crate) closed: bool,
+}
+
+impl State {
+    /// The limit recovery returns to.
+    pub(crate) fn configured(&self) -> &Limit {
+        self.adaptive
+            .as_ref()
+            .map_or(&self.limit, |a| &a.configured)
+    }
+
+    /// Applies recovery steps that have come due; called at every lock site
+    /// that decides, so recovery needs no background task.
+    #[inline]
+    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &str) {
+        if self.adaptive.is_some() {
+            self.tick_slow(now, shared, name);
+        }
+    }
+
+    #[cold]
+    fn tick_slow(&mut self, now: Nanos, shared: &Shared, name: &str) {
+        let Some(a) = self.adaptive.as_mut() else {
+            return;
+        };
+        let cfg = &shared.adaptive;
+        let ceiling = a.configured.capacity();
+        let mut changed = false;
+        while self.limit.capacity() < ceiling && now >= a.next_recovery {
+            let previous = self.limit.capacity();
+            let capacity = adaptive::recovered(previous, cfg.recovery_factor, ceiling);
+            let at = a.next_recovery;
+            a.next_recovery = a.next_recovery.saturating_add(nanos(cfg.recovery_interval));
+            self.limit = a.configured.scaled_to(capacity, a.configured.window());
+            self.meter.reconfigure(&self.limit, now);
+            changed = true;
+            shared.emit(CapacityChange {
+                resource: name.to_owned(),
+                previous,
+                capacity,
+                configured: ceiling,
+                window: self.limit.window(),
+                reason: ChangeReason::Recovered,
+                at: shared.instant(at),
+            });
+        }
+        if self.limit.capacity() >= ceiling && a.paused_until <= now {
+            // Fully recovered and not paused: nothing left to remember.
+            self.limit = a.configured;
+            self.adaptive = None;
+        }
+        if changed {
+            self.wake_head();
+        }
+    }
+
+    /// May `cost` go at `now`, given pauses and reductions?
+    #[inline]
+    pub(crate) fn check(&mut self, now: Nanos, cost: u64) -> Check {
+        if let Some(a) = &self.adaptive {
+            if a.paused_until > now {
+                return Err(Some(a.paused_until - now));
+            }
+            if cost > self.limit.max_cost() {
+                // Fits the configured limit but not the reduced one: wait
+                // for recovery, which wakes the head.
+                return Err(None);
+            }
+        }
+        self.meter.check(now, cost)
+    }
+
+    /// The wait for `total` to be taken: a newcomer's cost plus the cost of
+    /// everyone queued ahead of it.
+    pub(crate) fn estimate(&mut self, now: Nanos, total: u64) -> Option<Nanos> {
+        let pause = self
+            .adaptive
+            .as_ref()
+            .map_or(0, |a| a.paused_until.saturating_sub(now));
+        match self.meter.check(now + pause, total) {
+            Ok(()) => Some(pause),
+            Err(w) => w.map(|w| w.saturating_add(pause)),
+        }
+    }
+
+    /// Wakes the first waiter: the only one that looks at the meter.
+    pub(crate) fn wake_head(&self) {
+        if let Some((_, w)) = self.waiters.first_key_value()
+            && let Some(waker) = &w.waker
+        {
+            waker.wake_by_ref();
+        }
+    }
+
+    pub(crate) fn wake_all(&self) {
+        for w in self.waiters.values() {
+            if let Some(waker) = &w.waker {
+                waker.wake_by_ref();
+            }
+        }
+    }
+
+    /// Removes a waiter; wakes the next head if it was the head.
+    pub(crate) fn leave(&mut self, ticket: u64) {
+        let was_head = self.waiters.first_key_value().map(|(t, _)| *t) == Some(ticket);
+        if let Some(w) = self.waiters.remove(&ticket) {
+            self.queued_cost -= w.cost;
+        }
+        if was_head {
+            self.wake_head();
+        }
+    }
+
+    /// A 429 from upstream: cut capacity (at most once per cooldown) and
+    /// pause for the Retry-After (capped).
+    pub(crate) fn throttle(
+        &mut self,
+        now: Nanos,
+        retry_after: Option<Duration>,
+        shared: &Shared,
+        name: &str,
+    ) -> Option<CapacityChange> {
+        let cfg = &shared.adaptive;
+        let limit = self.limit;
+        let a = self
+            .adaptive
+            .get_or_insert_with(|| Box::new(Adaptive::new(limit)));
+        let cooldown = nanos(cfg.cooldown.unwrap_or(limit.window()));
+        let may_reduce = a
+            .reduced_at
+            .is_none_or(|t| now >= t.saturating_add(cooldown));
+        if let Some(pause) = retry_after {
+            let pause = nanos(pause.min(cfg.max_pause));
+            a.paused_until = a.paused_until.max(now.saturating_add(pause));
+        }
+        if !may_reduce {
+            return None;
+        }
+        a.reduced_at = Some(now);
+        a.next_recovery = now.saturating_add(nanos(cfg.recovery_interval));
+        let previous = limit.capacity();
+        let capacity = adaptive::reduced(previous, cfg.reduce_factor);
+        let configured = a.configured;
+        if capacity == previous {
+            return None;
+        }
+        self.limit = configured.scaled_to(capacity, configured.window());
+        self.meter.reconfigure(&self.limit, now);
+        let change = CapacityChange {
+            resource: name.to_owned(),
+            previous,
+            capacity,
+            configured: configured.capacity(),
+            window: self.limit.window(),
+            reason: ChangeReason::Throttled,
+            at: shared.instant(now),
+        };
+        shared.emit(change.clone());
+        Some(change)
+    }
+
+    /// An operator's new limit: becomes the configured one; adaptation and
+    /// pauses are forgotten. State is kept when the algorithm stays the same.
+    pub(crate) fn configure(&mut self, limit: Limit, now: Nanos, shared: &Shared, name: &str) {
+        let previous = self.limit.capacity();
+        if limit.kind() == self.limit.kind() {
+            self.meter.reconfigure(&limit, now);
+        } else {
+            let available = self.meter.available(now);
+            self.meter = Meter::new(&limit, now);
+            if available < limit.max_cost() as f64 {
+                self.meter
+                    .clamp_available(now, available.max(0.0).floor() as u64);
+            }
+        }
+        self.limit = limit;
+        self.adaptive = None;
+        self.pinned = true;
+        shared.emit(CapacityChange {
+            resource: name.to_owned(),
+            previous,
+            capacity: limit.capacity(),
+            configured: limit.capacity(),
+            window: limit.window(),
+            reason: ChangeReason::Configured,
+            at: shared.instant(now),
+        });
+        // The head may fit now, or may need a different wait.
+        self.wake_head();
+    }
+
+    /// Aligns with an upstream's own count.
+    pub(crate) fn sync(
+        &mut self,
+        now: Nanos,
+        remaining: u64,
+        reset: Option<Duration>,
+        cfg: &AdaptiveConfig,
+    ) {
+        self.meter.clamp_available(now, remaining);
+        if remaining == 0
+            && let Some(reset) = reset
+        {
+            let limit = self.limit;
+            let a = self
+                .adaptive
+                .get_or_insert_with(|| Box::new(Adaptive::new(limit)));
+            let until = now.saturating_add(nanos(reset.min(cfg.max_pause)));
+            a.paused_until = a.paused_until.max(until);
+        }
+    }
+
+    pub(crate) fn capacity(&mut self, name: &str, now: Nanos) -> Capacity {
+        let paused_for = self
+            .adaptive
+            .as_ref()
+            .map(|a| a.paused_until.saturating_sub(now))
+            .filter(|p| *p > 0)
+            .map(Duration::from_nanos);
+        let configured = *self.configured();
+        Capacity {
+            resource: name.to_owned(),
+            algorithm: self.limit.kind(),
+            available: self.meter.available(now),
+            total: self.limit.capacity(),
+            burst: self.limit.max_cost(),
+            window: self.limit.window(),
+            in_flight: self.in_flight,
+            waiting: self.waiters.len(),
+            configured: configured.capacity(),
+            paused_for,
+        }
+    }
+
+    /// Nothing here that a fresh resource from the same rule would not have.
+    pub(crate) fn is_idle(&mut self, now: Nanos) -> bool {
+        !self.pinned
+            && self.in_flight == 0
+            && self.waiters.is_empty()
+            && self.adaptive.is_none()
+            && self.meter.is_idle(now)
+    }
+}
+
+pub(crate) fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+}

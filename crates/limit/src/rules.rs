@@ -1,0 +1,288 @@
+//! Which limit a resource gets: exact names, longest prefix, a fallback; and
+//! which API a tool name calls.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::{Error, Limit};
+
+/// Resource names are created lazily from these rules on first use.
+///
+/// A name resolves to its exact rule, else to the rule of its longest
+/// matching prefix, else to the fallback; with none of these it is unknown.
+///
+/// ```
+/// use sluice_limit::{Limit, Rules};
+///
+/// let rules = Rules::new()
+///     .prefix("openai/", Limit::per_second(3).burst(10))
+///     .prefix("openai/gpt-4o", Limit::per_second(1))
+///     .exact("api:github", Limit::per_second(5).burst(15));
+/// assert_eq!(rules.resolve("openai/gpt-4o-mini"), Some(Limit::per_second(1)));
+/// assert_eq!(rules.resolve("openai/o3"), Some(Limit::per_second(3).burst(10)));
+/// assert_eq!(rules.resolve("mistral/large"), None);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    exact: HashMap<String, Limit>,
+    /// Longest first, so the first match is the longest.
+    prefixes: Vec<(String, Limit)>,
+    fallback: Option<Limit>,
+}
+
+impl Rules {
+    /// No rules: every resource must be configured with `set_capacity`.
+    pub fn new() -> Self {
+        Rules::default()
+    }
+
+    /// The limit for exactly `name`.
+    pub fn exact(mut self, name: impl Into<String>, limit: Limit) -> Self {
+        self.exact.insert(name.into(), limit);
+        self
+    }
+
+    /// The limit for names starting with `prefix` (longest prefix wins).
+    pub fn prefix(mut self, prefix: impl Into<String>, limit: Limit) -> Self {
+        let prefix = prefix.into();
+        self.prefixes.retain(|(p, _)| *p != prefix);
+        self.prefixes.push((prefix, limit));
+        self.prefixes
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        self
+    }
+
+    /// The limit for names no other rule matches.
+    pub fn fallback(mut self, limit: Limit) -> Self {
+        self.fallback = Some(limit);
+        self
+    }
+
+    /// The limit `name` gets.
+    pub fn resolve(&self, name: &str) -> Option<Limit> {
+        if let Some(l) = self.exact.get(name) {
+            return Some(*l);
+        }
+        self.prefixes
+            .iter()
+            .find(|(p, _)| name.starts_with(p.as_str()))
+            .map(|(_, l)| *l)
+            .or(self.fallback)
+    }
+
+    /// Checks every limit.
+    ///
+    /// # Errors
+    /// The first invalid limit's error.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.exact
+            .values()
+            .chain(self.prefixes.iter().map(|(_, l)| l))
+            .chain(self.fallback.iter())
+            .try_for_each(Limit::validate)
+    }
+
+    /// The seed's tables.
+    ///
+    /// | resource | limit |
+    /// |---|---|
+    /// | `google/…` | 5 req/s, burst 15 |
+    /// | `anthropic/…` | 2 req/s, burst 8 |
+    /// | `deepseek/…`, `minimax/…`, `openai/…` | 3 req/s, burst 10 |
+    /// | any other name (models) | 2 req/s, burst 8 |
+    /// | `api:google_calendar`, `api:google_sheets`, `api:google_drive`, `api:gmail`, `api:clickup` | 2 req/s, burst 5 |
+    /// | `api:github` | 5 req/s, burst 15 |
+    /// | `api:linear`, `api:slack` | 3 req/s, burst 10 |
+    /// | any other `api:…` | 2 req/s, burst 5 |
+    /// | `session:…` | 10 in any 60 s (sliding window) |
+    pub fn seed() -> Self {
+        let mut rules = Rules::new().fallback(Limit::per_second(2).burst(8));
+        for (model, rate, burst) in MODEL_LIMITS {
+            rules = rules.prefix(*model, Limit::per_second(*rate).burst(*burst));
+        }
+        for (api, rate, burst) in API_LIMITS {
+            rules = rules.exact(api_resource(api), Limit::per_second(*rate).burst(*burst));
+        }
+        rules
+            .prefix(API_PREFIX, Limit::per_second(2).burst(5))
+            .prefix(
+                SESSION_PREFIX,
+                Limit::sliding_window(10, Duration::from_secs(60)),
+            )
+    }
+}
+
+/// The seed's per-model limits: (prefix, requests/s, burst).
+pub const MODEL_LIMITS: &[(&str, u64, u64)] = &[
+    ("google/", 5, 15),
+    ("anthropic/", 2, 8),
+    ("deepseek/", 3, 10),
+    ("minimax/", 3, 10),
+    ("openai/", 3, 10),
+];
+
+/// The seed's per-API limits: (api, requests/s, burst).
+pub const API_LIMITS: &[(&str, u64, u64)] = &[
+    ("google_calendar", 2, 5),
+    ("google_sheets", 2, 5),
+    ("google_drive", 2, 5),
+    ("gmail", 2, 5),
+    ("github", 5, 15),
+    ("linear", 3, 10),
+    ("slack", 3, 10),
+    ("clickup", 2, 5),
+];
+
+/// Resource names of APIs start with this: `api:gmail`.
+pub const API_PREFIX: &str = "api:";
+/// Resource names of sessions start with this: `session:abc`.
+pub const SESSION_PREFIX: &str = "session:";
+
+/// The resource name of an API: `api:{api}`.
+pub fn api_resource(api: &str) -> String {
+    format!("{API_PREFIX}{api}")
+}
+
+/// Maps a tool name to the API it calls, by tool-name prefix.
+///
+/// ```
+/// use sluice_limit::ToolClassifier;
+///
+/// let tools = ToolClassifier::seed();
+/// assert_eq!(tools.classify("GMAIL_SEND_EMAIL"), Some("gmail"));
+/// assert_eq!(tools.classify("googlemail_fetch"), Some("gmail"));
+/// assert_eq!(tools.classify("WEB_SEARCH"), None);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ToolClassifier {
+    /// (prefix, api), longest prefix first.
+    prefixes: Vec<(String, String)>,
+}
+
+impl ToolClassifier {
+    /// Classifies nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tool names starting with `prefix` (ASCII case-insensitive) call `api`.
+    pub fn with(mut self, prefix: impl Into<String>, api: impl Into<String>) -> Self {
+        let prefix = prefix.into().to_ascii_uppercase();
+        self.prefixes.retain(|(p, _)| *p != prefix);
+        self.prefixes.push((prefix, api.into()));
+        self.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+        self
+    }
+
+    /// The seed's prefixes: `GMAIL_`/`GOOGLEMAIL_` → gmail,
+    /// `GOOGLECALENDAR_` → google_calendar, `GOOGLESHEETS_` → google_sheets,
+    /// `GOOGLEDRIVE_` → google_drive, `GITHUB_`, `LINEAR_`, `SLACK_`,
+    /// `CLICKUP_` → their lowercase names.
+    pub fn seed() -> Self {
+        [
+            ("GMAIL_", "gmail"),
+            ("GOOGLEMAIL_", "gmail"),
+            ("GOOGLECALENDAR_", "google_calendar"),
+            ("GOOGLESHEETS_", "google_sheets"),
+            ("GOOGLEDRIVE_", "google_drive"),
+            ("GITHUB_", "github"),
+            ("LINEAR_", "linear"),
+            ("SLACK_", "slack"),
+            ("CLICKUP_", "clickup"),
+        ]
+        .into_iter()
+        .fold(ToolClassifier::new(), |c, (p, a)| c.with(p, a))
+    }
+
+    /// The API `tool` calls, if any prefix matches.
+    pub fn classify(&self, tool: &str) -> Option<&str> {
+        self.prefixes
+            .iter()
+            .find(|(p, _)| {
+                tool.len() >= p.len()
+                    && tool.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+            })
+            .map(|(_, a)| a.as_str())
+    }
+
+    /// The `(prefix, api)` pairs, longest prefix first.
+    pub fn prefixes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.prefixes.iter().map(|(p, a)| (p.as_str(), a.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Algorithm;
+
+    #[test]
+    fn seed_model_limits_by_longest_prefix() {
+        let r = Rules::seed();
+        assert_eq!(
+            r.resolve("google/gemini-2.5-flash"),
+            Some(Limit::per_second(5).burst(15))
+        );
+        assert_eq!(
+            r.resolve("anthropic/claude-sonnet-4"),
+            Some(Limit::per_second(2).burst(8))
+        );
+        assert_eq!(
+            r.resolve("openai/gpt-4o-mini"),
+            Some(Limit::per_second(3).burst(10))
+        );
+        assert_eq!(
+            r.resolve("mistral/large"),
+            Some(Limit::per_second(2).burst(8))
+        );
+    }
+
+    #[test]
+    fn seed_api_and_session_limits() {
+        let r = Rules::seed();
+        assert_eq!(
+            r.resolve("api:github"),
+            Some(Limit::per_second(5).burst(15))
+        );
+        assert_eq!(r.resolve("api:slack"), Some(Limit::per_second(3).burst(10)));
+        assert_eq!(r.resolve("api:notion"), Some(Limit::per_second(2).burst(5)));
+        let s = r.resolve("session:abc").unwrap();
+        assert_eq!(s.kind(), Algorithm::SlidingWindow);
+        assert_eq!((s.capacity(), s.window()), (10, Duration::from_secs(60)));
+        assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_without_fallback() {
+        let r = Rules::new().prefix("a/", Limit::per_second(1));
+        assert_eq!(r.resolve("b/x"), None);
+        assert!(
+            Rules::new()
+                .exact("x", Limit::per_second(0))
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn tool_classification() {
+        let t = ToolClassifier::seed();
+        for (tool, api) in [
+            ("GMAIL_SEND", "gmail"),
+            ("GOOGLEMAIL_LIST", "gmail"),
+            ("GOOGLECALENDAR_CREATE_EVENT", "google_calendar"),
+            ("GOOGLESHEETS_APPEND", "google_sheets"),
+            ("GOOGLEDRIVE_UPLOAD", "google_drive"),
+            ("GITHUB_CREATE_ISSUE", "github"),
+            ("LINEAR_CREATE_ISSUE", "linear"),
+            ("slack_post_message", "slack"),
+            ("CLICKUP_TASK", "clickup"),
+        ] {
+            assert_eq!(t.classify(tool), Some(api), "{tool}");
+        }
+        assert_eq!(t.classify("GMAIL"), None, "prefix includes the underscore");
+        assert_eq!(t.classify("é"), None);
+        let t = t.with("NOTION_", "notion");
+        assert_eq!(t.classify("NOTION_PAGE"), Some("notion"));
+    }
+}

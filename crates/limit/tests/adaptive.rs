@@ -1,0 +1,143 @@
+//! Adaptive control: 429s cut capacity once per window, Retry-After pauses,
+//! recovery follows the seed's timeline; upstream counts keep buckets in step.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{poll_once, ready};
+use sluice_limit::headers::{Quota, RateLimitHeaders};
+use sluice_limit::{CapacityChange, ChangeReason, Error, Limit, Limiter, Rules};
+use tokio::time::advance;
+
+fn limiter() -> (Limiter, Arc<Mutex<Vec<CapacityChange>>>) {
+    let l = Limiter::new(Rules::new().exact("api", Limit::per_minute(100))).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    l.on_change(move |c| s.lock().unwrap().push(c.clone()));
+    (l, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_recovery_timeline() {
+    let (l, seen) = limiter();
+    l.get_capacity("api").unwrap();
+    let change = l.report_throttled("api", None).unwrap().unwrap();
+    assert_eq!((change.previous, change.capacity), (100, 50));
+    let mut timeline = vec![(0, l.get_capacity("api").unwrap().total)];
+    for step in 1..=9 {
+        advance(Duration::from_secs(30)).await;
+        timeline.push((step * 30, l.get_capacity("api").unwrap().total));
+    }
+    assert_eq!(
+        timeline,
+        [
+            (0, 50),
+            (30, 55),
+            (60, 60),
+            (90, 66),
+            (120, 72),
+            (150, 79),
+            (180, 86),
+            (210, 94),
+            (240, 100),
+            (270, 100)
+        ]
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 9, "one reduction, eight recovery steps");
+    assert_eq!(seen[0].reason, ChangeReason::Throttled);
+    assert!(seen[1..].iter().all(|c| c.reason == ChangeReason::Recovered));
+    assert!(!l.get_capacity("api").unwrap().is_reduced());
+}
+
+#[tokio::test(start_paused = true)]
+async fn just_before_a_step_nothing_changes() {
+    let (l, _) = limiter();
+    l.report_throttled("api", None).unwrap();
+    advance(Duration::from_millis(29_999)).await;
+    assert_eq!(l.get_capacity("api").unwrap().total, 50);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(l.get_capacity("api").unwrap().total, 55);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_429s_reduces_once_per_window() {
+    let (l, _) = limiter();
+    for _ in 0..20 {
+        l.report_throttled("api", None).unwrap();
+    }
+    assert_eq!(l.get_capacity("api").unwrap().total, 50);
+    // The window is a minute: the next reduction only after it.
+    advance(Duration::from_secs(59)).await;
+    assert!(l.report_throttled("api", None).unwrap().is_none());
+    advance(Duration::from_secs(1)).await;
+    // 30 s and 60 s recovery steps came first: 50 → 55 → 60, then halved.
+    let c = l.report_throttled("api", None).unwrap().unwrap();
+    assert_eq!((c.previous, c.capacity), (60, 30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_pauses_capped() {
+    let l = Limiter::new(Rules::new().exact("m", Limit::per_second(10))).unwrap();
+    l.report_throttled("m", Some(Duration::from_secs(2))).unwrap();
+    let err = l.try_acquire("m", 1).unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+    let mut a = l.acquire("m", 1, None);
+    assert!(poll_once(&mut a).is_pending());
+    advance(Duration::from_millis(1_999)).await;
+    assert!(poll_once(&mut a).is_pending());
+    advance(Duration::from_millis(1)).await;
+    assert!(ready(poll_once(&mut a)).is_ok());
+    // An absurd Retry-After is capped at 60 s.
+    l.report_throttled("m", Some(Duration::from_secs(3_600))).unwrap();
+    let cap = l.get_capacity("m").unwrap();
+    assert_eq!(cap.paused_for, Some(Duration::from_secs(60)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reduction_scales_burst_and_waiters_wait_for_recovery() {
+    let l = Limiter::new(Rules::new().exact("m", Limit::per_second(4).burst(8))).unwrap();
+    l.report_throttled("m", None).unwrap();
+    let cap = l.get_capacity("m").unwrap();
+    assert_eq!((cap.total, cap.burst, cap.configured), (2, 4, 4));
+    // 6 fits the configured burst but not the reduced one: a wait, not never.
+    let mut a = l.acquire("m", 6, None);
+    assert!(poll_once(&mut a).is_pending());
+    assert!(matches!(l.try_acquire("m", 9), Err(Error::InsufficientCapacity { .. })));
+    advance(Duration::from_secs(30)).await; // 2 → 3, burst 6
+    l.get_capacity("m").unwrap();
+    advance(Duration::from_secs(2)).await;
+    assert!(ready(poll_once(&mut a)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn upstream_headers_bring_the_bucket_in_step() {
+    let l = Limiter::new(
+        Rules::new()
+            .exact("req", Limit::per_second(10))
+            .exact("tok", Limit::per_minute(100_000)),
+    )
+    .unwrap();
+    let headers = RateLimitHeaders {
+        requests: Some(Quota {
+            limit: Some(10),
+            remaining: Some(0),
+            reset: Some(Duration::from_millis(750)),
+        }),
+        tokens: Some(Quota {
+            limit: Some(100_000),
+            remaining: Some(1_234),
+            reset: Some(Duration::from_secs(6)),
+        }),
+        ..Default::default()
+    };
+    l.observe(Some("req"), Some("tok"), 200, &headers).unwrap();
+    assert_eq!(l.get_capacity("tok").unwrap().available, 1_234.0);
+    let err = l.try_acquire("req", 1).unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
+    assert_eq!(l.get_capacity("req").unwrap().total, 10, "a 200 does not cut capacity");
+    l.observe(Some("req"), None, 429, &headers).unwrap();
+    assert_eq!(l.get_capacity("req").unwrap().total, 5);
+}

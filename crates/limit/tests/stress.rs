@@ -1,0 +1,63 @@
+//! Many tasks on two threads: the invariants hold at the end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice_limit::{Limit, Limiter, Rules};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_and_rate_hold_under_contention() {
+    let rules = Rules::new()
+        .exact("slots", Limit::in_flight(4))
+        .exact("rate", Limit::per_second(2_000).burst(50));
+    let l = Limiter::new(rules).unwrap();
+    let inside = Arc::new(AtomicU64::new(0));
+    let peak = Arc::new(AtomicU64::new(0));
+    let granted = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let (l, inside, peak, granted) = (l.clone(), inside.clone(), peak.clone(), granted.clone());
+            tokio::spawn(async move {
+                for j in 0..10 {
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    let g = l
+                        .acquire_many(&[("slots", 1), ("rate", 1)], Some(deadline))
+                        .await
+                        .expect("granted within the deadline");
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    granted.fetch_add(1, Ordering::SeqCst);
+                    if (i + j) % 3 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(g);
+                }
+            })
+        })
+        .collect();
+    // Some waiters give up half way: they must leave no trace.
+    let quitters: Vec<_> = (0..50)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move {
+                let a = l.acquire("slots", 1, None);
+                let _ = tokio::time::timeout(Duration::from_micros(50), a).await;
+            })
+        })
+        .collect();
+    for t in tasks.into_iter().chain(quitters) {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    assert!(peak.load(Ordering::SeqCst) <= 4, "in-flight limit exceeded");
+    assert_eq!(granted.load(Ordering::SeqCst), 2_000);
+    // Not a timing assertion: a bound computed from the time it took.
+    let bound = 50.0 + 2_000.0 * elapsed.as_secs_f64() + 1.0;
+    assert!((2_000.0) <= bound);
+    let slots = l.get_capacity("slots").unwrap();
+    assert_eq!((slots.in_flight, slots.waiting, slots.available), (0, 0, 4.0));
+    assert_eq!(l.get_capacity("rate").unwrap().waiting, 0);
+}

@@ -1,0 +1,321 @@
+//! Acquire: FIFO waiting, deadlines, cancellation, close, capacity changes.
+//! Every timing rule runs on tokio's paused clock.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{poll_once, ready};
+use sluice_limit::{Error, Limit, Limiter, Rules};
+use tokio::time::{Instant, advance};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn limiter(rules: Rules) -> Limiter {
+    Limiter::new(rules).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_exactly_until_tokens_are_due() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut a = l.acquire("r", 1, None);
+    assert!(poll_once(&mut a).is_pending());
+    advance(99 * MS).await;
+    assert!(poll_once(&mut a).is_pending(), "not before 100 ms");
+    advance(MS).await;
+    assert!(ready(poll_once(&mut a)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifo_order_under_contention() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(1).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut tasks = Vec::new();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..20 {
+        let l = l.clone();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let _g = l.acquire("r", 1, None).await.unwrap();
+            tx.send(i).unwrap();
+        }));
+        // Let each task enqueue before the next one starts.
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+    }
+    drop(tx);
+    let start = Instant::now();
+    let mut order = Vec::new();
+    while let Some(i) = rx.recv().await {
+        order.push(i);
+    }
+    assert_eq!(order, (0..20).collect::<Vec<_>>());
+    // One per second after the first token: exactly 20 s of paused time.
+    assert_eq!(Instant::now() - start, Duration::from_secs(20));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_big_cost_at_the_head_is_not_overtaken() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10)));
+    let _g = l.try_acquire("r", 10).unwrap();
+    let mut big = l.acquire("r", 10, None);
+    assert!(poll_once(&mut big).is_pending());
+    advance(100 * MS).await;
+    // One token is there, but the head needs ten: a newcomer must queue.
+    let err = l.try_acquire("r", 1).unwrap_err();
+    assert!(matches!(err, Error::RateLimited { .. }));
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(1000)));
+    advance(900 * MS).await;
+    assert!(ready(poll_once(&mut big)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cost_above_burst_is_never() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(3).burst(10)));
+    let err = l.acquire("r", 11, None).await.unwrap_err();
+    assert_eq!(
+        err,
+        Error::InsufficientCapacity {
+            resource: "r".into(),
+            cost: 11,
+            capacity: 10
+        }
+    );
+    assert!(matches!(l.try_acquire("r", 11), Err(Error::InsufficientCapacity { .. })));
+    assert_eq!(
+        l.try_acquire("x", 1).unwrap_err(),
+        Error::UnknownResource("x".into())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_known_to_be_missed_fails_at_once_with_the_wait() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(1).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let mut a = l.acquire("r", 1, Some(deadline));
+    match ready(poll_once(&mut a)) {
+        Err(Error::DeadlinePassed { resource, wait }) => {
+            assert_eq!(resource, "r");
+            assert_eq!(wait, Some(Duration::from_secs(1)));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing was consumed: a deadline that fits still gets the next token.
+    let ok = l
+        .acquire("r", 1, Some(Instant::now() + Duration::from_secs(1)))
+        .await;
+    assert!(ok.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_passing_while_queued_leaves_and_consumes_nothing() {
+    let l = limiter(Rules::new().exact("slots", Limit::in_flight(1)));
+    let held = l.try_acquire("slots", 1).unwrap();
+    let mut a = l.acquire("slots", 1, Some(Instant::now() + 200 * MS));
+    assert!(poll_once(&mut a).is_pending());
+    assert_eq!(l.get_capacity("slots").unwrap().waiting, 1);
+    advance(199 * MS).await;
+    assert!(poll_once(&mut a).is_pending());
+    advance(MS).await;
+    assert!(matches!(
+        ready(poll_once(&mut a)),
+        Err(Error::DeadlinePassed { wait: None, .. })
+    ));
+    assert_eq!(l.get_capacity("slots").unwrap().waiting, 0);
+    drop(held);
+    assert!(l.try_acquire("slots", 1).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_future_polled_once_and_dropped_leaves_the_queue() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(1).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut first = l.acquire("r", 1, None);
+    assert!(poll_once(&mut first).is_pending());
+    let mut second = l.acquire("r", 1, None);
+    assert!(poll_once(&mut second).is_pending());
+    drop(first);
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 1);
+    advance(Duration::from_secs(1)).await;
+    assert!(ready(poll_once(&mut second)).is_ok());
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 0);
+    // The dropped one took nothing: after another second a token is there.
+    advance(Duration::from_secs(1)).await;
+    assert!(l.try_acquire("r", 1).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_head_wakes_the_next() {
+    let l = limiter(Rules::new().exact("slots", Limit::in_flight(1)));
+    let g = l.try_acquire("slots", 1).unwrap();
+    let l2 = l.clone();
+    let head = tokio::spawn(async move { l2.acquire("slots", 1, None).await.map(drop) });
+    let l3 = l.clone();
+    let next = tokio::spawn(async move { l3.acquire("slots", 1, None).await.map(drop) });
+    tokio::task::yield_now().await;
+    head.abort();
+    let _ = head.await;
+    drop(g);
+    assert!(next.await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_flight_slots_come_back_on_drop() {
+    let l = limiter(Rules::new().exact("slots", Limit::in_flight(2)));
+    let a = l.try_acquire("slots", 1).unwrap();
+    let _b = l.try_acquire("slots", 1).unwrap();
+    let err = l.try_acquire("slots", 1).unwrap_err();
+    assert_eq!(err.retry_after(), None, "not a matter of time");
+    let mut waiting = l.acquire("slots", 1, None);
+    assert!(poll_once(&mut waiting).is_pending());
+    assert_eq!(l.get_capacity("slots").unwrap().in_flight, 2);
+    drop(a);
+    assert!(ready(poll_once(&mut waiting)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_changes_reach_queued_waiters() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(1).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut a = l.acquire("r", 1, None);
+    assert!(poll_once(&mut a).is_pending());
+    // Ten per second: the head's wait shrinks from 1 s to 100 ms.
+    l.set_capacity("r", 10, Duration::from_secs(1)).unwrap();
+    assert!(poll_once(&mut a).is_pending());
+    advance(100 * MS).await;
+    assert!(ready(poll_once(&mut a)).is_ok());
+    let cap = l.get_capacity("r").unwrap();
+    // The burst keeps its ratio to capacity.
+    assert_eq!((cap.total, cap.burst), (10, 10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_capacity_new_full_existing_capped_and_invalid_rejected() {
+    let l = limiter(Rules::new());
+    l.set_capacity("openai-api", 60, Duration::from_secs(60)).unwrap();
+    assert_eq!(l.get_capacity("openai-api").unwrap().available, 60.0);
+    for _ in 0..10 {
+        l.try_acquire("openai-api", 1).unwrap().release();
+    }
+    l.set_capacity("openai-api", 30, Duration::from_secs(60)).unwrap();
+    assert_eq!(l.get_capacity("openai-api").unwrap().available, 30.0);
+    assert!(matches!(
+        l.set_capacity("x", 0, Duration::from_secs(1)),
+        Err(Error::InvalidCapacity { .. })
+    ));
+    assert!(matches!(
+        l.set_capacity("x", 1, Duration::ZERO),
+        Err(Error::InvalidWindow(_))
+    ));
+    assert!(l.remove("openai-api"));
+    assert!(matches!(l.try_acquire("openai-api", 1), Err(Error::UnknownResource(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_wakes_every_waiter() {
+    let l = limiter(Rules::new().exact("slots", Limit::in_flight(1)));
+    let _g = l.try_acquire("slots", 1).unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire("slots", 1, None).await.map(drop) })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    l.close();
+    for w in waiters {
+        assert_eq!(w.await.unwrap(), Err(Error::Closed));
+    }
+    assert_eq!(l.try_acquire("slots", 1).unwrap_err(), Error::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_resources_all_or_nothing() {
+    let rules = Rules::new()
+        .exact("req", Limit::per_second(10))
+        .exact("tok", Limit::per_minute(1_000));
+    let l = limiter(rules);
+    let _g = l.try_acquire("tok", 1_000).unwrap();
+    // Tokens are short: the request slot must not be spent meanwhile.
+    let mut a = l.acquire_many(&[("req", 1), ("tok", 500)], None);
+    assert!(poll_once(&mut a).is_pending());
+    assert_eq!(l.get_capacity("req").unwrap().available, 10.0);
+    assert!(matches!(
+        l.try_acquire_many(&[("req", 1), ("tok", 1)]),
+        Err(Error::RateLimited { .. })
+    ));
+    advance(Duration::from_secs(30)).await;
+    let mut g = ready(poll_once(&mut a)).unwrap();
+    assert_eq!(l.get_capacity("req").unwrap().available, 9.0);
+    g.settle_part("tok", 100).unwrap();
+    assert_eq!(l.get_capacity("tok").unwrap().available, 400.0);
+    assert!(g.settle_part("nope", 1).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn crossing_multi_waiters_do_not_deadlock() {
+    let l = limiter(
+        Rules::new()
+            .exact("a", Limit::in_flight(1))
+            .exact("b", Limit::in_flight(1)),
+    );
+    let ga = l.try_acquire("a", 1).unwrap();
+    let gb = l.try_acquire("b", 1).unwrap();
+    let l1 = l.clone();
+    let t1 = tokio::spawn(async move { l1.acquire_many(&[("a", 1), ("b", 1)], None).await.map(drop) });
+    let l2 = l.clone();
+    let t2 = tokio::spawn(async move { l2.acquire_many(&[("b", 1), ("a", 1)], None).await.map(drop) });
+    tokio::task::yield_now().await;
+    drop(ga);
+    drop(gb);
+    assert!(t1.await.unwrap().is_ok());
+    assert!(t2.await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn settle_refunds_and_debits() {
+    let l = limiter(Rules::new().exact("tok", Limit::per_minute(6_000)));
+    let mut g = l.try_acquire("tok", 1_000).unwrap();
+    g.settle(1_000);
+    assert_eq!(l.get_capacity("tok").unwrap().available, 5_000.0);
+    g.settle(200);
+    assert_eq!(l.get_capacity("tok").unwrap().available, 5_800.0);
+    g.settle(7_000);
+    assert_eq!(l.get_capacity("tok").unwrap().available, -1_000.0);
+    // In debt: even one token waits until the debt is repaid.
+    let err = l.try_acquire("tok", 1).unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(10_010)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_grants_by_id_and_leases() {
+    let l = limiter(Rules::new().exact("slots", Limit::in_flight(2)));
+    let id = l.hold(l.try_acquire("slots", 1).unwrap(), Duration::from_secs(10));
+    let lost = l.hold(l.try_acquire("slots", 1).unwrap(), Duration::from_secs(10));
+    assert_eq!(l.get_capacity("slots").unwrap().in_flight, 2);
+    l.release(id, None).unwrap();
+    assert_eq!(l.release(id, None), Err(Error::UnknownGrant(id.0)));
+    advance(Duration::from_secs(10)).await;
+    assert_eq!(l.sweep().expired_leases, 1);
+    assert_eq!(l.get_capacity("slots").unwrap().in_flight, 0);
+    assert!(l.release(lost, None).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_keys_are_evicted_without_losing_state() {
+    let l = limiter(Rules::new().prefix("session:", Limit::per_second(1).burst(2)));
+    for i in 0..10_000 {
+        l.try_acquire(&format!("session:{i}"), 1).unwrap().release();
+    }
+    // Creation sweeps as it goes, but nothing is full yet.
+    assert_eq!(l.len(), 10_000);
+    let _busy = l.try_acquire("session:0", 1).unwrap();
+    advance(Duration::from_secs(1)).await;
+    let stats = l.sweep();
+    assert_eq!(stats.evicted, 9_999);
+    assert_eq!(l.len(), 1, "the key with a grant held stays");
+    // A recreated key is full, as the evicted one was.
+    assert_eq!(l.get_capacity("session:5").unwrap().available, 2.0);
+}
