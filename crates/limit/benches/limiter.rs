@@ -16,7 +16,11 @@ use sluice_limit::{Limit, Limiter, ManualClock, Rules, StdClock};
 const KEYS: usize = 100_000;
 
 fn sluice(rules: Rules) -> Limiter {
-    Limiter::builder().clock(StdClock).rules(rules).build().unwrap()
+    Limiter::builder()
+        .clock(StdClock)
+        .rules(rules)
+        .build()
+        .unwrap()
 }
 
 fn huge() -> Limit {
@@ -36,7 +40,9 @@ fn uncontended(c: &mut Criterion) {
         b.iter(|| black_box(l.check(black_box("openai/gpt-4o-mini"), 1).is_ok()))
     });
     let h = l.handle("openai/gpt-4o-mini").unwrap();
-    g.bench_function("sluice_handle", |b| b.iter(|| black_box(h.check(1).is_ok())));
+    g.bench_function("sluice_handle", |b| {
+        b.iter(|| black_box(h.check(1).is_ok()))
+    });
     g.bench_function("sluice_grant", |b| {
         b.iter(|| black_box(l.try_acquire(black_box("openai/gpt-4o-mini"), 1).is_ok()))
     });
@@ -134,10 +140,14 @@ fn ratios() {
         .join("criterion");
     let mean = |group: &str, f: &str| -> Option<f64> {
         let path = dir.join(group).join(f).join("new/estimates.json");
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
         v["mean"]["point_estimate"].as_f64()
     };
-    println!("\n{:<14} {:>14} {:>14} {:>8}", "bench", "governor ns", "sluice ns", "ratio");
+    println!(
+        "\n{:<14} {:>14} {:>14} {:>8}",
+        "bench", "governor ns", "sluice ns", "ratio"
+    );
     for (group, what) in [
         ("uncontended", "sluice"),
         ("uncontended", "sluice_handle"),
@@ -146,7 +156,11 @@ fn ratios() {
         ("keys_100k", "sluice"),
     ] {
         if let (Some(gov), Some(ours)) = (mean(group, "governor"), mean(group, what)) {
-            println!("{:<14} {gov:>14.1} {ours:>14.1} {:>8.2}   ({what})", group, ours / gov);
+            println!(
+                "{:<14} {gov:>14.1} {ours:>14.1} {:>8.2}   ({what})",
+                group,
+                ours / gov
+            );
         }
     }
 }

@@ -48,7 +48,11 @@ async fn seed_recovery_timeline() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 9, "one reduction, eight recovery steps");
     assert_eq!(seen[0].reason, ChangeReason::Throttled);
-    assert!(seen[1..].iter().all(|c| c.reason == ChangeReason::Recovered));
+    assert!(
+        seen[1..]
+            .iter()
+            .all(|c| c.reason == ChangeReason::Recovered)
+    );
     assert!(!l.get_capacity("api").unwrap().is_reduced());
 }
 
@@ -81,7 +85,8 @@ async fn a_burst_of_429s_reduces_once_per_window() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_pauses_capped() {
     let l = Limiter::new(Rules::new().exact("m", Limit::per_second(10))).unwrap();
-    l.report_throttled("m", Some(Duration::from_secs(2))).unwrap();
+    l.report_throttled("m", Some(Duration::from_secs(2)))
+        .unwrap();
     let err = l.try_acquire("m", 1).unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
     let mut a = l.acquire("m", 1, None);
@@ -91,7 +96,8 @@ async fn retry_after_pauses_capped() {
     advance(Duration::from_millis(1)).await;
     assert!(ready(poll_once(&mut a)).is_ok());
     // An absurd Retry-After is capped at 60 s.
-    l.report_throttled("m", Some(Duration::from_secs(3_600))).unwrap();
+    l.report_throttled("m", Some(Duration::from_secs(3_600)))
+        .unwrap();
     let cap = l.get_capacity("m").unwrap();
     assert_eq!(cap.paused_for, Some(Duration::from_secs(60)));
 }
@@ -105,7 +111,10 @@ async fn reduction_scales_burst_and_waiters_wait_for_recovery() {
     // 6 fits the configured burst but not the reduced one: a wait, not never.
     let mut a = l.acquire("m", 6, None);
     assert!(poll_once(&mut a).is_pending());
-    assert!(matches!(l.try_acquire("m", 9), Err(Error::InsufficientCapacity { .. })));
+    assert!(matches!(
+        l.try_acquire("m", 9),
+        Err(Error::InsufficientCapacity { .. })
+    ));
     advance(Duration::from_secs(30)).await; // 2 → 3, burst 6
     l.get_capacity("m").unwrap();
     advance(Duration::from_secs(2)).await;
@@ -137,7 +146,11 @@ async fn upstream_headers_bring_the_bucket_in_step() {
     assert_eq!(l.get_capacity("tok").unwrap().available, 1_234.0);
     let err = l.try_acquire("req", 1).unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
-    assert_eq!(l.get_capacity("req").unwrap().total, 10, "a 200 does not cut capacity");
+    assert_eq!(
+        l.get_capacity("req").unwrap().total,
+        10,
+        "a 200 does not cut capacity"
+    );
     l.observe(Some("req"), None, 429, &headers).unwrap();
     assert_eq!(l.get_capacity("req").unwrap().total, 5);
 }

@@ -18,7 +18,8 @@ async fn concurrency_and_rate_hold_under_contention() {
     let start = Instant::now();
     let tasks: Vec<_> = (0..200)
         .map(|i| {
-            let (l, inside, peak, granted) = (l.clone(), inside.clone(), peak.clone(), granted.clone());
+            let (l, inside, peak, granted) =
+                (l.clone(), inside.clone(), peak.clone(), granted.clone());
             tokio::spawn(async move {
                 for j in 0..10 {
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -58,6 +59,9 @@ async fn concurrency_and_rate_hold_under_contention() {
     let bound = 50.0 + 2_000.0 * elapsed.as_secs_f64() + 1.0;
     assert!((2_000.0) <= bound);
     let slots = l.get_capacity("slots").unwrap();
-    assert_eq!((slots.in_flight, slots.waiting, slots.available), (0, 0, 4.0));
+    assert_eq!(
+        (slots.in_flight, slots.waiting, slots.available),
+        (0, 0, 4.0)
+    );
     assert_eq!(l.get_capacity("rate").unwrap().waiting, 0);
 }

@@ -82,7 +82,10 @@ async fn cost_above_burst_is_never() {
             capacity: 10
         }
     );
-    assert!(matches!(l.try_acquire("r", 11), Err(Error::InsufficientCapacity { .. })));
+    assert!(matches!(
+        l.try_acquire("r", 11),
+        Err(Error::InsufficientCapacity { .. })
+    ));
     assert_eq!(
         l.try_acquire("x", 1).unwrap_err(),
         Error::UnknownResource("x".into())
@@ -194,12 +197,14 @@ async fn capacity_changes_reach_queued_waiters() {
 #[tokio::test(start_paused = true)]
 async fn set_capacity_new_full_existing_capped_and_invalid_rejected() {
     let l = limiter(Rules::new());
-    l.set_capacity("openai-api", 60, Duration::from_secs(60)).unwrap();
+    l.set_capacity("openai-api", 60, Duration::from_secs(60))
+        .unwrap();
     assert_eq!(l.get_capacity("openai-api").unwrap().available, 60.0);
     for _ in 0..10 {
         l.try_acquire("openai-api", 1).unwrap().release();
     }
-    l.set_capacity("openai-api", 30, Duration::from_secs(60)).unwrap();
+    l.set_capacity("openai-api", 30, Duration::from_secs(60))
+        .unwrap();
     assert_eq!(l.get_capacity("openai-api").unwrap().available, 30.0);
     assert!(matches!(
         l.set_capacity("x", 0, Duration::from_secs(1)),
@@ -210,7 +215,10 @@ async fn set_capacity_new_full_existing_capped_and_invalid_rejected() {
         Err(Error::InvalidWindow(_))
     ));
     assert!(l.remove("openai-api"));
-    assert!(matches!(l.try_acquire("openai-api", 1), Err(Error::UnknownResource(_))));
+    assert!(matches!(
+        l.try_acquire("openai-api", 1),
+        Err(Error::UnknownResource(_))
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,9 +272,11 @@ async fn crossing_multi_waiters_do_not_deadlock() {
     let ga = l.try_acquire("a", 1).unwrap();
     let gb = l.try_acquire("b", 1).unwrap();
     let l1 = l.clone();
-    let t1 = tokio::spawn(async move { l1.acquire_many(&[("a", 1), ("b", 1)], None).await.map(drop) });
+    let t1 =
+        tokio::spawn(async move { l1.acquire_many(&[("a", 1), ("b", 1)], None).await.map(drop) });
     let l2 = l.clone();
-    let t2 = tokio::spawn(async move { l2.acquire_many(&[("b", 1), ("a", 1)], None).await.map(drop) });
+    let t2 =
+        tokio::spawn(async move { l2.acquire_many(&[("b", 1), ("a", 1)], None).await.map(drop) });
     tokio::task::yield_now().await;
     drop(ga);
     drop(gb);
