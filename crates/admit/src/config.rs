@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroUsize};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How the admission queue is sized.
 ///
 /// Zero limits cannot be written ([`NonZeroUsize`]); loaded from TOML, an
 /// unknown key is an error that names it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
     /// Entries one tenant (workspace) may have queued. Seed: 50, so one
@@ -55,7 +55,7 @@ impl Default for QueueConfig {
 /// Per-tenant weights: a backlogged tenant with weight `w` gets `w / Σw` of
 /// its class's dispatches, where the sum runs over the tenants with entries
 /// queued in that class.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Weights {
     /// The weight of a tenant not listed. Default 1.

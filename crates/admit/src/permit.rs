@@ -30,6 +30,8 @@ pub struct Permit<T> {
     tenant: Arc<str>,
     priority: Priority,
     waited: Duration,
+    /// The slot went back early ([`Permit::dispatched`]).
+    released: bool,
 }
 
 impl<T> Permit<T> {
@@ -46,6 +48,20 @@ impl<T> Permit<T> {
             tenant,
             priority,
             waited,
+            released: false,
+        }
+    }
+
+    /// Gives the dispatch slot back now while keeping the deduplication
+    /// flight open until [`Permit::complete`] or drop. A gateway calls this
+    /// once the request has cleared the limiter: the queue orders who goes
+    /// to the limiter next, and a long upstream call should not hold a
+    /// dispatch slot (bulkheads bound those).
+    pub fn dispatched(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.shared
+                .with(|state, now, wakers| state.release(now, wakers));
         }
     }
 
@@ -89,7 +105,9 @@ impl<T> Drop for Permit<T> {
             if let Some((key, tx)) = &flight {
                 state.end_flight(key, tx);
             }
-            state.release(now, wakers);
+            if !self.released {
+                state.release(now, wakers);
+            }
         });
         drop(flight);
     }

@@ -151,3 +151,26 @@ async fn a_joiner_gives_up_at_its_own_deadline() {
     assert_eq!(queue.stats().flights, 1);
     leader.complete(Arc::from("late"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_dispatched_leader_frees_its_slot_but_keeps_its_joiners() {
+    let queue = Queue::new(config(1, 10, 10));
+    let mut leader = match queue.admit(keyed("acme", "k")).await.unwrap() {
+        Admission::Run(p) => p,
+        Admission::Joined(_) => panic!("first is the leader"),
+    };
+    leader.dispatched();
+    leader.dispatched();
+    assert_eq!(queue.stats().in_flight, 0, "the slot is back");
+    // Another request gets the only slot while the leader still runs.
+    let other = queue.admit(ticket("acme", Priority::Normal)).await.unwrap();
+    let mut joiner = pin!(queue.admit(keyed("acme", "k")));
+    assert!(poll_once(joiner.as_mut()).is_pending());
+    leader.complete(Arc::from("answer"));
+    match poll_once(joiner.as_mut()) {
+        Poll::Ready(Ok(Admission::Joined(a))) => assert_eq!(&*a, "answer"),
+        other => panic!("{other:?}"),
+    }
+    drop(other);
+    assert_eq!(queue.stats().in_flight, 0);
+}

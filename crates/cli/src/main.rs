@@ -1,13 +1,143 @@
 //! `sluice`: traffic control for AI agents.
 
-use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 /// Traffic control for AI agents: limits, queues, proxies and accounts for
 /// every outbound call of an agent swarm.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about, long_about = None)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway (embedded defaults when no config is given).
+    Serve {
+        /// The config file (TOML); `SLUICE_CONFIG` works too.
+        #[arg(long, short, env = "SLUICE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Listen here instead of the config's `listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Print the effective config (file + defaults + environment), or the
+    /// error naming the key and where it came from.
+    CheckConfig {
+        /// The config file; without one, the defaults and environment.
+        file: Option<PathBuf>,
+    },
+    /// Run simulated providers and SaaS APIs (for tests, demos, benches).
+    Sim {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        listen: SocketAddr,
+        /// The simulator's config file (TOML).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::CheckConfig { file } => check_config(file),
+        Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
+        Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
+    }
+}
+
+/// Plain lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
+/// default info).
+fn init_logging() {
+    let level = std::env::var("SLUICE_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(tracing_subscriber::filter::LevelFilter::INFO);
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn check_config(file: Option<PathBuf>) -> ExitCode {
+    match sluice_gateway::config::load(file.as_deref()) {
+        Ok(config) => {
+            print!("{}", config.to_toml());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> ExitCode {
+    let config = match sluice_gateway::config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let gateway = match sluice_gateway::Gateway::bind(config, listen).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!("sluice: listening on http://{}", gateway.local_addr());
+    match gateway.serve(sluice_gateway::shutdown_signal()).await {
+        Ok(()) => {
+            eprintln!("sluice: stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn sim(listen: SocketAddr, config: Option<PathBuf>) -> ExitCode {
+    let config = match config {
+        None => sluice_sim::SimConfig::default(),
+        Some(path) => match std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|s| toml::from_str(&s).map_err(|e| e.to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("sluice: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let handle = match sluice_sim::Sim::start(config, listen).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!("sluice sim: listening on http://{}", handle.addr());
+    sluice_gateway::shutdown_signal().await;
+    handle.shutdown().await;
+    ExitCode::SUCCESS
 }

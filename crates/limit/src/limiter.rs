@@ -453,6 +453,11 @@ impl Limiter {
         })
     }
 
+    /// Whether `resource` is live (used recently or configured).
+    pub fn contains(&self, resource: &str) -> bool {
+        self.inner.existing(resource).is_some()
+    }
+
     /// Live resources.
     pub fn len(&self) -> usize {
         self.inner.shards.iter().map(|s| lock(s).map.len()).sum()

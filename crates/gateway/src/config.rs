@@ -1,0 +1,290 @@
+//! The gateway's configuration: one TOML file over embedded defaults that
+//! reproduce the seed's tables, with `SLUICE_`-prefixed environment
+//! overrides. Unknown keys are errors that name the key and where it came
+//! from.
+
+mod defaults;
+mod load;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use sluice_admit::{PoolConfig, QueueConfig};
+
+pub use load::{ConfigError, Source, load, load_str};
+
+/// Everything `sluice serve` needs. `Config::default()` is the embedded
+/// defaults: it runs with no file at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the gateway listens.
+    pub listen: SocketAddr,
+    /// Where the gateway keeps its data (traces, later jobs and usage).
+    pub data_dir: PathBuf,
+    /// Bearer token for admin calls (`PUT /v1/limits/{resource}`). Without
+    /// one, admin calls are refused.
+    pub admin_token: Option<String>,
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// A request's deadline when it does not send `x-sluice-timeout-ms`.
+    pub default_timeout_ms: u64,
+    /// The longest deadline a request may ask for.
+    pub max_timeout_ms: u64,
+    /// Model providers, merged by name over the defaults (openai, anthropic,
+    /// google, deepseek, minimax).
+    pub providers: Vec<ProviderConfig>,
+    /// Per-model limits, merged by prefix over the seed's table.
+    pub models: Vec<ModelLimits>,
+    /// SaaS APIs reachable under `/proxy/{api}/…`, merged by name over the
+    /// seed's (slack, github, gmail, …).
+    pub apis: Vec<ApiConfig>,
+    /// Tenants by API key. With none, `x-sluice-workspace` names the tenant
+    /// and no key is required.
+    pub tenants: Vec<TenantConfig>,
+    /// The per-session limit (sessions are named by `x-sluice-thread`).
+    pub sessions: SessionLimits,
+    /// The admission queue (seed: 50 per tenant, 200 in all, 10 running).
+    pub queue: QueueConfig,
+    /// Concurrency pools by workload: `model`, `api`, `default`.
+    pub bulkheads: BTreeMap<String, PoolConfig>,
+    /// Retries of upstream calls.
+    pub retry: RetryConfig,
+    /// Fallback chains: model → models to try when it is exhausted or paused.
+    pub fallbacks: BTreeMap<String, Vec<String>>,
+    /// Token estimates for tokens/min limits.
+    pub tokens: TokenConfig,
+    /// How 429s cut capacity and how it recovers.
+    pub adaptive: AdaptiveSettings,
+    /// The limiter API for agents that call upstreams themselves.
+    pub limits_api: LimitsApiConfig,
+    /// Request traces.
+    pub trace: TraceConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+    /// Graceful shutdown.
+    pub shutdown: ShutdownConfig,
+}
+
+/// How a provider is spoken to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WireFormat {
+    /// OpenAI's: `/chat/completions`, `/embeddings`, `/responses`.
+    #[default]
+    Openai,
+    /// Anthropic's: `/messages`.
+    Anthropic,
+}
+
+/// A model provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The provider's name; models named `{name}/…` route here.
+    pub name: String,
+    /// The API base, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The environment variable holding the API key (never logged).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The wire format.
+    #[serde(default)]
+    pub format: WireFormat,
+    /// Whether `{name}/` is stripped from the model name sent upstream
+    /// (true for direct providers; false for an OpenRouter-style upstream
+    /// that expects `provider/model`).
+    #[serde(default = "yes")]
+    pub strip_prefix: bool,
+    /// More model prefixes routed to this provider (besides `{name}/`).
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+/// Limits of the models under a prefix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelLimits {
+    /// `openai/` (a prefix) or `openai/gpt-4o` (a model); longest wins.
+    pub prefix: String,
+    /// Requests per second (fractions allowed).
+    pub requests_per_second: f64,
+    /// Requests allowed in a burst.
+    pub burst: u64,
+    /// Tokens per minute (prompt + completion), if limited.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
+    /// Calls in flight at once, if limited.
+    #[serde(default)]
+    pub max_in_flight: Option<u64>,
+}
+
+/// A SaaS API behind `/proxy/{name}/…`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// The API's name (`slack`); its limiter resource is `api:{name}`.
+    pub name: String,
+    /// The only base URL requests go to.
+    pub base_url: String,
+    /// Requests per second (fractions allowed).
+    pub requests_per_second: f64,
+    /// Requests allowed in a burst.
+    pub burst: u64,
+    /// Calls in flight at once, if limited.
+    #[serde(default)]
+    pub max_in_flight: Option<u64>,
+    /// Tool-name prefixes that call this API (`SLACK_`), for the limiter API.
+    #[serde(default)]
+    pub tool_prefixes: Vec<String>,
+    /// The environment variable holding a bearer token to send upstream.
+    #[serde(default)]
+    pub auth_env: Option<String>,
+}
+
+/// A tenant (workspace) and its key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// The workspace name.
+    pub name: String,
+    /// Its API key, inline (prefer `api_key_env`).
+    #[serde(default, skip_serializing)]
+    pub api_key: Option<String>,
+    /// The environment variable holding its API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Its weight in fair queuing (default 1).
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+/// The per-session sliding window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionLimits {
+    /// Requests per window (seed `RATE_LIMIT_REQUESTS`: 10).
+    pub requests: u64,
+    /// The window (seed `RATE_LIMIT_WINDOW_SECONDS`: 60).
+    pub window_seconds: u64,
+}
+
+/// Upstream retries: exponential backoff with full jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Attempts in all, the first included (seed: 3).
+    pub max_attempts: u32,
+    /// The first backoff (seed: 1 s).
+    pub initial_backoff_ms: u64,
+    /// The longest backoff (seed: 10 s).
+    pub max_backoff_ms: u64,
+    /// The longest upstream Retry-After honoured; past it the client gets a
+    /// fast 429 instead of a frozen request.
+    pub max_retry_after_ms: u64,
+    /// Per-attempt timeout for the upstream's response headers.
+    pub attempt_timeout_ms: u64,
+}
+
+/// Token estimates, reserved before a call and settled after it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenConfig {
+    /// Completion tokens reserved when a request sets no `max_tokens`.
+    pub default_max_tokens: u64,
+    /// Characters per prompt token, for the estimate.
+    pub chars_per_token: u64,
+}
+
+/// Adaptive control (see `sluice_limit::AdaptiveConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdaptiveSettings {
+    /// Capacity × this on a 429.
+    pub reduce_factor: f64,
+    /// Capacity × this at each recovery step.
+    pub recovery_factor: f64,
+    /// Seconds between recovery steps.
+    pub recovery_interval_seconds: u64,
+    /// The longest pause a Retry-After imposes, in seconds.
+    pub max_pause_seconds: u64,
+}
+
+/// The limiter API.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsApiConfig {
+    /// Grants not released within this are released for the caller.
+    pub lease_ttl_ms: u64,
+    /// The longest an acquire may wait.
+    pub max_wait_ms: u64,
+}
+
+/// Request traces as JSON lines under `{dir}/{workspace}/{thread}.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TraceConfig {
+    /// Whether traces are written.
+    pub enabled: bool,
+    /// Where; default `{data_dir}/traces`.
+    pub dir: Option<PathBuf>,
+    /// Traces buffered for the writer; past it traces are counted as
+    /// dropped rather than slowing requests.
+    pub buffer: usize,
+}
+
+/// Prometheus metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Label request metrics by tenant (off: cardinality).
+    pub tenant_labels: bool,
+}
+
+/// Graceful shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long in-flight requests may take to finish after SIGTERM.
+    pub drain_timeout_ms: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Config {
+    /// The trace directory in force.
+    pub fn trace_dir(&self) -> PathBuf {
+        self.trace
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("traces"))
+    }
+
+    /// The provider serving `model` (`openai/gpt-4o` → openai), by longest
+    /// prefix.
+    pub fn provider_for(&self, model: &str) -> Option<&ProviderConfig> {
+        self.providers
+            .iter()
+            .flat_map(|p| {
+                std::iter::once(format!("{}/", p.name))
+                    .chain(p.prefixes.iter().cloned())
+                    .map(move |prefix| (prefix, p))
+            })
+            .filter(|(prefix, _)| model.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, p)| p)
+    }
+
+    /// The API named `name`.
+    pub fn api(&self, name: &str) -> Option<&ApiConfig> {
+        self.apis.iter().find(|a| a.name == name)
+    }
+}

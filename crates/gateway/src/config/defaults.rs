@@ -1,0 +1,267 @@
+//! The embedded defaults: the seed's tables and numbers, so `sluice serve`
+//! runs with no file at all.
+//!
+//! Limits come from `sluice_limit`'s seed tables rather than being retyped
+//! here, so the limiter's own defaults and the gateway's cannot drift apart.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use sluice_admit::{PoolConfig, QueueConfig};
+use sluice_limit::{
+    API_LIMITS, AdaptiveConfig, Limit, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier,
+};
+
+use super::{
+    AdaptiveSettings, ApiConfig, Config, LimitsApiConfig, MetricsConfig, ModelLimits,
+    ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig,
+    WireFormat,
+};
+
+/// The built-in providers: (name, base URL, API-key variable, wire format).
+const PROVIDERS: &[(&str, &str, &str, WireFormat)] = &[
+    (
+        "openai",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        WireFormat::Openai,
+    ),
+    (
+        "anthropic",
+        "https://api.anthropic.com/v1",
+        "ANTHROPIC_API_KEY",
+        WireFormat::Anthropic,
+    ),
+    (
+        // Gemini through Google's OpenAI-compatible endpoint.
+        "google",
+        "https://generativelanguage.googleapis.com/v1beta/openai",
+        "GEMINI_API_KEY",
+        WireFormat::Openai,
+    ),
+    (
+        "deepseek",
+        "https://api.deepseek.com/v1",
+        "DEEPSEEK_API_KEY",
+        WireFormat::Openai,
+    ),
+    (
+        "minimax",
+        "https://api.minimax.io/v1",
+        "MINIMAX_API_KEY",
+        WireFormat::Openai,
+    ),
+];
+
+/// Where the seed's APIs live.
+const API_BASE_URLS: &[(&str, &str)] = &[
+    ("google_calendar", "https://www.googleapis.com/calendar/v3"),
+    ("google_sheets", "https://sheets.googleapis.com"),
+    ("google_drive", "https://www.googleapis.com/drive/v3"),
+    ("gmail", "https://gmail.googleapis.com"),
+    ("github", "https://api.github.com"),
+    ("linear", "https://api.linear.app"),
+    ("slack", "https://slack.com/api"),
+    ("clickup", "https://api.clickup.com/api/v2"),
+];
+
+/// Discord is not in the seed's tables: its documented global limit is 50
+/// requests a second, and its tools are named `DISCORD_…` as the seed's are.
+const DISCORD: (&str, &str, u64, u64) = ("discord", "https://discord.com/api/v10", 50, 50);
+const DISCORD_TOOLS: &str = "DISCORD_";
+
+/// The seed's limit for a name no rule matches. The empty name matches no
+/// prefix, so the seed's rules answer with their fallback.
+fn seed_fallback() -> Limit {
+    Rules::seed()
+        .resolve("")
+        .expect("the seed's rules have a fallback")
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            data_dir: PathBuf::from("./sluice-data"),
+            admin_token: None,
+            max_body_bytes: 8 << 20,
+            default_timeout_ms: 120_000,
+            max_timeout_ms: 600_000,
+            providers: default_providers(),
+            models: default_models(),
+            apis: default_apis(),
+            tenants: Vec::new(),
+            sessions: SessionLimits::default(),
+            queue: QueueConfig::SEED,
+            bulkheads: default_bulkheads(),
+            retry: RetryConfig::default(),
+            fallbacks: BTreeMap::new(),
+            tokens: TokenConfig::default(),
+            adaptive: AdaptiveSettings::default(),
+            limits_api: LimitsApiConfig::default(),
+            trace: TraceConfig::default(),
+            metrics: MetricsConfig::default(),
+            shutdown: ShutdownConfig::default(),
+        }
+    }
+}
+
+fn default_providers() -> Vec<ProviderConfig> {
+    PROVIDERS
+        .iter()
+        .map(|&(name, base_url, key_env, format)| ProviderConfig {
+            name: name.to_owned(),
+            base_url: base_url.to_owned(),
+            api_key_env: Some(key_env.to_owned()),
+            format,
+            strip_prefix: true,
+            prefixes: Vec::new(),
+        })
+        .collect()
+}
+
+/// The seed's per-prefix table, then the fallback under the empty prefix
+/// (every model name starts with it, and the longest prefix wins).
+fn default_models() -> Vec<ModelLimits> {
+    let fallback = seed_fallback();
+    MODEL_LIMITS
+        .iter()
+        .map(|&(prefix, rate, burst)| (prefix, rate as f64, burst))
+        .chain([("", fallback.per_second_rate(), fallback.effective_burst())])
+        .map(|(prefix, rate, burst)| ModelLimits {
+            prefix: prefix.to_owned(),
+            requests_per_second: rate,
+            burst,
+            tokens_per_minute: None,
+            max_in_flight: None,
+        })
+        .collect()
+}
+
+fn default_apis() -> Vec<ApiConfig> {
+    let tools = ToolClassifier::seed().with(DISCORD_TOOLS, DISCORD.0);
+    let api = |name: &str, base_url: &str, rate: u64, burst: u64| ApiConfig {
+        name: name.to_owned(),
+        base_url: base_url.to_owned(),
+        requests_per_second: rate as f64,
+        burst,
+        max_in_flight: None,
+        tool_prefixes: tools
+            .prefixes()
+            .filter(|&(_, a)| a == name)
+            .map(|(p, _)| p.to_owned())
+            .collect(),
+        auth_env: None,
+    };
+    API_LIMITS
+        .iter()
+        .map(|&(name, rate, burst)| {
+            let base_url = API_BASE_URLS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, url)| *url)
+                .expect("every seed API has a base URL");
+            api(name, base_url, rate, burst)
+        })
+        .chain([api(DISCORD.0, DISCORD.1, DISCORD.2, DISCORD.3)])
+        .collect()
+}
+
+fn default_bulkheads() -> BTreeMap<String, PoolConfig> {
+    [
+        ("model", PoolConfig::MODEL),
+        ("api", PoolConfig::API),
+        ("default", PoolConfig::DEFAULT),
+    ]
+    .into_iter()
+    .map(|(name, pool)| (name.to_owned(), pool))
+    .collect()
+}
+
+impl Default for SessionLimits {
+    /// The seed's sliding window, as `sluice_limit::Rules::seed` has it.
+    fn default() -> Self {
+        let window = Rules::seed()
+            .resolve(SESSION_PREFIX)
+            .expect("the seed has a session limit");
+        SessionLimits {
+            requests: window.capacity(),
+            window_seconds: window.window().as_secs(),
+        }
+    }
+}
+
+impl Default for RetryConfig {
+    /// The seed's 3 attempts backing off 1 s to 10 s.
+    fn default() -> Self {
+        RetryConfig {
+            max_attempts: 3,
+            initial_backoff_ms: 1_000,
+            max_backoff_ms: 10_000,
+            max_retry_after_ms: 30_000,
+            attempt_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl Default for TokenConfig {
+    fn default() -> Self {
+        TokenConfig {
+            default_max_tokens: 1024,
+            // The usual rule of thumb for English text with BPE tokenizers.
+            chars_per_token: 4,
+        }
+    }
+}
+
+impl Default for AdaptiveSettings {
+    /// The limiter's own: halve on a 429, grow 10% every 30 s, pause at
+    /// most a minute.
+    fn default() -> Self {
+        let limiter = AdaptiveConfig::default();
+        AdaptiveSettings {
+            reduce_factor: limiter.reduce_factor,
+            recovery_factor: limiter.recovery_factor,
+            recovery_interval_seconds: limiter.recovery_interval.as_secs(),
+            max_pause_seconds: limiter.max_pause.as_secs(),
+        }
+    }
+}
+
+impl Default for LimitsApiConfig {
+    fn default() -> Self {
+        LimitsApiConfig {
+            lease_ttl_ms: 60_000,
+            max_wait_ms: 30_000,
+        }
+    }
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig {
+            enabled: true,
+            dir: None,
+            buffer: 10_000,
+        }
+    }
+}
+
+// Written out, not derived, so that every default is in this one file.
+#[allow(clippy::derivable_impls)]
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            tenant_labels: false,
+        }
+    }
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            drain_timeout_ms: 30_000,
+        }
+    }
+}

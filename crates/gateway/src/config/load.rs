@@ -1,0 +1,147 @@
+//! Loading the configuration: the built-in defaults, then the file, then the
+//! environment, then checks. Every error names the key and where its value
+//! came from.
+//!
+//! The layers are merged as TOML values before anything is typed, and each
+//! value set by the file or the environment is recorded with its origin
+//! ([`Origins`]), so that an error found later (by serde or by the checks)
+//! can still say "in sluice.toml" or "from environment variable …".
+
+mod env;
+mod error;
+mod merge;
+mod origins;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use toml::{Table, Value};
+
+use super::Config;
+use error::type_error;
+use origins::{KeyPath, Origins, Seg, key_path, show};
+
+pub use error::{ConfigError, Source};
+
+/// What `to_toml` prints in place of a secret.
+const REDACTED: &str = "<redacted>";
+
+/// Loads the configuration: the defaults, the file at `path` if any, then
+/// overrides from the process environment (`SLUICE_…` and the seed's
+/// variables), then checks it.
+///
+/// # Errors
+/// A [`ConfigError`] naming the key and its source: the file cannot be read
+/// or parsed, a key is unknown, a value has the wrong type or fails a check.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    // Variables that are not Unicode cannot be settings; skip rather than
+    // panic as `std::env::vars` would.
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())));
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            load_str(&text, &path.display().to_string(), env)
+        }
+        None => build(None, env),
+    }
+}
+
+/// Loads the configuration from TOML text (named `source_name` in errors)
+/// and the given environment, which replaces the process's: tests pass
+/// their own.
+///
+/// # Errors
+/// As [`load`], except that nothing is read from disk.
+pub fn load_str(
+    toml: &str,
+    source_name: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let origin = Source::File(PathBuf::from(source_name));
+    let table = parse(toml, &origin)?;
+    build(Some((table, origin)), env)
+}
+
+impl Config {
+    /// The configuration as TOML, for `sluice check-config`: every setting
+    /// in force, with the admin token and inline tenant keys shown as
+    /// `<redacted>`. Loading the output gives this configuration back
+    /// (secrets aside).
+    ///
+    /// # Panics
+    /// If a number does not fit TOML's 64-bit signed integers, which no
+    /// loaded configuration holds.
+    pub fn to_toml(&self) -> String {
+        let mut table = Table::try_from(self).expect("the configuration serializes to TOML");
+        if self.admin_token.is_some() {
+            table.insert("admin_token".into(), REDACTED.into());
+        }
+        if let Some(Value::Array(tenants)) = table.get_mut("tenants") {
+            for (tenant, written) in self.tenants.iter().zip(tenants) {
+                if let (Some(_), Value::Table(written)) = (&tenant.api_key, written) {
+                    written.insert("api_key".into(), REDACTED.into());
+                }
+            }
+        }
+        toml::to_string(&table).expect("a TOML table serializes")
+    }
+}
+
+fn parse(text: &str, origin: &Source) -> Result<Table, ConfigError> {
+    text.parse::<Table>().map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start).min(text.len());
+        let before = text.get(..at).unwrap_or(text);
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        ConfigError::Syntax {
+            origin: origin.clone(),
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+            message: e.message().trim().to_owned(),
+        }
+    })
+}
+
+/// Merges the layers, types the result and checks it.
+fn build(
+    file: Option<(Table, Source)>,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let mut origins = Origins::default();
+    let mut table = Table::try_from(Config::default()).expect("the defaults serialize to TOML");
+    if let Some((file, origin)) = file {
+        merge::merge(&mut table, file, &origin, &mut origins);
+    }
+    let mut overrides = env::overrides(env)?;
+    loop {
+        let mut table = table.clone();
+        let mut origins = origins.clone();
+        let applied = overrides
+            .iter()
+            .map(|o| o.apply(&mut table, &mut origins))
+            .collect::<Result<Vec<_>, _>>()?;
+        match serde_path_to_error::deserialize::<_, Config>(Value::Table(table)) {
+            Ok(config) => {
+                validate::validate(&config, &origins)?;
+                return Ok(config);
+            }
+            Err(e) => {
+                let path = key_path(e.path());
+                // A variable for a setting with no value to go by (an unset
+                // option) was read as a number or bool; if that was the
+                // wrong guess, it was meant as a string.
+                if let Some(i) = applied.iter().position(|a| a.guessed && a.path == path) {
+                    overrides[i].as_string = true;
+                    continue;
+                }
+                return Err(type_error(path, e.inner().message(), &origins));
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Checks of the typed configuration: what types alone cannot rule out.
+//! Each failure names the key and where its value came from.
+
+mod fallbacks;
+mod lists;
+
+use std::collections::HashMap;
+
+use super::{ConfigError, KeyPath, Origins, Seg};
+use crate::config::Config;
+use fallbacks::fallbacks;
+use lists::{apis, models, providers, tenants};
+
+/// Checks `config`, whose values came from `origins`.
+///
+/// # Errors
+/// The first check that fails, as [`ConfigError::InvalidValue`].
+pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigError> {
+    let c = Checks { origins };
+    top_level(&c, config)?;
+    providers(&c, config)?;
+    models(&c, config)?;
+    apis(&c, config)?;
+    tenants(&c, config)?;
+    fallbacks(&c, config)?;
+    sections(&c, config)
+}
+
+struct Checks<'a> {
+    origins: &'a Origins,
+}
+
+impl Checks<'_> {
+    fn fail(&self, path: KeyPath, message: impl Into<String>) -> ConfigError {
+        let (origin, key) = self.origins.locate(&path);
+        ConfigError::InvalidValue {
+            key,
+            origin,
+            message: message.into(),
+        }
+    }
+
+    /// Fails at whichever of `paths` was set outside the defaults, so that
+    /// a bound broken by a file names the key the file set.
+    fn fail_either(&self, paths: [KeyPath; 2], message: impl Into<String>) -> ConfigError {
+        let [a, b] = paths;
+        let blame = if self.origins.locate(&a).0 == super::Source::Default {
+            b
+        } else {
+            a
+        };
+        self.fail(blame, message)
+    }
+
+    fn at_least(&self, path: KeyPath, value: u64, min: u64) -> Result<(), ConfigError> {
+        if value < min {
+            return Err(self.fail(path, format!("must be at least {min}, not {value}")));
+        }
+        Ok(())
+    }
+
+    fn rate(&self, path: KeyPath, value: f64) -> Result<(), ConfigError> {
+        if !(value.is_finite() && value > 0.0) {
+            return Err(self.fail(
+                path,
+                format!("must be a finite number above 0, not {value}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn not_empty(&self, path: KeyPath, value: &str) -> Result<(), ConfigError> {
+        if value.is_empty() {
+            return Err(self.fail(path, "must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn base_url(&self, path: KeyPath, value: &str) -> Result<(), ConfigError> {
+        base_url_problem(value).map_or(Ok(()), |problem| Err(self.fail(path, problem)))
+    }
+
+    /// Fails at the second of two entries with the same `name`.
+    fn unique<'v>(
+        &self,
+        what: &str,
+        names: impl Iterator<Item = (KeyPath, &'v str)>,
+    ) -> Result<(), ConfigError> {
+        let mut seen = HashMap::new();
+        for (path, name) in names {
+            if let Some(first) = seen.insert(name, path.clone()) {
+                let (_, first) = self.origins.locate(&first);
+                return Err(self.fail(path, format!("{what} `{name}` is also at `{first}`")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `a.b.c` as a path.
+fn key(keys: &[&str]) -> KeyPath {
+    keys.iter().map(|k| Seg::Key((*k).to_owned())).collect()
+}
+
+/// `list[index].field` (or `list[index]` for an empty field).
+fn item(list: &str, index: usize, field: &str) -> KeyPath {
+    let mut path = vec![Seg::Key(list.to_owned()), Seg::Index(index)];
+    if !field.is_empty() {
+        path.push(Seg::Key(field.to_owned()));
+    }
+    path
+}
+
+/// What is wrong with an upstream base URL, if anything. The URL itself is
+/// not repeated: a malformed one may hold a key.
+fn base_url_problem(value: &str) -> Option<String> {
+    let url = match url::Url::parse(value) {
+        Ok(url) => url,
+        Err(e) => return Some(format!("is not a URL: {e}")),
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return Some(format!(
+            "must be an http or https URL, not {}",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Some("has no host".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Some("must not have a query or fragment".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        // Credentials in a URL end up in logs; keys belong in variables.
+        return Some("must not hold credentials; name a variable in `api_key_env`".into());
+    }
+    None
+}
+
+fn top_level(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    c.not_empty(key(&["data_dir"]), &config.data_dir.to_string_lossy())?;
+    if let Some(token) = &config.admin_token {
+        c.not_empty(key(&["admin_token"]), token)?;
+    }
+    c.at_least(key(&["max_body_bytes"]), config.max_body_bytes as u64, 1)?;
+    c.at_least(key(&["default_timeout_ms"]), config.default_timeout_ms, 1)?;
+    c.at_least(key(&["max_timeout_ms"]), config.max_timeout_ms, 1)?;
+    if config.default_timeout_ms > config.max_timeout_ms {
+        return Err(c.fail_either(
+            [key(&["default_timeout_ms"]), key(&["max_timeout_ms"])],
+            format!(
+                "default_timeout_ms ({}) must not exceed max_timeout_ms ({})",
+                config.default_timeout_ms, config.max_timeout_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    let s = &config.sessions;
+    c.at_least(key(&["sessions", "requests"]), s.requests, 1)?;
+    c.at_least(key(&["sessions", "window_seconds"]), s.window_seconds, 1)?;
+
+    let r = &config.retry;
+    c.at_least(
+        key(&["retry", "max_attempts"]),
+        u64::from(r.max_attempts),
+        1,
+    )?;
+    c.at_least(
+        key(&["retry", "attempt_timeout_ms"]),
+        r.attempt_timeout_ms,
+        1,
+    )?;
+    if r.initial_backoff_ms > r.max_backoff_ms {
+        return Err(c.fail_either(
+            [
+                key(&["retry", "initial_backoff_ms"]),
+                key(&["retry", "max_backoff_ms"]),
+            ],
+            format!(
+                "initial_backoff_ms ({}) must not exceed max_backoff_ms ({})",
+                r.initial_backoff_ms, r.max_backoff_ms
+            ),
+        ));
+    }
+
+    let t = &config.tokens;
+    c.at_least(
+        key(&["tokens", "default_max_tokens"]),
+        t.default_max_tokens,
+        1,
+    )?;
+    c.at_least(key(&["tokens", "chars_per_token"]), t.chars_per_token, 1)?;
+
+    let a = &config.adaptive;
+    if !(a.reduce_factor > 0.0 && a.reduce_factor < 1.0) {
+        return Err(c.fail(
+            key(&["adaptive", "reduce_factor"]),
+            format!(
+                "must be between 0 and 1 (exclusive), not {}",
+                a.reduce_factor
+            ),
+        ));
+    }
+    if !(a.recovery_factor > 1.0 && a.recovery_factor.is_finite()) {
+        return Err(c.fail(
+            key(&["adaptive", "recovery_factor"]),
+            format!("must be a finite number above 1, not {}", a.recovery_factor),
+        ));
+    }
+    c.at_least(
+        key(&["adaptive", "recovery_interval_seconds"]),
+        a.recovery_interval_seconds,
+        1,
+    )?;
+
+    c.at_least(
+        key(&["limits_api", "lease_ttl_ms"]),
+        config.limits_api.lease_ttl_ms,
+        1,
+    )?;
+    c.at_least(key(&["trace", "buffer"]), config.trace.buffer as u64, 1)?;
+    if let Some(dir) = &config.trace.dir {
+        c.not_empty(key(&["trace", "dir"]), &dir.to_string_lossy())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! Checks of the fallback chains: every model has a provider, no cycles.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Checks, key};
+use crate::config::Config;
+use crate::config::load::{ConfigError, Seg};
+
+pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    let path = |model: &str| key(&["fallbacks", model]);
+    for (model, chain) in &config.fallbacks {
+        let named =
+            std::iter::once((path(model), model)).chain(chain.iter().enumerate().map(|(j, m)| {
+                let mut p = path(model);
+                p.push(Seg::Index(j));
+                (p, m)
+            }));
+        for (at, m) in named {
+            if config.provider_for(m).is_none() {
+                return Err(c.fail(
+                    at,
+                    format!("no provider serves `{m}`: a model is named `{{provider}}/{{model}}`"),
+                ));
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(&config.fallbacks) {
+        return Err(c.fail(
+            path(&cycle[0]),
+            format!("fallbacks form a cycle: {}", cycle.join(" → ")),
+        ));
+    }
+    Ok(())
+}
+
+/// A cycle in the fallback chains, as the models along it (the first again
+/// at the end), if there is one.
+fn find_cycle(chains: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit<'a>(
+        model: &'a str,
+        chains: &'a BTreeMap<String, Vec<String>>,
+        marks: &mut HashMap<&'a str, Mark>,
+        stack: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match marks.get(model) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Open) => {
+                let from = stack.iter().position(|m| *m == model).unwrap_or(0);
+                let mut cycle: Vec<String> =
+                    stack[from..].iter().map(|m| (*m).to_owned()).collect();
+                cycle.push(model.to_owned());
+                return Some(cycle);
+            }
+            None => {}
+        }
+        marks.insert(model, Mark::Open);
+        stack.push(model);
+        for next in chains.get(model).into_iter().flatten() {
+            if let Some(cycle) = visit(next, chains, marks, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        marks.insert(model, Mark::Done);
+        None
+    }
+    let mut marks = HashMap::new();
+    chains
+        .keys()
+        .find_map(|model| visit(model, chains, &mut marks, &mut Vec::new()))
+}

@@ -1,0 +1,243 @@
+//! Every error the gateway answers with, mapped to HTTP in one place:
+//! OpenAI-style JSON bodies, and `Retry-After` where waiting helps.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed; the message names the field or header.
+    #[error("{message}")]
+    BadRequest {
+        /// What is wrong, naming the field.
+        message: String,
+        /// The OpenAI-style `param`, when one field is to blame.
+        param: Option<String>,
+    },
+    /// No or an unknown tenant key.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// An admin call without the admin token.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such route, API or grant.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is larger than the configured cap.
+    #[error("request body is larger than {limit} bytes (max_body_bytes)")]
+    PayloadTooLarge {
+        /// The cap.
+        limit: usize,
+    },
+    /// The limiter refused: waiting helps.
+    #[error("rate limited on {resource}")]
+    RateLimited {
+        /// The resource.
+        resource: String,
+        /// How long to wait.
+        retry_after: Option<Duration>,
+        /// Capacity per window and the window, for `RateLimit-Policy`.
+        policy: Option<(u64, Duration)>,
+    },
+    /// The admission queue is full.
+    #[error("queue full ({scope}): try again later")]
+    QueueFull {
+        /// `tenant` or `total`.
+        scope: &'static str,
+        /// How long to wait.
+        retry_after: Option<Duration>,
+    },
+    /// A request that can never be served under the configured limits.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The upstream failed (connect errors, 5xx after retries).
+    #[error("upstream error: {0}")]
+    BadGateway(String),
+    /// Shutting down, a pool is full, or a deduplicated leader went away.
+    #[error("{message}")]
+    Unavailable {
+        /// Why.
+        message: String,
+        /// When to come back.
+        retry_after: Option<Duration>,
+    },
+    /// The request's deadline passed.
+    #[error("deadline passed: {0}")]
+    Timeout(String),
+    /// A bug or an I/O failure of the gateway itself.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 400 naming `field`.
+    pub fn bad_field(field: &str, message: impl std::fmt::Display) -> Self {
+        ApiError::BadRequest {
+            message: format!("`{field}`: {message}"),
+            param: Some(field.to_owned()),
+        }
+    }
+
+    /// A 400 naming a header.
+    pub fn bad_header(header: &str, message: impl std::fmt::Display) -> Self {
+        ApiError::BadRequest {
+            message: format!("header `{header}`: {message}"),
+            param: Some(header.to_owned()),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } | ApiError::TooLarge(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI-style `(type, code)`.
+    pub fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            ApiError::BadRequest { .. } => ("invalid_request_error", "invalid_request"),
+            ApiError::TooLarge(_) => ("invalid_request_error", "cost_exceeds_capacity"),
+            ApiError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
+            ApiError::Forbidden(_) => ("permission_error", "forbidden"),
+            ApiError::NotFound(_) => ("invalid_request_error", "not_found"),
+            ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "payload_too_large"),
+            ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limited"),
+            ApiError::QueueFull { .. } => ("rate_limit_error", "queue_full"),
+            ApiError::BadGateway(_) => ("upstream_error", "bad_gateway"),
+            ApiError::Unavailable { .. } => ("service_unavailable", "unavailable"),
+            ApiError::Timeout(_) => ("timeout_error", "deadline_exceeded"),
+            ApiError::Internal(_) => ("server_error", "internal_error"),
+        }
+    }
+
+    /// How long the client should wait, where waiting helps.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::RateLimited { retry_after, .. }
+            | ApiError::QueueFull { retry_after, .. }
+            | ApiError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The error as the JSON body clients parse.
+    pub fn body(&self) -> serde_json::Value {
+        let (kind, code) = self.kind();
+        let param = match self {
+            ApiError::BadRequest { param, .. } => param.clone(),
+            _ => None,
+        };
+        serde_json::json!({
+            "error": {"message": self.to_string(), "type": kind, "code": code, "param": param}
+        })
+    }
+}
+
+/// Whole seconds, rounded up, at least 1: what `Retry-After` carries.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut res = (self.status(), axum::Json(self.body())).into_response();
+        let headers = res.headers_mut();
+        if let Some(wait) = self.retry_after() {
+            let secs = retry_after_secs(wait).max(1);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            headers.insert("retry-after-ms", HeaderValue::from(wait.as_millis() as u64));
+            if let ApiError::RateLimited {
+                policy: Some((limit, window)),
+                ..
+            } = &self
+            {
+                // IETF draft fields: the policy, and that nothing is left.
+                let policy = format!("{limit};w={}", window.as_secs().max(1));
+                if let Ok(v) = HeaderValue::from_str(&policy) {
+                    headers.insert("ratelimit-policy", v);
+                }
+                let now = format!("limit={limit}, remaining=0, reset={secs}");
+                if let Ok(v) = HeaderValue::from_str(&now) {
+                    headers.insert("ratelimit", v);
+                }
+            }
+        }
+        res
+    }
+}
+
+impl From<sluice_admit::Error> for ApiError {
+    fn from(e: sluice_admit::Error) -> Self {
+        use sluice_admit::{Error as E, Scope};
+        match e {
+            E::QueueFull { scope, retry_after } => ApiError::QueueFull {
+                scope: match scope {
+                    Scope::Tenant => "tenant",
+                    Scope::Total => "total",
+                },
+                retry_after: Some(retry_after),
+            },
+            E::DeadlineExceeded => ApiError::Timeout("while queued".into()),
+            E::BulkheadFull { pool } => ApiError::Unavailable {
+                message: format!("the {pool} pool is full"),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            E::LeaderCancelled => ApiError::Unavailable {
+                message: "an identical request (same id) was cancelled; send it again".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            E::Closed => ApiError::Unavailable {
+                message: "shutting down".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl ApiError {
+    /// A limiter error on `resource`, with its policy for the headers.
+    pub fn from_limit(e: sluice_limit::Error, policy: Option<(u64, Duration)>) -> Self {
+        use sluice_limit::Error as E;
+        match e {
+            E::RateLimited {
+                resource,
+                retry_after,
+            } => ApiError::RateLimited {
+                resource,
+                retry_after: retry_after.or(Some(Duration::from_secs(1))),
+                policy,
+            },
+            E::DeadlinePassed { resource, wait } => ApiError::RateLimited {
+                resource,
+                retry_after: wait.or(Some(Duration::from_secs(1))),
+                policy,
+            },
+            E::InsufficientCapacity { .. } => ApiError::TooLarge(e.to_string()),
+            E::Closed => ApiError::Unavailable {
+                message: "shutting down".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            E::UnknownResource(_) | E::UnknownGrant(_) => ApiError::NotFound(e.to_string()),
+            other => ApiError::BadRequest {
+                message: other.to_string(),
+                param: None,
+            },
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The Sluice gateway: an HTTP server in front of model providers and SaaS
+//! APIs that limits, queues, retries and accounts for every call of an
+//! agent swarm.
+//!
+//! ```no_run
+//! use sluice_gateway::{Gateway, config};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = config::load(None)?; // embedded defaults + SLUICE_* overrides
+//! let gateway = Gateway::bind(config, None).await?;
+//! println!("listening on {}", gateway.local_addr());
+//! gateway.serve(sluice_gateway::shutdown_signal()).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod metrics;
+pub mod response;
+pub mod routes;
+mod server;
+mod state;
+pub mod trace;
+mod upstream;
+pub mod usage;
+
+pub use server::{Gateway, shutdown_signal};
+pub use state::{AppState, StartError};

@@ -1,0 +1,335 @@
+//! Prometheus metrics: one process-wide recorder, explicit histogram
+//! buckets, help text with units, and label values that cannot grow without
+//! bound.
+//!
+//! The gateway serves `GET /metrics` itself from [`Metrics::render`]; the
+//! exporter's own HTTP listener and push gateway are compiled out.
+//!
+//! # Labels
+//!
+//! Every label is bounded. Labels whose values the gateway writes itself
+//! (`route`, `reason`, `outcome`, `priority`) take `&'static str`, so a
+//! request string cannot become one. Labels that name configured things
+//! (`model`, `resource`, `provider`, `tenant`, fallback `from`/`to`) take
+//! `&str`: callers pass the name the gateway configured (the model's
+//! configured prefix or the routed model, the limiter resource, the provider
+//! name), never a string copied from a request. As a last line of defence,
+//! those values pass [`LabelValues`]: at most [`MAX_LABEL_VALUES`] distinct
+//! values per process, each at most [`MAX_LABEL_LEN`] bytes; the rest are
+//! reported as `_other`.
+//!
+//! # One recorder per process
+//!
+//! A `metrics` recorder is global, and tests start several gateways in one
+//! process, so [`Metrics::install`] installs the recorder once and hands
+//! every caller a clone of its handle. Counters therefore add up across
+//! gateways in the same process.
+
+mod labels;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub use labels::LabelValues;
+
+/// Request and upstream latency: API proxies and the limiter API answer in
+/// milliseconds, model calls take seconds to minutes, and 120 s is the
+/// longest upstream timeout a gateway should allow.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+    120.0,
+];
+
+/// Queue and limiter waits: most requests pass at once (the 1 ms bucket
+/// tells "no wait" apart), a refill at 2 req/s takes 0.5 s, and request
+/// deadlines keep waits under a minute.
+const WAIT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Upstream `Retry-After`: providers ask for anything from a few hundred
+/// milliseconds (request buckets) to a minute (tokens-per-minute windows);
+/// past 120 s the gateway answers 429 rather than wait.
+const RETRY_AFTER_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0];
+
+/// How often histogram samples are folded into buckets when nobody scrapes,
+/// so that memory stays bounded between scrapes.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Distinct values a configured-name label may take in one process.
+pub const MAX_LABEL_VALUES: usize = 1024;
+/// Longest label value kept; longer ones are reported as `_other`.
+pub const MAX_LABEL_LEN: usize = 128;
+/// What a label value past the bounds is reported as.
+pub const OTHER: &str = "_other";
+
+/// The gateway's metrics: a handle to the process-wide Prometheus recorder.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    tenant_labels: bool,
+}
+
+/// Why metrics could not be installed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Another global `metrics` recorder was installed first, or the
+    /// bucket configuration was rejected.
+    #[error("cannot install the prometheus recorder")]
+    Install(#[source] Arc<BuildError>),
+}
+
+static RECORDER: OnceLock<Result<PrometheusHandle, MetricsError>> = OnceLock::new();
+
+impl Metrics {
+    /// Installs the process-wide recorder on first use and returns a handle
+    /// to it; later calls return the same recorder. `tenant_labels` adds a
+    /// `tenant` label to [`Metrics::request`] for this handle only.
+    ///
+    /// # Errors
+    /// [`MetricsError::Install`] if another global recorder was installed
+    /// first (then every call fails the same way).
+    pub fn install(tenant_labels: bool) -> Result<Metrics, MetricsError> {
+        let handle = RECORDER.get_or_init(build_and_install).clone()?;
+        Ok(Metrics {
+            handle,
+            tenant_labels,
+        })
+    }
+
+    /// The Prometheus text exposition of every metric recorded so far.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+
+    /// Counts a finished request on `sluice_requests_total{route,model,status}`,
+    /// plus `tenant` when tenant labels are on and `tenant` is given. `model`
+    /// is the configured model the request was routed to, or `"-"` when
+    /// there was none.
+    pub fn request(&self, route: &'static str, model: &str, status: u16, tenant: Option<&str>) {
+        let model = bounded(model);
+        let status = status.to_string();
+        match tenant.filter(|_| self.tenant_labels) {
+            Some(t) => counter!("sluice_requests_total", "route" => route, "model" => model,
+                "status" => status, "tenant" => bounded(t))
+            .increment(1),
+            None => counter!("sluice_requests_total", "route" => route, "model" => model,
+                "status" => status)
+            .increment(1),
+        }
+    }
+}
+
+fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
+    let install = || -> Result<PrometheusHandle, BuildError> {
+        let mut builder = PrometheusBuilder::new();
+        for (name, buckets) in [
+            ("sluice_request_duration_seconds", LATENCY_BUCKETS),
+            ("sluice_upstream_latency_seconds", LATENCY_BUCKETS),
+            ("sluice_queue_wait_seconds", WAIT_BUCKETS),
+            ("sluice_limiter_wait_seconds", WAIT_BUCKETS),
+            ("sluice_retry_after_seconds", RETRY_AFTER_BUCKETS),
+        ] {
+            builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), buckets)?;
+        }
+        builder.install_recorder()
+    };
+    let handle = install().map_err(|e| MetricsError::Install(Arc::new(e)))?;
+    describe();
+    let upkeep = handle.clone();
+    // The recorder lives as long as the process, so its upkeep does too; a
+    // thread rather than a task because tests run many short runtimes.
+    let spawned = std::thread::Builder::new()
+        .name("sluice-metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                upkeep.run_upkeep();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "metrics upkeep thread not started; histograms drain on scrape only");
+    }
+    Ok(handle)
+}
+
+/// What a family is, for describing it and for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric family: name, kind, unit, help text (the unit is in the
+/// text too, because the exposition's HELP line does not carry it).
+#[rustfmt::skip] // a table: one family per entry reads better than rustfmt's layout
+const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
+    ("sluice_requests_total", Kind::Counter, Unit::Count,
+        "Requests answered, by route, configured model and HTTP status (requests)."),
+    ("sluice_request_duration_seconds", Kind::Histogram, Unit::Seconds,
+        "Time from request arrival to the end of the response, by route (seconds)."),
+    ("sluice_upstream_429_total", Kind::Counter, Unit::Count,
+        "429 responses received from upstreams, by limiter resource (responses)."),
+    ("sluice_retry_after_seconds", Kind::Histogram, Unit::Seconds,
+        "Retry-After values sent by upstreams (seconds)."),
+    ("sluice_limiter_tokens_acquired_total", Kind::Counter, Unit::Count,
+        "Limiter tokens granted, by resource (tokens)."),
+    ("sluice_limiter_wait_seconds", Kind::Histogram, Unit::Seconds,
+        "Time spent waiting for a limiter grant, by resource (seconds)."),
+    ("sluice_limiter_refusals_total", Kind::Counter, Unit::Count,
+        "Limiter acquisitions refused, by resource and reason (acquisitions)."),
+    ("sluice_limiter_available_tokens", Kind::Gauge, Unit::Count,
+        "Tokens available now, by resource (tokens)."),
+    ("sluice_limiter_capacity", Kind::Gauge, Unit::Count,
+        "Capacity of a resource after adaptive or manual changes (tokens per window)."),
+    ("sluice_limiter_capacity_changes_total", Kind::Counter, Unit::Count,
+        "Capacity changes, by resource and reason (changes)."),
+    ("sluice_queue_depth", Kind::Gauge, Unit::Count,
+        "Requests waiting in the admission queue, by priority (requests)."),
+    ("sluice_queue_wait_seconds", Kind::Histogram, Unit::Seconds,
+        "Time spent in the admission queue, by priority (seconds)."),
+    ("sluice_queue_rejected_total", Kind::Counter, Unit::Count,
+        "Requests refused admission, by reason (requests)."),
+    ("sluice_busy", Kind::Gauge, Unit::Count,
+        "1 while the admission backlog exceeds twice the dispatch concurrency, else 0 (boolean)."),
+    ("sluice_upstream_latency_seconds", Kind::Histogram, Unit::Seconds,
+        "Time per upstream attempt until response headers, by provider (seconds)."),
+    ("sluice_upstream_attempts_total", Kind::Counter, Unit::Count,
+        "Upstream attempts, by provider and outcome (attempts)."),
+    ("sluice_retries_total", Kind::Counter, Unit::Count,
+        "Upstream retries, by provider and reason (retries)."),
+    ("sluice_fallbacks_total", Kind::Counter, Unit::Count,
+        "Requests moved to a fallback model, by original and fallback model (requests)."),
+    ("sluice_stream_disconnects_total", Kind::Counter, Unit::Count,
+        "Streams the client left before their end, by route (streams)."),
+    ("sluice_traces_dropped_total", Kind::Counter, Unit::Count,
+        "Request traces not written, by reason: buffer_full, closed or write_error (traces)."),
+];
+
+fn describe() {
+    for &(name, kind, unit, help) in FAMILIES {
+        match kind {
+            Kind::Counter => describe_counter!(name, unit, help),
+            Kind::Gauge => describe_gauge!(name, unit, help),
+            Kind::Histogram => describe_histogram!(name, unit, help),
+        }
+    }
+}
+
+/// Counts an upstream 429 against the limiter `resource`.
+pub fn upstream_429(resource: &str) {
+    counter!("sluice_upstream_429_total", "resource" => bounded(resource)).increment(1);
+}
+
+/// Records an upstream `Retry-After`, in seconds.
+pub fn retry_after(seconds: f64) {
+    histogram!("sluice_retry_after_seconds").record(seconds);
+}
+
+/// Records how long one request took end to end, in seconds.
+pub fn request_duration(route: &'static str, seconds: f64) {
+    histogram!("sluice_request_duration_seconds", "route" => route).record(seconds);
+}
+
+/// Counts `n` limiter tokens granted on `resource`.
+pub fn tokens_acquired(resource: &str, n: u64) {
+    counter!("sluice_limiter_tokens_acquired_total", "resource" => bounded(resource)).increment(n);
+}
+
+/// Records a wait for a limiter grant on `resource`, in seconds.
+pub fn limiter_wait(resource: &str, seconds: f64) {
+    histogram!("sluice_limiter_wait_seconds", "resource" => bounded(resource)).record(seconds);
+}
+
+/// Counts a refused acquisition on `resource` (`reason` e.g. `timeout`,
+/// `insufficient_capacity`, `paused`).
+pub fn limiter_refusal(resource: &str, reason: &'static str) {
+    counter!("sluice_limiter_refusals_total", "resource" => bounded(resource), "reason" => reason)
+        .increment(1);
+}
+
+/// Sets the tokens available now on `resource`.
+pub fn available_tokens(resource: &str, value: f64) {
+    gauge!("sluice_limiter_available_tokens", "resource" => bounded(resource)).set(value);
+}
+
+/// Counts a capacity change on `resource` (`reason` e.g. `upstream_429`,
+/// `recovery`, `admin`, `headers`) and sets its capacity gauge.
+pub fn capacity_change(resource: &str, reason: &'static str, new_capacity: f64) {
+    let resource = bounded(resource);
+    counter!("sluice_limiter_capacity_changes_total", "resource" => resource.clone(), "reason" => reason)
+        .increment(1);
+    gauge!("sluice_limiter_capacity", "resource" => resource).set(new_capacity);
+}
+
+/// Sets the admission queue depth of a priority class (`high`, `normal`,
+/// `low`: `sluice_admit::Priority::as_str`).
+pub fn queue_depth(priority: &'static str, depth: usize) {
+    gauge!("sluice_queue_depth", "priority" => priority).set(depth as f64);
+}
+
+/// Records time spent in the admission queue, in seconds.
+pub fn queue_wait(priority: &'static str, seconds: f64) {
+    histogram!("sluice_queue_wait_seconds", "priority" => priority).record(seconds);
+}
+
+/// Counts a request refused admission (`reason` e.g. `queue_full`,
+/// `workspace_full`, `deadline`).
+pub fn queue_rejected(reason: &'static str) {
+    counter!("sluice_queue_rejected_total", "reason" => reason).increment(1);
+}
+
+/// Sets the busy signal (the backlog exceeds twice the dispatch concurrency).
+pub fn busy(busy: bool) {
+    gauge!("sluice_busy").set(if busy { 1.0 } else { 0.0 });
+}
+
+/// Records one upstream attempt's latency until response headers, in seconds.
+pub fn upstream_latency(provider: &str, seconds: f64) {
+    histogram!("sluice_upstream_latency_seconds", "provider" => bounded(provider)).record(seconds);
+}
+
+/// Counts an upstream attempt (`outcome` e.g. `ok`, `429`, `5xx`,
+/// `connect_error`, `timeout`).
+pub fn upstream_attempt(provider: &str, outcome: &'static str) {
+    counter!("sluice_upstream_attempts_total", "provider" => bounded(provider), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Counts a retry (`reason` e.g. `429`, `5xx`, `connect_error`, `timeout`).
+pub fn retry(provider: &str, reason: &'static str) {
+    counter!("sluice_retries_total", "provider" => bounded(provider), "reason" => reason)
+        .increment(1);
+}
+
+/// Counts a move from model `from` to fallback model `to` (configured names).
+pub fn fallback(from: &str, to: &str) {
+    counter!("sluice_fallbacks_total", "from" => bounded(from), "to" => bounded(to)).increment(1);
+}
+
+/// Counts a client that left a stream before its end.
+pub fn stream_disconnect(route: &'static str) {
+    counter!("sluice_stream_disconnects_total", "route" => route).increment(1);
+}
+
+/// Counts `n` traces that were not written (`reason`: `buffer_full`,
+/// `closed`, `write_error`).
+pub fn trace_dropped(reason: &'static str, n: u64) {
+    counter!("sluice_traces_dropped_total", "reason" => reason).increment(n);
+}
+
+fn bounded(value: &str) -> String {
+    static VALUES: OnceLock<LabelValues> = OnceLock::new();
+    VALUES
+        .get_or_init(|| LabelValues::new(MAX_LABEL_VALUES))
+        .admit(value)
+}
+
+#[cfg(test)]
+mod tests;

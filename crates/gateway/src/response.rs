@@ -1,0 +1,101 @@
+//! Responses shared between deduplicated requests, and the headers every
+//! answer carries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use crate::error::ApiError;
+
+/// What a request's leader publishes to requests that joined it.
+pub type Shared = Arc<Result<Buffered, ApiError>>;
+
+/// A complete (non-streamed) response.
+#[derive(Debug, Clone)]
+pub struct Buffered {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers worth passing on (content type, upstream rate limits).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Buffered {
+    /// The response, once more.
+    pub fn to_response(&self) -> Response {
+        let mut res = Response::new(Body::from(self.body.clone()));
+        *res.status_mut() = self.status;
+        *res.headers_mut() = self.headers.clone();
+        res
+    }
+}
+
+/// Turns a shared result into a response.
+pub fn from_shared(shared: &Shared) -> Response {
+    match &**shared {
+        Ok(b) => b.to_response(),
+        Err(e) => e.clone().into_response(),
+    }
+}
+
+/// Upstream response headers passed through to the client.
+pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in upstream {
+        let n = name.as_str();
+        let keep = n == "content-type"
+            || n == "cache-control"
+            || n.starts_with("x-ratelimit-")
+            || n.starts_with("anthropic-ratelimit-")
+            || n.starts_with("ratelimit")
+            || n == "openai-processing-ms"
+            || n == "request-id";
+        if keep
+            && let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_str().as_bytes()),
+                HeaderValue::from_bytes(value.as_bytes()),
+            )
+        {
+            out.append(name, value);
+        }
+    }
+    out
+}
+
+/// The gateway's own response headers: request id, queue time, attempts.
+#[derive(Debug, Clone, Default)]
+pub struct Meta {
+    /// The request id (from `x-request-id` / `Idempotency-Key`, or made up).
+    pub request_id: String,
+    /// Time spent in the admission queue and the limiter.
+    pub queued: Duration,
+    /// Upstream attempts made.
+    pub attempts: u32,
+    /// The model that answered, when a fallback did.
+    pub model: Option<String>,
+}
+
+impl Meta {
+    /// Adds the headers to `res`.
+    pub fn apply(&self, res: &mut Response) {
+        let h = res.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&self.request_id) {
+            h.insert("x-request-id", v);
+        }
+        h.insert(
+            "x-sluice-queue-ms",
+            HeaderValue::from(self.queued.as_millis() as u64),
+        );
+        h.insert("x-sluice-attempts", HeaderValue::from(self.attempts));
+        if let Some(m) = &self.model
+            && let Ok(v) = HeaderValue::from_str(m)
+        {
+            h.insert("x-sluice-model", v);
+        }
+    }
+}

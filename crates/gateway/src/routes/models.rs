@@ -1,0 +1,536 @@
+//! `POST /v1/chat/completions`, `/v1/embeddings`, `/v1/responses` (OpenAI
+//! format) and `/v1/messages` (Anthropic format), routed by model prefix.
+//!
+//! A request goes: context (tenant, priority, deadline) → admission queue
+//! (fair, deduplicated) → limiter (requests, tokens, in-flight, session) →
+//! bulkhead → upstream (retries) → fallback models if all that failed.
+//! Streams pass through chunk by chunk; the usage they report settles the
+//! tokens reserved.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde_json::Value;
+use sluice_admit::{Admission, Ticket};
+use tokio::time::Instant;
+
+use crate::config::{ProviderConfig, WireFormat};
+use crate::context::Context;
+use crate::error::ApiError;
+use crate::metrics;
+use crate::response::{Buffered, Meta, from_shared, pass_headers};
+use crate::state::{AppState, inflight_resource, tokens_resource};
+use crate::trace::Trace;
+use crate::upstream::{self, Answered, Failure, Plan};
+use crate::usage::{self, Endpoint};
+
+/// `POST /v1/chat/completions`.
+pub async fn chat(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
+    handle(s, Endpoint::Chat, h, body).await
+}
+
+/// `POST /v1/embeddings`.
+pub async fn embeddings(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
+    handle(s, Endpoint::Embeddings, h, body).await
+}
+
+/// `POST /v1/responses`.
+pub async fn responses(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
+    handle(s, Endpoint::Responses, h, body).await
+}
+
+/// `POST /v1/messages`.
+pub async fn messages(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
+    handle(s, Endpoint::Messages, h, body).await
+}
+
+fn path(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Chat => "/chat/completions",
+        Endpoint::Embeddings => "/embeddings",
+        Endpoint::Responses => "/responses",
+        Endpoint::Messages => "/messages",
+    }
+}
+
+fn route(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Chat => "/v1/chat/completions",
+        Endpoint::Embeddings => "/v1/embeddings",
+        Endpoint::Responses => "/v1/responses",
+        Endpoint::Messages => "/v1/messages",
+    }
+}
+
+/// The thread name of traces for requests without `x-sluice-thread`.
+const NO_THREAD: &str = "unthreaded";
+
+fn format_of(endpoint: Endpoint) -> WireFormat {
+    match endpoint {
+        Endpoint::Messages => WireFormat::Anthropic,
+        _ => WireFormat::Openai,
+    }
+}
+
+/// What the request's observers (metrics, trace) learn along the way.
+#[derive(Default)]
+struct Observed {
+    model: Option<String>,
+    tenant: Option<String>,
+    /// Taken by a streamed answer, which finishes it when the stream ends.
+    trace: Option<Trace>,
+}
+
+async fn handle(state: AppState, endpoint: Endpoint, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let mut meta = Meta::default();
+    let mut obs = Observed::default();
+    let (mut res, error) = match run(&state, endpoint, &headers, body, &mut meta, &mut obs).await {
+        Ok(res) => (res, None),
+        Err(e) => {
+            if let ApiError::QueueFull { scope, .. } = &e {
+                metrics::queue_rejected(scope);
+            }
+            let msg = e.to_string();
+            (e.into_response(), Some(msg))
+        }
+    };
+    meta.apply(&mut res);
+    let status = res.status().as_u16();
+    let r = route(endpoint);
+    state.metrics.request(
+        r,
+        obs.model.as_deref().unwrap_or("-"),
+        status,
+        obs.tenant.as_deref(),
+    );
+    metrics::request_duration(r, started.elapsed().as_secs_f64());
+    if let Some(mut trace) = obs.trace.take() {
+        trace.status = status;
+        trace.attempts = meta.attempts;
+        trace.error = error;
+        submit(&state, trace);
+    }
+    res
+}
+
+fn submit(state: &AppState, trace: Trace) {
+    if let Some(w) = &state.traces {
+        w.submit(trace.finish());
+    }
+}
+
+/// The parts of a request every candidate model shares.
+struct Request<'a> {
+    ctx: Context,
+    endpoint: Endpoint,
+    json: Value,
+    headers: &'a HeaderMap,
+    stream: bool,
+}
+
+async fn run(
+    state: &AppState,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: Bytes,
+    meta: &mut Meta,
+    obs: &mut Observed,
+) -> Result<Response, ApiError> {
+    state.check_open()?;
+    let auth_start = Instant::now();
+    let ctx = Context::from_headers(state, headers)?;
+    meta.request_id = ctx.request_id.clone();
+    obs.tenant = Some(ctx.workspace.clone());
+    let mut trace = Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
+        route(endpoint),
+    );
+    trace.record_span("auth", auth_start, Instant::now(), serde_json::Map::new());
+    obs.trace = Some(trace);
+    let json: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
+        message: format!("malformed JSON body: {e}"),
+        param: None,
+    })?;
+    if !json.is_object() {
+        return Err(ApiError::BadRequest {
+            message: "the body must be a JSON object".into(),
+            param: None,
+        });
+    }
+    let model = match json.get("model") {
+        None | Some(Value::Null) => return Err(ApiError::bad_field("model", "is required")),
+        Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+        Some(Value::String(_)) => return Err(ApiError::bad_field("model", "must not be empty")),
+        Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
+    };
+    provider(state, &model, endpoint)?;
+    obs.model = Some(model.clone());
+    if let Some(t) = obs.trace.as_mut() {
+        t.model = Some(model.clone());
+    }
+    let stream = usage::is_stream(&json);
+    let mut ticket = Ticket::new(ctx.workspace.clone(), ctx.deadline).with_priority(ctx.priority);
+    // A stream cannot be handed to a second client: only whole answers
+    // are shared between requests with the same id.
+    if ctx.client_id && !stream {
+        ticket = ticket.with_dedup_key(ctx.request_id.clone());
+    }
+    let queue_start = Instant::now();
+    let mut permit = match state.queue.admit(ticket).await? {
+        Admission::Run(p) => p,
+        Admission::Joined(shared) => return Ok(from_shared(&shared)),
+    };
+    metrics::queue_wait(ctx.priority.as_str(), permit.waited().as_secs_f64());
+    if let Some(t) = obs.trace.as_mut() {
+        let mut m = serde_json::Map::new();
+        m.insert("priority".into(), ctx.priority.as_str().into());
+        t.record_span("queue", queue_start, Instant::now(), m);
+    }
+    let req = Request {
+        ctx,
+        endpoint,
+        json,
+        headers,
+        stream,
+    };
+    let chain: Vec<String> = std::iter::once(model.clone())
+        .chain(
+            state
+                .config
+                .fallbacks
+                .get(&model)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        )
+        .collect();
+    let mut last: Option<ApiError> = None;
+    for (i, candidate) in chain.iter().enumerate() {
+        let Ok(prov) = provider(state, candidate, endpoint) else {
+            continue;
+        };
+        if i > 0 {
+            metrics::fallback(&chain[i - 1], candidate);
+            obs.model = Some(candidate.clone());
+        }
+        match attempt(state, &req, candidate, prov, &mut permit, meta, obs).await {
+            Ok(Reply::Buffered(b)) => {
+                if i > 0 {
+                    meta.model = Some(candidate.clone());
+                }
+                let res = b.to_response();
+                permit.complete(Arc::new(Ok(b)));
+                return Ok(res);
+            }
+            Ok(Reply::Stream(res)) => {
+                if i > 0 {
+                    meta.model = Some(candidate.clone());
+                }
+                return Ok(res);
+            }
+            Err(f) => {
+                meta.attempts += f.attempts();
+                let fall_back = f.may_fall_back() && i + 1 < chain.len();
+                last = Some(f.into_error(candidate));
+                if !fall_back {
+                    break;
+                }
+                tracing::info!(from = %candidate, to = %chain[i + 1], "falling back");
+            }
+        }
+    }
+    let e = last.unwrap_or_else(|| ApiError::bad_field("model", "no provider serves it"));
+    permit.complete(Arc::new(Err(e.clone())));
+    Err(e)
+}
+
+/// The provider serving `model` in `endpoint`'s format.
+fn provider<'a>(
+    state: &'a AppState,
+    model: &str,
+    endpoint: Endpoint,
+) -> Result<&'a ProviderConfig, ApiError> {
+    let p = state.config.provider_for(model).ok_or_else(|| {
+        let known: Vec<String> = state
+            .config
+            .providers
+            .iter()
+            .map(|p| format!("{}/", p.name))
+            .collect();
+        ApiError::bad_field(
+            "model",
+            format!(
+                "unknown model prefix in {model:?}: expected one of {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    if p.format != format_of(endpoint) {
+        let hint = match p.format {
+            WireFormat::Openai => "/v1/chat/completions",
+            WireFormat::Anthropic => "/v1/messages",
+        };
+        return Err(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served by {} in another wire format: use {hint}",
+                p.name
+            ),
+        ));
+    }
+    Ok(p)
+}
+
+enum Reply {
+    Buffered(Buffered),
+    Stream(Response),
+}
+
+/// One candidate model: limits, upstream with retries, the answer.
+async fn attempt(
+    state: &AppState,
+    req: &Request<'_>,
+    model: &str,
+    prov: &ProviderConfig,
+    permit: &mut sluice_admit::Permit<crate::response::Shared>,
+    meta: &mut Meta,
+    obs: &mut Observed,
+) -> Result<Reply, Failure> {
+    let cfg = &state.config;
+    let format = prov.format;
+    let est = usage::estimate(
+        format,
+        req.endpoint,
+        &req.json,
+        cfg.tokens.chars_per_token,
+        cfg.tokens.default_max_tokens,
+    );
+    let mut needs = vec![(model.to_owned(), 1)];
+    let limits = state.model_limits(model);
+    let tokens = limits
+        .and_then(|l| l.tokens_per_minute)
+        .map(|_| tokens_resource(model));
+    if let Some(t) = &tokens {
+        needs.push((t.clone(), est.total));
+    }
+    if limits.and_then(|l| l.max_in_flight).is_some() {
+        needs.push((inflight_resource(model), 1));
+    }
+    if let Some(thread) = &req.ctx.thread {
+        needs.push((format!("{}{thread}", sluice_limit::SESSION_PREFIX), 1));
+    }
+    let plan = Plan {
+        needs,
+        requests: model.to_owned(),
+        tokens: tokens.clone(),
+        pool: "model",
+        retryable: true,
+        label: prov.name.clone(),
+    };
+    let mut body = req.json.clone();
+    let upstream_model = if prov.strip_prefix {
+        model
+            .strip_prefix(&format!("{}/", prov.name))
+            .unwrap_or(model)
+    } else {
+        model
+    };
+    body["model"] = Value::String(upstream_model.to_owned());
+    let client_wants_usage = if req.stream && req.endpoint == Endpoint::Chat {
+        usage::request_usage_in_stream(&mut body)
+    } else {
+        true
+    };
+    let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    let url = format!(
+        "{}{}",
+        prov.base_url.trim_end_matches('/'),
+        path(req.endpoint)
+    );
+    let key = prov
+        .api_key_env
+        .as_ref()
+        .and_then(|v| std::env::var(v).ok());
+    let send = || {
+        let mut r = state
+            .client
+            .post(&url)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.clone());
+        if req.stream {
+            r = r.header(header::ACCEPT, "text/event-stream");
+        }
+        match (format, &key) {
+            (WireFormat::Openai, Some(k)) => r = r.bearer_auth(k),
+            (WireFormat::Anthropic, k) => {
+                if let Some(k) = k {
+                    r = r.header("x-api-key", k);
+                }
+                let version = req
+                    .headers
+                    .get("anthropic-version")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("2023-06-01");
+                r = r.header("anthropic-version", version);
+                if let Some(beta) = req.headers.get("anthropic-beta") {
+                    r = r.header("anthropic-beta", beta.as_bytes());
+                }
+            }
+            (WireFormat::Openai, None) => {}
+        }
+        r
+    };
+    let mut log = Vec::new();
+    let called = upstream::call(state, &plan, req.ctx.deadline, &mut log, send).await;
+    if let Some(t) = obs.trace.as_mut() {
+        upstream::record_attempts(t, &log, &prov.name, model);
+        t.model = Some(model.to_owned());
+    }
+    let Answered {
+        response,
+        mut grant,
+        permit: pool_permit,
+        attempts,
+        waited,
+    } = called?;
+    // Cleared the limiter: the queue's slot goes to the next request.
+    permit.dispatched();
+    meta.attempts += attempts;
+    meta.queued = permit.waited() + waited;
+    let status =
+        StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = pass_headers(response.headers());
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if req.stream && status.is_success() && is_sse {
+        let mut scanner = usage::StreamScanner::new(format, req.endpoint, !client_wants_usage);
+        let tokens = tokens.clone();
+        let mut upstream = response.bytes_stream();
+        let deadline = req.ctx.deadline;
+        let mut trace = obs.trace.take();
+        if let Some(t) = trace.as_mut() {
+            t.status = status.as_u16();
+            t.attempts = meta.attempts;
+        }
+        let writer = state.traces.clone();
+        let r = route(req.endpoint);
+        // Everything held lives in the stream: a client that goes away
+        // drops it, which cancels the upstream call and releases the grant.
+        let stream = async_stream(move |tx| async move {
+            let _pool = pool_permit;
+            let stream_start = Instant::now();
+            let mut outcome = "complete";
+            loop {
+                let next =
+                    tokio::time::timeout_at(deadline.max(Instant::now()), upstream.next()).await;
+                match next {
+                    Ok(Some(Ok(chunk))) => {
+                        let out = scanner.feed(chunk);
+                        if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
+                            metrics::stream_disconnect(r);
+                            outcome = "client_disconnected";
+                            break;
+                        }
+                    }
+                    Ok(Some(Err(e))) => {
+                        let _ = tx.send(Err(std::io::Error::other(e))).await;
+                        outcome = "upstream_error";
+                        break;
+                    }
+                    Ok(None) => {
+                        let tail = scanner.finish();
+                        if !tail.is_empty() {
+                            let _ = tx.send(Ok(tail)).await;
+                        }
+                        break;
+                    }
+                    Err(_) => {
+                        let _ = tx
+                            .send(Err(std::io::Error::other("deadline passed mid-stream")))
+                            .await;
+                        outcome = "deadline";
+                        break;
+                    }
+                }
+            }
+            let used = scanner.usage();
+            if let (Some(t), Some(u)) = (&tokens, used) {
+                let _ = grant.settle_part(t, u.total_tokens);
+            }
+            drop(grant);
+            if let (Some(mut t), Some(w)) = (trace, writer) {
+                let mut m = serde_json::Map::new();
+                m.insert("outcome".into(), outcome.into());
+                t.record_span("stream", stream_start, Instant::now(), m);
+                t.usage = used;
+                t.tool_calls = scanner.tool_calls();
+                if outcome != "complete" {
+                    t.error = Some(format!("stream ended: {outcome}"));
+                }
+                w.submit(t.finish());
+            }
+        });
+        let mut res = Response::new(Body::from_stream(stream));
+        *res.status_mut() = status;
+        *res.headers_mut() = headers;
+        return Ok(Reply::Stream(res));
+    }
+    let bytes = tokio::time::timeout_at(req.ctx.deadline, response.bytes())
+        .await
+        .map_err(|_| Failure::Timeout { attempts })?
+        .map_err(|e| Failure::Upstream {
+            message: format!("reading the upstream body: {e}"),
+            attempts,
+        })?;
+    let used = usage::from_body(format, req.endpoint, &bytes);
+    if let (Some(t), Some(u)) = (&tokens, used) {
+        let _ = grant.settle_part(t, u.total_tokens);
+    }
+    if let Some(t) = obs.trace.as_mut() {
+        t.usage = used;
+        t.tool_calls = usage::tool_calls(format, &bytes);
+    }
+    drop(grant);
+    drop(pool_permit);
+    Ok(Reply::Buffered(Buffered {
+        status,
+        headers,
+        body: bytes,
+    }))
+}
+
+/// A body stream fed by a task-like future through a small channel, so
+/// that the producer runs as the client reads and stops when it leaves.
+fn async_stream<F, Fut>(
+    f: F,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let producer = tokio::spawn(f(tx));
+    let guard = AbortOnDrop(producer);
+    futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv().await.map(|item| (item, (rx, guard)))
+    })
+}
+
+/// Aborts the producer when the client's body stream is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,192 @@
+//! `ANY /proxy/{api}/{*path}`: a configured SaaS API, under its limits.
+//!
+//! Requests only ever go to the API's configured base URL: the path is
+//! appended to it, never parsed as a URL of its own.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use crate::context::Context;
+use crate::error::ApiError;
+use crate::metrics;
+use crate::response::{Meta, pass_headers};
+use crate::state::{AppState, inflight_resource};
+use crate::trace::Trace;
+use crate::upstream::{self, Plan};
+
+const ROUTE: &str = "/proxy";
+
+/// Request headers passed upstream; everything else (hop-by-hop headers,
+/// Sluice's own, the tenant's key) stays here.
+const FORWARDED: &[&str] = &[
+    "accept",
+    "content-type",
+    "content-encoding",
+    "accept-encoding",
+    "user-agent",
+    "idempotency-key",
+    "if-match",
+    "if-none-match",
+    "x-github-api-version",
+];
+
+/// The handler.
+pub async fn proxy(
+    State(state): State<AppState>,
+    Path((api, rest)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let started = tokio::time::Instant::now();
+    let mut meta = Meta::default();
+    let mut trace = None;
+    let (mut res, error) = match run(
+        &state, &api, &rest, query, method, &headers, body, &mut meta, &mut trace,
+    )
+    .await
+    {
+        Ok(r) => (r, None),
+        Err(e) => {
+            let msg = e.to_string();
+            (e.into_response(), Some(msg))
+        }
+    };
+    meta.apply(&mut res);
+    let status = res.status().as_u16();
+    let known = state.config.api(&api).is_some();
+    let label = if known { api.as_str() } else { "-" };
+    let tenant = trace.as_ref().map(|t: &Trace| t.workspace.clone());
+    state
+        .metrics
+        .request(ROUTE, label, status, tenant.as_deref());
+    metrics::request_duration(ROUTE, started.elapsed().as_secs_f64());
+    if let (Some(mut t), Some(w)) = (trace, &state.traces) {
+        t.status = status;
+        t.attempts = meta.attempts;
+        t.error = error;
+        w.submit(t.finish());
+    }
+    res
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    state: &AppState,
+    api: &str,
+    rest: &str,
+    query: Option<String>,
+    method: Method,
+    headers: &HeaderMap,
+    body: Bytes,
+    meta: &mut Meta,
+    trace: &mut Option<Trace>,
+) -> Result<Response, ApiError> {
+    state.check_open()?;
+    let ctx = Context::from_headers(state, headers)?;
+    meta.request_id = ctx.request_id.clone();
+    *trace = Some(Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread
+            .clone()
+            .unwrap_or_else(|| "unthreaded".to_owned()),
+        format!("{ROUTE}/{api}"),
+    ));
+    let cfg = state.config.api(api).ok_or_else(|| {
+        ApiError::NotFound(format!("unknown API {api:?}: configure it under [[apis]]"))
+    })?;
+    if rest.split('/').any(|seg| seg == ".." || seg == ".") {
+        return Err(ApiError::BadRequest {
+            message: "path segments `.` and `..` are not allowed".into(),
+            param: None,
+        });
+    }
+    let mut url = format!(
+        "{}/{}",
+        cfg.base_url.trim_end_matches('/'),
+        rest.trim_start_matches('/')
+    );
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(&q);
+    }
+    let resource = sluice_limit::api_resource(api);
+    let mut needs = vec![(resource.clone(), 1)];
+    if cfg.max_in_flight.is_some() {
+        needs.push((inflight_resource(&resource), 1));
+    }
+    // Only calls that are safe to repeat are retried.
+    let idempotent = matches!(
+        method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS
+    ) || headers.contains_key("idempotency-key");
+    let plan = Plan {
+        needs,
+        requests: resource,
+        tokens: None,
+        pool: "api",
+        retryable: idempotent,
+        label: api.to_owned(),
+    };
+    let token = cfg.auth_env.as_ref().and_then(|v| std::env::var(v).ok());
+    // Without tenants, the client's own credentials go upstream; with
+    // tenants, `Authorization` is the tenant's Sluice key and stays here.
+    let client_auth = if state.tenants.is_empty() {
+        headers.get("authorization").cloned()
+    } else {
+        None
+    };
+    let method = reqwest::Method::from_bytes(method.as_str().as_bytes()).map_err(|_| {
+        ApiError::BadRequest {
+            message: "unsupported method".into(),
+            param: None,
+        }
+    })?;
+    let send = || {
+        let mut r = state
+            .client
+            .request(method.clone(), &url)
+            .body(body.clone());
+        for name in FORWARDED {
+            if let Some(v) = headers.get(*name) {
+                r = r.header(*name, v.as_bytes());
+            }
+        }
+        if let Some(t) = &token {
+            r = r.bearer_auth(t);
+        } else if let Some(a) = &client_auth {
+            r = r.header("authorization", a.as_bytes());
+        }
+        r
+    };
+    let mut log = Vec::new();
+    let called = upstream::call(state, &plan, ctx.deadline, &mut log, send).await;
+    if let Some(t) = trace.as_mut() {
+        upstream::record_attempts(t, &log, api, api);
+    }
+    let answered = called.map_err(|f| {
+        meta.attempts += f.attempts();
+        f.into_error(api)
+    })?;
+    meta.attempts += answered.attempts;
+    meta.queued = answered.waited;
+    let status = StatusCode::from_u16(answered.response.status().as_u16())
+        .unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = pass_headers(answered.response.headers());
+    let grant = answered.grant;
+    let permit = answered.permit;
+    let stream = answered.response.bytes_stream().map(move |chunk| {
+        // Held until the body is done (or the client leaves).
+        let _ = (&grant, &permit);
+        chunk.map_err(std::io::Error::other)
+    });
+    let mut res = Response::new(Body::from_stream(stream));
+    *res.status_mut() = status;
+    *res.headers_mut() = headers;
+    Ok(res)
+}

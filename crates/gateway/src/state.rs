@@ -1,0 +1,274 @@
+//! The gateway's shared state, built from the config in startup order:
+//! config → limiter → queues → writers (the listener comes last, in
+//! `server.rs`).
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sluice_admit::{AdmissionQueue, Bulkheads};
+use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, Rules, ToolClassifier};
+
+use crate::config::{Config, ModelLimits};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::response::Shared;
+use crate::trace::{TraceWriter, TraceWriterTask};
+
+/// Everything a request handler needs; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+/// What [`AppState`] holds; its parts are the gateway's own.
+pub struct Inner {
+    pub(crate) config: Config,
+    pub(crate) limiter: Limiter,
+    pub(crate) queue: AdmissionQueue<Shared>,
+    pub(crate) bulkheads: Bulkheads,
+    pub(crate) client: reqwest::Client,
+    pub(crate) tools: ToolClassifier,
+    /// Tenant key → workspace.
+    pub(crate) tenants: HashMap<String, String>,
+    pub(crate) draining: AtomicBool,
+    pub(crate) metrics: Metrics,
+    /// `None` when traces are off.
+    pub(crate) traces: Option<TraceWriter>,
+    trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A limit in the config is unusable.
+    #[error("invalid limits: {0}")]
+    Limits(#[from] sluice_limit::Error),
+    /// A tenant's key variable is not set.
+    #[error("tenant {tenant:?}: environment variable {var} is not set")]
+    MissingKey {
+        /// The tenant.
+        tenant: String,
+        /// The variable.
+        var: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("http client: {0}")]
+    Client(String),
+    /// The listener could not bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Metrics could not be installed.
+    #[error("metrics: {0}")]
+    Metrics(String),
+}
+
+impl AppState {
+    /// Builds the state; the limiter's maintenance task is spawned on the
+    /// current runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] naming what is wrong.
+    pub fn new(config: Config) -> Result<AppState, StartError> {
+        let limiter = Limiter::builder()
+            .rules(rules(&config))
+            .adaptive(AdaptiveConfig {
+                reduce_factor: config.adaptive.reduce_factor,
+                recovery_factor: config.adaptive.recovery_factor,
+                recovery_interval: Duration::from_secs(config.adaptive.recovery_interval_seconds),
+                max_pause: Duration::from_secs(config.adaptive.max_pause_seconds),
+                cooldown: None,
+            })
+            .build()?;
+        limiter.spawn_maintenance(Duration::from_secs(1));
+        limiter.on_change(|c| {
+            crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
+            tracing::info!(
+                resource = %c.resource,
+                from = c.previous,
+                to = c.capacity,
+                reason = c.reason.as_str(),
+                "capacity changed"
+            );
+        });
+
+        let mut tenants = HashMap::new();
+        let mut queue_config = config.queue.clone();
+        for t in &config.tenants {
+            let key = match (&t.api_key, &t.api_key_env) {
+                (Some(k), _) => k.clone(),
+                (None, Some(var)) => std::env::var(var).map_err(|_| StartError::MissingKey {
+                    tenant: t.name.clone(),
+                    var: var.clone(),
+                })?,
+                (None, None) => continue,
+            };
+            tenants.insert(key, t.name.clone());
+            if let Some(w) = NonZeroU32::new(t.weight) {
+                queue_config.weights = queue_config.weights.with(t.name.clone(), w);
+            }
+        }
+        let queue = AdmissionQueue::new(queue_config);
+        let bulkheads = Bulkheads::new(config.bulkheads.clone());
+        let mut tools = ToolClassifier::new();
+        for api in &config.apis {
+            for prefix in &api.tool_prefixes {
+                tools = tools.with(prefix.clone(), api.name.clone());
+            }
+        }
+        // TLS to real providers; installing twice (tests) is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| StartError::Client(e.to_string()))?;
+        let metrics = Metrics::install(config.metrics.tenant_labels)
+            .map_err(|e| StartError::Metrics(e.to_string()))?;
+        let (traces, trace_task) = if config.trace.enabled {
+            let (w, t) = TraceWriter::spawn(config.trace_dir(), config.trace.buffer.max(1));
+            (Some(w), Some(t))
+        } else {
+            (None, None)
+        };
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                config,
+                limiter,
+                queue,
+                bulkheads,
+                client,
+                tools,
+                tenants,
+                draining: AtomicBool::new(false),
+                metrics,
+                traces,
+                trace_task: tokio::sync::Mutex::new(trace_task),
+            }),
+        })
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Starts draining: readiness fails, new requests get 503.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Writes out every queued trace and stops the writer.
+    pub async fn shutdown_writers(&self) {
+        if let Some(task) = self.trace_task.lock().await.take() {
+            task.shutdown().await;
+        }
+    }
+
+    /// The model limits that apply to `model` (longest prefix).
+    pub(crate) fn model_limits(&self, model: &str) -> Option<&ModelLimits> {
+        self.config
+            .models
+            .iter()
+            .filter(|m| model.starts_with(m.prefix.as_str()))
+            .max_by_key(|m| m.prefix.len())
+    }
+
+    /// Refuses new work while draining.
+    pub(crate) fn check_open(&self) -> Result<(), ApiError> {
+        if self.is_draining() {
+            return Err(ApiError::Unavailable {
+                message: "the gateway is shutting down".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Resource names: a model's requests are limited on its own name, its
+/// tokens on `tokens:{model}`, its concurrency on `inflight:{model}`; an
+/// API on `api:{name}` and `inflight:api:{name}`; a session on
+/// `session:{thread}`.
+pub(crate) fn tokens_resource(model: &str) -> String {
+    format!("tokens:{model}")
+}
+
+/// See [`tokens_resource`].
+pub(crate) fn inflight_resource(name: &str) -> String {
+    format!("inflight:{name}")
+}
+
+/// `r` requests per second as capacity per window: whole numbers per
+/// second, fractions as the smallest power-of-ten window that makes them
+/// whole (2.5/s → 25 per 10 s).
+pub(crate) fn rate_limit(r: f64, burst: u64) -> Limit {
+    let mut window = 1u64;
+    while (r * window as f64).fract().abs() > 1e-9 && window < 1_000 {
+        window *= 10;
+    }
+    let capacity = ((r * window as f64).round() as u64).max(1);
+    Limit::new(capacity, Duration::from_secs(window)).burst(burst.max(1))
+}
+
+/// The limiter's rules from the config.
+pub(crate) fn rules(config: &Config) -> Rules {
+    let mut rules = Rules::new();
+    for m in &config.models {
+        rules = rules.prefix(m.prefix.clone(), rate_limit(m.requests_per_second, m.burst));
+        if let Some(tpm) = m.tokens_per_minute {
+            rules = rules.prefix(tokens_resource(&m.prefix), Limit::per_minute(tpm.max(1)));
+        }
+        if let Some(n) = m.max_in_flight {
+            rules = rules.prefix(inflight_resource(&m.prefix), Limit::in_flight(n.max(1)));
+        }
+    }
+    for a in &config.apis {
+        let name = sluice_limit::api_resource(&a.name);
+        rules = rules.exact(name.clone(), rate_limit(a.requests_per_second, a.burst));
+        if let Some(n) = a.max_in_flight {
+            rules = rules.exact(inflight_resource(&name), Limit::in_flight(n.max(1)));
+        }
+    }
+    rules.prefix(
+        sluice_limit::SESSION_PREFIX,
+        Limit::new(
+            config.sessions.requests.max(1),
+            Duration::from_secs(config.sessions.window_seconds.max(1)),
+        )
+        .algorithm(Algorithm::SlidingWindow),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractional_rates_become_whole_windows() {
+        assert_eq!(rate_limit(3.0, 10), Limit::per_second(3).burst(10));
+        assert_eq!(
+            rate_limit(2.5, 8),
+            Limit::new(25, Duration::from_secs(10)).burst(8)
+        );
+        assert_eq!(
+            rate_limit(0.5, 1),
+            Limit::new(5, Duration::from_secs(10)).burst(1)
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! Per-request traces: timed spans collected while a request runs, written
+//! as one JSON object per line to `{dir}/{workspace}/{thread}.jsonl` by a
+//! background [`TraceWriter`] that never blocks the request path.
+//!
+//! Span names used by the gateway: `auth`, `queue`, `limiter`, `upstream`
+//! (one per attempt, metadata `attempt`, `status`, `provider`) and `stream`.
+//!
+//! # Secrets
+//!
+//! A [`TraceRecord`] has no headers and no bodies: API keys and
+//! `Authorization` headers have nowhere to go. Span metadata and `error` are
+//! written by gateway code, which must not copy a header or a URL with
+//! credentials into them.
+//!
+//! ```
+//! use sluice_gateway::trace::Trace;
+//!
+//! let mut trace = Trace::start("req-1", "acme", "thread-7", "/v1/chat/completions");
+//! let queued = trace.open_span("queue");
+//! trace.close_span(queued, serde_json::Map::new());
+//! trace.status = 200;
+//! let record = trace.finish();
+//! assert_eq!(record.spans[0].name, "queue");
+//! ```
+
+mod path;
+mod writer;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+pub use path::{file_component, trace_path};
+pub use writer::{TraceWriter, TraceWriterTask};
+
+/// A request's trace while it runs.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// 32 lowercase hex digits, random (the W3C trace-id shape).
+    pub trace_id: String,
+    /// The request id (`x-request-id`, `Idempotency-Key` or generated).
+    pub request_id: String,
+    /// The tenant's workspace.
+    pub workspace: String,
+    /// The thread (`x-sluice-thread`).
+    pub thread: String,
+    /// The route, e.g. `/v1/chat/completions`.
+    pub route: String,
+    /// The model finally used.
+    pub model: Option<String>,
+    /// Tool calls the response asked for.
+    pub tool_calls: u32,
+    /// Token usage reported by the upstream.
+    pub usage: Option<Usage>,
+    /// The HTTP status sent to the client.
+    pub status: u16,
+    /// Upstream attempts made.
+    pub attempts: u32,
+    /// What went wrong, for a failed request.
+    pub error: Option<String>,
+    started: Instant,
+    started_unix_ms: u64,
+    spans: Vec<Span>,
+}
+
+/// Token usage as the upstream reported it.
+pub use crate::usage::Usage;
+
+#[derive(Debug, Clone)]
+struct Span {
+    name: String,
+    start: Instant,
+    end: Instant,
+    metadata: Map<String, Value>,
+}
+
+/// A span that has begun; give it to [`Trace::close_span`]. Dropping it
+/// records nothing (a cancelled step leaves no half span behind).
+#[must_use = "a span is recorded only when closed"]
+#[derive(Debug)]
+pub struct OpenSpan {
+    name: String,
+    start: Instant,
+}
+
+/// A finished trace, as written: one JSON line. Times are milliseconds,
+/// span starts relative to the trace's start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// See [`Trace::trace_id`].
+    pub trace_id: String,
+    /// See [`Trace::request_id`].
+    pub request_id: String,
+    /// See [`Trace::workspace`].
+    pub workspace: String,
+    /// See [`Trace::thread`].
+    pub thread: String,
+    /// See [`Trace::route`].
+    pub route: String,
+    /// See [`Trace::model`].
+    pub model: Option<String>,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// From start to finish.
+    pub total_ms: f64,
+    /// See [`Trace::status`].
+    pub status: u16,
+    /// See [`Trace::attempts`].
+    pub attempts: u32,
+    /// See [`Trace::tool_calls`].
+    pub tool_calls: u32,
+    /// See [`Trace::usage`].
+    pub usage: Option<Usage>,
+    /// See [`Trace::error`].
+    pub error: Option<String>,
+    /// In the order they were recorded.
+    pub spans: Vec<SpanRecord>,
+}
+
+/// One span of a [`TraceRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanRecord {
+    /// `auth`, `queue`, `limiter`, `upstream`, `stream`, ….
+    pub name: String,
+    /// Since the trace's start.
+    pub start_ms: f64,
+    /// How long it took.
+    pub duration_ms: f64,
+    /// Details, e.g. `attempt`, `status`, `provider` for `upstream`.
+    pub metadata: Map<String, Value>,
+}
+
+impl Trace {
+    /// Starts a trace now, with a fresh random trace id.
+    pub fn start(
+        request_id: impl Into<String>,
+        workspace: impl Into<String>,
+        thread: impl Into<String>,
+        route: impl Into<String>,
+    ) -> Trace {
+        let started_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Trace {
+            trace_id: format!("{:032x}", fastrand::u128(..)),
+            request_id: request_id.into(),
+            workspace: workspace.into(),
+            thread: thread.into(),
+            route: route.into(),
+            model: None,
+            tool_calls: 0,
+            usage: None,
+            status: 0,
+            attempts: 0,
+            error: None,
+            started: Instant::now(),
+            started_unix_ms,
+            spans: Vec::new(),
+        }
+    }
+
+    /// Begins a span now. It does not borrow the trace, so the trace stays
+    /// usable (and movable across awaits) while the span is open.
+    pub fn open_span(&self, name: impl Into<String>) -> OpenSpan {
+        OpenSpan {
+            name: name.into(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Ends `span` now and records it with `metadata`.
+    pub fn close_span(&mut self, span: OpenSpan, metadata: Map<String, Value>) {
+        self.record_span(span.name, span.start, Instant::now(), metadata);
+    }
+
+    /// Records a span timed elsewhere. A start before the trace's start
+    /// counts as its start; an end before `start` as a zero duration.
+    pub fn record_span(
+        &mut self,
+        name: impl Into<String>,
+        start: Instant,
+        end: Instant,
+        metadata: Map<String, Value>,
+    ) {
+        self.spans.push(Span {
+            name: name.into(),
+            start,
+            end,
+            metadata,
+        });
+    }
+
+    /// When the trace started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Ends the trace now.
+    pub fn finish(self) -> TraceRecord {
+        let total = self.started.elapsed();
+        let spans = self
+            .spans
+            .into_iter()
+            .map(|s| SpanRecord {
+                name: s.name,
+                start_ms: ms(s.start.saturating_duration_since(self.started)),
+                duration_ms: ms(s.end.saturating_duration_since(s.start)),
+                metadata: s.metadata,
+            })
+            .collect();
+        TraceRecord {
+            trace_id: self.trace_id,
+            request_id: self.request_id,
+            workspace: self.workspace,
+            thread: self.thread,
+            route: self.route,
+            model: self.model,
+            started_unix_ms: self.started_unix_ms,
+            total_ms: ms(total),
+            status: self.status,
+            attempts: self.attempts,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            error: self.error,
+            spans,
+        }
+    }
+}
+
+/// Milliseconds with microsecond resolution (no `0.30000000000000004`).
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+#[cfg(test)]
+mod tests;

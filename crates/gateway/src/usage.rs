@@ -1,0 +1,120 @@
+//! Token usage of model calls, in OpenAI's and Anthropic's wire formats:
+//! an estimate before dispatch (what the tokens/min limiter reserves), the
+//! real figures after the call (what it settles with), from a JSON body or
+//! scanned out of a server-sent-event stream on its way to the client.
+//!
+//! Pure code: no I/O, nothing of HTTP but the body bytes.
+
+mod estimate;
+mod sse;
+mod stream;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::WireFormat;
+
+pub use estimate::{
+    Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
+};
+pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner};
+
+/// Which API a model call goes to; it decides which fields carry the
+/// prompt, the completion limit and the usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// OpenAI `POST /chat/completions`.
+    Chat,
+    /// OpenAI `POST /embeddings`: no completion.
+    Embeddings,
+    /// OpenAI `POST /responses`.
+    Responses,
+    /// Anthropic `POST /messages`.
+    Messages,
+}
+
+/// Tokens a call really used, as the provider reported them.
+///
+/// `prompt_tokens` includes Anthropic's cache writes and reads
+/// (`cache_creation_input_tokens`, `cache_read_input_tokens`), which
+/// Anthropic reports apart from `input_tokens` but which count against its
+/// input-tokens-per-minute limits all the same.
+#[derive(Debug, Serialize, Deserialize, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens (OpenAI `prompt_tokens`/`input_tokens`, Anthropic
+    /// `input_tokens` plus cache tokens).
+    pub prompt_tokens: u64,
+    /// Output tokens, reasoning included (`completion_tokens`/`output_tokens`).
+    pub completion_tokens: u64,
+    /// The provider's `total_tokens` when it sends one, else the sum.
+    pub total_tokens: u64,
+}
+
+/// The usage in a non-streamed JSON response body, or `None` when the body
+/// is not JSON or carries no usage.
+///
+/// Reads `usage.prompt_tokens`/`completion_tokens`/`total_tokens` (chat,
+/// embeddings), `usage.input_tokens`/`output_tokens`/`total_tokens`
+/// (responses, Anthropic), and for Anthropic adds the cache tokens to the
+/// input. Embeddings have no completion: it is always 0 there.
+pub fn from_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> Option<Usage> {
+    // Typed parse: the fields we do not name (an embedding's vectors, a
+    // completion's text) are skipped without being built into a tree.
+    let parsed: wire::WithUsage = serde_json::from_slice(body).ok()?;
+    parsed.usage?.to_usage(format, endpoint)
+}
+
+/// How many tool calls a non-streamed response asked for, for traces:
+/// OpenAI `choices[].message.tool_calls` (a legacy `function_call` counts
+/// one) and `/responses` `output[]` items of type `function_call`;
+/// Anthropic `content[]` blocks of type `tool_use`. 0 for anything else.
+pub fn tool_calls(format: WireFormat, body: &[u8]) -> u32 {
+    match format {
+        WireFormat::Openai => serde_json::from_slice::<wire::OpenaiToolCalls>(body)
+            .map(|b| b.count())
+            .unwrap_or(0),
+        WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicToolCalls>(body)
+            .map(|b| b.count())
+            .unwrap_or(0),
+    }
+}
+
+/// Whether a request body asks for a streamed (SSE) response
+/// (`"stream": true`).
+pub fn is_stream(body: &Value) -> bool {
+    body.get("stream").and_then(Value::as_bool) == Some(true)
+}
+
+/// Makes an OpenAI chat-completions stream request end with a usage chunk,
+/// by setting `stream_options.include_usage` to `true`, and returns whether
+/// the client had already asked for that itself. When it had not, the
+/// gateway scans the stream with `strip_usage_chunk` so the client gets the
+/// stream it asked for.
+///
+/// Does nothing and returns `false` when the body is not a streaming request
+/// (OpenAI rejects `stream_options` without `stream: true`). Call it only for
+/// chat completions: `/responses` streams always end with their usage, and
+/// Anthropic streams always carry it.
+pub fn request_usage_in_stream(body: &mut Value) -> bool {
+    if !is_stream(body) {
+        return false;
+    }
+    let Some(request) = body.as_object_mut() else {
+        return false;
+    };
+    if let Some(Value::Object(options)) = request.get_mut("stream_options") {
+        let asked = options.get("include_usage").and_then(Value::as_bool) == Some(true);
+        options.insert("include_usage".to_owned(), Value::Bool(true));
+        return asked;
+    }
+    // Absent, `null` or junk: the client did not ask, and ours replaces it.
+    request.insert(
+        "stream_options".to_owned(),
+        serde_json::json!({ "include_usage": true }),
+    );
+    false
+}

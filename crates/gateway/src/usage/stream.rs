@@ -1,0 +1,315 @@
+//! Reading the usage out of a streamed (SSE) response while it passes
+//! through to the client, chunk by chunk.
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+
+use super::sse::{Event, SseParser};
+use super::wire::{self, AnthropicEvent, ChatChunk, RawUsage, ResponsesEvent};
+use super::{Endpoint, Usage};
+use crate::config::WireFormat;
+
+/// The largest single event [`StreamScanner`] holds and scans by default:
+/// 1 MiB. Usage events are a few hundred bytes; a `/responses`
+/// `response.completed` event repeats the whole output and can be large.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// Watches a streamed model response on its way to the client: it records
+/// the usage the provider reports (OpenAI's final usage chunk, Anthropic's
+/// `message_start` and `message_delta`, `/responses`' `response.completed`)
+/// and the tool calls the model makes, and can remove OpenAI's usage-only
+/// chunk that the gateway asked for on the client's behalf.
+///
+/// The bytes it returns are the bytes it was given, never re-encoded.
+/// Without stripping each chunk is returned as it came, at once, and only a
+/// copy of an unfinished event is kept for scanning. With stripping (OpenAI
+/// chat streams only; ignored for other formats and endpoints) a chunk is
+/// returned up to the end of its last complete event and the unfinished
+/// event is held until its blank line arrives, so the client still gets
+/// every event as soon as it is complete. An event ended by a lone `\r` is
+/// held until the next byte shows whether a `\n` follows.
+///
+/// Memory is bounded: an event longer than the cap (see
+/// [`StreamScanner::with_max_event_bytes`]) is forwarded as it arrives and
+/// not scanned, so usage in such an event is missed. Events whose data is
+/// not JSON, or not of the expected shape, are forwarded and ignored.
+#[derive(Debug)]
+pub struct StreamScanner {
+    parser: SseParser,
+    tally: Tally,
+    strip: bool,
+    /// When stripping: the raw bytes of the unfinished event, not yet sent.
+    held: BytesMut,
+}
+
+impl StreamScanner {
+    /// A scanner for one response stream. `strip_usage_chunk` removes the
+    /// OpenAI chat usage-only chunk (`choices: []`, `usage` set); pass the
+    /// negation of what [`super::request_usage_in_stream`] returned.
+    pub fn new(format: WireFormat, endpoint: Endpoint, strip_usage_chunk: bool) -> Self {
+        let chat = format == WireFormat::Openai && endpoint == Endpoint::Chat;
+        Self {
+            parser: SseParser::new(DEFAULT_MAX_EVENT_BYTES),
+            tally: Tally {
+                format,
+                endpoint,
+                prompt: None,
+                completion: None,
+                total: None,
+                tool_calls: 0,
+            },
+            strip: strip_usage_chunk && chat,
+            held: BytesMut::new(),
+        }
+    }
+
+    /// Sets the largest event, in bytes, that is held and scanned (default
+    /// [`DEFAULT_MAX_EVENT_BYTES`]). Call it before the first chunk.
+    #[must_use]
+    pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> Self {
+        self.parser = SseParser::new(max_event_bytes);
+        self
+    }
+
+    /// Scans the next chunk of the stream and returns the bytes to send to
+    /// the client now.
+    #[must_use = "the returned bytes are what the client must receive"]
+    pub fn feed(&mut self, chunk: Bytes) -> Bytes {
+        if !self.strip {
+            scan(&mut self.parser, &mut self.tally, false, &chunk, |_, _| {});
+            return chunk;
+        }
+        let mut out = Output::new(&chunk);
+        let held = &mut self.held;
+        let (parser, tally) = (&mut self.parser, &mut self.tally);
+        let end = scan(parser, tally, true, &chunk, |event, drop| {
+            if drop {
+                held.clear();
+            } else {
+                out.push_held(held);
+                out.push(event);
+            }
+        });
+        if self.parser.oversized() {
+            // Too big to hold: what there is of it goes out as it comes.
+            out.push_held(held);
+            out.push(end..chunk.len());
+        } else {
+            held.extend_from_slice(&chunk[end..]);
+        }
+        out.into_bytes()
+    }
+
+    /// Ends the stream: returns any bytes still held (an event the stream
+    /// did not finish) and scans that event too, in case it carries usage.
+    #[must_use = "the returned bytes are what the client must receive"]
+    pub fn finish(&mut self) -> Bytes {
+        if self.parser.finish()
+            && let Event::Data(data) = self.parser.event()
+        {
+            self.tally.on_event(data);
+        }
+        self.held.split().freeze()
+    }
+
+    /// The usage reported so far, if any.
+    pub fn usage(&self) -> Option<Usage> {
+        wire::assemble(self.tally.prompt, self.tally.completion, self.tally.total)
+    }
+
+    /// How many tool calls the model has started so far: OpenAI tool-call
+    /// deltas that carry an `id`, Anthropic `tool_use` blocks, `/responses`
+    /// `function_call` output items.
+    pub fn tool_calls(&self) -> u32 {
+        self.tally.tool_calls
+    }
+}
+
+/// Parses `chunk`, calling `on_event` with the byte range of each event that
+/// ends in it (counted from the end of the previous one) and whether to drop
+/// it. Returns where the last complete event ended.
+fn scan(
+    parser: &mut SseParser,
+    tally: &mut Tally,
+    strip: bool,
+    chunk: &[u8],
+    mut on_event: impl FnMut(Range<usize>, bool),
+) -> usize {
+    let (mut at, mut from) = (0, 0);
+    while at < chunk.len() {
+        let (consumed, ended) = parser.advance(&chunk[at..]);
+        at += consumed;
+        if !ended {
+            break;
+        }
+        let usage_only = match parser.event() {
+            Event::Data(data) => tally.on_event(data),
+            Event::Empty | Event::Oversized => false,
+        };
+        on_event(from..at, usage_only && strip);
+        from = at;
+    }
+    from
+}
+
+/// What has been learnt from the events so far.
+#[derive(Debug)]
+struct Tally {
+    format: WireFormat,
+    endpoint: Endpoint,
+    prompt: Option<u64>,
+    completion: Option<u64>,
+    total: Option<u64>,
+    tool_calls: u32,
+}
+
+impl Tally {
+    /// Records what one event's data says; returns whether it is OpenAI's
+    /// usage-only chat chunk.
+    fn on_event(&mut self, data: &[u8]) -> bool {
+        if data == b"[DONE]" {
+            return false;
+        }
+        match (self.format, self.endpoint) {
+            (WireFormat::Anthropic, _) => self.anthropic(data),
+            (WireFormat::Openai, Endpoint::Responses) => self.responses(data),
+            (WireFormat::Openai, _) => return self.chat(data),
+        }
+        false
+    }
+
+    fn chat(&mut self, data: &[u8]) -> bool {
+        let Ok(chunk) = serde_json::from_slice::<ChatChunk>(data) else {
+            return false;
+        };
+        let deltas = chunk
+            .choices
+            .iter()
+            .flatten()
+            .filter_map(|c| c.delta.as_ref());
+        let started = deltas
+            .flat_map(|d| d.tool_calls.iter().flatten())
+            .filter(|call| call.id.is_some())
+            .count();
+        self.add_tool_calls(started);
+        let Some(usage) = chunk.usage else {
+            return false;
+        };
+        self.merge(&usage);
+        chunk.choices.is_some_and(|c| c.is_empty())
+    }
+
+    fn anthropic(&mut self, data: &[u8]) {
+        let Ok(event) = serde_json::from_slice::<AnthropicEvent>(data) else {
+            return;
+        };
+        // `message_start` carries the input (and a first output count),
+        // `message_delta` the cumulative output and, lately, input too.
+        if let Some(usage) = event.message.and_then(|m| m.usage) {
+            self.merge(&usage);
+        }
+        if let Some(usage) = &event.usage {
+            self.merge(usage);
+        }
+        let tool_use = event.content_block.and_then(|b| b.kind);
+        if event.kind.as_deref() == Some("content_block_start")
+            && tool_use.as_deref() == Some("tool_use")
+        {
+            self.add_tool_calls(1);
+        }
+    }
+
+    fn responses(&mut self, data: &[u8]) {
+        let Ok(ResponsesEvent {
+            response: Some(response),
+        }) = serde_json::from_slice::<ResponsesEvent>(data)
+        else {
+            return;
+        };
+        // Only the final response (completed, incomplete or failed) has
+        // usage, and it lists every output item: count them there, once.
+        if let Some(usage) = &response.usage {
+            self.merge(usage);
+            let calls = wire::count_typed(response.output.as_deref(), "function_call");
+            self.tool_calls = wire::saturate(calls);
+        }
+    }
+
+    /// Later reports replace earlier ones, field by field: providers send
+    /// cumulative counts.
+    fn merge(&mut self, usage: &RawUsage) {
+        let prompt = usage.prompt(self.format);
+        self.prompt = prompt.or(self.prompt);
+        self.completion = usage.completion().or(self.completion);
+        self.total = usage.total().or(self.total);
+    }
+
+    fn add_tool_calls(&mut self, n: usize) {
+        self.tool_calls = self.tool_calls.saturating_add(wire::saturate(n));
+    }
+}
+
+/// The bytes of one chunk to send: slices of the chunk itself while they
+/// are contiguous (no copy), else a buffer.
+#[derive(Debug)]
+struct Output<'a> {
+    chunk: &'a Bytes,
+    range: Option<Range<usize>>,
+    buf: BytesMut,
+}
+
+impl<'a> Output<'a> {
+    fn new(chunk: &'a Bytes) -> Self {
+        Self {
+            chunk,
+            range: None,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Sends the held start of the event first; `held` is left empty.
+    fn push_held(&mut self, held: &mut BytesMut) {
+        if held.is_empty() {
+            return;
+        }
+        self.spill();
+        if self.buf.is_empty() {
+            self.buf = held.split();
+        } else {
+            self.buf.extend_from_slice(held);
+            held.clear();
+        }
+    }
+
+    fn push(&mut self, bytes: Range<usize>) {
+        if bytes.is_empty() {
+            return;
+        }
+        match &mut self.range {
+            Some(range) if self.buf.is_empty() && range.end == bytes.start => range.end = bytes.end,
+            None if self.buf.is_empty() => self.range = Some(bytes),
+            _ => {
+                self.spill();
+                self.buf.extend_from_slice(&self.chunk[bytes]);
+            }
+        }
+    }
+
+    fn spill(&mut self) {
+        if let Some(range) = self.range.take() {
+            self.buf.extend_from_slice(&self.chunk[range]);
+        }
+    }
+
+    fn into_bytes(mut self) -> Bytes {
+        if self.buf.is_empty() {
+            return self.range.map_or_else(Bytes::new, |r| self.chunk.slice(r));
+        }
+        self.spill();
+        self.buf.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! The shapes of the response fields we read, as serde types: parsing into
+//! them skips every other field without building it, which matters for
+//! embeddings bodies full of floats and for long completions.
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::{Endpoint, Usage};
+use crate::config::WireFormat;
+
+/// A `usage` object in any of the formats; absent fields stay `None`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    total_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl RawUsage {
+    /// Input tokens, if the object reports any. Anthropic reports cache
+    /// writes and reads apart from `input_tokens`; OpenAI's cached tokens
+    /// are a breakdown already inside `prompt_tokens`, so only Anthropic's
+    /// are added.
+    pub(super) fn prompt(&self, format: WireFormat) -> Option<u64> {
+        let base = self.prompt_tokens.or(self.input_tokens);
+        match format {
+            WireFormat::Openai => base,
+            WireFormat::Anthropic => {
+                let parts = [
+                    base,
+                    self.cache_creation_input_tokens,
+                    self.cache_read_input_tokens,
+                ];
+                parts.into_iter().flatten().reduce(u64::saturating_add)
+            }
+        }
+    }
+
+    /// Output tokens, if the object reports any.
+    pub(super) fn completion(&self) -> Option<u64> {
+        self.completion_tokens.or(self.output_tokens)
+    }
+
+    /// The provider's total, if it sends one.
+    pub(super) fn total(&self) -> Option<u64> {
+        self.total_tokens
+    }
+
+    /// The whole usage, or `None` when the object names no count at all.
+    pub(super) fn to_usage(&self, format: WireFormat, endpoint: Endpoint) -> Option<Usage> {
+        let completion = match endpoint {
+            // Embeddings have no completion, whatever a provider puts there.
+            Endpoint::Embeddings => self.completion().map(|_| 0),
+            _ => self.completion(),
+        };
+        assemble(self.prompt(format), completion, self.total())
+    }
+}
+
+/// A [`Usage`] from the parts known, or `None` when none is.
+pub(super) fn assemble(
+    prompt: Option<u64>,
+    completion: Option<u64>,
+    total: Option<u64>,
+) -> Option<Usage> {
+    if prompt.is_none() && completion.is_none() && total.is_none() {
+        return None;
+    }
+    let prompt_tokens = prompt.unwrap_or(0);
+    let completion_tokens = completion.unwrap_or(0);
+    Some(Usage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: total.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+    })
+}
+
+/// Any object whose `usage` we want (a response body, an Anthropic
+/// `message`, a `/responses` `response`).
+#[derive(Debug, Deserialize)]
+pub(super) struct WithUsage {
+    pub(super) usage: Option<RawUsage>,
+}
+
+/// The parts of an OpenAI response that name tool calls.
+#[derive(Debug, Deserialize)]
+pub(super) struct OpenaiToolCalls {
+    choices: Option<Vec<Choice>>,
+    output: Option<Vec<Typed>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    message: Option<ChoiceMessage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChoiceMessage {
+    tool_calls: Option<Vec<IgnoredAny>>,
+    function_call: Option<IgnoredAny>,
+}
+
+impl OpenaiToolCalls {
+    pub(super) fn count(&self) -> u32 {
+        let chat = self
+            .choices
+            .iter()
+            .flatten()
+            .filter_map(|c| c.message.as_ref());
+        let chat: usize = chat
+            .map(|m| {
+                m.tool_calls.as_ref().map_or(0, Vec::len) + usize::from(m.function_call.is_some())
+            })
+            .sum();
+        saturate(chat + count_typed(self.output.as_deref(), "function_call"))
+    }
+}
+
+/// The parts of an Anthropic message that name tool calls.
+#[derive(Debug, Deserialize)]
+pub(super) struct AnthropicToolCalls {
+    content: Option<Vec<Typed>>,
+}
+
+impl AnthropicToolCalls {
+    pub(super) fn count(&self) -> u32 {
+        saturate(count_typed(self.content.as_deref(), "tool_use"))
+    }
+}
+
+/// Anything with a `type`: a content block, an output item.
+#[derive(Debug, Deserialize)]
+pub(super) struct Typed {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+}
+
+pub(super) fn count_typed(items: Option<&[Typed]>, kind: &str) -> usize {
+    items
+        .unwrap_or_default()
+        .iter()
+        .filter(|i| i.kind.as_deref() == Some(kind))
+        .count()
+}
+
+pub(super) fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// One OpenAI chat-completions stream chunk.
+#[derive(Debug, Deserialize)]
+pub(super) struct ChatChunk {
+    pub(super) choices: Option<Vec<ChunkChoice>>,
+    pub(super) usage: Option<RawUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkChoice {
+    pub(super) delta: Option<ChunkDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkDelta {
+    pub(super) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A tool call's piece in a chunk; the first piece of each call carries its
+/// `id`, the rest only more arguments.
+#[derive(Debug, Deserialize)]
+pub(super) struct ToolCallDelta {
+    pub(super) id: Option<IgnoredAny>,
+}
+
+/// One Anthropic stream event.
+#[derive(Debug, Deserialize)]
+pub(super) struct AnthropicEvent {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    /// `message_start`'s message, with the input usage.
+    pub(super) message: Option<WithUsage>,
+    /// `message_delta`'s cumulative usage.
+    pub(super) usage: Option<RawUsage>,
+    /// `content_block_start`'s block.
+    pub(super) content_block: Option<Typed>,
+}
+
+/// One OpenAI `/responses` stream event; `response.completed` (or
+/// `.incomplete`, `.failed`) carries the whole response with its usage.
+#[derive(Debug, Deserialize)]
+pub(super) struct ResponsesEvent {
+    pub(super) response: Option<ResponseObject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ResponseObject {
+    pub(super) usage: Option<RawUsage>,
+    pub(super) output: Option<Vec<Typed>>,
+}

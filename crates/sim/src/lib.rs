@@ -1,0 +1,72 @@
+//! Simulated upstreams for Sluice: model providers and SaaS APIs that rate limit, stream and fail like the real ones.
+//!
+//! ```
+//! use sluice_sim::{Error, Sim, SimConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Error> {
+//! // The seed's providers and APIs, with their limits, on a free port.
+//! let sim = Sim::start(SimConfig::default(), "127.0.0.1:0".parse().unwrap()).await?;
+//! println!("point OpenAI clients at {}/v1", sim.url());
+//! assert_ne!(sim.addr().port(), 0);
+//! assert_eq!(sim.stats().model("gpt-4o-mini").requests, 0);
+//! sim.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it serves
+//! - OpenAI: `POST /v1/chat/completions` (SSE with `stream: true`, usage
+//!   chunk with `stream_options.include_usage`), `POST /v1/embeddings`,
+//!   `POST /v1/responses`, `GET /v1/models`.
+//! - Anthropic: `POST /v1/messages` (SSE with the real event sequence).
+//! - The same under `/{provider}/v1/…` to pick the provider whose limits
+//!   apply; otherwise a model's provider comes from the config, a
+//!   `provider/` prefix, or the wire format.
+//! - SaaS APIs: any method on `/{api}/…`, answered with an echo.
+//! - Control: `GET /_sim/stats`, `GET /_sim/log?since=N`,
+//!   `POST /_sim/faults`, `POST /_sim/limits`, `POST /_sim/reset`.
+//!
+//! Each model and API has its own token buckets (requests/s with a
+//! burst, tokens/min), answers 429 with `Retry-After` (seconds, rounded
+//! up), `retry-after-ms` and a provider-style error body, and can be made
+//! to fail: 5xx, a dropped connection mid-stream, a hang, or 429 on every
+//! request ([`Faults`], also at runtime).
+//!
+//! # Headers
+//! Every model answer carries the provider's rate-limit headers for the
+//! buckets it has: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
+//! (reset as a Go duration, `"1.5s"`) on OpenAI paths,
+//! `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (reset
+//! as RFC 3339) on Anthropic's. The limit is the bucket's size (the burst),
+//! the reset the time until it is full again. APIs send the IETF
+//! `RateLimit` and `RateLimit-Policy` fields.
+//!
+//! # Tokens
+//! Prompt tokens are estimated at four characters each; a completion is
+//! `min(max_tokens, output_tokens)` words, one token each, the same for the
+//! same prompt. The tokens/min bucket is charged prompt plus completion up
+//! front, since the sim knows both.
+#![warn(missing_docs)]
+
+mod admin;
+mod config;
+mod error;
+mod faults;
+mod log;
+mod model;
+mod quota;
+mod saas;
+mod server;
+mod state;
+mod stats;
+mod wire;
+
+pub use config::{
+    ApiConfig, Faults, Latency, Limits, ModelConfig, ModelDefaults, ProviderConfig, SimConfig,
+};
+pub use error::Error;
+pub use log::{LogEntry, LogPage};
+pub use server::{Sim, SimHandle};
+pub use state::Scope;
+pub use stats::{Counters, PerSecond, Stats};

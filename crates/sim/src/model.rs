@@ -1,0 +1,286 @@
+//! The simulated model provider: OpenAI's and Anthropic's endpoints with
+//! deterministic fake completions, real `usage`, the provider's own
+//! limits and headers, and injected faults.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use crate::config::Latency;
+use crate::faults::Fault;
+use crate::log::Line;
+use crate::state::{Ask, Decision, Kind, MAX_TARGETS, Shared};
+use crate::wire::Format;
+use crate::wire::body::{halved, pace, paced, sleep_unless_shutdown};
+use crate::wire::errors::Problem;
+use crate::wire::headers;
+
+mod anthropic;
+mod catalog;
+mod embed;
+mod openai;
+mod request;
+mod text;
+
+use request::Parsed;
+
+/// A model endpoint, by the path after `/v1/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Chat,
+    Responses,
+    Embeddings,
+    Messages,
+    Models,
+}
+
+impl Endpoint {
+    pub(crate) fn from_path(rest: &str) -> Option<(Self, Method)> {
+        Some(match rest {
+            "chat/completions" => (Endpoint::Chat, Method::POST),
+            "responses" => (Endpoint::Responses, Method::POST),
+            "embeddings" => (Endpoint::Embeddings, Method::POST),
+            "messages" => (Endpoint::Messages, Method::POST),
+            "models" => (Endpoint::Models, Method::GET),
+            _ => return None,
+        })
+    }
+}
+
+/// One request to a model endpoint.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub endpoint: Endpoint,
+    /// The provider named by a `/{provider}/v1/…` path.
+    pub provider: Option<String>,
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// What a completion says, for any of the formats to write.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub id: String,
+    pub model: String,
+    pub created: u64,
+    pub prompt_tokens: u64,
+    pub tokens: Vec<String>,
+    pub truncated: bool,
+    pub include_usage: bool,
+}
+
+impl Reply {
+    fn text(&self) -> String {
+        self.tokens.concat()
+    }
+
+    fn completion_tokens(&self) -> u64 {
+        self.tokens.len() as u64
+    }
+}
+
+/// Answers one model request.
+pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
+    let format = match call.endpoint {
+        Endpoint::Messages => Format::Anthropic,
+        Endpoint::Models if call.headers.contains_key("anthropic-version") => Format::Anthropic,
+        _ => Format::OpenAi,
+    };
+    let key = call
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok());
+    let line = Line::new(call.method.as_str(), &call.path, key);
+    if !authorized(shared.config.api_key.as_deref(), format, &call.headers) {
+        let seq = shared.log_only(line, 401);
+        return stamp(Problem::Unauthorized.response(format), format, seq);
+    }
+    if call.endpoint == Endpoint::Models {
+        let seq = shared.log_only(line, 200);
+        return stamp(
+            catalog::models(&shared, format, call.provider.as_deref()),
+            format,
+            seq,
+        );
+    }
+    let parsed = match request::parse(call.endpoint, &call.body, &shared.config) {
+        Ok(p) => p,
+        Err(problem) => {
+            let seq = shared.log_only(line, problem.status().as_u16());
+            return stamp(problem.response(format), format, seq);
+        }
+    };
+    let default = format.default_provider();
+    let provider = shared
+        .config
+        .provider_of(&parsed.model, call.provider.as_deref(), default);
+    let generates = call.endpoint != Endpoint::Embeddings;
+    let outcome = shared.decide(Ask {
+        kind: Kind::Model,
+        name: &parsed.model,
+        provider: &provider,
+        tokens_in: parsed.prompt.tokens(),
+        max_tokens: generates.then_some(parsed.max_tokens),
+        line,
+    });
+    let model = parsed.model.clone();
+    let mut response = match outcome.decision {
+        Decision::Admitted {
+            fault,
+            tokens_out,
+            latency,
+            truncated,
+        } => {
+            let answer = Answer {
+                fault,
+                tokens_out,
+                latency,
+                truncated,
+                seq: outcome.seq,
+            };
+            admitted(&shared, call.endpoint, format, parsed, answer).await
+        }
+        Decision::Limited { retry_after, on } => {
+            let mut r = Problem::RateLimited {
+                on: Some(on),
+                model,
+            }
+            .response(format);
+            headers::retry_after(retry_after, r.headers_mut());
+            r
+        }
+        Decision::Forced { retry_after } => {
+            let mut r = Problem::RateLimited { on: None, model }.response(format);
+            headers::retry_after(retry_after, r.headers_mut());
+            r
+        }
+        // No Retry-After: waiting would not help.
+        Decision::TooLarge { on } => Problem::TooLarge { on, model }.response(format),
+        Decision::UnknownTarget => Problem::NotFound {
+            message: format!(
+                "The model `{model}` does not exist (the sim serves at most {MAX_TARGETS} models)"
+            ),
+        }
+        .response(format),
+    };
+    headers::rate_limit(format, &outcome.view, response.headers_mut());
+    stamp(response, format, outcome.seq)
+}
+
+/// How an admitted request is to be answered.
+struct Answer {
+    fault: Fault,
+    tokens_out: u64,
+    latency: Latency,
+    truncated: bool,
+    seq: u64,
+}
+
+async fn admitted(
+    shared: &Shared,
+    endpoint: Endpoint,
+    format: Format,
+    parsed: Parsed,
+    a: Answer,
+) -> Response {
+    let mut shutdown = shared.shutdown.clone();
+    if let Fault::Hang(wait) = a.fault
+        && !sleep_unless_shutdown(wait, &mut shutdown).await
+    {
+        return Problem::Server(503).response(format);
+    }
+    if let Fault::Error(status) = a.fault {
+        return Problem::Server(status).response(format);
+    }
+    let cut = match a.fault {
+        Fault::Disconnect { after_chunks } => Some(after_chunks as usize),
+        _ => None,
+    };
+    let prefix = match endpoint {
+        Endpoint::Chat => "chatcmpl-sim",
+        Endpoint::Responses => "resp_sim",
+        Endpoint::Messages => "msg_sim",
+        Endpoint::Embeddings | Endpoint::Models => "sim",
+    };
+    let reply = Reply {
+        id: format!("{prefix}{}", a.seq),
+        model: parsed.model.clone(),
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        prompt_tokens: parsed.prompt.tokens(),
+        tokens: text::tokens(parsed.prompt.hash(), a.tokens_out),
+        truncated: a.truncated,
+        include_usage: parsed.include_usage,
+    };
+    let events = match endpoint {
+        _ if !parsed.stream => None,
+        Endpoint::Chat => Some(openai::chat_events(&reply)),
+        Endpoint::Responses => Some(openai::response_events(&reply)),
+        Endpoint::Messages => Some(anthropic::events(&reply)),
+        Endpoint::Embeddings | Endpoint::Models => None,
+    };
+    if let Some(events) = events {
+        let body = paced(pace(events, a.latency), cut, shutdown);
+        let mut r = (axum::http::StatusCode::OK, body).into_response();
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return r;
+    }
+    if !sleep_unless_shutdown(Duration::from_millis(a.latency.base_ms), &mut shutdown).await {
+        return Problem::Server(503).response(format);
+    }
+    let json = match (&parsed.embed, endpoint) {
+        (Some(ask), _) => embed::response(ask, &parsed.model, reply.prompt_tokens),
+        (None, Endpoint::Messages) => anthropic::reply(&reply),
+        (None, Endpoint::Responses) => openai::response(&reply, true),
+        (None, _) => openai::chat(&reply),
+    };
+    match cut {
+        None => Json(json).into_response(),
+        Some(_) => {
+            let body = paced(halved(Bytes::from(json.to_string())), Some(1), shutdown);
+            let mut r = body.into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+    }
+}
+
+/// Whether the request carries the expected key the provider's way.
+fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bool {
+    let Some(expected) = expected else {
+        return true;
+    };
+    let given = match format {
+        Format::OpenAi => headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ")),
+        Format::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()),
+    };
+    given == Some(expected)
+}
+
+/// The request id header each provider sends.
+fn stamp(mut response: Response, format: Format, seq: u64) -> Response {
+    let name = match format {
+        Format::OpenAi => "x-request-id",
+        Format::Anthropic => "request-id",
+    };
+    headers::put(response.headers_mut(), name, format!("req_sim{seq}"));
+    response
+}

@@ -1,0 +1,100 @@
+//! Anthropic's shapes: messages (whole and as the real event sequence)
+//! and the model list.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::Reply;
+use crate::wire::body::event;
+
+fn stop_reason(r: &Reply) -> &'static str {
+    if r.truncated {
+        "max_tokens"
+    } else {
+        "end_turn"
+    }
+}
+
+fn message(r: &Reply, content: Value, stop: Value, output_tokens: u64) -> Value {
+    json!({
+        "id": r.id,
+        "type": "message",
+        "role": "assistant",
+        "model": r.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": r.prompt_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": output_tokens,
+        },
+    })
+}
+
+/// A whole message.
+pub(crate) fn reply(r: &Reply) -> Value {
+    let content = json!([{"type": "text", "text": r.text()}]);
+    message(r, content, json!(stop_reason(r)), r.completion_tokens())
+}
+
+/// message_start (with `usage.input_tokens`), content_block_start, ping,
+/// content_block_delta per token, content_block_stop, message_delta (with
+/// `usage.output_tokens`), message_stop.
+pub(crate) fn events(r: &Reply) -> Vec<(bool, Bytes)> {
+    let ev = |kind: &str, data: Value| event(Some(kind), &data);
+    let start = message(r, json!([]), Value::Null, 1);
+    let mut out = vec![
+        (
+            false,
+            ev(
+                "message_start",
+                json!({"type": "message_start", "message": start}),
+            ),
+        ),
+        (
+            false,
+            ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ),
+        (false, ev("ping", json!({"type": "ping"}))),
+    ];
+    for t in &r.tokens {
+        let delta = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}});
+        out.push((true, ev("content_block_delta", delta)));
+    }
+    out.push((
+        false,
+        ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+    ));
+    let delta = json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason(r), "stop_sequence": null},
+        "usage": {"output_tokens": r.completion_tokens()},
+    });
+    out.push((false, ev("message_delta", delta)));
+    out.push((false, ev("message_stop", json!({"type": "message_stop"}))));
+    out
+}
+
+/// `GET /v1/models` for a client that sent `anthropic-version`.
+pub(crate) fn models(list: &[(String, String)]) -> Value {
+    let data: Vec<Value> = list
+        .iter()
+        .map(|(id, _)| {
+            json!({"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z"})
+        })
+        .collect();
+    json!({
+        "data": data,
+        "has_more": false,
+        "first_id": list.first().map(|m| &m.0),
+        "last_id": list.last().map(|m| &m.0),
+    })
+}

@@ -1,0 +1,221 @@
+//! Starting and stopping the sim, and routing its paths.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{Faults, Limits, SimConfig};
+use crate::log::{Line, LogPage};
+use crate::model::{self, Endpoint};
+use crate::saas;
+use crate::state::{Scope, Shared};
+use crate::stats::Stats;
+use crate::wire::Format;
+use crate::wire::errors::Problem;
+use crate::{Error, admin};
+
+/// How long [`SimHandle::shutdown`] waits for open connections to end.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The simulated upstreams, started with [`Sim::start`].
+#[derive(Debug)]
+pub struct Sim;
+
+impl Sim {
+    /// Binds `addr` (port 0 picks a free one) and serves `config` in a
+    /// tokio task until the handle is shut down or dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming a bad key, [`Error::Bind`] if the
+    /// address is taken.
+    pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Error> {
+        config.validate()?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Bind { addr, source })?;
+        let local = listener.local_addr().map_err(Error::LocalAddr)?;
+        // Streams are many small writes: do not let Nagle hold them back.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "sim: cannot set TCP_NODELAY");
+            }
+        });
+        let (stop, stopped) = watch::channel(false);
+        let shared = Arc::new(Shared::new(config, stopped.clone()));
+        let app = router(Arc::clone(&shared));
+        let mut signal = stopped;
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                // An error means the handle is gone: stop as well.
+                let _ = signal.wait_for(|stop| *stop).await;
+            });
+            if let Err(e) = serve.await {
+                tracing::warn!(error = %e, "sim server failed");
+            }
+        });
+        tracing::debug!(%local, "sim listening");
+        Ok(SimHandle {
+            addr: local,
+            shared,
+            stop,
+            task: Some(task),
+        })
+    }
+}
+
+/// A running sim. Dropping it stops the server (in the background);
+/// [`SimHandle::shutdown`] stops it and waits.
+#[derive(Debug)]
+pub struct SimHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://{addr}`, the base URL for clients.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The counters so far, as `GET /_sim/stats` serves them.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// Log entries after `since`, as `GET /_sim/log?since=N`.
+    pub fn log(&self, since: u64) -> LogPage {
+        self.shared.log_page(since)
+    }
+
+    /// Zeroes the counters and empties the log, as `POST /_sim/reset`.
+    pub fn reset(&self) {
+        self.shared.reset();
+    }
+
+    /// Replaces the faults of `scope`, as `POST /_sim/faults`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for bad values or an unknown API.
+    pub fn set_faults(&self, scope: Scope, faults: Faults) -> Result<(), Error> {
+        self.shared.set_faults(&scope, faults)
+    }
+
+    /// Replaces the limits of one model or API (buckets start full), as
+    /// `POST /_sim/limits`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for bad values, [`Scope::All`] or an
+    /// unknown API.
+    pub fn set_limits(&self, scope: Scope, limits: Limits) -> Result<(), Error> {
+        self.shared.set_limits(&scope, limits)
+    }
+
+    /// Stops accepting, cuts streams and hangs short, and waits (up to 5 s)
+    /// for open connections to close.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take()
+            && tokio::time::timeout(SHUTDOWN_GRACE, task).await.is_err()
+        {
+            tracing::warn!("sim: connections still open after shutdown");
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/_sim/stats", get(admin::stats))
+        .route("/_sim/log", get(admin::log))
+        .route("/_sim/faults", post(admin::faults))
+        .route("/_sim/limits", post(admin::limits))
+        .route("/_sim/reset", post(admin::reset))
+        .fallback(dispatch)
+        .with_state(shared)
+}
+
+/// `/v1/…` and `/{provider}/v1/…` go to the model provider, `/{api}/…` to
+/// the SaaS APIs.
+async fn dispatch(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_owned();
+    let trimmed = path.trim_start_matches('/');
+    let (first, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    let (provider, endpoint) = if first == "v1" {
+        (None, Some(rest))
+    } else if shared.config.providers.contains_key(first) {
+        (
+            Some(first.to_owned()),
+            Some(rest.strip_prefix("v1/").unwrap_or("")),
+        )
+    } else {
+        (None, None)
+    };
+    let Some(endpoint) = endpoint else {
+        let call = saas::Call {
+            api: first.to_owned(),
+            rest: format!("/{rest}"),
+            method,
+            path,
+            headers,
+            body,
+        };
+        return saas::serve(shared, call).await;
+    };
+    match Endpoint::from_path(endpoint) {
+        Some((endpoint, expected)) if expected == method => {
+            let call = model::Call {
+                endpoint,
+                provider,
+                method,
+                path,
+                headers,
+                body,
+            };
+            model::serve(shared, call).await
+        }
+        found => {
+            let status = if found.is_some() {
+                StatusCode::METHOD_NOT_ALLOWED
+            } else {
+                StatusCode::NOT_FOUND
+            };
+            let line = Line::new(method.as_str(), &path, None);
+            shared.log_only(line, status.as_u16());
+            let problem = Problem::NotFound {
+                message: format!("Invalid URL ({method} {path})"),
+            };
+            let mut r = problem.response(Format::OpenAi);
+            *r.status_mut() = status;
+            r.into_response()
+        }
+    }
+}
