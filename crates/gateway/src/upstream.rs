@@ -120,11 +120,14 @@ pub(crate) fn upstream_limits(headers: &reqwest::header::HeaderMap) -> RateLimit
 }
 
 /// Runs `send` under `plan` until it answers, retrying as configured.
+/// `on_granted` runs once, when the first attempt has cleared the limiter
+/// and the pool (the admission queue's slot can go to the next request).
 pub(crate) async fn call<F>(
     state: &AppState,
     plan: &Plan,
     deadline: Instant,
     log: &mut Vec<AttemptRecord>,
+    on_granted: &mut (dyn FnMut() + Send),
     mut send: F,
 ) -> Result<Answered, Failure>
 where
@@ -171,6 +174,9 @@ where
                 metrics::limiter_refusal(&plan.requests, "pool_full");
                 Failure::Limited(e.into())
             })?);
+        }
+        if attempt == 1 {
+            on_granted();
         }
         waited += t0.elapsed();
         metrics::limiter_wait(&plan.requests, t0.elapsed().as_secs_f64());

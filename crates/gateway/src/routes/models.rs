@@ -388,7 +388,10 @@ async fn attempt(
         r
     };
     let mut log = Vec::new();
-    let called = upstream::call(state, &plan, req.ctx.deadline, &mut log, send).await;
+    // Cleared the limiter: the queue's slot goes to the next request while
+    // this one waits for its answer.
+    let mut granted = || permit.dispatched();
+    let called = upstream::call(state, &plan, req.ctx.deadline, &mut log, &mut granted, send).await;
     if let Some(t) = obs.trace.as_mut() {
         upstream::record_attempts(t, &log, &prov.name, model);
         t.model = Some(model.to_owned());
@@ -400,8 +403,6 @@ async fn attempt(
         attempts,
         waited,
     } = called?;
-    // Cleared the limiter: the queue's slot goes to the next request.
-    permit.dispatched();
     meta.attempts += attempts;
     meta.queued = permit.waited() + waited;
     let status =

@@ -164,8 +164,22 @@ async fn run(
         }
         r
     };
+    // The same admission queue as model calls: priorities, per-tenant
+    // fairness and depth limits. Proxied bodies stream, so nothing is
+    // shared between duplicates here.
+    let ticket =
+        sluice_admit::Ticket::new(ctx.workspace.clone(), ctx.deadline).with_priority(ctx.priority);
+    let mut permit = match state.queue.admit(ticket).await? {
+        sluice_admit::Admission::Run(p) => p,
+        // Only tickets with a dedup key can join; this one has none.
+        sluice_admit::Admission::Joined(_) => {
+            return Err(ApiError::Internal("joined a flight without a key".into()));
+        }
+    };
     let mut log = Vec::new();
-    let called = upstream::call(state, &plan, ctx.deadline, &mut log, send).await;
+    let mut granted = || permit.dispatched();
+    let called = upstream::call(state, &plan, ctx.deadline, &mut log, &mut granted, send).await;
+    drop(permit);
     if let Some(t) = trace.as_mut() {
         upstream::record_attempts(t, &log, api, api);
     }
