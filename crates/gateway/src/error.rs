@@ -26,6 +26,9 @@ pub enum ApiError {
     /// No such route, API or grant.
     #[error("{0}")]
     NotFound(String),
+    /// A known route called with a method it does not serve.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// The body is larger than the configured cap.
     #[error("request body is larger than {limit} bytes (max_body_bytes)")]
     PayloadTooLarge {
@@ -96,6 +99,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -115,6 +119,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ApiError::Forbidden(_) => ("permission_error", "forbidden"),
             ApiError::NotFound(_) => ("invalid_request_error", "not_found"),
+            ApiError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "payload_too_large"),
             ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limited"),
             ApiError::QueueFull { .. } => ("rate_limit_error", "queue_full"),

@@ -30,6 +30,9 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::MethodNotAllowed("method not allowed on this route".into())
+        })
         .layer(axum::middleware::from_fn_with_state(limit, ops::body_limit))
         .layer(DefaultBodyLimit::disable())
         .with_state(state)

@@ -71,7 +71,9 @@ impl Gateway {
         let mut stopped = stop_rx;
         tokio::select! {
             r = &mut server => r?,
-            _ = stopped.wait_for(|s| *s) => {
+            // A block, so that no `watch::Ref` is held across the drain
+            // (it would make this future !Send).
+            _ = async { let _ = stopped.wait_for(|s| *s).await; } => {
                 // Stop accepting; in-flight requests get the drain timeout.
                 if tokio::time::timeout(drain, &mut server).await.is_err() {
                     tracing::warn!(?drain, "drain timeout: closing the remaining connections");

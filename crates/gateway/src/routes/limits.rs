@@ -19,11 +19,29 @@ use crate::context::Context;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// The body as `T`; a field of the wrong type is named (serde's own
+/// message says only "invalid type … at line 1 column 14").
 fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if field == "." || inner.is_syntax() || inner.is_eof() {
+            invalid_json(inner)
+        } else {
+            ApiError::bad_field(&field, inner)
+        }
+    })?;
+    // Trailing bytes after the value, as `serde_json::from_slice` refuses.
+    de.end().map_err(invalid_json)?;
+    Ok(value)
+}
+
+fn invalid_json(e: serde_json::Error) -> ApiError {
+    ApiError::BadRequest {
         message: format!("invalid JSON body: {e}"),
         param: None,
-    })
+    }
 }
 
 fn reply(r: Result<Value, ApiError>) -> Response {

@@ -74,22 +74,34 @@ pub async fn body_limit(State(limit): State<usize>, req: Request, next: Next) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return ApiError::PayloadTooLarge { limit }.into_response();
+        return closing(ApiError::PayloadTooLarge { limit });
     }
     let (parts, body) = req.into_parts();
     let bytes = match Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return ApiError::PayloadTooLarge { limit }.into_response();
+            return closing(ApiError::PayloadTooLarge { limit });
         }
         Err(e) => {
-            return ApiError::BadRequest {
+            return closing(ApiError::BadRequest {
                 message: format!("reading the request body: {e}"),
                 param: None,
-            }
-            .into_response();
+            });
         }
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// An error answered before the request body was read to its end. The
+/// server closes such a connection (the rest of the body is still on it),
+/// and says so: without `Connection: close` a client would put the
+/// connection back in its pool and its next request would fail on it.
+fn closing(e: ApiError) -> Response {
+    let mut res = e.into_response();
+    res.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    res
 }

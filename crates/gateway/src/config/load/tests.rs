@@ -231,7 +231,7 @@ fn tenants_and_fallbacks_come_from_the_file_alone() {
         name = "globex"
         api_key = "sk-globex"
         [fallbacks]
-        "openai/gpt-4o" = ["anthropic/claude-sonnet-4", "google/gemini-2.5-flash"]
+        "openai/gpt-4o" = ["openai/gpt-4o-mini", "google/gemini-2.5-flash"]
         "#,
     );
     assert_eq!(names(&c.tenants, |t| &t.name), ["acme", "globex"]);
@@ -627,6 +627,11 @@ fn validation_errors_name_the_key() {
             "[fallbacks]\n\"openai/a\" = [\"nobody/b\"]".into(),
             "fallbacks.\"openai/a\"[0]",
             "no provider serves `nobody/b`",
+        ),
+        (
+            "[fallbacks]\n\"openai/a\" = [\"anthropic/b\"]".into(),
+            "fallbacks.\"openai/a\"[0]",
+            "another wire format",
         ),
         (
             "[fallbacks]\n\"openai/a\" = [\"openai/b\"]\n\"openai/b\" = [\"openai/a\"]".into(),

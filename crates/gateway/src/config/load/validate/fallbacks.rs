@@ -15,11 +15,23 @@ pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigErr
                 p.push(Seg::Index(j));
                 (p, m)
             }));
+        let format = config.provider_for(model).map(|p| p.format);
         for (at, m) in named {
-            if config.provider_for(m).is_none() {
+            let Some(p) = config.provider_for(m) else {
                 return Err(c.fail(
                     at,
                     format!("no provider serves `{m}`: a model is named `{{provider}}/{{model}}`"),
+                ));
+            };
+            // The gateway passes request bodies through: a fallback must
+            // speak the same wire format as the model it stands in for.
+            if format.is_some_and(|f| f != p.format) {
+                return Err(c.fail(
+                    at,
+                    format!(
+                        "`{m}` is served in another wire format than `{model}` ({})",
+                        p.name
+                    ),
                 ));
             }
         }

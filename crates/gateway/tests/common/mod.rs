@@ -1,0 +1,411 @@
+//! The harness every integration test uses: a `sluice sim` and a gateway
+//! in front of it, both on `127.0.0.1:0`, the gateway's config edited by
+//! the test, traces in a temporary directory of their own, a reqwest
+//! client, and helpers for the checks that recur (error bodies, polling
+//! `GET /v1/limits` and `/readyz`, holding an in-flight slot).
+//!
+//! Each `tests/*.rs` file is its own crate and uses a part of this one.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sluice_gateway::Gateway;
+pub use sluice_gateway::config::ModelLimits;
+use sluice_gateway::config::{Config, ProviderConfig, WireFormat};
+use sluice_sim::{Latency, ModelConfig, Sim, SimConfig, SimHandle};
+use tokio::sync::oneshot;
+
+/// How often a bounded wait looks again, and how many times at most:
+/// 10 ms × 500 = 5 s, far beyond what any condition here needs.
+const POLL: Duration = Duration::from_millis(10);
+const POLL_TRIES: u32 = 500;
+
+/// A sim and a gateway in front of it.
+#[derive(Debug)]
+pub struct Harness {
+    /// The simulated upstreams.
+    pub sim: SimHandle,
+    /// Where the gateway listens.
+    pub addr: SocketAddr,
+    /// A client for the gateway.
+    pub http: reqwest::Client,
+    /// Where the gateway writes traces.
+    pub trace_dir: PathBuf,
+    server: Server,
+    _dir: TempDir,
+}
+
+/// The gateway, serving on a thread and runtime of its own.
+///
+/// Its own runtime rather than `tokio::spawn`: `Gateway::serve`'s future is
+/// not `Send` (its `select!` keeps a `watch::Ref` across an await), and a
+/// runtime of its own also keeps the gateway's tasks apart from the test's.
+#[derive(Debug)]
+struct Server {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    async fn start(config: Config, addr: SocketAddr) -> (Server, SocketAddr) {
+        let (ready, bound) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("gateway".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()?;
+                rt.block_on(async move {
+                    let gateway = match Gateway::bind(config, Some(addr)).await {
+                        Ok(g) => g,
+                        Err(e) => {
+                            let _ = ready.send(Err(e.to_string()));
+                            return Ok(());
+                        }
+                    };
+                    let _ = ready.send(Ok(gateway.local_addr()));
+                    gateway
+                        .serve(async move {
+                            let _ = stopped.await;
+                        })
+                        .await
+                })
+            })
+            .expect("a thread for the gateway");
+        let addr = bound
+            .await
+            .expect("the gateway thread reports")
+            .unwrap_or_else(|e| panic!("the gateway starts: {e}"));
+        let server = Server {
+            stop: Some(stop),
+            thread: Some(thread),
+        };
+        (server, addr)
+    }
+
+    /// Stops it and waits (draining, flushing the trace writer).
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let joined = tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::task::spawn_blocking(move || thread.join()),
+            )
+            .await
+            .expect("the gateway stops within its drain timeout");
+            let served = joined.expect("the join task").expect("the gateway thread");
+            served.expect("serve ends cleanly");
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A failed test still stops its gateway (the sim stops on drop).
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The sim's configuration the tests start from: the seed's providers and
+/// APIs with no limits, no latency, no faults and a fixed seed, so that
+/// every limit a test meets is one it set.
+pub fn sim_config() -> SimConfig {
+    SimConfig {
+        seed: Some(7),
+        ..SimConfig::unlimited()
+    }
+}
+
+/// A sim model with this latency (and, if given, completion length).
+pub fn sim_model(latency: Latency, output_tokens: Option<u32>) -> ModelConfig {
+    ModelConfig {
+        latency: Some(latency),
+        output_tokens,
+        ..ModelConfig::default()
+    }
+}
+
+/// Limits for models under `prefix`: generous unless the test tightens them.
+pub fn model_limits(prefix: &str) -> ModelLimits {
+    ModelLimits {
+        prefix: prefix.to_owned(),
+        requests_per_second: 1_000.0,
+        burst: 1_000,
+        tokens_per_minute: None,
+        max_in_flight: None,
+    }
+}
+
+/// The gateway's configuration the tests start from: the embedded
+/// defaults pointed at the sim, with limits that never bind unless a test
+/// sets its own, and retries that back off in milliseconds.
+fn base_config(sim: &str, dir: &Path) -> Config {
+    let mut c = Config {
+        data_dir: dir.join("data"),
+        ..Config::default()
+    };
+    c.trace.dir = Some(dir.join("traces"));
+    c.providers = vec![
+        provider("openai", &format!("{sim}/openai/v1"), WireFormat::Openai),
+        provider(
+            "anthropic",
+            &format!("{sim}/anthropic/v1"),
+            WireFormat::Anthropic,
+        ),
+    ];
+    c.models = vec![model_limits("")];
+    for api in &mut c.apis {
+        api.base_url = format!("{sim}/{}", api.name);
+        api.requests_per_second = 1_000.0;
+        api.burst = 1_000;
+    }
+    c.sessions.requests = 10_000;
+    c.default_timeout_ms = 15_000;
+    c.retry.initial_backoff_ms = 5;
+    c.retry.max_backoff_ms = 20;
+    c.retry.max_retry_after_ms = 5_000;
+    c.retry.attempt_timeout_ms = 10_000;
+    c.shutdown.drain_timeout_ms = 2_000;
+    c
+}
+
+fn provider(name: &str, base_url: &str, format: WireFormat) -> ProviderConfig {
+    ProviderConfig {
+        name: name.to_owned(),
+        base_url: base_url.to_owned(),
+        api_key_env: None,
+        format,
+        strip_prefix: true,
+        prefixes: Vec::new(),
+    }
+}
+
+impl Harness {
+    /// A sim with the default test config and a gateway with the base
+    /// config.
+    pub async fn start() -> Harness {
+        Harness::with(sim_config(), |_| {}).await
+    }
+
+    /// A sim with `sim` and a gateway whose base config `edit` changes
+    /// (providers and APIs already point at the sim).
+    pub async fn with(sim: SimConfig, edit: impl FnOnce(&mut Config)) -> Harness {
+        let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let sim = Sim::start(sim, local).await.expect("the sim starts");
+        let dir = TempDir::new();
+        let mut config = base_config(&sim.url(), dir.path());
+        edit(&mut config);
+        let trace_dir = config.trace_dir();
+        let (server, addr) = Server::start(config, local).await;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("a client");
+        Harness {
+            sim,
+            addr,
+            http,
+            trace_dir,
+            server,
+            _dir: dir,
+        }
+    }
+
+    /// `http://{gateway}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A POST of `body` as JSON to `path`.
+    pub fn post(&self, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http.post(self.url(path)).json(body)
+    }
+
+    /// A GET of `path`.
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path))
+    }
+
+    /// POST `body` to `path` and wait for the answer.
+    pub async fn send(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.post(path, body)
+            .send()
+            .await
+            .expect("the gateway answers")
+    }
+
+    /// Every resource `GET /v1/limits` lists.
+    pub async fn limits(&self) -> Vec<Value> {
+        let res = self.get("/v1/limits").send().await.expect("limits");
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: Value = res.json().await.expect("limits JSON");
+        body["resources"]
+            .as_array()
+            .expect("a `resources` array")
+            .clone()
+    }
+
+    /// One resource of `GET /v1/limits`, if the limiter has it (idle,
+    /// full resources are dropped, so absent means untouched).
+    pub async fn resource(&self, name: &str) -> Option<Value> {
+        self.limits()
+            .await
+            .into_iter()
+            .find(|r| r["resource"] == name)
+    }
+
+    /// Entries waiting in the admission queue, from `/readyz`.
+    pub async fn queued(&self) -> u64 {
+        let res = self.get("/readyz").send().await.expect("readyz");
+        let body: Value = res.json().await.expect("readyz JSON");
+        body["queued"].as_u64().expect("`queued` in /readyz")
+    }
+
+    /// Takes `resource`'s only in-flight slot through the limiter API, so
+    /// that requests needing it wait in the limiter until
+    /// [`Harness::release`].
+    pub async fn hold(&self, resource: &str) -> String {
+        let res = self
+            .send("/v1/limits/acquire", &json!({"resource": resource}))
+            .await;
+        assert_eq!(res.status(), StatusCode::OK, "acquire {resource}");
+        let body: Value = res.json().await.expect("grant JSON");
+        body["grant_id"].as_str().expect("a grant id").to_owned()
+    }
+
+    /// Gives back a grant taken with [`Harness::hold`].
+    pub async fn release(&self, grant: &str) {
+        let res = self
+            .send("/v1/limits/release", &json!({"grant_id": grant}))
+            .await;
+        assert_eq!(res.status(), StatusCode::OK, "release {grant}");
+    }
+
+    /// Stops the gateway (draining and flushing its trace writer), then the
+    /// sim. The temporary directory stays until the harness is dropped.
+    pub async fn shutdown(&mut self) {
+        self.server.shutdown().await;
+    }
+
+    /// Shuts both down.
+    pub async fn stop(mut self) {
+        self.shutdown().await;
+        self.sim.shutdown().await;
+    }
+}
+
+/// A chat completions body for `model`.
+pub fn chat(model: &str) -> Value {
+    json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "hello there"}],
+    })
+}
+
+/// The value of header `name`, which must be there.
+pub fn header(res: &reqwest::Response, name: &str) -> String {
+    res.headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("header {name} missing: {:?}", res.headers()))
+        .to_str()
+        .expect("a visible header")
+        .to_owned()
+}
+
+/// Checks an error answer: the status, and a body
+/// `{"error":{"type","message","code"}}` with this code. Returns the
+/// `error` object.
+pub async fn expect_error(res: reqwest::Response, status: u16, code: &str) -> Value {
+    assert_eq!(res.status().as_u16(), status, "status of {:?}", res.url());
+    let ctype = header(&res, "content-type");
+    assert!(
+        ctype.starts_with("application/json"),
+        "content type {ctype}"
+    );
+    let body: Value = res.json().await.expect("an error body in JSON");
+    let e = &body["error"];
+    assert!(e["type"].is_string(), "error.type in {body}");
+    assert!(e["message"].is_string(), "error.message in {body}");
+    assert_eq!(e["code"], code, "error.code in {body}");
+    e.clone()
+}
+
+/// Polls `check` until it holds, at most [`POLL_TRIES`] times; panics
+/// with `what` if it never does. A bounded wait, not a timing assertion.
+pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    wait_for(what, || {
+        let fut = check();
+        async move { fut.await.then_some(()) }
+    })
+    .await;
+}
+
+/// Polls `probe` until it finds something, as [`wait_until`] does, and
+/// returns what it found.
+pub async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    for _ in 0..POLL_TRIES {
+        if let Some(found) = probe().await {
+            return found;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    panic!("gave up waiting until {what}");
+}
+
+/// The `data:` payloads of a server-sent-event stream, in order.
+pub fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .flat_map(|event| event.lines())
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|d| d.trim().to_owned())
+        .collect()
+}
+
+/// A directory of its own under the system's temporary directory,
+/// removed on drop.
+#[derive(Debug)]
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "sluice-gateway-test-{}-{n}-{:x}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,292 @@
+//! Streams pass through chunk by chunk; the usage chunk the gateway asks
+//! for is kept from clients that did not; a client that goes away
+//! mid-stream gives back what it held.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, header, model_limits, sim_config, sim_model, sse_data, wait_until};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sluice_sim::Latency;
+
+fn stream_body(model: &str) -> Value {
+    json!({
+        "model": model,
+        "stream": true,
+        "messages": [{"role": "user", "content": "hello there"}],
+    })
+}
+
+fn paced(per_token_ms: u64, tokens: u32) -> sluice_sim::ModelConfig {
+    sim_model(
+        Latency {
+            per_token_ms,
+            ..Latency::default()
+        },
+        Some(tokens),
+    )
+}
+
+/// The first chunk gets to the client while the sim is still writing the
+/// rest: with 1 s between tokens the whole stream takes 9 s, and a gateway
+/// that buffered it could not answer within the 5 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_chunk_arrives_before_the_stream_ends() {
+    let mut sim = sim_config();
+    sim.models.insert("slow-stream".into(), paced(1_000, 10));
+    let h = Harness::with(sim, |_| {}).await;
+    let mut res = h
+        .send("/v1/chat/completions", &stream_body("openai/slow-stream"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(header(&res, "content-type").starts_with("text/event-stream"));
+    assert_eq!(header(&res, "x-sluice-attempts"), "1");
+    let first = tokio::time::timeout(Duration::from_secs(5), res.chunk())
+        .await
+        .expect("a chunk long before the sim's last token")
+        .expect("the stream reads")
+        .expect("a chunk");
+    let text = String::from_utf8_lossy(&first);
+    assert!(text.contains("chat.completion.chunk"), "{text}");
+    assert!(!text.contains("[DONE]"), "not the end already: {text}");
+    drop(res);
+    h.stop().await;
+}
+
+/// A paced stream arrives in many reads, in order, and whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_arrive_one_by_one_and_in_order() {
+    let mut sim = sim_config();
+    sim.models.insert("paced".into(), paced(15, 8));
+    let h = Harness::with(sim, |_| {}).await;
+    let mut res = h
+        .send("/v1/chat/completions", &stream_body("openai/paced"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut reads = 0;
+    let mut all = Vec::new();
+    while let Some(chunk) = res.chunk().await.expect("the stream reads") {
+        if !chunk.is_empty() {
+            reads += 1;
+            all.extend_from_slice(&chunk);
+        }
+    }
+    // Eight tokens 15 ms apart: a buffered body would come in one read.
+    assert!(reads >= 4, "only {reads} reads: the stream was buffered");
+    let data = sse_data(&String::from_utf8(all).unwrap());
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let text: String = data
+        .iter()
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(text.split_whitespace().count(), 8, "every token: {text:?}");
+    h.stop().await;
+}
+
+fn usage_chunks(data: &[String]) -> Vec<Value> {
+    data.iter()
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter(|c| c["usage"].is_object())
+        .collect()
+}
+
+/// The gateway asks upstream for usage to settle tokens; a client that did
+/// not ask must not see it, one that did must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_chunk_is_kept_only_for_clients_that_asked() {
+    let h = Harness::start().await;
+
+    let res = h
+        .send("/v1/chat/completions", &stream_body("openai/gpt-4o-mini"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let data = sse_data(&res.text().await.unwrap());
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    assert!(usage_chunks(&data).is_empty(), "usage leaked: {data:?}");
+    for d in data.iter().filter(|d| *d != "[DONE]") {
+        let c: Value = serde_json::from_str(d).unwrap();
+        assert!(
+            !c["choices"].as_array().unwrap().is_empty(),
+            "the usage-only chunk (empty choices) leaked: {d}"
+        );
+    }
+
+    let mut asked = stream_body("openai/gpt-4o-mini");
+    asked["stream_options"] = json!({"include_usage": true});
+    let res = h.send("/v1/chat/completions", &asked).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let data = sse_data(&res.text().await.unwrap());
+    let usage = usage_chunks(&data);
+    assert_eq!(usage.len(), 1, "one usage chunk: {data:?}");
+    assert_eq!(usage[0]["choices"], json!([]));
+    assert!(usage[0]["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(h.sim.stats().model("gpt-4o-mini").ok, 2);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_and_responses_streams_pass_through() {
+    let h = Harness::start().await;
+    let res = h
+        .send(
+            "/v1/messages",
+            &json!({
+                "model": "anthropic/claude-sonnet-4-5",
+                "max_tokens": 4,
+                "stream": true,
+                "messages": [{"role": "user", "content": "hi"}],
+            }),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let body = res.text().await.unwrap();
+    for event in [
+        "message_start",
+        "content_block_delta",
+        "message_delta",
+        "message_stop",
+    ] {
+        assert!(
+            body.contains(&format!("event: {event}")),
+            "{event} in {body}"
+        );
+    }
+
+    let res = h
+        .send(
+            "/v1/responses",
+            &json!({"model": "openai/gpt-4o", "input": "hi", "stream": true}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let body = res.text().await.unwrap();
+    assert!(body.contains("event: response.completed"), "{body}");
+    h.stop().await;
+}
+
+/// With one call in flight allowed, a client that reads one chunk and
+/// leaves must free the slot: the next request gets it long before the
+/// abandoned stream (20 tokens 200 ms apart) would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_stream_releases_its_grant() {
+    let mut sim = sim_config();
+    sim.models.insert("held".into(), paced(200, 20));
+    let h = Harness::with(sim, |c| {
+        c.models.push(common::ModelLimits {
+            max_in_flight: Some(1),
+            ..model_limits("openai/held")
+        });
+    })
+    .await;
+    let mut res = h
+        .send("/v1/chat/completions", &stream_body("openai/held"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    res.chunk().await.unwrap().expect("a first chunk");
+    let held = h.resource("inflight:openai/held").await.expect("in use");
+    assert_eq!(held["in_flight"], 1, "{held}");
+    drop(res);
+
+    // Shorter than what is left of the abandoned stream (about 3.8 s).
+    let res = h
+        .post("/v1/chat/completions", &common::chat("openai/held"))
+        .header("x-sluice-timeout-ms", "3000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "the slot came back");
+    res.bytes().await.unwrap();
+    wait_until("the in-flight slot is free", || async {
+        h.resource("inflight:openai/held")
+            .await
+            .is_none_or(|r| r["in_flight"] == 0)
+    })
+    .await;
+    assert_eq!(h.sim.stats().model("held").requests, 2);
+    h.stop().await;
+}
+
+/// The sim drops the connection after two events: the client sees the
+/// stream fail (no `[DONE]`), and the stream is not sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_upstream_is_cut_for_the_client_and_never_resent() {
+    let h = Harness::start().await;
+    let cut = sluice_sim::Faults {
+        disconnect_every: Some(1),
+        disconnect_after_chunks: 2,
+        ..sluice_sim::Faults::none()
+    };
+    h.sim
+        .set_faults(sluice_sim::Scope::Model("cut-stream".into()), cut)
+        .unwrap();
+    let mut res = h
+        .send("/v1/chat/completions", &stream_body("openai/cut-stream"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(header(&res, "x-sluice-attempts"), "1");
+    let mut got = Vec::new();
+    let failed = loop {
+        match res.chunk().await {
+            Ok(Some(c)) => got.extend_from_slice(&c),
+            Ok(None) => break false,
+            Err(_) => break true,
+        }
+    };
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        failed || !text.contains("[DONE]"),
+        "a cut stream looked whole: {text}"
+    );
+    let seen = h.sim.stats().model("cut-stream");
+    assert_eq!((seen.requests, seen.disconnects), (1, 1), "not resent");
+    h.stop().await;
+}
+
+/// A deadline that passes mid-stream ends the stream (and frees its slot)
+/// instead of holding the client until the upstream finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_passing_mid_stream_ends_it() {
+    let mut sim = sim_config();
+    sim.models.insert("long".into(), paced(100, 50));
+    let h = Harness::with(sim, |c| {
+        c.models.push(common::ModelLimits {
+            max_in_flight: Some(1),
+            ..model_limits("openai/long")
+        });
+    })
+    .await;
+    let mut res = h
+        .post("/v1/chat/completions", &stream_body("openai/long"))
+        .header("x-sluice-timeout-ms", "400")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // The stream would take 5 s; the deadline ends it long before.
+    let read = tokio::time::timeout(Duration::from_secs(3), async {
+        let mut got = Vec::new();
+        while let Ok(Some(c)) = res.chunk().await {
+            got.extend_from_slice(&c);
+        }
+        got
+    })
+    .await
+    .expect("the stream ends at its deadline");
+    assert!(!String::from_utf8_lossy(&read).contains("[DONE]"));
+    wait_until("the in-flight slot is free", || async {
+        h.resource("inflight:openai/long")
+            .await
+            .is_none_or(|r| r["in_flight"] == 0)
+    })
+    .await;
+    h.stop().await;
+}
