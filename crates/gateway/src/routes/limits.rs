@@ -274,12 +274,17 @@ pub async fn report(State(state): State<AppState>, body: Bytes) -> Response {
                 &limits,
             )
             .map_err(|e| ApiError::from_limit(e, None))?;
-        let cap = state
-            .limiter
-            .get_capacity(&resource)
-            .map_err(|e| ApiError::from_limit(e, None))?;
-        Ok(capacity_json(&cap))
+        current(&state, &resource)
     })())
+}
+
+/// The state of `resource` as JSON.
+fn current(state: &AppState, resource: &str) -> Result<Value, ApiError> {
+    let cap = state
+        .limiter
+        .get_capacity(resource)
+        .map_err(|e| ApiError::from_limit(e, None))?;
+    Ok(capacity_json(&cap))
 }
 
 /// `GET /v1/limits`: every live resource.
@@ -329,11 +334,7 @@ pub async fn set(
             .limiter
             .set_capacity(&resource, b.capacity, window)
             .map_err(|e| ApiError::from_limit(e, None))?;
-        let cap = state
-            .limiter
-            .get_capacity(&resource)
-            .map_err(|e| ApiError::from_limit(e, None))?;
-        Ok(capacity_json(&cap))
+        current(&state, &resource)
     })())
 }
 
