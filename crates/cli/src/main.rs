@@ -1,5 +1,12 @@
 //! `sluice`: traffic control for AI agents.
 
+mod args;
+mod bench;
+mod demo;
+mod live;
+mod stack;
+mod summary;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,25 +48,55 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Run a simulated agent swarm against simulated providers twice,
+    /// directly and through Sluice, and compare.
+    Demo(demo::DemoArgs),
+    /// Measure Sluice on this machine.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// The gateway's added latency, top speed, and goodput and fairness
+    /// under twice a provider's limit.
+    Gateway(bench::GatewayArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    use tracing_subscriber::filter::LevelFilter;
+    // The demo and the bench draw on the terminal: only warnings and
+    // errors from the servers inside them, unless asked.
+    let quiet = matches!(cli.command, Command::Demo(_) | Command::Bench { .. });
+    init_logging(if quiet {
+        LevelFilter::WARN
+    } else {
+        LevelFilter::INFO
+    });
+    // Clients are made before the gateway (which installs it too); reqwest
+    // is built with `rustls-no-provider`.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         Command::CheckConfig { file } => check_config(file),
         Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
+        Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Bench {
+            what: BenchCommand::Gateway(args),
+        } => runtime().block_on(bench::gateway(args)),
     }
 }
 
 /// Plain lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
-/// default info).
-fn init_logging() {
+/// default `default`).
+fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
     let level = std::env::var("SLUICE_LOG")
         .ok()
         .and_then(|l| l.parse().ok())
-        .unwrap_or(tracing_subscriber::filter::LevelFilter::INFO);
+        .unwrap_or(default);
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)

@@ -47,6 +47,11 @@
 //! `min(max_tokens, output_tokens)` words, one token each, the same for the
 //! same prompt. The tokens/min bucket is charged prompt plus completion up
 //! front, since the sim knows both.
+//!
+//! # The swarm
+//! [`swarm`] runs simulated agents against the sim, directly or through a
+//! Sluice gateway, and scores the run: upstream 429s, goodput as a share
+//! of capacity, Jain's fairness across tenants, latency.
 #![warn(missing_docs)]
 
 mod admin;
@@ -60,6 +65,7 @@ mod saas;
 mod server;
 mod state;
 mod stats;
+pub mod swarm;
 mod wire;
 
 pub use config::{

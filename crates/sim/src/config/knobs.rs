@@ -57,11 +57,20 @@ impl Limits {
         self
     }
 
+    /// The request limit in force, if any: (requests per second, burst),
+    /// the burst defaulting to the rate rounded up.
+    pub fn rate_and_burst(&self) -> Option<(f64, u32)> {
+        let rate = self.requests_per_second?;
+        let burst = self
+            .burst
+            .unwrap_or(rate.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
+        Some((rate, burst))
+    }
+
     /// The request bucket's (capacity, refill per second), if limited.
     pub(crate) fn request_bucket(&self) -> Option<(f64, f64)> {
-        let rate = self.requests_per_second?;
-        let burst = self.burst.map_or(rate.ceil().max(1.0), f64::from);
-        Some((burst, rate))
+        let (rate, burst) = self.rate_and_burst()?;
+        Some((f64::from(burst), rate))
     }
 
     /// The token bucket's (capacity, refill per second), if limited.

@@ -18,6 +18,10 @@ use super::{ConfigError, KeyPath, Origins, Seg, Source, show};
 const PREFIX: &str = "SLUICE_";
 
 /// `SLUICE_` variables that are not settings.
+/// Variables of the test harness (`SLUICE_TEST_POSTGRES_URL`, …), which
+/// `scripts/test` exports for every process it runs.
+const TEST_PREFIX: &str = "SLUICE_TEST_";
+
 const NOT_SETTINGS: &[&str] = &[
     // The config file's path, read by the CLI.
     "SLUICE_CONFIG",
@@ -83,6 +87,7 @@ pub(super) fn overrides(
             seed.push(Override::new(var, path, raw));
         } else if let Some(rest) = var.strip_prefix(PREFIX)
             && !NOT_SETTINGS.contains(&var.as_str())
+            && !var.starts_with(TEST_PREFIX)
         {
             let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
             if path.iter().any(String::is_empty) {

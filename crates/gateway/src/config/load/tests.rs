@@ -305,6 +305,16 @@ fn env_overrides_list_entries_by_name() {
 }
 
 #[test]
+fn variables_of_the_cli_and_the_test_harness_are_not_settings() {
+    let env = [
+        ("SLUICE_CONFIG", "x.toml"),
+        ("SLUICE_LOG", "debug"),
+        ("SLUICE_TEST_POSTGRES_URL", "postgres://127.0.0.1/x"),
+    ];
+    assert_eq!(with_env("", &env).unwrap(), Config::default());
+}
+
+#[test]
 fn seed_env_vars_are_honoured_and_sluice_vars_win() {
     let seed = [
         ("AGENT_EXECUTOR_POOL_SIZE", "5"),

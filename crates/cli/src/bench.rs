@@ -1,0 +1,276 @@
+//! `sluice bench gateway`: the gateway measured as an operator would, on
+//! loopback, each figure next to its baseline from the same run.
+//!
+//! (a) Added latency: the same fixed-rate open-loop stream of chat
+//!     completions, sent straight to the sim and through the gateway,
+//!     limits off; latency from each request's due time (coordinated
+//!     omission corrected).
+//! (b) Most requests a second with limits off, through the gateway and
+//!     straight to the sim, with a fixed number of connections.
+//! (c) A swarm at twice one model's limit, configured alike in the sim
+//!     and the gateway: goodput as a share of capacity, upstream 429s,
+//!     Jain's fairness across equal-weight tenants.
+//!
+//! With `--target URL`, (a) and (b) go through the gateway at URL instead
+//! of the in-process one (the direct baseline is still the in-process
+//! sim); (c) always runs in-process.
+
+mod closed_loop;
+mod open_loop;
+mod report;
+
+use std::num::NonZeroUsize;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_admit::PoolConfig;
+use sluice_gateway::config::Config;
+use sluice_sim::swarm::{Mode, Swarm, SwarmConfig, Workload};
+use sluice_sim::{Limits, SimConfig};
+use tokio::time::Instant;
+
+use crate::stack::Stack;
+use crate::summary::RunSummary;
+use report::{LatencyPart, Report, SwarmPart, ThroughputPart};
+
+/// What `sluice bench gateway` measures and how hard.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GatewayArgs {
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A running gateway for (a) and (b) instead of the in-process one,
+    /// e.g. `http://127.0.0.1:8080`. It must route `openai/gpt-4o-mini`.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Requests a second of the open-loop stream in (a).
+    #[arg(long, default_value_t = 1_000.0)]
+    pub rate: f64,
+    /// Length of each stream in (a) and of the swarm in (c); each side of
+    /// (b) runs half as long.
+    #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
+    pub duration: Duration,
+    /// Connections for (b).
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+}
+
+/// The model every request of (a) and (b) names.
+const PROVIDER: &str = "openai";
+const MODEL: &str = "gpt-4o-mini";
+/// (c): the model's limit in the sim and the gateway, requests a second.
+const SWARM_LIMIT: f64 = 50.0;
+/// (c): tenants, equal weight; the first runs twice the agents of each
+/// other.
+const SWARM_TENANTS: usize = 4;
+/// (c): the agents' pause between calls, uniform; its mean (1 s) times
+/// twice the limit gives the number of agents.
+const SWARM_THINK: (Duration, Duration) =
+    (Duration::from_millis(500), Duration::from_millis(1_500));
+
+pub async fn gateway(args: GatewayArgs) -> ExitCode {
+    if !(args.rate > 0.0 && args.rate <= 100_000.0) {
+        eprintln!("sluice bench: --rate must be above 0 and at most 100000");
+        return ExitCode::from(2);
+    }
+    if !(1..=4_096).contains(&args.connections) {
+        eprintln!("sluice bench: --connections must be 1 to 4096");
+        return ExitCode::from(2);
+    }
+    match run(&args).await {
+        Ok(report) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                print!("{}", report.table());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn note(args: &GatewayArgs, what: &str) {
+    if !args.json {
+        eprintln!("bench: {what}");
+    }
+}
+
+/// Every limit, queue and pool far above the offered load: the gateway's
+/// own cost, not its policy, is measured.
+fn limits_off(config: &mut Config) {
+    let big = NonZeroUsize::new(100_000).expect("non-zero");
+    config.queue.max_depth_per_tenant = big;
+    config.queue.max_depth_total = big;
+    config.queue.concurrency = NonZeroUsize::new(4_096).expect("non-zero");
+    for pool in config.bulkheads.values_mut() {
+        *pool = PoolConfig::new(8_192, 100_000);
+    }
+}
+
+fn client(connections: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_default()
+}
+
+/// A non-streamed chat completion, straight to the sim or through a
+/// gateway.
+fn chat(
+    client: &reqwest::Client,
+    base: &str,
+    direct: bool,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let (url, model) = if direct {
+        (
+            format!("{base}/{PROVIDER}/v1/chat/completions"),
+            MODEL.to_owned(),
+        )
+    } else {
+        (
+            format!("{base}/v1/chat/completions"),
+            format!("{PROVIDER}/{MODEL}"),
+        )
+    };
+    let body = json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]}).to_string();
+    let client = client.clone();
+    move || {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+    }
+}
+
+async fn run(args: &GatewayArgs) -> Result<Report, String> {
+    let stack = Stack::start(SimConfig::unlimited(), limits_off).await?;
+    let sim = stack.sim.url();
+    let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
+    let gateway = gateway.trim_end_matches('/').to_owned();
+    let direct_client = client(args.connections);
+    let gateway_client = client(args.connections);
+    // Open the connections and fill the caches before anything counts.
+    for (c, base, direct) in [
+        (&direct_client, &sim, true),
+        (&gateway_client, &gateway, false),
+    ] {
+        let make = chat(c, base, direct);
+        for _ in 0..50 {
+            if !open_loop::send(make()).await {
+                return Err(format!(
+                    "{base} does not answer a chat completion for {PROVIDER}/{MODEL}"
+                ));
+            }
+        }
+    }
+
+    let max_outstanding = (args.rate as usize).max(64) * 10;
+    note(
+        args,
+        &format!(
+            "(a) open loop at {} req/s for {:.0} s, direct",
+            args.rate,
+            args.duration.as_secs_f64()
+        ),
+    );
+    let direct = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        chat(&direct_client, &sim, true),
+    )
+    .await;
+    note(args, "(a) the same through the gateway");
+    let through = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        chat(&gateway_client, &gateway, false),
+    )
+    .await;
+    let latency = LatencyPart::new(args.rate, args.duration, &direct, &through);
+
+    let each = (args.duration / 2).max(Duration::from_secs(1));
+    note(
+        args,
+        &format!(
+            "(b) {} connections for {:.1} s, direct",
+            args.connections,
+            each.as_secs_f64()
+        ),
+    );
+    let direct = closed_loop::run(args.connections, each, chat(&direct_client, &sim, true)).await;
+    note(args, "(b) the same through the gateway");
+    let through = closed_loop::run(
+        args.connections,
+        each,
+        chat(&gateway_client, &gateway, false),
+    )
+    .await;
+    let throughput = ThroughputPart::new(args.connections, each, direct, through);
+    stack.stop().await;
+
+    note(
+        args,
+        &format!(
+            "(c) swarm at twice {SWARM_LIMIT} req/s for {:.0} s through the gateway",
+            args.duration.as_secs_f64()
+        ),
+    );
+    let swarm = swarm(args.duration).await?;
+    Ok(Report {
+        target: args.target.clone(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        latency,
+        throughput,
+        swarm,
+    })
+}
+
+/// (c): one model limited alike in the sim and the gateway, a swarm
+/// whose agents would call it twice as often as it allows.
+async fn swarm(duration: Duration) -> Result<SwarmPart, String> {
+    let mut sim = SimConfig {
+        seed: Some(7),
+        ..SimConfig::default()
+    };
+    let limits = Limits::per_second(SWARM_LIMIT).burst(SWARM_LIMIT as u32);
+    if let Some(p) = sim.providers.get_mut(PROVIDER) {
+        p.limits = limits;
+    }
+    let stack = Stack::start(sim, |_| {}).await?;
+    let mean_think = (SWARM_THINK.0 + SWARM_THINK.1).as_secs_f64() / 2.0;
+    let agents = (2.0 * SWARM_LIMIT * mean_think).round() as usize;
+    let workload = Workload::single_model(PROVIDER, MODEL, SWARM_THINK);
+    stack.fresh_start(workload.target_names());
+    let config = SwarmConfig::new(stack.gateway_url(), Mode::Gateway, workload)
+        .agents(agents)
+        .tenants(SWARM_TENANTS)
+        .noisy_factor(2)
+        .duration(duration);
+    let started = Instant::now();
+    let report = Swarm::start(config)
+        .map_err(|e| e.to_string())?
+        .finish()
+        .await;
+    let stats = stack.sim.stats();
+    let summary = RunSummary::new(report, &stats, &stack.sim_config, started.elapsed());
+    stack.stop().await;
+    Ok(SwarmPart {
+        model: format!("{PROVIDER}/{MODEL}"),
+        limit_per_second: SWARM_LIMIT,
+        burst: SWARM_LIMIT as u64,
+        agents,
+        offered_per_second: agents as f64 / mean_think,
+        run: summary,
+    })
+}

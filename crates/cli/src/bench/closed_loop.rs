@@ -1,0 +1,66 @@
+//! The most requests a second a target answers: a fixed number of
+//! connections, each sending its next request as soon as the last one is
+//! answered, for a while.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::open_loop::send;
+
+/// What the connections achieved.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Throughput {
+    /// Answers a second, 2xx or not.
+    pub requests_per_second: f64,
+    /// Answers in all.
+    pub answered: u64,
+    /// Of which not 2xx (or failed in transport).
+    pub errors: u64,
+}
+
+/// Runs `connections` loops of `make()` for `duration` (after a short
+/// warm-up that opens the connections).
+pub async fn run<F>(connections: usize, duration: Duration, make: F) -> Throughput
+where
+    F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let answered = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let warm_until = Instant::now() + Duration::from_millis(300);
+    let ends = warm_until + duration;
+    let mut loops = JoinSet::new();
+    for _ in 0..connections {
+        let (make, answered, errors) = (
+            Arc::clone(&make),
+            Arc::clone(&answered),
+            Arc::clone(&errors),
+        );
+        loops.spawn(async move {
+            loop {
+                let ok = send(make()).await;
+                let now = Instant::now();
+                if now >= ends {
+                    break;
+                }
+                if now >= warm_until {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                    if !ok {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+    }
+    while loops.join_next().await.is_some() {}
+    let answered = answered.load(Ordering::Relaxed);
+    Throughput {
+        requests_per_second: answered as f64 / duration.as_secs_f64(),
+        answered,
+        errors: errors.load(Ordering::Relaxed),
+    }
+}

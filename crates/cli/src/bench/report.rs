@@ -1,0 +1,226 @@
+//! The bench's figures, as a table and as JSON.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_sim::swarm::Percentiles;
+
+use super::closed_loop::Throughput;
+use super::open_loop::Measured;
+use crate::summary::{RunSummary, ms};
+
+/// Everything one run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The gateway (a) and (b) went through, when not the in-process one.
+    pub target: Option<String>,
+    /// CPUs of this machine, load generator included.
+    pub cpus: usize,
+    pub latency: LatencyPart,
+    pub throughput: ThroughputPart,
+    pub swarm: SwarmPart,
+}
+
+/// (a).
+#[derive(Debug, Serialize)]
+pub struct LatencyPart {
+    pub rate_per_second: f64,
+    pub duration_s: f64,
+    pub direct: StreamLatency,
+    pub gateway: StreamLatency,
+    /// gateway − direct, percentile by percentile.
+    pub added: Added,
+}
+
+/// One stream of (a).
+#[derive(Debug, Serialize)]
+pub struct StreamLatency {
+    #[serde(flatten)]
+    pub percentiles: Percentiles,
+    pub sent: u64,
+    pub errors: u64,
+    /// Not sent: too many already under way (each counted at the
+    /// stream's length).
+    pub dropped: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Added {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+}
+
+impl StreamLatency {
+    fn new(m: &Measured) -> Self {
+        StreamLatency {
+            percentiles: Percentiles::of(&m.latency),
+            sent: m.sent,
+            errors: m.errors,
+            dropped: m.dropped,
+        }
+    }
+}
+
+impl LatencyPart {
+    pub fn new(rate: f64, duration: Duration, direct: &Measured, gateway: &Measured) -> Self {
+        let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
+        let added = Added {
+            p50_ms: g.percentiles.p50_ms - d.percentiles.p50_ms,
+            p99_ms: g.percentiles.p99_ms - d.percentiles.p99_ms,
+            p999_ms: g.percentiles.p999_ms - d.percentiles.p999_ms,
+        };
+        LatencyPart {
+            rate_per_second: rate,
+            duration_s: duration.as_secs_f64(),
+            direct: d,
+            gateway: g,
+            added,
+        }
+    }
+}
+
+/// (b).
+#[derive(Debug, Serialize)]
+pub struct ThroughputPart {
+    pub connections: usize,
+    pub duration_s: f64,
+    pub direct: Throughput,
+    pub gateway: Throughput,
+    /// gateway ÷ direct.
+    pub ratio: f64,
+}
+
+impl ThroughputPart {
+    pub fn new(
+        connections: usize,
+        each: Duration,
+        direct: Throughput,
+        gateway: Throughput,
+    ) -> Self {
+        let ratio = if direct.requests_per_second > 0.0 {
+            gateway.requests_per_second / direct.requests_per_second
+        } else {
+            0.0
+        };
+        ThroughputPart {
+            connections,
+            duration_s: each.as_secs_f64(),
+            direct,
+            gateway,
+            ratio,
+        }
+    }
+}
+
+/// (c).
+#[derive(Debug, Serialize)]
+pub struct SwarmPart {
+    pub model: String,
+    pub limit_per_second: f64,
+    pub burst: u64,
+    pub agents: usize,
+    /// What the agents would send without any limit.
+    pub offered_per_second: f64,
+    #[serde(flatten)]
+    pub run: RunSummary,
+}
+
+impl Report {
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let l = &self.latency;
+        let via = self.target.as_deref().unwrap_or("the in-process gateway");
+        let _ = writeln!(
+            s,
+            "sluice bench gateway: loopback, {} CPUs shared by the sim, the gateway and the load\n",
+            self.cpus
+        );
+        let _ = writeln!(
+            s,
+            "(a) latency, open loop at {} req/s for {:.0} s each, from each request's due time\n    (coordinated omission corrected), limits off; gateway: {via}",
+            l.rate_per_second, l.duration_s
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
+            "", "p50", "p99", "p99.9", "max", "errors"
+        );
+        for (name, r) in [("direct", &l.direct), ("gateway", &l.gateway)] {
+            let p = &r.percentiles;
+            let _ = writeln!(
+                s,
+                "{name:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
+                ms(p.p50_ms),
+                ms(p.p99_ms),
+                ms(p.p999_ms),
+                ms(p.max_ms),
+                r.errors + r.dropped
+            );
+        }
+        let a = &l.added;
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11}{:>11}{:>11}\n",
+            "added",
+            ms(a.p50_ms),
+            ms(a.p99_ms),
+            ms(a.p999_ms)
+        );
+
+        let t = &self.throughput;
+        let _ = writeln!(
+            s,
+            "(b) most requests/s, limits off, {} connections, {:.1} s each",
+            t.connections, t.duration_s
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11.0} req/s  ({} errors)",
+            "direct", t.direct.requests_per_second, t.direct.errors
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11.0} req/s  ({} errors; {:.0}% of direct)\n",
+            "gateway",
+            t.gateway.requests_per_second,
+            t.gateway.errors,
+            t.ratio * 100.0
+        );
+
+        let w = &self.swarm;
+        let r = &w.run;
+        let _ = writeln!(
+            s,
+            "(c) swarm through the in-process gateway: {} agents offering {:.0} req/s to {} limited to {} req/s (burst {}) in the sim and the gateway, {} equal-weight tenants, {:.0} s",
+            w.agents,
+            w.offered_per_second,
+            w.model,
+            w.limit_per_second,
+            w.burst,
+            r.tenants.len(),
+            r.elapsed_s
+        );
+        let _ = writeln!(
+            s,
+            "goodput        {:.1}% of capacity ({} admitted of {:.0})",
+            r.goodput.share * 100.0,
+            r.goodput.admitted,
+            r.goodput.capacity
+        );
+        let _ = writeln!(s, "upstream 429s  {}", r.upstream_429s);
+        let tenants: Vec<String> = r
+            .tenants
+            .iter()
+            .map(|t| format!("{} ({} agents) {}", t.name, t.agents, t.ok))
+            .collect();
+        let _ = writeln!(
+            s,
+            "fairness       {:.3} (Jain; calls ok: {})",
+            r.fairness,
+            tenants.join(", ")
+        );
+        s
+    }
+}

@@ -1,0 +1,189 @@
+//! The sim and a gateway in front of it, in this process, on loopback:
+//! what `sluice demo` and `sluice bench gateway` measure.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use sluice_gateway::config::{Config, ModelLimits};
+use sluice_sim::{Limits, Scope, Sim, SimConfig, SimHandle};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A rate high enough to be no limit at all (and a whole number, which
+/// the gateway's limiter takes as is).
+pub const NO_LIMIT: f64 = 1_000_000.0;
+
+/// A running sim and gateway; [`Stack::stop`] stops both and removes the
+/// gateway's data directory.
+#[derive(Debug)]
+pub struct Stack {
+    pub sim: SimHandle,
+    pub sim_config: SimConfig,
+    pub gateway: SocketAddr,
+    stop: oneshot::Sender<()>,
+    served: JoinHandle<std::io::Result<()>>,
+    data_dir: PathBuf,
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+impl Stack {
+    /// Starts the sim with `sim_config`, then a gateway from
+    /// [`gateway_config`] changed by `tweak`.
+    pub async fn start(
+        sim_config: SimConfig,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Result<Stack, String> {
+        let sim = Sim::start(sim_config.clone(), loopback())
+            .await
+            .map_err(|e| e.to_string())?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let data_dir = std::env::temp_dir().join(format!("sluice-{}-{nanos}", std::process::id()));
+        let mut config = gateway_config(&sim.url(), &sim_config, data_dir.clone());
+        tweak(&mut config);
+        let gateway = sluice_gateway::Gateway::bind(config, Some(loopback()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = gateway.local_addr();
+        let (stop, stopped) = oneshot::channel();
+        let served = tokio::spawn(gateway.serve(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Stack {
+            sim,
+            sim_config,
+            gateway: addr,
+            stop,
+            served,
+            data_dir,
+        })
+    }
+
+    /// `http://{gateway}`.
+    pub fn gateway_url(&self) -> String {
+        format!("http://{}", self.gateway)
+    }
+
+    /// Zeroes the sim's counters and fills every bucket of the models and
+    /// APIs in `names`, so that a run starts as a fresh provider would.
+    pub fn fresh_start<'a, 'b>(&self, names: impl IntoIterator<Item = (&'a str, &'b str)>) {
+        for (name, kind) in names {
+            let (scope, limits) = match kind {
+                "api" => (
+                    Scope::Api(name.to_owned()),
+                    self.sim_config.apis.get(name).map(|a| a.limits),
+                ),
+                _ => (
+                    Scope::Model(name.to_owned()),
+                    model_limits(&self.sim_config, name),
+                ),
+            };
+            if let Some(limits) = limits {
+                // Setting a limit refills its bucket.
+                let _ = self.sim.set_limits(scope, limits);
+            }
+        }
+        self.sim.reset();
+    }
+
+    /// Stops the gateway (draining) and the sim.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Err(e) = self
+            .served
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+        {
+            eprintln!("sluice: gateway: {e}");
+        }
+        self.sim.shutdown().await;
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// A model's limits in the sim: its own, else its provider's.
+fn model_limits(config: &SimConfig, model: &str) -> Option<Limits> {
+    if let Some(l) = config.models.get(model).and_then(|m| m.limits) {
+        return Some(l);
+    }
+    config
+        .providers
+        .values()
+        .find(|p| p.models.iter().any(|m| m == model))
+        .map(|p| p.limits)
+}
+
+/// The embedded defaults pointed at the sim at `sim_url`: each provider
+/// the sim serves at `{sim}/{provider}/v1`, each API at `{sim}/{api}`,
+/// with the gateway's limits equal to the sim's (so that the gateway
+/// uses all the capacity and never meets a 429), no API keys sent, and
+/// data (traces) under `data_dir`.
+pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Config {
+    let mut config = Config {
+        data_dir,
+        ..Config::default()
+    };
+    config.shutdown.drain_timeout_ms = 1_000;
+    for p in &mut config.providers {
+        if let Some(limits) = sim.providers.get(&p.name).map(|s| s.limits) {
+            p.base_url = format!("{sim_url}/{}/v1", p.name);
+            p.api_key_env = None;
+            let prefix = format!("{}/", p.name);
+            let (rate, burst) = limits
+                .rate_and_burst()
+                .unwrap_or((NO_LIMIT, NO_LIMIT as u32));
+            config.models.retain(|m| m.prefix != prefix);
+            config.models.push(ModelLimits {
+                prefix,
+                requests_per_second: rate,
+                burst: u64::from(burst),
+                tokens_per_minute: None,
+                max_in_flight: None,
+            });
+        }
+    }
+    for a in &mut config.apis {
+        if let Some(limits) = sim.apis.get(&a.name).map(|s| s.limits) {
+            a.base_url = format!("{sim_url}/{}", a.name);
+            let (rate, burst) = limits
+                .rate_and_burst()
+                .unwrap_or((NO_LIMIT, NO_LIMIT as u32));
+            a.requests_per_second = rate;
+            a.burst = u64::from(burst);
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_limits_match_the_sims() {
+        let sim = SimConfig::default();
+        let c = gateway_config("http://127.0.0.1:9", &sim, PathBuf::from("/tmp/x"));
+        let openai = c.providers.iter().find(|p| p.name == "openai").unwrap();
+        assert_eq!(openai.base_url, "http://127.0.0.1:9/openai/v1");
+        assert_eq!(openai.api_key_env, None);
+        let limit = |prefix: &str| {
+            let m = c.models.iter().find(|m| m.prefix == prefix).unwrap();
+            (m.requests_per_second, m.burst)
+        };
+        assert_eq!(limit("openai/"), (3.0, 10));
+        assert_eq!(limit("anthropic/"), (2.0, 8));
+        assert_eq!(limit("google/"), (5.0, 15));
+        let slack = c.api("slack").unwrap();
+        assert_eq!(slack.base_url, "http://127.0.0.1:9/slack");
+        assert_eq!((slack.requests_per_second, slack.burst), (3.0, 10));
+
+        let off = gateway_config("http://s", &SimConfig::unlimited(), PathBuf::new());
+        let m = off.models.iter().find(|m| m.prefix == "openai/").unwrap();
+        assert_eq!(m.requests_per_second, NO_LIMIT);
+    }
+}

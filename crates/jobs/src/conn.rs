@@ -1,0 +1,153 @@
+//! [`Conn`](crate::backend::Conn) for sqlx connections, and reading a job
+//! back from a row.
+
+use serde_json::Value;
+
+use crate::clock::Timestamp;
+use crate::error::Error;
+use crate::job::{Job, JobId, JobState, Lease};
+
+/// Reads a column of a result row by name.
+pub trait Columns {
+    /// An integer column, `None` for NULL.
+    fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error>;
+    /// A text column, `None` for NULL.
+    fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error>;
+}
+
+/// Reads a row of `jobs` (all columns) as a [`Job`].
+pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
+    let id = JobId(required(row.int("id")?, "id")?);
+    let corrupt =
+        |what: &str, e: &dyn std::fmt::Display| Error::Corrupt(format!("job {id}: {what}: {e}"));
+    let int = |col: &'static str| -> Result<i64, Error> { required(row.int(col)?, col) };
+    let text = |col: &'static str| -> Result<String, Error> { required(row.text(col)?, col) };
+    let count = |col: &'static str| -> Result<u32, Error> {
+        u32::try_from(int(col)?).map_err(|e| corrupt(col, &e))
+    };
+    let json =
+        |s: String, col: &str| serde_json::from_str::<Value>(&s).map_err(|e| corrupt(col, &e));
+    let state: JobState = text("state")?.parse().map_err(|e| corrupt("state", &e))?;
+    let lease = match (row.text("lease_owner")?, row.int("lease_expires_at")?) {
+        (Some(owner), Some(expires)) => Some(Lease {
+            job: id,
+            owner,
+            token: int("lease_token")?,
+            expires_at: Timestamp::from_millis(expires),
+        }),
+        _ => None,
+    };
+    Ok(Job {
+        id,
+        queue: text("queue")?,
+        kind: text("kind")?,
+        payload: json(text("payload")?, "payload")?,
+        tenant: text("tenant")?,
+        group: text("grp")?,
+        priority: i32::try_from(int("priority")?).map_err(|e| corrupt("priority", &e))?,
+        idempotency_key: row.text("idempotency_key")?,
+        attempts: count("attempts")?,
+        max_attempts: count("max_attempts")?,
+        reschedules: count("reschedules")?,
+        run_at: Timestamp::from_millis(int("run_at")?),
+        state,
+        last_error: row.text("last_error")?,
+        result: row.text("result")?.map(|s| json(s, "result")).transpose()?,
+        lease,
+        created_at: Timestamp::from_millis(int("created_at")?),
+        updated_at: Timestamp::from_millis(int("updated_at")?),
+        finished_at: row.int("finished_at")?.map(Timestamp::from_millis),
+    })
+}
+
+fn required<T>(v: Option<T>, col: &str) -> Result<T, Error> {
+    v.ok_or_else(|| Error::Corrupt(format!("column {col} is NULL")))
+}
+
+/// Implements [`Conn`](crate::backend::Conn) for the sqlx connection type
+/// `$conn` of database `$db`, whose rows are `$row`.
+macro_rules! impl_conn {
+    ($conn:ty, $db:ty, $row:ty) => {
+        impl $crate::conn::Columns for $row {
+            fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::Row::try_get(self, col)
+            }
+
+            fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error> {
+                sqlx::Row::try_get(self, col)
+            }
+        }
+
+        impl $crate::backend::Conn for $conn {
+            async fn jobs(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<$crate::Job>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                rows.iter().map($crate::conn::decode_job).collect()
+            }
+
+            async fn ints(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<i64>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let first = |row: &$row| sqlx::Row::try_get(row, 0);
+                Ok(rows.iter().map(first).collect::<Result<_, _>>()?)
+            }
+
+            async fn texts(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<String>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let first = |row: &$row| sqlx::Row::try_get(row, 0);
+                Ok(rows.iter().map(first).collect::<Result<_, _>>()?)
+            }
+
+            async fn counts(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<(String, String, i64)>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let triple = |row: &$row| -> Result<(String, String, i64), sqlx::Error> {
+                    Ok((
+                        sqlx::Row::try_get(row, 0)?,
+                        sqlx::Row::try_get(row, 1)?,
+                        sqlx::Row::try_get(row, 2)?,
+                    ))
+                };
+                Ok(rows.iter().map(triple).collect::<Result<_, _>>()?)
+            }
+
+            async fn execute(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<u64, $crate::Error> {
+                let done = bind(sqlx::query(sql), args).execute(&mut *self).await?;
+                Ok(done.rows_affected())
+            }
+        }
+
+        /// Binds `args` in order: `$1` first.
+        fn bind(
+            mut query: sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments>,
+            args: $crate::backend::Args,
+        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
+            for arg in args {
+                query = match arg {
+                    $crate::backend::Arg::Int(v) => query.bind(v),
+                    $crate::backend::Arg::Text(v) => query.bind(v),
+                    $crate::backend::Arg::Bool(v) => query.bind(v),
+                };
+            }
+            query
+        }
+    };
+}
+pub(crate) use impl_conn;

@@ -1,0 +1,194 @@
+//! The job model: what a job is, the states it moves through, and the lease
+//! a worker holds while it runs one.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::clock::Timestamp;
+
+/// A job's id: a 64-bit integer the store assigns from an ever-increasing
+/// sequence (never reused, even after a job is deleted), so ids sort in
+/// enqueue order and serve as list cursors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub i64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(JobId)
+    }
+}
+
+/// Where a job is in its life.
+///
+/// ```text
+/// enqueue  ─▶ available, or scheduled if run_at is later
+/// claim    ─  available | scheduled | retryable, run_at due ─▶ running
+/// running  ─ complete ─▶ completed
+///          ─ fail RetryAt, rescue ─▶ retryable (dead if attempts are used up)
+///          ─ fail RescheduleAt ─▶ scheduled (no attempt used)
+///          ─ fail Dead ─▶ dead ─ retry ─▶ available
+/// cancel   ─  available | scheduled | running | retryable ─▶ cancelled
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Ready to be claimed now.
+    Available,
+    /// Waiting for its `run_at`: enqueued for later, or rescheduled by an
+    /// upstream's `Retry-After` without using an attempt.
+    Scheduled,
+    /// Claimed by a worker that holds its lease.
+    Running,
+    /// Failed (or its worker vanished) and will be claimable again at `run_at`.
+    Retryable,
+    /// Finished successfully; its result is kept.
+    Completed,
+    /// Failed for good: attempts used up, or an error retrying cannot fix.
+    /// The dead-letter state: inspect, retry or purge.
+    Dead,
+    /// Cancelled by an operator before it finished.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 7] = [
+        JobState::Available,
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Retryable,
+        JobState::Completed,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
+    /// The state's name as stored and shown: `available`, `dead`, …
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobState::Available => "available",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Retryable => "retryable",
+            JobState::Completed => "completed",
+            JobState::Dead => "dead",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job is done and will never run again by itself.
+    pub const fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Dead | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`JobState`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job state {0:?}")]
+pub struct UnknownState(pub String);
+
+impl FromStr for JobState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+/// The right to run one job, handed out by a claim. Every call that
+/// finishes or extends the run presents it; once the lease is lost (rescued
+/// after expiry, or the job cancelled) those calls are refused, so a worker
+/// that was presumed dead cannot overwrite the outcome of the next one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The leased job.
+    pub job: JobId,
+    /// The worker that claimed it.
+    pub owner: String,
+    /// Which claim of the job this is (1 for the first), so that a worker
+    /// that claims the same job again holds a different lease.
+    pub token: i64,
+    /// When the lease runs out unless a heartbeat extends it.
+    pub expires_at: Timestamp,
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Assigned by the store.
+    pub id: JobId,
+    /// The queue it waits in; pause, counts and claims are per queue.
+    pub queue: String,
+    /// What to do, e.g. `http` or `discord.create_role`.
+    pub kind: String,
+    /// The kind's arguments.
+    pub payload: Value,
+    /// Who enqueued it; idempotency keys are per tenant.
+    pub tenant: String,
+    /// The fairness group: claims take turns across the groups of a queue.
+    pub group: String,
+    /// Higher runs first within its group.
+    pub priority: i32,
+    /// The key that deduplicates enqueues of this job, if any.
+    pub idempotency_key: Option<String>,
+    /// Attempts used so far: finished runs and runs lost with their lease.
+    /// A run in progress is not counted until it ends.
+    pub attempts: u32,
+    /// Attempts allowed before the job is dead.
+    pub max_attempts: u32,
+    /// Times it was rescheduled without using an attempt (upstream 429s),
+    /// so that a worker can bound them.
+    pub reschedules: u32,
+    /// Not claimable before this instant.
+    pub run_at: Timestamp,
+    /// Where it is in its life.
+    pub state: JobState,
+    /// The error of the last failed or lost attempt.
+    pub last_error: Option<String>,
+    /// What the successful run returned.
+    pub result: Option<Value>,
+    /// The lease of the worker running it (state `running` only).
+    pub lease: Option<Lease>,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it reached `completed`, `dead` or `cancelled`.
+    pub finished_at: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>(), Ok(state));
+        }
+        assert!("done".parse::<JobState>().is_err());
+    }
+}

@@ -1,0 +1,39 @@
+//! The schema of each backend, embedded in the binary.
+
+use std::borrow::Cow;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+/// SQLite's migrations: (version, description, SQL).
+pub const SQLITE: &[(i64, &str, &str)] = &[(
+    1,
+    "jobs",
+    include_str!("../migrations/sqlite/0001_jobs.sql"),
+)];
+
+/// PostgreSQL's migrations: (version, description, SQL).
+pub const POSTGRES: &[(i64, &str, &str)] = &[(
+    1,
+    "jobs",
+    include_str!("../migrations/postgres/0001_jobs.sql"),
+)];
+
+/// A migrator over `migrations`. Built by hand rather than with
+/// `sqlx::migrate!`, which would pull in sqlx's proc macros.
+pub fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
+    Migrator::with_migrations(
+        migrations
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,123 @@
+//! Calls on a leased job (heartbeat, complete, fail) and the rescue of
+//! jobs whose lease expired.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::backend::{Conn, args};
+use crate::clock::Timestamp;
+use crate::error::Error;
+use crate::job::{Job, JobState, Lease};
+use crate::new_job::invalid;
+use crate::sql;
+use crate::store::RetryDecision;
+
+/// The longest error text kept on a job; longer ones are cut.
+pub const MAX_ERROR_LEN: usize = 4_096;
+
+/// Extends `lease` to `now + extend`.
+pub async fn heartbeat(
+    c: &mut impl Conn,
+    lease: &Lease,
+    extend: Duration,
+    now: Timestamp,
+) -> Result<Lease, Error> {
+    if extend.is_zero() {
+        return Err(invalid("lease", "must be longer than zero"));
+    }
+    let jobs = c
+        .jobs(sql::HEARTBEAT, guard(lease, args![now + extend, now]))
+        .await?;
+    let job = held(c, jobs, lease).await?;
+    job.lease
+        .ok_or_else(|| Error::Corrupt(format!("job {} is running without a lease", job.id)))
+}
+
+/// Marks the leased job completed with `result`.
+pub async fn complete(
+    c: &mut impl Conn,
+    lease: &Lease,
+    result: &Value,
+    now: Timestamp,
+) -> Result<Job, Error> {
+    let jobs = c
+        .jobs(sql::COMPLETE, guard(lease, args![result.to_string(), now]))
+        .await?;
+    held(c, jobs, lease).await
+}
+
+/// Records a failed run of the leased job.
+pub async fn fail(
+    c: &mut impl Conn,
+    lease: &Lease,
+    error: &str,
+    decision: RetryDecision,
+    now: Timestamp,
+) -> Result<Job, Error> {
+    let (attempt, reschedule, dead, state, run_at) = match decision {
+        RetryDecision::RetryAt(t) => (1_i64, 0_i64, false, JobState::Retryable, t),
+        RetryDecision::RescheduleAt(t) => (0, 1, false, JobState::Scheduled, t),
+        RetryDecision::Dead => (1, 0, true, JobState::Dead, now),
+    };
+    let tail = args![
+        attempt,
+        reschedule,
+        dead,
+        state,
+        run_at,
+        truncate(error),
+        now
+    ];
+    let jobs = c.jobs(sql::FAIL, guard(lease, tail)).await?;
+    held(c, jobs, lease).await
+}
+
+/// Takes back every running job whose lease expired by `now`.
+pub async fn rescue(c: &mut impl Conn, now: Timestamp) -> Result<Vec<Job>, Error> {
+    let mut jobs = c.jobs(sql::RESCUE, args![now]).await?;
+    jobs.sort_by_key(|job| job.id);
+    Ok(jobs)
+}
+
+/// The arguments of the lease guard (`$1` to `$3`) followed by `rest`.
+fn guard(lease: &Lease, rest: Vec<crate::backend::Arg>) -> Vec<crate::backend::Arg> {
+    let mut all = args![lease.job, lease.owner.as_str(), lease.token];
+    all.extend(rest);
+    all
+}
+
+/// The job a guarded call returned, or why the lease no longer holds.
+async fn held(c: &mut impl Conn, jobs: Vec<Job>, lease: &Lease) -> Result<Job, Error> {
+    if let Some(job) = jobs.into_iter().next() {
+        return Ok(job);
+    }
+    let found = c.jobs(sql::GET, args![lease.job]).await?;
+    Err(if found.is_empty() {
+        Error::NotFound(lease.job)
+    } else {
+        Error::LeaseLost(lease.job)
+    })
+}
+
+/// `error` cut to at most [`MAX_ERROR_LEN`] bytes on a character boundary.
+fn truncate(error: &str) -> String {
+    let mut end = error.len().min(MAX_ERROR_LEN);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    error[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_errors_are_cut_on_a_char_boundary() {
+        let long = "é".repeat(MAX_ERROR_LEN);
+        let cut = truncate(&long);
+        assert!(cut.len() <= MAX_ERROR_LEN && cut.chars().all(|c| c == 'é'));
+        assert_eq!(truncate("short"), "short");
+    }
+}

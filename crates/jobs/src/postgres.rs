@@ -1,0 +1,85 @@
+//! The PostgreSQL backend, for several gateways sharing one queue.
+
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Transaction};
+
+use crate::backend::Backend;
+use crate::config::StoreConfig;
+use crate::error::Error;
+use crate::migrate;
+use crate::sql::{self, Dialect};
+use crate::sql_store::Store;
+
+crate::conn::impl_conn!(PgConnection, Postgres, PgRow);
+
+/// A job store in a PostgreSQL database, safe to share between processes:
+/// claims lock the rows they take and skip the rows others took
+/// (`FOR UPDATE SKIP LOCKED`), so claimers never wait on each other.
+///
+/// Every process must read the same time within a small fraction of the
+/// lease: leases are decided by the clocks of the processes.
+pub type PostgresStore = Store<PostgresBackend>;
+
+/// The pool of a [`PostgresStore`].
+#[derive(Debug, Clone)]
+pub struct PostgresBackend {
+    pool: PgPool,
+}
+
+impl Store<PostgresBackend> {
+    /// Connects to `url` (`postgres://user:password@host:port/database`)
+    /// with a pool of up to 10 connections, and brings the schema up to date.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the URL is bad or the server unreachable,
+    /// [`Error::Migrate`] if the schema cannot be migrated.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, Error> {
+        let options = PgConnectOptions::from_str(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .connect_with(options)
+            .await?;
+        Self::from_pool(pool, config).await
+    }
+
+    /// A store on an existing pool (to set its size, schema or TLS), whose
+    /// schema it brings up to date.
+    ///
+    /// # Errors
+    /// [`Error::Migrate`] if the schema cannot be migrated.
+    pub async fn from_pool(pool: PgPool, config: StoreConfig) -> Result<Self, Error> {
+        migrate::migrator(migrate::POSTGRES).run(&pool).await?;
+        Ok(Store::new(PostgresBackend { pool }, config))
+    }
+
+    /// The pool, for callers that share it.
+    pub fn pool(&self) -> &PgPool {
+        &self.backend.pool
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.backend.pool.close().await;
+    }
+}
+
+impl Backend for PostgresBackend {
+    type Conn = PgConnection;
+    type Tx = Transaction<'static, Postgres>;
+    type Read = sqlx::pool::PoolConnection<Postgres>;
+    const DIALECT: &'static Dialect = &sql::POSTGRES;
+
+    async fn begin(&self) -> Result<Self::Tx, Error> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), Error> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn read(&self) -> Result<Self::Read, Error> {
+        Ok(self.pool.acquire().await?)
+    }
+}

@@ -1,0 +1,176 @@
+//! The SQLite backend: one file in WAL mode, one writer, several readers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use crate::backend::Backend;
+use crate::config::StoreConfig;
+use crate::error::Error;
+use crate::migrate;
+use crate::sql::{self, Dialect};
+use crate::sql_store::Store;
+
+crate::conn::impl_conn!(SqliteConnection, Sqlite, SqliteRow);
+
+/// A job store in a SQLite database.
+///
+/// Writes go through one connection, each in an `IMMEDIATE` transaction,
+/// so that writers queue in the pool instead of failing with "database is
+/// locked"; reads use their own connections and, thanks to WAL, never wait
+/// for the writer.
+pub type SqliteStore = Store<SqliteBackend>;
+
+/// The pools of a [`SqliteStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteBackend {
+    write: SqlitePool,
+    read: SqlitePool,
+}
+
+/// Where and how to open a [`SqliteStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    path: Option<PathBuf>,
+    full_sync: bool,
+    readers: u32,
+}
+
+impl SqliteOptions {
+    /// The database file at `path`, created if missing.
+    pub fn file(path: impl AsRef<Path>) -> Self {
+        Self {
+            path: Some(path.as_ref().to_owned()),
+            full_sync: false,
+            readers: 4,
+        }
+    }
+
+    /// A private in-memory database, gone when the store is dropped.
+    pub fn in_memory() -> Self {
+        Self {
+            path: None,
+            full_sync: false,
+            readers: 0,
+        }
+    }
+
+    /// Makes every commit wait until it is on disk (`synchronous = FULL`).
+    /// Off by default: in WAL mode with `synchronous = NORMAL` a commit
+    /// survives the process being killed, and only a power loss or an OS
+    /// crash may lose the last few.
+    #[must_use]
+    pub fn full_sync(mut self, on: bool) -> Self {
+        self.full_sync = on;
+        self
+    }
+
+    /// How many connections serve reads (at least 1; 4 by default).
+    #[must_use]
+    pub fn readers(mut self, n: u32) -> Self {
+        self.readers = n.max(1);
+        self
+    }
+}
+
+impl Store<SqliteBackend> {
+    /// Opens (creating if needed) the database file at `path` and brings its
+    /// schema up to date.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the file cannot be opened, [`Error::Migrate`]
+    /// if the schema cannot be migrated.
+    pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, Error> {
+        Self::open_with(SqliteOptions::file(path), config).await
+    }
+
+    /// A store in a private in-memory database.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn in_memory(config: StoreConfig) -> Result<Self, Error> {
+        Self::open_with(SqliteOptions::in_memory(), config).await
+    }
+
+    /// Opens a store as `options` say.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_with(options: SqliteOptions, config: StoreConfig) -> Result<Self, Error> {
+        let sync = if options.full_sync {
+            SqliteSynchronous::Full
+        } else {
+            SqliteSynchronous::Normal
+        };
+        let connect = SqliteConnectOptions::new()
+            .create_if_missing(true)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10))
+            .synchronous(sync);
+        let backend = match &options.path {
+            Some(path) => {
+                let connect = connect.filename(path).journal_mode(SqliteJournalMode::Wal);
+                let write = pool(1).connect_with(connect.clone()).await?;
+                migrate::migrator(migrate::SQLITE).run(&write).await?;
+                let read = pool(options.readers).connect_with(connect).await?;
+                SqliteBackend { write, read }
+            }
+            None => {
+                // One connection holds the whole database: it must never be
+                // closed for idling, and reads share it.
+                let memory = connect.in_memory(true);
+                let write = pool(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(memory)
+                    .await?;
+                migrate::migrator(migrate::SQLITE).run(&write).await?;
+                SqliteBackend {
+                    read: write.clone(),
+                    write,
+                }
+            }
+        };
+        Ok(Store::new(backend, config))
+    }
+
+    /// Closes the pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.backend.write.close().await;
+        self.backend.read.close().await;
+    }
+}
+
+fn pool(max: u32) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(30))
+}
+
+impl Backend for SqliteBackend {
+    type Conn = SqliteConnection;
+    type Tx = Transaction<'static, Sqlite>;
+    type Read = sqlx::pool::PoolConnection<Sqlite>;
+    const DIALECT: &'static Dialect = &sql::SQLITE;
+
+    async fn begin(&self) -> Result<Self::Tx, Error> {
+        // IMMEDIATE takes the write lock at once: a transaction that reads
+        // before it writes (every claim does) cannot be refused the upgrade
+        // by another process writing meanwhile.
+        Ok(self.write.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), Error> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn read(&self) -> Result<Self::Read, Error> {
+        Ok(self.read.acquire().await?)
+    }
+}

@@ -1,0 +1,224 @@
+//! The store trait every backend implements, and the small types it speaks.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::clock::Timestamp;
+use crate::counts::QueueCounts;
+use crate::error::Error;
+use crate::job::{Job, JobId, JobState, Lease};
+use crate::new_job::NewJob;
+use crate::retention::{Cleaned, Retention};
+
+/// Durable storage of jobs with leased, at-least-once delivery.
+///
+/// Every state change is guarded by the state it starts from (and, for a
+/// running job, by the caller's [`Lease`]), so two callers racing for one
+/// job cannot both win: a claim never hands out a job another claim holds,
+/// and a worker whose lease was lost cannot complete or fail the job.
+///
+/// Time comes from the store's [`Clock`](crate::Clock) ([`StoreConfig`](crate::StoreConfig)).
+pub trait JobStore: Send + Sync {
+    /// Stores a job. With an idempotency key that the same tenant used for
+    /// a job within the TTL, stores nothing and returns that job instead,
+    /// marked as a duplicate.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the bad field; [`Error::Database`].
+    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<Enqueued, Error>> + Send;
+
+    /// [`enqueue`](Self::enqueue) for many jobs in one transaction: all are
+    /// stored or none (an invalid job fails the batch). Answers in order.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Self::enqueue).
+    fn enqueue_batch(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<Enqueued>, Error>> + Send;
+
+    /// The job with this id, if it exists.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<Job>, Error>> + Send;
+
+    /// One page of jobs in id order, filtered by queue and state.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Page, Error>> + Send;
+
+    /// Leases up to `n` due jobs of `queue` to `worker` for `lease`, and
+    /// marks them running. Takes turns across the queue's groups (the
+    /// group served least recently first) and, within a group, the highest
+    /// priority first, then the earliest `run_at`. A paused queue gives
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty worker id; [`Error::Database`].
+    fn claim(
+        &self,
+        queue: &str,
+        worker: &str,
+        n: u32,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Job>, Error>> + Send;
+
+    /// Extends a lease to `extend` from now and returns the renewed lease.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the job was rescued, claimed again or
+    /// cancelled; [`Error::NotFound`].
+    fn heartbeat(
+        &self,
+        lease: &Lease,
+        extend: Duration,
+    ) -> impl Future<Output = Result<Lease, Error>> + Send;
+
+    /// Marks a leased job completed with its result; the attempt counts.
+    ///
+    /// # Errors
+    /// As [`heartbeat`](Self::heartbeat).
+    fn complete(
+        &self,
+        lease: &Lease,
+        result: Value,
+    ) -> impl Future<Output = Result<Job, Error>> + Send;
+
+    /// Records a failed run of a leased job and what happens next (see
+    /// [`RetryDecision`]).
+    ///
+    /// # Errors
+    /// As [`heartbeat`](Self::heartbeat).
+    fn fail(
+        &self,
+        lease: &Lease,
+        error: &str,
+        decision: RetryDecision,
+    ) -> impl Future<Output = Result<Job, Error>> + Send;
+
+    /// Takes back every running job whose lease has expired: its worker is
+    /// presumed dead. The lost run counts as an attempt; the job becomes
+    /// retryable at once, or dead if that was its last attempt. Only an
+    /// expired lease is rescued, never a job merely running for long.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn rescue(&self) -> impl Future<Output = Result<Vec<Job>, Error>> + Send;
+
+    /// Makes one dead job available again with its attempts reset.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTransition`] unless the job is dead; [`Error::NotFound`].
+    fn retry(&self, id: JobId) -> impl Future<Output = Result<Job, Error>> + Send;
+
+    /// [`retry`](Self::retry) for every dead job of `queue`; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn retry_dead(&self, queue: &str) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Cancels a job that has not finished. A running job's lease is lost.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTransition`] if it is completed, dead or cancelled;
+    /// [`Error::NotFound`].
+    fn cancel(&self, id: JobId) -> impl Future<Output = Result<Job, Error>> + Send;
+
+    /// Deletes the dead jobs of `queue` (of every queue if `None`); returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn purge_dead(&self, queue: Option<&str>) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Stops claims from `queue`; running jobs go on.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty queue name; [`Error::Database`].
+    fn pause(&self, queue: &str) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Lets claims take from `queue` again.
+    ///
+    /// # Errors
+    /// As [`pause`](Self::pause).
+    fn resume(&self, queue: &str) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Jobs by state for every queue that has jobs or was paused, by name.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn counts(&self) -> impl Future<Output = Result<Vec<QueueCounts>, Error>> + Send;
+
+    /// Deletes finished jobs older than `retention` allows and forgets
+    /// expired idempotency keys. A finished job stays while its idempotency
+    /// key lives, so that a duplicate enqueue can still be answered with it.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn cleanup(&self, retention: &Retention)
+    -> impl Future<Output = Result<Cleaned, Error>> + Send;
+}
+
+/// The answer to an enqueue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Enqueued {
+    /// The stored job: the new one, or the original for a duplicate.
+    pub job: Job,
+    /// Whether the idempotency key matched an earlier job (nothing stored).
+    pub duplicate: bool,
+}
+
+/// What happens to a job after a failed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryDecision {
+    /// Uses an attempt and runs again at this instant (retryable), or goes
+    /// dead if that was the last attempt.
+    RetryAt(Timestamp),
+    /// Runs again at this instant without using an attempt (scheduled): the
+    /// upstream said 429 with `Retry-After`, the job itself is fine.
+    /// Counted in [`Job::reschedules`] so that a worker can bound it.
+    RescheduleAt(Timestamp),
+    /// Uses an attempt and goes dead now: retrying cannot help (a 4xx, an
+    /// invalid payload).
+    Dead,
+}
+
+/// The most jobs one [`JobStore::list`] page holds.
+pub const MAX_PAGE: u32 = 1_000;
+
+/// Which jobs [`JobStore::list`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListFilter {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// Only ids after this one: the previous page's [`Page::next`].
+    pub after: Option<JobId>,
+    /// At most this many (capped at [`MAX_PAGE`]); 100 by default.
+    pub limit: u32,
+}
+
+impl Default for ListFilter {
+    fn default() -> Self {
+        Self {
+            queue: None,
+            state: None,
+            after: None,
+            limit: 100,
+        }
+    }
+}
+
+/// One page of [`JobStore::list`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page {
+    /// The jobs, in id order.
+    pub jobs: Vec<Job>,
+    /// The cursor for the next page, if the page was full.
+    pub next: Option<JobId>,
+}

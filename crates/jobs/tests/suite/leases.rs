@@ -1,0 +1,171 @@
+//! Leases: heartbeats, rescue of expired leases, and refusal of workers
+//! that lost theirs.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_jobs::{Clock, Error, JobId, JobState, JobStore, Lease, RetryDecision};
+
+use super::{Factory, LEASE, T0, claim_one, enqueue, job, open, state};
+
+pub async fn heartbeat_extends_the_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let j = enqueue(&store, job("q")).await;
+    let (_, lease) = claim_one(&store, "q", "w").await;
+    assert_eq!(lease.expires_at, T0 + LEASE);
+    clock.advance(Duration::from_secs(20));
+    let renewed = store.heartbeat(&lease, LEASE).await.unwrap();
+    assert_eq!(renewed.expires_at, T0 + Duration::from_secs(50));
+    assert_eq!((renewed.token, renewed.owner.as_str()), (lease.token, "w"));
+
+    clock.advance(Duration::from_secs(29));
+    assert!(
+        store.rescue().await.unwrap().is_empty(),
+        "the renewed lease holds"
+    );
+    clock.advance(Duration::from_secs(1));
+    let rescued = store.rescue().await.unwrap();
+    assert_eq!(rescued.iter().map(|j| j.id).collect::<Vec<_>>(), [j.id]);
+    let lost = store.heartbeat(&renewed, LEASE).await;
+    assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
+}
+
+pub async fn expired_lease_is_rescued_and_old_worker_refused(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let j = enqueue(&store, job("q")).await;
+    let (_, old) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    let rescued = store.rescue().await.unwrap();
+    assert_eq!(rescued.len(), 1);
+    let r = &rescued[0];
+    assert_eq!(
+        (r.id, r.state, r.attempts, r.run_at),
+        (j.id, JobState::Retryable, 1, clock.now())
+    );
+    assert!(r.lease.is_none());
+    assert!(
+        r.last_error.as_deref().is_some_and(|e| e.contains("w1")),
+        "{:?}",
+        r.last_error
+    );
+    assert!(store.rescue().await.unwrap().is_empty(), "rescued once");
+
+    assert!(matches!(
+        store.complete(&old, json!(1)).await,
+        Err(Error::LeaseLost(_))
+    ));
+    assert!(matches!(
+        store.heartbeat(&old, LEASE).await,
+        Err(Error::LeaseLost(_))
+    ));
+    let fail = store.fail(&old, "x", RetryDecision::Dead).await;
+    assert!(matches!(fail, Err(Error::LeaseLost(_))), "{fail:?}");
+
+    let (_, new) = claim_one(&store, "q", "w2").await;
+    assert_eq!(new.token, 2);
+    let done = store.complete(&new, json!(2)).await.unwrap();
+    assert_eq!(
+        (done.state, done.attempts, done.result),
+        (JobState::Completed, 2, Some(json!(2)))
+    );
+}
+
+pub async fn rescue_never_takes_a_live_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let idle = enqueue(&store, job("idle")).await;
+    enqueue(&store, job("q")).await;
+    let (_, mut lease) = claim_one(&store, "q", "w").await;
+    for _ in 0..10 {
+        clock.advance(Duration::from_secs(20));
+        lease = store.heartbeat(&lease, LEASE).await.unwrap();
+        assert!(
+            store.rescue().await.unwrap().is_empty(),
+            "running long is not a crash"
+        );
+    }
+    let done = store.complete(&lease, json!(null)).await.unwrap();
+    assert_eq!((done.state, done.attempts), (JobState::Completed, 1));
+    clock.advance(Duration::from_secs(86_400));
+    assert!(store.rescue().await.unwrap().is_empty());
+    assert_eq!(
+        state(&store, idle.id).await,
+        JobState::Available,
+        "waiting long is not a crash"
+    );
+}
+
+pub async fn rescue_of_last_attempt_is_dead(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let j = enqueue(&store, job("q").max_attempts(2)).await;
+    claim_one(&store, "q", "w").await;
+    clock.advance(LEASE);
+    assert_eq!(store.rescue().await.unwrap()[0].state, JobState::Retryable);
+    claim_one(&store, "q", "w").await;
+    clock.advance(LEASE);
+    let rescued = store.rescue().await.unwrap();
+    assert_eq!(
+        (rescued[0].id, rescued[0].state, rescued[0].attempts),
+        (j.id, JobState::Dead, 2)
+    );
+    assert_eq!(rescued[0].finished_at, Some(clock.now()));
+}
+
+pub async fn reclaim_by_same_worker_gets_new_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    enqueue(&store, job("q")).await;
+    let (_, old) = claim_one(&store, "q", "w").await;
+    clock.advance(LEASE);
+    store.rescue().await.unwrap();
+    let (_, new) = claim_one(&store, "q", "w").await;
+    assert_ne!(old.token, new.token);
+    assert!(matches!(
+        store.complete(&old, json!("stale")).await,
+        Err(Error::LeaseLost(_))
+    ));
+    assert!(matches!(
+        store.heartbeat(&old, LEASE).await,
+        Err(Error::LeaseLost(_))
+    ));
+    assert_eq!(
+        store.complete(&new, json!("fresh")).await.unwrap().result,
+        Some(json!("fresh"))
+    );
+}
+
+pub async fn late_completion_before_rescue_is_accepted(f: &impl Factory) {
+    // Nobody took the job back yet, so nobody else can hold it: the result
+    // stands rather than running the job twice.
+    let (store, clock) = open(f).await;
+    enqueue(&store, job("q")).await;
+    let (_, lease) = claim_one(&store, "q", "w").await;
+    clock.advance(LEASE * 2);
+    let done = store.complete(&lease, json!(null)).await.unwrap();
+    assert_eq!(done.state, JobState::Completed);
+    assert!(store.rescue().await.unwrap().is_empty());
+}
+
+pub async fn unknown_job_is_not_found(f: &impl Factory) {
+    let (store, _clock) = open(f).await;
+    let id = JobId(987_654);
+    let lease = Lease {
+        job: id,
+        owner: "w".into(),
+        token: 1,
+        expires_at: T0,
+    };
+    assert!(matches!(store.heartbeat(&lease, LEASE).await, Err(Error::NotFound(x)) if x == id));
+    assert!(matches!(
+        store.complete(&lease, json!(1)).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.fail(&lease, "e", RetryDecision::Dead).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(store.retry(id).await, Err(Error::NotFound(_))));
+    let zero = store.heartbeat(&lease, Duration::ZERO).await;
+    assert!(
+        matches!(zero, Err(Error::Invalid { field: "lease", .. })),
+        "{zero:?}"
+    );
+}

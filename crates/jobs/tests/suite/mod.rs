@@ -1,0 +1,122 @@
+//! The store suite: every behaviour of a [`JobStore`], run against each
+//! backend by `tests/sqlite.rs` and `tests/postgres.rs` through
+//! [`store_tests!`].
+
+#![allow(dead_code)] // each test binary uses all of it, rustc sees it per module
+
+pub mod admin;
+pub mod batch;
+pub mod fairness;
+pub mod idempotency;
+pub mod leases;
+pub mod lifecycle;
+pub mod stress;
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_jobs::{Job, JobId, JobState, JobStore, Lease, ManualClock, NewJob, Timestamp};
+
+/// Makes a fresh, empty store that reads time from `clock`.
+pub trait Factory: Sync {
+    /// The store it makes.
+    type Store: JobStore + 'static;
+    /// A new store with no jobs.
+    fn make(&self, clock: ManualClock) -> impl Future<Output = Self::Store> + Send;
+}
+
+/// Where every test's clock starts (November 2023).
+pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+/// The lease every test claims with.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// A fresh store and its clock, standing at [`T0`].
+pub async fn open<F: Factory>(f: &F) -> (F::Store, ManualClock) {
+    let clock = ManualClock::new(T0);
+    (f.make(clock.clone()).await, clock)
+}
+
+/// A job of kind `test.noop` on `queue`.
+pub fn job(queue: &str) -> NewJob {
+    NewJob::new(queue, "test.noop", json!({"n": 1}))
+}
+
+/// Enqueues `new` and returns the stored job.
+pub async fn enqueue(store: &impl JobStore, new: NewJob) -> Job {
+    store.enqueue(new).await.expect("enqueue").job
+}
+
+/// Claims up to `n` jobs of `queue` for `worker` with [`LEASE`].
+pub async fn claim(store: &impl JobStore, queue: &str, worker: &str, n: u32) -> Vec<Job> {
+    store.claim(queue, worker, n, LEASE).await.expect("claim")
+}
+
+/// Claims exactly one job and returns it with its lease.
+pub async fn claim_one(store: &impl JobStore, queue: &str, worker: &str) -> (Job, Lease) {
+    let mut jobs = claim(store, queue, worker, 1).await;
+    assert_eq!(jobs.len(), 1, "expected a due job in {queue}");
+    let job = jobs.remove(0);
+    let lease = job.lease.clone().expect("a claimed job is leased");
+    (job, lease)
+}
+
+/// The state of job `id`, which must exist.
+pub async fn state(store: &impl JobStore, id: JobId) -> JobState {
+    store
+        .get(id)
+        .await
+        .expect("get")
+        .expect("the job exists")
+        .state
+}
+
+/// Runs every test of the suite as a `#[tokio::test]` on the stores that
+/// `$factory` makes.
+macro_rules! store_tests {
+    ($factory:expr) => {
+        $crate::suite::store_tests!(@each $factory;
+            lifecycle::enqueue_then_get,
+            lifecycle::delayed_job_waits_for_run_at,
+            lifecycle::complete_keeps_the_result,
+            lifecycle::retries_use_attempts_then_die,
+            lifecycle::reschedule_keeps_attempts,
+            lifecycle::dead_decision_skips_retries,
+            lifecycle::cancel_guards_states,
+            batch::batch_is_atomic,
+            batch::list_pages_by_cursor,
+            leases::heartbeat_extends_the_lease,
+            leases::expired_lease_is_rescued_and_old_worker_refused,
+            leases::rescue_never_takes_a_live_lease,
+            leases::rescue_of_last_attempt_is_dead,
+            leases::reclaim_by_same_worker_gets_new_lease,
+            leases::late_completion_before_rescue_is_accepted,
+            leases::unknown_job_is_not_found,
+            idempotency::duplicate_returns_the_original,
+            idempotency::keys_are_per_tenant,
+            idempotency::key_expires_after_ttl,
+            idempotency::duplicate_within_a_batch,
+            idempotency::concurrent_enqueues_with_one_key,
+            fairness::groups_take_turns,
+            fairness::one_claim_spreads_across_groups,
+            fairness::priority_orders_a_group,
+            fairness::paused_queue_gives_nothing,
+            admin::retry_from_dead,
+            admin::retry_all_dead_of_a_queue,
+            admin::purge_removes_only_dead,
+            admin::counts_by_queue_and_state,
+            admin::retention_deletes_old_finished_jobs,
+            admin::retention_keeps_jobs_with_live_keys,
+            stress::concurrent_claimers_never_share_a_job,
+        );
+    };
+    (@each $factory:expr; $($module:ident :: $test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                $crate::suite::$module::$test(&$factory).await;
+            }
+        )*
+    };
+}
+pub(crate) use store_tests;
