@@ -86,20 +86,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
 
 async fn demo(args: DemoArgs) -> Result<(), String> {
     let sim = sim_config(args.provider_rps.as_ref());
-    let stack = Stack::start(sim.clone(), |c| {
-        // EXPERIMENT
-        if let Ok(v) = std::env::var("XP_CONC") {
-            c.queue.concurrency = v.parse().unwrap();
-        }
-        if let Ok(v) = std::env::var("XP_PAUSE") {
-            c.adaptive.max_pause_seconds = v.parse().unwrap();
-        }
-        if std::env::var("XP_DEPTH").is_ok() {
-            c.queue.max_depth_per_tenant = 1000.try_into().unwrap();
-            c.queue.max_depth_total = 1000.try_into().unwrap();
-        }
-    })
-    .await?;
+    let stack = Stack::start(sim.clone(), |_| {}).await?;
     let workload = Workload::mixed(&sim);
     let limits = limits(&workload, &sim);
     let swarm = |mode, url: String| {
@@ -218,13 +205,13 @@ async fn run_once(
     let mut live = Live::new(json, title.to_owned(), mode, limits.clone());
     let poller = GatewayPoller::new(stack, &workload);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut gw = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let gw = match mode {
-                    Mode::Gateway => Some(poller.poll().await),
-                    Mode::Direct => None,
-                };
+                if mode == Mode::Gateway {
+                    gw = Some(poller.poll().await);
+                }
                 live.update(&swarm.progress(), &stack.sim.stats(), gw.as_ref());
             }
             () = tokio::time::sleep_until(swarm.ends()) => break,
@@ -234,7 +221,7 @@ async fn run_once(
     let report = swarm.finish().await;
     let stats = stack.sim.stats();
     let elapsed = started.elapsed();
-    live.update(&progress, &stats, None);
+    live.update(&progress, &stats, gw.as_ref());
     Ok(RunSummary::new(report, &stats, &stack.sim_config, elapsed))
 }
 

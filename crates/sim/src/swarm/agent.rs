@@ -29,9 +29,10 @@ pub(crate) struct Shared {
 /// Runs agent `seed`'s loop for `tenant` until the task is aborted.
 pub(crate) async fn run(shared: Arc<Shared>, tenant: usize, seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    // Agents do not all start at once: spread their first step over one
-    // think time.
-    tokio::time::sleep(shared.workload.pick_think(&mut rng)).await;
+    // Agents do not all start at once: spread their first steps over the
+    // shortest think time.
+    let spread = shared.workload.think.0.as_micros() as u64;
+    tokio::time::sleep(Duration::from_micros(rng.u64(0..=spread))).await;
     loop {
         let priority = shared.workload.pick_priority(&mut rng);
         let (model, stream) = shared.workload.pick_model(&mut rng);

@@ -32,13 +32,13 @@ impl fmt::Display for Source {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {}", path.display())]
+    /// The file could not be read; the reason is in the message because the
+    /// CLI prints only the message.
+    #[error("cannot read config file {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
         source: io::Error,
     },
     /// The file is not valid TOML.
