@@ -160,7 +160,7 @@ impl Live {
         };
         s.push('\n');
         s.push_str(&format!(
-            "{:<26}{:>8}{:>12}{:>7}{:>11}{:>9}{:>11}{:>8}\n",
+            "{:<34}{:>8}{:>12}{:>7}{:>11}{:>9}{:>11}{:>8}\n",
             "resource",
             "limit/s",
             "admitted/s",
@@ -190,7 +190,7 @@ impl Live {
             };
             let latency = self.recent_latency(&t.name).map_or_else(|| "-".into(), ms);
             s.push_str(&format!(
-                "{:<26}{limit:>8.1}{rate:>12.1}{used:>6.0}%{:>11}{waiting:>9}{latency:>11}{:>8}\n",
+                "{:<34}{limit:>8.1}{rate:>12.1}{used:>6.0}%{:>11}{waiting:>9}{latency:>11}{:>8}\n",
                 format!("{} {}", t.kind, t.name),
                 t.in_flight,
                 c.rate_limited,
@@ -203,7 +203,7 @@ impl Live {
             0.0
         };
         s.push_str(&format!(
-            "{:<26}{:>8.1}{:>12.1}{used:>6.0}%{:>11}{:>9}{:>11}{:>8}\n",
+            "{:<34}{:>8.1}{:>12.1}{used:>6.0}%{:>11}{:>9}{:>11}{:>8}\n",
             "all", sum.0, sum.1, in_flight, "", "", sum.2
         ));
         s

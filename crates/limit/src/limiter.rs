@@ -357,7 +357,8 @@ impl Limiter {
     }
 
     /// Applies parsed upstream headers: the request quota to `requests`,
-    /// the token quota to `tokens`, and on `status` 429 a throttle of
+    /// the token quota to `tokens` (no more than `remaining` available), and
+    /// on `status` 429 a pause until the reported reset and a throttle of
     /// `requests` with the reported Retry-After.
     ///
     /// # Errors
@@ -374,10 +375,14 @@ impl Limiter {
             (tokens, headers.tokens.as_ref()),
         ];
         for (resource, quota) in pairs {
+            // Only a refusal pauses until the reset: on a success, providers
+            // report the reset of a *full* bucket, and pausing that long
+            // would stall a resource that refills continuously.
             if let (Some(resource), Some(q)) = (resource, quota)
                 && let Some(remaining) = q.remaining
             {
-                self.sync(resource, remaining, q.reset)?;
+                let reset = q.reset.filter(|_| status == 429);
+                self.sync(resource, remaining, reset)?;
             }
         }
         if status == 429

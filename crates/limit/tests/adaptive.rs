@@ -144,13 +144,19 @@ async fn upstream_headers_bring_the_bucket_in_step() {
     };
     l.observe(Some("req"), Some("tok"), 200, &headers).unwrap();
     assert_eq!(l.get_capacity("tok").unwrap().available, 1_234.0);
+    // A success saying "none left" empties the bucket but does not pause
+    // it until the provider's full-bucket reset: the next token is 100 ms
+    // away at 10/s.
     let err = l.try_acquire("req", 1).unwrap_err();
-    assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(100)));
     assert_eq!(
         l.get_capacity("req").unwrap().total,
         10,
         "a 200 does not cut capacity"
     );
+    // A refusal pauses until the reset and halves capacity.
     l.observe(Some("req"), None, 429, &headers).unwrap();
     assert_eq!(l.get_capacity("req").unwrap().total, 5);
+    let err = l.try_acquire("req", 1).unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
 }

@@ -1,0 +1,45 @@
+//! `sluice bench gateway` end to end: the shape of its JSON only. The
+//! machine is shared, so no figure is asserted.
+
+mod common;
+
+use common::run_json;
+
+#[test]
+fn bench_gateway_reports_every_part() {
+    let r = run_json(&[
+        "bench",
+        "gateway",
+        "--duration",
+        "1s",
+        "--rate",
+        "200",
+        "--json",
+    ]);
+    assert!(r["target"].is_null());
+    let latency = &r["latency"];
+    assert_eq!(latency["rate_per_second"], 200.0);
+    for side in ["direct", "gateway"] {
+        for key in ["p50_ms", "p99_ms", "p999_ms", "max_ms"] {
+            assert!(latency[side][key].is_number(), "latency.{side}.{key}: {r}");
+        }
+        assert_eq!(latency[side]["sent"], 200, "{r}");
+        assert!(r["throughput"][side]["requests_per_second"].is_number());
+    }
+    for key in ["p50_ms", "p99_ms", "p999_ms"] {
+        assert!(latency["added"][key].is_number(), "added.{key}");
+    }
+    assert!(r["throughput"]["ratio"].is_number());
+    let swarm = &r["swarm"];
+    for key in [
+        "limit_per_second",
+        "agents",
+        "offered_per_second",
+        "upstream_429s",
+        "fairness",
+    ] {
+        assert!(swarm[key].is_number(), "swarm.{key}: {r}");
+    }
+    assert!(swarm["goodput"]["share"].is_number());
+    assert!(swarm["tenants"].as_array().is_some_and(|t| t.len() == 4));
+}
