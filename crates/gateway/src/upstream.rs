@@ -214,7 +214,8 @@ where
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let limits = upstream_limits(response.headers());
-                let _ = state.limiter.observe(
+                let _ = state.limiter.observe_answer(
+                    &grant,
                     Some(&plan.requests),
                     plan.tokens.as_deref(),
                     status,

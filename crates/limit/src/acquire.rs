@@ -337,12 +337,13 @@ fn take_all(guards: &mut [MutexGuard<'_, State>], needs: &[Need], now: Nanos) ->
         .iter_mut()
         .zip(needs)
         .map(|(g, n)| {
-            let stamp = g.meter.take(now, n.cost);
+            let stamp = g.take(now, n.cost);
             g.in_flight += 1;
             Held {
                 resource: n.resource.clone(),
                 reserved: n.cost,
                 stamp,
+                taken: g.taken,
             }
         })
         .collect()

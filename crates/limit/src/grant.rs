@@ -25,6 +25,10 @@ pub(crate) struct Held {
     pub(crate) resource: Arc<Resource>,
     pub(crate) reserved: u64,
     pub(crate) stamp: Stamp,
+    /// The resource's running total of what was taken, right after this
+    /// grant's take: what an upstream's answer to this call is compared
+    /// with (see [`Limiter::observe_answer`](crate::Limiter::observe_answer)).
+    pub(crate) taken: u64,
 }
 
 impl Grant {
@@ -69,12 +73,14 @@ impl Grant {
         }
         let now = self.shared.now();
         let mut st = held.resource.lock();
+        st.adjust(
+            now,
+            held.stamp,
+            i128::from(actual) - i128::from(held.reserved),
+        );
         if actual < held.reserved {
-            st.meter.refund(now, held.stamp, held.reserved - actual);
             // Freed capacity may let the head go sooner.
             st.wake_head();
-        } else {
-            st.meter.debit(now, actual - held.reserved);
         }
         held.reserved = actual;
     }

@@ -104,13 +104,14 @@ pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Erro
 pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
     let taken = inner.take_now(&res, cost, true);
     inner.shared.dispatch();
-    let stamp = taken?;
+    let (stamp, taken) = taken?;
     Ok(Grant {
         shared: inner.shared.clone(),
         parts: vec![Held {
             resource: res,
             reserved: cost,
             stamp,
+            taken,
         }],
     })
 }

@@ -348,11 +348,28 @@ impl Limiter {
         remaining: u64,
         reset: Option<Duration>,
     ) -> Result<(), Error> {
+        self.sync_since(resource, remaining, reset, None)
+    }
+
+    /// [`Limiter::sync`], reading `remaining` as of the call `grant` made
+    /// when the grant holds `resource` (see [`Limiter::observe_answer`]).
+    fn sync_since(
+        &self,
+        resource: &str,
+        remaining: u64,
+        reset: Option<Duration>,
+        grant: Option<&Grant>,
+    ) -> Result<(), Error> {
         let inner = &self.inner;
         let res = inner.resource(resource)?;
         let now = inner.shared.now();
+        // Only the same resource object counts: one evicted and created
+        // again since the grant starts a new count.
+        let since = grant
+            .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
+            .map(|h| (h.stamp, h.taken));
         res.lock()
-            .sync(now, remaining, reset, &inner.shared.adaptive);
+            .sync(now, remaining, reset, &inner.shared.adaptive, since);
         Ok(())
     }
 
@@ -370,6 +387,43 @@ impl Limiter {
         status: u16,
         headers: &RateLimitHeaders,
     ) -> Result<(), Error> {
+        self.observe_inner(requests, tokens, status, headers, None)
+    }
+
+    /// [`Limiter::observe`] for the answer to a call made under `grant`.
+    ///
+    /// An upstream counts what it has left when the call arrives and says
+    /// so in the answer, rounded down, a round trip later. Meanwhile it has
+    /// refilled, and this limiter has granted other calls. Clamping to the
+    /// bare count would throw away up to a token of refill per answer, and
+    /// under steady load that alone costs a third of the capacity. So the
+    /// count is read as "fewer than `remaining + 1` at the grant": no more
+    /// than that plus the refill since, minus what was granted here since,
+    /// is left available. A limiter in step with its upstream is never
+    /// clamped; one that is ahead (another client shares the quota) falls
+    /// back to within about a token of it.
+    ///
+    /// # Errors
+    /// As [`Limiter::sync`].
+    pub fn observe_answer(
+        &self,
+        grant: &Grant,
+        requests: Option<&str>,
+        tokens: Option<&str>,
+        status: u16,
+        headers: &RateLimitHeaders,
+    ) -> Result<(), Error> {
+        self.observe_inner(requests, tokens, status, headers, Some(grant))
+    }
+
+    fn observe_inner(
+        &self,
+        requests: Option<&str>,
+        tokens: Option<&str>,
+        status: u16,
+        headers: &RateLimitHeaders,
+        grant: Option<&Grant>,
+    ) -> Result<(), Error> {
         let pairs = [
             (requests, headers.requests.as_ref()),
             (tokens, headers.tokens.as_ref()),
@@ -382,7 +436,7 @@ impl Limiter {
                 && let Some(remaining) = q.remaining
             {
                 let reset = q.reset.filter(|_| status == 429);
-                self.sync(resource, remaining, reset)?;
+                self.sync_since(resource, remaining, reset, grant)?;
             }
         }
         if status == 429

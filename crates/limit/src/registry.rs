@@ -120,7 +120,14 @@ impl Inner {
 
     /// The single-resource fast path: takes now or says how long to wait.
     #[inline]
-    pub(crate) fn take_now(&self, res: &Resource, cost: u64, grant: bool) -> Result<Nanos, Error> {
+    /// Takes `cost` now if it fits; returns the take's stamp and the
+    /// resource's [`taken`](crate::resource::State::taken) after it.
+    pub(crate) fn take_now(
+        &self,
+        res: &Resource,
+        cost: u64,
+        grant: bool,
+    ) -> Result<(Nanos, u64), Error> {
         let now = self.shared.now();
         let mut st = res.lock();
         st.tick(now, &self.shared, &res.name);
@@ -136,13 +143,13 @@ impl Inner {
             Ok(()) => {
                 let is_inflight = matches!(st.limit.kind(), crate::Algorithm::InFlight);
                 if grant || !is_inflight {
-                    let stamp = st.meter.take(now, cost);
+                    let stamp = st.take(now, cost);
                     if grant {
                         st.in_flight += 1;
                     }
-                    return Ok(stamp);
+                    return Ok((stamp, st.taken));
                 }
-                Ok(now)
+                Ok((now, st.taken))
             }
             Err(wait) => Err(Error::RateLimited {
                 resource: res.name.to_string(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason};
 use crate::clock::Clock;
-use crate::meter::{Check, Meter, Nanos};
+use crate::meter::{Check, Meter, Nanos, Stamp, mul_div_ceil};
 use crate::{Capacity, Limit};
 
 /// What grants and resources need of the limiter: its time and its events.
@@ -113,6 +113,7 @@ impl Resource {
                 waiters: BTreeMap::new(),
                 queued_cost: 0,
                 in_flight: 0,
+                taken: 0,
                 pinned,
                 closed: false,
             }),
@@ -144,6 +145,9 @@ pub(crate) struct State {
     pub(crate) queued_cost: u64,
     /// Grants held.
     pub(crate) in_flight: u64,
+    /// Everything taken so far, net of settles (wrapping): comparing it with
+    /// the value a grant saw tells what was taken since that grant.
+    pub(crate) taken: u64,
     /// Configured explicitly rather than from a rule: never evicted.
     pub(crate) pinned: bool,
     pub(crate) closed: bool,
@@ -337,15 +341,59 @@ impl State {
         self.wake_head();
     }
 
-    /// Aligns with an upstream's own count.
+    /// Takes `cost` from the meter and counts it in [`State::taken`].
+    pub(crate) fn take(&mut self, now: Nanos, cost: u64) -> Stamp {
+        self.taken = self.taken.wrapping_add(cost);
+        self.meter.take(now, cost)
+    }
+
+    /// Changes what a grant took by `delta` (a settle): a refund gives it
+    /// back to the meter, a debit takes more, even into debt.
+    pub(crate) fn adjust(&mut self, now: Nanos, stamp: Stamp, delta: i128) {
+        if delta < 0 {
+            let amount = u64::try_from(-delta).unwrap_or(u64::MAX);
+            self.taken = self.taken.wrapping_sub(amount);
+            self.meter.refund(now, stamp, amount);
+        } else {
+            let amount = u64::try_from(delta).unwrap_or(u64::MAX);
+            self.taken = self.taken.wrapping_add(amount);
+            self.meter.debit(now, amount);
+        }
+    }
+
+    /// Aligns with an upstream's own count: no more than `remaining` is
+    /// available from now.
+    ///
+    /// With `since`, the time and [`State::taken`] of the grant whose answer
+    /// carried the count, the count is read as an upstream's usually is:
+    /// rounded down, and as of when that call arrived, not now. What the
+    /// upstream holds now is then at most `remaining + 1`, plus what refilled
+    /// since, minus what was taken here since; clamping to the bare count
+    /// would throw away the refill of every call's round trip.
     pub(crate) fn sync(
         &mut self,
         now: Nanos,
         remaining: u64,
         reset: Option<Duration>,
         cfg: &AdaptiveConfig,
+        since: Option<(Nanos, u64)>,
     ) {
-        self.meter.clamp_available(now, remaining);
+        let bound = match since {
+            None => remaining,
+            Some((at, taken)) => {
+                let refilled = mul_div_ceil(
+                    self.limit.capacity(),
+                    now.saturating_sub(at),
+                    self.limit.window_nanos().max(1),
+                );
+                // Signed: settles since may have given back more than was taken.
+                let taken_since = self.taken.wrapping_sub(taken) as i64;
+                let bound =
+                    i128::from(remaining) + 1 + i128::from(refilled) - i128::from(taken_since);
+                u64::try_from(bound.max(0)).unwrap_or(u64::MAX)
+            }
+        };
+        self.meter.clamp_available(now, bound);
         if remaining == 0
             && let Some(reset) = reset
         {

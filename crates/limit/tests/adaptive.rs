@@ -160,3 +160,113 @@ async fn upstream_headers_bring_the_bucket_in_step() {
     let err = l.try_acquire("req", 1).unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
 }
+
+/// A provider's bucket, as a simulated upstream keeps it: 3/s, burst 10,
+/// reporting what is left rounded down when a call arrives.
+struct Provider {
+    tokens: f64,
+    at: tokio::time::Instant,
+    refused: u32,
+    admitted: u32,
+}
+
+impl Provider {
+    fn arrive(&mut self) -> u64 {
+        let now = tokio::time::Instant::now();
+        self.tokens = (self.tokens + (now - self.at).as_secs_f64() * 3.0).min(10.0);
+        self.at = now;
+        if self.tokens + 1e-9 >= 1.0 {
+            self.tokens -= 1.0;
+            self.admitted += 1;
+        } else {
+            self.refused += 1;
+        }
+        (self.tokens + 1e-9).floor() as u64
+    }
+}
+
+/// Twenty callers for 20 s against a provider with the limiter's own
+/// limit; each answer, 300 ms after its call, reports what was left.
+/// Returns (admitted, refused) at the provider.
+async fn swarm_against_provider(answer_aware: bool) -> (u32, u32) {
+    let l = Limiter::new(Rules::new().exact("m", Limit::per_second(3).burst(10))).unwrap();
+    let provider = Arc::new(Mutex::new(Provider {
+        tokens: 10.0,
+        at: tokio::time::Instant::now(),
+        refused: 0,
+        admitted: 0,
+    }));
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
+    let callers: Vec<_> = (0..20)
+        .map(|_| {
+            let (l, provider) = (l.clone(), provider.clone());
+            tokio::spawn(async move {
+                while let Ok(grant) = l.acquire("m", 1, Some(end)).await {
+                    let remaining = provider.lock().unwrap().arrive();
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let headers = RateLimitHeaders {
+                        requests: Some(Quota {
+                            limit: Some(10),
+                            remaining: Some(remaining),
+                            reset: None,
+                        }),
+                        ..Default::default()
+                    };
+                    if answer_aware {
+                        l.observe_answer(&grant, Some("m"), None, 200, &headers)
+                    } else {
+                        l.observe(Some("m"), None, 200, &headers)
+                    }
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.await.unwrap();
+    }
+    let p = provider.lock().unwrap();
+    (p.admitted, p.refused)
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_keep_the_bucket_in_step_without_wasting_capacity() {
+    // The provider's capacity over the run: 3/s × 20 s + a burst of 10.
+    let capacity = 70;
+    let (admitted, refused) = swarm_against_provider(true).await;
+    assert_eq!(refused, 0, "the limiter never sends what would be refused");
+    assert!(
+        admitted >= capacity - 1,
+        "admitted {admitted} of {capacity}: every token is used"
+    );
+    // Clamping to the bare, rounded-down, round-trip-old count throws away
+    // the refill of each answer's round trip whenever the limiter is
+    // exactly in step (here: after the opening burst, until the provider
+    // is a token ahead): the reason observe_answer exists.
+    let (bare, refused) = swarm_against_provider(false).await;
+    assert_eq!(refused, 0);
+    assert!(bare < capacity - 1, "bare {bare} vs aware {admitted}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_reins_in_a_limiter_ahead_of_its_upstream() {
+    let l = Limiter::new(Rules::new().exact("m", Limit::per_second(3).burst(10))).unwrap();
+    let grant = l.try_acquire("m", 1).unwrap();
+    // Someone else spent the provider's bucket: it has nothing left.
+    advance(Duration::from_millis(300)).await;
+    let headers = RateLimitHeaders {
+        requests: Some(Quota {
+            limit: Some(10),
+            remaining: Some(0),
+            reset: None,
+        }),
+        ..Default::default()
+    };
+    l.observe_answer(&grant, Some("m"), None, 200, &headers)
+        .unwrap();
+    // At most the rounding (1) and the refill of 300 ms at 3/s (0.9,
+    // rounded up to 1) are left, not the 9 the limiter thought it had.
+    let available = l.get_capacity("m").unwrap().available;
+    assert!(available <= 2.0, "{available}");
+    assert!(available >= 1.0, "{available}");
+}
