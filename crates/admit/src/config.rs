@@ -17,8 +17,10 @@ pub struct QueueConfig {
     pub max_depth_per_tenant: NonZeroUsize,
     /// Entries queued in all. Seed: 200, the global backpressure limit.
     pub max_depth_total: NonZeroUsize,
-    /// Admitted requests running at once. Seed: 10 workers. The queue is
-    /// *busy* when more than twice this many entries wait.
+    /// Admitted requests running at once, per lane (see
+    /// [`Ticket::lane`](crate::Ticket::lane)). Seed: 10 workers. The queue
+    /// is *busy* when more than twice this many entries wait per lane with
+    /// entries waiting.
     pub concurrency: NonZeroUsize,
     /// The starvation guard: a class with entries queued is passed over by
     /// higher classes at most this many dispatches in a row; `None` is pure
@@ -40,7 +42,8 @@ impl QueueConfig {
         weights: Weights::UNIFORM,
     };
 
-    /// The backlog above which the queue reports busy: twice the concurrency.
+    /// The backlog per lane with entries waiting above which the queue
+    /// reports busy: twice the concurrency.
     pub fn busy_threshold(&self) -> usize {
         self.concurrency.get().saturating_mul(2)
     }

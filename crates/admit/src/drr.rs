@@ -123,6 +123,7 @@ impl Drr {
     }
 
     /// The weight `tenant` is served with, if it has entries queued.
+    #[cfg(test)]
     pub(crate) fn weight(&self, tenant: &str) -> Option<u32> {
         self.tenants.get(tenant).map(|q| q.weight)
     }

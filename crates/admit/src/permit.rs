@@ -28,6 +28,7 @@ pub struct Permit<T> {
     shared: Arc<Shared<T>>,
     flight: Option<(FlightKey, watch::Sender<Option<T>>)>,
     tenant: Arc<str>,
+    lane: Arc<str>,
     priority: Priority,
     waited: Duration,
     /// The slot went back early ([`Permit::dispatched`]).
@@ -39,6 +40,7 @@ impl<T> Permit<T> {
         shared: Arc<Shared<T>>,
         flight: Option<(FlightKey, watch::Sender<Option<T>>)>,
         tenant: Arc<str>,
+        lane: Arc<str>,
         priority: Priority,
         waited: Duration,
     ) -> Self {
@@ -46,6 +48,7 @@ impl<T> Permit<T> {
             shared,
             flight,
             tenant,
+            lane,
             priority,
             waited,
             released: false,
@@ -61,7 +64,7 @@ impl<T> Permit<T> {
         if !self.released {
             self.released = true;
             self.shared
-                .with(|state, now, wakers| state.release(now, wakers));
+                .with(|state, now, wakers| state.release(&self.lane, now, wakers));
         }
     }
 
@@ -106,7 +109,7 @@ impl<T> Drop for Permit<T> {
                 state.end_flight(key, tx);
             }
             if !self.released {
-                state.release(now, wakers);
+                state.release(&self.lane, now, wakers);
             }
         });
         drop(flight);

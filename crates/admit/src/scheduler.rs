@@ -92,34 +92,10 @@ impl Scheduler {
         self.classes.iter().map(|c| c.tenant_len(tenant)).sum()
     }
 
-    /// Weight of `tenant` and the sum of the weights of every tenant queued,
-    /// each tenant counted once, for estimating its share of dispatches.
-    pub(crate) fn share(&self, tenant: &str) -> (u32, u32) {
-        let mut seen: Vec<&Arc<str>> = Vec::new();
-        let mut total = 0u32;
-        let mut own = 0;
-        for class in &self.classes {
-            for t in class.tenants() {
-                if seen.contains(&t) {
-                    continue;
-                }
-                seen.push(t);
-                let w = class.weight(t).unwrap_or(1);
-                total = total.saturating_add(w);
-                if &**t == tenant {
-                    own = w;
-                }
-            }
-        }
-        (own, total)
-    }
-
-    /// Tenants with at least one entry queued, in any class.
-    pub(crate) fn tenant_count(&self) -> usize {
-        let mut tenants: Vec<&Arc<str>> = self.classes.iter().flat_map(Drr::tenants).collect();
-        tenants.sort_unstable();
-        tenants.dedup();
-        tenants.len()
+    /// Tenants with at least one entry queued, in any class (a tenant in
+    /// several classes appears once per class).
+    pub(crate) fn tenants(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.classes.iter().flat_map(Drr::tenants)
     }
 
     /// Empties the queue, returning every entry.
@@ -216,18 +192,19 @@ mod tests {
     }
 
     #[test]
-    fn counts_tenants_once_across_classes() {
+    fn counts_tenants_across_classes() {
         let mut s = Scheduler::new(None);
         let a: Arc<str> = Arc::from("a");
         let b: Arc<str> = Arc::from("b");
         s.push(Priority::High, &a, 2, 1);
         s.push(Priority::Low, &a, 2, 2);
         s.push(Priority::Low, &b, 3, 3);
-        assert_eq!(s.tenant_count(), 2);
+        let mut tenants: Vec<&str> = s.tenants().map(|t| &**t).collect();
+        tenants.sort_unstable();
+        assert_eq!(tenants, ["a", "a", "b"]);
         assert_eq!(s.tenant_len("a"), 2);
         assert_eq!(s.class_len(Priority::Low), 2);
-        assert_eq!(s.share("a"), (2, 5));
         assert_eq!(s.drain().len(), 3);
-        assert_eq!(s.tenant_count(), 0);
+        assert_eq!(s.tenants().count(), 0);
     }
 }

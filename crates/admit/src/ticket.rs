@@ -21,6 +21,12 @@ pub struct Ticket {
     pub dedup_key: Option<String>,
     /// When to give up waiting (in the queue, or for the leader it joined).
     pub deadline: Instant,
+    /// The lane it waits in: typically the resource the request will wait
+    /// for next (a model, an API). Each lane has its own
+    /// [`concurrency`](crate::QueueConfig::concurrency) slots and fair queue,
+    /// so requests for a slow resource never hold the slots that requests
+    /// for an idle one need. `None`: the one shared lane.
+    pub lane: Option<Arc<str>>,
 }
 
 impl Ticket {
@@ -31,6 +37,7 @@ impl Ticket {
             priority: Priority::Normal,
             dedup_key: None,
             deadline,
+            lane: None,
         }
     }
 
@@ -38,6 +45,13 @@ impl Ticket {
     #[must_use]
     pub fn with_priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// This ticket, in lane `lane` (see [`Ticket::lane`]).
+    #[must_use]
+    pub fn with_lane(mut self, lane: impl Into<Arc<str>>) -> Self {
+        self.lane = Some(lane.into());
         self
     }
 

@@ -197,7 +197,7 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
     ("sluice_queue_rejected_total", Kind::Counter, Unit::Count,
         "Requests refused admission, by reason (requests)."),
     ("sluice_busy", Kind::Gauge, Unit::Count,
-        "1 while the admission backlog exceeds twice the dispatch concurrency, else 0 (boolean)."),
+        "1 while the admission backlog exceeds twice the dispatch concurrency per waiting lane, else 0 (boolean)."),
     ("sluice_upstream_latency_seconds", Kind::Histogram, Unit::Seconds,
         "Time per upstream attempt until response headers, by provider (seconds)."),
     ("sluice_upstream_attempts_total", Kind::Counter, Unit::Count,
@@ -285,7 +285,7 @@ pub fn queue_rejected(reason: &'static str) {
     counter!("sluice_queue_rejected_total", "reason" => reason).increment(1);
 }
 
-/// Sets the busy signal (the backlog exceeds twice the dispatch concurrency).
+/// Sets the busy signal (the backlog exceeds twice the dispatch concurrency per waiting lane).
 pub fn busy(busy: bool) {
     gauge!("sluice_busy").set(if busy { 1.0 } else { 0.0 });
 }

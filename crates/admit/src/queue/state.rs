@@ -1,8 +1,15 @@
 //! The queue's state, changed only under its lock.
 //!
-//! Invariant after every change: either nothing is queued or every slot is
-//! held. [`State::dispatch`] restores it whenever a slot frees or an entry
-//! arrives.
+//! Entries wait in *lanes*, one per resource a caller names on its ticket
+//! (the model or API the request will wait for in the limiter), each with
+//! its own priority classes, fair queue and `concurrency` slots. Lanes keep
+//! a slow resource from holding every slot while others sit idle; depth
+//! limits and deduplication stay global.
+//!
+//! Invariant after every change, per lane: either nothing is queued or
+//! every slot is held. [`State::dispatch`] restores it whenever a slot of
+//! the lane frees or an entry arrives. A lane with nothing queued and no
+//! slot held is removed, so lanes are bounded by the entries they hold.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -41,6 +48,7 @@ pub(crate) enum Status {
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) tenant: Arc<str>,
+    pub(crate) lane: Arc<str>,
     pub(crate) priority: Priority,
     pub(crate) deadline: Instant,
     pub(crate) enqueued: Instant,
@@ -70,13 +78,21 @@ struct Counters {
     cancelled: u64,
 }
 
+/// One resource's line: its own classes, fair queue and slots.
+#[derive(Debug)]
+struct Lane {
+    scheduler: Scheduler,
+    in_flight: usize,
+}
+
 #[derive(Debug)]
 pub(crate) struct State<T> {
     config: QueueConfig,
-    scheduler: Scheduler,
+    lanes: HashMap<Arc<str>, Lane>,
     entries: HashMap<EntryId, Entry>,
     next_id: EntryId,
     flights: HashMap<FlightKey, FlightRx<T>>,
+    /// Slots held, all lanes.
     in_flight: usize,
     rate: DispatchRate,
     counters: Counters,
@@ -86,8 +102,8 @@ pub(crate) struct State<T> {
 impl<T> State<T> {
     pub(crate) fn new(config: QueueConfig, now: Instant) -> Self {
         State {
-            scheduler: Scheduler::new(config.starvation_guard.map(NonZeroU32::get)),
             config,
+            lanes: HashMap::new(),
             entries: HashMap::new(),
             next_id: 0,
             flights: HashMap::new(),
@@ -120,11 +136,9 @@ impl<T> State<T> {
         }
         // A free slot implies an empty queue (the invariant), so a full queue
         // means every slot is held and waiting is the only option.
-        let scope = if self.scheduler.tenant_len(&ticket.tenant)
-            >= self.config.max_depth_per_tenant.get()
-        {
+        let scope = if self.tenant_depth(&ticket.tenant) >= self.config.max_depth_per_tenant.get() {
             Some(Scope::Tenant)
-        } else if self.scheduler.len() >= self.config.max_depth_total.get() {
+        } else if self.queued() >= self.config.max_depth_total.get() {
             Some(Scope::Total)
         } else {
             None
@@ -138,12 +152,21 @@ impl<T> State<T> {
         let id = self.next_id;
         self.next_id += 1;
         let weight = self.config.weights.of(&ticket.tenant).get();
-        self.scheduler
+        let lane_name: Arc<str> = ticket.lane.unwrap_or_else(|| Arc::from(""));
+        let guard = self.config.starvation_guard.map(NonZeroU32::get);
+        self.lanes
+            .entry(Arc::clone(&lane_name))
+            .or_insert_with(|| Lane {
+                scheduler: Scheduler::new(guard),
+                in_flight: 0,
+            })
+            .scheduler
             .push(ticket.priority, &ticket.tenant, weight, id);
         self.entries.insert(
             id,
             Entry {
                 tenant: ticket.tenant,
+                lane: Arc::clone(&lane_name),
                 priority: ticket.priority,
                 deadline: ticket.deadline,
                 enqueued: now,
@@ -156,7 +179,7 @@ impl<T> State<T> {
             self.flights.insert(key.clone(), rx);
             (key, tx)
         });
-        self.dispatch(now, wakers);
+        self.dispatch(&lane_name, now, wakers);
         Ok(Enqueued::Queued { id, flight })
     }
 
@@ -165,36 +188,54 @@ impl<T> State<T> {
     /// weighted share of the dispatch rate.
     fn retry_after(&mut self, scope: Scope, tenant: &str, now: Instant) -> std::time::Duration {
         let backlog = match scope {
-            Scope::Total => self.scheduler.len() as f64,
+            Scope::Total => self.queued() as f64,
             Scope::Tenant => {
-                let (own, total) = self.scheduler.share(tenant);
-                self.scheduler.tenant_len(tenant) as f64 * f64::from(total) / f64::from(own.max(1))
+                let (own, total) = self.share(tenant);
+                self.tenant_depth(tenant) as f64 * f64::from(total) / f64::from(own.max(1))
             }
         };
         self.rate.drain_time(backlog, now)
     }
 
-    /// Hands free slots to queued entries in scheduling order. An entry
-    /// whose deadline has passed leaves instead, charging its tenant nothing.
-    pub(crate) fn dispatch(&mut self, now: Instant, wakers: &mut Vec<Waker>) {
-        while self.in_flight < self.config.concurrency.get() {
-            let Some((priority, id)) = self.scheduler.peek() else {
+    /// Hands the free slots of `lane` to its queued entries in scheduling
+    /// order. An entry whose deadline has passed leaves instead, charging
+    /// its tenant nothing. Removes the lane once it holds nothing.
+    pub(crate) fn dispatch(&mut self, lane: &str, now: Instant, wakers: &mut Vec<Waker>) {
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return;
+        };
+        while l.in_flight < self.config.concurrency.get() {
+            let Some((priority, id)) = l.scheduler.peek() else {
                 break;
             };
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
             if entry.deadline <= now {
-                self.scheduler.remove(priority, &entry.tenant, id);
+                l.scheduler.remove(priority, &entry.tenant, id);
                 entry.status = Status::Expired;
                 self.counters.expired += 1;
             } else {
-                let popped = self.scheduler.pop();
+                let popped = l.scheduler.pop();
                 debug_assert_eq!(popped, Some(id));
                 entry.status = Status::Granted { at: now };
+                l.in_flight += 1;
                 self.in_flight += 1;
                 self.counters.dispatched += 1;
                 self.rate.record(now);
             }
             wakers.extend(entry.waker.take());
+        }
+        if l.in_flight == 0 && l.scheduler.len() == 0 {
+            self.lanes.remove(lane);
+        }
+    }
+
+    /// Takes queued entry `id` out of its lane's scheduler.
+    fn unqueue(&mut self, entry: &Entry, id: EntryId) {
+        if let Some(l) = self.lanes.get_mut(&entry.lane) {
+            l.scheduler.remove(entry.priority, &entry.tenant, id);
+            if l.in_flight == 0 && l.scheduler.len() == 0 {
+                self.lanes.remove(&entry.lane);
+            }
         }
     }
 
@@ -211,7 +252,7 @@ impl<T> State<T> {
     pub(crate) fn expire(&mut self, id: EntryId) {
         if let Some(entry) = self.entries.remove(&id) {
             debug_assert_eq!(entry.status, Status::Queued);
-            self.scheduler.remove(entry.priority, &entry.tenant, id);
+            self.unqueue(&entry, id);
             self.counters.expired += 1;
         }
     }
@@ -223,18 +264,21 @@ impl<T> State<T> {
         };
         match entry.status {
             Status::Queued => {
-                self.scheduler.remove(entry.priority, &entry.tenant, id);
+                self.unqueue(&entry, id);
                 self.counters.cancelled += 1;
             }
-            Status::Granted { .. } => self.release(now, wakers),
+            Status::Granted { .. } => self.release(&entry.lane, now, wakers),
             Status::Expired | Status::Closed => {}
         }
     }
 
-    /// A slot comes back.
-    pub(crate) fn release(&mut self, now: Instant, wakers: &mut Vec<Waker>) {
+    /// A slot of `lane` comes back.
+    pub(crate) fn release(&mut self, lane: &str, now: Instant, wakers: &mut Vec<Waker>) {
         self.in_flight -= 1;
-        self.dispatch(now, wakers);
+        if let Some(l) = self.lanes.get_mut(lane) {
+            l.in_flight -= 1;
+        }
+        self.dispatch(lane, now, wakers);
     }
 
     /// The leader of `key` is done (finished, or gone without a result).
@@ -255,25 +299,69 @@ impl<T> State<T> {
     /// Refuses new tickets and sends every queued entry away.
     pub(crate) fn close(&mut self, wakers: &mut Vec<Waker>) {
         self.closed = true;
-        for id in self.scheduler.drain() {
+        let queued: Vec<EntryId> = self
+            .lanes
+            .values_mut()
+            .flat_map(|l| l.scheduler.drain())
+            .collect();
+        self.lanes.retain(|_, l| l.in_flight > 0);
+        for id in queued {
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
             entry.status = Status::Closed;
             wakers.extend(entry.waker.take());
         }
     }
 
+    /// More than twice the concurrency waits, on average, in each lane
+    /// with entries waiting.
     pub(crate) fn is_busy(&self) -> bool {
-        self.scheduler.len() > self.config.busy_threshold()
+        let waiting_lanes = self
+            .lanes
+            .values()
+            .filter(|l| l.scheduler.len() > 0)
+            .count();
+        self.queued() > self.config.busy_threshold().saturating_mul(waiting_lanes)
+    }
+
+    /// Entries waiting, all lanes.
+    fn queued(&self) -> usize {
+        self.lanes.values().map(|l| l.scheduler.len()).sum()
     }
 
     pub(crate) fn tenant_depth(&self, tenant: &str) -> usize {
-        self.scheduler.tenant_len(tenant)
+        self.lanes
+            .values()
+            .map(|l| l.scheduler.tenant_len(tenant))
+            .sum()
+    }
+
+    /// Weight of `tenant` and the sum of the weights of every tenant with
+    /// entries waiting, each counted once.
+    fn share(&self, tenant: &str) -> (u32, u32) {
+        let total = self
+            .waiting_tenants()
+            .iter()
+            .map(|t| self.config.weights.of(t).get())
+            .fold(0u32, u32::saturating_add);
+        (self.config.weights.of(tenant).get(), total)
+    }
+
+    fn waiting_tenants(&self) -> Vec<&Arc<str>> {
+        let mut tenants: Vec<&Arc<str>> = self
+            .lanes
+            .values()
+            .flat_map(|l| l.scheduler.tenants())
+            .collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        tenants
     }
 
     pub(crate) fn stats(&self) -> Stats {
         Stats {
-            queued_by_priority: Priority::ALL.map(|p| self.scheduler.class_len(p)),
-            queued_tenants: self.scheduler.tenant_count(),
+            queued_by_priority: Priority::ALL
+                .map(|p| self.lanes.values().map(|l| l.scheduler.class_len(p)).sum()),
+            queued_tenants: self.waiting_tenants().len(),
             in_flight: self.in_flight,
             flights: self.flights.len(),
             busy: self.is_busy(),

@@ -59,7 +59,12 @@ impl<T> Waiter<T> {
             match status {
                 Status::Granted { at } => {
                     let entry = state.collect(id).expect("entry exists");
-                    granted = Some((entry.tenant, entry.priority, at - entry.enqueued));
+                    granted = Some((
+                        entry.tenant,
+                        entry.lane,
+                        entry.priority,
+                        at - entry.enqueued,
+                    ));
                     Poll::Ready(Ok(()))
                 }
                 Status::Expired => {
@@ -90,11 +95,12 @@ impl<T> Waiter<T> {
         let result = std::task::ready!(result);
         self.armed = false;
         Poll::Ready(result.map(|()| {
-            let (tenant, priority, waited) = granted.expect("granted");
+            let (tenant, lane, priority, waited) = granted.expect("granted");
             Permit::new(
                 Arc::clone(&self.shared),
                 self.flight.take(),
                 tenant,
+                lane,
                 priority,
                 waited,
             )

@@ -176,7 +176,11 @@ async fn run(
         t.model = Some(model.clone());
     }
     let stream = usage::is_stream(&json);
-    let mut ticket = Ticket::new(ctx.workspace.clone(), ctx.deadline).with_priority(ctx.priority);
+    // The model's own lane: requests for a model at its limit wait
+    // without holding the slots that requests for other models need.
+    let mut ticket = Ticket::new(ctx.workspace.clone(), ctx.deadline)
+        .with_priority(ctx.priority)
+        .with_lane(model.as_str());
     // A stream cannot be handed to a second client: only whole answers
     // are shared between requests with the same id.
     if ctx.client_id && !stream {

@@ -25,7 +25,9 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         reasons.push("draining");
     }
     if state.queue.is_busy() {
-        reasons.push("busy: the admission backlog exceeds twice the dispatch concurrency");
+        reasons.push(
+            "busy: the admission backlog exceeds twice the dispatch concurrency per waiting lane",
+        );
     }
     let status = if reasons.is_empty() {
         StatusCode::OK

@@ -165,10 +165,11 @@ async fn run(
         r
     };
     // The same admission queue as model calls: priorities, per-tenant
-    // fairness and depth limits. Proxied bodies stream, so nothing is
-    // shared between duplicates here.
-    let ticket =
-        sluice_admit::Ticket::new(ctx.workspace.clone(), ctx.deadline).with_priority(ctx.priority);
+    // fairness and depth limits, in the API's own lane. Proxied bodies
+    // stream, so nothing is shared between duplicates here.
+    let ticket = sluice_admit::Ticket::new(ctx.workspace.clone(), ctx.deadline)
+        .with_priority(ctx.priority)
+        .with_lane(plan.requests.as_str());
     let mut permit = match state.queue.admit(ticket).await? {
         sluice_admit::Admission::Run(p) => p,
         // Only tickets with a dedup key can join; this one has none.
