@@ -38,13 +38,14 @@
 
 mod bulkhead;
 mod config;
-mod drr;
 mod error;
+mod fair;
 mod permit;
 mod priority;
 mod queue;
 mod rate;
 mod scheduler;
+mod service;
 mod stats;
 mod ticket;
 

@@ -15,11 +15,12 @@
 use std::sync::Arc;
 
 use crate::Priority;
-use crate::drr::{Drr, EntryId};
+use crate::fair::{EntryId, FairQueue};
+use crate::service::Service;
 
 #[derive(Debug)]
 pub(crate) struct Scheduler {
-    classes: [Drr; 3],
+    classes: [FairQueue; 3],
     passed_over: [u32; 3],
     /// `None`: pure strict priority.
     guard: Option<u32>,
@@ -34,12 +35,12 @@ impl Scheduler {
         }
     }
 
-    pub(crate) fn push(&mut self, priority: Priority, tenant: &Arc<str>, weight: u32, id: EntryId) {
+    pub(crate) fn push(&mut self, priority: Priority, tenant: &Arc<str>, id: EntryId) {
         let class = priority.index();
         if self.classes[class].is_empty() {
             self.passed_over[class] = 0;
         }
-        self.classes[class].push(tenant, weight, id);
+        self.classes[class].push(tenant, id);
     }
 
     /// The class the next dispatch goes to.
@@ -58,14 +59,15 @@ impl Scheduler {
     }
 
     /// The entry [`Scheduler::pop`] would return, and its class.
-    pub(crate) fn peek(&self) -> Option<(Priority, EntryId)> {
+    pub(crate) fn peek(&self, service: &Service) -> Option<(Priority, EntryId)> {
         let class = self.pick()?;
-        Some((Priority::ALL[class], self.classes[class].peek()?))
+        let (id, _) = self.classes[class].peek(service)?;
+        Some((Priority::ALL[class], id))
     }
 
-    pub(crate) fn pop(&mut self) -> Option<EntryId> {
+    pub(crate) fn pop(&mut self, service: &Service) -> Option<EntryId> {
         let class = self.pick()?;
-        let id = self.classes[class].pop();
+        let id = self.classes[class].pop(service);
         for lower in class + 1..3 {
             if !self.classes[lower].is_empty() {
                 self.passed_over[lower] = self.passed_over[lower].saturating_add(1);
@@ -81,13 +83,14 @@ impl Scheduler {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.classes.iter().map(Drr::len).sum()
+        self.classes.iter().map(FairQueue::len).sum()
     }
 
     pub(crate) fn class_len(&self, priority: Priority) -> usize {
         self.classes[priority.index()].len()
     }
 
+    #[cfg(test)]
     pub(crate) fn tenant_len(&self, tenant: &str) -> usize {
         self.classes.iter().map(|c| c.tenant_len(tenant)).sum()
     }
@@ -95,13 +98,13 @@ impl Scheduler {
     /// Tenants with at least one entry queued, in any class (a tenant in
     /// several classes appears once per class).
     pub(crate) fn tenants(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.classes.iter().flat_map(Drr::tenants)
+        self.classes.iter().flat_map(FairQueue::tenants)
     }
 
     /// Empties the queue, returning every entry.
     pub(crate) fn drain(&mut self) -> Vec<EntryId> {
         self.passed_over = [0; 3];
-        self.classes.iter_mut().flat_map(Drr::drain).collect()
+        self.classes.iter_mut().flat_map(FairQueue::drain).collect()
     }
 }
 
@@ -109,10 +112,13 @@ impl Scheduler {
 mod tests {
     use super::*;
 
+    /// No tenant has been served: every tag is level.
+    static NONE: std::sync::LazyLock<Service> = std::sync::LazyLock::new(Service::default);
+
     fn fill(s: &mut Scheduler, priority: Priority, ids: std::ops::Range<EntryId>) {
         let t: Arc<str> = Arc::from("t");
         for id in ids {
-            s.push(priority, &t, 1, id);
+            s.push(priority, &t, id);
         }
     }
 
@@ -122,7 +128,7 @@ mod tests {
         fill(&mut s, Priority::Low, 0..3);
         fill(&mut s, Priority::Normal, 10..13);
         fill(&mut s, Priority::High, 20..23);
-        let order: Vec<_> = std::iter::from_fn(|| s.pop()).collect();
+        let order: Vec<_> = std::iter::from_fn(|| s.pop(&NONE)).collect();
         assert_eq!(order, [20, 21, 22, 10, 11, 12, 0, 1, 2]);
     }
 
@@ -131,7 +137,7 @@ mod tests {
         let mut s = Scheduler::new(Some(3));
         fill(&mut s, Priority::High, 0..100);
         fill(&mut s, Priority::Low, 100..110);
-        let order: Vec<_> = (0..12).map(|_| s.pop().unwrap() >= 100).collect();
+        let order: Vec<_> = (0..12).map(|_| s.pop(&NONE).unwrap() >= 100).collect();
         let low_at: Vec<_> = (0..12).filter(|&i| order[i]).collect();
         assert_eq!(low_at, [3, 7, 11]);
     }
@@ -143,7 +149,7 @@ mod tests {
             fill(&mut s, Priority::High, 0..1000);
             fill(&mut s, Priority::Normal, 1000..2000);
             fill(&mut s, Priority::Low, 2000..3000);
-            let classes: Vec<_> = (0..600).map(|_| s.pop().unwrap() / 1000).collect();
+            let classes: Vec<_> = (0..600).map(|_| s.pop(&NONE).unwrap() / 1000).collect();
             for class in 1..3 {
                 // Dispatches of a higher class in a row while this one waited.
                 let mut run = 0;
@@ -171,13 +177,13 @@ mod tests {
         let mut s = Scheduler::new(Some(2));
         fill(&mut s, Priority::High, 0..100);
         fill(&mut s, Priority::Low, 100..101);
-        s.pop();
+        s.pop(&NONE);
         assert!(s.remove(Priority::Low, "t", 100));
         fill(&mut s, Priority::Low, 101..102);
         // A fresh Low entry waits a full guard's worth again.
-        assert!(s.pop().unwrap() < 100);
-        assert!(s.pop().unwrap() < 100);
-        assert_eq!(s.pop(), Some(101));
+        assert!(s.pop(&NONE).unwrap() < 100);
+        assert!(s.pop(&NONE).unwrap() < 100);
+        assert_eq!(s.pop(&NONE), Some(101));
     }
 
     #[test]
@@ -185,8 +191,8 @@ mod tests {
         let mut s = Scheduler::new(Some(1));
         fill(&mut s, Priority::High, 0..5);
         fill(&mut s, Priority::Low, 10..15);
-        while let Some((_, id)) = s.peek() {
-            assert_eq!(s.pop(), Some(id));
+        while let Some((_, id)) = s.peek(&NONE) {
+            assert_eq!(s.pop(&NONE), Some(id));
         }
         assert_eq!(s.len(), 0);
     }
@@ -196,9 +202,9 @@ mod tests {
         let mut s = Scheduler::new(None);
         let a: Arc<str> = Arc::from("a");
         let b: Arc<str> = Arc::from("b");
-        s.push(Priority::High, &a, 2, 1);
-        s.push(Priority::Low, &a, 2, 2);
-        s.push(Priority::Low, &b, 3, 3);
+        s.push(Priority::High, &a, 1);
+        s.push(Priority::Low, &a, 2);
+        s.push(Priority::Low, &b, 3);
         let mut tenants: Vec<&str> = s.tenants().map(|t| &**t).collect();
         tenants.sort_unstable();
         assert_eq!(tenants, ["a", "a", "b"]);

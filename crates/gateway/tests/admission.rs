@@ -223,7 +223,7 @@ async fn a_blocked_model_does_not_hold_up_another() {
 /// all of the first twelve completions; equal weights must give each about
 /// half.
 ///
-/// Tolerance ±1: deficit round robin with unit costs and equal weights
+/// Tolerance ±1: start-time fair queuing with unit costs and equal weights
 /// alternates the two backlogged tenants exactly (a tenant's count never
 /// differs from its share by a whole weight). The one-in-flight limit makes
 /// the upstream calls strictly sequential, 20 ms each, and completions are

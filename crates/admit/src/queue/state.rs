@@ -4,7 +4,8 @@
 //! (the model or API the request will wait for in the limiter), each with
 //! its own priority classes, fair queue and `concurrency` slots. Lanes keep
 //! a slow resource from holding every slot while others sit idle; depth
-//! limits and deduplication stay global.
+//! limits, deduplication and the tenants' service accounts (see
+//! [`Service`]) stay global, so fairness holds across lanes.
 //!
 //! Invariant after every change, per lane: either nothing is queued or
 //! every slot is held. [`State::dispatch`] restores it whenever a slot of
@@ -19,10 +20,11 @@ use std::task::Waker;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::drr::EntryId;
 use crate::error::{Error, Scope};
+use crate::fair::EntryId;
 use crate::rate::DispatchRate;
 use crate::scheduler::Scheduler;
+use crate::service::Service;
 use crate::{Priority, QueueConfig, Stats, Ticket};
 
 /// A deduplication key: scoped to its tenant.
@@ -89,6 +91,7 @@ struct Lane {
 pub(crate) struct State<T> {
     config: QueueConfig,
     lanes: HashMap<Arc<str>, Lane>,
+    service: Service,
     entries: HashMap<EntryId, Entry>,
     next_id: EntryId,
     flights: HashMap<FlightKey, FlightRx<T>>,
@@ -104,6 +107,7 @@ impl<T> State<T> {
         State {
             config,
             lanes: HashMap::new(),
+            service: Service::default(),
             entries: HashMap::new(),
             next_id: 0,
             flights: HashMap::new(),
@@ -151,7 +155,6 @@ impl<T> State<T> {
 
         let id = self.next_id;
         self.next_id += 1;
-        let weight = self.config.weights.of(&ticket.tenant).get();
         let lane_name: Arc<str> = ticket.lane.unwrap_or_else(|| Arc::from(""));
         let guard = self.config.starvation_guard.map(NonZeroU32::get);
         self.lanes
@@ -161,7 +164,8 @@ impl<T> State<T> {
                 in_flight: 0,
             })
             .scheduler
-            .push(ticket.priority, &ticket.tenant, weight, id);
+            .push(ticket.priority, &ticket.tenant, id);
+        self.service.join(&ticket.tenant);
         self.entries.insert(
             id,
             Entry {
@@ -205,17 +209,20 @@ impl<T> State<T> {
             return;
         };
         while l.in_flight < self.config.concurrency.get() {
-            let Some((priority, id)) = l.scheduler.peek() else {
+            let Some((priority, id)) = l.scheduler.peek(&self.service) else {
                 break;
             };
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
             if entry.deadline <= now {
                 l.scheduler.remove(priority, &entry.tenant, id);
+                self.service.leave(&entry.tenant);
                 entry.status = Status::Expired;
                 self.counters.expired += 1;
             } else {
-                let popped = l.scheduler.pop();
+                let popped = l.scheduler.pop(&self.service);
                 debug_assert_eq!(popped, Some(id));
+                let weight = self.config.weights.of(&entry.tenant).get();
+                self.service.served(&entry.tenant, weight);
                 entry.status = Status::Granted { at: now };
                 l.in_flight += 1;
                 self.in_flight += 1;
@@ -232,7 +239,9 @@ impl<T> State<T> {
     /// Takes queued entry `id` out of its lane's scheduler.
     fn unqueue(&mut self, entry: &Entry, id: EntryId) {
         if let Some(l) = self.lanes.get_mut(&entry.lane) {
-            l.scheduler.remove(entry.priority, &entry.tenant, id);
+            if l.scheduler.remove(entry.priority, &entry.tenant, id) {
+                self.service.leave(&entry.tenant);
+            }
             if l.in_flight == 0 && l.scheduler.len() == 0 {
                 self.lanes.remove(&entry.lane);
             }
@@ -307,6 +316,7 @@ impl<T> State<T> {
         self.lanes.retain(|_, l| l.in_flight > 0);
         for id in queued {
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
+            self.service.leave(&entry.tenant);
             entry.status = Status::Closed;
             wakers.extend(entry.waker.take());
         }
@@ -329,10 +339,7 @@ impl<T> State<T> {
     }
 
     pub(crate) fn tenant_depth(&self, tenant: &str) -> usize {
-        self.lanes
-            .values()
-            .map(|l| l.scheduler.tenant_len(tenant))
-            .sum()
+        self.service.waiting(tenant)
     }
 
     /// Weight of `tenant` and the sum of the weights of every tenant with
@@ -361,7 +368,7 @@ impl<T> State<T> {
         Stats {
             queued_by_priority: Priority::ALL
                 .map(|p| self.lanes.values().map(|l| l.scheduler.class_len(p)).sum()),
-            queued_tenants: self.waiting_tenants().len(),
+            queued_tenants: self.service.waiting_tenants(),
             in_flight: self.in_flight,
             flights: self.flights.len(),
             busy: self.is_busy(),

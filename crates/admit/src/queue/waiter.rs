@@ -10,7 +10,7 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use super::Shared;
 use super::state::{FlightKey, FlightRx, Status};
-use crate::drr::EntryId;
+use crate::fair::EntryId;
 use crate::{Admission, Error, Permit};
 
 /// A queued entry, seen from its caller. Dropping it (the caller gave up)
