@@ -18,6 +18,7 @@
 pub mod config;
 pub mod context;
 pub mod error;
+mod limits;
 pub mod metrics;
 pub mod response;
 pub mod routes;

@@ -220,6 +220,13 @@ impl RedisLimiter {
         self.inner.replicas.load(Ordering::Relaxed).max(1)
     }
 
+    /// The resources this replica used recently, by name.
+    pub fn resources(&self) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.inner.specs).keys().cloned().collect();
+        names.sort();
+        names
+    }
+
     /// The rules resources are limited by.
     pub fn rules(&self) -> &Rules {
         &self.inner.rules
