@@ -359,3 +359,39 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_redis_reports_every_mode() {
+    let Ok(url) = std::env::var("SLUICE_TEST_REDIS_URL") else {
+        eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "redis", "--url", &url, "--duration", "300ms"])
+        .args(["--replicas", "2", "--clients", "4", "--json"])
+        .output()
+        .expect("sluice runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for mode in ["naive", "exact", "leased"] {
+        assert!(
+            r[mode]["total_decisions_per_second"].as_f64().unwrap() > 0.0,
+            "{mode}: {r}"
+        );
+        assert!(r[mode]["p99_ms"].is_number(), "{mode}");
+        assert_eq!(r[mode]["replicas"].as_array().unwrap().len(), 2, "{mode}");
+    }
+    for mode in ["exact", "leased"] {
+        let o = &r[mode]["over_admission"];
+        // Counts, not timings: what was admitted stays within the bound.
+        assert!(
+            o["admitted"].as_u64().unwrap() as f64 <= o["bound"].as_f64().unwrap() + 1.0,
+            "{o}"
+        );
+    }
+    assert!(r["redis_benchmark"]["installed"].is_boolean());
+}
