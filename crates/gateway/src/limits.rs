@@ -130,11 +130,8 @@ impl Limits {
                 if status == 429
                     && let Some(resource) = requests.or(tokens)
                 {
-                    let wait = headers.retry_after.or_else(|| {
-                        let q = headers.requests.as_ref()?;
-                        q.reset.filter(|_| q.remaining == Some(0))
-                    });
-                    r.report_throttled(resource, wait).await?;
+                    r.report_throttled(resource, headers.throttle_wait())
+                        .await?;
                 }
                 Ok(())
             }

@@ -119,16 +119,7 @@ impl AppState {
             None => Limits::Local(limiter.clone()),
         };
         limiter.spawn_maintenance(Duration::from_secs(1));
-        limiter.on_change(|c| {
-            crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
-            tracing::info!(
-                resource = %c.resource,
-                from = c.previous,
-                to = c.capacity,
-                reason = c.reason.as_str(),
-                "capacity changed"
-            );
-        });
+        limiter.on_change(capacity_changed);
 
         let mut tenants = HashMap::new();
         let mut queue_config = config.queue.clone();
@@ -228,6 +219,18 @@ impl AppState {
     }
 }
 
+/// Counts and logs a capacity change, in-process or shared.
+fn capacity_changed(c: &sluice_limit::CapacityChange) {
+    crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
+    tracing::info!(
+        resource = %c.resource,
+        from = c.previous,
+        to = c.capacity,
+        reason = c.reason.as_str(),
+        "capacity changed"
+    );
+}
+
 fn adaptive(config: &Config) -> AdaptiveConfig {
     AdaptiveConfig {
         reduce_factor: config.adaptive.reduce_factor,
@@ -268,16 +271,7 @@ async fn connect_redis(config: &Config, r: &RedisSettings) -> Result<RedisLimite
             tracing::info!("redis is back: limits are shared again");
         }
     });
-    limiter.on_change(|c| {
-        crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
-        tracing::info!(
-            resource = %c.resource,
-            from = c.previous,
-            to = c.capacity,
-            reason = c.reason.as_str(),
-            "shared capacity changed"
-        );
-    });
+    limiter.on_change(capacity_changed);
     if limiter.is_degraded() {
         tracing::warn!(url = %r.url, "redis unreachable at start: limits are degraded");
     }

@@ -84,6 +84,15 @@ pub struct RateLimitHeaders {
 }
 
 impl RateLimitHeaders {
+    /// How long a 429 with these headers asks to pause: the Retry-After,
+    /// else the request quota's reset when nothing remains of it.
+    pub fn throttle_wait(&self) -> Option<Duration> {
+        self.retry_after.or_else(|| {
+            let q = self.requests.as_ref()?;
+            q.reset.filter(|_| q.remaining == Some(0))
+        })
+    }
+
     /// Reads the rate-limit headers among `headers`, ignoring the others.
     ///
     /// Values that cannot be read leave their field `None`; where a header

@@ -442,11 +442,7 @@ impl Limiter {
         if status == 429
             && let Some(resource) = requests.or(tokens)
         {
-            let wait = headers.retry_after.or_else(|| {
-                let q = headers.requests.as_ref()?;
-                q.reset.filter(|_| q.remaining == Some(0))
-            });
-            self.report_throttled(resource, wait)?;
+            self.report_throttled(resource, headers.throttle_wait())?;
         }
         Ok(())
     }
