@@ -796,3 +796,26 @@ fn spawn_renewal(weak: std::sync::Weak<Inner>) -> JoinHandle<()> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_replica_gets_its_share_never_zero() {
+        let rules = Rules::new()
+            .exact("m", Limit::per_second(10).burst(10))
+            .prefix("s:", Limit::sliding_window(10, Duration::from_secs(60)))
+            .fallback(Limit::in_flight(2));
+        let third = share(&rules, 3);
+        assert_eq!(third.resolve("m"), Some(Limit::per_second(3).burst(3)));
+        assert_eq!(
+            third.resolve("s:x"),
+            Some(Limit::sliding_window(3, Duration::from_secs(60)))
+        );
+        // 2 slots over 3 replicas: 1 each, not 0 (a share of nothing
+        // would refuse everything while Redis is away).
+        assert_eq!(third.resolve("other"), Some(Limit::in_flight(1)));
+        assert_eq!(share(&rules, 0).resolve("m"), rules.resolve("m"));
+    }
+}
