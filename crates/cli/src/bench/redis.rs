@@ -39,6 +39,9 @@ pub struct RedisArgs {
     /// all).
     #[arg(long, default_value_t = 50)]
     pub clients: usize,
+    /// Script calls in flight per replica (exact mode's pipelining).
+    #[arg(long, default_value_t = 8)]
+    pub pipeline: usize,
     /// Length of each measured run.
     #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
     pub duration: Duration,
@@ -182,6 +185,7 @@ async fn run(args: &RedisArgs, url: &str) -> Result<Value, String> {
         "url": url,
         "replicas": args.replicas,
         "clients_per_replica": args.clients,
+        "pipeline": args.pipeline,
         "duration_s": secs,
         "naive": naive,
         "exact": modes["exact"],
@@ -266,6 +270,7 @@ async fn replicas(
         cfg.replica_id = format!("bench-{i}");
         cfg.mode = mode;
         cfg.timeout = Duration::from_secs(2);
+        cfg.max_in_flight_calls = args.pipeline.max(1);
         let l = RedisLimiter::connect(cfg, rules.clone(), AdaptiveConfig::default())
             .await
             .map_err(|e| e.to_string())?;
