@@ -216,6 +216,11 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
         Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
     };
     if let Some(after) = persist(ctx, lease, |s, l| s.fail(l, &error, decision)).await {
+        if let RetryDecision::RetryAt(t) | RetryDecision::RescheduleAt(t) = decision
+            && after.state != JobState::Dead
+        {
+            ctx.wake_after(queue, t.since(now));
+        }
         let reason = if after.state == JobState::Dead {
             ctx.stats.dead.fetch_add(1, Ordering::Relaxed);
             "dead"
