@@ -574,17 +574,22 @@ async fn the_cleaner_removes_finished_jobs_past_their_retention() {
 #[tokio::test]
 async fn retries_and_notified_enqueues_run_without_waiting_for_a_poll() {
     let store = Arc::new(sqlite().await);
+    let runs: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let r = Arc::clone(&runs);
     let handlers = Handlers::new()
         .on(
             "flaky",
-            handler_fn(|job| async move {
-                if job.attempts == 0 {
-                    Outcome::Retry {
-                        error: "503".into(),
-                        retry_after: Some(Duration::from_millis(100)),
+            handler_fn(move |job| {
+                r.lock().unwrap().push(std::time::Instant::now());
+                async move {
+                    if job.attempts == 0 {
+                        Outcome::Retry {
+                            error: "503".into(),
+                            retry_after: Some(Duration::from_millis(100)),
+                        }
+                    } else {
+                        Outcome::Completed(json!("ok"))
                     }
-                } else {
-                    Outcome::Completed(json!("ok"))
                 }
             }),
         )
@@ -601,6 +606,13 @@ async fn retries_and_notified_enqueues_run_without_waiting_for_a_poll() {
         .unwrap();
     let job = wait_state(&*store, flaky, JobState::Completed).await;
     assert_eq!(job.attempts, 2);
+    let runs = runs.lock().unwrap().clone();
+    let gap = runs[1] - runs[0];
+    assert!(
+        gap >= Duration::from_millis(100),
+        "never before its time: {gap:?}"
+    );
+    println!("retry due after 100 ms started after {gap:?}");
     let later = enqueue(&*store, NewJob::new("q", "echo", json!({"n": 2}))).await;
     pool.notify("q");
     wait_state(&*store, later, JobState::Completed).await;
