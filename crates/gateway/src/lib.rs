@@ -18,6 +18,7 @@
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod jobs;
 pub mod metrics;
 pub mod response;
 pub mod routes;

@@ -27,6 +27,10 @@ impl Gateway {
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
         let state = AppState::new(config)?;
+        if state.config.jobs.enabled {
+            let jobs = crate::jobs::Jobs::open(&state.config).await?;
+            let _ = state.jobs.set(jobs);
+        }
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
@@ -81,6 +85,9 @@ impl Gateway {
             }
         }
         state.queue.close();
+        if let Some(jobs) = state.jobs.get() {
+            jobs.shutdown().await;
+        }
         state.shutdown_writers().await;
         Ok(())
     }

@@ -38,6 +38,8 @@ pub struct Inner {
     pub(crate) metrics: Metrics,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
+    pub(crate) jobs: std::sync::OnceLock<crate::jobs::Jobs>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
 }
 
@@ -76,6 +78,14 @@ pub enum StartError {
     /// Metrics could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// The job store could not be opened.
+    #[error("cannot open the job store {store}: {detail}")]
+    Jobs {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
 }
 
 impl AppState {
@@ -158,6 +168,7 @@ impl AppState {
                 draining: AtomicBool::new(false),
                 metrics,
                 traces,
+                jobs: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         })

@@ -103,6 +103,7 @@ impl Default for Config {
             trace: TraceConfig::default(),
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
+            jobs: super::JobsConfig::default(),
         }
     }
 }
