@@ -19,6 +19,9 @@ const DEFAULT_QUEUES: &[&str] = &["default", "discord"];
 pub struct JobsConfig {
     /// Whether the job store opens and the jobs API answers (default true).
     pub enabled: bool,
+    /// Whether this gateway runs workers (default true). Off for a replica
+    /// that only takes and answers API calls while others run the jobs.
+    pub workers: bool,
     /// `"sqlite"` (the file `{data_dir}/jobs.db`) or a
     /// `postgres://user:password@host:port/database` URL.
     pub store: String,
@@ -76,6 +79,7 @@ impl Default for JobsConfig {
     fn default() -> Self {
         JobsConfig {
             enabled: true,
+            workers: true,
             store: SQLITE.to_owned(),
             completed_retention_seconds: 3_600,
             dead_retention_seconds: 86_400,
