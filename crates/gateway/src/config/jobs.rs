@@ -164,6 +164,96 @@ pub(crate) fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::load_str;
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<crate::config::Config, String> {
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        load_str(text, "sluice.toml", env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let c = load("", &[]).unwrap();
+        let j = &c.jobs;
+        assert!(j.enabled && j.workers);
+        assert_eq!(j.store, "sqlite");
+        assert_eq!(
+            j.location(&c.data_dir),
+            StoreLocation::Sqlite("./sluice-data/jobs.db".into())
+        );
+        assert_eq!(
+            (j.completed_retention_seconds, j.dead_retention_seconds),
+            (3_600, 86_400)
+        );
+        assert_eq!(j.idempotency_ttl_seconds, 86_400);
+        let q = &j.queues["default"];
+        assert_eq!(
+            (q.concurrency, q.rate, q.group_rate, q.max_attempts),
+            (5, 10.0, None, 3)
+        );
+    }
+
+    #[test]
+    fn queues_merge_by_name_and_take_overrides() {
+        let c = load(
+            "[jobs.queues.email]\nconcurrency = 2\n[jobs.queues.default]\ngroup_rate = 1.5",
+            &[
+                ("SLUICE_JOBS__QUEUES__DISCORD__RATE", "2.5"),
+                ("SLUICE_JOBS__STORE", "postgres://db/jobs"),
+            ],
+        )
+        .unwrap();
+        let q = &c.jobs.queues;
+        assert_eq!(q["email"].concurrency, 2);
+        assert_eq!(q["email"].rate, 10.0, "unset keys take the queue defaults");
+        assert_eq!(q["default"].group_rate, Some(1.5));
+        assert_eq!(q["default"].concurrency, 5);
+        assert_eq!(q["discord"].rate, 2.5);
+        assert_eq!(
+            c.jobs.location(&c.data_dir),
+            StoreLocation::Postgres("postgres://db/jobs".into())
+        );
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        for (text, key) in [
+            ("[jobs]\ncolour = 1", "colour"),
+            ("[jobs.queues.email]\nconcurency = 2", "concurency"),
+            ("[jobs]\nstore = \"mysql://db\"", "jobs.store"),
+            ("[jobs]\nlease_ms = 0", "jobs.lease_ms"),
+            ("[jobs]\nheartbeat_ms = 30000", "jobs.heartbeat_ms"),
+            (
+                "[jobs.queues.email]\nconcurrency = 0",
+                "jobs.queues.email.concurrency",
+            ),
+            ("[jobs.queues.email]\nrate = -1.0", "jobs.queues.email.rate"),
+            (
+                "[jobs.queues.email]\nmax_attempts = 0",
+                "jobs.queues.email.max_attempts",
+            ),
+            (
+                "[jobs.queues.default]\ngroup_rate = 0.0",
+                "jobs.queues.default.group_rate",
+            ),
+        ] {
+            let e = load(text, &[]).expect_err(text);
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let e = load("", &[("SLUICE_JOBS__LEASE_MS", "soon")]).unwrap_err();
+        assert!(
+            e.contains("jobs.lease_ms") && e.contains("SLUICE_JOBS__LEASE_MS"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn check_config_hides_the_store_password() {
+        let c = load("[jobs]\nstore = \"postgres://u:hunter2@db/jobs\"", &[]).unwrap();
+        let shown = c.to_toml();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("[jobs.queues.default]"), "{shown}");
+    }
 
     #[test]
     fn passwords_are_hidden() {

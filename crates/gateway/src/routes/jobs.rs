@@ -371,3 +371,43 @@ async fn tenant_page(
     }
     Ok((out, filter.after))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_map_to_their_statuses() {
+        let status = |e| store_error(e).status().as_u16();
+        let down = sluice_jobs::Error::Database(sqlx_pool_timeout());
+        let unavailable = store_error(sluice_jobs::Error::Database(sqlx_pool_timeout()));
+        assert!(
+            unavailable.to_string().contains("job store is unavailable"),
+            "{unavailable}"
+        );
+        assert_eq!(status(down), 503);
+        assert_eq!(status(sluice_jobs::Error::NotFound(JobId(7))), 404);
+        let conflict = sluice_jobs::Error::InvalidTransition {
+            id: JobId(7),
+            state: JobState::Completed,
+            action: "retry",
+        };
+        assert_eq!(status(conflict), 409);
+        assert_eq!(status(sluice_jobs::Error::LeaseLost(JobId(7))), 409);
+        let invalid = store_error(sluice_jobs::Error::Invalid {
+            field: "queue",
+            reason: "must not be empty",
+        });
+        assert_eq!(
+            (
+                invalid.status().as_u16(),
+                invalid.body()["error"]["param"].as_str()
+            ),
+            (400, Some("queue"))
+        );
+    }
+
+    fn sqlx_pool_timeout() -> sqlx::Error {
+        sqlx::Error::PoolTimedOut
+    }
+}
