@@ -2,7 +2,6 @@
 //! startup and closed on shutdown, the retention cleaner, and the queue
 //! gauges read at scrape time.
 
-pub(crate) mod kinds;
 mod store;
 
 use std::time::Duration;

@@ -31,6 +31,11 @@ fn http_job(queue: &str) -> Value {
     })
 }
 
+/// A `discord.create_role` job with this payload.
+fn discord(payload: Value) -> Value {
+    json!({"queue": "discord", "kind": "discord.create_role", "payload": payload})
+}
+
 /// A gateway that answers the jobs API and runs no workers.
 async fn api_only(edit: impl FnOnce(&mut Config)) -> Harness {
     Harness::with(sim_config(), |c| {
@@ -295,6 +300,24 @@ async fn every_bad_input_is_a_400_naming_its_field() {
         (with("kind", json!("email.send")), "kind"),
         (without("payload"), "payload"),
         (with("payload", json!("post it")), "payload"),
+        (
+            with(
+                "payload",
+                json!({"api": "nowhere", "method": "GET", "path": "/x"}),
+            ),
+            "payload.api",
+        ),
+        (
+            with(
+                "payload",
+                json!({"api": "slack", "method": "BREW", "path": "/x"}),
+            ),
+            "payload.method",
+        ),
+        (
+            discord(json!({"guild_id": "not-a-snowflake", "name": "mod"})),
+            "payload.guild_id",
+        ),
         (with("max_attempts", json!(-1)), "max_attempts"),
         (with("max_attempts", json!(0)), "max_attempts"),
         (with("max_attempts", json!(1000)), "max_attempts"),
@@ -334,6 +357,11 @@ async fn every_bad_input_is_a_400_naming_its_field() {
     let res = h.send("/v1/jobs/batch", &batch).await;
     let e = expect_error(res, 400, "invalid_request").await;
     assert_eq!(e["param"], "jobs[2].kind", "{e}");
+    let bad_role = discord(json!({"guild_id": "x", "name": "mod"}));
+    let batch = json!({"jobs": [job.clone(), job.clone(), job.clone(), bad_role]});
+    let res = h.send("/v1/jobs/batch", &batch).await;
+    let e = expect_error(res, 400, "invalid_request").await;
+    assert_eq!(e["param"], "jobs[3].payload.guild_id", "{e}");
     let res = h.send("/v1/jobs/batch", &json!({"jobs": []})).await;
     assert_eq!(
         expect_error(res, 400, "invalid_request").await["param"],
@@ -435,9 +463,7 @@ async fn unknown_jobs_are_404_and_invalid_transitions_409() {
 #[tokio::test]
 async fn a_batch_is_stored_whole_or_not_at_all() {
     let h = api_only(|_| {}).await;
-    let mut keyed = http_job("discord");
-    keyed["kind"] = json!("discord.create_role");
-    keyed["payload"] = json!({"guild_id": "1", "name": "mod"});
+    let mut keyed = discord(json!({"guild_id": "81384788765712384", "name": "mod"}));
     keyed["idempotency_key"] = json!("batch-key");
     let batch = json!({"jobs": [http_job("default"), keyed.clone(), keyed]});
     let res = h

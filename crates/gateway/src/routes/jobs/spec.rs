@@ -9,7 +9,6 @@ use sluice_jobs::{DEFAULT_GROUP, NewJob, Timestamp};
 
 use crate::config::validate_jobs::MAX_ATTEMPTS;
 use crate::error::ApiError;
-use crate::jobs::kinds;
 use crate::state::AppState;
 
 /// How far ahead `run_at` may be.
@@ -76,22 +75,29 @@ impl JobSpec {
             ));
         };
         let kind = self.kind.ok_or_else(|| bad("kind", "is required".into()))?;
-        if !kinds::KINDS.contains(&kind.as_str()) {
+        if !sluice_jobs::KINDS.contains(&kind.as_str()) {
+            let kinds = sluice_jobs::KINDS.join(", ");
             return Err(bad(
                 "kind",
-                format!("unknown kind {kind:?}: one of {}", kinds::KINDS.join(", ")),
+                format!("unknown kind {kind:?}: one of {kinds}"),
             ));
         }
         let payload = self
             .payload
             .ok_or_else(|| bad("payload", "is required".into()))?;
-        if let Err(p) = kinds::validate(&kind, &payload) {
-            let name = if p.field.is_empty() {
-                "payload".to_owned()
-            } else {
-                format!("payload.{}", p.field)
-            };
-            return Err(bad(&name, p.message));
+        // The error names the field from `payload` down: `payload.guild_id`.
+        sluice_jobs::validate_payload(&kind, &payload).map_err(|p| bad(&p.field, p.message))?;
+        // An `http` job calls a configured API by name, never a URL of its
+        // own; a name the gateway does not know would only fail later.
+        if kind == sluice_jobs::kinds::HTTP_KIND
+            && let Some(api) = payload.get("api").and_then(Value::as_str)
+            && state.config.api(api).is_none()
+        {
+            let known: Vec<&str> = state.config.apis.iter().map(|a| a.name.as_str()).collect();
+            return Err(bad(
+                "payload.api",
+                format!("unknown API {api:?}: one of {}", known.join(", ")),
+            ));
         }
         let max_attempts = match self.max_attempts {
             None => settings.max_attempts,
