@@ -5,10 +5,14 @@
 pub mod discord;
 pub mod http;
 mod payload;
+mod response;
 
 pub use payload::PayloadError;
 
 use serde_json::Value;
+use sluice_limit::Limiter;
+
+use crate::worker::Handlers;
 
 /// The kind of a job that calls a configured HTTP API.
 pub const HTTP_KIND: &str = "http";
@@ -60,6 +64,33 @@ pub fn validate_payload(kind: &str, payload: &Value) -> Result<(), PayloadError>
     }
 }
 
+impl Handlers {
+    /// Handlers for every kind in [`KINDS`]: `http` calls `http_apis`, the
+    /// `discord.*` kinds call Discord as `discord` says, all with `client`
+    /// and through `limiter` (the gateway's, so that jobs share each API's
+    /// bucket with interactive traffic).
+    ///
+    /// # Errors
+    /// [`sluice_limit::Error`] if Discord's global limit cannot be
+    /// configured on the limiter.
+    pub fn standard(
+        limiter: &Limiter,
+        http_apis: http::HttpApis,
+        discord: discord::DiscordConfig,
+        client: reqwest::Client,
+    ) -> Result<Handlers, sluice_limit::Error> {
+        let discord = discord::DiscordHandler::new(discord, client.clone(), limiter.clone())?;
+        let mut handlers = Handlers::new().on(
+            HTTP_KIND,
+            http::HttpHandler::new(http_apis, client, limiter.clone()),
+        );
+        for kind in &KINDS[1..] {
+            handlers = handlers.on(*kind, discord.clone());
+        }
+        Ok(handlers)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +102,25 @@ mod tests {
             let err = validate_payload(kind, &json!({"no_such_field": 1})).unwrap_err();
             assert_ne!(err.field, "kind", "{kind}: {err}");
         }
+    }
+
+    #[test]
+    fn standard_handlers_cover_every_kind() {
+        let limiter = Limiter::new(sluice_limit::Rules::new()).unwrap();
+        let handlers = Handlers::standard(
+            &limiter,
+            http::HttpApis::new(),
+            discord::DiscordConfig::default(),
+            reqwest::Client::new(),
+        )
+        .unwrap();
+        let mut kinds = KINDS.to_vec();
+        kinds.sort_unstable();
+        assert_eq!(handlers.kinds(), kinds);
+        assert!(
+            limiter.contains("api:discord"),
+            "the global bucket is configured"
+        );
     }
 
     #[test]

@@ -90,7 +90,6 @@ pub(crate) fn rate_limit_wait(queue: &str) {
     counter!(RATE_LIMIT_WAITS, "queue" => queue.to_owned()).increment(1);
 }
 
-#[allow(dead_code)] // used by the http and discord kinds
 pub(crate) fn upstream_429(endpoint: &str, retry_after: Option<Duration>) {
     counter!(UPSTREAM_429, "endpoint" => endpoint.to_owned()).increment(1);
     if let Some(d) = retry_after {
@@ -98,7 +97,6 @@ pub(crate) fn upstream_429(endpoint: &str, retry_after: Option<Duration>) {
     }
 }
 
-#[allow(dead_code)] // used by the discord kinds
 pub(crate) fn global_429() {
     counter!(GLOBAL_429).increment(1);
 }

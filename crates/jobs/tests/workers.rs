@@ -535,3 +535,35 @@ async fn workers_run_jobs_on_postgres() {
     }
     pool.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn the_cleaner_removes_finished_jobs_past_their_retention() {
+    let store = Arc::new(sqlite().await);
+    let handlers = echo().on("fatal", handler_fn(|_| async { Outcome::fatal("400") }));
+    let done = enqueue(&*store, NewJob::new("q", "echo", json!({}))).await;
+    let dead = enqueue(&*store, NewJob::new("q", "fatal", json!({}))).await;
+    let pool = WorkerPool::builder(Arc::clone(&store), limiter())
+        .handlers(handlers)
+        .queue(QueueConfig::new("q"))
+        .configure(|c| {
+            fast(c);
+            c.cleanup_every = Some(Duration::from_millis(50));
+            c.retention = sluice_jobs::Retention {
+                completed: Duration::ZERO,
+                dead: Duration::from_secs(3_600),
+                cancelled: Duration::ZERO,
+            };
+        })
+        .start()
+        .unwrap();
+    eventually("the completed job to be cleaned", || async {
+        store.get(done).await.unwrap().is_none()
+    })
+    .await;
+    pool.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        get(&*store, dead).await.state,
+        JobState::Dead,
+        "kept for its hour"
+    );
+}

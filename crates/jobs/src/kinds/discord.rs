@@ -1,8 +1,19 @@
 //! The seven Discord operations of the seed's synthesis engine, as job
 //! kinds with typed payloads, run against Discord's REST API under its
 //! global and per-route rate limits.
+//!
+//! Every call takes one unit of the limiter resource `api:discord` (the
+//! global bucket, seed: 50/s) and waits on Discord's per-route bucket as
+//! learned from `X-RateLimit-Bucket`, `-Remaining` and `-Reset-After`, so
+//! that it waits instead of drawing a 429. A 429 with
+//! `X-RateLimit-Global: true` (or `"global": true`) is counted in
+//! `sluice_jobs_global_429_total` and logged as critical.
 
+mod buckets;
+mod handler;
 mod payload;
+
+pub use handler::{DiscordConfig, DiscordHandler};
 
 pub use payload::{
     Call, ChannelType, Color, CreateChannel, CreateRole, DeleteChannel, DeleteRole, MemberRole,

@@ -12,6 +12,7 @@ use sluice_jobs::{JobState, JobStore, SqliteStore, StoreConfig};
 pub use sluice_limit::Limiter;
 
 /// Re-exported so tests need not name the limiter crate.
+#[allow(unused_imports)] // not every test binary uses both
 pub use sluice_limit::{Limit, Rules};
 
 /// A private in-memory SQLite store on the system clock.

@@ -315,6 +315,8 @@ pub struct Call {
     /// The rate-limit route: method and path with every id but the major
     /// one (guild or channel) replaced by `:id`, as Discord buckets it.
     pub route: String,
+    /// The major parameter (guild or channel id) Discord counts per.
+    pub major: String,
     /// The JSON body, if the call has one.
     pub body: Option<Value>,
     /// Sent as `X-Audit-Log-Reason`.
@@ -351,6 +353,7 @@ impl Operation {
                     method: "POST",
                     path: format!("/guilds/{}/roles", p.guild_id),
                     route: format!("POST /guilds/{}/roles", p.guild_id),
+                    major: p.guild_id.to_string(),
                     body: Some(Value::Object(body)),
                     reason: reason(&p.reason),
                 }
@@ -359,6 +362,7 @@ impl Operation {
                 method: "DELETE",
                 path: format!("/guilds/{}/roles/{}", p.guild_id, p.role_id),
                 route: format!("DELETE /guilds/{}/roles/:id", p.guild_id),
+                major: p.guild_id.to_string(),
                 body: None,
                 reason: reason(&p.reason),
             },
@@ -375,6 +379,7 @@ impl Operation {
                         p.guild_id, p.user_id, p.role_id
                     ),
                     route: format!("{method} /guilds/{}/members/:id/roles/:id", p.guild_id),
+                    major: p.guild_id.to_string(),
                     body: None,
                     reason: reason(&p.reason),
                 }
@@ -391,6 +396,7 @@ impl Operation {
                     method: "POST",
                     path: format!("/guilds/{}/channels", p.guild_id),
                     route: format!("POST /guilds/{}/channels", p.guild_id),
+                    major: p.guild_id.to_string(),
                     body: Some(Value::Object(body)),
                     reason: reason(&p.reason),
                 }
@@ -399,6 +405,7 @@ impl Operation {
                 method: "DELETE",
                 path: format!("/channels/{}", p.channel_id),
                 route: format!("DELETE /channels/{}", p.channel_id),
+                major: p.channel_id.to_string(),
                 body: None,
                 reason: reason(&p.reason),
             },
@@ -411,6 +418,7 @@ impl Operation {
                     method: "PUT",
                     path: format!("/channels/{}/permissions/{}", p.channel_id, p.overwrite_id),
                     route: format!("PUT /channels/{}/permissions/:id", p.channel_id),
+                    major: p.channel_id.to_string(),
                     body: Some(Value::Object(body)),
                     reason: reason(&p.reason),
                 }
