@@ -3,10 +3,14 @@
 //! gauges read at scrape time.
 
 mod store;
+mod workers;
 
 use std::time::Duration;
 
-use sluice_jobs::{JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig};
+use sluice_jobs::{
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+};
+use sluice_limit::Limiter;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, JobsConfig, StoreLocation};
@@ -23,6 +27,8 @@ const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Jobs {
     store: AnyStore,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The workers, when this gateway runs them.
+    pool: tokio::sync::Mutex<Option<WorkerPool>>,
 }
 
 impl Jobs {
@@ -61,7 +67,29 @@ impl Jobs {
         Ok(Jobs {
             store,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
+            pool: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Starts workers for the configured queues on `limiter` (the
+    /// gateway's), calling upstreams with `client`.
+    ///
+    /// # Errors
+    /// [`StartError::Workers`] naming what cannot be used.
+    pub async fn start_workers(
+        &self,
+        config: &Config,
+        limiter: &Limiter,
+        client: reqwest::Client,
+    ) -> Result<(), StartError> {
+        let pool = workers::start(config, self.store.clone(), limiter, client)?;
+        tracing::info!(
+            worker = pool.worker_id(),
+            queues = config.jobs.queues.len(),
+            "job workers started"
+        );
+        *self.pool.lock().await = Some(pool);
+        Ok(())
     }
 
     /// The store.
@@ -69,8 +97,13 @@ impl Jobs {
         &self.store
     }
 
-    /// Stops the cleaner and closes the store.
-    pub async fn shutdown(&self) {
+    /// Stops the workers (running jobs get `grace` to finish, then go back
+    /// to the store with no attempt used), the cleaner, and closes the store.
+    pub async fn shutdown(&self, grace: Duration) {
+        if let Some(pool) = self.pool.lock().await.take() {
+            let report = pool.shutdown(grace).await;
+            tracing::info!(?report, "job workers stopped");
+        }
         if let Some(task) = self.cleaner.lock().ok().and_then(|mut c| c.take()) {
             task.abort();
         }

@@ -134,6 +134,9 @@ fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
             ("sluice_queue_wait_seconds", WAIT_BUCKETS),
             ("sluice_limiter_wait_seconds", WAIT_BUCKETS),
             ("sluice_retry_after_seconds", RETRY_AFTER_BUCKETS),
+            (sluice_jobs::metrics::DURATION, LATENCY_BUCKETS),
+            (sluice_jobs::metrics::WAIT, WAIT_BUCKETS),
+            (sluice_jobs::metrics::RETRY_AFTER, RETRY_AFTER_BUCKETS),
         ] {
             builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), buckets)?;
         }
@@ -219,6 +222,7 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
 ];
 
 fn describe() {
+    sluice_jobs::metrics::describe();
     for &(name, kind, unit, help) in FAMILIES {
         match kind {
             Kind::Counter => describe_counter!(name, unit, help),

@@ -29,6 +29,10 @@ impl Gateway {
         let state = AppState::new(config)?;
         if state.config.jobs.enabled {
             let jobs = crate::jobs::Jobs::open(&state.config).await?;
+            if state.config.jobs.workers {
+                jobs.start_workers(&state.config, &state.limiter, state.client.clone())
+                    .await?;
+            }
             let _ = state.jobs.set(jobs);
         }
         let listener = TcpListener::bind(addr)
@@ -86,7 +90,8 @@ impl Gateway {
         }
         state.queue.close();
         if let Some(jobs) = state.jobs.get() {
-            jobs.shutdown().await;
+            // Running jobs get the same drain timeout as requests.
+            jobs.shutdown(drain).await;
         }
         state.shutdown_writers().await;
         Ok(())

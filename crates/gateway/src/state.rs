@@ -86,6 +86,9 @@ pub enum StartError {
         /// Why.
         detail: String,
     },
+    /// The job workers could not start.
+    #[error("cannot start the job workers: {0}")]
+    Workers(String),
 }
 
 impl AppState {
