@@ -259,3 +259,35 @@ async fn an_unreachable_postgresql_stops_the_start_naming_the_url_without_its_pa
     assert!(shown.contains("no_such_database_here"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_jobs_from_postgresql() {
+    use reqwest::Method as M;
+    let Some(server) = server() else { return };
+    let store_url = fresh_database(&server).await;
+    let h = Harness::with(sim_config(), move |c| c.jobs.store = store_url).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
+        ids.push(
+            json_of(res, StatusCode::CREATED).await["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    for id in ids {
+        let mut tries = 0;
+        loop {
+            let res = send(&h, M::GET, &format!("/v1/jobs/{id}"), "acme", None).await;
+            let job = json_of(res, StatusCode::OK).await;
+            if job["state"] == "completed" {
+                assert_eq!(job["attempts"], 1);
+                break;
+            }
+            tries += 1;
+            assert!(tries < 3_000, "job {id} never completed: {job}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    h.stop().await;
+}

@@ -191,3 +191,29 @@ async fn discord_jobs_run_against_the_sims_discord() {
     assert_eq!(report.global_429, 0);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_proxied_calls_share_the_apis_bucket() {
+    // Slack allows one call per 100 s: whoever takes it, the other waits.
+    let h = Harness::with(sim_config(), |c| {
+        for api in &mut c.apis {
+            if api.name == "slack" {
+                api.requests_per_second = 0.01;
+                api.burst = 1;
+            }
+        }
+    })
+    .await;
+    let id = enqueue(&h, &http_job("slack", "/api/chat.postMessage", 3)).await;
+    until_state(&h, id, "completed").await;
+    // The job took the token: a proxied call to Slack is refused for now.
+    let res = h
+        .post("/proxy/slack/api/chat.postMessage", &json!({"text": "hi"}))
+        .header("x-sluice-timeout-ms", "1000")
+        .send()
+        .await
+        .unwrap();
+    let e = common::expect_error(res, 429, "rate_limited").await;
+    assert!(e["message"].as_str().unwrap().contains("api:slack"), "{e}");
+    h.stop().await;
+}
