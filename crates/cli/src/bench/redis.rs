@@ -307,7 +307,7 @@ async fn limited(
                     }
                     n = n.wrapping_add(1);
                     // Local decisions never yield by themselves.
-                    if n % 64 == 0 {
+                    if n.is_multiple_of(64) {
                         tokio::task::yield_now().await;
                     }
                 }
