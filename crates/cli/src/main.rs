@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod demo;
+mod jobs;
 mod live;
 mod stack;
 mod summary;
@@ -51,6 +52,8 @@ enum Command {
     /// Run a simulated agent swarm against simulated providers twice,
     /// directly and through Sluice, and compare.
     Demo(demo::DemoArgs),
+    /// Look at and steer the durable jobs of a running gateway.
+    Jobs(jobs::JobsArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -73,7 +76,10 @@ fn main() -> ExitCode {
     use tracing_subscriber::filter::LevelFilter;
     // The demo and the bench draw on the terminal: only warnings and
     // errors from the servers inside them, unless asked.
-    let quiet = matches!(cli.command, Command::Demo(_) | Command::Bench { .. });
+    let quiet = matches!(
+        cli.command,
+        Command::Demo(_) | Command::Bench { .. } | Command::Jobs(_)
+    );
     init_logging(if quiet {
         LevelFilter::WARN
     } else {
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Jobs(args) => runtime().block_on(jobs::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),

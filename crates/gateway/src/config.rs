@@ -4,6 +4,7 @@
 //! from.
 
 mod defaults;
+mod jobs;
 mod load;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use sluice_admit::{PoolConfig, QueueConfig};
 
+pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
+pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
@@ -70,6 +73,8 @@ pub struct Config {
     /// tenants, sessions) is shared by all replicas through Redis.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<RedisSettings>,
+    /// Durable jobs: the store, retention and queues.
+    pub jobs: JobsConfig,
 }
 
 /// `[redis]`: limits shared by several gateway replicas.

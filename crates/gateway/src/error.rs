@@ -26,6 +26,10 @@ pub enum ApiError {
     /// No such route, API or grant.
     #[error("{0}")]
     NotFound(String),
+    /// The target's state does not allow the operation (retrying a job
+    /// that is not dead, cancelling a finished one).
+    #[error("{0}")]
+    Conflict(String),
     /// A known route called with a method it does not serve.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -99,6 +103,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => {
@@ -119,6 +124,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ApiError::Forbidden(_) => ("permission_error", "forbidden"),
             ApiError::NotFound(_) => ("invalid_request_error", "not_found"),
+            ApiError::Conflict(_) => ("invalid_request_error", "conflict"),
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "payload_too_large"),
             ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limited"),

@@ -19,6 +19,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 mod limits;
+pub mod jobs;
 pub mod metrics;
 pub mod response;
 pub mod routes;

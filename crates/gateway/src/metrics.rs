@@ -134,6 +134,9 @@ fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
             ("sluice_queue_wait_seconds", WAIT_BUCKETS),
             ("sluice_limiter_wait_seconds", WAIT_BUCKETS),
             ("sluice_retry_after_seconds", RETRY_AFTER_BUCKETS),
+            (sluice_jobs::metrics::DURATION, LATENCY_BUCKETS),
+            (sluice_jobs::metrics::WAIT, WAIT_BUCKETS),
+            (sluice_jobs::metrics::RETRY_AFTER, RETRY_AFTER_BUCKETS),
         ] {
             builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), buckets)?;
         }
@@ -212,9 +215,16 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Streams the client left before their end, by route (streams)."),
     ("sluice_traces_dropped_total", Kind::Counter, Unit::Count,
         "Request traces not written, by reason: buffer_full, closed or write_error (traces)."),
+    ("sluice_jobs_enqueued_total", Kind::Counter, Unit::Count,
+        "Jobs stored by the jobs API, by queue and kind; idempotent replays not counted (jobs)."),
+    ("sluice_jobs_idempotency_total", Kind::Counter, Unit::Count,
+        "Enqueues with an Idempotency-Key, by result: hit (the original job answered) or miss (stored) (enqueues)."),
+    ("sluice_jobs", Kind::Gauge, Unit::Count,
+        "Jobs in the store, by queue and state, as of the last scrape (jobs)."),
 ];
 
 fn describe() {
+    sluice_jobs::metrics::describe();
     for &(name, kind, unit, help) in FAMILIES {
         match kind {
             Kind::Counter => describe_counter!(name, unit, help),
@@ -329,6 +339,24 @@ pub fn stream_disconnect(route: &'static str) {
 /// `closed`, `write_error`).
 pub fn trace_dropped(reason: &'static str, n: u64) {
     counter!("sluice_traces_dropped_total", "reason" => reason).increment(n);
+}
+
+/// Counts a job stored on `queue` (a configured queue) of `kind` (a known kind).
+pub fn job_enqueued(queue: &str, kind: &str) {
+    counter!("sluice_jobs_enqueued_total", "queue" => bounded(queue), "kind" => bounded(kind))
+        .increment(1);
+}
+
+/// Counts an enqueue with an idempotency key: `hit` if it matched an
+/// earlier job.
+pub fn job_idempotency(hit: bool) {
+    let result = if hit { "hit" } else { "miss" };
+    counter!("sluice_jobs_idempotency_total", "result" => result).increment(1);
+}
+
+/// Sets the number of jobs of `queue` in `state` (`JobState::as_str`).
+pub fn jobs(queue: &str, state: &'static str, n: u64) {
+    gauge!("sluice_jobs", "queue" => bounded(queue), "state" => state).set(n as f64);
 }
 
 fn bounded(value: &str) -> String {

@@ -1,5 +1,6 @@
 //! The HTTP surface.
 
+pub mod jobs;
 pub mod limits;
 pub mod models;
 pub mod ops;
@@ -7,7 +8,7 @@ pub mod proxy;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get, post, put};
+use axum::routing::{any, delete, get, post, put};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -26,6 +27,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/limits/report", post(limits::report))
         .route("/v1/limits", get(limits::list))
         .route("/v1/limits/{resource}", put(limits::set))
+        .route("/v1/jobs", post(jobs::enqueue).get(jobs::list))
+        .route("/v1/jobs/batch", post(jobs::enqueue_batch))
+        .route("/v1/jobs/{id}", get(jobs::get_job))
+        .route("/v1/jobs/{id}/retry", post(jobs::retry))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/queues", get(jobs::list_queues))
+        .route("/v1/queues/{queue}/pause", post(jobs::pause))
+        .route("/v1/queues/{queue}/resume", post(jobs::resume))
+        .route("/v1/queues/{queue}/dead/retry", post(jobs::dead_retry))
+        .route("/v1/queues/{queue}/dead", delete(jobs::dead_purge))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

@@ -27,6 +27,14 @@ impl Gateway {
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
         let state = AppState::start(config).await?;
+        if state.config.jobs.enabled {
+            let jobs = crate::jobs::Jobs::open(&state.config).await?;
+            if state.config.jobs.workers {
+                jobs.start_workers(&state.config, &state.limiter, state.client.clone())
+                    .await?;
+            }
+            let _ = state.jobs.set(jobs);
+        }
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
@@ -81,6 +89,10 @@ impl Gateway {
             }
         }
         state.queue.close();
+        if let Some(jobs) = state.jobs.get() {
+            // Running jobs get the same drain timeout as requests.
+            jobs.shutdown(drain).await;
+        }
         state.shutdown_writers().await;
         Ok(())
     }

@@ -43,6 +43,8 @@ pub struct Inner {
     pub(crate) metrics: Metrics,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
+    pub(crate) jobs: std::sync::OnceLock<crate::jobs::Jobs>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
 }
 
@@ -84,6 +86,17 @@ pub enum StartError {
     /// The `[redis]` settings are unusable.
     #[error("redis: {0}")]
     Redis(#[from] sluice_redis::Error),
+    /// The job store could not be opened.
+    #[error("cannot open the job store {store}: {detail}")]
+    Jobs {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
+    /// The job workers could not start.
+    #[error("cannot start the job workers: {0}")]
+    Workers(String),
 }
 
 impl AppState {
@@ -176,6 +189,7 @@ impl AppState {
                 draining: AtomicBool::new(false),
                 metrics,
                 traces,
+                jobs: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         })

@@ -34,6 +34,54 @@
 //! # }
 //! ```
 //!
+//! # Workers
+//! A [`WorkerPool`] claims jobs per queue and runs them with the
+//! [`Handlers`] of their kinds, under a shared [`sluice_limit::Limiter`]
+//! (the gateway's): `jobs:{queue}` holds each queue to its rate, and the
+//! standard kinds take from `api:{name}`, the bucket the gateway's proxy
+//! uses for the same API.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use serde_json::json;
+//! use sluice_jobs::kinds::{discord::DiscordConfig, http::HttpApis};
+//! use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
+//! use sluice_jobs::{JobStore, NewJob, SqliteStore, StoreConfig, validate_payload};
+//! use sluice_limit::{Limiter, Rules};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Arc::new(SqliteStore::in_memory(StoreConfig::default()).await?);
+//! let limiter = Limiter::new(Rules::seed())?;
+//!
+//! // The gateway checks a payload before it stores the job.
+//! let payload = json!({"guild_id": "81384788765712384", "name": "moderators"});
+//! validate_payload("discord.create_role", &payload)?;
+//!
+//! // `http` and the seven `discord.*` kinds, plus one of our own.
+//! let handlers = Handlers::standard(
+//!     &limiter,
+//!     HttpApis::seed(),
+//!     DiscordConfig::default(),
+//!     reqwest::Client::new(),
+//! )?
+//! .on("noop", handler_fn(|job| async move { Outcome::Completed(job.payload) }));
+//!
+//! // The seed's defaults: 5 at once, 10 starts in any second.
+//! let pool = WorkerPool::builder(Arc::clone(&store), limiter.clone())
+//!     .handlers(handlers)
+//!     .queue(QueueConfig::new("default"))
+//!     .start()?;
+//!
+//! store.enqueue(NewJob::new("default", "noop", json!({"n": 1}))).await?;
+//! // … on the way out: finish running jobs for up to 10 s, give back the rest.
+//! let report = pool.shutdown(Duration::from_secs(10)).await;
+//! assert_eq!(report.released, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Guarantees
 //! - **At least once.** A claim leases a job to one worker; the worker
 //!   extends the lease by [`JobStore::heartbeat`]. If it stops (a crash),
@@ -66,6 +114,8 @@ mod conn;
 mod counts;
 mod error;
 mod job;
+pub mod kinds;
+pub mod metrics;
 mod migrate;
 mod new_job;
 mod ops;
@@ -75,12 +125,14 @@ mod sql;
 mod sql_store;
 mod sqlite;
 mod store;
+pub mod worker;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
 pub use job::{Job, JobId, JobState, Lease, UnknownState};
+pub use kinds::{KINDS, PayloadError, validate_payload};
 pub use new_job::{DEFAULT_GROUP, DEFAULT_MAX_ATTEMPTS, MAX_NAME_LEN, NewJob};
 pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;
@@ -89,3 +141,4 @@ pub use retention::{Cleaned, Retention};
 pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};
 pub use store::{Enqueued, JobStore, ListFilter, MAX_PAGE, Page, RetryDecision};
+pub use worker::{Handlers, JobHandler, Outcome, QueueConfig, WorkerPool};

@@ -24,6 +24,9 @@
 //!   apply; otherwise a model's provider comes from the config, a
 //!   `provider/` prefix, or the wire format.
 //! - SaaS APIs: any method on `/{api}/…`, answered with an echo.
+//! - Discord: the seven operations of the seed's synthesis engine under
+//!   `/discord/api/v10/…` with Discord's global and per-route limits, and
+//!   the effects log `GET /_sim/discord/effects` ([`discord`]).
 //! - Control: `GET /_sim/stats`, `GET /_sim/log?since=N`,
 //!   `POST /_sim/faults`, `POST /_sim/limits`, `POST /_sim/reset`.
 //!
@@ -56,6 +59,7 @@
 
 mod admin;
 mod config;
+pub mod discord;
 mod error;
 mod faults;
 mod log;

@@ -8,7 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -23,7 +23,7 @@ use crate::state::{Scope, Shared};
 use crate::stats::Stats;
 use crate::wire::Format;
 use crate::wire::errors::Problem;
-use crate::{Error, admin};
+use crate::{Error, admin, discord};
 
 /// How long [`SimHandle::shutdown`] waits for open connections to end.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -105,6 +105,22 @@ impl SimHandle {
         self.shared.log_page(since)
     }
 
+    /// The simulated Discord's effects and counters, as
+    /// `GET /_sim/discord/effects`.
+    pub fn discord(&self) -> discord::DiscordReport {
+        self.shared.discord.report()
+    }
+
+    /// Replaces the simulated Discord's limits (buckets start full).
+    pub fn set_discord_limits(&self, limits: discord::DiscordLimits) {
+        self.shared.discord.set_limits(limits);
+    }
+
+    /// Forgets the simulated Discord's effects and counters.
+    pub fn reset_discord(&self) {
+        self.shared.discord.reset();
+    }
+
     /// Zeroes the counters and empties the log, as `POST /_sim/reset`.
     pub fn reset(&self) {
         self.shared.reset();
@@ -153,6 +169,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/_sim/faults", post(admin::faults))
         .route("/_sim/limits", post(admin::limits))
         .route("/_sim/reset", post(admin::reset))
+        .route("/_sim/discord/effects", get(discord::effects))
+        .route("/discord/api/v10/{*rest}", any(discord::serve))
         .fallback(dispatch)
         .with_state(shared)
 }

@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub config: SimConfig,
     pub start: Instant,
     pub shutdown: watch::Receiver<bool>,
+    /// The simulated Discord API.
+    pub discord: crate::discord::Discord,
     inner: Mutex<Inner>,
 }
 
@@ -125,6 +127,7 @@ impl Shared {
             config,
             start: Instant::now(),
             shutdown,
+            discord: crate::discord::Discord::default(),
             inner: Mutex::new(inner),
         }
     }

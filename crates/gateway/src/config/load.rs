@@ -11,7 +11,7 @@ mod env;
 mod error;
 mod merge;
 mod origins;
-mod validate;
+pub(crate) mod validate;
 
 #[cfg(test)]
 mod tests;
@@ -82,6 +82,12 @@ impl Config {
         let mut table = Table::try_from(self).expect("the configuration serializes to TOML");
         if self.admin_token.is_some() {
             table.insert("admin_token".into(), REDACTED.into());
+        }
+        if let Some(Value::Table(jobs)) = table.get_mut("jobs") {
+            jobs.insert(
+                "store".into(),
+                super::jobs::redact_url(&self.jobs.store).into(),
+            );
         }
         if let Some(Value::Array(tenants)) = table.get_mut("tenants") {
             for (tenant, written) in self.tenants.iter().zip(tenants) {

@@ -23,6 +23,9 @@ fn record_everything(m: &Metrics) {
     fallback("fam-model", "fam-fallback");
     stream_disconnect("/v1/chat/completions");
     trace_dropped("buffer_full", 1);
+    job_enqueued("fam-queue", "http");
+    job_idempotency(true);
+    jobs("fam-queue", "dead", 2);
 }
 
 #[test]
@@ -48,6 +51,7 @@ fn every_family_has_help_and_type() {
     assert!(text.contains(r#"sluice_limiter_tokens_acquired_total{resource="fam-resource"} 7"#));
     assert!(text.contains(r#"sluice_limiter_capacity{resource="fam-resource"} 5"#));
     assert!(text.contains(r#"sluice_fallbacks_total{from="fam-model",to="fam-fallback"} 1"#));
+    assert!(text.contains(r#"sluice_jobs{queue="fam-queue",state="dead"} 2"#));
 }
 
 #[test]

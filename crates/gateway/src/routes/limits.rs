@@ -21,7 +21,7 @@ use crate::state::AppState;
 
 /// The body as `T`; a field of the wrong type is named (serde's own
 /// message says only "invalid type … at line 1 column 14").
-fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();

@@ -70,6 +70,9 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             crate::metrics::available_tokens(&c.resource, c.available);
         }
     }
+    if let Some(jobs) = state.jobs.get() {
+        jobs.refresh_gauges().await;
+    }
     let body = state.metrics.render();
     (
         [(

@@ -37,6 +37,8 @@ pub struct Harness {
     pub http: reqwest::Client,
     /// Where the gateway writes traces.
     pub trace_dir: PathBuf,
+    /// The gateway's data directory (`jobs.db` lives there).
+    pub data_dir: PathBuf,
     server: Server,
     _dir: TempDir,
 }
@@ -208,6 +210,7 @@ impl Harness {
         let mut config = base_config(&sim.url(), dir.path());
         edit(&mut config);
         let trace_dir = config.trace_dir();
+        let data_dir = config.data_dir.clone();
         let (server, addr) = Server::start(config, local).await;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
@@ -218,6 +221,7 @@ impl Harness {
             addr,
             http,
             trace_dir,
+            data_dir,
             server,
             _dir: dir,
         }

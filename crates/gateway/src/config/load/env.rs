@@ -29,6 +29,10 @@ const NOT_SETTINGS: &[&str] = &[
     "SLUICE_LOG",
     // The binary under test, read by the end-to-end tests.
     "SLUICE_BIN",
+    // `sluice jobs`: the gateway to call and who calls it.
+    "SLUICE_TARGET",
+    "SLUICE_API_KEY",
+    "SLUICE_WORKSPACE",
 ];
 
 /// The seed's variables and the settings they set. A `SLUICE_` variable

@@ -2,6 +2,7 @@
 //! Each failure names the key and where its value came from.
 
 mod fallbacks;
+pub(crate) mod jobs;
 mod lists;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     tenants(&c, config)?;
     fallbacks(&c, config)?;
     redis(&c, config)?;
+    jobs::jobs(&c, config)?;
     sections(&c, config)
 }
 

@@ -1,0 +1,306 @@
+//! `sluice jobs`: look at and steer the durable jobs of a running gateway
+//! through its HTTP API (`/v1/jobs`, `/v1/queues`).
+
+mod show;
+
+use std::process::ExitCode;
+
+use reqwest::Method;
+use serde_json::Value;
+
+/// Where the gateway is and who is asking.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobsArgs {
+    /// The gateway's base URL (`sluice serve` listens on 127.0.0.1:8080 by default).
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_TARGET",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    target: String,
+    /// The admin token, for queue-wide commands when the gateway has one.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
+    /// The tenant's API key, when the gateway has tenants.
+    #[arg(long, global = true, env = "SLUICE_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// The workspace (`x-sluice-workspace`), when the gateway has no tenants.
+    #[arg(long, global = true, env = "SLUICE_WORKSPACE")]
+    workspace: Option<String>,
+    /// Print the gateway's JSON answer instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: JobsCommand,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+enum JobsCommand {
+    /// List the workspace's jobs, oldest first.
+    List {
+        /// Only this queue.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only this state (available, scheduled, running, retryable,
+        /// completed, dead, cancelled).
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this cursor (`next_cursor` of an earlier page).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show one job whole: payload, result, last error.
+    Show {
+        /// The job's id.
+        id: String,
+    },
+    /// Run a dead job again, or every dead job of a queue (`--dead QUEUE`).
+    Retry {
+        /// The job's id.
+        #[arg(required_unless_present = "dead", conflicts_with = "dead")]
+        id: Option<String>,
+        /// Retry every dead job of this queue (admin).
+        #[arg(long, value_name = "QUEUE")]
+        dead: Option<String>,
+    },
+    /// Cancel a job that has not finished.
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+    /// Delete the dead jobs of a queue (admin).
+    Purge {
+        /// The queue.
+        queue: String,
+    },
+    /// Stop workers claiming from a queue (admin).
+    Pause {
+        /// The queue.
+        queue: String,
+    },
+    /// Let workers claim from a queue again (admin).
+    Resume {
+        /// The queue.
+        queue: String,
+    },
+    /// Jobs by state for every queue (admin).
+    Queues,
+}
+
+/// Runs a `sluice jobs` command; exit 1 when the gateway cannot be reached
+/// or answers with an error (its message printed), 2 for bad arguments.
+pub async fn run(args: JobsArgs) -> ExitCode {
+    match call(&args).await {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Usage(e)) => {
+            eprintln!("sluice jobs: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Failed(e)) => {
+            eprintln!("sluice jobs: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Failure {
+    /// The arguments cannot make a request.
+    Usage(String),
+    /// The gateway was unreachable or said no.
+    Failed(String),
+}
+
+/// Whose credentials a call carries.
+#[derive(Clone, Copy)]
+enum Scope {
+    /// One tenant's jobs: the API key or workspace.
+    Tenant,
+    /// Queue-wide: the admin token if given.
+    Admin,
+}
+
+/// Builds the request for the command, sends it, and formats the answer.
+async fn call(args: &JobsArgs) -> Result<String, Failure> {
+    use JobsCommand as C;
+    let (method, path, scope) = match &args.command {
+        C::List {
+            queue,
+            state,
+            limit,
+            cursor,
+        } => {
+            let mut query = url::form_urlencoded::Serializer::new(String::new());
+            query.append_pair("limit", &limit.to_string());
+            for (k, v) in [("queue", queue), ("state", state), ("cursor", cursor)] {
+                if let Some(v) = v {
+                    query.append_pair(k, v);
+                }
+            }
+            (
+                Method::GET,
+                format!("/v1/jobs?{}", query.finish()),
+                Scope::Tenant,
+            )
+        }
+        C::Show { id } => (
+            Method::GET,
+            format!("/v1/jobs/{}", segment(id)),
+            Scope::Tenant,
+        ),
+        C::Retry { id: Some(id), .. } => (
+            Method::POST,
+            format!("/v1/jobs/{}/retry", segment(id)),
+            Scope::Tenant,
+        ),
+        C::Retry { dead: Some(q), .. } => (
+            Method::POST,
+            format!("/v1/queues/{}/dead/retry", segment(q)),
+            Scope::Admin,
+        ),
+        C::Retry { .. } => {
+            return Err(Failure::Usage(
+                "retry needs a job id or --dead QUEUE".into(),
+            ));
+        }
+        C::Cancel { id } => (
+            Method::POST,
+            format!("/v1/jobs/{}/cancel", segment(id)),
+            Scope::Tenant,
+        ),
+        C::Purge { queue } => (
+            Method::DELETE,
+            format!("/v1/queues/{}/dead", segment(queue)),
+            Scope::Admin,
+        ),
+        C::Pause { queue } => (
+            Method::POST,
+            format!("/v1/queues/{}/pause", segment(queue)),
+            Scope::Admin,
+        ),
+        C::Resume { queue } => (
+            Method::POST,
+            format!("/v1/queues/{}/resume", segment(queue)),
+            Scope::Admin,
+        ),
+        C::Queues => (Method::GET, "/v1/queues".to_owned(), Scope::Admin),
+    };
+    let body = send(args, method, &path, scope).await?;
+    if args.json {
+        return Ok(format!(
+            "{}\n",
+            serde_json::to_string_pretty(&body).unwrap_or_default()
+        ));
+    }
+    Ok(match &args.command {
+        C::List { .. } => show::list(&body),
+        C::Show { .. } | C::Retry { id: Some(_), .. } | C::Cancel { .. } => show::job(&body),
+        C::Retry { .. } => format!(
+            "{}: {} dead jobs made available again\n",
+            body["queue"].as_str().unwrap_or("?"),
+            body["retried"]
+        ),
+        C::Purge { .. } => format!(
+            "{}: {} dead jobs deleted\n",
+            body["queue"].as_str().unwrap_or("?"),
+            body["purged"]
+        ),
+        C::Pause { .. } | C::Resume { .. } => {
+            let paused = body["paused"].as_bool().unwrap_or(false);
+            format!(
+                "{}: {}\n",
+                body["queue"].as_str().unwrap_or("?"),
+                if paused { "paused" } else { "running" }
+            )
+        }
+        C::Queues => show::queues(&body),
+    })
+}
+
+/// A path segment, percent-encoded.
+fn segment(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Result<Value, Failure> {
+    let base = args.target.trim_end_matches('/');
+    let parsed = url::Url::parse(base)
+        .map_err(|e| Failure::Usage(format!("--target {base:?} is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(Failure::Usage(format!(
+            "--target {base:?} must be an http:// or https:// URL"
+        )));
+    }
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|e| Failure::Failed(format!("http client: {e}")))?;
+    let mut req = client.request(method, format!("{base}{path}"));
+    let bearer = match scope {
+        Scope::Admin => args.admin_token.as_ref().or(args.api_key.as_ref()),
+        Scope::Tenant => args.api_key.as_ref(),
+    };
+    if let Some(token) = bearer {
+        req = req.bearer_auth(token);
+    }
+    if let Some(ws) = &args.workspace {
+        req = req.header("x-sluice-workspace", ws);
+    }
+    let res = req.send().await.map_err(|e| {
+        Failure::Failed(format!(
+            "cannot reach the gateway at {base}: {} (is `sluice serve` running there? see --target)",
+            error_chain(&e)
+        ))
+    })?;
+    let status = res.status();
+    let text = res
+        .text()
+        .await
+        .map_err(|e| Failure::Failed(format!("reading the answer from {base}: {e}")))?;
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if !status.is_success() {
+        let message = body["error"]["message"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| text.chars().take(500).collect());
+        let hint = match status.as_u16() {
+            401 | 403 if matches!(scope, Scope::Admin) => {
+                " (queue-wide commands take --admin-token)"
+            }
+            401 => " (pass --api-key)",
+            _ => "",
+        };
+        return Err(Failure::Failed(format!("{status}: {message}{hint}")));
+    }
+    if body.is_null() {
+        return Err(Failure::Failed(format!(
+            "the answer from {base} is not JSON: {}",
+            text.chars().take(200).collect::<String>()
+        )));
+    }
+    Ok(body)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

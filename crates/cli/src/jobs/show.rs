@@ -1,0 +1,229 @@
+//! Tables and summaries of the jobs API's answers, for people.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+/// The jobs of a list, one line each, and the cursor of the next page.
+pub fn list(body: &Value) -> String {
+    let jobs = body["jobs"].as_array().cloned().unwrap_or_default();
+    let rows: Vec<[String; 7]> = jobs
+        .iter()
+        .map(|j| {
+            [
+                j["id"].to_string(),
+                text(&j["state"]),
+                text(&j["queue"]),
+                text(&j["kind"]),
+                format!("{}/{}", j["attempts"], j["max_attempts"]),
+                time(&j["run_at"]),
+                short(&j["last_error"], 60),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        [
+            "ID",
+            "STATE",
+            "QUEUE",
+            "KIND",
+            "ATTEMPTS",
+            "RUN AT (UTC)",
+            "LAST ERROR",
+        ],
+        &rows,
+    );
+    if jobs.is_empty() {
+        out = "no jobs\n".to_owned();
+    }
+    if let Some(next) = body["next_cursor"].as_str() {
+        let _ = writeln!(out, "more: --cursor {next}");
+    }
+    out
+}
+
+/// One job, field by field, with its payload and result as JSON.
+pub fn job(j: &Value) -> String {
+    let mut out = String::new();
+    for (label, value) in [
+        ("id", j["id"].to_string()),
+        ("state", text(&j["state"])),
+        ("queue", text(&j["queue"])),
+        ("kind", text(&j["kind"])),
+        ("tenant", text(&j["tenant"])),
+        ("group", text(&j["group"])),
+        ("priority", j["priority"].to_string()),
+        (
+            "attempts",
+            format!("{} of {}", j["attempts"], j["max_attempts"]),
+        ),
+        ("run at", time(&j["run_at"])),
+        ("created", time(&j["created_at"])),
+        ("finished", time(&j["finished_at"])),
+        ("idempotency key", text(&j["idempotency_key"])),
+        ("last error", text(&j["last_error"])),
+    ] {
+        let _ = writeln!(out, "{label:>16}  {value}");
+    }
+    for (label, value) in [("payload", &j["payload"]), ("result", &j["result"])] {
+        if !value.is_null() {
+            let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+            let _ = writeln!(out, "{label}:\n{pretty}");
+        }
+    }
+    out
+}
+
+/// Every queue with its counts by state.
+pub fn queues(body: &Value) -> String {
+    const STATES: [&str; 7] = [
+        "available",
+        "scheduled",
+        "running",
+        "retryable",
+        "completed",
+        "dead",
+        "cancelled",
+    ];
+    let rows: Vec<[String; 9]> = body["queues"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|q| {
+            let mut row: [String; 9] = Default::default();
+            row[0] = text(&q["queue"]);
+            row[1] = if q["paused"].as_bool() == Some(true) {
+                "paused".into()
+            } else {
+                "running".into()
+            };
+            for (i, s) in STATES.iter().enumerate() {
+                row[i + 2] = q["counts"][s].to_string();
+            }
+            row
+        })
+        .collect();
+    table(
+        [
+            "QUEUE",
+            "STATUS",
+            "AVAILABLE",
+            "SCHEDULED",
+            "RUNNING",
+            "RETRYABLE",
+            "COMPLETED",
+            "DEAD",
+            "CANCELLED",
+        ],
+        &rows,
+    )
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = head.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                l.push_str(cell);
+            } else {
+                let _ = write!(l, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(head.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// A string value as is, `-` for null.
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// At most `n` characters of a string value, on one line.
+fn short(v: &Value, n: usize) -> String {
+    let s = text(v).replace(['\n', '\r'], " ");
+    if s.chars().count() > n {
+        let cut: String = s.chars().take(n - 1).collect();
+        format!("{cut}…")
+    } else {
+        s
+    }
+}
+
+/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS`, `-` for null.
+fn time(v: &Value) -> String {
+    let Some(ms) = v.as_i64() else {
+        return text(v);
+    };
+    let secs = ms.div_euclid(1_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// The calendar date `days` after 1970-01-01 (Howard Hinnant's algorithm).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_are_utc_dates() {
+        assert_eq!(time(&json!(0)), "1970-01-01 00:00:00");
+        assert_eq!(time(&json!(1_700_000_000_123i64)), "2023-11-14 22:13:20");
+        assert_eq!(time(&json!(951_782_400_000i64)), "2000-02-29 00:00:00");
+        assert_eq!(time(&Value::Null), "-");
+    }
+
+    #[test]
+    fn a_list_is_a_table_with_the_next_cursor() {
+        let body = json!({
+            "jobs": [{"id": 7, "state": "dead", "queue": "default", "kind": "http",
+                      "attempts": 3, "max_attempts": 3, "run_at": 0, "last_error": "boom"}],
+            "next_cursor": "7"
+        });
+        let out = list(&body);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("ID  STATE"), "{out}");
+        assert!(lines[1].starts_with("7   dead"), "{out}");
+        assert!(lines[1].ends_with("boom"), "{out}");
+        assert_eq!(lines[2], "more: --cursor 7");
+        assert_eq!(list(&json!({"jobs": [], "next_cursor": null})), "no jobs\n");
+    }
+}

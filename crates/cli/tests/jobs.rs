@@ -1,0 +1,255 @@
+//! `sluice jobs` against a running `sluice serve` process: list, show,
+//! retry, cancel, purge, pause, resume and queues, in tables and JSON, and
+//! clear failures for errors and an unreachable gateway.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const ADMIN: &str = "s3cret";
+
+/// A `sluice serve` process on a port of its own, stopped on drop.
+struct Serve {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Serve {
+    /// Starts `sluice serve` with an admin token, no workers and its data
+    /// in a temporary directory; waits for its "listening on" line.
+    fn start() -> Serve {
+        let dir = std::env::temp_dir().join(format!(
+            "sluice-cli-jobs-{}-{}",
+            std::process::id(),
+            fastrand_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("sluice.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
+                dir.join("data").display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .env_remove("SLUICE_ADMIN_TOKEN")
+            .env_remove("SLUICE_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice serve starts");
+        // Read stderr on a thread for as long as the server runs, so that
+        // its pipe never fills; hand over the address once it is known.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("sluice serve says where it listens");
+        Serve { child, url, dir }
+    }
+
+    /// Runs `sluice jobs --target URL ARGS`.
+    fn jobs(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["jobs", "--target", &self.url])
+            .args(args)
+            .env_remove("SLUICE_ADMIN_TOKEN")
+            .env_remove("SLUICE_API_KEY")
+            .env_remove("SLUICE_WORKSPACE")
+            .env_remove("SLUICE_TARGET")
+            .output()
+            .expect("sluice jobs runs")
+    }
+
+    /// Runs it, expects success, returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.jobs(args);
+        assert!(
+            out.status.success(),
+            "sluice jobs {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs it with `--json`, expects success, parses stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).expect("JSON on stdout")
+    }
+
+    /// Runs it, expects exit 1, returns stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.jobs(args);
+        assert_eq!(out.status.code(), Some(1), "sluice jobs {args:?}: {out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// Enqueues a job for `workspace` through the HTTP API.
+    fn enqueue(&self, workspace: &str) -> i64 {
+        let body = json!({
+            "queue": "default",
+            "kind": "http",
+            "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {"text": "hi"}}
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // reqwest is built with `rustls-no-provider`; installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        rt.block_on(async {
+            let res = reqwest::Client::new()
+                .post(format!("{}/v1/jobs", self.url))
+                .header("x-sluice-workspace", workspace)
+                .json(&body)
+                .send()
+                .await
+                .expect("the gateway answers");
+            assert_eq!(res.status(), 201);
+            let job: Value = res.json().await.unwrap();
+            job["id"].as_i64().unwrap()
+        })
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn fastrand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+#[test]
+fn jobs_commands_against_a_running_server() {
+    let serve = Serve::start();
+    let ids: Vec<i64> = (0..3).map(|_| serve.enqueue("acme")).collect();
+    serve.enqueue("globex");
+
+    // list: the workspace's jobs only, as a table and as JSON.
+    let table = serve.ok(&["--workspace", "acme", "list"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("ID"), "{table}");
+    assert_eq!(lines.len(), 4, "a header and three jobs:\n{table}");
+    assert!(lines[1].starts_with(&ids[0].to_string()), "{table}");
+    assert!(
+        lines[1].contains("available") && lines[1].contains("http"),
+        "{table}"
+    );
+    let page = serve.json(&["--workspace", "acme", "list", "--limit", "2"]);
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 2);
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let page = serve.json(&[
+        "--workspace",
+        "acme",
+        "list",
+        "--limit",
+        "2",
+        "--cursor",
+        &cursor,
+    ]);
+    assert_eq!(page["jobs"][0]["id"], ids[2]);
+
+    // show
+    let shown = serve.ok(&["--workspace", "acme", "show", &ids[0].to_string()]);
+    assert!(
+        shown.contains("available") && shown.contains("chat.postMessage"),
+        "{shown}"
+    );
+    let err = serve.fails(&["--workspace", "globex", "show", &ids[0].to_string()]);
+    assert!(err.contains("404") && err.contains("not found"), "{err}");
+
+    // cancel, then retry: a cancelled job is not dead, and the server says so.
+    let cancelled = serve.json(&["--workspace", "acme", "cancel", &ids[1].to_string()]);
+    assert_eq!(cancelled["state"], "cancelled");
+    let err = serve.fails(&["--workspace", "acme", "retry", &ids[1].to_string()]);
+    assert!(err.contains("409") && err.contains("cancelled"), "{err}");
+
+    // Queue-wide commands take the admin token.
+    let err = serve.fails(&["pause", "default"]);
+    assert!(err.contains("--admin-token"), "{err}");
+    let out = serve.ok(&["--admin-token", ADMIN, "pause", "default"]);
+    assert_eq!(out, "default: paused\n");
+    let queues = serve.json(&["--admin-token", ADMIN, "queues"]);
+    let default = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "default")
+        .unwrap()
+        .clone();
+    assert_eq!(default["paused"], true);
+    assert_eq!(default["counts"]["available"], 3);
+    assert_eq!(default["counts"]["cancelled"], 1);
+    let table = serve.ok(&["--admin-token", ADMIN, "queues"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("default") && l.contains("paused")),
+        "{table}"
+    );
+    assert_eq!(
+        serve.ok(&["--admin-token", ADMIN, "resume", "default"]),
+        "default: running\n"
+    );
+    let out = serve.ok(&["--admin-token", ADMIN, "retry", "--dead", "default"]);
+    assert_eq!(out, "default: 0 dead jobs made available again\n");
+    let out = serve.ok(&["--admin-token", ADMIN, "purge", "default"]);
+    assert_eq!(out, "default: 0 dead jobs deleted\n");
+    let err = serve.fails(&["--admin-token", ADMIN, "pause", "nowhere"]);
+    assert!(err.contains("unknown queue"), "{err}");
+}
+
+#[test]
+fn an_unreachable_gateway_is_a_clear_failure() {
+    // A port nobody listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "jobs",
+            "--target",
+            &format!("http://127.0.0.1:{port}"),
+            "list",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("cannot reach the gateway"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["jobs", "--target", "ftp://example", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,173 @@
+//! Durable jobs in the gateway: the store the config names, opened at
+//! startup and closed on shutdown, the retention cleaner, and the queue
+//! gauges read at scrape time.
+
+mod store;
+mod workers;
+
+use std::time::Duration;
+
+use sluice_jobs::{
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+};
+use sluice_limit::Limiter;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, JobsConfig, StoreLocation};
+use crate::state::StartError;
+
+pub use store::AnyStore;
+
+/// The longest a scrape waits for the store's counts; past it the gauges
+/// keep their last values.
+const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The open job store and the tasks that keep it.
+#[derive(Debug)]
+pub struct Jobs {
+    store: AnyStore,
+    cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The workers, when this gateway runs them.
+    pool: tokio::sync::Mutex<Option<WorkerPool>>,
+}
+
+impl Jobs {
+    /// Opens the store `config.jobs` names (creating the data directory
+    /// for SQLite) and starts the retention cleaner on the current runtime.
+    ///
+    /// # Errors
+    /// [`StartError::Jobs`] naming the file or URL (password hidden).
+    pub async fn open(config: &Config) -> Result<Jobs, StartError> {
+        let j = &config.jobs;
+        let location = j.location(&config.data_dir);
+        let fail = |detail: String| StartError::Jobs {
+            store: location.display(),
+            detail,
+        };
+        let store_config =
+            StoreConfig::default().idempotency_ttl(Duration::from_secs(j.idempotency_ttl_seconds));
+        let store = match &location {
+            StoreLocation::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+                }
+                AnyStore::Sqlite(
+                    SqliteStore::open(path, store_config)
+                        .await
+                        .map_err(|e| fail(chain(&e)))?,
+                )
+            }
+            StoreLocation::Postgres(url) => AnyStore::Postgres(
+                PostgresStore::connect(url, store_config)
+                    .await
+                    .map_err(|e| fail(chain(&e)))?,
+            ),
+        };
+        let cleaner = tokio::spawn(clean(store.clone(), j.clone()));
+        Ok(Jobs {
+            store,
+            cleaner: std::sync::Mutex::new(Some(cleaner)),
+            pool: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Starts workers for the configured queues on `limiter` (the
+    /// gateway's), calling upstreams with `client`.
+    ///
+    /// # Errors
+    /// [`StartError::Workers`] naming what cannot be used.
+    pub async fn start_workers(
+        &self,
+        config: &Config,
+        limiter: &Limiter,
+        client: reqwest::Client,
+    ) -> Result<(), StartError> {
+        let pool = workers::start(config, self.store.clone(), limiter, client)?;
+        tracing::info!(
+            worker = pool.worker_id(),
+            queues = config.jobs.queues.len(),
+            "job workers started"
+        );
+        *self.pool.lock().await = Some(pool);
+        Ok(())
+    }
+
+    /// The store.
+    pub fn store(&self) -> &AnyStore {
+        &self.store
+    }
+
+    /// Stops the workers (running jobs get `grace` to finish, then go back
+    /// to the store with no attempt used), the cleaner, and closes the store.
+    pub async fn shutdown(&self, grace: Duration) {
+        if let Some(pool) = self.pool.lock().await.take() {
+            let report = pool.shutdown(grace).await;
+            tracing::info!(?report, "job workers stopped");
+        }
+        if let Some(task) = self.cleaner.lock().ok().and_then(|mut c| c.take()) {
+            task.abort();
+        }
+        self.store.close().await;
+    }
+
+    /// Sets `sluice_jobs{queue,state}` from the store's counts.
+    pub(crate) async fn refresh_gauges(&self) {
+        match tokio::time::timeout(COUNTS_TIMEOUT, self.store.counts()).await {
+            Ok(Ok(queues)) => {
+                for q in queues {
+                    for state in JobState::ALL {
+                        crate::metrics::jobs(&q.queue, state.as_str(), q.counts.get(state));
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %chain(&e), "job counts for metrics"),
+            Err(_) => tracing::warn!("job counts for metrics: the store did not answer in time"),
+        }
+    }
+}
+
+impl Drop for Jobs {
+    fn drop(&mut self) {
+        // The cleaner must not outlive its gateway (tests start many).
+        if let Some(task) = self.cleaner.get_mut().ok().and_then(Option::take) {
+            task.abort();
+        }
+    }
+}
+
+/// Deletes finished jobs past their retention, every cleanup interval.
+async fn clean(store: AnyStore, config: JobsConfig) {
+    let retention = Retention {
+        completed: Duration::from_secs(config.completed_retention_seconds),
+        dead: Duration::from_secs(config.dead_retention_seconds),
+        cancelled: Duration::from_secs(config.cancelled_retention_seconds),
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(config.cleanup_interval_seconds));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.cleanup(&retention).await {
+            Ok(c) => tracing::debug!(
+                completed = c.completed,
+                dead = c.dead,
+                cancelled = c.cancelled,
+                keys = c.expired_keys,
+                "job retention"
+            ),
+            Err(e) => tracing::warn!(error = %chain(&e), "job retention"),
+        }
+    }
+}
+
+/// An error and its causes, `: `-separated (the store's own message says
+/// only "database error").
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -1,0 +1,115 @@
+//! The worker pool `sluice serve` runs: the configured queues, the
+//! standard kinds calling the configured APIs, all on the gateway's own
+//! limiter, so that a job calling Slack takes from `api:slack` as a
+//! proxied call does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_jobs::kinds::discord::DiscordConfig;
+use sluice_jobs::kinds::http::HttpApis;
+use sluice_jobs::{Handlers, QueueConfig, WorkerPool};
+use sluice_limit::{Limit, Limiter};
+
+use super::AnyStore;
+use crate::config::Config;
+use crate::state::StartError;
+
+/// Starts workers for every configured queue.
+///
+/// # Errors
+/// [`StartError::Workers`] naming the API or queue that cannot be used.
+pub(super) fn start(
+    config: &Config,
+    store: AnyStore,
+    limiter: &Limiter,
+    client: reqwest::Client,
+) -> Result<WorkerPool, StartError> {
+    let j = &config.jobs;
+    let handlers = Handlers::standard(limiter, http_apis(config)?, discord(config), client)
+        .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+    let mut pool = WorkerPool::builder(Arc::new(store), limiter.clone())
+        .handlers(handlers)
+        .configure(|p| {
+            p.lease = Duration::from_millis(j.lease_ms);
+            p.heartbeat = Duration::from_millis(j.heartbeat_ms);
+            // Retention is the gateway's cleaner's (it runs without workers too).
+            p.cleanup_every = None;
+        });
+    for (name, q) in &j.queues {
+        let mut queue = QueueConfig::new(name.clone())
+            .concurrency(q.concurrency as usize)
+            .rate(per_second(q.rate));
+        if let Some(rate) = q.group_rate {
+            queue = queue.group_rate(per_second(rate));
+        }
+        pool = pool.queue(queue);
+    }
+    pool.start()
+        .map_err(|e| StartError::Workers(format!("queue rates: {e}")))
+}
+
+/// `rate` starts a second as a sliding window (so that no window of that
+/// length ever holds more): whole numbers per second, fractions over the
+/// smallest power-of-ten window that makes them whole (0.5/s → 5 per 10 s).
+fn per_second(rate: f64) -> Limit {
+    let mut window = 1u64;
+    while (rate * window as f64).fract().abs() > 1e-9 && window < 1_000 {
+        window *= 10;
+    }
+    let capacity = ((rate * window as f64).round() as u64).max(1);
+    Limit::sliding_window(capacity, Duration::from_secs(window))
+}
+
+/// Every configured API by name, at the base URL `/proxy/{api}/` uses, with
+/// its `auth_env` token (`Bot` for Discord, `Bearer` for the others).
+fn http_apis(config: &Config) -> Result<HttpApis, StartError> {
+    let mut apis = HttpApis::new();
+    for api in &config.apis {
+        apis = apis
+            .api(&api.name, &api.base_url)
+            .map_err(|e| StartError::Workers(format!("api {}: {e}", api.name)))?;
+        if let Some(env) = &api.auth_env {
+            let prefix = if api.name == "discord" {
+                "Bot "
+            } else {
+                "Bearer "
+            };
+            apis = apis.auth_from_env(&api.name, "Authorization", prefix, env);
+        }
+    }
+    Ok(apis)
+}
+
+/// The Discord kinds call the configured `discord` API, limited by its
+/// configured rate (`api:discord`) rather than one of their own.
+fn discord(config: &Config) -> DiscordConfig {
+    let api = config.api("discord");
+    DiscordConfig {
+        base_url: api.map_or_else(|| DiscordConfig::default().base_url, |a| a.base_url.clone()),
+        token_env: api.and_then(|a| a.auth_env.clone()),
+        global_limit: None,
+        ..DiscordConfig::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_become_sliding_windows() {
+        assert_eq!(
+            per_second(10.0),
+            Limit::sliding_window(10, Duration::from_secs(1))
+        );
+        assert_eq!(
+            per_second(0.5),
+            Limit::sliding_window(5, Duration::from_secs(10))
+        );
+        assert_eq!(
+            per_second(2.25),
+            Limit::sliding_window(225, Duration::from_secs(100))
+        );
+    }
+}

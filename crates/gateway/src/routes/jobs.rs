@@ -1,0 +1,413 @@
+//! The jobs API: enqueue (one or a batch, deduplicated by
+//! `Idempotency-Key`), read, list, retry and cancel jobs, all scoped to the
+//! caller's tenant; and the queue-wide calls (counts, pause, resume, dead
+//! letters), which take the admin token when one is configured.
+//!
+//! A 201 is sent only after the store committed: an accepted job is on disk.
+
+mod queues;
+mod spec;
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sluice_jobs::{Enqueued, Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE};
+
+pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+
+use crate::context::Context;
+use crate::error::ApiError;
+use crate::jobs::{AnyStore, chain};
+use crate::routes::limits::parse;
+use crate::state::AppState;
+use spec::{Batch, JobSpec};
+
+/// The most jobs one batch may hold.
+pub const MAX_BATCH: usize = 1_000;
+/// The header that marks an answer as the original job of an idempotency key.
+pub const REPLAY_HEADER: &str = "x-sluice-idempotent-replay";
+/// Store pages a list reads at most to fill one page of the caller's jobs
+/// (others' jobs are skipped): bounds the cost of one call.
+const LIST_SCAN_PAGES: usize = 10;
+
+/// The store, or why the jobs API is off.
+fn store(state: &AppState) -> Result<&AnyStore, ApiError> {
+    state
+        .jobs
+        .get()
+        .map(crate::jobs::Jobs::store)
+        .ok_or_else(|| {
+            ApiError::NotFound("durable jobs are disabled ([jobs] enabled = false)".into())
+        })
+}
+
+/// A store error as an answer.
+pub(crate) fn store_error(e: sluice_jobs::Error) -> ApiError {
+    use sluice_jobs::Error as E;
+    match e {
+        E::NotFound(id) => ApiError::NotFound(format!("job {id} not found")),
+        E::InvalidTransition { .. } | E::LeaseLost(_) => ApiError::Conflict(e.to_string()),
+        E::Invalid { field, reason } => ApiError::bad_field(field, reason),
+        E::Database(_) => {
+            tracing::warn!(error = %chain(&e), "job store");
+            ApiError::Unavailable {
+                message: format!("the job store is unavailable: {}", chain(&e)),
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        }
+        other => ApiError::Internal(chain(&other)),
+    }
+}
+
+fn reply(r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A job as the API shows it.
+fn job_json(job: &Job) -> Value {
+    serde_json::to_value(job).unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
+/// Counts what an enqueue did.
+fn count(e: &Enqueued) {
+    if e.job.idempotency_key.is_some() {
+        crate::metrics::job_idempotency(e.duplicate);
+    }
+    if !e.duplicate {
+        crate::metrics::job_enqueued(&e.job.queue, &e.job.kind);
+    }
+}
+
+/// `POST /v1/jobs`: 201 with the stored job, or 200 with the original job
+/// (and `x-sluice-idempotent-replay: true`) for a known `Idempotency-Key`.
+pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    reply(
+        async {
+            state.check_open()?;
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let spec: JobSpec = parse(&body)?;
+            let header_key = headers
+                .get("idempotency-key")
+                .map(|v| {
+                    v.to_str()
+                        .map(|s| s.trim().to_owned())
+                        .map_err(|_| ApiError::bad_header("idempotency-key", "not visible ASCII"))
+                })
+                .transpose()?
+                .filter(|k| !k.is_empty());
+            if let (Some(h), Some(b)) = (&header_key, spec.idempotency_key())
+                && h != b
+            {
+                return Err(ApiError::bad_header(
+                    "idempotency-key",
+                    "differs from the body's `idempotency_key`",
+                ));
+            }
+            let mut job = spec.into_job(&state, &ctx.workspace, "")?;
+            if let Some(key) = header_key {
+                job = job.idempotency_key(key);
+                job.validate().map_err(|_| {
+                    ApiError::bad_header("idempotency-key", "must be 1 to 200 bytes")
+                })?;
+            }
+            let done = store.enqueue(job).await.map_err(store_error)?;
+            count(&done);
+            let status = if done.duplicate {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            let mut res = (status, axum::Json(job_json(&done.job))).into_response();
+            let h = res.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&format!("/v1/jobs/{}", done.job.id)) {
+                h.insert(header::LOCATION, v);
+            }
+            if done.duplicate {
+                h.insert(REPLAY_HEADER, HeaderValue::from_static("true"));
+            }
+            Ok(res)
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/jobs/batch`: `{"jobs":[…]}`, all stored or none. 201 with the
+/// jobs in order, each marked `idempotent_replay` if it was an earlier job.
+pub async fn enqueue_batch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            state.check_open()?;
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let batch: Batch = parse(&body)?;
+            let specs = batch
+                .jobs
+                .ok_or_else(|| ApiError::bad_field("jobs", "is required"))?;
+            if specs.is_empty() {
+                return Err(ApiError::bad_field("jobs", "must hold at least one job"));
+            }
+            if specs.len() > MAX_BATCH {
+                return Err(ApiError::bad_field(
+                    "jobs",
+                    format!("holds {} jobs; at most {MAX_BATCH} per batch", specs.len()),
+                ));
+            }
+            // Every job is checked before any is stored: one bad job
+            // refuses the batch, naming its index.
+            let jobs = specs
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| s.into_job(&state, &ctx.workspace, &format!("jobs[{i}].")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
+            let jobs: Vec<Value> = done
+                .iter()
+                .map(|e| {
+                    count(e);
+                    let mut v = job_json(&e.job);
+                    v["idempotent_replay"] = e.duplicate.into();
+                    v
+                })
+                .collect();
+            Ok((StatusCode::CREATED, axum::Json(json!({"jobs": jobs}))).into_response())
+        }
+        .await,
+    )
+}
+
+fn job_id(raw: &str) -> Result<JobId, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::bad_field("id", format!("{raw:?} is not a job id (an integer)")))
+}
+
+/// The caller's job `id`: another tenant's job is as absent as a missing one.
+async fn owned(store: &AnyStore, ctx: &Context, id: JobId) -> Result<Job, ApiError> {
+    match store.get(id).await.map_err(store_error)? {
+        Some(job) if job.tenant == ctx.workspace => Ok(job),
+        _ => Err(ApiError::NotFound(format!("job {id} not found"))),
+    }
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn get_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let job = owned(store, &ctx, job_id(&id)?).await?;
+            Ok(axum::Json(job_json(&job)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
+pub async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let job = owned(store, &ctx, job_id(&id)?).await?;
+            let job = store.retry(job.id).await.map_err(store_error)?;
+            Ok(axum::Json(job_json(&job)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
+/// (again); 409 for a finished one.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let job = owned(store, &ctx, job_id(&id)?).await?;
+            let job = store.cancel(job.id).await.map_err(store_error)?;
+            Ok(axum::Json(job_json(&job)).into_response())
+        }
+        .await,
+    )
+}
+
+/// What `GET /v1/jobs` was asked.
+struct ListQuery {
+    queue: Option<String>,
+    state: Option<JobState>,
+    after: Option<JobId>,
+    limit: usize,
+}
+
+fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut q = ListQuery {
+        queue: None,
+        state: None,
+        after: None,
+        limit: 100,
+    };
+    for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "queue" => q.queue = Some(value.into_owned()).filter(|v| !v.is_empty()),
+            "state" if value.is_empty() => q.state = None,
+            "state" => {
+                let states: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                q.state = Some(value.parse().map_err(|_| {
+                    ApiError::bad_field(
+                        "state",
+                        format!("unknown state {value:?}: one of {}", states.join(", ")),
+                    )
+                })?);
+            }
+            "cursor" if value.is_empty() => q.after = None,
+            "cursor" => {
+                q.after = Some(value.parse().map_err(|_| {
+                    ApiError::bad_field(
+                        "cursor",
+                        format!(
+                            "{value:?} is not a cursor: pass `next_cursor` of the previous page"
+                        ),
+                    )
+                })?);
+            }
+            "limit" => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE as usize).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_field(
+                            "limit",
+                            format!("must be a whole number from 1 to {MAX_PAGE}, not {value:?}"),
+                        )
+                    })?;
+            }
+            other => {
+                return Err(ApiError::bad_field(
+                    other,
+                    "unknown query parameter: use queue, state, limit, cursor",
+                ));
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// `GET /v1/jobs?queue=&state=&limit=&cursor=`: the caller's jobs in id
+/// order, `next_cursor` set when more may follow.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let q = list_query(raw.as_deref())?;
+            let (jobs, next) = tenant_page(store, &ctx.workspace, q).await?;
+            let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
+            let next = next.map(|id| id.to_string());
+            Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())
+        }
+        .await,
+    )
+}
+
+/// Up to `q.limit` of `tenant`'s jobs after the cursor, and the cursor
+/// that follows them. The store lists every tenant's jobs, so others' are
+/// skipped, reading at most [`LIST_SCAN_PAGES`] store pages; a short page
+/// with a cursor means "more may follow".
+async fn tenant_page(
+    store: &AnyStore,
+    tenant: &str,
+    q: ListQuery,
+) -> Result<(Vec<Job>, Option<JobId>), ApiError> {
+    let mut filter = ListFilter {
+        queue: q.queue,
+        state: q.state,
+        after: q.after,
+        limit: q.limit as u32,
+    };
+    let mut out = Vec::new();
+    for _ in 0..LIST_SCAN_PAGES {
+        let page = store.list(&filter).await.map_err(store_error)?;
+        let read = page.jobs.len();
+        for (i, job) in page.jobs.into_iter().enumerate() {
+            if job.tenant != tenant {
+                continue;
+            }
+            out.push(job);
+            if out.len() == q.limit {
+                let last_of_store = i + 1 == read && page.next.is_none();
+                let next = (!last_of_store).then(|| out[out.len() - 1].id);
+                return Ok((out, next));
+            }
+        }
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => return Ok((out, None)),
+        }
+    }
+    Ok((out, filter.after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_map_to_their_statuses() {
+        let status = |e| store_error(e).status().as_u16();
+        let down = sluice_jobs::Error::Database(sqlx_pool_timeout());
+        let unavailable = store_error(sluice_jobs::Error::Database(sqlx_pool_timeout()));
+        assert!(
+            unavailable.to_string().contains("job store is unavailable"),
+            "{unavailable}"
+        );
+        assert_eq!(status(down), 503);
+        assert_eq!(status(sluice_jobs::Error::NotFound(JobId(7))), 404);
+        let conflict = sluice_jobs::Error::InvalidTransition {
+            id: JobId(7),
+            state: JobState::Completed,
+            action: "retry",
+        };
+        assert_eq!(status(conflict), 409);
+        assert_eq!(status(sluice_jobs::Error::LeaseLost(JobId(7))), 409);
+        let invalid = store_error(sluice_jobs::Error::Invalid {
+            field: "queue",
+            reason: "must not be empty",
+        });
+        assert_eq!(
+            (
+                invalid.status().as_u16(),
+                invalid.body()["error"]["param"].as_str()
+            ),
+            (400, Some("queue"))
+        );
+    }
+
+    fn sqlx_pool_timeout() -> sqlx::Error {
+        sqlx::Error::PoolTimedOut
+    }
+}

@@ -1,0 +1,144 @@
+//! Queue-wide calls: counts by state, pause and resume, and the dead
+//! letters of a queue (retry all, purge). They touch every tenant's jobs,
+//! so they take the admin token when one is configured (a tenant key when
+//! only tenants are).
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
+
+use super::{reply, store, store_error};
+use crate::context::Context;
+use crate::error::ApiError;
+use crate::routes::limits::admin;
+use crate::state::AppState;
+
+/// The admin token if configured; otherwise whoever may call the gateway.
+fn queue_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if state.config.admin_token.is_some() {
+        admin(state, headers)
+    } else {
+        Context::from_headers(state, headers).map(|_| ())
+    }
+}
+
+/// A configured queue, or 404.
+fn configured<'a>(state: &AppState, queue: &'a str) -> Result<&'a str, ApiError> {
+    if state.config.jobs.queues.contains_key(queue) {
+        Ok(queue)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "unknown queue {queue:?} (queues are configured in [jobs.queues.<name>])"
+        )))
+    }
+}
+
+fn queue_json(q: &QueueCounts) -> Value {
+    let counts: serde_json::Map<String, Value> = JobState::ALL
+        .iter()
+        .map(|s| (s.as_str().to_owned(), q.counts.get(*s).into()))
+        .collect();
+    json!({"queue": q.queue, "paused": q.paused, "counts": counts, "total": q.counts.total()})
+}
+
+/// `GET /v1/queues`: every configured queue (and any other holding jobs)
+/// with its jobs by state and whether it is paused.
+pub async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    reply(
+        async {
+            queue_admin(&state, &headers)?;
+            let store = store(&state)?;
+            let mut counts = store.counts().await.map_err(store_error)?;
+            for name in state.config.jobs.queues.keys() {
+                if !counts.iter().any(|q| &q.queue == name) {
+                    counts.push(QueueCounts {
+                        queue: name.clone(),
+                        paused: false,
+                        counts: StateCounts::default(),
+                    });
+                }
+            }
+            counts.sort_by(|a, b| a.queue.cmp(&b.queue));
+            let queues: Vec<Value> = counts.iter().map(queue_json).collect();
+            Ok(axum::Json(json!({"queues": queues})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/queues/{queue}/pause`: workers stop claiming from it; running
+/// jobs go on.
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    set_paused(state, queue, headers, true).await
+}
+
+/// `POST /v1/queues/{queue}/resume`.
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    set_paused(state, queue, headers, false).await
+}
+
+async fn set_paused(state: AppState, queue: String, headers: HeaderMap, paused: bool) -> Response {
+    reply(
+        async {
+            queue_admin(&state, &headers)?;
+            let store = store(&state)?;
+            let queue = configured(&state, &queue)?;
+            if paused {
+                store.pause(queue).await
+            } else {
+                store.resume(queue).await
+            }
+            .map_err(store_error)?;
+            Ok(axum::Json(json!({"queue": queue, "paused": paused})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/queues/{queue}/dead/retry`: every dead job of the queue runs
+/// again with its attempts reset; answers how many.
+pub async fn dead_retry(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            queue_admin(&state, &headers)?;
+            let store = store(&state)?;
+            let queue = configured(&state, &queue)?;
+            let n = store.retry_dead(queue).await.map_err(store_error)?;
+            Ok(axum::Json(json!({"queue": queue, "retried": n})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead jobs;
+/// answers how many.
+pub async fn dead_purge(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            queue_admin(&state, &headers)?;
+            let store = store(&state)?;
+            let queue = configured(&state, &queue)?;
+            let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
+            Ok(axum::Json(json!({"queue": queue, "purged": n})).into_response())
+        }
+        .await,
+    )
+}

@@ -1,0 +1,293 @@
+//! The jobs API's core flow on PostgreSQL: enqueue, idempotent replay,
+//! read, list, tenant isolation, pause and counts, dead letters retried
+//! and purged. Each test gets a database of its own on the server that
+//! `SLUICE_TEST_POSTGRES_URL` names (`scripts/test` starts one and sets
+//! it); without it the tests print a note and pass.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{Harness, expect_error, header, sim_config};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sluice_jobs::{JobStore, PostgresStore, RetryDecision, StoreConfig};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// The server, or `None` (with a note) when none is configured.
+fn server() -> Option<String> {
+    let url = std::env::var("SLUICE_TEST_POSTGRES_URL").ok();
+    if url.is_none() {
+        eprintln!(
+            "note: SLUICE_TEST_POSTGRES_URL is not set; skipping the PostgreSQL jobs API test \
+             (scripts/test starts a server and sets it)"
+        );
+    }
+    url
+}
+
+/// A new, empty database on `server`, as a URL.
+async fn fresh_database(server: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "jobs_api_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut conn = PgConnection::connect(server)
+        .await
+        .expect("connect to SLUICE_TEST_POSTGRES_URL");
+    for ddl in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(ddl))
+            .execute(&mut conn)
+            .await
+            .expect("create a database");
+    }
+    conn.close().await.expect("close");
+    let mut url = url::Url::parse(server).expect("a postgres:// URL");
+    url.set_path(&name);
+    url.to_string()
+}
+
+fn http_job() -> Value {
+    json!({
+        "queue": "default",
+        "kind": "http",
+        "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {"text": "hi"}}
+    })
+}
+
+async fn send(
+    h: &Harness,
+    method: reqwest::Method,
+    path: &str,
+    tenant: &str,
+    body: Option<&Value>,
+) -> reqwest::Response {
+    let mut req = h
+        .http
+        .request(method, h.url(path))
+        .header("x-sluice-workspace", tenant);
+    if let Some(body) = body {
+        req = req.json(body);
+    }
+    req.send().await.expect("the gateway answers")
+}
+
+async fn json_of(res: reqwest::Response, status: StatusCode) -> Value {
+    assert_eq!(res.status(), status, "{:?}", res.url());
+    res.json().await.expect("JSON")
+}
+
+#[tokio::test]
+async fn the_core_flow_on_postgresql() {
+    use reqwest::Method as M;
+    let Some(server) = server() else { return };
+    let url = fresh_database(&server).await;
+    let store_url = url.clone();
+    let h = Harness::with(sim_config(), move |c| {
+        c.jobs.workers = false;
+        c.jobs.store = store_url;
+    })
+    .await;
+    assert!(!h.data_dir.join("jobs.db").exists(), "no SQLite file");
+
+    // Enqueue, replay by key, read.
+    let res = h
+        .post("/v1/jobs", &http_job())
+        .header("x-sluice-workspace", "acme")
+        .header("idempotency-key", "k1")
+        .send()
+        .await
+        .unwrap();
+    let job = json_of(res, StatusCode::CREATED).await;
+    let id = job["id"].as_i64().unwrap();
+    let res = h
+        .post("/v1/jobs", &http_job())
+        .header("x-sluice-workspace", "acme")
+        .header("idempotency-key", "k1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&res, "x-sluice-idempotent-replay"), "true");
+    assert_eq!(json_of(res, StatusCode::OK).await["id"], id);
+    let read = json_of(
+        send(&h, M::GET, &format!("/v1/jobs/{id}"), "acme", None).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(read["state"], "available");
+
+    // A batch, then pages of two.
+    let batch = json!({"jobs": [http_job(), http_job(), http_job()]});
+    let res = send(&h, M::POST, "/v1/jobs/batch", "acme", Some(&batch)).await;
+    assert_eq!(
+        json_of(res, StatusCode::CREATED).await["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let mut seen = 0;
+    let mut path = "/v1/jobs?limit=2".to_owned();
+    loop {
+        let page = json_of(send(&h, M::GET, &path, "acme", None).await, StatusCode::OK).await;
+        seen += page["jobs"].as_array().unwrap().len();
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/v1/jobs?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 4);
+
+    // Another tenant sees none of it.
+    expect_error(
+        send(&h, M::GET, &format!("/v1/jobs/{id}"), "globex", None).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let page = json_of(
+        send(&h, M::GET, "/v1/jobs", "globex", None).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 0);
+
+    // Pause, counts, resume.
+    json_of(
+        send(&h, M::POST, "/v1/queues/default/pause", "ops", None).await,
+        StatusCode::OK,
+    )
+    .await;
+    let queues = json_of(
+        send(&h, M::GET, "/v1/queues", "ops", None).await,
+        StatusCode::OK,
+    )
+    .await;
+    let default = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "default")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            default["paused"].as_bool(),
+            default["counts"]["available"].as_u64()
+        ),
+        (Some(true), Some(4))
+    );
+    json_of(
+        send(&h, M::POST, "/v1/queues/default/resume", "ops", None).await,
+        StatusCode::OK,
+    )
+    .await;
+
+    // Dead letters, made as a worker would, retried and purged.
+    let store = PostgresStore::connect(&url, StoreConfig::default())
+        .await
+        .expect("connect");
+    let claimed = store
+        .claim("default", "test-worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 4);
+    for job in &claimed {
+        store
+            .fail(
+                job.lease.as_ref().unwrap(),
+                "404 from upstream",
+                RetryDecision::Dead,
+            )
+            .await
+            .unwrap();
+    }
+    expect_error(
+        send(&h, M::POST, &format!("/v1/jobs/{id}/cancel"), "acme", None).await,
+        409,
+        "conflict",
+    )
+    .await;
+    let again = json_of(
+        send(&h, M::POST, &format!("/v1/jobs/{id}/retry"), "acme", None).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(again["state"], "available");
+    let res = send(&h, M::POST, "/v1/queues/default/dead/retry", "ops", None).await;
+    assert_eq!(json_of(res, StatusCode::OK).await["retried"], 3);
+    let claimed = store
+        .claim("default", "test-worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for job in &claimed {
+        store
+            .fail(
+                job.lease.as_ref().unwrap(),
+                "404 from upstream",
+                RetryDecision::Dead,
+            )
+            .await
+            .unwrap();
+    }
+    let res = send(&h, M::DELETE, "/v1/queues/default/dead", "ops", None).await;
+    assert_eq!(json_of(res, StatusCode::OK).await["purged"], 4);
+    store.close().await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_postgresql_stops_the_start_naming_the_url_without_its_password() {
+    let Some(server) = server() else { return };
+    // The server's own URL with a database that does not exist and a password.
+    let mut url = url::Url::parse(&server).unwrap();
+    url.set_path("no_such_database_here");
+    let _ = url.set_password(Some("hunter2"));
+    let mut config = sluice_gateway::config::Config::default();
+    config.jobs.store = url.to_string();
+    config.trace.enabled = false;
+    let e = sluice_gateway::Gateway::bind(config, Some("127.0.0.1:0".parse().unwrap()))
+        .await
+        .expect_err("the start fails");
+    let shown = e.to_string();
+    assert!(shown.contains("no_such_database_here"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_jobs_from_postgresql() {
+    use reqwest::Method as M;
+    let Some(server) = server() else { return };
+    let store_url = fresh_database(&server).await;
+    let h = Harness::with(sim_config(), move |c| c.jobs.store = store_url).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
+        ids.push(
+            json_of(res, StatusCode::CREATED).await["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    for id in ids {
+        let mut tries = 0;
+        loop {
+            let res = send(&h, M::GET, &format!("/v1/jobs/{id}"), "acme", None).await;
+            let job = json_of(res, StatusCode::OK).await;
+            if job["state"] == "completed" {
+                assert_eq!(job["attempts"], 1);
+                break;
+            }
+            tries += 1;
+            assert!(tries < 3_000, "job {id} never completed: {job}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    h.stop().await;
+}

@@ -1,0 +1,133 @@
+//! The job kinds this crate runs: `http` (a request to a configured API)
+//! and the seven Discord operations, each with a typed payload that is
+//! checked when the job is enqueued and again when it runs.
+
+pub mod discord;
+pub mod http;
+mod payload;
+mod response;
+
+pub use payload::PayloadError;
+
+use serde_json::Value;
+use sluice_limit::Limiter;
+
+use crate::worker::Handlers;
+
+/// The kind of a job that calls a configured HTTP API.
+pub const HTTP_KIND: &str = "http";
+
+/// Kinds this crate can run: `"http"` and the seven `"discord.*"` kinds.
+pub const KINDS: &[&str] = &[
+    HTTP_KIND,
+    discord::CREATE_ROLE,
+    discord::DELETE_ROLE,
+    discord::ASSIGN_ROLE,
+    discord::REMOVE_ROLE,
+    discord::CREATE_CHANNEL,
+    discord::DELETE_CHANNEL,
+    discord::UPDATE_PERMISSIONS,
+];
+
+/// Checks a payload for `kind` at enqueue time.
+///
+/// ```
+/// use serde_json::json;
+/// use sluice_jobs::validate_payload;
+///
+/// let ok = json!({"guild_id": "81384788765712384", "name": "moderators"});
+/// assert!(validate_payload("discord.create_role", &ok).is_ok());
+///
+/// let bad = json!({"guild_id": "not-a-snowflake", "name": "moderators"});
+/// let err = validate_payload("discord.create_role", &bad).unwrap_err();
+/// assert_eq!(err.field, "payload.guild_id");
+///
+/// assert_eq!(validate_payload("smtp", &ok).unwrap_err().field, "kind");
+/// ```
+///
+/// # Errors
+/// A [`PayloadError`] naming the JSON field (`payload.guild_id`,
+/// `payload.path`, …), or `kind` for a kind this crate cannot run.
+pub fn validate_payload(kind: &str, payload: &Value) -> Result<(), PayloadError> {
+    if kind == HTTP_KIND {
+        return http::HttpPayload::parse(payload).map(drop);
+    }
+    match discord::Operation::parse(kind, payload) {
+        Some(parsed) => parsed.map(drop),
+        None => Err(PayloadError::new(
+            "kind",
+            format!(
+                "unknown kind {kind:?}; expected one of {}",
+                KINDS.join(", ")
+            ),
+        )),
+    }
+}
+
+impl Handlers {
+    /// Handlers for every kind in [`KINDS`]: `http` calls `http_apis`, the
+    /// `discord.*` kinds call Discord as `discord` says, all with `client`
+    /// and through `limiter` (the gateway's, so that jobs share each API's
+    /// bucket with interactive traffic).
+    ///
+    /// # Errors
+    /// [`sluice_limit::Error`] if Discord's global limit cannot be
+    /// configured on the limiter.
+    pub fn standard(
+        limiter: &Limiter,
+        http_apis: http::HttpApis,
+        discord: discord::DiscordConfig,
+        client: reqwest::Client,
+    ) -> Result<Handlers, sluice_limit::Error> {
+        let discord = discord::DiscordHandler::new(discord, client.clone(), limiter.clone())?;
+        let mut handlers = Handlers::new().on(
+            HTTP_KIND,
+            http::HttpHandler::new(http_apis, client, limiter.clone()),
+        );
+        for kind in &KINDS[1..] {
+            handlers = handlers.on(*kind, discord.clone());
+        }
+        Ok(handlers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_is_known_to_validation() {
+        for kind in KINDS {
+            let err = validate_payload(kind, &json!({"no_such_field": 1})).unwrap_err();
+            assert_ne!(err.field, "kind", "{kind}: {err}");
+        }
+    }
+
+    #[test]
+    fn standard_handlers_cover_every_kind() {
+        let limiter = Limiter::new(sluice_limit::Rules::new()).unwrap();
+        let handlers = Handlers::standard(
+            &limiter,
+            http::HttpApis::new(),
+            discord::DiscordConfig::default(),
+            reqwest::Client::new(),
+        )
+        .unwrap();
+        let mut kinds = KINDS.to_vec();
+        kinds.sort_unstable();
+        assert_eq!(handlers.kinds(), kinds);
+        assert!(
+            limiter.contains("api:discord"),
+            "the global bucket is configured"
+        );
+    }
+
+    #[test]
+    fn a_payload_that_is_not_an_object_names_the_payload() {
+        let err = validate_payload("discord.delete_role", &json!([1])).unwrap_err();
+        assert_eq!(err.field, "payload", "{err}");
+        let err = validate_payload("http", &json!("GET /")).unwrap_err();
+        assert_eq!(err.field, "payload", "{err}");
+    }
+}

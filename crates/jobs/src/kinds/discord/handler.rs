@@ -1,0 +1,286 @@
+//! Running a Discord job: wait on the route's bucket and the global
+//! bucket, call, learn the bucket from the answer, and turn the answer
+//! into an outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+use serde_json::Value;
+use sluice_limit::{Limit, Limiter};
+
+use crate::job::Job;
+use crate::kinds::discord::buckets::{Buckets, Learned};
+use crate::kinds::discord::{Call, Operation};
+use crate::kinds::response;
+use crate::metrics;
+use crate::worker::{BoxFuture, JobHandler, Outcome};
+
+/// How to reach Discord.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscordConfig {
+    /// Discord's REST API base, `https://discord.com/api/v10` by default;
+    /// `{sim}/discord/api/v10` against `sluice sim`.
+    pub base_url: String,
+    /// The environment variable holding the bot token, sent as
+    /// `Authorization: Bot {token}`; `None` sends no token (the sim).
+    pub token_env: Option<String>,
+    /// The limiter resource every call takes from (`api:discord`).
+    pub global_resource: String,
+    /// The global limit configured on that resource at start, if any: the
+    /// seed's 50 requests/s, with a burst of 40 so that network jitter
+    /// cannot make Discord see more than 50 in its window. `None` leaves
+    /// the resource to the limiter's rules.
+    pub global_limit: Option<Limit>,
+    /// Buckets (and routes) remembered at most.
+    pub max_buckets: usize,
+    /// The longest a call waits in-process for an exhausted bucket or the
+    /// global limit; beyond, the job is rescheduled instead (no attempt used).
+    pub max_wait: Duration,
+    /// How long one call may take.
+    pub timeout: Duration,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://discord.com/api/v10".to_owned(),
+            token_env: Some("DISCORD_BOT_TOKEN".to_owned()),
+            global_resource: sluice_limit::api_resource("discord"),
+            global_limit: Some(Limit::per_second(50).burst(40)),
+            max_buckets: 4_096,
+            max_wait: Duration::from_secs(30),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl DiscordConfig {
+    /// The defaults against another base URL (a sim), without a token.
+    pub fn at(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            token_env: None,
+            ..Self::default()
+        }
+    }
+}
+
+/// Runs the seven `discord.*` kinds.
+#[derive(Debug, Clone)]
+pub struct DiscordHandler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: DiscordConfig,
+    client: reqwest::Client,
+    limiter: Limiter,
+    buckets: Buckets,
+}
+
+impl DiscordHandler {
+    /// Calls Discord as `config` says, through `limiter` (whose
+    /// `api:discord` resource it configures with the global limit).
+    ///
+    /// # Errors
+    /// [`sluice_limit::Error`] if the global limit is invalid or the
+    /// limiter is closed.
+    pub fn new(
+        config: DiscordConfig,
+        client: reqwest::Client,
+        limiter: Limiter,
+    ) -> Result<Self, sluice_limit::Error> {
+        if let Some(limit) = config.global_limit {
+            limiter.set_limit(&config.global_resource, limit)?;
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                buckets: Buckets::new(config.max_buckets),
+                config,
+                client,
+                limiter,
+            }),
+        })
+    }
+}
+
+impl Inner {
+    async fn run(&self, job: &Job) -> Outcome {
+        let op = match Operation::parse(&job.kind, &job.payload) {
+            Some(Ok(op)) => op,
+            Some(Err(e)) => return Outcome::fatal(format!("invalid payload: {e}")),
+            None => return Outcome::fatal(format!("{:?} is not a Discord kind", job.kind)),
+        };
+        let call = op.call();
+        let endpoint = template(&call.route);
+        let lane = self.buckets.lane(&call.route);
+        // One call per bucket at a time: the last answer's count is exact.
+        let mut bucket = lane.lock().await;
+        if let Some(wait) = bucket.wait(tokio::time::Instant::now()) {
+            if wait > self.config.max_wait {
+                return Outcome::Throttled {
+                    error: format!("bucket of {endpoint} exhausted"),
+                    retry_after: Some(wait),
+                };
+            }
+            tokio::time::sleep(wait).await;
+        }
+        let global = &self.config.global_resource;
+        let grant = match response::take(&self.limiter, global, self.config.max_wait).await {
+            Ok(g) => g,
+            Err(outcome) => return outcome,
+        };
+        let answer = match self.send(job, &call).await {
+            Ok(a) => a,
+            Err(outcome) => return outcome,
+        };
+        drop(grant);
+        let status = answer.status().as_u16();
+        let headers = answer.headers().clone();
+        let learned = Learned::from_headers(&headers);
+        bucket.learn(&learned, tokio::time::Instant::now());
+        if let Some(hash) = &learned.bucket {
+            self.buckets
+                .learn_bucket(&call.route, &call.major, hash, &bucket);
+        }
+        drop(bucket);
+        let (bytes, cut) = response::body(answer).await;
+        self.classify(&call, &endpoint, status, &headers, &bytes, cut)
+    }
+
+    async fn send(&self, job: &Job, call: &Call) -> Result<reqwest::Response, Outcome> {
+        let method = reqwest::Method::from_bytes(call.method.as_bytes())
+            .map_err(|_| Outcome::fatal(format!("bad method {}", call.method)))?;
+        let mut request = self
+            .client
+            .request(method, format!("{}{}", self.config.base_url, call.path))
+            .timeout(self.config.timeout)
+            .header("x-sluice-job-id", job.id.to_string());
+        if let Some(env) = &self.config.token_env {
+            let token = std::env::var(env).map_err(|_| {
+                Outcome::fatal(format!("the Discord bot token variable {env} is not set"))
+            })?;
+            let mut value = HeaderValue::from_str(&format!("Bot {token}"))
+                .map_err(|_| Outcome::fatal(format!("{env} does not hold a valid token")))?;
+            value.set_sensitive(true);
+            request = request.header("authorization", value);
+        }
+        if let Some(reason) = &call.reason {
+            // Discord wants the reason URL-encoded; keep it a valid header.
+            let encoded: String = reason
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-_.~ ".contains(&b) {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect();
+            if let Ok(v) = HeaderValue::from_str(&encoded) {
+                request = request.header("x-audit-log-reason", v);
+            }
+        }
+        if let Some(body) = &call.body {
+            request = request.json(body);
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| Outcome::retry(format!("calling Discord {}: {e}", call.method)))
+    }
+
+    fn classify(
+        &self,
+        call: &Call,
+        endpoint: &str,
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+        bytes: &[u8],
+        cut: bool,
+    ) -> Outcome {
+        match status {
+            200..=299 => Outcome::Completed(response::result(status, headers, bytes, cut)),
+            // Deleting what is already gone (a run repeated after a crash)
+            // has the effect the job wanted.
+            404 if call.method == "DELETE" => {
+                let mut result = response::result(status, headers, bytes, cut);
+                result["already_gone"] = Value::Bool(true);
+                Outcome::Completed(result)
+            }
+            429 => {
+                let body = response::body_value(bytes, cut);
+                let retry_after = body
+                    .get("retry_after")
+                    .and_then(Value::as_f64)
+                    .filter(|s| s.is_finite() && *s >= 0.0 && *s < 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .or_else(|| response::retry_after(headers));
+                let global = headers
+                    .get("x-ratelimit-global")
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+                    || body.get("global").and_then(Value::as_bool) == Some(true);
+                metrics::upstream_429(endpoint, retry_after);
+                if global {
+                    metrics::global_429();
+                    tracing::error!(
+                        critical = true,
+                        endpoint,
+                        ?retry_after,
+                        "jobs: Discord GLOBAL rate limit hit; repeated global 429s get the bot banned"
+                    );
+                    if let Err(e) = self
+                        .limiter
+                        .report_throttled(&self.config.global_resource, retry_after)
+                    {
+                        tracing::warn!(error = %e, "jobs: cannot throttle the Discord global bucket");
+                    }
+                }
+                Outcome::Throttled {
+                    error: response::error_text("Discord", status, bytes),
+                    retry_after,
+                }
+            }
+            408 | 500..=599 => Outcome::Retry {
+                error: response::error_text("Discord", status, bytes),
+                retry_after: response::retry_after(headers),
+            },
+            _ => Outcome::Fatal(response::error_text("Discord", status, bytes)),
+        }
+    }
+}
+
+/// The route with every id replaced by `:id`: a metric label of bounded
+/// cardinality.
+fn template(route: &str) -> String {
+    route
+        .split('/')
+        .map(|seg| {
+            if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                ":id"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+impl JobHandler for DiscordHandler {
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.inner.run(job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn templates_hide_ids() {
+        assert_eq!(
+            super::template("PUT /guilds/123/members/:id/roles/:id"),
+            "PUT /guilds/:id/members/:id/roles/:id"
+        );
+    }
+}

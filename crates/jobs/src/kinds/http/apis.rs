@@ -1,0 +1,154 @@
+//! The registry of APIs an `http` job may call: name → base URL and how to
+//! authenticate. Jobs name an API; they never carry a URL.
+
+use std::collections::BTreeMap;
+
+/// One configured API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpApi {
+    /// Where its paths are appended, without a trailing `/`, e.g.
+    /// `https://slack.com`.
+    pub base_url: String,
+    /// A header to send on every call, its value read from an environment
+    /// variable when the call is made.
+    pub auth: Option<EnvHeader>,
+}
+
+/// A header whose value lives in an environment variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvHeader {
+    /// The header, e.g. `Authorization`.
+    pub header: String,
+    /// Put before the variable's value, e.g. `Bearer `.
+    pub prefix: String,
+    /// The variable, e.g. `SLACK_TOKEN`.
+    pub env: String,
+}
+
+/// A base URL that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "api {api:?}: base URL {url:?} must start with http:// or https:// and have no query or fragment"
+)]
+pub struct InvalidBaseUrl {
+    /// The API.
+    pub api: String,
+    /// The URL given.
+    pub url: String,
+}
+
+/// APIs by name.
+///
+/// ```
+/// use sluice_jobs::kinds::http::HttpApis;
+///
+/// let apis = HttpApis::new()
+///     .api("slack", "https://slack.com/")?
+///     .bearer_from_env("slack", "SLACK_TOKEN");
+/// assert_eq!(apis.get("slack").unwrap().base_url, "https://slack.com");
+/// # Ok::<(), sluice_jobs::kinds::http::InvalidBaseUrl>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpApis {
+    apis: BTreeMap<String, HttpApi>,
+}
+
+impl HttpApis {
+    /// No APIs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The seed's APIs at their public base URLs, each with a bearer token
+    /// from `{NAME}_TOKEN` (`SLACK_TOKEN`, `GITHUB_TOKEN`, …; Discord's is
+    /// `Bot {DISCORD_BOT_TOKEN}`).
+    pub fn seed() -> Self {
+        let apis = [
+            ("slack", "https://slack.com"),
+            ("github", "https://api.github.com"),
+            ("gmail", "https://gmail.googleapis.com"),
+            ("google_calendar", "https://www.googleapis.com/calendar/v3"),
+            ("google_sheets", "https://sheets.googleapis.com"),
+            ("google_drive", "https://www.googleapis.com/drive/v3"),
+            ("linear", "https://api.linear.app"),
+            ("clickup", "https://api.clickup.com"),
+        ];
+        let mut out = HttpApis::new();
+        for (name, url) in apis {
+            out.apis.insert(
+                name.to_owned(),
+                HttpApi {
+                    base_url: url.to_owned(),
+                    auth: Some(EnvHeader {
+                        header: "Authorization".to_owned(),
+                        prefix: "Bearer ".to_owned(),
+                        env: format!("{}_TOKEN", name.to_ascii_uppercase()),
+                    }),
+                },
+            );
+        }
+        out.apis.insert(
+            "discord".to_owned(),
+            HttpApi {
+                base_url: "https://discord.com/api/v10".to_owned(),
+                auth: Some(EnvHeader {
+                    header: "Authorization".to_owned(),
+                    prefix: "Bot ".to_owned(),
+                    env: "DISCORD_BOT_TOKEN".to_owned(),
+                }),
+            },
+        );
+        out
+    }
+
+    /// Adds (or replaces) `name` at `base_url`, without authentication.
+    ///
+    /// # Errors
+    /// [`InvalidBaseUrl`] unless it is an `http(s)://` URL without query or fragment.
+    pub fn api(mut self, name: &str, base_url: &str) -> Result<Self, InvalidBaseUrl> {
+        let ok = (base_url.starts_with("http://") || base_url.starts_with("https://"))
+            && !base_url.contains(['?', '#', ' '])
+            && reqwest::Url::parse(base_url).is_ok();
+        if !ok {
+            return Err(InvalidBaseUrl {
+                api: name.to_owned(),
+                url: base_url.to_owned(),
+            });
+        }
+        let api = HttpApi {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            auth: None,
+        };
+        self.apis.insert(name.to_owned(), api);
+        Ok(self)
+    }
+
+    /// Sends `header: {prefix}{$env}` on every call to `name` (if configured).
+    #[must_use]
+    pub fn auth_from_env(mut self, name: &str, header: &str, prefix: &str, env: &str) -> Self {
+        if let Some(api) = self.apis.get_mut(name) {
+            api.auth = Some(EnvHeader {
+                header: header.to_owned(),
+                prefix: prefix.to_owned(),
+                env: env.to_owned(),
+            });
+        }
+        self
+    }
+
+    /// Sends `Authorization: Bearer {$env}` on every call to `name`.
+    #[must_use]
+    pub fn bearer_from_env(self, name: &str, env: &str) -> Self {
+        self.auth_from_env(name, "Authorization", "Bearer ", env)
+    }
+
+    /// The API called `name`.
+    pub fn get(&self, name: &str) -> Option<&HttpApi> {
+        self.apis.get(name)
+    }
+
+    /// The configured names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.apis.keys().map(String::as_str)
+    }
+}

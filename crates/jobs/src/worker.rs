@@ -1,0 +1,34 @@
+//! Workers: run stored jobs with the handlers of their kinds, under the
+//! shared limiter, with leases kept alive, retries, rescue and cleanup.
+//!
+//! - **Claiming.** One loop per queue claims as many jobs as it has free
+//!   slots (its concurrency); a paused queue yields nothing and is polled.
+//! - **Rates.** Before its handler starts, a run takes one unit from the
+//!   limiter resource `jobs:{queue}` (and `jobs:{queue}:{group}` with a
+//!   group rate), waiting in FIFO order while it keeps its lease alive.
+//!   The limiter is the gateway's, so job calls and interactive calls to
+//!   the same API share its bucket as well.
+//! - **Outcomes.** See [`Outcome`]: completed; retry with exponential
+//!   backoff and full jitter ([`Backoff`]); throttled (rescheduled without
+//!   an attempt, bounded by [`PoolConfig::max_throttles`]); fatal (dead at
+//!   once). A panicking handler is a retryable failure. All are persisted
+//!   as the job's state and `run_at`, so they survive restarts.
+//! - **Crashes.** Leases are renewed by heartbeat; a pool that dies leaves
+//!   them to expire and any pool's rescuer takes the jobs back.
+//! - **Shutdown.** [`WorkerPool::shutdown`] stops claiming, waits for
+//!   running jobs until its deadline, then gives the rest back at once
+//!   with no attempt used.
+
+mod backoff;
+mod config;
+mod handler;
+mod pool;
+mod run;
+mod wake;
+
+pub use backoff::Backoff;
+pub use config::{
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_THROTTLES, DEFAULT_RATE, PoolConfig, QueueConfig,
+};
+pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_fn};
+pub use pool::{ShutdownReport, WorkerPool, WorkerPoolBuilder};

@@ -1,0 +1,145 @@
+//! How a worker pool runs each queue, and the pool's own timings.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_limit::Limit;
+
+use crate::clock::{Clock, SystemClock};
+use crate::retention::Retention;
+use crate::worker::backoff::Backoff;
+
+/// The seed's per-queue concurrency.
+pub const DEFAULT_CONCURRENCY: usize = 5;
+/// The seed's per-queue rate, jobs per second.
+pub const DEFAULT_RATE: u64 = 10;
+/// Throttles (429s) in a row a job may take per attempt before one uses
+/// up an attempt.
+pub const DEFAULT_MAX_THROTTLES: u32 = 5;
+
+/// How one queue is worked.
+///
+/// ```
+/// use sluice_limit::Limit;
+/// use sluice_jobs::worker::QueueConfig;
+///
+/// let q = QueueConfig::new("discord")
+///     .concurrency(8)
+///     .rate(Limit::sliding_window(20, std::time::Duration::from_secs(1)))
+///     .group_rate(Limit::sliding_window(2, std::time::Duration::from_secs(1)));
+/// assert_eq!(q.concurrency.get(), 8);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// The queue's name.
+    pub name: String,
+    /// Jobs run at once (the seed's 5).
+    pub concurrency: NonZeroUsize,
+    /// Job starts allowed, as a limit on the limiter resource
+    /// `jobs:{queue}` (the seed's 10 in any second, sliding window);
+    /// `None` for no rate.
+    pub rate: Option<Limit>,
+    /// Job starts allowed per group, on `jobs:{queue}:{group}`; none by
+    /// default.
+    pub group_rate: Option<Limit>,
+}
+
+impl QueueConfig {
+    /// `name` with the seed's defaults: 5 at once, 10 starts in any second.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            concurrency: NonZeroUsize::new(DEFAULT_CONCURRENCY).unwrap_or(NonZeroUsize::MIN),
+            rate: Some(Limit::sliding_window(DEFAULT_RATE, Duration::from_secs(1))),
+            group_rate: None,
+        }
+    }
+
+    /// Runs up to `n` jobs at once (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
+        self
+    }
+
+    /// Starts jobs at most as `limit` allows.
+    #[must_use]
+    pub fn rate(mut self, limit: Limit) -> Self {
+        self.rate = Some(limit);
+        self
+    }
+
+    /// Starts jobs as fast as slots free up.
+    #[must_use]
+    pub fn unlimited(mut self) -> Self {
+        self.rate = None;
+        self
+    }
+
+    /// Starts the jobs of each group at most as `limit` allows.
+    #[must_use]
+    pub fn group_rate(mut self, limit: Limit) -> Self {
+        self.group_rate = Some(limit);
+        self
+    }
+
+    /// The limiter resource of the queue's rate.
+    pub fn rate_resource(&self) -> String {
+        format!("jobs:{}", self.name)
+    }
+
+    /// The limiter resource of one group's rate.
+    pub fn group_resource(&self, group: &str) -> String {
+        format!("jobs:{}:{group}", self.name)
+    }
+}
+
+/// Timings of a worker pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// This pool's worker id in leases; `{host}-{pid}-{random}` by default.
+    pub worker_id: String,
+    /// Where "now" comes from for retry times: the store's clock.
+    pub clock: Arc<dyn Clock>,
+    /// How long a claim leases a job (30 s); heartbeats renew it.
+    pub lease: Duration,
+    /// How often a running job's lease is renewed (a third of the lease).
+    pub heartbeat: Duration,
+    /// How long an idle queue waits before claiming again (50 ms).
+    pub poll: Duration,
+    /// Retry waits.
+    pub backoff: Backoff,
+    /// Throttles in a row that a job may take per attempt.
+    pub max_throttles: u32,
+    /// How often expired leases are rescued (1 s); `None` for never.
+    pub rescue_every: Option<Duration>,
+    /// How often finished jobs are cleaned up (60 s); `None` for never.
+    pub cleanup_every: Option<Duration>,
+    /// How long finished jobs are kept (the seed's 1 h completed, 24 h dead).
+    pub retention: Retention,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        let lease = Duration::from_secs(30);
+        Self {
+            worker_id: default_worker_id(),
+            clock: Arc::new(SystemClock),
+            lease,
+            heartbeat: lease / 3,
+            poll: Duration::from_millis(50),
+            backoff: Backoff::default(),
+            max_throttles: DEFAULT_MAX_THROTTLES,
+            rescue_every: Some(Duration::from_secs(1)),
+            cleanup_every: Some(Duration::from_secs(60)),
+            retention: Retention::default(),
+        }
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
+    let host: String = host.chars().take(100).collect();
+    format!("{host}-{}-{:08x}", std::process::id(), fastrand::u32(..))
+}

@@ -1,0 +1,430 @@
+//! The worker pool: a claim loop per queue, the rescuer and the cleaner,
+//! and graceful shutdown.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_limit::{Limit, Limiter};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::metrics;
+use crate::store::JobStore;
+use crate::worker::backoff::Backoff;
+use crate::worker::config::{PoolConfig, QueueConfig};
+use crate::worker::handler::Handlers;
+use crate::worker::run::run_job;
+use crate::worker::wake::{QueueWake, Wakes};
+
+/// Group rate resources a pool configures at most before it drops the
+/// idle ones: groups are user-chosen, so their number is not bounded.
+const MAX_GROUP_RESOURCES: usize = 4_096;
+/// How long shutdown waits, after its deadline, for halted jobs to be
+/// given back to the store.
+const RELEASE_GRACE: Duration = Duration::from_secs(5);
+
+/// What every task of a pool shares.
+pub(crate) struct Ctx<S> {
+    pub store: Arc<S>,
+    pub limiter: Limiter,
+    pub handlers: Handlers,
+    pub config: PoolConfig,
+    /// Turns true at shutdown's deadline: running jobs are given back.
+    pub halt: watch::Receiver<bool>,
+    pub groups: GroupLimits,
+    pub stats: Stats,
+    /// Per queue: wake its claim loop before the next poll.
+    pub wakes: Arc<Wakes>,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl<S> Ctx<S> {
+    /// Wakes `queue`'s claim loop in `after` (a retry falls due).
+    pub fn wake_after(&self, queue: &str, after: Duration) {
+        if let Some(w) = self.wakes.get(queue) {
+            w.after(after);
+        }
+    }
+
+    /// A backoff wait after `failures` failed attempts.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        self.config.backoff.wait(failures, &mut rng)
+    }
+}
+
+/// Counts of what a pool's runs ended in.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    pub dead: AtomicU64,
+    pub released: AtomicU64,
+}
+
+/// The group rate resources a pool has configured on the limiter.
+#[derive(Debug, Default)]
+pub(crate) struct GroupLimits {
+    configured: Mutex<HashSet<String>>,
+}
+
+impl GroupLimits {
+    /// Configures `resource` with `limit` unless it already is.
+    pub fn ensure(&self, limiter: &Limiter, resource: &str, limit: Limit) {
+        let mut set = self.configured.lock().unwrap_or_else(|p| p.into_inner());
+        if set.contains(resource) && limiter.contains(resource) {
+            return;
+        }
+        if set.len() >= MAX_GROUP_RESOURCES {
+            // Drop the groups nobody holds or waits on: a dropped one is
+            // configured again, full, on its next use, which at worst lets
+            // one burst through early.
+            set.retain(|r| {
+                let busy = limiter
+                    .get_capacity(r)
+                    .is_ok_and(|c| c.in_flight > 0 || c.waiting > 0);
+                if !busy {
+                    limiter.remove(r);
+                }
+                busy
+            });
+        }
+        if let Err(e) = limiter.set_limit(resource, limit) {
+            tracing::warn!(resource, error = %e, "jobs: cannot configure a group rate");
+        }
+        set.insert(resource.to_owned());
+    }
+}
+
+/// Runs jobs from a [`JobStore`] with the handlers of their kinds, under a
+/// shared [`Limiter`]. Built by [`WorkerPool::builder`].
+///
+/// Dropping the pool stops every task at once, leaving the running jobs'
+/// leases to expire (as a crash would); [`shutdown`](Self::shutdown) is
+/// the graceful way.
+#[derive(Debug)]
+pub struct WorkerPool {
+    stop: watch::Sender<bool>,
+    halt: watch::Sender<bool>,
+    queues: Vec<AbortOnDrop>,
+    maintenance: Vec<AbortOnDrop>,
+    stats: Arc<dyn StatsView>,
+    wakes: Arc<Wakes>,
+    worker_id: String,
+}
+
+/// How a [`WorkerPool::shutdown`] went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Jobs completed over the pool's life.
+    pub completed: u64,
+    /// Failed runs over the pool's life (retried, rescheduled or dead).
+    pub failed: u64,
+    /// Runs that ended with the job dead.
+    pub dead: u64,
+    /// Jobs still running at the deadline, given back without using an attempt.
+    pub released: u64,
+}
+
+trait StatsView: Send + Sync + std::fmt::Debug {
+    fn report(&self) -> ShutdownReport;
+}
+
+impl<S: Send + Sync> StatsView for Ctx<S> {
+    fn report(&self) -> ShutdownReport {
+        ShutdownReport {
+            completed: self.stats.completed.load(Ordering::Relaxed),
+            failed: self.stats.failed.load(Ordering::Relaxed),
+            dead: self.stats.dead.load(Ordering::Relaxed),
+            released: self.stats.released.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Ctx<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("handlers", &self.handlers)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct AbortOnDrop(Option<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl WorkerPool {
+    /// A builder for a pool on `store` whose rates go through `limiter`
+    /// (share the gateway's, so that jobs and interactive traffic take from
+    /// the same buckets).
+    pub fn builder<S: JobStore + 'static>(store: Arc<S>, limiter: Limiter) -> WorkerPoolBuilder<S> {
+        WorkerPoolBuilder {
+            store,
+            limiter,
+            handlers: Handlers::new(),
+            queues: Vec::new(),
+            config: PoolConfig::default(),
+        }
+    }
+
+    /// The worker id this pool claims under.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// Tells `queue`'s claim loop to claim now rather than at its next
+    /// poll: call it after enqueueing a job that is due at once. A queue
+    /// this pool does not work is ignored.
+    pub fn notify(&self, queue: &str) {
+        if let Some(w) = self.wakes.get(queue) {
+            w.now();
+        }
+    }
+
+    /// What the pool's runs ended in so far.
+    pub fn report(&self) -> ShutdownReport {
+        self.stats.report()
+    }
+
+    /// Stops claiming, lets running jobs finish until `grace` has passed,
+    /// then gives the rest back to the store with no attempt used (they
+    /// are rescheduled to run at once, which counts in their
+    /// `reschedules`) and stops the rescuer and the cleaner.
+    pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        self.stop.send_replace(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut queues: Vec<JoinHandle<()>> =
+            self.queues.iter_mut().filter_map(|t| t.0.take()).collect();
+        for task in &mut queues {
+            if tokio::time::timeout_at(deadline, &mut *task).await.is_err() {
+                break;
+            }
+        }
+        // Whatever still runs is past the deadline: halt and give back.
+        self.halt.send_replace(true);
+        let release_by = tokio::time::Instant::now() + RELEASE_GRACE;
+        for task in &mut queues {
+            if !task.is_finished()
+                && tokio::time::timeout_at(release_by, &mut *task)
+                    .await
+                    .is_err()
+            {
+                task.abort();
+            }
+        }
+        self.maintenance.clear();
+        self.stats.report()
+    }
+}
+
+/// Builds a [`WorkerPool`].
+#[derive(Debug)]
+pub struct WorkerPoolBuilder<S> {
+    store: Arc<S>,
+    limiter: Limiter,
+    handlers: Handlers,
+    queues: Vec<QueueConfig>,
+    config: PoolConfig,
+}
+
+impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
+    /// Runs jobs with these handlers (added to earlier ones).
+    #[must_use]
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        self.handlers = self.handlers.merge(handlers);
+        self
+    }
+
+    /// Works this queue (replacing an earlier config of the same name).
+    #[must_use]
+    pub fn queue(mut self, queue: QueueConfig) -> Self {
+        self.queues.retain(|q| q.name != queue.name);
+        self.queues.push(queue);
+        self
+    }
+
+    /// Replaces the pool's timings.
+    #[must_use]
+    pub fn config(mut self, config: PoolConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Edits the pool's timings.
+    #[must_use]
+    pub fn configure(mut self, f: impl FnOnce(&mut PoolConfig)) -> Self {
+        f(&mut self.config);
+        self
+    }
+
+    /// Sets the retry backoff.
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// Configures the queues' rates on the limiter and starts claiming.
+    /// Must be called within a tokio runtime.
+    ///
+    /// # Errors
+    /// [`sluice_limit::Error`] if a queue's rate is invalid or the limiter
+    /// is closed.
+    pub fn start(self) -> Result<WorkerPool, sluice_limit::Error> {
+        for queue in &self.queues {
+            if let Some(limit) = queue.rate {
+                self.limiter.set_limit(&queue.rate_resource(), limit)?;
+            }
+            if let Some(limit) = queue.group_rate {
+                limit.validate()?;
+            }
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let (halt, halt_rx) = watch::channel(false);
+        let worker_id = self.config.worker_id.clone();
+        let wakes: Arc<Wakes> = Arc::new(
+            self.queues
+                .iter()
+                .map(|q| (q.name.clone(), Arc::new(QueueWake::default())))
+                .collect(),
+        );
+        let ctx = Arc::new(Ctx {
+            wakes: Arc::clone(&wakes),
+            store: self.store,
+            limiter: self.limiter,
+            handlers: self.handlers,
+            config: self.config,
+            halt: halt_rx,
+            groups: GroupLimits::default(),
+            stats: Stats::default(),
+            rng: Mutex::new(fastrand::Rng::new()),
+        });
+        let queues = self
+            .queues
+            .into_iter()
+            .map(|q| {
+                let task = tokio::spawn(claim_loop(Arc::clone(&ctx), Arc::new(q), stop_rx.clone()));
+                AbortOnDrop(Some(task))
+            })
+            .collect();
+        let mut maintenance = Vec::new();
+        if let Some(every) = ctx.config.rescue_every {
+            maintenance.push(AbortOnDrop(Some(tokio::spawn(rescuer(
+                Arc::clone(&ctx),
+                every,
+            )))));
+        }
+        if let Some(every) = ctx.config.cleanup_every {
+            maintenance.push(AbortOnDrop(Some(tokio::spawn(cleaner(
+                Arc::clone(&ctx),
+                every,
+            )))));
+        }
+        Ok(WorkerPool {
+            stop,
+            halt,
+            queues,
+            maintenance,
+            stats: ctx,
+            wakes,
+            worker_id,
+        })
+    }
+}
+
+/// Claims jobs of one queue as slots free up, until told to stop; then
+/// waits for its running jobs (which shutdown may halt).
+async fn claim_loop<S: JobStore + 'static>(
+    ctx: Arc<Ctx<S>>,
+    queue: Arc<QueueConfig>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(queue.concurrency.get()));
+    let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
+    // Owned here: aborting this task (the pool dropped) aborts every run.
+    let mut running = JoinSet::new();
+    loop {
+        while running.try_join_next().is_some() {}
+        let first = tokio::select! {
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let mut permits = vec![first];
+        while let Ok(p) = Arc::clone(&slots).try_acquire_owned() {
+            permits.push(p);
+        }
+        let n = u32::try_from(permits.len()).unwrap_or(u32::MAX);
+        let claimed = match ctx
+            .store
+            .claim(&queue.name, &ctx.config.worker_id, n, ctx.config.lease)
+            .await
+        {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::warn!(queue = %queue.name, error = %e, "jobs: claim failed");
+                Vec::new()
+            }
+        };
+        if claimed.is_empty() {
+            drop(permits);
+            let now = tokio::time::Instant::now();
+            // A retry this pool scheduled may fall due before the next poll.
+            if let Some(at) = wake.next(now, now + ctx.config.poll) {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = wake.notified() => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            }
+            continue;
+        }
+        for (job, permit) in claimed.into_iter().zip(permits) {
+            running.spawn(run_job(Arc::clone(&ctx), Arc::clone(&queue), job, permit));
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// Takes back jobs whose lease expired (their worker died).
+async fn rescuer<S: JobStore>(ctx: Arc<Ctx<S>>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match ctx.store.rescue().await {
+            Ok(jobs) => {
+                for job in jobs {
+                    tracing::warn!(job = %job.id, queue = %job.queue, kind = %job.kind, state = %job.state, "jobs: rescued a job whose lease expired");
+                    metrics::failed(&job.queue, &job.kind, "rescued");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "jobs: rescue failed"),
+        }
+    }
+}
+
+/// Deletes finished jobs past their retention.
+async fn cleaner<S: JobStore>(ctx: Arc<Ctx<S>>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match ctx.store.cleanup(&ctx.config.retention).await {
+            Ok(cleaned) => tracing::debug!(?cleaned, "jobs: cleaned up"),
+            Err(e) => tracing::warn!(error = %e, "jobs: cleanup failed"),
+        }
+    }
+}

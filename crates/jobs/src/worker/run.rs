@@ -1,0 +1,277 @@
+//! One job's run: wait for its rate, keep its lease alive, run its
+//! handler (catching panics), and record what happened.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::job::{Job, JobState, Lease};
+use crate::metrics;
+use crate::store::{JobStore, RetryDecision};
+use crate::worker::config::QueueConfig;
+use crate::worker::handler::Outcome;
+use crate::worker::pool::Ctx;
+
+/// Aborts the task when dropped, so that a job task that is itself
+/// aborted (the pool dropped) takes its handler down with it.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How a future driven under a lease ended.
+enum Driven<T> {
+    Done(T),
+    /// The lease is gone (rescued, cancelled): stop, record nothing.
+    Lost,
+    /// Shutdown's deadline passed: give the job back.
+    Halted,
+}
+
+/// Runs one claimed job to its recorded end.
+pub(crate) async fn run_job<S: JobStore + 'static>(
+    ctx: Arc<Ctx<S>>,
+    queue: Arc<QueueConfig>,
+    job: Job,
+    permit: OwnedSemaphorePermit,
+) {
+    let _permit = permit;
+    let Some(mut lease) = job.lease.clone() else {
+        tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
+        return;
+    };
+
+    // Wait for the queue's (and the group's) rate, holding the lease.
+    let needs = rate_needs(&ctx, &queue, &job.group);
+    if !needs.is_empty() {
+        let pairs: Vec<(&str, u64)> = needs.iter().map(|r| (r.as_str(), 1)).collect();
+        let granted = match ctx.limiter.try_acquire_many(&pairs) {
+            Ok(grant) => Ok(grant),
+            Err(sluice_limit::Error::RateLimited { .. }) => {
+                metrics::rate_limit_wait(&queue.name);
+                match drive(&ctx, &mut lease, ctx.limiter.acquire_many(&pairs, None)).await {
+                    Driven::Done(r) => r,
+                    Driven::Lost => return lost(&job),
+                    Driven::Halted => return release(&ctx, &job, &lease).await,
+                }
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = granted {
+            // The limiter is closing or misconfigured: not the job's fault.
+            tracing::warn!(job = %job.id, error = %e, "jobs: rate limiter refused; giving the job back");
+            // In a second, so that a closing limiter is not spun on.
+            return give_back(
+                &ctx,
+                &job,
+                &lease,
+                Duration::from_secs(1),
+                "rate limiter refused",
+            )
+            .await;
+        }
+    }
+
+    let started = ctx.config.clock.now();
+    metrics::wait(&queue.name, started.since(job.run_at));
+    let begin = tokio::time::Instant::now();
+    let outcome = match ctx.handlers.get(&job.kind) {
+        None => Outcome::Fatal(format!(
+            "no handler for kind {:?} (this worker runs: {})",
+            job.kind,
+            ctx.handlers.kinds().join(", ")
+        )),
+        Some(handler) => {
+            let owned = job.clone();
+            // A task of its own, so that a panic is caught as a JoinError
+            // instead of unwinding through the worker.
+            let task = AbortOnDrop(tokio::spawn(async move { handler.run(&owned).await }));
+            match drive(&ctx, &mut lease, wait_task(task)).await {
+                Driven::Done(Ok(outcome)) => outcome,
+                Driven::Done(Err(panic)) => Outcome::retry(panic),
+                Driven::Lost => return lost(&job),
+                Driven::Halted => return release(&ctx, &job, &lease).await,
+            }
+        }
+    };
+    metrics::duration(&queue.name, &job.kind, begin.elapsed());
+    record(&ctx, &job, &lease, outcome).await;
+}
+
+async fn wait_task(mut task: AbortOnDrop<Outcome>) -> Result<Outcome, String> {
+    match (&mut task.0).await {
+        Ok(outcome) => Ok(outcome),
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".to_owned());
+            Err(format!("handler panicked: {msg}"))
+        }
+        Err(_) => Err("handler task was cancelled".to_owned()),
+    }
+}
+
+/// The limiter resources a run of this group needs, configuring the
+/// group's resource on first use.
+fn rate_needs<S>(ctx: &Ctx<S>, queue: &QueueConfig, group: &str) -> Vec<String> {
+    let mut needs = Vec::with_capacity(2);
+    if queue.rate.is_some() {
+        needs.push(queue.rate_resource());
+    }
+    if let Some(limit) = queue.group_rate {
+        let resource = queue.group_resource(group);
+        ctx.groups.ensure(&ctx.limiter, &resource, limit);
+        needs.push(resource);
+    }
+    needs
+}
+
+/// Drives `fut` while renewing `lease` by heartbeat, until it ends, the
+/// lease is lost, or shutdown halts running jobs.
+async fn drive<S: JobStore, F: Future>(
+    ctx: &Ctx<S>,
+    lease: &mut Lease,
+    fut: F,
+) -> Driven<F::Output> {
+    let period = ctx.config.heartbeat;
+    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut halt = ctx.halt.clone();
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if *halt.borrow_and_update() {
+            return Driven::Halted;
+        }
+        tokio::select! {
+            out = &mut fut => return Driven::Done(out),
+            _ = beat.tick() => match ctx.store.heartbeat(lease, ctx.config.lease).await {
+                Ok(renewed) => *lease = renewed,
+                Err(Error::LeaseLost(_) | Error::NotFound(_)) => return Driven::Lost,
+                // The lease may still hold; if the store stays down it
+                // expires and the job is rescued, never lost.
+                Err(e) => tracing::warn!(job = %lease.job, error = %e, "jobs: heartbeat failed"),
+            },
+            changed = halt.changed() => {
+                if changed.is_err() {
+                    // The pool is gone: as good as halted.
+                    return Driven::Halted;
+                }
+            }
+        }
+    }
+}
+
+fn lost(job: &Job) {
+    tracing::warn!(job = %job.id, kind = %job.kind, "jobs: lease lost (rescued or cancelled); the run's outcome is dropped");
+}
+
+/// Gives a job back at shutdown without using an attempt.
+async fn release<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease) {
+    let error = "released at worker shutdown before it finished";
+    give_back(ctx, job, lease, Duration::ZERO, error).await;
+}
+
+/// Gives a job back to run again in `after`, without using an attempt.
+async fn give_back<S: JobStore>(
+    ctx: &Ctx<S>,
+    job: &Job,
+    lease: &Lease,
+    after: Duration,
+    error: &str,
+) {
+    let now = ctx.config.clock.now();
+    let decision = RetryDecision::RescheduleAt(now + after);
+    if persist(ctx, lease, |s, l| s.fail(l, error, decision))
+        .await
+        .is_some()
+    {
+        ctx.stats.released.fetch_add(1, Ordering::Relaxed);
+        metrics::failed(&job.queue, &job.kind, "released");
+    }
+}
+
+/// Stores the outcome of a run.
+async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Outcome) {
+    let now = ctx.config.clock.now();
+    let (queue, kind) = (job.queue.as_str(), job.kind.as_str());
+    let (error, decision, reason) = match outcome {
+        Outcome::Completed(result) => {
+            if persist(ctx, lease, |s, l| s.complete(l, result.clone()))
+                .await
+                .is_some()
+            {
+                ctx.stats.completed.fetch_add(1, Ordering::Relaxed);
+                metrics::completed(queue, kind);
+            }
+            return;
+        }
+        Outcome::Retry { error, retry_after } => {
+            let wait = retry_after.unwrap_or_else(|| ctx.backoff(job.attempts + 1));
+            (error, RetryDecision::RetryAt(now + wait), "retry")
+        }
+        Outcome::Throttled { error, retry_after } => {
+            let wait = retry_after.unwrap_or_else(|| ctx.backoff(1));
+            // Each attempt allows `max_throttles` throttles in a row; the
+            // next one uses the attempt, so a job throttled for ever still
+            // ends (dead) instead of looping.
+            let budget = u64::from(ctx.config.max_throttles) * (u64::from(job.attempts) + 1);
+            if u64::from(job.reschedules) >= budget {
+                (error, RetryDecision::RetryAt(now + wait), "retry")
+            } else {
+                (error, RetryDecision::RescheduleAt(now + wait), "throttled")
+            }
+        }
+        Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
+    };
+    if let Some(after) = persist(ctx, lease, |s, l| s.fail(l, &error, decision)).await {
+        if let RetryDecision::RetryAt(t) | RetryDecision::RescheduleAt(t) = decision
+            && after.state != JobState::Dead
+        {
+            ctx.wake_after(queue, t.since(now));
+        }
+        let reason = if after.state == JobState::Dead {
+            ctx.stats.dead.fetch_add(1, Ordering::Relaxed);
+            "dead"
+        } else {
+            reason
+        };
+        ctx.stats.failed.fetch_add(1, Ordering::Relaxed);
+        metrics::failed(queue, kind, reason);
+    }
+}
+
+/// Runs a store call on the lease, trying a failing database a few times:
+/// giving up leaves the job running until its lease expires and the
+/// rescuer takes it back, so it is never lost.
+async fn persist<'a, S, F, Fut>(ctx: &'a Ctx<S>, lease: &'a Lease, call: F) -> Option<Job>
+where
+    S: JobStore,
+    F: Fn(&'a S, &'a Lease) -> Fut,
+    Fut: Future<Output = Result<Job, Error>>,
+{
+    for attempt in 1..=3_u32 {
+        match call(&ctx.store, lease).await {
+            Ok(job) => return Some(job),
+            Err(e @ (Error::LeaseLost(_) | Error::NotFound(_))) => {
+                tracing::warn!(job = %lease.job, error = %e, "jobs: outcome not recorded");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(job = %lease.job, attempt, error = %e, "jobs: recording the outcome failed");
+                tokio::time::sleep(Duration::from_millis(100) * attempt).await;
+            }
+        }
+    }
+    None
+}
