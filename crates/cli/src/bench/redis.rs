@@ -39,8 +39,9 @@ pub struct RedisArgs {
     /// all).
     #[arg(long, default_value_t = 50)]
     pub clients: usize,
-    /// Script calls in flight per replica (exact mode's pipelining).
-    #[arg(long, default_value_t = 8)]
+    /// Script calls in flight per replica (exact mode's pipelining; the
+    /// library's default is 2).
+    #[arg(long, default_value_t = 2)]
     pub pipeline: usize,
     /// Length of each measured run.
     #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
