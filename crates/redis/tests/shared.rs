@@ -172,8 +172,13 @@ async fn waiters_are_served_in_order_without_polling() {
             let _g = l.acquire("slow", 1, Some(d)).await.unwrap();
             order.lock().unwrap().push(i);
         }));
-        // Queue them in a known order.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Queue them in a known order: the next starts once this one waits.
+        for _ in 0..1000 {
+            if a.get_capacity("slow").await.unwrap().waiting > i {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
     for t in tasks {
         t.await.unwrap();
@@ -189,15 +194,15 @@ async fn a_wait_past_the_deadline_fails_at_once() {
     for _ in 0..10 {
         let _ = a.try_acquire("tb", 1).await.unwrap();
     }
-    let d = tokio::time::Instant::now() + Duration::from_secs(1);
+    let d = tokio::time::Instant::now() + Duration::from_secs(60);
     let t0 = std::time::Instant::now();
     let e = a.acquire("tb", 1, Some(d)).await.unwrap_err();
     assert!(
         matches!(e, Error::DeadlinePassed { wait: Some(w), .. } if w > Duration::from_secs(60)),
         "{e}"
     );
-    // It did not sit out the deadline (generous bound).
-    assert!(t0.elapsed() < Duration::from_millis(900));
+    // It did not sit out the deadline (a generous bound).
+    assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
