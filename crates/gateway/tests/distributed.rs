@@ -128,7 +128,9 @@ async fn readyz_reports_redis_and_bad_settings_are_named() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("sluice_redis_degraded 0"), "{metrics}");
+    // The recorder is shared by every test of this binary (some with Redis
+    // away): the family is there; its value is what /readyz says above.
+    assert!(metrics.contains("\nsluice_redis_degraded "), "{metrics}");
     a.stop().await;
 
     let bad = "[redis]\nurl = \"http://127.0.0.1:6379\"\n";
@@ -146,4 +148,72 @@ async fn readyz_reports_redis_and_bad_settings_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("failover"), "{e}");
+}
+
+/// A loopback port nothing listens on: Redis "down" from the start.
+fn dead_redis() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    format!("redis://127.0.0.1:{port}")
+}
+
+fn with_failure(failure: &str) -> impl FnOnce(&mut Config) {
+    let url = dead_redis();
+    let failure = failure.to_owned();
+    move |c: &mut Config| {
+        shared_at(&url, "dead:", "a", 10.0)(c);
+        if let Some(r) = &mut c.redis {
+            r.failure = failure;
+            r.timeout_ms = 100;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_fails_open_on_the_local_share() {
+    let a = Harness::with(common::sim_config(), with_failure("fail_open")).await;
+    let res = a.get("/readyz").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "failing open stays ready");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["redis"]["degraded"], true, "{body}");
+    let metrics = a
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("\nsluice_redis_degraded "), "{metrics}");
+    // Served, on this replica's own share (the only replica it saw).
+    let res = a
+        .send("/v1/chat/completions", &chat("openai/gpt-4o-mini"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_fails_closed_with_429_and_unready() {
+    let a = Harness::with(common::sim_config(), with_failure("fail_closed")).await;
+    let res = a.get("/readyz").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = res.json().await.unwrap();
+    assert!(body["reasons"].to_string().contains("redis"), "{body}");
+    let res = a
+        .post("/v1/chat/completions", &chat("openai/gpt-4o-mini"))
+        .header("x-sluice-timeout-ms", "2000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(res.headers().contains_key("retry-after"));
+    assert_eq!(
+        a.sim.stats().model("gpt-4o-mini").requests,
+        0,
+        "nothing went upstream"
+    );
+    a.stop().await;
 }
