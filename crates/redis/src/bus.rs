@@ -36,7 +36,10 @@ pub struct CapacityUpdate {
     pub timestamp: String,
 }
 
-pub(crate) fn spawn(weak: Weak<Inner>) -> JoinHandle<()> {
+/// Subscribes and serves the bus until the limiter is gone; `ready` is
+/// told once the first subscription stands.
+pub(crate) fn spawn(weak: Weak<Inner>, ready: tokio::sync::oneshot::Sender<()>) -> JoinHandle<()> {
+    let mut ready = Some(ready);
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -54,6 +57,9 @@ pub(crate) fn spawn(weak: Weak<Inner>) -> JoinHandle<()> {
                 && ps.subscribe(&channels).await.is_ok()
             {
                 backoff = Duration::from_millis(50);
+                if let Some(r) = ready.take() {
+                    let _ = r.send(());
+                }
                 let mut stream = ps.into_on_message();
                 while let Some(msg) = stream.next().await {
                     let Some(inner) = weak.upgrade() else { return };

@@ -52,6 +52,9 @@ pub(crate) struct Inner {
     specs: Mutex<HashMap<String, Arc<Spec>>>,
     deny: Mutex<HashMap<String, (Instant, u64)>>,
     queues: Mutex<HashMap<String, Arc<Waitq>>>,
+    /// Head waiters refused on a resource other than their line's: woken
+    /// by that resource's release notices too.
+    interest: Mutex<HashMap<String, Vec<Arc<Waitq>>>>,
     pub(crate) blocks: Blocks,
     held: Mutex<HashMap<String, Arc<Spec>>>,
     pub(crate) local: Limiter,
@@ -172,6 +175,7 @@ impl RedisLimiter {
             specs: Mutex::new(HashMap::new()),
             deny: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
+            interest: Mutex::new(HashMap::new()),
             blocks: Blocks::default(),
             held: Mutex::new(HashMap::new()),
             local,
@@ -183,13 +187,19 @@ impl RedisLimiter {
             tasks: Mutex::new(vec![batcher]),
             dropped_ops: AtomicU64::new(0),
         });
+        let (subscribed, on_bus) = oneshot::channel();
         let tasks = vec![
-            crate::bus::spawn(Arc::downgrade(&inner)),
+            crate::bus::spawn(Arc::downgrade(&inner), subscribed),
             crate::fallback::spawn_heartbeat(Arc::downgrade(&inner)).await,
             spawn_renewal(Arc::downgrade(&inner)),
             crate::leased::spawn_sweeper(Arc::downgrade(&inner)),
         ];
         lock(&inner.tasks).extend(tasks);
+        // Release notices and capacity updates sent from now on reach this
+        // replica (when Redis is there; it never waits past the timeout).
+        if !inner.conn.is_degraded() {
+            let _ = tokio::time::timeout(inner.cfg.timeout * 4, on_bus).await;
+        }
         Ok(RedisLimiter { inner })
     }
 
@@ -350,6 +360,9 @@ impl RedisLimiter {
             };
             if inner.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
+            }
+            if resource != first.0.name {
+                inner.watch(&resource, &q);
             }
             let now = Instant::now();
             let mut until = now + wait;
@@ -614,6 +627,24 @@ impl Inner {
         lock(&self.deny).remove(resource);
         if let Some(q) = lock(&self.queues).get(resource) {
             q.notify.notify_one();
+        }
+        if let Some(qs) = lock(&self.interest).remove(resource) {
+            for q in qs {
+                q.notify.notify_one();
+            }
+        }
+    }
+
+    /// Wakes `q`'s head at `resource`'s next release notice as well.
+    fn watch(&self, resource: &str, q: &Arc<Waitq>) {
+        let mut m = lock(&self.interest);
+        if m.len() >= MAP_BOUND {
+            // Stale entries only cost a spurious wake-up; drop them all.
+            m.clear();
+        }
+        let qs = m.entry(resource.to_owned()).or_default();
+        if !qs.iter().any(|x| Arc::ptr_eq(x, q)) {
+            qs.push(q.clone());
         }
     }
 

@@ -97,6 +97,37 @@ async fn in_flight_holds_across_replicas_and_comes_back_on_drop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_elsewhere_wakes_a_waiter_blocked_on_a_later_part() {
+    let Some((a, b)) = two(Mode::Exact).await else {
+        return;
+    };
+    let held = b.try_acquire("if", 3).await.unwrap();
+    let waiter = tokio::spawn({
+        let a = a.clone();
+        async move {
+            // The lease TTL is 30 s and the deadline 60 s: without the
+            // release notice this would wait for one of them.
+            let d = tokio::time::Instant::now() + Duration::from_secs(60);
+            a.acquire_many(&[("a", 1), ("if", 1)], Some(d)).await
+        }
+    });
+    for _ in 0..1000 {
+        if a.get_capacity("a").await.unwrap().waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    drop(held);
+    // Generous: the notice arrives in milliseconds; missing it costs 30 s.
+    let g = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("woken by the release notice, not the lease expiry")
+        .unwrap()
+        .unwrap();
+    assert_eq!(g.parts().count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weighted_costs_and_settle_move_the_shared_bucket() {
     let Some((a, b)) = two(Mode::Exact).await else {
         return;
