@@ -372,6 +372,14 @@ async fn every_bad_input_is_a_400_naming_its_field() {
         expect_error(res, 400, "invalid_request").await["param"],
         "jobs"
     );
+    let res = h
+        .post("/v1/jobs/batch", &json!({"jobs": [job.clone()]}))
+        .header("idempotency-key", "one-for-all")
+        .send()
+        .await
+        .unwrap();
+    let e = expect_error(res, 400, "invalid_request").await;
+    assert_eq!(e["param"], "idempotency-key");
     let too_many = json!({"jobs": vec![job.clone(); 1_001]});
     let res = h.send("/v1/jobs/batch", &too_many).await;
     assert_eq!(

@@ -148,6 +148,13 @@ pub async fn enqueue_batch(
             state.check_open()?;
             let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
+            if headers.contains_key("idempotency-key") {
+                // One key cannot stand for many jobs; refuse rather than ignore it.
+                return Err(ApiError::bad_header(
+                    "idempotency-key",
+                    "a batch takes one `idempotency_key` per job, not the header",
+                ));
+            }
             let batch: Batch = parse(&body)?;
             let specs = batch
                 .jobs
