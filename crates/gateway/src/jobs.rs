@@ -14,6 +14,7 @@ use sluice_limit::Limiter;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, JobsConfig, StoreLocation};
+use crate::error::chain;
 use crate::state::StartError;
 
 pub use store::AnyStore;
@@ -157,17 +158,4 @@ async fn clean(store: AnyStore, config: JobsConfig) {
             Err(e) => tracing::warn!(error = %chain(&e), "job retention"),
         }
     }
-}
-
-/// An error and its causes, `: `-separated (the store's own message says
-/// only "database error").
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

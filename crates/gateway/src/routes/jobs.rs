@@ -20,8 +20,8 @@ use sluice_jobs::{Enqueued, Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
 use crate::context::Context;
-use crate::error::ApiError;
-use crate::jobs::{AnyStore, chain};
+use crate::error::{ApiError, chain};
+use crate::jobs::AnyStore;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 use spec::{Batch, JobSpec};
@@ -204,21 +204,21 @@ async fn owned(store: &AnyStore, ctx: &Context, id: JobId) -> Result<Job, ApiErr
     }
 }
 
+/// What a call does to one of the caller's jobs.
+#[derive(Clone, Copy)]
+enum Act {
+    Read,
+    Retry,
+    Cancel,
+}
+
 /// `GET /v1/jobs/{id}`.
 pub async fn get_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            let ctx = Context::from_headers(&state, &headers)?;
-            let store = store(&state)?;
-            let job = owned(store, &ctx, job_id(&id)?).await?;
-            Ok(axum::Json(job_json(&job)).into_response())
-        }
-        .await,
-    )
+    act(state, id, headers, Act::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
@@ -227,16 +227,7 @@ pub async fn retry(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            let ctx = Context::from_headers(&state, &headers)?;
-            let store = store(&state)?;
-            let job = owned(store, &ctx, job_id(&id)?).await?;
-            let job = store.retry(job.id).await.map_err(store_error)?;
-            Ok(axum::Json(job_json(&job)).into_response())
-        }
-        .await,
-    )
+    act(state, id, headers, Act::Retry).await
 }
 
 /// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
@@ -246,12 +237,21 @@ pub async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    act(state, id, headers, Act::Cancel).await
+}
+
+/// Finds the caller's job `id` (404 for another tenant's) and does `what`.
+async fn act(state: AppState, id: String, headers: HeaderMap, what: Act) -> Response {
     reply(
         async {
             let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
             let job = owned(store, &ctx, job_id(&id)?).await?;
-            let job = store.cancel(job.id).await.map_err(store_error)?;
+            let job = match what {
+                Act::Read => job,
+                Act::Retry => store.retry(job.id).await.map_err(store_error)?,
+                Act::Cancel => store.cancel(job.id).await.map_err(store_error)?,
+            };
             Ok(axum::Json(job_json(&job)).into_response())
         }
         .await,

@@ -112,16 +112,7 @@ pub async fn dead_retry(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            queue_admin(&state, &headers)?;
-            let store = store(&state)?;
-            let queue = configured(&state, &queue)?;
-            let n = store.retry_dead(queue).await.map_err(store_error)?;
-            Ok(axum::Json(json!({"queue": queue, "retried": n})).into_response())
-        }
-        .await,
-    )
+    dead_letters(state, queue, headers, false).await
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead jobs;
@@ -131,13 +122,24 @@ pub async fn dead_purge(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    dead_letters(state, queue, headers, true).await
+}
+
+/// Retries or purges every dead job of `queue`.
+async fn dead_letters(state: AppState, queue: String, headers: HeaderMap, purge: bool) -> Response {
     reply(
         async {
             queue_admin(&state, &headers)?;
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
-            let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
-            Ok(axum::Json(json!({"queue": queue, "purged": n})).into_response())
+            let answer = if purge {
+                let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
+                json!({"queue": queue, "purged": n})
+            } else {
+                let n = store.retry_dead(queue).await.map_err(store_error)?;
+                json!({"queue": queue, "retried": n})
+            };
+            Ok(axum::Json(answer).into_response())
         }
         .await,
     )
