@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use serve::{Serve, TempDir};
-use sluice_sim::{ApiConfig, Sim, SimConfig};
+use sluice_sim::{Sim, SimConfig};
 
 const JOBS: usize = 2_000;
 const CONCURRENCY: usize = 50;
@@ -43,10 +43,7 @@ async fn a_killed_server_loses_no_job_and_repeats_only_those_in_flight() {
         log_capacity: 4 * JOBS,
         ..SimConfig::unlimited()
     };
-    let slack = sim_config
-        .apis
-        .entry("slack".into())
-        .or_insert_with(ApiConfig::default);
+    let slack = sim_config.apis.entry("slack".into()).or_default();
     slack.latency_ms = 50;
     let sim = Sim::start(sim_config, "127.0.0.1:0".parse().unwrap())
         .await
