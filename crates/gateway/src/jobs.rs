@@ -111,13 +111,19 @@ impl Jobs {
         self.store.close().await;
     }
 
-    /// Sets `sluice_jobs{queue,state}` from the store's counts.
-    pub(crate) async fn refresh_gauges(&self) {
+    /// Sets `sluice_jobs{queue,state}` from the store's counts; the
+    /// `configured` queues that hold no jobs (any more) read 0.
+    pub(crate) async fn refresh_gauges<'a>(&self, configured: impl Iterator<Item = &'a String>) {
         match tokio::time::timeout(COUNTS_TIMEOUT, self.store.counts()).await {
             Ok(Ok(queues)) => {
-                for q in queues {
+                for q in &queues {
                     for state in JobState::ALL {
                         crate::metrics::jobs(&q.queue, state.as_str(), q.counts.get(state));
+                    }
+                }
+                for name in configured.filter(|n| !queues.iter().any(|q| &q.queue == *n)) {
+                    for state in JobState::ALL {
+                        crate::metrics::jobs(name, state.as_str(), 0);
                     }
                 }
             }
