@@ -17,6 +17,7 @@
 
 mod closed_loop;
 mod open_loop;
+pub mod redis;
 mod report;
 
 use std::num::NonZeroUsize;

@@ -66,6 +66,9 @@ enum BenchCommand {
     /// The gateway's added latency, top speed, and goodput and fairness
     /// under twice a provider's limit.
     Gateway(bench::GatewayArgs),
+    /// The shared limiter: decisions/s and p99 per replica for a naive
+    /// EVAL baseline, exact and leased modes, next to redis-benchmark.
+    Redis(bench::redis::RedisArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +97,9 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),
+        Command::Bench {
+            what: BenchCommand::Redis(args),
+        } => runtime().block_on(bench::redis::redis(args)),
     }
 }
 

@@ -71,6 +71,65 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// Distributed mode: with this set, every limit (models, APIs,
+    /// tenants, sessions) is shared by all replicas through Redis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisSettings>,
+}
+
+/// `[redis]`: limits shared by several gateway replicas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://host:port[/db]`.
+    pub url: String,
+    /// `exact` (every decision in Redis) or `leased` (blocks of tokens
+    /// spent locally; see docs/distributed.md for the bound).
+    #[serde(default = "redis_mode")]
+    pub mode: String,
+    /// Put before every key and channel.
+    #[serde(default = "redis_prefix")]
+    pub prefix: String,
+    /// The longest one Redis call may take before Redis counts as down.
+    #[serde(default = "redis_timeout")]
+    pub timeout_ms: u64,
+    /// `fail_open` (each replica limits on its 1/N share while Redis is
+    /// away) or `fail_closed` (429 with Retry-After).
+    #[serde(default = "redis_failure")]
+    pub failure: String,
+    /// This replica's id on the capacity bus (default: random).
+    #[serde(default)]
+    pub replica_id: Option<String>,
+    /// In-flight slots held by a replica that died come back after this.
+    #[serde(default = "redis_lease_ttl")]
+    pub lease_ttl_ms: u64,
+    /// Leased mode: how long a block of tokens may be spent locally.
+    #[serde(default = "redis_block_ttl")]
+    pub block_ttl_ms: u64,
+}
+
+fn redis_mode() -> String {
+    "exact".into()
+}
+
+fn redis_prefix() -> String {
+    "sluice:".into()
+}
+
+fn redis_timeout() -> u64 {
+    250
+}
+
+fn redis_failure() -> String {
+    "fail_open".into()
+}
+
+fn redis_lease_ttl() -> u64 {
+    30_000
+}
+
+fn redis_block_ttl() -> u64 {
+    100
 }
 
 /// How a provider is spoken to.

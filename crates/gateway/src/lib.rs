@@ -19,6 +19,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod jobs;
+mod limits;
 pub mod metrics;
 pub mod response;
 pub mod routes;

@@ -199,6 +199,8 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Time spent in the admission queue, by priority (seconds)."),
     ("sluice_queue_rejected_total", Kind::Counter, Unit::Count,
         "Requests refused admission, by reason (requests)."),
+    ("sluice_redis_degraded", Kind::Gauge, Unit::Count,
+        "1 while Redis cannot be reached and shared limits follow the failure mode, else 0 (boolean)."),
     ("sluice_busy", Kind::Gauge, Unit::Count,
         "1 while the admission backlog exceeds twice the dispatch concurrency per waiting lane, else 0 (boolean)."),
     ("sluice_upstream_latency_seconds", Kind::Histogram, Unit::Seconds,
@@ -262,6 +264,11 @@ pub fn limiter_wait(resource: &str, seconds: f64) {
 pub fn limiter_refusal(resource: &str, reason: &'static str) {
     counter!("sluice_limiter_refusals_total", "resource" => bounded(resource), "reason" => reason)
         .increment(1);
+}
+
+/// Sets whether Redis is unreachable (distributed mode).
+pub fn redis_degraded(on: bool) {
+    gauge!("sluice_redis_degraded").set(if on { 1.0 } else { 0.0 });
 }
 
 /// Sets the tokens available now on `resource`.

@@ -26,10 +26,12 @@ impl Gateway {
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
-        let state = AppState::new(config)?;
+        let state = AppState::start(config).await?;
         if state.config.jobs.enabled {
             let jobs = crate::jobs::Jobs::open(&state.config).await?;
             if state.config.jobs.workers {
+                // The pool takes the in-process limiter: with `[redis]`,
+                // job calls are limited per replica, not through Redis.
                 jobs.start_workers(&state.config, &state.limiter, state.client.clone())
                     .await?;
             }

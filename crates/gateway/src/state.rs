@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use sluice_admit::{AdmissionQueue, Bulkheads};
 use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, Rules, ToolClassifier};
+use sluice_redis::{Failure, Mode, RedisConfig, RedisLimiter};
 
-use crate::config::{Config, ModelLimits};
+use crate::config::{Config, ModelLimits, RedisSettings};
 use crate::error::ApiError;
+use crate::limits::{Holds, Limits};
 use crate::metrics::Metrics;
 use crate::response::Shared;
 use crate::trace::{TraceWriter, TraceWriterTask};
@@ -28,6 +30,9 @@ pub struct AppState {
 pub struct Inner {
     pub(crate) config: Config,
     pub(crate) limiter: Limiter,
+    /// Where the request path's limits live: `limiter` itself, or Redis
+    /// when `[redis]` is configured.
+    pub(crate) limits: Limits,
     pub(crate) queue: AdmissionQueue<Shared>,
     pub(crate) bulkheads: Bulkheads,
     pub(crate) client: reqwest::Client,
@@ -89,6 +94,9 @@ pub enum StartError {
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
+    /// The `[redis]` settings are unusable.
+    #[error("redis: {0}")]
+    Redis(#[from] sluice_redis::Error),
 }
 
 impl AppState {
@@ -98,16 +106,31 @@ impl AppState {
     /// # Errors
     /// [`StartError`] naming what is wrong.
     pub fn new(config: Config) -> Result<AppState, StartError> {
+        AppState::build(config, None)
+    }
+
+    /// Builds the state, connecting to Redis first when `[redis]` is set
+    /// (Redis being down is not an error: it starts degraded).
+    ///
+    /// # Errors
+    /// [`StartError`] naming what is wrong.
+    pub async fn start(config: Config) -> Result<AppState, StartError> {
+        let redis = match &config.redis {
+            Some(r) => Some(connect_redis(&config, r).await?),
+            None => None,
+        };
+        AppState::build(config, redis)
+    }
+
+    fn build(config: Config, redis: Option<RedisLimiter>) -> Result<AppState, StartError> {
         let limiter = Limiter::builder()
             .rules(rules(&config))
-            .adaptive(AdaptiveConfig {
-                reduce_factor: config.adaptive.reduce_factor,
-                recovery_factor: config.adaptive.recovery_factor,
-                recovery_interval: Duration::from_secs(config.adaptive.recovery_interval_seconds),
-                max_pause: Duration::from_secs(config.adaptive.max_pause_seconds),
-                cooldown: None,
-            })
+            .adaptive(adaptive(&config))
             .build()?;
+        let limits = match redis {
+            Some(r) => Limits::Shared(r, Holds::default()),
+            None => Limits::Local(limiter.clone()),
+        };
         limiter.spawn_maintenance(Duration::from_secs(1));
         limiter.on_change(|c| {
             crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
@@ -153,6 +176,9 @@ impl AppState {
             .map_err(|e| StartError::Client(e.to_string()))?;
         let metrics = Metrics::install(config.metrics.tenant_labels)
             .map_err(|e| StartError::Metrics(e.to_string()))?;
+        if let Some(r) = limits.redis() {
+            crate::metrics::redis_degraded(r.is_degraded());
+        }
         let (traces, trace_task) = if config.trace.enabled {
             let (w, t) = TraceWriter::spawn(config.trace_dir(), config.trace.buffer.max(1));
             (Some(w), Some(t))
@@ -163,6 +189,7 @@ impl AppState {
             inner: Arc::new(Inner {
                 config,
                 limiter,
+                limits,
                 queue,
                 bulkheads,
                 client,
@@ -213,6 +240,62 @@ impl AppState {
         }
         Ok(())
     }
+}
+
+fn adaptive(config: &Config) -> AdaptiveConfig {
+    AdaptiveConfig {
+        reduce_factor: config.adaptive.reduce_factor,
+        recovery_factor: config.adaptive.recovery_factor,
+        recovery_interval: Duration::from_secs(config.adaptive.recovery_interval_seconds),
+        max_pause: Duration::from_secs(config.adaptive.max_pause_seconds),
+        cooldown: None,
+    }
+}
+
+/// The shared limiter for `[redis]`, with its metrics and logs wired.
+async fn connect_redis(config: &Config, r: &RedisSettings) -> Result<RedisLimiter, StartError> {
+    let mut cfg = RedisConfig::new(r.url.clone());
+    cfg.prefix = r.prefix.clone();
+    cfg.mode = if r.mode == "leased" {
+        Mode::Leased
+    } else {
+        Mode::Exact
+    };
+    cfg.failure = if r.failure == "fail_closed" {
+        Failure::FailClosed
+    } else {
+        Failure::FailOpen
+    };
+    cfg.timeout = Duration::from_millis(r.timeout_ms.max(1));
+    cfg.lease_ttl = Duration::from_millis(r.lease_ttl_ms);
+    cfg.block_ttl = Duration::from_millis(r.block_ttl_ms.max(1));
+    if let Some(id) = &r.replica_id {
+        cfg.replica_id = id.clone();
+    }
+    let limiter = RedisLimiter::connect(cfg, rules(config), adaptive(config)).await?;
+    let failure = r.failure.clone();
+    limiter.on_degraded(move |on| {
+        crate::metrics::redis_degraded(on);
+        if on {
+            tracing::warn!(failure = %failure, "redis unreachable: limits are degraded");
+        } else {
+            tracing::info!("redis is back: limits are shared again");
+        }
+    });
+    limiter.on_change(|c| {
+        crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
+        tracing::info!(
+            resource = %c.resource,
+            from = c.previous,
+            to = c.capacity,
+            reason = c.reason.as_str(),
+            "shared capacity changed"
+        );
+    });
+    if limiter.is_degraded() {
+        tracing::warn!(url = %r.url, "redis unreachable at start: limits are degraded");
+    }
+    Ok(limiter)
 }
 
 /// Resource names: a model's requests are limited on its own name, its

@@ -6,12 +6,12 @@
 use std::time::{Duration, SystemTime};
 
 use sluice_admit::BulkheadPermit;
-use sluice_limit::Grant;
 use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 
 use crate::config::RetryConfig;
 use crate::error::ApiError;
+use crate::limits::AnyGrant;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::Trace;
@@ -48,7 +48,7 @@ pub(crate) struct AttemptRecord {
 #[derive(Debug)]
 pub(crate) struct Answered {
     pub response: reqwest::Response,
-    pub grant: Grant,
+    pub grant: AnyGrant,
     pub permit: BulkheadPermit,
     pub attempts: u32,
     /// Time spent waiting for the limiter and the pool.
@@ -150,11 +150,13 @@ where
         let cap = Instant::now() + Duration::from_millis(cfg.max_retry_after_ms);
         let limit_deadline = deadline.min(cap);
         let t0 = Instant::now();
-        let grant = state
-            .limiter
+        let grant = match state
+            .limits
             .acquire_many(&needs, Some(limit_deadline))
             .await
-            .map_err(|e| {
+        {
+            Ok(g) => g,
+            Err(e) => {
                 let reason = match &e {
                     sluice_limit::Error::InsufficientCapacity { .. } => "too_large",
                     sluice_limit::Error::Closed => "closed",
@@ -162,12 +164,14 @@ where
                 };
                 metrics::limiter_refusal(&plan.requests, reason);
                 let policy = state
-                    .limiter
+                    .limits
                     .get_capacity(&plan.requests)
+                    .await
                     .ok()
                     .map(|c| (c.total, c.window));
-                Failure::Limited(ApiError::from_limit(e, policy))
-            })?;
+                return Err(Failure::Limited(ApiError::from_limit(e, policy)));
+            }
+        };
         if permit.is_none() {
             let pool = state.bulkheads.get(plan.pool);
             permit = Some(pool.acquire(deadline).await.map_err(|e| {
@@ -214,13 +218,16 @@ where
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let limits = upstream_limits(response.headers());
-                let _ = state.limiter.observe_answer(
-                    &grant,
-                    Some(&plan.requests),
-                    plan.tokens.as_deref(),
-                    status,
-                    &limits,
-                );
+                let _ = state
+                    .limits
+                    .observe_answer(
+                        &grant,
+                        Some(&plan.requests),
+                        plan.tokens.as_deref(),
+                        status,
+                        &limits,
+                    )
+                    .await;
                 let transient = status == 429 || status == 408 || status >= 500;
                 // A call that may not be sent again passes on whatever came.
                 if !transient || !plan.retryable {
@@ -313,7 +320,7 @@ pub(crate) fn record_attempts(
 }
 
 /// A failed attempt used no tokens.
-fn refund_tokens(grant: &mut Grant, plan: &Plan) {
+fn refund_tokens(grant: &mut AnyGrant, plan: &Plan) {
     if let Some(t) = &plan.tokens {
         let _ = grant.settle_part(t, 0);
     }

@@ -24,6 +24,7 @@ mod config;
 mod handler;
 mod pool;
 mod run;
+mod wake;
 
 pub use backoff::Backoff;
 pub use config::{

@@ -567,3 +567,54 @@ async fn the_cleaner_removes_finished_jobs_past_their_retention() {
         "kept for its hour"
     );
 }
+
+/// Polling is off (an hour): the retry can only run because the pool
+/// wakes its queue when the retry it scheduled falls due, and the second
+/// job only because `notify` says it was enqueued.
+#[tokio::test]
+async fn retries_and_notified_enqueues_run_without_waiting_for_a_poll() {
+    let store = Arc::new(sqlite().await);
+    let runs: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let r = Arc::clone(&runs);
+    let handlers = Handlers::new()
+        .on(
+            "flaky",
+            handler_fn(move |job| {
+                r.lock().unwrap().push(std::time::Instant::now());
+                async move {
+                    if job.attempts == 0 {
+                        Outcome::Retry {
+                            error: "503".into(),
+                            retry_after: Some(Duration::from_millis(100)),
+                        }
+                    } else {
+                        Outcome::Completed(json!("ok"))
+                    }
+                }
+            }),
+        )
+        .merge(echo());
+    let flaky = enqueue(&*store, NewJob::new("q", "flaky", json!({}))).await;
+    let pool = WorkerPool::builder(Arc::clone(&store), limiter())
+        .handlers(handlers)
+        .queue(QueueConfig::new("q").unlimited())
+        .configure(|c| {
+            fast(c);
+            c.poll = Duration::from_secs(3_600);
+        })
+        .start()
+        .unwrap();
+    let job = wait_state(&*store, flaky, JobState::Completed).await;
+    assert_eq!(job.attempts, 2);
+    let runs = runs.lock().unwrap().clone();
+    let gap = runs[1] - runs[0];
+    assert!(
+        gap >= Duration::from_millis(100),
+        "never before its time: {gap:?}"
+    );
+    println!("retry due after 100 ms started after {gap:?}");
+    let later = enqueue(&*store, NewJob::new("q", "echo", json!({"n": 2}))).await;
+    pool.notify("q");
+    wait_state(&*store, later, JobState::Completed).await;
+    pool.shutdown(Duration::from_secs(5)).await;
+}

@@ -70,6 +70,20 @@ impl Rules {
             .or(self.fallback)
     }
 
+    /// The same rules with every limit passed through `f` (a replica's
+    /// local share of shared limits, for instance).
+    pub fn map(&self, f: impl Fn(Limit) -> Limit) -> Rules {
+        Rules {
+            exact: self.exact.iter().map(|(k, l)| (k.clone(), f(*l))).collect(),
+            prefixes: self
+                .prefixes
+                .iter()
+                .map(|(p, l)| (p.clone(), f(*l)))
+                .collect(),
+            fallback: self.fallback.map(&f),
+        }
+    }
+
     /// Checks every limit.
     ///
     /// # Errors

@@ -104,6 +104,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
             jobs: super::JobsConfig::default(),
+            redis: None,
         }
     }
 }

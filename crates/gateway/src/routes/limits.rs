@@ -176,24 +176,31 @@ async fn acquire_inner(
     let max_wait = state.config.limits_api.max_wait_ms;
     let wait = b.timeout_ms.unwrap_or(0).min(max_wait);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let policy = |state: &AppState| {
-        state
-            .limiter
-            .get_capacity(&resource)
-            .ok()
-            .map(|c| (c.total, c.window))
-    };
     let grant = if wait == 0 {
-        state.limiter.try_acquire(&resource, b.cost)
+        state.limits.try_acquire(&resource, b.cost).await
     } else {
         state
-            .limiter
-            .acquire(&resource, b.cost, Some(deadline.min(ctx.deadline)))
+            .limits
+            .acquire_many(&[(&resource, b.cost)], Some(deadline.min(ctx.deadline)))
             .await
-    }
-    .map_err(|e| ApiError::from_limit(e, policy(state)))?;
+    };
+    let grant = match grant {
+        Ok(g) => g,
+        Err(e) => {
+            let policy = state
+                .limits
+                .get_capacity(&resource)
+                .await
+                .ok()
+                .map(|c| (c.total, c.window));
+            return Err(ApiError::from_limit(e, policy));
+        }
+    };
     let ttl = Duration::from_millis(state.config.limits_api.lease_ttl_ms);
-    let id = state.limiter.hold(grant, ttl);
+    let id = state
+        .limits
+        .hold(grant, ttl)
+        .map_err(|e| ApiError::from_limit(e, None))?;
     Ok(json!({
         "grant_id": id.to_string(),
         "resource": resource,
@@ -218,7 +225,7 @@ pub async fn release(State(state): State<AppState>, body: Bytes) -> Response {
             .parse()
             .map_err(|_| ApiError::bad_field("grant_id", "not a grant id"))?;
         state
-            .limiter
+            .limits
             .release(GrantId(id), b.actual_cost)
             .map_err(|e| ApiError::from_limit(e, None))?;
         Ok(json!({"released": b.grant_id}))
@@ -241,57 +248,63 @@ struct ReportBody {
 /// `POST /v1/limits/report`: an upstream's answer (status, Retry-After,
 /// rate-limit headers), for adaptive reduction and to keep buckets in step.
 pub async fn report(State(state): State<AppState>, body: Bytes) -> Response {
-    reply((|| {
-        let b: ReportBody = parse(&body)?;
-        if !(100..=599).contains(&b.status) {
-            return Err(ApiError::bad_field(
-                "status",
-                "must be an HTTP status (100–599)",
-            ));
-        }
-        let resource = b.target().resolve(&state)?;
-        let mut pairs: Vec<(&str, &str)> = b
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        if let Some(r) = &b.retry_after {
-            pairs.push(("retry-after", r.as_str()));
-        }
-        let limits = RateLimitHeaders::parse(pairs, SystemTime::now());
-        if b.retry_after.is_some() && limits.retry_after.is_none() {
-            return Err(ApiError::bad_field(
-                "retry_after",
-                "neither seconds nor an HTTP date",
-            ));
-        }
-        state
-            .limiter
-            .observe(
-                Some(&resource),
-                b.tokens_resource.as_deref(),
-                b.status,
-                &limits,
-            )
-            .map_err(|e| ApiError::from_limit(e, None))?;
-        current(&state, &resource)
-    })())
+    reply(report_inner(&state, &body).await)
+}
+
+async fn report_inner(state: &AppState, body: &Bytes) -> Result<Value, ApiError> {
+    let b: ReportBody = parse(body)?;
+    if !(100..=599).contains(&b.status) {
+        return Err(ApiError::bad_field(
+            "status",
+            "must be an HTTP status (100–599)",
+        ));
+    }
+    let resource = b.target().resolve(state)?;
+    let mut pairs: Vec<(&str, &str)> = b
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if let Some(r) = &b.retry_after {
+        pairs.push(("retry-after", r.as_str()));
+    }
+    let limits = RateLimitHeaders::parse(pairs, SystemTime::now());
+    if b.retry_after.is_some() && limits.retry_after.is_none() {
+        return Err(ApiError::bad_field(
+            "retry_after",
+            "neither seconds nor an HTTP date",
+        ));
+    }
+    state
+        .limits
+        .observe(
+            Some(&resource),
+            b.tokens_resource.as_deref(),
+            b.status,
+            &limits,
+        )
+        .await
+        .map_err(|e| ApiError::from_limit(e, None))?;
+    current(state, &resource).await
 }
 
 /// The state of `resource` as JSON.
-fn current(state: &AppState, resource: &str) -> Result<Value, ApiError> {
+async fn current(state: &AppState, resource: &str) -> Result<Value, ApiError> {
     let cap = state
-        .limiter
+        .limits
         .get_capacity(resource)
+        .await
         .map_err(|e| ApiError::from_limit(e, None))?;
     Ok(capacity_json(&cap))
 }
 
-/// `GET /v1/limits`: every live resource.
+/// `GET /v1/limits`: every live resource (in distributed mode, those this
+/// replica used recently, with their shared state).
 pub async fn list(State(state): State<AppState>) -> Response {
     let all: Vec<Value> = state
-        .limiter
+        .limits
         .capacities()
+        .await
         .iter()
         .map(capacity_json)
         .collect();
@@ -306,36 +319,53 @@ struct SetBody {
 }
 
 /// `PUT /v1/limits/{resource}` (admin token): change capacity live.
+/// Not in distributed mode: every replica must agree on the configured
+/// capacity, so it is changed in the config of all of them.
 pub async fn set(
     State(state): State<AppState>,
     Path(resource): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    reply((|| {
-        admin(&state, &headers)?;
-        let b: SetBody = parse(&body)?;
-        if b.capacity == 0 {
-            return Err(ApiError::bad_field(
-                "capacity",
-                "must be at least 1 (to drop a limit, restart without it)",
-            ));
-        }
-        let window = match b.window_ms {
-            Some(0) => return Err(ApiError::bad_field("window_ms", "must be at least 1")),
-            Some(ms) => Duration::from_millis(ms),
-            None => state
-                .limiter
-                .get_capacity(&resource)
-                .map(|c| c.window)
-                .unwrap_or(Duration::from_secs(1)),
-        };
-        state
+    reply(set_inner(&state, &resource, &headers, &body).await)
+}
+
+async fn set_inner(
+    state: &AppState,
+    resource: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    admin(state, headers)?;
+    let b: SetBody = parse(body)?;
+    if b.capacity == 0 {
+        return Err(ApiError::bad_field(
+            "capacity",
+            "must be at least 1 (to drop a limit, restart without it)",
+        ));
+    }
+    if state.limits.redis().is_some() {
+        return Err(ApiError::BadRequest {
+            message: "limits are shared through Redis ([redis] is set): change them in the \
+                      config of every replica"
+                .into(),
+            param: Some("capacity".into()),
+        });
+    }
+    let window = match b.window_ms {
+        Some(0) => return Err(ApiError::bad_field("window_ms", "must be at least 1")),
+        Some(ms) => Duration::from_millis(ms),
+        None => state
             .limiter
-            .set_capacity(&resource, b.capacity, window)
-            .map_err(|e| ApiError::from_limit(e, None))?;
-        current(&state, &resource)
-    })())
+            .get_capacity(resource)
+            .map(|c| c.window)
+            .unwrap_or(Duration::from_secs(1)),
+    };
+    state
+        .limiter
+        .set_capacity(resource, b.capacity, window)
+        .map_err(|e| ApiError::from_limit(e, None))?;
+    current(state, resource).await
 }
 
 /// Checks the admin token.

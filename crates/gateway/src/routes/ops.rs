@@ -24,6 +24,17 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     if state.is_draining() {
         reasons.push("draining");
     }
+    // Degraded Redis makes a replica unready only when it fails closed:
+    // failing open it still serves (on its share), and pulling every
+    // replica out of the balancer at once would be an outage.
+    let redis = state.limits.redis().map(|r| {
+        let degraded = r.is_degraded();
+        if degraded && r.config().failure == sluice_redis::Failure::FailClosed {
+            reasons.push("redis unreachable: failing closed");
+        }
+        json!({"degraded": degraded, "failure": r.config().failure.as_str(),
+            "mode": r.config().mode.as_str(), "replicas": r.replicas()})
+    });
     if state.queue.is_busy() {
         reasons.push(
             "busy: the admission backlog exceeds twice the dispatch concurrency per waiting lane",
@@ -37,7 +48,10 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     let queued = state.queue.stats().queued();
     (
         status,
-        Json(json!({"ready": reasons.is_empty(), "reasons": reasons, "queued": queued})),
+        Json(
+            json!({"ready": reasons.is_empty(), "reasons": reasons, "queued": queued,
+            "redis": redis}),
+        ),
     )
         .into_response()
 }
@@ -51,7 +65,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     }
     crate::metrics::busy(stats.busy);
     // Models, tokens and APIs only: sessions are per-key (cardinality).
-    for c in state.limiter.capacities() {
+    for c in state.limits.capacities().await {
         if !c.resource.starts_with(sluice_limit::SESSION_PREFIX) {
             crate::metrics::available_tokens(&c.resource, c.available);
         }

@@ -310,6 +310,39 @@ impl Harness {
     }
 }
 
+/// Another gateway in front of the same sim, with its own config edited
+/// by `edit` (distributed tests: replicas sharing limits through Redis).
+#[derive(Debug)]
+pub struct Replica {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    server: Server,
+    _dir: TempDir,
+}
+
+impl Replica {
+    /// `http://{replica}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Harness {
+    /// Starts another gateway on the harness's sim.
+    pub async fn replica(&self, edit: impl FnOnce(&mut Config)) -> Replica {
+        let dir = TempDir::new();
+        let mut config = base_config(&self.sim.url(), dir.path());
+        edit(&mut config);
+        let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let (server, addr) = Server::start(config, local).await;
+        Replica {
+            addr,
+            server,
+            _dir: dir,
+        }
+    }
+}
+
 /// A chat completions body for `model`.
 pub fn chat(model: &str) -> Value {
     json!({

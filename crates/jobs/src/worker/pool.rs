@@ -16,6 +16,7 @@ use crate::worker::backoff::Backoff;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::run::run_job;
+use crate::worker::wake::{QueueWake, Wakes};
 
 /// Group rate resources a pool configures at most before it drops the
 /// idle ones: groups are user-chosen, so their number is not bounded.
@@ -34,10 +35,19 @@ pub(crate) struct Ctx<S> {
     pub halt: watch::Receiver<bool>,
     pub groups: GroupLimits,
     pub stats: Stats,
+    /// Per queue: wake its claim loop before the next poll.
+    pub wakes: Arc<Wakes>,
     rng: Mutex<fastrand::Rng>,
 }
 
 impl<S> Ctx<S> {
+    /// Wakes `queue`'s claim loop in `after` (a retry falls due).
+    pub fn wake_after(&self, queue: &str, after: Duration) {
+        if let Some(w) = self.wakes.get(queue) {
+            w.after(after);
+        }
+    }
+
     /// A backoff wait after `failures` failed attempts.
     pub fn backoff(&self, failures: u32) -> Duration {
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
@@ -101,6 +111,7 @@ pub struct WorkerPool {
     queues: Vec<AbortOnDrop>,
     maintenance: Vec<AbortOnDrop>,
     stats: Arc<dyn StatsView>,
+    wakes: Arc<Wakes>,
     worker_id: String,
 }
 
@@ -169,6 +180,15 @@ impl WorkerPool {
     /// The worker id this pool claims under.
     pub fn worker_id(&self) -> &str {
         &self.worker_id
+    }
+
+    /// Tells `queue`'s claim loop to claim now rather than at its next
+    /// poll: call it after enqueueing a job that is due at once. A queue
+    /// this pool does not work is ignored.
+    pub fn notify(&self, queue: &str) {
+        if let Some(w) = self.wakes.get(queue) {
+            w.now();
+        }
     }
 
     /// What the pool's runs ended in so far.
@@ -272,7 +292,14 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
         let (stop, stop_rx) = watch::channel(false);
         let (halt, halt_rx) = watch::channel(false);
         let worker_id = self.config.worker_id.clone();
+        let wakes: Arc<Wakes> = Arc::new(
+            self.queues
+                .iter()
+                .map(|q| (q.name.clone(), Arc::new(QueueWake::default())))
+                .collect(),
+        );
         let ctx = Arc::new(Ctx {
+            wakes: Arc::clone(&wakes),
             store: self.store,
             limiter: self.limiter,
             handlers: self.handlers,
@@ -309,6 +336,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
             queues,
             maintenance,
             stats: ctx,
+            wakes,
             worker_id,
         })
     }
@@ -322,6 +350,7 @@ async fn claim_loop<S: JobStore + 'static>(
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(queue.concurrency.get()));
+    let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
     // Owned here: aborting this task (the pool dropped) aborts every run.
     let mut running = JoinSet::new();
     loop {
@@ -351,9 +380,14 @@ async fn claim_loop<S: JobStore + 'static>(
         };
         if claimed.is_empty() {
             drop(permits);
-            tokio::select! {
-                _ = tokio::time::sleep(ctx.config.poll) => {}
-                _ = stop.wait_for(|s| *s) => break,
+            let now = tokio::time::Instant::now();
+            // A retry this pool scheduled may fall due before the next poll.
+            if let Some(at) = wake.next(now, now + ctx.config.poll) {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = wake.notified() => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
             }
             continue;
         }

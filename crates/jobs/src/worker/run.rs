@@ -68,7 +68,15 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
         if let Err(e) = granted {
             // The limiter is closing or misconfigured: not the job's fault.
             tracing::warn!(job = %job.id, error = %e, "jobs: rate limiter refused; giving the job back");
-            return release(&ctx, &job, &lease).await;
+            // In a second, so that a closing limiter is not spun on.
+            return give_back(
+                &ctx,
+                &job,
+                &lease,
+                Duration::from_secs(1),
+                "rate limiter refused",
+            )
+            .await;
         }
     }
 
@@ -170,9 +178,20 @@ fn lost(job: &Job) {
 
 /// Gives a job back at shutdown without using an attempt.
 async fn release<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease) {
-    let now = ctx.config.clock.now();
-    let decision = RetryDecision::RescheduleAt(now);
     let error = "released at worker shutdown before it finished";
+    give_back(ctx, job, lease, Duration::ZERO, error).await;
+}
+
+/// Gives a job back to run again in `after`, without using an attempt.
+async fn give_back<S: JobStore>(
+    ctx: &Ctx<S>,
+    job: &Job,
+    lease: &Lease,
+    after: Duration,
+    error: &str,
+) {
+    let now = ctx.config.clock.now();
+    let decision = RetryDecision::RescheduleAt(now + after);
     if persist(ctx, lease, |s, l| s.fail(l, error, decision))
         .await
         .is_some()
@@ -216,6 +235,11 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
         Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
     };
     if let Some(after) = persist(ctx, lease, |s, l| s.fail(l, &error, decision)).await {
+        if let RetryDecision::RetryAt(t) | RetryDecision::RescheduleAt(t) = decision
+            && after.state != JobState::Dead
+        {
+            ctx.wake_after(queue, t.since(now));
+        }
         let reason = if after.state == JobState::Dead {
             ctx.stats.dead.fetch_add(1, Ordering::Relaxed);
             "dead"

@@ -25,7 +25,43 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     tenants(&c, config)?;
     fallbacks(&c, config)?;
     jobs::jobs(&c, config)?;
+    redis(&c, config)?;
     sections(&c, config)
+}
+
+/// `[redis]`: a Redis URL, known mode and failure names, usable times.
+fn redis(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    let Some(r) = &config.redis else {
+        return Ok(());
+    };
+    let at = |k: &'static str| key(&["redis", k]);
+    if !["redis://", "rediss://", "unix://", "redis+unix://"]
+        .iter()
+        .any(|s| r.url.starts_with(s))
+    {
+        return Err(c.fail(
+            at("url"),
+            format!("must be a redis:// URL, not {:?}", r.url),
+        ));
+    }
+    if !["exact", "leased"].contains(&r.mode.as_str()) {
+        return Err(c.fail(
+            at("mode"),
+            format!("must be \"exact\" or \"leased\", not {:?}", r.mode),
+        ));
+    }
+    if !["fail_open", "fail_closed"].contains(&r.failure.as_str()) {
+        return Err(c.fail(
+            at("failure"),
+            format!(
+                "must be \"fail_open\" or \"fail_closed\", not {:?}",
+                r.failure
+            ),
+        ));
+    }
+    c.at_least(at("timeout_ms"), r.timeout_ms, 1)?;
+    c.at_least(at("lease_ttl_ms"), r.lease_ttl_ms, 100)?;
+    c.at_least(at("block_ttl_ms"), r.block_ttl_ms, 1)
 }
 
 struct Checks<'a> {

@@ -1,0 +1,174 @@
+//! The connection to Redis: one multiplexed connection shared by every
+//! call, a per-call timeout, and reconnection with backoff while degraded.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+
+type Listener = Arc<dyn Fn(bool) + Send + Sync>;
+
+pub(crate) struct Conn {
+    client: redis::Client,
+    current: RwLock<Option<MultiplexedConnection>>,
+    degraded: AtomicBool,
+    reconnecting: AtomicBool,
+    pub(crate) timeout: Duration,
+    listeners: Mutex<Vec<Listener>>,
+    pub(crate) closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("degraded", &self.is_degraded())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Redis did not answer in time, or at all.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unavailable;
+
+impl Conn {
+    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Arc<Conn> {
+        Arc::new(Conn {
+            client,
+            current: RwLock::new(None),
+            degraded: AtomicBool::new(true),
+            reconnecting: AtomicBool::new(false),
+            timeout,
+            listeners: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    pub(crate) fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn on_change(&self, f: Listener) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(f);
+    }
+
+    fn set_degraded(&self, degraded: bool) {
+        if self.degraded.swap(degraded, Ordering::SeqCst) != degraded {
+            let listeners = self
+                .listeners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            for l in listeners {
+                l(degraded);
+            }
+        }
+    }
+
+    /// The connection, unless Redis is known to be down.
+    pub(crate) fn get(&self) -> Option<MultiplexedConnection> {
+        if self.is_degraded() {
+            return None;
+        }
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    async fn open(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(100))))
+            .set_response_timeout(Some(self.timeout));
+        let mut c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?;
+        redis::cmd("PING").query_async::<()>(&mut c).await?;
+        Ok(c)
+    }
+
+    /// Connects once now; on failure stays degraded and keeps trying in
+    /// the background.
+    pub(crate) async fn start(self: &Arc<Self>) {
+        match self.open().await {
+            Ok(c) => {
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+                self.set_degraded(false);
+            }
+            Err(_) => self.fail(),
+        }
+    }
+
+    /// A call failed or timed out: Redis counts as down until a new
+    /// connection answers a PING. Later calls fail fast instead of each
+    /// waiting out the timeout.
+    pub(crate) fn fail(self: &Arc<Self>) {
+        self.set_degraded(true);
+        if self.closed.load(Ordering::SeqCst) || self.reconnecting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak: Weak<Conn> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(50);
+            loop {
+                tokio::time::sleep(backoff).await;
+                let Some(conn) = weak.upgrade() else { return };
+                if conn.closed.load(Ordering::SeqCst) {
+                    conn.reconnecting.store(false, Ordering::SeqCst);
+                    return;
+                }
+                if let Ok(c) = conn.open().await {
+                    *conn.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+                    conn.reconnecting.store(false, Ordering::SeqCst);
+                    conn.set_degraded(false);
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        });
+    }
+
+    /// Runs one call under the timeout; any failure degrades.
+    pub(crate) async fn call<T, F, Fut>(self: &Arc<Self>, f: F) -> Result<T, Unavailable>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let Some(c) = self.get() else {
+            return Err(Unavailable);
+        };
+        match tokio::time::timeout(self.timeout, f(c)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if !is_connection_error(&e) => {
+                // A script error is a bug of ours, not an outage; still
+                // never a panic: the caller treats it as Redis unavailable.
+                debug_error(&e);
+                Err(Unavailable)
+            }
+            _ => {
+                self.fail();
+                Err(Unavailable)
+            }
+        }
+    }
+}
+
+fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+}
+
+fn debug_error(e: &redis::RedisError) {
+    tracing::warn!(error = %e, "redis answered an error");
+}

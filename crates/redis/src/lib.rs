@@ -1,0 +1,67 @@
+//! Rate limits shared by several gateway replicas through Redis: the
+//! limiter state lives in Redis and changes only inside Lua scripts that
+//! read Redis's own clock, so the limits hold across replicas instead of
+//! becoming limit × replicas.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sluice_limit::{AdaptiveConfig, Limit, Rules};
+//! use sluice_redis::{Mode, RedisConfig, RedisLimiter};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rules = Rules::new().prefix("openai/", Limit::per_second(3).burst(10));
+//! let mut cfg = RedisConfig::new("redis://127.0.0.1:6379");
+//! cfg.mode = Mode::Exact;
+//! let limiter = RedisLimiter::connect(cfg, rules, AdaptiveConfig::default()).await?;
+//!
+//! // Wait (FIFO on this replica, up to 5 s) for one request.
+//! let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+//! let grant = limiter.acquire("openai/gpt-4o-mini", 1, Some(deadline)).await?;
+//! drop(grant);
+//!
+//! // An upstream said 429: every replica's capacity halves.
+//! limiter.report_throttled("openai/gpt-4o-mini", Some(Duration::from_secs(1))).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Concepts
+//! - **Exact mode** ([`Mode::Exact`]): every decision is made in Redis.
+//!   Concurrent decisions of one replica are batched into one script call
+//!   and several calls are pipelined on one connection, so throughput
+//!   grows with load while a lone decision is still one round trip.
+//! - **Leased mode** ([`Mode::Leased`]): token buckets and GCRA are spent
+//!   from blocks leased for a short TTL; sliding windows and in-flight
+//!   limits stay exact.
+//! - **In-flight slots** are leases with an expiry, renewed while held, so
+//!   a crashed replica's slots come back after [`RedisConfig::lease_ttl`].
+//! - **Deny cache**: a refusal is remembered until its wait has passed;
+//!   waiters sleep until then (FIFO per replica), woken early by release
+//!   notices on the bus.
+//! - **Capacity bus** ([`CapacityUpdate`]): 429s reduce the shared
+//!   capacity once for all; recovery (×1.1 every 30 s by default) is
+//!   computed inside the scripts from the stored reduction.
+//! - **Failure** ([`Failure`]): while Redis is away each replica limits on
+//!   its 1/N share locally, or refuses everything.
+//!
+//! # Errors
+//! Building fails with [`Error`]; limiting answers are
+//! [`sluice_limit::Error`], as for the in-process limiter.
+#![warn(missing_docs)]
+
+mod batch;
+mod bus;
+mod config;
+mod conn;
+mod error;
+mod fallback;
+mod grant;
+mod leased;
+mod limiter;
+
+pub use bus::CapacityUpdate;
+pub use config::{Failure, Mode, RedisConfig};
+pub use error::Error;
+pub use grant::RedisGrant;
+pub use limiter::RedisLimiter;

@@ -1,0 +1,153 @@
+//! The capacity bus: one replica's 429 reduces every replica, promptly;
+//! own, unknown and non-reducing messages are ignored; recovery happens
+//! once, on the shared state.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{config, eventually, prefix, redis_url};
+use sluice_limit::{AdaptiveConfig, Limit, Rules};
+use sluice_redis::{CapacityUpdate, Mode, RedisLimiter};
+
+fn rules() -> Rules {
+    Rules::new().prefix("openai/", Limit::per_second(100).burst(100))
+}
+
+async fn replica(url: &str, p: &str, id: &str, adaptive: AdaptiveConfig) -> RedisLimiter {
+    RedisLimiter::connect(config(url, p, id, Mode::Leased), rules(), adaptive)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_at_one_replica_reduces_all_of_them() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let a = replica(&url, &p, "a", AdaptiveConfig::default()).await;
+    let mut others = Vec::new();
+    let seen: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    for id in ["b", "c"] {
+        let r = replica(&url, &p, id, AdaptiveConfig::default()).await;
+        let seen = seen.clone();
+        let id = id.to_owned();
+        r.on_change(move |c| {
+            assert_eq!(c.capacity, 50);
+            seen.lock().unwrap().push((id.clone(), Instant::now()));
+        });
+        others.push(r);
+    }
+    let own: Arc<Mutex<Vec<CapacityUpdate>>> = Arc::default();
+    let o = own.clone();
+    a.on_update(move |u| o.lock().unwrap().push(u.clone()));
+    // Let the subscriptions settle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let t0 = Instant::now();
+    let change = a
+        .report_throttled("openai/gpt-4o", Some(Duration::from_millis(10)))
+        .await
+        .unwrap()
+        .expect("reduced");
+    assert_eq!((change.previous, change.capacity), (100, 50));
+    assert!(eventually(Duration::from_secs(5), || seen.lock().unwrap().len() == 2).await);
+    for (id, at) in seen.lock().unwrap().iter() {
+        let ms = at.duration_since(t0).as_secs_f64() * 1e3;
+        println!("bus: replica {id} reduced {ms:.2} ms after the 429 at replica a");
+        // Generous: the target is 100 ms on an idle machine.
+        assert!(ms < 2_000.0);
+    }
+    for r in &others {
+        assert_eq!(r.get_capacity("openai/gpt-4o").await.unwrap().total, 50);
+    }
+    // A replica ignores its own announcements.
+    assert!(own.lock().unwrap().is_empty());
+    // Within the cooldown (one window) a second 429 does not cut again.
+    let again = others[0]
+        .report_throttled("openai/gpt-4o", None)
+        .await
+        .unwrap();
+    assert!(again.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_own_and_increasing_updates_are_ignored() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let b = replica(&url, &p, "b", AdaptiveConfig::default()).await;
+    let updates: Arc<Mutex<Vec<CapacityUpdate>>> = Arc::default();
+    let u = updates.clone();
+    b.on_update(move |x| u.lock().unwrap().push(x.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let channel = format!("{p}ratelimit.capacity");
+    let msg = |resource: &str, agent: &str, cap: u64| {
+        serde_json::json!({"resource": resource, "agent_id": agent, "new_capacity": cap,
+            "reason": "test", "timestamp": "2026-11-23T00:00:00Z"})
+        .to_string()
+    };
+    for payload in [
+        msg("mistral/large", "x", 1),   // no rule for it
+        msg("openai/gpt-4o", "b", 1),   // its own
+        msg("openai/gpt-4o", "x", 100), // not a reduction
+        "not json".to_owned(),
+        msg("openai/o3", "x", 40), // this one counts
+    ] {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(payload)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || !updates
+            .lock()
+            .unwrap()
+            .is_empty())
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got = updates.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].resource.as_str(), got[0].new_capacity),
+        ("openai/o3", 40)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_happens_once_on_the_shared_state() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        recovery_interval: Duration::from_millis(300),
+        ..AdaptiveConfig::default()
+    };
+    let a = replica(&url, &p, "a", adaptive).await;
+    let b = replica(&url, &p, "b", adaptive).await;
+    a.report_throttled("openai/x", None).await.unwrap().unwrap();
+    let mut last = 50;
+    let mut steps = Vec::new();
+    let end = Instant::now() + Duration::from_secs(20);
+    while last < 100 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ca = a.get_capacity("openai/x").await.unwrap().total;
+        let cb = b.get_capacity("openai/x").await.unwrap().total;
+        // Both replicas read the same shared value (a step may fall
+        // between the two reads).
+        assert!(ca.abs_diff(cb) <= ca / 5 + 1, "{ca} vs {cb}");
+        assert!(cb >= last && cb <= 100);
+        if cb != last {
+            steps.push(cb);
+            last = cb;
+        }
+    }
+    println!("recovery steps: {steps:?}");
+    assert_eq!(last, 100, "recovered to the configured capacity");
+    // The seed's timeline, ×1.1 per step (steps may be read in pairs).
+    let seed = [55, 60, 66, 72, 79, 86, 94, 100];
+    assert!(steps.iter().all(|s| seed.contains(s)), "{steps:?}");
+}

@@ -1,0 +1,144 @@
+//! Shared test helpers: the Redis that `scripts/test` starts, or one of a
+//! test's own (for tests that kill and restart it).
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sluice_limit::{AdaptiveConfig, Rules};
+use sluice_redis::{Mode, RedisConfig, RedisLimiter};
+
+/// The shared test Redis, or `None` (with a note) on a machine where
+/// `scripts/test` did not set one up.
+pub fn redis_url() -> Option<String> {
+    match std::env::var("SLUICE_TEST_REDIS_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// A key prefix no other test uses.
+pub fn prefix() -> String {
+    format!("t{:x}:", fastrand())
+}
+
+fn fastrand() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// A config for replica `id` under `prefix`.
+pub fn config(url: &str, prefix: &str, id: &str, mode: Mode) -> RedisConfig {
+    let mut c = RedisConfig::new(url);
+    c.prefix = prefix.to_owned();
+    c.replica_id = id.to_owned();
+    c.mode = mode;
+    c.timeout = Duration::from_millis(500);
+    c.heartbeat = Duration::from_millis(200);
+    c
+}
+
+/// Replica `id` limiting by `rules`.
+pub async fn replica(cfg: RedisConfig, rules: Rules) -> RedisLimiter {
+    RedisLimiter::connect(cfg, rules, AdaptiveConfig::default())
+        .await
+        .expect("limiter")
+}
+
+/// Polls `f` every 10 ms until it holds or `within` passes.
+pub async fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f()
+}
+
+/// A redis-server of the test's own, on a free port, killed on drop.
+pub struct OwnRedis {
+    pub port: u16,
+    child: Option<Child>,
+    bin: String,
+}
+
+impl OwnRedis {
+    /// Starts one, or `None` (with a note) when `SLUICE_TEST_REDIS_SERVER`
+    /// is not set.
+    pub fn start() -> Option<OwnRedis> {
+        let bin = match std::env::var("SLUICE_TEST_REDIS_SERVER") {
+            Ok(b) if !b.is_empty() => b,
+            _ => {
+                eprintln!(
+                    "note: SLUICE_TEST_REDIS_SERVER is not set; skipping (scripts/test sets it)"
+                );
+                return None;
+            }
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut r = OwnRedis {
+            port,
+            child: None,
+            bin,
+        };
+        r.restart();
+        Some(r)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it again on the same port (empty: no persistence).
+    pub fn restart(&mut self) {
+        let child = Command::new(&self.bin)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on {}", self.port);
+    }
+
+    /// kill -9, and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP / SIGCONT: a Redis that stops answering without closing.
+    pub fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+        self.kill();
+    }
+}

@@ -1,0 +1,121 @@
+//! Redis away: fail open on the local 1/N share or fail closed; never a
+//! hang past the timeout; shared limits resume when Redis returns.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{OwnRedis, config, eventually, prefix, replica};
+use sluice_limit::{Error, Limit, Rules};
+use sluice_redis::{Failure, Mode, RedisLimiter};
+
+fn rules() -> Rules {
+    Rules::new().exact("api:x", Limit::new(10, Duration::from_secs(3600)))
+}
+
+async fn count_grants(l: &RedisLimiter, n: usize) -> (usize, usize, Vec<sluice_redis::RedisGrant>) {
+    let (mut local, mut shared, mut held) = (0, 0, Vec::new());
+    for _ in 0..n {
+        if let Ok(g) = l.try_acquire("api:x", 1).await {
+            if g.is_local() {
+                local += 1;
+            } else {
+                shared += 1;
+            }
+            held.push(g);
+        }
+    }
+    (local, shared, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_serves_the_local_share_and_shared_limits_resume() {
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let p = prefix();
+    let a = replica(config(&redis.url(), &p, "a", Mode::Exact), rules()).await;
+    let b = replica(config(&redis.url(), &p, "b", Mode::Exact), rules()).await;
+    let degraded = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let d = degraded.clone();
+    a.on_degraded(move |on| {
+        if on {
+            d.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    assert!(eventually(Duration::from_secs(5), || a.replicas() == 2).await);
+    let (local, shared, _held) = count_grants(&a, 3).await;
+    assert_eq!((local, shared), (0, 3));
+
+    redis.kill();
+    // The first call notices (or the heartbeat does); none hangs.
+    let t0 = Instant::now();
+    let probe = a.try_acquire("api:x", 1).await;
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(eventually(Duration::from_secs(5), || a.is_degraded()).await);
+    assert_eq!(degraded.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Two replicas were seen: each now holds half of 10.
+    let (local, shared, _held2) = count_grants(&a, 20).await;
+    let probed = usize::from(probe.as_ref().is_ok_and(|g| g.is_local()));
+    assert_eq!((local + probed, shared), (5, 0));
+
+    redis.restart();
+    assert!(eventually(Duration::from_secs(10), || !a.is_degraded()).await);
+    // A fresh Redis: the shared bucket is full again, and shared again.
+    let (local, shared, _held3) = count_grants(&a, 20).await;
+    assert_eq!((local, shared), (0, 10));
+    assert!(b.try_acquire("api:x", 1).await.is_err() || b.is_degraded());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_closed_refuses_with_a_retry_after() {
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let mut cfg = config(&redis.url(), &prefix(), "a", Mode::Exact);
+    cfg.failure = Failure::FailClosed;
+    let a = replica(cfg, rules()).await;
+    assert!(a.try_acquire("api:x", 1).await.is_ok());
+    redis.kill();
+    let _ = a.try_acquire("api:x", 1).await;
+    assert!(eventually(Duration::from_secs(5), || a.is_degraded()).await);
+    let e = a.try_acquire("api:x", 1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::RateLimited {
+                retry_after: Some(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let d = tokio::time::Instant::now() + Duration::from_secs(2);
+    let e = a.acquire("api:x", 1, Some(d)).await.unwrap_err();
+    assert!(matches!(e, Error::RateLimited { .. }), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_stops_answering_costs_one_timeout_then_fails_fast() {
+    let Some(redis) = OwnRedis::start() else {
+        return;
+    };
+    let a = replica(config(&redis.url(), &prefix(), "a", Mode::Exact), rules()).await;
+    assert!(a.try_acquire("api:x", 1).await.is_ok());
+    redis.signal("-STOP");
+    let t0 = Instant::now();
+    // Served by the local share once the 500 ms timeout has passed.
+    let g = a.try_acquire("api:x", 1).await.unwrap();
+    let first = t0.elapsed();
+    assert!(g.is_local());
+    assert!(first < Duration::from_secs(5), "{first:?}");
+    let t1 = Instant::now();
+    for _ in 0..3 {
+        let _ = a.try_acquire("api:x", 1).await;
+    }
+    println!("first call {first:?}, next three {:?}", t1.elapsed());
+    // Fail fast while degraded: well under one timeout for all three.
+    assert!(t1.elapsed() < Duration::from_millis(400));
+    redis.signal("-CONT");
+    assert!(eventually(Duration::from_secs(10), || !a.is_degraded()).await);
+}
