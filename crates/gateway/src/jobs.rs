@@ -29,7 +29,7 @@ pub struct Jobs {
     store: AnyStore,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
-    pool: tokio::sync::Mutex<Option<WorkerPool>>,
+    pool: std::sync::Mutex<Option<WorkerPool>>,
 }
 
 impl Jobs {
@@ -68,7 +68,7 @@ impl Jobs {
         Ok(Jobs {
             store,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
-            pool: tokio::sync::Mutex::new(None),
+            pool: std::sync::Mutex::new(None),
         })
     }
 
@@ -89,8 +89,20 @@ impl Jobs {
             queues = config.jobs.queues.len(),
             "job workers started"
         );
-        *self.pool.lock().await = Some(pool);
+        if let Ok(mut slot) = self.pool.lock() {
+            *slot = Some(pool);
+        }
         Ok(())
+    }
+
+    /// Wakes the workers of `queue` (if this gateway runs them), so that a
+    /// job made due by the API starts now rather than at the next poll.
+    pub(crate) fn notify(&self, queue: &str) {
+        if let Ok(slot) = self.pool.lock()
+            && let Some(pool) = slot.as_ref()
+        {
+            pool.notify(queue);
+        }
     }
 
     /// The store.
@@ -101,7 +113,8 @@ impl Jobs {
     /// Stops the workers (running jobs get `grace` to finish, then go back
     /// to the store with no attempt used), the cleaner, and closes the store.
     pub async fn shutdown(&self, grace: Duration) {
-        if let Some(pool) = self.pool.lock().await.take() {
+        let pool = self.pool.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(pool) = pool {
             let report = pool.shutdown(grace).await;
             tracing::info!(?report, "job workers stopped");
         }

@@ -71,6 +71,13 @@ fn job_json(job: &Job) -> Value {
     serde_json::to_value(job).unwrap_or_else(|e| json!({"error": e.to_string()}))
 }
 
+/// Wakes the workers of `queue`.
+fn notify(state: &AppState, queue: &str) {
+    if let Some(jobs) = state.jobs.get() {
+        jobs.notify(queue);
+    }
+}
+
 /// Counts what an enqueue did.
 fn count(e: &Enqueued) {
     if e.job.idempotency_key.is_some() {
@@ -116,6 +123,7 @@ pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: By
             }
             let done = store.enqueue(job).await.map_err(store_error)?;
             count(&done);
+            notify(&state, &done.job.queue);
             let status = if done.duplicate {
                 StatusCode::OK
             } else {
@@ -175,6 +183,12 @@ pub async fn enqueue_batch(
                 .map(|(i, s)| s.into_job(&state, &ctx.workspace, &format!("jobs[{i}].")))
                 .collect::<Result<Vec<_>, _>>()?;
             let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
+            let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();
+            queues.sort_unstable();
+            queues.dedup();
+            for queue in queues {
+                notify(&state, queue);
+            }
             let jobs: Vec<Value> = done
                 .iter()
                 .map(|e| {
@@ -248,7 +262,11 @@ async fn act(state: AppState, id: String, headers: HeaderMap, what: Act) -> Resp
             let job = owned(store, &ctx, job_id(&id)?).await?;
             let job = match what {
                 Act::Read => job,
-                Act::Retry => store.retry(job.id).await.map_err(store_error)?,
+                Act::Retry => {
+                    let job = store.retry(job.id).await.map_err(store_error)?;
+                    notify(&state, &job.queue);
+                    job
+                }
                 Act::Cancel => store.cancel(job.id).await.map_err(store_error)?,
             };
             Ok(axum::Json(job_json(&job)).into_response())

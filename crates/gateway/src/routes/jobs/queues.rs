@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
-use super::{reply, store, store_error};
+use super::{notify, reply, store, store_error};
 use crate::context::Context;
 use crate::error::ApiError;
 use crate::routes::limits::admin;
@@ -99,6 +99,9 @@ async fn set_paused(state: AppState, queue: String, headers: HeaderMap, paused: 
                 store.resume(queue).await
             }
             .map_err(store_error)?;
+            if !paused {
+                notify(&state, queue);
+            }
             Ok(axum::Json(json!({"queue": queue, "paused": paused})).into_response())
         }
         .await,
@@ -137,6 +140,7 @@ async fn dead_letters(state: AppState, queue: String, headers: HeaderMap, purge:
                 json!({"queue": queue, "purged": n})
             } else {
                 let n = store.retry_dead(queue).await.map_err(store_error)?;
+                notify(&state, queue);
                 json!({"queue": queue, "retried": n})
             };
             Ok(axum::Json(answer).into_response())
