@@ -80,6 +80,7 @@ rate = 100000.0
         .build()
         .unwrap();
     let mut first = Serve::start(&config);
+    let enqueue_started = std::time::Instant::now();
     for batch in 0..JOBS / 1_000 {
         let jobs: Vec<Value> = (batch * 1_000..(batch + 1) * 1_000)
             .map(|n| {
@@ -103,6 +104,8 @@ rate = 100000.0
             res.text().await.unwrap_or_default()
         );
     }
+
+    let enqueue_took = enqueue_started.elapsed();
 
     // Kill it mid-run.
     let mut at_kill = 0;
@@ -153,7 +156,9 @@ rate = 100000.0
         "{repeated} calls repeated; at most the {CONCURRENCY} in flight at the kill may be"
     );
     eprintln!(
-        "crash test: {JOBS} jobs, killed at {at_kill} completed, {repeated} calls repeated after the restart"
+        "crash test: {JOBS} jobs enqueued in {} batches in {:?}, killed at {at_kill} completed, {repeated} calls repeated after the restart",
+        JOBS / 1_000,
+        enqueue_took
     );
     drop(second);
     sim.shutdown().await;
