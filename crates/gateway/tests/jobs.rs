@@ -785,3 +785,29 @@ async fn with_tenant_keys_jobs_belong_to_the_key() {
     assert_eq!(res.status(), StatusCode::OK);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_job_for_later_is_scheduled_at_its_unix_millisecond() {
+    let h = api_only(|_| {}).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut body = http_job("default");
+    body["run_at"] = json!(now_ms + 3_600_000);
+    body["priority"] = json!(7);
+    body["group"] = json!("guild:1");
+    body["max_attempts"] = json!(5);
+    let job = created(&h, "acme", &body).await;
+    assert_eq!(job["state"], "scheduled");
+    assert_eq!(job["run_at"], now_ms + 3_600_000);
+    assert_eq!(
+        (job["priority"].as_i64(), job["max_attempts"].as_u64()),
+        (Some(7), Some(5))
+    );
+    assert_eq!(job["group"], "guild:1");
+    // A time already past means now.
+    body["run_at"] = json!(0);
+    assert_eq!(created(&h, "acme", &body).await["state"], "available");
+    h.stop().await;
+}
