@@ -69,12 +69,12 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Graceful shutdown.
     pub shutdown: ShutdownConfig,
-    /// Durable jobs: the store, retention and queues.
-    pub jobs: JobsConfig,
     /// Distributed mode: with this set, every limit (models, APIs,
     /// tenants, sessions) is shared by all replicas through Redis.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<RedisSettings>,
+    /// Durable jobs: the store, retention and queues.
+    pub jobs: JobsConfig,
 }
 
 /// `[redis]`: limits shared by several gateway replicas.

@@ -83,6 +83,9 @@ pub enum StartError {
     /// Metrics could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// The `[redis]` settings are unusable.
+    #[error("redis: {0}")]
+    Redis(#[from] sluice_redis::Error),
     /// The job store could not be opened.
     #[error("cannot open the job store {store}: {detail}")]
     Jobs {
@@ -94,9 +97,6 @@ pub enum StartError {
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
-    /// The `[redis]` settings are unusable.
-    #[error("redis: {0}")]
-    Redis(#[from] sluice_redis::Error),
 }
 
 impl AppState {

@@ -147,3 +147,58 @@ async fn a_crash_loses_no_job_and_repeats_only_those_in_flight() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two pools (two processes' worth: two stores on one file) share a queue
+/// without a crash: every job runs exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pools_on_one_file_run_each_job_once() {
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-two-pools-{}-{}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("jobs.db");
+    let effects: Effects = Arc::default();
+    let a = Arc::new(
+        SqliteStore::open(&path, StoreConfig::default())
+            .await
+            .unwrap(),
+    );
+    let b = Arc::new(
+        SqliteStore::open(&path, StoreConfig::default())
+            .await
+            .unwrap(),
+    );
+    let batch = (0..200)
+        .map(|n| NewJob::new("q", "act", json!({"n": n})))
+        .collect();
+    a.enqueue_batch(batch).await.unwrap();
+    let pools: Vec<WorkerPool> = [&a, &b]
+        .into_iter()
+        .map(|store| {
+            WorkerPool::builder(Arc::clone(store), Limiter::new(Rules::new()).unwrap())
+                .handlers(acting(&effects))
+                .queue(QueueConfig::new("q").unlimited().concurrency(CONCURRENCY))
+                .configure(fast)
+                .start()
+                .unwrap()
+        })
+        .collect();
+    eventually("every job completed", || async {
+        count(&*a, "q", JobState::Completed).await == 200
+    })
+    .await;
+    let mut completed = 0;
+    for pool in pools {
+        let report = pool.shutdown(Duration::from_secs(5)).await;
+        assert!(report.completed > 0, "both pools took part: {report:?}");
+        completed += report.completed;
+    }
+    assert_eq!(completed, 200);
+    let effects = effects.lock().unwrap().clone();
+    assert_eq!(effects.len(), 200);
+    assert!(effects.values().all(|n| *n == 1), "no job ran twice");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}

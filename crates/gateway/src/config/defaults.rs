@@ -103,8 +103,8 @@ impl Default for Config {
             trace: TraceConfig::default(),
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
-            jobs: super::JobsConfig::default(),
             redis: None,
+            jobs: super::JobsConfig::default(),
         }
     }
 }

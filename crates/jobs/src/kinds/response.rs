@@ -83,3 +83,23 @@ pub(crate) fn pairs(headers: &HeaderMap) -> Vec<(&str, &str)> {
         .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
         .collect()
 }
+
+/// Takes one call's worth of `resource`, waiting up to `wait`; a wait
+/// that would be longer reschedules the job (no attempt used).
+pub(crate) async fn take(
+    limiter: &sluice_limit::Limiter,
+    resource: &str,
+    wait: Duration,
+) -> Result<sluice_limit::Grant, crate::worker::Outcome> {
+    let deadline = tokio::time::Instant::now() + wait;
+    limiter
+        .acquire(resource, 1, Some(deadline))
+        .await
+        .map_err(|e| match e.retry_after() {
+            Some(after) => crate::worker::Outcome::Throttled {
+                error: format!("waiting for {resource}: {e}"),
+                retry_after: Some(after),
+            },
+            None => crate::worker::Outcome::retry(format!("limiter: {e}")),
+        })
+}

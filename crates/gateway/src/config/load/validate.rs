@@ -24,8 +24,8 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     apis(&c, config)?;
     tenants(&c, config)?;
     fallbacks(&c, config)?;
-    jobs::jobs(&c, config)?;
     redis(&c, config)?;
+    jobs::jobs(&c, config)?;
     sections(&c, config)
 }
 

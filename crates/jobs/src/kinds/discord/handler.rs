@@ -127,17 +127,10 @@ impl Inner {
             }
             tokio::time::sleep(wait).await;
         }
-        let deadline = tokio::time::Instant::now() + self.config.max_wait;
         let global = &self.config.global_resource;
-        let grant = match self.limiter.acquire(global, 1, Some(deadline)).await {
+        let grant = match response::take(&self.limiter, global, self.config.max_wait).await {
             Ok(g) => g,
-            Err(e) if e.retry_after().is_some() => {
-                return Outcome::Throttled {
-                    error: format!("waiting for {global}: {e}"),
-                    retry_after: e.retry_after(),
-                };
-            }
-            Err(e) => return Outcome::retry(format!("limiter: {e}")),
+            Err(outcome) => return outcome,
         };
         let answer = match self.send(job, &call).await {
             Ok(a) => a,

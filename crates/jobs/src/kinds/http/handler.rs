@@ -52,16 +52,9 @@ impl HttpHandler {
             ));
         };
         let resource = sluice_limit::api_resource(&p.api);
-        let deadline = tokio::time::Instant::now() + LIMIT_WAIT;
-        let grant = match self.limiter.acquire(&resource, 1, Some(deadline)).await {
+        let grant = match response::take(&self.limiter, &resource, LIMIT_WAIT).await {
             Ok(g) => g,
-            Err(e) if e.retry_after().is_some() => {
-                return Outcome::Throttled {
-                    error: format!("waiting for {resource}: {e}"),
-                    retry_after: e.retry_after(),
-                };
-            }
-            Err(e) => return Outcome::retry(format!("limiter: {e}")),
+            Err(outcome) => return outcome,
         };
         let method =
             reqwest::Method::from_bytes(p.method.as_bytes()).unwrap_or(reqwest::Method::POST);
