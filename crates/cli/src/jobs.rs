@@ -262,7 +262,7 @@ async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Resu
     let res = req.send().await.map_err(|e| {
         Failure::Failed(format!(
             "cannot reach the gateway at {base}: {} (is `sluice serve` running there? see --target)",
-            error_chain(&e)
+            sluice_gateway::error::chain(&e)
         ))
     })?;
     let status = res.status();
@@ -292,15 +292,4 @@ async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Resu
         )));
     }
     Ok(body)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

@@ -144,6 +144,9 @@ pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Conf
         ..Config::default()
     };
     config.shutdown.drain_timeout_ms = 1_000;
+    // The demo and the benches send no jobs: no job store, no workers
+    // polling it, no `jobs:` resources in the live view.
+    config.jobs.enabled = false;
     for p in &mut config.providers {
         if let Some(limits) = sim.providers.get(&p.name).map(|s| s.limits) {
             p.base_url = format!("{sim_url}/{}/v1", p.name);

@@ -2,33 +2,25 @@
 //! retry, cancel, purge, pause, resume and queues, in tables and JSON, and
 //! clear failures for errors and an unreachable gateway.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+mod serve;
+
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use serve::{Serve, TempDir};
 
 const ADMIN: &str = "s3cret";
 
-/// A `sluice serve` process on a port of its own, stopped on drop.
-struct Serve {
-    child: Child,
-    url: String,
-    dir: PathBuf,
+/// A `sluice serve` with an admin token, no workers and its data in a
+/// temporary directory.
+struct Fixture {
+    serve: Serve,
+    _dir: TempDir,
 }
 
-impl Serve {
-    /// Starts `sluice serve` with an admin token, no workers and its data
-    /// in a temporary directory; waits for its "listening on" line.
-    fn start() -> Serve {
-        let dir = std::env::temp_dir().join(format!(
-            "sluice-cli-jobs-{}-{}",
-            std::process::id(),
-            fastrand_u64()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+impl Fixture {
+    fn start() -> Fixture {
+        let dir = TempDir::new("cli-jobs");
         let config = dir.join("sluice.toml");
         std::fs::write(
             &config,
@@ -38,36 +30,16 @@ impl Serve {
             ),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .env_remove("SLUICE_ADMIN_TOKEN")
-            .env_remove("SLUICE_CONFIG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("sluice serve starts");
-        // Read stderr on a thread for as long as the server runs, so that
-        // its pipe never fills; hand over the address once it is known.
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("sluice serve says where it listens");
-        Serve { child, url, dir }
+        Fixture {
+            serve: Serve::start(&config),
+            _dir: dir,
+        }
     }
 
     /// Runs `sluice jobs --target URL ARGS`.
     fn jobs(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["jobs", "--target", &self.url])
+            .args(["jobs", "--target", &self.serve.url])
             .args(args)
             .env_remove("SLUICE_ADMIN_TOKEN")
             .env_remove("SLUICE_API_KEY")
@@ -117,7 +89,7 @@ impl Serve {
         let _ = rustls::crypto::ring::default_provider().install_default();
         rt.block_on(async {
             let res = reqwest::Client::new()
-                .post(format!("{}/v1/jobs", self.url))
+                .post(format!("{}/v1/jobs", self.serve.url))
                 .header("x-sluice-workspace", workspace)
                 .json(&body)
                 .send()
@@ -130,22 +102,9 @@ impl Serve {
     }
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn fastrand_u64() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
-}
-
 #[test]
 fn jobs_commands_against_a_running_server() {
-    let serve = Serve::start();
+    let serve = Fixture::start();
     let ids: Vec<i64> = (0..3).map(|_| serve.enqueue("acme")).collect();
     serve.enqueue("globex");
 

@@ -159,6 +159,19 @@ impl ApiError {
     }
 }
 
+/// An error and its causes, `: `-separated (many errors' own message
+/// says only what failed, their source why).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 /// Whole seconds, rounded up, at least 1: what `Retry-After` carries.
 pub fn retry_after_secs(wait: Duration) -> u64 {
     wait.as_secs() + u64::from(wait.subsec_nanos() > 0)

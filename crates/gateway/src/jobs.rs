@@ -14,6 +14,7 @@ use sluice_limit::Limiter;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, JobsConfig, StoreLocation};
+use crate::error::chain;
 use crate::state::StartError;
 
 pub use store::AnyStore;
@@ -28,7 +29,7 @@ pub struct Jobs {
     store: AnyStore,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
-    pool: tokio::sync::Mutex<Option<WorkerPool>>,
+    pool: std::sync::Mutex<Option<WorkerPool>>,
 }
 
 impl Jobs {
@@ -67,7 +68,7 @@ impl Jobs {
         Ok(Jobs {
             store,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
-            pool: tokio::sync::Mutex::new(None),
+            pool: std::sync::Mutex::new(None),
         })
     }
 
@@ -88,8 +89,20 @@ impl Jobs {
             queues = config.jobs.queues.len(),
             "job workers started"
         );
-        *self.pool.lock().await = Some(pool);
+        if let Ok(mut slot) = self.pool.lock() {
+            *slot = Some(pool);
+        }
         Ok(())
+    }
+
+    /// Wakes the workers of `queue` (if this gateway runs them), so that a
+    /// job made due by the API starts now rather than at the next poll.
+    pub(crate) fn notify(&self, queue: &str) {
+        if let Ok(slot) = self.pool.lock()
+            && let Some(pool) = slot.as_ref()
+        {
+            pool.notify(queue);
+        }
     }
 
     /// The store.
@@ -100,7 +113,8 @@ impl Jobs {
     /// Stops the workers (running jobs get `grace` to finish, then go back
     /// to the store with no attempt used), the cleaner, and closes the store.
     pub async fn shutdown(&self, grace: Duration) {
-        if let Some(pool) = self.pool.lock().await.take() {
+        let pool = self.pool.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(pool) = pool {
             let report = pool.shutdown(grace).await;
             tracing::info!(?report, "job workers stopped");
         }
@@ -110,13 +124,19 @@ impl Jobs {
         self.store.close().await;
     }
 
-    /// Sets `sluice_jobs{queue,state}` from the store's counts.
-    pub(crate) async fn refresh_gauges(&self) {
+    /// Sets `sluice_jobs{queue,state}` from the store's counts; the
+    /// `configured` queues that hold no jobs (any more) read 0.
+    pub(crate) async fn refresh_gauges<'a>(&self, configured: impl Iterator<Item = &'a String>) {
         match tokio::time::timeout(COUNTS_TIMEOUT, self.store.counts()).await {
             Ok(Ok(queues)) => {
-                for q in queues {
+                for q in &queues {
                     for state in JobState::ALL {
                         crate::metrics::jobs(&q.queue, state.as_str(), q.counts.get(state));
+                    }
+                }
+                for name in configured.filter(|n| !queues.iter().any(|q| &q.queue == *n)) {
+                    for state in JobState::ALL {
+                        crate::metrics::jobs(name, state.as_str(), 0);
                     }
                 }
             }
@@ -157,17 +177,4 @@ async fn clean(store: AnyStore, config: JobsConfig) {
             Err(e) => tracing::warn!(error = %chain(&e), "job retention"),
         }
     }
-}
-
-/// An error and its causes, `: `-separated (the store's own message says
-/// only "database error").
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

@@ -30,6 +30,8 @@ impl Gateway {
         if state.config.jobs.enabled {
             let jobs = crate::jobs::Jobs::open(&state.config).await?;
             if state.config.jobs.workers {
+                // The pool takes the in-process limiter: with `[redis]`,
+                // job calls are limited per replica, not through Redis.
                 jobs.start_workers(&state.config, &state.limiter, state.client.clone())
                     .await?;
             }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{Harness, expect_error, header, sim_config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_gateway::config::{Config, QueueSettings};
+use sluice_gateway::config::{Config, QueueSettings, TenantConfig};
 use sluice_jobs::{JobStore, RetryDecision, SqliteStore, StoreConfig};
 
 /// An `http` job on `queue` that posts to the sim's Slack.
@@ -372,6 +372,14 @@ async fn every_bad_input_is_a_400_naming_its_field() {
         expect_error(res, 400, "invalid_request").await["param"],
         "jobs"
     );
+    let res = h
+        .post("/v1/jobs/batch", &json!({"jobs": [job.clone()]}))
+        .header("idempotency-key", "one-for-all")
+        .send()
+        .await
+        .unwrap();
+    let e = expect_error(res, 400, "invalid_request").await;
+    assert_eq!(e["param"], "idempotency-key");
     let too_many = json!({"jobs": vec![job.clone(); 1_001]});
     let res = h.send("/v1/jobs/batch", &too_many).await;
     assert_eq!(
@@ -721,4 +729,85 @@ async fn a_store_that_cannot_open_stops_the_start_naming_its_path() {
     assert!(shown.contains("job store"), "{shown}");
     assert!(shown.contains("not-a-dir"), "{shown}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn with_tenant_keys_jobs_belong_to_the_key() {
+    let h = api_only(|c| {
+        for (name, key) in [("acme", "key-acme"), ("globex", "key-globex")] {
+            c.tenants.push(TenantConfig {
+                name: name.into(),
+                api_key: Some(key.into()),
+                api_key_env: None,
+                weight: 1,
+            });
+        }
+    })
+    .await;
+    let res = h
+        .post("/v1/jobs", &http_job("default"))
+        .send()
+        .await
+        .unwrap();
+    expect_error(res, 401, "invalid_api_key").await;
+    let res = h
+        .post("/v1/jobs", &http_job("default"))
+        .bearer_auth("key-acme")
+        .header("x-sluice-workspace", "globex")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let job: Value = res.json().await.unwrap();
+    assert_eq!(
+        job["tenant"], "acme",
+        "the key names the tenant, not the header"
+    );
+    let id = job["id"].as_i64().unwrap();
+    let read = |key: &'static str| h.get(&format!("/v1/jobs/{id}")).bearer_auth(key).send();
+    assert_eq!(read("key-acme").await.unwrap().status(), StatusCode::OK);
+    expect_error(read("key-globex").await.unwrap(), 404, "not_found").await;
+    // Without an admin token, queue-wide calls take a tenant key.
+    let res = h
+        .http
+        .post(h.url("/v1/queues/default/pause"))
+        .send()
+        .await
+        .unwrap();
+    expect_error(res, 401, "invalid_api_key").await;
+    let res = h
+        .http
+        .post(h.url("/v1/queues/default/pause"))
+        .bearer_auth("key-globex")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_for_later_is_scheduled_at_its_unix_millisecond() {
+    let h = api_only(|_| {}).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut body = http_job("default");
+    body["run_at"] = json!(now_ms + 3_600_000);
+    body["priority"] = json!(7);
+    body["group"] = json!("guild:1");
+    body["max_attempts"] = json!(5);
+    let job = created(&h, "acme", &body).await;
+    assert_eq!(job["state"], "scheduled");
+    assert_eq!(job["run_at"], now_ms + 3_600_000);
+    assert_eq!(
+        (job["priority"].as_i64(), job["max_attempts"].as_u64()),
+        (Some(7), Some(5))
+    );
+    assert_eq!(job["group"], "guild:1");
+    // A time already past means now.
+    body["run_at"] = json!(0);
+    assert_eq!(created(&h, "acme", &body).await["state"], "available");
+    h.stop().await;
 }

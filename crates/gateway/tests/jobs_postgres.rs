@@ -291,3 +291,42 @@ async fn workers_run_jobs_from_postgresql() {
     }
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_store_that_goes_away_is_a_503_not_a_lost_job() {
+    use reqwest::Method as M;
+    let Some(server) = server() else { return };
+    let url = fresh_database(&server).await;
+    let store_url = url.clone();
+    let h = Harness::with(sim_config(), move |c| {
+        c.jobs.workers = false;
+        c.jobs.store = store_url;
+    })
+    .await;
+    let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
+    json_of(res, StatusCode::CREATED).await;
+    // The database disappears under the gateway (its connections cut).
+    let name = url::Url::parse(&url)
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_owned();
+    let mut conn = PgConnection::connect(&server).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
+        .execute(&mut conn)
+        .await
+        .expect("drop the database");
+    conn.close().await.unwrap();
+    let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
+    let e = expect_error(res, 503, "unavailable").await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("job store is unavailable"),
+        "{e}"
+    );
+    let res = send(&h, M::GET, "/v1/jobs", "acme", None).await;
+    expect_error(res, 503, "unavailable").await;
+    h.stop().await;
+}

@@ -106,6 +106,7 @@ mod tests {
 
     #[test]
     fn standard_handlers_cover_every_kind() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let limiter = Limiter::new(sluice_limit::Rules::new()).unwrap();
         let handlers = Handlers::standard(
             &limiter,

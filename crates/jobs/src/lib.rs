@@ -52,6 +52,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let _ = rustls::crypto::ring::default_provider().install_default();
 //! let store = Arc::new(SqliteStore::in_memory(StoreConfig::default()).await?);
 //! let limiter = Limiter::new(Rules::seed())?;
 //!

@@ -36,7 +36,7 @@ fn pool(
         ..discord
     };
     let handlers =
-        Handlers::standard(limiter, HttpApis::new(), discord, reqwest::Client::new()).unwrap();
+        Handlers::standard(limiter, HttpApis::new(), discord, common::client()).unwrap();
     WorkerPool::builder(Arc::clone(store), limiter.clone())
         .handlers(handlers)
         .queue(QueueConfig::new("discord").unlimited().concurrency(20))
@@ -183,7 +183,7 @@ async fn a_global_429_reschedules_without_using_attempts() {
                     token_env: None,
                     ..config
                 },
-                reqwest::Client::new(),
+                common::client(),
             )
             .unwrap(),
         )

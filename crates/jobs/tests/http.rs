@@ -35,7 +35,7 @@ async fn world() -> World {
         &limiter,
         apis,
         DiscordConfig::at(format!("{}/discord/api/v10", sim.url())),
-        reqwest::Client::new(),
+        common::client(),
     )
     .unwrap();
     let pool = WorkerPool::builder(Arc::clone(&store), limiter.clone())

@@ -115,7 +115,7 @@ async fn runs_are_counted_by_queue_kind_reason_and_endpoint() {
         global_limit: Some(Limit::per_second(100)),
         ..DiscordConfig::at(format!("{}/discord/api/v10", sim.url()))
     };
-    let handlers = Handlers::standard(&limiter, apis, discord, reqwest::Client::new()).unwrap();
+    let handlers = Handlers::standard(&limiter, apis, discord, common::client()).unwrap();
     let store = Arc::new(sqlite().await);
     for n in 0..3 {
         let payload = json!({"api": "slack", "path": "/api/chat.postMessage", "body": {"n": n}});

@@ -26,6 +26,7 @@ fn record_everything(m: &Metrics) {
     job_enqueued("fam-queue", "http");
     job_idempotency(true);
     jobs("fam-queue", "dead", 2);
+    redis_degraded(false);
 }
 
 #[test]

@@ -5,23 +5,25 @@
 //!
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
+mod list;
 mod queues;
 mod spec;
 
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sluice_jobs::{Enqueued, Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE};
+use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
+pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
 use crate::context::Context;
-use crate::error::ApiError;
-use crate::jobs::{AnyStore, chain};
+use crate::error::{ApiError, chain};
+use crate::jobs::AnyStore;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 use spec::{Batch, JobSpec};
@@ -30,9 +32,6 @@ use spec::{Batch, JobSpec};
 pub const MAX_BATCH: usize = 1_000;
 /// The header that marks an answer as the original job of an idempotency key.
 pub const REPLAY_HEADER: &str = "x-sluice-idempotent-replay";
-/// Store pages a list reads at most to fill one page of the caller's jobs
-/// (others' jobs are skipped): bounds the cost of one call.
-const LIST_SCAN_PAGES: usize = 10;
 
 /// The store, or why the jobs API is off.
 fn store(state: &AppState) -> Result<&AnyStore, ApiError> {
@@ -70,6 +69,13 @@ fn reply(r: Result<Response, ApiError>) -> Response {
 /// A job as the API shows it.
 fn job_json(job: &Job) -> Value {
     serde_json::to_value(job).unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
+/// Wakes the workers of `queue`.
+fn notify(state: &AppState, queue: &str) {
+    if let Some(jobs) = state.jobs.get() {
+        jobs.notify(queue);
+    }
 }
 
 /// Counts what an enqueue did.
@@ -117,6 +123,7 @@ pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: By
             }
             let done = store.enqueue(job).await.map_err(store_error)?;
             count(&done);
+            notify(&state, &done.job.queue);
             let status = if done.duplicate {
                 StatusCode::OK
             } else {
@@ -148,6 +155,13 @@ pub async fn enqueue_batch(
             state.check_open()?;
             let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
+            if headers.contains_key("idempotency-key") {
+                // One key cannot stand for many jobs; refuse rather than ignore it.
+                return Err(ApiError::bad_header(
+                    "idempotency-key",
+                    "a batch takes one `idempotency_key` per job, not the header",
+                ));
+            }
             let batch: Batch = parse(&body)?;
             let specs = batch
                 .jobs
@@ -169,6 +183,12 @@ pub async fn enqueue_batch(
                 .map(|(i, s)| s.into_job(&state, &ctx.workspace, &format!("jobs[{i}].")))
                 .collect::<Result<Vec<_>, _>>()?;
             let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
+            let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();
+            queues.sort_unstable();
+            queues.dedup();
+            for queue in queues {
+                notify(&state, queue);
+            }
             let jobs: Vec<Value> = done
                 .iter()
                 .map(|e| {
@@ -197,21 +217,21 @@ async fn owned(store: &AnyStore, ctx: &Context, id: JobId) -> Result<Job, ApiErr
     }
 }
 
+/// What a call does to one of the caller's jobs.
+#[derive(Clone, Copy)]
+enum Act {
+    Read,
+    Retry,
+    Cancel,
+}
+
 /// `GET /v1/jobs/{id}`.
 pub async fn get_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            let ctx = Context::from_headers(&state, &headers)?;
-            let store = store(&state)?;
-            let job = owned(store, &ctx, job_id(&id)?).await?;
-            Ok(axum::Json(job_json(&job)).into_response())
-        }
-        .await,
-    )
+    act(state, id, headers, Act::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
@@ -220,16 +240,7 @@ pub async fn retry(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            let ctx = Context::from_headers(&state, &headers)?;
-            let store = store(&state)?;
-            let job = owned(store, &ctx, job_id(&id)?).await?;
-            let job = store.retry(job.id).await.map_err(store_error)?;
-            Ok(axum::Json(job_json(&job)).into_response())
-        }
-        .await,
-    )
+    act(state, id, headers, Act::Retry).await
 }
 
 /// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
@@ -239,142 +250,35 @@ pub async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    act(state, id, headers, Act::Cancel).await
+}
+
+/// Finds the caller's job `id` (404 for another tenant's) and does `what`.
+async fn act(state: AppState, id: String, headers: HeaderMap, what: Act) -> Response {
     reply(
         async {
             let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
             let job = owned(store, &ctx, job_id(&id)?).await?;
-            let job = store.cancel(job.id).await.map_err(store_error)?;
+            let job = match what {
+                Act::Read => job,
+                Act::Retry => {
+                    let job = store.retry(job.id).await.map_err(store_error)?;
+                    notify(&state, &job.queue);
+                    job
+                }
+                Act::Cancel => store.cancel(job.id).await.map_err(store_error)?,
+            };
             Ok(axum::Json(job_json(&job)).into_response())
         }
         .await,
     )
 }
 
-/// What `GET /v1/jobs` was asked.
-struct ListQuery {
-    queue: Option<String>,
-    state: Option<JobState>,
-    after: Option<JobId>,
-    limit: usize,
-}
-
-fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
-    let mut q = ListQuery {
-        queue: None,
-        state: None,
-        after: None,
-        limit: 100,
-    };
-    for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
-        match name.as_ref() {
-            "queue" => q.queue = Some(value.into_owned()).filter(|v| !v.is_empty()),
-            "state" if value.is_empty() => q.state = None,
-            "state" => {
-                let states: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-                q.state = Some(value.parse().map_err(|_| {
-                    ApiError::bad_field(
-                        "state",
-                        format!("unknown state {value:?}: one of {}", states.join(", ")),
-                    )
-                })?);
-            }
-            "cursor" if value.is_empty() => q.after = None,
-            "cursor" => {
-                q.after = Some(value.parse().map_err(|_| {
-                    ApiError::bad_field(
-                        "cursor",
-                        format!(
-                            "{value:?} is not a cursor: pass `next_cursor` of the previous page"
-                        ),
-                    )
-                })?);
-            }
-            "limit" => {
-                q.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_PAGE as usize).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::bad_field(
-                            "limit",
-                            format!("must be a whole number from 1 to {MAX_PAGE}, not {value:?}"),
-                        )
-                    })?;
-            }
-            other => {
-                return Err(ApiError::bad_field(
-                    other,
-                    "unknown query parameter: use queue, state, limit, cursor",
-                ));
-            }
-        }
-    }
-    Ok(q)
-}
-
-/// `GET /v1/jobs?queue=&state=&limit=&cursor=`: the caller's jobs in id
-/// order, `next_cursor` set when more may follow.
-pub async fn list(
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    reply(
-        async {
-            let ctx = Context::from_headers(&state, &headers)?;
-            let store = store(&state)?;
-            let q = list_query(raw.as_deref())?;
-            let (jobs, next) = tenant_page(store, &ctx.workspace, q).await?;
-            let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
-            let next = next.map(|id| id.to_string());
-            Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())
-        }
-        .await,
-    )
-}
-
-/// Up to `q.limit` of `tenant`'s jobs after the cursor, and the cursor
-/// that follows them. The store lists every tenant's jobs, so others' are
-/// skipped, reading at most [`LIST_SCAN_PAGES`] store pages; a short page
-/// with a cursor means "more may follow".
-async fn tenant_page(
-    store: &AnyStore,
-    tenant: &str,
-    q: ListQuery,
-) -> Result<(Vec<Job>, Option<JobId>), ApiError> {
-    let mut filter = ListFilter {
-        queue: q.queue,
-        state: q.state,
-        after: q.after,
-        limit: q.limit as u32,
-    };
-    let mut out = Vec::new();
-    for _ in 0..LIST_SCAN_PAGES {
-        let page = store.list(&filter).await.map_err(store_error)?;
-        let read = page.jobs.len();
-        for (i, job) in page.jobs.into_iter().enumerate() {
-            if job.tenant != tenant {
-                continue;
-            }
-            out.push(job);
-            if out.len() == q.limit {
-                let last_of_store = i + 1 == read && page.next.is_none();
-                let next = (!last_of_store).then(|| out[out.len() - 1].id);
-                return Ok((out, next));
-            }
-        }
-        match page.next {
-            Some(next) => filter.after = Some(next),
-            None => return Ok((out, None)),
-        }
-    }
-    Ok((out, filter.after))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_jobs::JobState;
 
     #[test]
     fn store_errors_map_to_their_statuses() {

@@ -71,7 +71,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         }
     }
     if let Some(jobs) = state.jobs.get() {
-        jobs.refresh_gauges().await;
+        jobs.refresh_gauges(state.config.jobs.queues.keys()).await;
     }
     let body = state.metrics.render();
     (

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
-use super::{reply, store, store_error};
+use super::{notify, reply, store, store_error};
 use crate::context::Context;
 use crate::error::ApiError;
 use crate::routes::limits::admin;
@@ -99,6 +99,9 @@ async fn set_paused(state: AppState, queue: String, headers: HeaderMap, paused: 
                 store.resume(queue).await
             }
             .map_err(store_error)?;
+            if !paused {
+                notify(&state, queue);
+            }
             Ok(axum::Json(json!({"queue": queue, "paused": paused})).into_response())
         }
         .await,
@@ -112,16 +115,7 @@ pub async fn dead_retry(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    reply(
-        async {
-            queue_admin(&state, &headers)?;
-            let store = store(&state)?;
-            let queue = configured(&state, &queue)?;
-            let n = store.retry_dead(queue).await.map_err(store_error)?;
-            Ok(axum::Json(json!({"queue": queue, "retried": n})).into_response())
-        }
-        .await,
-    )
+    dead_letters(state, queue, headers, false).await
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead jobs;
@@ -131,13 +125,25 @@ pub async fn dead_purge(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    dead_letters(state, queue, headers, true).await
+}
+
+/// Retries or purges every dead job of `queue`.
+async fn dead_letters(state: AppState, queue: String, headers: HeaderMap, purge: bool) -> Response {
     reply(
         async {
             queue_admin(&state, &headers)?;
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
-            let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
-            Ok(axum::Json(json!({"queue": queue, "purged": n})).into_response())
+            let answer = if purge {
+                let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
+                json!({"queue": queue, "purged": n})
+            } else {
+                let n = store.retry_dead(queue).await.map_err(store_error)?;
+                notify(&state, queue);
+                json!({"queue": queue, "retried": n})
+            };
+            Ok(axum::Json(answer).into_response())
         }
         .await,
     )

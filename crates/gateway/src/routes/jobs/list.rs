@@ -1,0 +1,138 @@
+//! `GET /v1/jobs`: the caller's jobs, page by page.
+
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sluice_jobs::{Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE};
+
+use super::{job_json, reply, store, store_error};
+use crate::context::Context;
+use crate::error::ApiError;
+use crate::jobs::AnyStore;
+use crate::state::AppState;
+
+/// Store pages a list reads at most to fill one page of the caller's jobs
+/// (others' jobs are skipped): bounds the cost of one call.
+const LIST_SCAN_PAGES: usize = 10;
+
+/// What `GET /v1/jobs` was asked.
+struct ListQuery {
+    queue: Option<String>,
+    state: Option<JobState>,
+    after: Option<JobId>,
+    limit: usize,
+}
+
+fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut q = ListQuery {
+        queue: None,
+        state: None,
+        after: None,
+        limit: 100,
+    };
+    for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "queue" => q.queue = Some(value.into_owned()).filter(|v| !v.is_empty()),
+            "state" if value.is_empty() => q.state = None,
+            "state" => {
+                let states: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                q.state = Some(value.parse().map_err(|_| {
+                    ApiError::bad_field(
+                        "state",
+                        format!("unknown state {value:?}: one of {}", states.join(", ")),
+                    )
+                })?);
+            }
+            "cursor" if value.is_empty() => q.after = None,
+            "cursor" => {
+                q.after = Some(value.parse().map_err(|_| {
+                    ApiError::bad_field(
+                        "cursor",
+                        format!(
+                            "{value:?} is not a cursor: pass `next_cursor` of the previous page"
+                        ),
+                    )
+                })?);
+            }
+            "limit" => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE as usize).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_field(
+                            "limit",
+                            format!("must be a whole number from 1 to {MAX_PAGE}, not {value:?}"),
+                        )
+                    })?;
+            }
+            other => {
+                return Err(ApiError::bad_field(
+                    other,
+                    "unknown query parameter: use queue, state, limit, cursor",
+                ));
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// `GET /v1/jobs?queue=&state=&limit=&cursor=`: the caller's jobs in id
+/// order, `next_cursor` set when more may follow.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let ctx = Context::from_headers(&state, &headers)?;
+            let store = store(&state)?;
+            let q = list_query(raw.as_deref())?;
+            let (jobs, next) = tenant_page(store, &ctx.workspace, q).await?;
+            let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
+            let next = next.map(|id| id.to_string());
+            Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())
+        }
+        .await,
+    )
+}
+
+/// Up to `q.limit` of `tenant`'s jobs after the cursor, and the cursor
+/// that follows them. The store lists every tenant's jobs, so others' are
+/// skipped, reading at most [`LIST_SCAN_PAGES`] store pages; a short page
+/// with a cursor means "more may follow".
+async fn tenant_page(
+    store: &AnyStore,
+    tenant: &str,
+    q: ListQuery,
+) -> Result<(Vec<Job>, Option<JobId>), ApiError> {
+    let mut filter = ListFilter {
+        queue: q.queue,
+        state: q.state,
+        after: q.after,
+        limit: q.limit as u32,
+    };
+    let mut out = Vec::new();
+    for _ in 0..LIST_SCAN_PAGES {
+        let page = store.list(&filter).await.map_err(store_error)?;
+        let read = page.jobs.len();
+        for (i, job) in page.jobs.into_iter().enumerate() {
+            if job.tenant != tenant {
+                continue;
+            }
+            out.push(job);
+            if out.len() == q.limit {
+                let last_of_store = i + 1 == read && page.next.is_none();
+                let next = (!last_of_store).then(|| out[out.len() - 1].id);
+                return Ok((out, next));
+            }
+        }
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => return Ok((out, None)),
+        }
+    }
+    Ok((out, filter.after))
+}
