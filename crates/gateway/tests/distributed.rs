@@ -143,6 +143,11 @@ async fn readyz_reports_redis_and_bad_settings_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("redis.mode"), "{e}");
+    let bad = "[redis]\nurl = \"redis://127.0.0.1:6379\"\nblock_ttl_ms = 99999999\n";
+    let e = sluice_gateway::config::load_str(bad, "test.toml", Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("redis.block_ttl_ms"), "{e}");
     let bad = "[redis]\nurl = \"redis://127.0.0.1:6379\"\nfailover = 1\n";
     let e = sluice_gateway::config::load_str(bad, "test.toml", Vec::new())
         .unwrap_err()

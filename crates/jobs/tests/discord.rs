@@ -35,8 +35,7 @@ fn pool(
         token_env: None,
         ..discord
     };
-    let handlers =
-        Handlers::standard(limiter, HttpApis::new(), discord, common::client()).unwrap();
+    let handlers = Handlers::standard(limiter, HttpApis::new(), discord, common::client()).unwrap();
     WorkerPool::builder(Arc::clone(store), limiter.clone())
         .handlers(handlers)
         .queue(QueueConfig::new("discord").unlimited().concurrency(20))

@@ -106,6 +106,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The longest wait reported: a year.
+const MAX_WAIT_US: u64 = 365 * 24 * 3600 * 1_000_000;
+
 /// Bounds on per-resource maps: past this, idle entries are dropped.
 const MAP_BOUND: usize = 4096;
 
@@ -124,17 +127,19 @@ impl RedisLimiter {
     ) -> Result<RedisLimiter, crate::Error> {
         rules.validate()?;
         adaptive.validate()?;
-        if cfg.timeout.is_zero() {
-            return Err(crate::Error::InvalidConfig {
-                key: "timeout",
-                reason: "must be longer than zero".into(),
-            });
-        }
-        if cfg.lease_ttl < Duration::from_millis(100) || cfg.block_ttl.is_zero() {
-            return Err(crate::Error::InvalidConfig {
-                key: "lease_ttl",
-                reason: "in-flight leases need at least 100 ms, blocks more than zero".into(),
-            });
+        let ms = Duration::from_millis;
+        for (key, value, min, max) in [
+            ("timeout", cfg.timeout, ms(1), ms(60_000)),
+            ("lease_ttl", cfg.lease_ttl, ms(100), ms(86_400_000)),
+            ("block_ttl", cfg.block_ttl, ms(1), ms(60_000)),
+            ("heartbeat", cfg.heartbeat, ms(10), ms(3_600_000)),
+        ] {
+            if value < min || value > max {
+                return Err(crate::Error::InvalidConfig {
+                    key,
+                    reason: format!("must be between {min:?} and {max:?}, not {value:?}"),
+                });
+            }
         }
         let client =
             redis::Client::open(cfg.url.as_str()).map_err(|source| crate::Error::InvalidUrl {
@@ -598,18 +603,24 @@ impl Inner {
         Ok(s)
     }
 
+    /// The specs of `needs`, a resource named twice taken once at the sum
+    /// of its costs.
     fn needs(&self, needs: &[(&str, u64)]) -> Result<Vec<(Arc<Spec>, u64)>, Error> {
-        let mut out = Vec::with_capacity(needs.len());
+        let mut out: Vec<(Arc<Spec>, u64)> = Vec::with_capacity(needs.len());
         for (r, cost) in needs {
-            let spec = self.spec(r)?;
+            match out.iter_mut().find(|(s, _)| s.name == *r) {
+                Some((_, c)) => *c = c.saturating_add(*cost),
+                None => out.push((self.spec(r)?, *cost)),
+            }
+        }
+        for (spec, cost) in &out {
             if *cost > spec.limit.max_cost() {
                 return Err(Error::InsufficientCapacity {
-                    resource: (*r).to_owned(),
+                    resource: spec.name.clone(),
                     cost: *cost,
                     capacity: spec.limit.max_cost(),
                 });
             }
-            out.push((spec, *cost));
         }
         Ok(out)
     }
@@ -760,7 +771,9 @@ impl Inner {
                 capacity: spec.limit.max_cost(),
             });
         }
-        let wait = Duration::from_micros(u64::try_from(r[1]).unwrap_or(0).max(1));
+        // Capped, so that no instant arithmetic can overflow on a limit of
+        // one per century.
+        let wait = Duration::from_micros(u64::try_from(r[1]).unwrap_or(0).clamp(1, MAX_WAIT_US));
         let known = r[3] == 0;
         let mut deny = lock(&self.deny);
         if deny.len() >= MAP_BOUND {

@@ -121,3 +121,18 @@ async fn a_redis_that_stops_answering_costs_one_timeout_then_fails_fast() {
     redis.signal("-CONT");
     assert!(eventually(Duration::from_secs(10), || !a.is_degraded()).await);
 }
+
+#[tokio::test]
+async fn unusable_settings_are_refused_by_name() {
+    let mut cfg = sluice_redis::RedisConfig::new("redis://127.0.0.1:1");
+    cfg.block_ttl = Duration::ZERO;
+    let e = RedisLimiter::connect(cfg, rules(), Default::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("block_ttl"), "{e}");
+    let cfg = sluice_redis::RedisConfig::new("http://127.0.0.1:1");
+    let e = RedisLimiter::connect(cfg, rules(), Default::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("invalid redis url"), "{e}");
+}

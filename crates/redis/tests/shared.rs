@@ -173,6 +173,25 @@ async fn too_large_and_unknown_are_never() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_named_twice_is_taken_once_at_the_sum() {
+    for mode in [Mode::Exact, Mode::Leased] {
+        let Some((a, _b)) = two(mode).await else {
+            return;
+        };
+        let g = a.try_acquire_many(&[("tb", 4), ("tb", 5)]).await.unwrap();
+        assert_eq!(g.parts().collect::<Vec<_>>(), vec![("tb", 9)]);
+        let e = a
+            .try_acquire_many(&[("tb", 6), ("tb", 5)])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InsufficientCapacity { cost: 11, .. }),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_are_all_or_nothing() {
     let Some((a, b)) = two(Mode::Exact).await else {
         return;

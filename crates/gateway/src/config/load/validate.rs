@@ -59,9 +59,17 @@ fn redis(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
             ),
         ));
     }
-    c.at_least(at("timeout_ms"), r.timeout_ms, 1)?;
-    c.at_least(at("lease_ttl_ms"), r.lease_ttl_ms, 100)?;
-    c.at_least(at("block_ttl_ms"), r.block_ttl_ms, 1)
+    for (k, value, min, max) in [
+        ("timeout_ms", r.timeout_ms, 1, 60_000),
+        ("lease_ttl_ms", r.lease_ttl_ms, 100, 86_400_000),
+        ("block_ttl_ms", r.block_ttl_ms, 1, 60_000),
+    ] {
+        c.at_least(at(k), value, min)?;
+        if value > max {
+            return Err(c.fail(at(k), format!("must be at most {max}, not {value}")));
+        }
+    }
+    Ok(())
 }
 
 struct Checks<'a> {
