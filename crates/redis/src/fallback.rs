@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::task::JoinHandle;
 
-use crate::limiter::{Inner, share};
+use crate::limiter::{Inner, lock, share, share_limit};
 
 pub(crate) async fn spawn_heartbeat(weak: Weak<Inner>) -> JoinHandle<()> {
     // One beat now, so the count is known before the first request.
@@ -44,6 +44,15 @@ async fn beat(inner: &std::sync::Arc<Inner>) {
         let n = n.max(1);
         if inner.replicas.swap(n, Ordering::Relaxed) != n {
             let _ = inner.local.set_rules(share(&inner.rules, n));
+            // Limits set at run time are the local limiter's own, kept
+            // across new rules: give them the new share too.
+            let set: Vec<_> = lock(&inner.overrides)
+                .iter()
+                .map(|(r, l)| (r.clone(), *l))
+                .collect();
+            for (resource, limit) in set {
+                let _ = inner.local.set_limit(&resource, share_limit(limit, n));
+            }
         }
     }
 }

@@ -64,4 +64,4 @@ pub use bus::CapacityUpdate;
 pub use config::{Failure, Mode, RedisConfig};
 pub use error::Error;
 pub use grant::RedisGrant;
-pub use limiter::RedisLimiter;
+pub use limiter::{MAX_SET_LIMITS, RedisLimiter};

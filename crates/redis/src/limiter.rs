@@ -50,6 +50,9 @@ pub(crate) struct Inner {
     pub(crate) conn: Arc<Conn>,
     ops: mpsc::Sender<Op>,
     specs: Mutex<HashMap<String, Arc<Spec>>>,
+    /// Limits set at run time ([`RedisLimiter::set_limit`]), ahead of the
+    /// rules.
+    pub(crate) overrides: Mutex<HashMap<String, Limit>>,
     deny: Mutex<HashMap<String, (Instant, u64)>>,
     queues: Mutex<HashMap<String, Arc<Waitq>>>,
     /// Head waiters refused on a resource other than their line's: woken
@@ -111,6 +114,10 @@ const MAX_WAIT_US: u64 = 365 * 24 * 3600 * 1_000_000;
 
 /// Bounds on per-resource maps: past this, idle entries are dropped.
 const MAP_BOUND: usize = 4096;
+
+/// The most limits set at run time: they cannot be evicted (they are
+/// configuration), so past this [`RedisLimiter::set_limit`] refuses.
+pub const MAX_SET_LIMITS: usize = 65_536;
 
 impl RedisLimiter {
     /// Connects to Redis and starts the background tasks. Redis being down
@@ -178,6 +185,7 @@ impl RedisLimiter {
             conn,
             ops: tx,
             specs: Mutex::new(HashMap::new()),
+            overrides: Mutex::new(HashMap::new()),
             deny: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
             interest: Mutex::new(HashMap::new()),
@@ -257,6 +265,71 @@ impl RedisLimiter {
     /// (the monitoring callback of the bus).
     pub fn on_update(&self, f: impl Fn(&CapacityUpdate) + Send + Sync + 'static) {
         lock(&self.inner.update_listeners).push(Arc::new(f));
+    }
+
+    /// Limits `resource` by `limit` from now on, ahead of the rules (as
+    /// [`Limiter::set_limit`] does in-process): for resources configured
+    /// at run time, such as a job queue's rate. Every replica that shares
+    /// the resource must set the same limit; the state in Redis is kept
+    /// and read under the new limit. The local share (used while Redis is
+    /// away) gets its 1/N of it.
+    ///
+    /// # Errors
+    /// An invalid `limit` (as [`Limit::validate`]), [`Error::Closed`],
+    /// [`Error::RateLimited`] on `resource` when [`MAX_SET_LIMITS`] other
+    /// resources are already set (remove some).
+    pub fn set_limit(&self, resource: &str, limit: Limit) -> Result<(), Error> {
+        limit.validate()?;
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        {
+            let mut overrides = lock(&inner.overrides);
+            if overrides.len() >= MAX_SET_LIMITS && !overrides.contains_key(resource) {
+                return Err(Error::RateLimited {
+                    resource: resource.to_owned(),
+                    retry_after: None,
+                });
+            }
+            overrides.insert(resource.to_owned(), limit);
+        }
+        lock(&inner.specs).insert(
+            resource.to_owned(),
+            Arc::new(Spec {
+                name: resource.to_owned(),
+                limit,
+            }),
+        );
+        // The local share follows, for when Redis goes away.
+        let _ = inner
+            .local
+            .set_limit(resource, share_limit(limit, self.replicas()));
+        // Whatever this replica believed (refusals, a leased block) was
+        // under the old limit.
+        inner.forget(resource);
+        Ok(())
+    }
+
+    /// Drops a limit set by [`RedisLimiter::set_limit`]: `resource` goes
+    /// back to the rules. Grants and waiters already under way keep the
+    /// limit they started with. Returns whether one was set.
+    pub fn remove(&self, resource: &str) -> bool {
+        let inner = &self.inner;
+        let removed = lock(&inner.overrides).remove(resource).is_some();
+        if removed {
+            lock(&inner.specs).remove(resource);
+            inner.local.remove(resource);
+            inner.forget(resource);
+        }
+        removed
+    }
+
+    /// Whether `resource` has a limit: set by [`RedisLimiter::set_limit`]
+    /// or matched by a rule.
+    pub fn contains(&self, resource: &str) -> bool {
+        lock(&self.inner.overrides).contains_key(resource)
+            || self.inner.rules.resolve(resource).is_some()
     }
 
     /// Closes the limiter: later calls fail with [`Error::Closed`] and the
@@ -512,16 +585,19 @@ fn micros(d: Duration) -> u64 {
 
 /// Each replica's share of every limit: 1/`n`, at least 1.
 pub(crate) fn share(rules: &Rules, n: u64) -> Rules {
+    rules.map(|l| share_limit(l, n))
+}
+
+/// One replica's share of `l`: 1/`n`, at least 1.
+pub(crate) fn share_limit(l: Limit, n: u64) -> Limit {
     let n = n.max(1);
-    rules.map(|l| {
-        let burst = (l.effective_burst() / n).max(1);
-        let l2 = Limit::new((l.capacity() / n).max(1), l.window()).algorithm(l.kind());
-        if matches!(l.kind(), Algorithm::TokenBucket | Algorithm::Gcra) {
-            l2.burst(burst)
-        } else {
-            l2
-        }
-    })
+    let burst = (l.effective_burst() / n).max(1);
+    let l2 = Limit::new((l.capacity() / n).max(1), l.window()).algorithm(l.kind());
+    if matches!(l.kind(), Algorithm::TokenBucket | Algorithm::Gcra) {
+        l2.burst(burst)
+    } else {
+        l2
+    }
 }
 
 struct Leave<'a>(&'a Waitq);
@@ -588,9 +664,9 @@ impl Inner {
         if let Some(s) = specs.get(resource) {
             return Ok(s.clone());
         }
-        let limit = self
-            .rules
-            .resolve(resource)
+        let set = lock(&self.overrides).get(resource).copied();
+        let limit = set
+            .or_else(|| self.rules.resolve(resource))
             .ok_or_else(|| Error::UnknownResource(resource.to_owned()))?;
         if specs.len() >= MAP_BOUND {
             specs.clear();

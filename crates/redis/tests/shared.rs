@@ -285,3 +285,65 @@ async fn every_key_has_a_ttl() {
         assert!(ttl > 0, "{k} has a TTL ({ttl})");
     }
 }
+
+/// A limit set at run time on a resource no rule knows (a job queue's
+/// rate) is shared: both replicas together get its capacity, once; it can
+/// be changed and removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_set_at_run_time_is_shared() {
+    let Some((a, b)) = two(Mode::Exact).await else {
+        return;
+    };
+    let hour = Duration::from_secs(3600);
+    assert!(matches!(
+        a.try_acquire("jobs:q", 1).await,
+        Err(Error::UnknownResource(_))
+    ));
+    assert!(!a.contains("jobs:q"));
+    for l in [&a, &b] {
+        l.set_limit("jobs:q", Limit::sliding_window(4, hour))
+            .unwrap();
+    }
+    assert!(a.contains("jobs:q") && b.contains("jobs:q"));
+    let mut granted = Vec::new();
+    let mut refused = 0;
+    for i in 0..10 {
+        let l = if i % 2 == 0 { &a } else { &b };
+        match l.try_acquire("jobs:q", 1).await {
+            Ok(g) => granted.push(g),
+            Err(Error::RateLimited { .. }) => refused += 1,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!((granted.len(), refused), (4, 6));
+    assert!(granted.iter().all(|g| !g.is_local()));
+    // Raised on both: the window already holds 4, so 2 more fit.
+    for l in [&a, &b] {
+        l.set_limit("jobs:q", Limit::sliding_window(6, hour))
+            .unwrap();
+    }
+    let more = [
+        a.try_acquire("jobs:q", 1).await.is_ok(),
+        b.try_acquire("jobs:q", 1).await.is_ok(),
+        a.try_acquire("jobs:q", 1).await.is_ok(),
+    ];
+    assert_eq!(more, [true, true, false]);
+    // An invalid limit is refused and changes nothing.
+    assert!(
+        a.set_limit("jobs:q", Limit::sliding_window(0, hour))
+            .is_err()
+    );
+    assert!(a.remove("jobs:q"));
+    assert!(!a.remove("jobs:q"));
+    assert!(matches!(
+        a.try_acquire("jobs:q", 1).await,
+        Err(Error::UnknownResource(_))
+    ));
+    // A set limit wins over a rule.
+    a.set_limit("b", Limit::new(3, hour)).unwrap();
+    let taken = [
+        a.try_acquire("b", 1).await.is_ok(),
+        a.try_acquire("b", 1).await.is_ok(),
+    ];
+    assert_eq!(taken, [true, true]);
+}
