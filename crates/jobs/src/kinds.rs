@@ -9,10 +9,9 @@ mod response;
 
 pub use payload::PayloadError;
 
-use serde_json::Value;
-use sluice_limit::Limiter;
-
+use crate::SharedLimits;
 use crate::worker::Handlers;
+use serde_json::Value;
 
 /// The kind of a job that calls a configured HTTP API.
 pub const HTTP_KIND: &str = "http";
@@ -68,21 +67,23 @@ impl Handlers {
     /// Handlers for every kind in [`KINDS`]: `http` calls `http_apis`, the
     /// `discord.*` kinds call Discord as `discord` says, all with `client`
     /// and through `limiter` (the gateway's, so that jobs share each API's
-    /// bucket with interactive traffic).
+    /// bucket with interactive traffic): a `&`[`sluice_limit::Limiter`] or
+    /// any [`SharedLimits`].
     ///
     /// # Errors
     /// [`sluice_limit::Error`] if Discord's global limit cannot be
     /// configured on the limiter.
     pub fn standard(
-        limiter: &Limiter,
+        limiter: impl Into<SharedLimits>,
         http_apis: http::HttpApis,
         discord: discord::DiscordConfig,
         client: reqwest::Client,
     ) -> Result<Handlers, sluice_limit::Error> {
+        let limiter = limiter.into();
         let discord = discord::DiscordHandler::new(discord, client.clone(), limiter.clone())?;
         let mut handlers = Handlers::new().on(
             HTTP_KIND,
-            http::HttpHandler::new(http_apis, client, limiter.clone()),
+            http::HttpHandler::new(http_apis, client, limiter),
         );
         for kind in &KINDS[1..] {
             handlers = handlers.on(*kind, discord.clone());
@@ -107,7 +108,7 @@ mod tests {
     #[test]
     fn standard_handlers_cover_every_kind() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let limiter = Limiter::new(sluice_limit::Rules::new()).unwrap();
+        let limiter = sluice_limit::Limiter::new(sluice_limit::Rules::new()).unwrap();
         let handlers = Handlers::standard(
             &limiter,
             http::HttpApis::new(),

@@ -87,13 +87,13 @@ pub(crate) fn pairs(headers: &HeaderMap) -> Vec<(&str, &str)> {
 /// Takes one call's worth of `resource`, waiting up to `wait`; a wait
 /// that would be longer reschedules the job (no attempt used).
 pub(crate) async fn take(
-    limiter: &sluice_limit::Limiter,
+    limiter: &crate::SharedLimits,
     resource: &str,
     wait: Duration,
-) -> Result<sluice_limit::Grant, crate::worker::Outcome> {
+) -> Result<crate::LimitGrant, crate::worker::Outcome> {
     let deadline = tokio::time::Instant::now() + wait;
     limiter
-        .acquire(resource, 1, Some(deadline))
+        .acquire_many(&[(resource, 1)], Some(deadline))
         .await
         .map_err(|e| match e.retry_after() {
             Some(after) => crate::worker::Outcome::Throttled {

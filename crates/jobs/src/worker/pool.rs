@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_limit::{Limit, Limiter};
+use sluice_limit::Limit;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::limits::SharedLimits;
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
@@ -28,7 +29,7 @@ const RELEASE_GRACE: Duration = Duration::from_secs(5);
 /// What every task of a pool shares.
 pub(crate) struct Ctx<S> {
     pub store: Arc<S>,
-    pub limiter: Limiter,
+    pub limiter: SharedLimits,
     pub handlers: Handlers,
     pub config: PoolConfig,
     /// Turns true at shutdown's deadline: running jobs are given back.
@@ -72,7 +73,7 @@ pub(crate) struct GroupLimits {
 
 impl GroupLimits {
     /// Configures `resource` with `limit` unless it already is.
-    pub fn ensure(&self, limiter: &Limiter, resource: &str, limit: Limit) {
+    pub fn ensure(&self, limiter: &SharedLimits, resource: &str, limit: Limit) {
         let mut set = self.configured.lock().unwrap_or_else(|p| p.into_inner());
         if set.contains(resource) && limiter.contains(resource) {
             return;
@@ -81,15 +82,7 @@ impl GroupLimits {
             // Drop the groups nobody holds or waits on: a dropped one is
             // configured again, full, on its next use, which at worst lets
             // one burst through early.
-            set.retain(|r| {
-                let busy = limiter
-                    .get_capacity(r)
-                    .is_ok_and(|c| c.in_flight > 0 || c.waiting > 0);
-                if !busy {
-                    limiter.remove(r);
-                }
-                busy
-            });
+            set.retain(|r| !limiter.remove_idle(r));
         }
         if let Err(e) = limiter.set_limit(resource, limit) {
             tracing::warn!(resource, error = %e, "jobs: cannot configure a group rate");
@@ -99,7 +92,7 @@ impl GroupLimits {
 }
 
 /// Runs jobs from a [`JobStore`] with the handlers of their kinds, under a
-/// shared [`Limiter`]. Built by [`WorkerPool::builder`].
+/// shared limiter ([`SharedLimits`]). Built by [`WorkerPool::builder`].
 ///
 /// Dropping the pool stops every task at once, leaving the running jobs'
 /// leases to expire (as a crash would); [`shutdown`](Self::shutdown) is
@@ -166,11 +159,16 @@ impl Drop for AbortOnDrop {
 impl WorkerPool {
     /// A builder for a pool on `store` whose rates go through `limiter`
     /// (share the gateway's, so that jobs and interactive traffic take from
-    /// the same buckets).
-    pub fn builder<S: JobStore + 'static>(store: Arc<S>, limiter: Limiter) -> WorkerPoolBuilder<S> {
+    /// the same buckets): a [`sluice_limit::Limiter`], or any
+    /// [`JobLimits`](crate::JobLimits) as [`SharedLimits`] (the gateway's
+    /// Redis-backed limits in distributed mode).
+    pub fn builder<S: JobStore + 'static>(
+        store: Arc<S>,
+        limiter: impl Into<SharedLimits>,
+    ) -> WorkerPoolBuilder<S> {
         WorkerPoolBuilder {
             store,
-            limiter,
+            limiter: limiter.into(),
             handlers: Handlers::new(),
             queues: Vec::new(),
             config: PoolConfig::default(),
@@ -231,7 +229,7 @@ impl WorkerPool {
 #[derive(Debug)]
 pub struct WorkerPoolBuilder<S> {
     store: Arc<S>,
-    limiter: Limiter,
+    limiter: SharedLimits,
     handlers: Handlers,
     queues: Vec<QueueConfig>,
     config: PoolConfig,

@@ -53,7 +53,7 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
     let needs = rate_needs(&ctx, &queue, &job.group);
     if !needs.is_empty() {
         let pairs: Vec<(&str, u64)> = needs.iter().map(|r| (r.as_str(), 1)).collect();
-        let granted = match ctx.limiter.try_acquire_many(&pairs) {
+        let granted = match ctx.limiter.try_acquire_many(&pairs).await {
             Ok(grant) => Ok(grant),
             Err(sluice_limit::Error::RateLimited { .. }) => {
                 metrics::rate_limit_wait(&queue.name);

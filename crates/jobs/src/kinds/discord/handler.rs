@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 use serde_json::Value;
-use sluice_limit::{Limit, Limiter};
+use sluice_limit::Limit;
 
+use crate::SharedLimits;
 use crate::job::Job;
 use crate::kinds::discord::buckets::{Buckets, Learned};
 use crate::kinds::discord::{Call, Operation};
@@ -76,12 +77,13 @@ pub struct DiscordHandler {
 struct Inner {
     config: DiscordConfig,
     client: reqwest::Client,
-    limiter: Limiter,
+    limiter: SharedLimits,
     buckets: Buckets,
 }
 
 impl DiscordHandler {
-    /// Calls Discord as `config` says, through `limiter` (whose
+    /// Calls Discord as `config` says, through `limiter` (a
+    /// [`sluice_limit::Limiter`] or any [`SharedLimits`], whose
     /// `api:discord` resource it configures with the global limit).
     ///
     /// # Errors
@@ -90,8 +92,9 @@ impl DiscordHandler {
     pub fn new(
         config: DiscordConfig,
         client: reqwest::Client,
-        limiter: Limiter,
+        limiter: impl Into<SharedLimits>,
     ) -> Result<Self, sluice_limit::Error> {
+        let limiter = limiter.into();
         if let Some(limit) = config.global_limit {
             limiter.set_limit(&config.global_resource, limit)?;
         }
@@ -148,6 +151,7 @@ impl Inner {
         drop(bucket);
         let (bytes, cut) = response::body(answer).await;
         self.classify(&call, &endpoint, status, &headers, &bytes, cut)
+            .await
     }
 
     async fn send(&self, job: &Job, call: &Call) -> Result<reqwest::Response, Outcome> {
@@ -192,7 +196,7 @@ impl Inner {
             .map_err(|e| Outcome::retry(format!("calling Discord {}: {e}", call.method)))
     }
 
-    fn classify(
+    async fn classify(
         &self,
         call: &Call,
         endpoint: &str,
@@ -234,6 +238,7 @@ impl Inner {
                     if let Err(e) = self
                         .limiter
                         .report_throttled(&self.config.global_resource, retry_after)
+                        .await
                     {
                         tracing::warn!(error = %e, "jobs: cannot throttle the Discord global bucket");
                     }

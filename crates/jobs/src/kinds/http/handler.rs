@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderName, HeaderValue};
-use sluice_limit::Limiter;
 use sluice_limit::headers::RateLimitHeaders;
 
+use crate::SharedLimits;
 use crate::job::Job;
 use crate::kinds::http::{HttpApis, HttpPayload};
 use crate::kinds::response;
@@ -24,17 +24,18 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct HttpHandler {
     apis: Arc<HttpApis>,
     client: reqwest::Client,
-    limiter: Limiter,
+    limiter: SharedLimits,
 }
 
 impl HttpHandler {
     /// Calls `apis` with `client`, each call through `limiter`'s
-    /// `api:{name}` resource (the one the gateway's proxy uses).
-    pub fn new(apis: HttpApis, client: reqwest::Client, limiter: Limiter) -> Self {
+    /// `api:{name}` resource (the one the gateway's proxy uses): a
+    /// [`sluice_limit::Limiter`] or any [`SharedLimits`].
+    pub fn new(apis: HttpApis, client: reqwest::Client, limiter: impl Into<SharedLimits>) -> Self {
         Self {
             apis: Arc::new(apis),
             client,
-            limiter,
+            limiter: limiter.into(),
         }
     }
 
@@ -105,7 +106,8 @@ impl HttpHandler {
         // 429 throttle it for interactive traffic as well.
         if let Err(e) = self
             .limiter
-            .observe_answer(&grant, Some(&resource), None, status, &parsed)
+            .observe_answer(&grant, &resource, status, &parsed)
+            .await
         {
             tracing::debug!(%resource, error = %e, "jobs: cannot apply rate-limit headers");
         }
