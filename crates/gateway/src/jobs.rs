@@ -2,15 +2,16 @@
 //! startup and closed on shutdown, the retention cleaner, and the queue
 //! gauges read at scrape time.
 
+mod limits;
 mod store;
 mod workers;
 
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+    JobState, JobStore, PostgresStore, Retention, SharedLimits, SqliteStore, StoreConfig,
+    WorkerPool,
 };
-use sluice_limit::Limiter;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, JobsConfig, StoreLocation};
@@ -73,14 +74,15 @@ impl Jobs {
     }
 
     /// Starts workers for the configured queues on `limiter` (the
-    /// gateway's), calling upstreams with `client`.
+    /// gateway's: in-process, or shared through Redis with `[redis]`),
+    /// calling upstreams with `client`.
     ///
     /// # Errors
     /// [`StartError::Workers`] naming what cannot be used.
     pub async fn start_workers(
         &self,
         config: &Config,
-        limiter: &Limiter,
+        limiter: SharedLimits,
         client: reqwest::Client,
     ) -> Result<(), StartError> {
         let pool = workers::start(config, self.store.clone(), limiter, client)?;

@@ -30,9 +30,10 @@ impl Gateway {
         if state.config.jobs.enabled {
             let jobs = crate::jobs::Jobs::open(&state.config).await?;
             if state.config.jobs.workers {
-                // The pool takes the in-process limiter: with `[redis]`,
-                // job calls are limited per replica, not through Redis.
-                jobs.start_workers(&state.config, &state.limiter, state.client.clone())
+                // The request path's limits: with `[redis]`, job rates and
+                // the API buckets jobs call through are every replica's.
+                let limits = state.limits.for_jobs();
+                jobs.start_workers(&state.config, limits, state.client.clone())
                     .await?;
             }
             let _ = state.jobs.set(jobs);

@@ -1,15 +1,15 @@
 //! The worker pool `sluice serve` runs: the configured queues, the
 //! standard kinds calling the configured APIs, all on the gateway's own
-//! limiter, so that a job calling Slack takes from `api:slack` as a
-//! proxied call does.
+//! limits (through Redis with `[redis]`), so that a job calling Slack
+//! takes from `api:slack` as a proxied call does, on any replica.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_jobs::kinds::discord::DiscordConfig;
 use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::{Handlers, QueueConfig, WorkerPool};
-use sluice_limit::{Limit, Limiter};
+use sluice_jobs::{Handlers, QueueConfig, SharedLimits, WorkerPool};
+use sluice_limit::Limit;
 
 use super::AnyStore;
 use crate::config::Config;
@@ -22,13 +22,13 @@ use crate::state::StartError;
 pub(super) fn start(
     config: &Config,
     store: AnyStore,
-    limiter: &Limiter,
+    limiter: SharedLimits,
     client: reqwest::Client,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
-    let handlers = Handlers::standard(limiter, http_apis(config)?, discord(config), client)
+    let handlers = Handlers::standard(limiter.clone(), http_apis(config)?, discord(config), client)
         .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
-    let mut pool = WorkerPool::builder(Arc::new(store), limiter.clone())
+    let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)
         .configure(|p| {
             p.lease = Duration::from_millis(j.lease_ms);
