@@ -99,3 +99,165 @@ impl JobLimits for RedisJobLimits {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Two worker pools on two Redis limiters (two replicas) and one job
+    //! store: the queue's and the groups' rates hold for both together.
+    //! Skipped, with a note, without `SLUICE_TEST_REDIS_URL`.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, handler_fn};
+    use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore, StoreConfig, WorkerPool};
+    use sluice_limit::{AdaptiveConfig, Limit, Rules};
+    use sluice_redis::{Mode, RedisConfig, RedisLimiter};
+
+    use super::RedisJobLimits;
+
+    type Starts = Arc<Mutex<Vec<(String, Instant)>>>;
+
+    /// How much later than its grant a run may record its start: the
+    /// windows counted are shorter by this, so that a slow record cannot
+    /// make a correct limiter look wrong. A bound, not a timing claim.
+    const RECORD_SLACK: Duration = Duration::from_millis(250);
+
+    async fn replica(url: &str, prefix: &str, id: &str) -> RedisLimiter {
+        let mut cfg = RedisConfig::new(url);
+        cfg.prefix = prefix.to_owned();
+        cfg.replica_id = id.to_owned();
+        cfg.mode = Mode::Exact;
+        RedisLimiter::connect(cfg, Rules::new(), AdaptiveConfig::default())
+            .await
+            .expect("a limiter")
+    }
+
+    fn pool(
+        store: &Arc<SqliteStore>,
+        limiter: RedisLimiter,
+        id: &str,
+        starts: &Starts,
+    ) -> WorkerPool {
+        let starts = Arc::clone(starts);
+        let handlers = Handlers::new().on(
+            "work",
+            handler_fn(move |job| {
+                starts
+                    .lock()
+                    .unwrap()
+                    .push((job.group.clone(), Instant::now()));
+                async { Outcome::Completed(json!(null)) }
+            }),
+        );
+        let second = Duration::from_secs(1);
+        WorkerPool::builder(
+            Arc::clone(store),
+            sluice_jobs::SharedLimits::new(RedisJobLimits(limiter)),
+        )
+        .handlers(handlers)
+        // Slots for a third of the jobs each: both pools claim, and runs
+        // wait in the limiter, so the rate is what binds.
+        .queue(
+            QueueConfig::new("q")
+                .concurrency(10)
+                .rate(Limit::sliding_window(6, second))
+                .group_rate(Limit::sliding_window(4, second)),
+        )
+        .configure(|p| {
+            p.worker_id = id.to_owned();
+            p.poll = Duration::from_millis(10);
+        })
+        .start()
+        .expect("the pool starts")
+    }
+
+    /// The most of `times` (sorted) within any `window`.
+    fn most_in_window(times: &[Instant], window: Duration) -> usize {
+        (0..times.len())
+            .map(|i| {
+                times[i..]
+                    .iter()
+                    .take_while(|t| **t - times[i] < window)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_pools_on_one_redis_share_queue_and_group_rates() {
+        let Some(url) = std::env::var("SLUICE_TEST_REDIS_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+            return;
+        };
+        let prefix = format!("jobs{:x}:", fastrand::u64(..));
+        let store = Arc::new(
+            SqliteStore::in_memory(StoreConfig::default())
+                .await
+                .expect("a store"),
+        );
+        for n in 0..30 {
+            let group = if n % 2 == 0 { "even" } else { "odd" };
+            let job = NewJob::new("q", "work", json!({ "n": n })).group(group);
+            store.enqueue(job).await.expect("enqueue");
+        }
+        let starts: Starts = Arc::default();
+        let a = pool(&store, replica(&url, &prefix, "a").await, "a", &starts);
+        let b = pool(&store, replica(&url, &prefix, "b").await, "b", &starts);
+        let give_up = Instant::now() + Duration::from_secs(120);
+        loop {
+            let counts = store.counts().await.expect("counts");
+            let done = counts
+                .iter()
+                .find(|q| q.queue == "q")
+                .map_or(0, |q| q.counts.get(JobState::Completed));
+            if done == 30 {
+                break;
+            }
+            assert!(Instant::now() < give_up, "only {done} of 30 completed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (ra, rb) = (
+            a.shutdown(Duration::from_secs(5)).await,
+            b.shutdown(Duration::from_secs(5)).await,
+        );
+        assert_eq!(ra.completed + rb.completed, 30);
+        assert!(
+            ra.completed > 0 && rb.completed > 0,
+            "both replicas ran jobs: {ra:?} {rb:?}"
+        );
+        let mut starts = starts.lock().unwrap().clone();
+        starts.sort_by_key(|(_, t)| *t);
+        let all: Vec<Instant> = starts.iter().map(|(_, t)| *t).collect();
+        let window = Duration::from_secs(1) - RECORD_SLACK;
+        // Per replica 6/s would let 12 through; shared, 6 in all.
+        assert!(
+            most_in_window(&all, window) <= 6,
+            "queue rate exceeded: {} starts within {window:?}",
+            most_in_window(&all, window)
+        );
+        for group in ["even", "odd"] {
+            let times: Vec<Instant> = starts
+                .iter()
+                .filter(|(g, _)| g == group)
+                .map(|(_, t)| *t)
+                .collect();
+            assert_eq!(times.len(), 15);
+            assert!(
+                most_in_window(&times, window) <= 4,
+                "group {group} rate exceeded"
+            );
+        }
+        // 30 starts, at most 6 in any second, span at least 4 s.
+        assert!(
+            all[29] - all[0] >= Duration::from_secs(4) - RECORD_SLACK,
+            "30 starts in {:?}",
+            all[29] - all[0]
+        );
+    }
+}
