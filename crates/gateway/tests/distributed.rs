@@ -222,3 +222,83 @@ async fn redis_down_fails_closed_with_429_and_unready() {
     );
     a.stop().await;
 }
+
+/// Slack at 4 calls (no refill within the test), through Redis.
+fn slack_of_four(url: &str, prefix: &str, id: &str) -> impl FnOnce(&mut Config) {
+    let shared = shared(url, prefix, id);
+    move |c: &mut Config| {
+        shared(c);
+        let slack = c.apis.iter_mut().find(|a| a.name == "slack").unwrap();
+        slack.requests_per_second = 0.01;
+        slack.burst = 4;
+    }
+}
+
+/// Jobs run by the workers of two gateways on one Redis and one job store
+/// take from the same `api:slack` bucket as the calls both proxy: 3 jobs
+/// leave 1 of Slack's 4 calls for 6 proxied ones, whichever replica ran
+/// the jobs and whichever the calls reach (per replica, it would be 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_proxied_calls_share_an_apis_bucket_across_gateways() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let a = Harness::with(common::sim_config(), slack_of_four(&url, &p, "a")).await;
+    let data_dir = a.data_dir.clone();
+    let b = a
+        .replica(move |c| {
+            slack_of_four(&url, &p, "b")(c);
+            // One job store (SQLite in the shared data directory).
+            c.data_dir = data_dir;
+        })
+        .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let base = if i % 2 == 0 { a.url("") } else { b.url("") };
+        let res = a
+            .http
+            .post(format!("{base}/v1/jobs"))
+            .json(&json!({
+                "queue": "default",
+                "kind": "http",
+                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage",
+                            "body": {"n": i}}
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let job: Value = res.json().await.unwrap();
+        ids.push(job["id"].as_i64().unwrap());
+    }
+    for id in ids {
+        common::wait_until(&format!("job {id} completed"), || {
+            let req = a.get(&format!("/v1/jobs/{id}"));
+            async move {
+                let job: Value = req.send().await.unwrap().json().await.unwrap();
+                assert_ne!(job["state"], "dead", "{job}");
+                job["state"] == "completed"
+            }
+        })
+        .await;
+    }
+    let (mut ok, mut limited) = (0, 0);
+    for i in 0..6 {
+        let base = if i % 2 == 0 { a.url("") } else { b.url("") };
+        let res = a
+            .http
+            .post(format!("{base}/proxy/slack/chat.postMessage"))
+            .header("x-sluice-timeout-ms", "1000")
+            .json(&json!({"n": i}))
+            .send()
+            .await
+            .unwrap();
+        match res.status() {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => limited += 1,
+            s => panic!("unexpected {s}: {}", res.text().await.unwrap_or_default()),
+        }
+    }
+    assert_eq!((ok, limited), (1, 5), "3 jobs + 1 call = Slack's 4");
+    assert_eq!(a.sim.stats().api("slack").ok, 4);
+    a.stop().await;
+}
