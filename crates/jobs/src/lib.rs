@@ -36,10 +36,12 @@
 //!
 //! # Workers
 //! A [`WorkerPool`] claims jobs per queue and runs them with the
-//! [`Handlers`] of their kinds, under a shared [`sluice_limit::Limiter`]
-//! (the gateway's): `jobs:{queue}` holds each queue to its rate, and the
-//! standard kinds take from `api:{name}`, the bucket the gateway's proxy
-//! uses for the same API.
+//! [`Handlers`] of their kinds, under a shared limiter (the gateway's):
+//! `jobs:{queue}` holds each queue to its rate, and the standard kinds take
+//! from `api:{name}`, the bucket the gateway's proxy uses for the same API.
+//! The limiter is anything that implements [`JobLimits`]: an in-process
+//! [`sluice_limit::Limiter`] (pass it as it is), or limits kept elsewhere,
+//! such as the gateway's shared through Redis ([`SharedLimits::new`]).
 //!
 //! ```
 //! use std::sync::Arc;

@@ -42,6 +42,9 @@
 //! - **Capacity bus** ([`CapacityUpdate`]): 429s reduce the shared
 //!   capacity once for all; recovery (×1.1 every 30 s by default) is
 //!   computed inside the scripts from the stored reduction.
+//! - **Limits set at run time** ([`RedisLimiter::set_limit`]): resources
+//!   no rule names (a job queue's rate) get a limit ahead of the rules,
+//!   shared like any other; every replica sets the same one.
 //! - **Failure** ([`Failure`]): while Redis is away each replica limits on
 //!   its 1/N share locally, or refuses everything.
 //!
