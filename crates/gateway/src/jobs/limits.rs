@@ -186,16 +186,76 @@ mod tests {
             .unwrap_or(0)
     }
 
+    /// The test Redis, or `None` with a note.
+    fn redis_url() -> Option<String> {
+        let url = std::env::var("SLUICE_TEST_REDIS_URL").ok();
+        let url = url.filter(|u| !u.is_empty());
+        if url.is_none() {
+            eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+        }
+        url
+    }
+
+    fn prefix() -> String {
+        format!("jobs{:x}:", fastrand::u64(..))
+    }
+
+    /// A job's call answered 429 at one replica: the shared capacity is
+    /// cut and paused for the other replica too; the Discord global bucket
+    /// the same way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_429_a_job_sees_cuts_the_bucket_for_every_replica() {
+        use sluice_jobs::JobLimits;
+        use sluice_limit::headers::RateLimitHeaders;
+
+        let Some(url) = redis_url() else { return };
+        let p = prefix();
+        let rules = || {
+            Rules::new()
+                .exact("api:slack", Limit::per_second(10))
+                .exact("api:discord", Limit::per_second(50))
+        };
+        let connect = |id: &'static str| {
+            let (url, p) = (url.clone(), p.clone());
+            async move {
+                let mut cfg = RedisConfig::new(url);
+                cfg.prefix = p;
+                cfg.replica_id = id.to_owned();
+                RedisLimiter::connect(cfg, rules(), AdaptiveConfig::default())
+                    .await
+                    .expect("a limiter")
+            }
+        };
+        let (a, b) = (connect("a").await, connect("b").await);
+        let jobs = RedisJobLimits(a.clone());
+        let grant = jobs.try_acquire_many(&[("api:slack", 1)]).await.unwrap();
+        let ok = RateLimitHeaders::default();
+        jobs.observe_answer(&grant, "api:slack", 200, &ok)
+            .await
+            .unwrap();
+        assert_eq!(b.get_capacity("api:slack").await.unwrap().total, 10);
+        let throttled = RateLimitHeaders {
+            retry_after: Some(Duration::from_secs(30)),
+            ..RateLimitHeaders::default()
+        };
+        jobs.observe_answer(&grant, "api:slack", 429, &throttled)
+            .await
+            .unwrap();
+        let seen = b.get_capacity("api:slack").await.unwrap();
+        assert_eq!(seen.total, 5, "{seen:?}");
+        assert!(seen.paused_for.is_some(), "{seen:?}");
+        assert!(matches!(
+            b.try_acquire("api:slack", 1).await,
+            Err(sluice_limit::Error::RateLimited { .. })
+        ));
+        jobs.report_throttled("api:discord", None).await.unwrap();
+        assert_eq!(b.get_capacity("api:discord").await.unwrap().total, 25);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_pools_on_one_redis_share_queue_and_group_rates() {
-        let Some(url) = std::env::var("SLUICE_TEST_REDIS_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
-            return;
-        };
-        let prefix = format!("jobs{:x}:", fastrand::u64(..));
+        let Some(url) = redis_url() else { return };
+        let prefix = prefix();
         let store = Arc::new(
             SqliteStore::in_memory(StoreConfig::default())
                 .await
