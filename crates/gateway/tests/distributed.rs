@@ -120,14 +120,7 @@ async fn readyz_reports_redis_and_bad_settings_are_named() {
     let body: Value = a.get("/readyz").send().await.unwrap().json().await.unwrap();
     assert_eq!(body["redis"]["degraded"], false, "{body}");
     assert_eq!(body["redis"]["mode"], "exact");
-    let metrics = a
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = a.metrics().await;
     // The recorder is shared by every test of this binary (some with Redis
     // away): the family is there; its value is what /readyz says above.
     assert!(metrics.contains("\nsluice_redis_degraded "), "{metrics}");
@@ -183,14 +176,7 @@ async fn redis_down_fails_open_on_the_local_share() {
     assert_eq!(res.status(), StatusCode::OK, "failing open stays ready");
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["redis"]["degraded"], true, "{body}");
-    let metrics = a
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = a.metrics().await;
     assert!(metrics.contains("\nsluice_redis_degraded "), "{metrics}");
     // Served, on this replica's own share (the only replica it saw).
     let res = a

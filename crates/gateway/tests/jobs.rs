@@ -211,14 +211,7 @@ async fn an_idempotency_key_returns_the_original_job() {
     let page = ok_json(get(&h, "/v1/jobs", "acme").await).await;
     assert_eq!(ids(&page), vec![first["id"].as_i64().unwrap()]);
 
-    let metrics = h
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = h.metrics().await;
     assert!(
         metrics.contains("sluice_jobs_idempotency_total{result=\"hit\"}"),
         "{metrics}"
@@ -648,14 +641,7 @@ async fn metrics_count_enqueues_and_show_jobs_by_queue_and_state() {
     for _ in 0..2 {
         created(&h, "acme", &http_job("metrics-q")).await;
     }
-    let text = h
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics().await;
     assert!(
         text.contains("sluice_jobs_enqueued_total{queue=\"metrics-q\",kind=\"http\"} 2"),
         "{text}"

@@ -83,17 +83,24 @@ async fn json_of(res: reqwest::Response, status: StatusCode) -> Value {
     res.json().await.expect("JSON")
 }
 
-#[tokio::test]
-async fn the_core_flow_on_postgresql() {
-    use reqwest::Method as M;
-    let Some(server) = server() else { return };
-    let url = fresh_database(&server).await;
+/// A gateway without workers (job states stay put) on a fresh database;
+/// the database's URL with it.
+async fn api_only(server: &str) -> (String, Harness) {
+    let url = fresh_database(server).await;
     let store_url = url.clone();
     let h = Harness::with(sim_config(), move |c| {
         c.jobs.workers = false;
         c.jobs.store = store_url;
     })
     .await;
+    (url, h)
+}
+
+#[tokio::test]
+async fn the_core_flow_on_postgresql() {
+    use reqwest::Method as M;
+    let Some(server) = server() else { return };
+    let (url, h) = api_only(&server).await;
     assert!(!h.data_dir.join("jobs.db").exists(), "no SQLite file");
 
     // Enqueue, replay by key, read.
@@ -296,13 +303,7 @@ async fn workers_run_jobs_from_postgresql() {
 async fn a_store_that_goes_away_is_a_503_not_a_lost_job() {
     use reqwest::Method as M;
     let Some(server) = server() else { return };
-    let url = fresh_database(&server).await;
-    let store_url = url.clone();
-    let h = Harness::with(sim_config(), move |c| {
-        c.jobs.workers = false;
-        c.jobs.store = store_url;
-    })
-    .await;
+    let (url, h) = api_only(&server).await;
     let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
     json_of(res, StatusCode::CREATED).await;
     // The database disappears under the gateway (its connections cut).

@@ -90,14 +90,7 @@ async fn an_http_job_runs_against_the_sims_slack_and_completes() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!((calls[0].method.as_str(), calls[0].status), ("POST", 200));
 
-    let metrics = h
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = h.metrics().await;
     assert!(
         metrics.contains("sluice_jobs_completed_total{queue=\"default\",kind=\"http\"}"),
         "{metrics}"

@@ -242,6 +242,13 @@ impl Harness {
         self.http.get(self.url(path))
     }
 
+    /// The text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        let res = self.get("/metrics").send().await.expect("metrics");
+        assert_eq!(res.status(), StatusCode::OK);
+        res.text().await.expect("metrics text")
+    }
+
     /// POST `body` to `path` and wait for the answer.
     pub async fn send(&self, path: &str, body: &Value) -> reqwest::Response {
         self.post(path, body)
