@@ -18,8 +18,8 @@
 pub mod config;
 pub mod context;
 pub mod error;
-mod limits;
 pub mod jobs;
+mod limits;
 pub mod metrics;
 pub mod response;
 pub mod routes;

@@ -14,6 +14,10 @@ pub struct Dialect {
     /// Marks the jobs whose ids are the JSON array `$4` running, leased to
     /// `$1` until `$2`, at time `$3`; returns them.
     pub take: &'static str,
+    /// Completes, at time `$1`, the jobs of the JSON array `$2` of
+    /// `{"id", "owner", "token", "result"}` (the result as JSON text) whose
+    /// lease still holds; returns the completed jobs.
+    pub complete_many: &'static str,
 }
 
 /// Due jobs of queue `$1` at time `$2`, ranked within their group.
@@ -39,6 +43,22 @@ macro_rules! take {
     };
 }
 
+/// The `SET` of a completion at time `$1`, the result in `d.result`.
+macro_rules! completed {
+    () => {
+        "UPDATE jobs SET state = 'completed', result = d.result, attempts = attempts + 1, \
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = $1, finished_at = $1 "
+    };
+}
+
+/// The lease guard of a batch row `d`.
+macro_rules! batch_leased {
+    () => {
+        " WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.lease_owner = d.owner \
+            AND jobs.lease_token = d.token "
+    };
+}
+
 /// SQLite: one writer at a time (the claim runs in an `IMMEDIATE`
 /// transaction), so no row locks are needed.
 pub const SQLITE: Dialect = Dialect {
@@ -51,6 +71,15 @@ pub const SQLITE: Dialect = Dialect {
          LIMIT $3"
     ),
     take: take!("SELECT value FROM json_each($4)"),
+    complete_many: concat!(
+        completed!(),
+        "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, \
+                      json_extract(value, '$.token') AS token, \
+                      json_extract(value, '$.result') AS result \
+               FROM json_each($2)) AS d",
+        batch_leased!(),
+        "RETURNING *"
+    ),
 };
 
 /// PostgreSQL: concurrent claimers lock what they pick and skip what others
@@ -71,6 +100,12 @@ pub const POSTGRES: Dialect = Dialect {
          FOR UPDATE OF j SKIP LOCKED"
     ),
     take: take!("SELECT (jsonb_array_elements_text($4::jsonb))::bigint"),
+    complete_many: concat!(
+        completed!(),
+        "FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, owner text, token bigint, result text)",
+        batch_leased!(),
+        "RETURNING jobs.*"
+    ),
 };
 
 pub const INSERT_JOB: &str = "INSERT INTO jobs \

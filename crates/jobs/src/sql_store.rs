@@ -112,6 +112,17 @@ impl<B: Backend> JobStore for Store<B> {
         in_tx!(self, |tx| lease::complete(tx, held, &result, now))
     }
 
+    async fn complete_many(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        in_tx!(self, |tx| lease::complete_many(tx, B::DIALECT, done, now))
+    }
+
     async fn fail(&self, held: &Lease, error: &str, decision: RetryDecision) -> Result<Job, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::fail(tx, held, error, decision, now))

@@ -13,6 +13,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
+use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::run::run_job;
@@ -37,6 +38,8 @@ pub(crate) struct Ctx<S> {
     pub stats: Stats,
     /// Per queue: wake its claim loop before the next poll.
     pub wakes: Arc<Wakes>,
+    /// Where runs record their completions, batched.
+    pub completer: Completer,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -298,8 +301,10 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
                 .map(|q| (q.name.clone(), Arc::new(QueueWake::default())))
                 .collect(),
         );
+        let (completer, batcher) = Completer::start(Arc::clone(&self.store));
         let ctx = Arc::new(Ctx {
             wakes: Arc::clone(&wakes),
+            completer,
             store: self.store,
             limiter: self.limiter,
             handlers: self.handlers,
@@ -317,7 +322,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
                 AbortOnDrop(Some(task))
             })
             .collect();
-        let mut maintenance = Vec::new();
+        let mut maintenance = vec![AbortOnDrop(Some(batcher))];
         if let Some(every) = ctx.config.rescue_every {
             maintenance.push(AbortOnDrop(Some(tokio::spawn(rescuer(
                 Arc::clone(&ctx),

@@ -92,6 +92,8 @@ macro_rules! store_tests {
             leases::reclaim_by_same_worker_gets_new_lease,
             leases::late_completion_before_rescue_is_accepted,
             leases::unknown_job_is_not_found,
+            leases::complete_many_guards_each_lease,
+            leases::complete_many_of_many_jobs,
             idempotency::duplicate_returns_the_original,
             idempotency::keys_are_per_tenant,
             idempotency::key_expires_after_ttl,
