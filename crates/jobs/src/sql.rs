@@ -61,15 +61,31 @@ macro_rules! batch_leased {
 
 /// SQLite: one writer at a time (the claim runs in an `IMMEDIATE`
 /// transaction), so no row locks are needed.
+///
+/// Ranking every due job of the queue would read them all on each claim
+/// (28 ms at 20k jobs); instead the queue's groups are walked one index
+/// seek each (a loose index scan of `jobs_ready`), and only the first `$3`
+/// due jobs of each group, read in index order, are ranked (1 ms).
 pub const SQLITE: Dialect = Dialect {
-    pick: concat!(
-        "SELECT r.id FROM (",
-        ranked!(),
-        ") r LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
-         WHERE r.rn <= $3 \
+    pick: "WITH RECURSIVE grps(grp) AS ( \
+             SELECT (SELECT MIN(grp) FROM jobs WHERE queue = $1 \
+                     AND state IN ('available', 'scheduled', 'retryable')) \
+             UNION ALL \
+             SELECT (SELECT MIN(grp) FROM jobs WHERE queue = $1 \
+                     AND state IN ('available', 'scheduled', 'retryable') AND grp > grps.grp) \
+             FROM grps WHERE grps.grp IS NOT NULL), \
+           firsts AS ( \
+             SELECT j.id, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN ( \
+               SELECT id FROM jobs WHERE queue = $1 AND grp = grps.grp \
+                 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 \
+               ORDER BY priority DESC, run_at, id LIMIT $3)), \
+           r AS ( \
+             SELECT id, grp, priority, run_at, \
+                    row_number() OVER (PARTITION BY grp ORDER BY priority DESC, run_at, id) AS rn \
+             FROM firsts) \
+         SELECT r.id FROM r LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
          ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id \
-         LIMIT $3"
-    ),
+         LIMIT $3",
     take: take!("SELECT value FROM json_each($4)"),
     complete_many: concat!(
         completed!(),
