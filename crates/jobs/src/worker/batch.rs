@@ -68,6 +68,17 @@ fn gone() -> Error {
 async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
     let mut items = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
+        // Runs that finished in the same instant are still on their way:
+        // let them hand theirs over before the batch is cut.
+        tokio::task::yield_now().await;
+        if items.len() < MAX_BATCH {
+            while let Ok(item) = rx.try_recv() {
+                items.push(item);
+                if items.len() == MAX_BATCH {
+                    break;
+                }
+            }
+        }
         let (done, replies): (Vec<_>, Vec<_>) = items
             .drain(..)
             .map(|i| ((i.lease, i.result), i.reply))

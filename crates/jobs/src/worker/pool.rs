@@ -367,6 +367,10 @@ async fn claim_loop<S: JobStore + 'static>(
             },
             _ = stop.wait_for(|s| *s) => break,
         };
+        // Slots free up in bursts (a batch of completions commits at
+        // once): let the rest of the burst land so that one claim fills
+        // them all instead of one claim per slot.
+        tokio::task::yield_now().await;
         let mut permits = vec![first];
         while let Ok(p) = Arc::clone(&slots).try_acquire_owned() {
             permits.push(p);
