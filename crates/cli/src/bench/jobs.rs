@@ -308,8 +308,12 @@ async fn throughput<S: JobStore + 'static>(
     }))
 }
 
-/// Start times relative to the run's start, in seconds, sorted.
-type Starts = Arc<Mutex<Vec<f64>>>;
+/// Start times since the run's start, in microseconds (integers, so that
+/// window edges compare exactly).
+type Starts = Arc<Mutex<Vec<u64>>>;
+
+/// One second in the units of [`Starts`].
+const SECOND: u64 = 1_000_000;
 
 async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value, BoxError> {
     let queue = "rate";
@@ -320,7 +324,7 @@ async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value
     let handlers = Handlers::new().on(
         "noop",
         handler_fn(move |_| {
-            let t = origin.elapsed().as_secs_f64();
+            let t = u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX);
             seen.lock().unwrap_or_else(|p| p.into_inner()).push(t);
             async { Outcome::Completed(Value::Null) }
         }),
@@ -338,7 +342,7 @@ async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value
     until_completed(&pool, total).await?;
     pool.shutdown(Duration::from_secs(5)).await;
     let mut starts = starts.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    starts.sort_by(f64::total_cmp);
+    starts.sort_unstable();
     let mean = mean_rate(&starts);
     let fixed = fixed_window_max(&starts, args.rate);
     Ok(json!({
@@ -346,7 +350,7 @@ async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value
         "seconds": args.rate_seconds,
         "jobs": total,
         "completed": count(&*store, queue, JobState::Completed).await?,
-        "max_in_sliding_second": max_in_window(&starts, 1.0),
+        "max_in_sliding_second": max_in_window(&starts, SECOND),
         "mean_per_second": round3(mean),
         "mean_error_percent": round3((mean / args.rate as f64 - 1.0) * 100.0),
         "fixed_window_max_in_sliding_second": fixed,
@@ -354,28 +358,28 @@ async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value
 }
 
 /// Starts a second over the whole seconds since the first start: the
-/// starts in `[first, first + k)` over `k`, the most whole seconds the run
-/// spans. Fair to bursty and to evenly spaced starts alike (a sliding
+/// starts in `[first, first + k s)` over `k`, the most whole seconds the
+/// run spans. Fair to bursty and to evenly spaced starts alike (a sliding
 /// window lets its whole allowance through at once, then one more start
 /// for each that leaves the window).
-fn mean_rate(starts: &[f64]) -> f64 {
+fn mean_rate(starts: &[u64]) -> f64 {
     let (Some(&first), Some(&last)) = (starts.first(), starts.last()) else {
         return 0.0;
     };
-    let k = (last - first).floor();
-    if k < 1.0 {
+    let k = (last - first) / SECOND;
+    if k == 0 {
         return 0.0;
     }
-    let within = starts.iter().filter(|&&t| t < first + k).count();
-    within as f64 / k
+    let within = starts.iter().filter(|&&t| t < first + k * SECOND).count();
+    within as f64 / k as f64
 }
 
-/// The most of `times` (sorted, seconds) in any half-open window of `width`.
-fn max_in_window(times: &[f64], width: f64) -> usize {
+/// The most of `times` (sorted) in any half-open window of `width`.
+fn max_in_window(times: &[u64], width: u64) -> usize {
     let mut best = 0;
     let mut lo = 0;
-    for (hi, t) in times.iter().enumerate() {
-        while times[lo] <= t - width {
+    for (hi, &t) in times.iter().enumerate() {
+        while times[lo] + width <= t {
             lo += 1;
         }
         best = best.max(hi - lo + 1);
@@ -391,21 +395,16 @@ fn max_in_window(times: &[f64], width: f64) -> usize {
 /// at every phase against the first start (10 ms steps) and the worst is
 /// reported: a fixed window resets at its boundary, so the end of one
 /// window and the start of the next add up.
-fn fixed_window_max(starts: &[f64], rate: u64) -> usize {
+fn fixed_window_max(starts: &[u64], rate: u64) -> usize {
     let (Some(&first), true) = (starts.first(), starts.len() > 1) else {
         return starts.len();
     };
-    let gap = starts
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .fold(f64::INFINITY, f64::min)
-        .max(0.0);
+    let gap = starts.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
     let mut worst = 0;
-    for phase in 0..100 {
-        let phase = f64::from(phase) / 100.0;
-        // The run begins `phase` into a window: window k starts at
-        // `first - phase + k`.
-        let index = |t: f64| (t - first + phase).floor();
+    for phase in (0..SECOND).step_by(10_000) {
+        // The run begins `phase` into window 0: window k starts at
+        // `first - phase + k s`.
+        let index = |t: u64| (t - first + phase) / SECOND;
         let mut admitted = Vec::with_capacity(starts.len());
         let (mut t, mut used) = (first, 0);
         let mut window = index(t);
@@ -416,15 +415,15 @@ fn fixed_window_max(starts: &[f64], rate: u64) -> usize {
             }
             if used >= rate {
                 // The window is spent: the backlog waits for the next one.
-                window += 1.0;
-                t = t.max(first - phase + window);
+                window += 1;
+                t = t.max(first + window * SECOND - phase);
                 used = 0;
             }
             admitted.push(t);
             used += 1;
             t += gap;
         }
-        worst = worst.max(max_in_window(&admitted, 1.0));
+        worst = worst.max(max_in_window(&admitted, SECOND));
     }
     worst
 }
@@ -546,23 +545,27 @@ mod tests {
 
     #[test]
     fn sliding_windows_are_half_open() {
-        assert_eq!(max_in_window(&[0.0, 0.5, 1.0, 1.2], 1.0), 3);
-        assert_eq!(max_in_window(&[], 1.0), 0);
+        let ms = 1_000;
+        assert_eq!(
+            max_in_window(&[0, 500 * ms, 1_000 * ms, 1_200 * ms], SECOND),
+            3
+        );
+        assert_eq!(max_in_window(&[], SECOND), 0);
     }
 
     #[test]
     fn fixed_windows_let_twice_the_rate_across_a_boundary() {
         // A sliding window of 10/s on a backlog: ten starts 1 ms apart,
         // again every second, for 3 s.
-        let starts: Vec<f64> = (0..30)
-            .map(|i| f64::from(i / 10) + f64::from(i % 10) * 0.001)
+        let starts: Vec<u64> = (0..30)
+            .map(|i| (i / 10) * SECOND + (i % 10) * 1_000)
             .collect();
-        assert_eq!(max_in_window(&starts, 1.0), 10);
+        assert_eq!(max_in_window(&starts, SECOND), 10);
         assert!((mean_rate(&starts) - 10.0).abs() < 1e-9);
         let fixed = fixed_window_max(&starts, 10);
         assert!(fixed > 15 && fixed <= 20, "{fixed}");
         // Evenly spaced starts: the same mean.
-        let even: Vec<f64> = (0..30).map(|i| f64::from(i) * 0.1).collect();
+        let even: Vec<u64> = (0..30).map(|i| i * SECOND / 10).collect();
         assert!((mean_rate(&even) - 10.0).abs() < 1e-9);
     }
 }
