@@ -128,6 +128,17 @@ impl<B: Backend> JobStore for Store<B> {
         in_tx!(self, |tx| lease::fail(tx, held, error, decision, now))
     }
 
+    async fn fail_many(
+        &self,
+        failed: Vec<(Lease, String, RetryDecision)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        if failed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        in_tx!(self, |tx| lease::fail_many(tx, failed, now))
+    }
+
     async fn rescue(&self) -> Result<Vec<Job>, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::rescue(tx, now))

@@ -124,6 +124,28 @@ pub trait JobStore: Send + Sync {
         decision: RetryDecision,
     ) -> impl Future<Output = Result<Job, Error>> + Send;
 
+    /// [`fail`](Self::fail) for many leased jobs at once, in one
+    /// transaction where the backend can: answers one result per item, in
+    /// order, each item guarded by its own lease as in
+    /// [`complete_many`](Self::complete_many). The default fails them one
+    /// by one.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the batch as a whole could not be written
+    /// (then none of it was).
+    fn fail_many(
+        &self,
+        failed: Vec<(Lease, String, RetryDecision)>,
+    ) -> impl Future<Output = Result<Vec<Result<Job, Error>>, Error>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(failed.len());
+            for (lease, error, decision) in failed {
+                out.push(self.fail(&lease, &error, decision).await);
+            }
+            Ok(out)
+        }
+    }
+
     /// Takes back every running job whose lease has expired: its worker is
     /// presumed dead. The lost run counts as an attempt; the job becomes
     /// retryable at once, or dead if that was its last attempt. Only an

@@ -503,14 +503,15 @@ fn table(r: &Value) -> String {
         "\n{:<10} {:>14} {:>14} {:>10}",
         "backend", "enqueue jobs/s", "burn jobs/s", "completed"
     );
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     for t in r["throughput"].as_array().into_iter().flatten() {
         let _ = writeln!(
             out,
-            "{:<10} {:>14} {:>14} {:>10}",
+            "{:<10} {:>14.0} {:>14.0} {:>10.0}",
             t["backend"].as_str().unwrap_or(""),
-            t["enqueue_jobs_per_second"],
-            t["burn_jobs_per_second"],
-            t["completed"]
+            num(&t["enqueue_jobs_per_second"]),
+            num(&t["burn_jobs_per_second"]),
+            num(&t["completed"])
         );
     }
     let rate = &r["rate"];

@@ -113,6 +113,24 @@ pub async fn fail(
     held(c, jobs, lease).await
 }
 
+/// Records many failed runs, one guarded statement each: answers one
+/// result per item, in order. A lease that no longer holds (or a job
+/// given twice, whose first item ended the lease) fails only its item.
+pub async fn fail_many(
+    c: &mut impl Conn,
+    failed: Vec<(Lease, String, RetryDecision)>,
+    now: Timestamp,
+) -> Result<Vec<Result<Job, Error>>, Error> {
+    let mut out = Vec::with_capacity(failed.len());
+    for (lease, error, decision) in &failed {
+        out.push(match fail(c, lease, error, *decision, now).await {
+            Err(Error::Database(e)) => return Err(Error::Database(e)),
+            answer => answer,
+        });
+    }
+    Ok(out)
+}
+
 /// Takes back every running job whose lease expired by `now`.
 pub async fn rescue(c: &mut impl Conn, now: Timestamp) -> Result<Vec<Job>, Error> {
     let mut jobs = c.jobs(sql::RESCUE, args![now]).await?;

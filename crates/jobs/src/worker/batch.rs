@@ -1,9 +1,10 @@
-//! The completion batcher: a pool's runs hand their completions to one
-//! task, which writes all that are waiting with one
-//! [`JobStore::complete_many`] (one transaction, each item still guarded by
-//! its lease) while the next ones queue up behind it. A run's call returns
-//! only once its own completion is committed, so nothing is reported done
-//! before it is durable; under load one commit serves many jobs.
+//! The outcome batcher: a pool's runs hand their completions and failures
+//! to one task, which writes all that are waiting with one
+//! [`JobStore::complete_many`] and one [`JobStore::fail_many`] (a
+//! transaction each, every item still guarded by its lease) while the next
+//! ones queue up behind it. A run's call returns only once its own outcome
+//! is committed, so nothing is reported done before it is durable; under
+//! load one commit serves many jobs.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::Error;
 use crate::job::{Job, Lease};
-use crate::store::JobStore;
+use crate::store::{JobStore, RetryDecision};
 
 /// The most completions one transaction writes.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -22,11 +23,19 @@ pub(crate) const MAX_BATCH: usize = 512;
 /// hand theirs over (bounded memory).
 const QUEUED: usize = 4 * MAX_BATCH;
 
+/// What a run ended in.
+enum Op {
+    Complete(Value),
+    Fail(String, RetryDecision),
+}
+
 struct Item {
     lease: Lease,
-    result: Value,
-    reply: oneshot::Sender<Result<Job, Error>>,
+    op: Op,
+    reply: Reply,
 }
+
+type Reply = oneshot::Sender<Result<Job, Error>>;
 
 /// The handle runs complete through.
 #[derive(Debug, Clone)]
@@ -48,12 +57,26 @@ impl Completer {
     /// As [`JobStore::complete`]; [`Error::Batch`] if the batch failed as a
     /// whole or the batcher is gone (the pool is being dropped).
     pub async fn complete(&self, lease: Lease, result: Value) -> Result<Job, Error> {
+        self.submit(lease, Op::Complete(result)).await
+    }
+
+    /// Records a failed run of the leased job, in the next batch; returns
+    /// once that batch is committed.
+    ///
+    /// # Errors
+    /// As [`JobStore::fail`]; [`Error::Batch`] as for [`complete`](Self::complete).
+    pub async fn fail(
+        &self,
+        lease: Lease,
+        error: String,
+        decision: RetryDecision,
+    ) -> Result<Job, Error> {
+        self.submit(lease, Op::Fail(error, decision)).await
+    }
+
+    async fn submit(&self, lease: Lease, op: Op) -> Result<Job, Error> {
         let (reply, answer) = oneshot::channel();
-        let item = Item {
-            lease,
-            result,
-            reply,
-        };
+        let item = Item { lease, op, reply };
         if self.tx.send(item).await.is_err() {
             return Err(gone());
         }
@@ -79,21 +102,43 @@ async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
                 }
             }
         }
-        let (done, replies): (Vec<_>, Vec<_>) = items
-            .drain(..)
-            .map(|i| ((i.lease, i.result), i.reply))
-            .unzip();
-        match store.complete_many(done).await {
-            Ok(results) => {
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result);
+        let mut done = Vec::new();
+        let mut done_replies = Vec::new();
+        let mut failed = Vec::new();
+        let mut failed_replies = Vec::new();
+        for item in items.drain(..) {
+            match item.op {
+                Op::Complete(result) => {
+                    done.push((item.lease, result));
+                    done_replies.push(item.reply);
+                }
+                Op::Fail(error, decision) => {
+                    failed.push((item.lease, error, decision));
+                    failed_replies.push(item.reply);
                 }
             }
-            Err(e) => {
-                let msg = describe(&e);
-                for reply in replies {
-                    let _ = reply.send(Err(Error::Batch(msg.clone())));
-                }
+        }
+        if !done.is_empty() {
+            answer(done_replies, store.complete_many(done).await);
+        }
+        if !failed.is_empty() {
+            answer(failed_replies, store.fail_many(failed).await);
+        }
+    }
+}
+
+/// Sends each run its answer, or the batch's error to all of them.
+fn answer(replies: Vec<Reply>, results: Result<Vec<Result<Job, Error>>, Error>) {
+    match results {
+        Ok(results) => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(result);
+            }
+        }
+        Err(e) => {
+            let msg = describe(&e);
+            for reply in replies {
+                let _ = reply.send(Err(Error::Batch(msg.clone())));
             }
         }
     }

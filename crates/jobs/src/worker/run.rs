@@ -192,9 +192,12 @@ async fn give_back<S: JobStore>(
 ) {
     let now = ctx.config.clock.now();
     let decision = RetryDecision::RescheduleAt(now + after);
-    if persist(lease, || ctx.store.fail(lease, error, decision))
-        .await
-        .is_some()
+    if persist(lease, || {
+        ctx.completer
+            .fail(lease.clone(), error.to_owned(), decision)
+    })
+    .await
+    .is_some()
     {
         ctx.stats.released.fetch_add(1, Ordering::Relaxed);
         metrics::failed(&job.queue, &job.kind, "released");
@@ -236,7 +239,11 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
         }
         Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
     };
-    if let Some(after) = persist(lease, || ctx.store.fail(lease, &error, decision)).await {
+    if let Some(after) = persist(lease, || {
+        ctx.completer.fail(lease.clone(), error.clone(), decision)
+    })
+    .await
+    {
         if let RetryDecision::RetryAt(t) | RetryDecision::RescheduleAt(t) = decision
             && after.state != JobState::Dead
         {

@@ -271,3 +271,60 @@ pub async fn complete_many_of_many_jobs(f: &impl Factory) {
         assert_eq!(state(&store, j.id).await, JobState::Completed);
     }
 }
+
+pub async fn fail_many_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(store.fail_many(Vec::new()).await.unwrap().is_empty());
+    let stale_job = enqueue(&store, job("q")).await;
+    let (_, stale) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    store.rescue().await.unwrap();
+    let (_, current) = claim_one(&store, "q", "w2").await;
+
+    let a = enqueue(&store, job("q")).await;
+    let b = enqueue(&store, job("q")).await;
+    let c = enqueue(&store, job("q").max_attempts(1)).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    let (_, lb) = claim_one(&store, "q", "w1").await;
+    let (_, lc) = claim_one(&store, "q", "w1").await;
+    assert_eq!((la.job, lb.job, lc.job), (a.id, b.id, c.id));
+    let later = clock.now() + Duration::from_secs(5);
+    let answers = store
+        .fail_many(vec![
+            (la.clone(), "boom".to_owned(), RetryDecision::RetryAt(later)),
+            (stale, "stale".to_owned(), RetryDecision::Dead),
+            (lb, "429".to_owned(), RetryDecision::RescheduleAt(later)),
+            (lc, "last".to_owned(), RetryDecision::RetryAt(later)),
+            (la, "again".to_owned(), RetryDecision::Dead),
+        ])
+        .await
+        .expect("the batch as a whole is written");
+    assert_eq!(answers.len(), 5);
+    let ra = answers[0].as_ref().expect("a fails");
+    assert_eq!(
+        (ra.state, ra.attempts, ra.run_at, ra.last_error.as_deref()),
+        (JobState::Retryable, 1, later, Some("boom"))
+    );
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
+        "{:?}",
+        answers[1]
+    );
+    let rb = answers[2]
+        .as_ref()
+        .expect("the stale lease does not poison b");
+    assert_eq!(
+        (rb.state, rb.attempts, rb.reschedules),
+        (JobState::Scheduled, 0, 1)
+    );
+    let rc = answers[3].as_ref().expect("c fails");
+    assert_eq!(rc.state, JobState::Dead, "its last attempt");
+    assert!(
+        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
+        "the first item ended the lease: {:?}",
+        answers[4]
+    );
+    assert_eq!(state(&store, a.id).await, JobState::Retryable);
+    let held = store.get(stale_job.id).await.unwrap().unwrap();
+    assert_eq!((held.state, held.lease), (JobState::Running, Some(current)));
+}

@@ -94,6 +94,7 @@ macro_rules! store_tests {
             leases::unknown_job_is_not_found,
             leases::complete_many_guards_each_lease,
             leases::complete_many_of_many_jobs,
+            leases::fail_many_guards_each_lease,
             idempotency::duplicate_returns_the_original,
             idempotency::keys_are_per_tenant,
             idempotency::key_expires_after_ttl,
