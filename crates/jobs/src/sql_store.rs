@@ -91,15 +91,10 @@ impl<B: Backend> JobStore for Store<B> {
         lease: Duration,
     ) -> Result<Vec<Job>, Error> {
         let now = self.now();
-        in_tx!(self, |tx| claim::claim(
-            tx,
-            B::DIALECT,
-            queue,
-            worker,
-            n,
-            lease,
-            now
-        ))
+        let mut tx = self.backend.begin_claim().await?;
+        let jobs = claim::claim(&mut *tx, B::DIALECT, queue, worker, n, lease, now).await?;
+        B::commit(tx).await?;
+        Ok(jobs)
     }
 
     async fn heartbeat(&self, held: &Lease, extend: Duration) -> Result<Lease, Error> {
