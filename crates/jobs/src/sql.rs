@@ -20,16 +20,6 @@ pub struct Dialect {
     pub complete_many: &'static str,
 }
 
-/// Due jobs of queue `$1` at time `$2`, ranked within their group.
-macro_rules! ranked {
-    () => {
-        "SELECT id, grp, priority, run_at, \
-                row_number() OVER (PARTITION BY grp ORDER BY priority DESC, run_at, id) AS rn \
-         FROM jobs \
-         WHERE queue = $1 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2"
-    };
-}
-
 macro_rules! take {
     ($ids:literal) => {
         concat!(
@@ -99,22 +89,38 @@ pub const SQLITE: Dialect = Dialect {
 };
 
 /// PostgreSQL: concurrent claimers lock what they pick and skip what others
-/// locked, so they never wait for each other nor take the same job. Unlike
-/// SQLite's, the candidates are not cut to the first `$3` of each group:
-/// those may all be locked by another claimer, and skipping them must
-/// leave the next ones. The state and `run_at` are tested again on the
-/// locked row, which may have changed since the ranking's snapshot.
+/// locked, so they never wait for each other nor take the same job. As on
+/// SQLite the groups are walked by index (a loose index scan) and only the
+/// first jobs of each group are ranked, so a claim does not read the whole
+/// backlog; but each group offers four times `$3` candidates, not `$3`:
+/// the first ones may be locked by another claimer, and skipping them must
+/// leave the next ones. (More than four claimers racing on one group can
+/// come back short, never wrong; the pool claims again.) The state and
+/// `run_at` are tested again on the locked row, which may have changed
+/// since the ranking's snapshot.
 pub const POSTGRES: Dialect = Dialect {
-    pick: concat!(
-        "WITH r AS (",
-        ranked!(),
-        ") SELECT j.id FROM jobs j JOIN r ON r.id = j.id \
+    pick: "WITH RECURSIVE grps(grp) AS ( \
+             (SELECT grp FROM jobs WHERE queue = $1 \
+                AND state IN ('available', 'scheduled', 'retryable') ORDER BY grp LIMIT 1) \
+             UNION ALL \
+             SELECT (SELECT j.grp FROM jobs j WHERE j.queue = $1 \
+                       AND j.state IN ('available', 'scheduled', 'retryable') AND j.grp > grps.grp \
+                     ORDER BY j.grp LIMIT 1) \
+             FROM grps WHERE grps.grp IS NOT NULL), \
+           r AS ( \
+             SELECT f.id, f.grp, f.priority, f.run_at, \
+                    row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS rn \
+             FROM grps CROSS JOIN LATERAL ( \
+               SELECT id, grp, priority, run_at FROM jobs \
+               WHERE queue = $1 AND grp = grps.grp \
+                 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 \
+               ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f) \
+         SELECT j.id FROM jobs j JOIN r ON r.id = j.id \
          LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
          WHERE j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 \
          ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id \
          LIMIT $3 \
-         FOR UPDATE OF j SKIP LOCKED"
-    ),
+         FOR UPDATE OF j SKIP LOCKED",
     take: take!("SELECT (jsonb_array_elements_text($4::jsonb))::bigint"),
     complete_many: concat!(
         completed!(),
