@@ -123,6 +123,10 @@ impl Store<SqliteBackend> {
             .create_if_missing(true)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
+            // A claim or a batch of completions returns up to 1000 rows:
+            // buffered whole, the connection's thread streams them without
+            // waiting for the caller to take each (50 by default).
+            .row_buffer_size(ROW_BUFFER)
             .synchronous(sync);
         let backend = match &options.path {
             Some(path) => {
@@ -199,6 +203,10 @@ impl SqliteBackend {
         Ok(Transaction::begin(conn, Some("BEGIN IMMEDIATE".into_sql_str())).await?)
     }
 }
+
+/// Rows a connection's thread may send ahead of the caller: one claim's
+/// worth ([`MAX_CLAIM`](crate::MAX_CLAIM)).
+const ROW_BUFFER: usize = 1_000;
 
 fn pool(max: u32) -> SqlitePoolOptions {
     SqlitePoolOptions::new()
