@@ -18,8 +18,8 @@
 pub mod config;
 pub mod context;
 pub mod error;
-pub mod jobs;
 mod limits;
+pub mod jobs;
 pub mod metrics;
 pub mod response;
 pub mod routes;
