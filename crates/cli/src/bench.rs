@@ -16,6 +16,7 @@
 //! sim); (c) always runs in-process.
 
 mod closed_loop;
+pub mod jobs;
 mod open_loop;
 pub mod redis;
 mod report;

@@ -69,6 +69,9 @@ enum BenchCommand {
     /// The shared limiter: decisions/s and p99 per replica for a naive
     /// EVAL baseline, exact and leased modes, next to redis-benchmark.
     Redis(bench::redis::RedisArgs),
+    /// The durable job queue: batched enqueue and burn-down jobs/s on
+    /// SQLite (and PostgreSQL), rate accuracy and retry timing.
+    Jobs(bench::jobs::JobsArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +103,9 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchCommand::Redis(args),
         } => runtime().block_on(bench::redis::redis(args)),
+        Command::Bench {
+            what: BenchCommand::Jobs(args),
+        } => runtime().block_on(bench::jobs::jobs(args)),
     }
 }
 

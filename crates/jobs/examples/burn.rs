@@ -1,14 +1,17 @@
 //! Burn-down of no-op jobs on a SQLite file: enqueue in batches, then run
 //! them all through a worker pool, and print jobs/s for both.
 //!
-//! `cargo run --release -p sluice-jobs --example burn -- [jobs] [concurrency]`
+//! `cargo run --release -p sluice-jobs --example burn -- [jobs] [concurrency] [full|normal]`
+//!
+//! The third argument is SQLite's `synchronous` level (`normal`, the
+//! store's default, if left out).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
-use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore, StoreConfig};
+use sluice_jobs::{JobState, JobStore, NewJob, SqliteOptions, SqliteStore, StoreConfig};
 use sluice_limit::{Limiter, Rules};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -16,9 +19,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let jobs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let full = args.next().is_some_and(|a| a == "full");
     let dir = std::env::temp_dir().join(format!("sluice-burn-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let store = Arc::new(SqliteStore::open(dir.join("jobs.db"), StoreConfig::default()).await?);
+    let options = SqliteOptions::file(dir.join("jobs.db")).full_sync(full);
+    let store = Arc::new(SqliteStore::open_with(options, StoreConfig::default()).await?);
 
     let start = Instant::now();
     let mut n = 0;
@@ -61,7 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     pool.shutdown(Duration::from_secs(5)).await;
     let rate = |d: Duration| jobs as f64 / d.as_secs_f64();
     println!(
-        "sqlite file, {jobs} no-op jobs: enqueue {:.0} jobs/s (batches of 1000), burn-down {:.0} jobs/s (concurrency {concurrency})",
+        "sqlite file (synchronous={}), {jobs} no-op jobs: enqueue {:.0} jobs/s (batches of 1000), burn-down {:.0} jobs/s (concurrency {concurrency})",
+        if full { "full" } else { "normal" },
         rate(enqueue),
         rate(burn)
     );

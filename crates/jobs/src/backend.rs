@@ -138,6 +138,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     const DIALECT: &'static Dialect;
     /// Starts a writing transaction.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send;
+    /// Starts the writing transaction of a claim, which need not reach the
+    /// disk before it is acknowledged: a claim lost to a power cut leaves
+    /// the job available, as if rescued without using an attempt, and the
+    /// next durable commit makes it durable anyway (see
+    /// [`SqliteStore`](crate::SqliteStore)). The default is [`begin`](Self::begin).
+    fn begin_claim(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send {
+        self.begin()
+    }
     /// Commits it.
     fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), Error>> + Send;
     /// A connection for reads outside a transaction.

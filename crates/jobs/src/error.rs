@@ -39,6 +39,11 @@ pub enum Error {
     /// The database failed or could not be reached.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// A database error that failed a whole batch of calls (see
+    /// [`JobStore::complete_many`](crate::JobStore::complete_many)), as
+    /// each call of the batch sees it.
+    #[error("database error in a batch: {0}")]
+    Batch(String),
     /// The schema could not be brought up to date.
     #[error("migrating the job store failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),

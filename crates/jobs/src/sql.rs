@@ -14,16 +14,10 @@ pub struct Dialect {
     /// Marks the jobs whose ids are the JSON array `$4` running, leased to
     /// `$1` until `$2`, at time `$3`; returns them.
     pub take: &'static str,
-}
-
-/// Due jobs of queue `$1` at time `$2`, ranked within their group.
-macro_rules! ranked {
-    () => {
-        "SELECT id, grp, priority, run_at, \
-                row_number() OVER (PARTITION BY grp ORDER BY priority DESC, run_at, id) AS rn \
-         FROM jobs \
-         WHERE queue = $1 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2"
-    };
+    /// Completes, at time `$1`, the jobs of the JSON array `$2` of
+    /// `{"id", "owner", "token", "result"}` (the result as JSON text) whose
+    /// lease still holds; returns the completed jobs.
+    pub complete_many: &'static str,
 }
 
 macro_rules! take {
@@ -39,38 +33,101 @@ macro_rules! take {
     };
 }
 
+/// The `SET` of a completion at time `$1`, the result in `d.result`.
+macro_rules! completed {
+    () => {
+        "UPDATE jobs SET state = 'completed', result = d.result, attempts = attempts + 1, \
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = $1, finished_at = $1 "
+    };
+}
+
+/// The lease guard of a batch row `d`.
+macro_rules! batch_leased {
+    () => {
+        " WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.lease_owner = d.owner \
+            AND jobs.lease_token = d.token "
+    };
+}
+
 /// SQLite: one writer at a time (the claim runs in an `IMMEDIATE`
 /// transaction), so no row locks are needed.
+///
+/// Ranking every due job of the queue would read them all on each claim
+/// (28 ms at 20k jobs); instead the queue's groups are walked one index
+/// seek each (a loose index scan of `jobs_ready`), and only the first `$3`
+/// due jobs of each group, read in index order, are ranked (1 ms).
 pub const SQLITE: Dialect = Dialect {
-    pick: concat!(
-        "SELECT r.id FROM (",
-        ranked!(),
-        ") r LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
-         WHERE r.rn <= $3 \
+    pick: "WITH RECURSIVE grps(grp) AS ( \
+             SELECT (SELECT MIN(grp) FROM jobs WHERE queue = $1 \
+                     AND state IN ('available', 'scheduled', 'retryable')) \
+             UNION ALL \
+             SELECT (SELECT MIN(grp) FROM jobs WHERE queue = $1 \
+                     AND state IN ('available', 'scheduled', 'retryable') AND grp > grps.grp) \
+             FROM grps WHERE grps.grp IS NOT NULL), \
+           firsts AS ( \
+             SELECT j.id, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN ( \
+               SELECT id FROM jobs WHERE queue = $1 AND grp = grps.grp \
+                 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 \
+               ORDER BY priority DESC, run_at, id LIMIT $3)), \
+           r AS ( \
+             SELECT id, grp, priority, run_at, \
+                    row_number() OVER (PARTITION BY grp ORDER BY priority DESC, run_at, id) AS rn \
+             FROM firsts) \
+         SELECT r.id FROM r LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
          ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id \
-         LIMIT $3"
-    ),
+         LIMIT $3",
     take: take!("SELECT value FROM json_each($4)"),
+    complete_many: concat!(
+        completed!(),
+        "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, \
+                      json_extract(value, '$.token') AS token, \
+                      json_extract(value, '$.result') AS result \
+               FROM json_each($2)) AS d",
+        batch_leased!(),
+        "RETURNING *"
+    ),
 };
 
 /// PostgreSQL: concurrent claimers lock what they pick and skip what others
-/// locked, so they never wait for each other nor take the same job. Unlike
-/// SQLite's, the candidates are not cut to the first `$3` of each group:
-/// those may all be locked by another claimer, and skipping them must
-/// leave the next ones. The state and `run_at` are tested again on the
-/// locked row, which may have changed since the ranking's snapshot.
+/// locked, so they never wait for each other nor take the same job. As on
+/// SQLite the groups are walked by index (a loose index scan) and only the
+/// first jobs of each group are ranked, so a claim does not read the whole
+/// backlog; but each group offers four times `$3` candidates, not `$3`:
+/// the first ones may be locked by another claimer, and skipping them must
+/// leave the next ones. (More than four claimers racing on one group can
+/// come back short, never wrong; the pool claims again.) The state and
+/// `run_at` are tested again on the locked row, which may have changed
+/// since the ranking's snapshot.
 pub const POSTGRES: Dialect = Dialect {
-    pick: concat!(
-        "WITH r AS (",
-        ranked!(),
-        ") SELECT j.id FROM jobs j JOIN r ON r.id = j.id \
+    pick: "WITH RECURSIVE grps(grp) AS ( \
+             (SELECT grp FROM jobs WHERE queue = $1 \
+                AND state IN ('available', 'scheduled', 'retryable') ORDER BY grp LIMIT 1) \
+             UNION ALL \
+             SELECT (SELECT j.grp FROM jobs j WHERE j.queue = $1 \
+                       AND j.state IN ('available', 'scheduled', 'retryable') AND j.grp > grps.grp \
+                     ORDER BY j.grp LIMIT 1) \
+             FROM grps WHERE grps.grp IS NOT NULL), \
+           r AS ( \
+             SELECT f.id, f.grp, f.priority, f.run_at, \
+                    row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS rn \
+             FROM grps CROSS JOIN LATERAL ( \
+               SELECT id, grp, priority, run_at FROM jobs \
+               WHERE queue = $1 AND grp = grps.grp \
+                 AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 \
+               ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f) \
+         SELECT j.id FROM jobs j JOIN r ON r.id = j.id \
          LEFT JOIN queue_groups g ON g.queue = $1 AND g.grp = r.grp \
          WHERE j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 \
          ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id \
          LIMIT $3 \
-         FOR UPDATE OF j SKIP LOCKED"
-    ),
+         FOR UPDATE OF j SKIP LOCKED",
     take: take!("SELECT (jsonb_array_elements_text($4::jsonb))::bigint"),
+    complete_many: concat!(
+        completed!(),
+        "FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, owner text, token bigint, result text)",
+        batch_leased!(),
+        "RETURNING jobs.*"
+    ),
 };
 
 pub const INSERT_JOB: &str = "INSERT INTO jobs \

@@ -91,15 +91,10 @@ impl<B: Backend> JobStore for Store<B> {
         lease: Duration,
     ) -> Result<Vec<Job>, Error> {
         let now = self.now();
-        in_tx!(self, |tx| claim::claim(
-            tx,
-            B::DIALECT,
-            queue,
-            worker,
-            n,
-            lease,
-            now
-        ))
+        let mut tx = self.backend.begin_claim().await?;
+        let jobs = claim::claim(&mut *tx, B::DIALECT, queue, worker, n, lease, now).await?;
+        B::commit(tx).await?;
+        Ok(jobs)
     }
 
     async fn heartbeat(&self, held: &Lease, extend: Duration) -> Result<Lease, Error> {
@@ -112,9 +107,31 @@ impl<B: Backend> JobStore for Store<B> {
         in_tx!(self, |tx| lease::complete(tx, held, &result, now))
     }
 
+    async fn complete_many(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        in_tx!(self, |tx| lease::complete_many(tx, B::DIALECT, done, now))
+    }
+
     async fn fail(&self, held: &Lease, error: &str, decision: RetryDecision) -> Result<Job, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::fail(tx, held, error, decision, now))
+    }
+
+    async fn fail_many(
+        &self,
+        failed: Vec<(Lease, String, RetryDecision)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        if failed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        in_tx!(self, |tx| lease::fail_many(tx, failed, now))
     }
 
     async fn rescue(&self) -> Result<Vec<Job>, Error> {

@@ -1,13 +1,15 @@
 //! The SQLite backend: one file in WAL mode, one writer, several readers.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{SqlSafeStr, Sqlite, Transaction};
 
 use crate::backend::Backend;
 use crate::config::StoreConfig;
@@ -31,6 +33,11 @@ pub type SqliteStore = Store<SqliteBackend>;
 pub struct SqliteBackend {
     write: SqlitePool,
     read: SqlitePool,
+    /// `synchronous = FULL` for every commit but a claim's.
+    full_sync: bool,
+    /// The writer may be at `synchronous = NORMAL` (a claim relaxed it).
+    /// Read and written only while holding the one write connection.
+    relaxed: Arc<AtomicBool>,
 }
 
 /// Where and how to open a [`SqliteStore`].
@@ -60,10 +67,15 @@ impl SqliteOptions {
         }
     }
 
-    /// Makes every commit wait until it is on disk (`synchronous = FULL`).
-    /// Off by default: in WAL mode with `synchronous = NORMAL` a commit
-    /// survives the process being killed, and only a power loss or an OS
-    /// crash may lose the last few.
+    /// Makes every commit wait until it is on disk (`synchronous = FULL`):
+    /// an enqueue, completion or failure that was answered survives a power
+    /// loss. Claims are the exception (`NORMAL`): a claim lost to a power
+    /// loss leaves its job available to run again, as a rescue would after
+    /// the crash anyway (without using an attempt), and the next fsynced
+    /// commit writes it out with the rest of the log. Off by default: in
+    /// WAL mode with `synchronous = NORMAL` a commit survives the process
+    /// being killed, and only a power loss or an OS crash may lose the
+    /// last few.
     #[must_use]
     pub fn full_sync(mut self, on: bool) -> Self {
         self.full_sync = on;
@@ -111,6 +123,10 @@ impl Store<SqliteBackend> {
             .create_if_missing(true)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
+            // A claim or a batch of completions returns up to 1000 rows:
+            // buffered whole, the connection's thread streams them without
+            // waiting for the caller to take each (50 by default).
+            .row_buffer_size(ROW_BUFFER)
             .synchronous(sync);
         let backend = match &options.path {
             Some(path) => {
@@ -118,7 +134,12 @@ impl Store<SqliteBackend> {
                 let write = pool(1).connect_with(connect.clone()).await?;
                 migrate::migrator(migrate::SQLITE).run(&write).await?;
                 let read = pool(options.readers).connect_with(connect).await?;
-                SqliteBackend { write, read }
+                SqliteBackend {
+                    write,
+                    read,
+                    full_sync: options.full_sync,
+                    relaxed: Arc::default(),
+                }
             }
             None => {
                 // One connection holds the whole database: it must never be
@@ -134,6 +155,8 @@ impl Store<SqliteBackend> {
                 SqliteBackend {
                     read: write.clone(),
                     write,
+                    full_sync: options.full_sync,
+                    relaxed: Arc::default(),
                 }
             }
         };
@@ -146,6 +169,44 @@ impl Store<SqliteBackend> {
         self.backend.read.close().await;
     }
 }
+
+impl SqliteBackend {
+    /// Starts a writing transaction whose commit is fsynced (`full`) or
+    /// not. With `full_sync` off every commit is `NORMAL` and this is a
+    /// plain `BEGIN IMMEDIATE`; with it on, the connection's level is
+    /// switched only when it changes (SQLite refuses to switch it inside a
+    /// transaction).
+    async fn begin_at(&self, full: bool) -> Result<Transaction<'static, Sqlite>, Error> {
+        let mut conn = self.write.acquire().await?;
+        if self.full_sync {
+            if full {
+                if self.relaxed.swap(false, Ordering::SeqCst) {
+                    let set = sqlx::query("PRAGMA synchronous = FULL")
+                        .execute(&mut *conn)
+                        .await;
+                    if let Err(e) = set {
+                        // Still possibly relaxed: try again next time.
+                        self.relaxed.store(true, Ordering::SeqCst);
+                        return Err(e.into());
+                    }
+                }
+            } else if !self.relaxed.swap(true, Ordering::SeqCst) {
+                // Marked first: a failure leaves it at FULL, which is safe.
+                sqlx::query("PRAGMA synchronous = NORMAL")
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+        // IMMEDIATE takes the write lock at once: a transaction that reads
+        // before it writes (every claim does) cannot be refused the upgrade
+        // by another process writing meanwhile.
+        Ok(Transaction::begin(conn, Some("BEGIN IMMEDIATE".into_sql_str())).await?)
+    }
+}
+
+/// Rows a connection's thread may send ahead of the caller: one claim's
+/// worth ([`MAX_CLAIM`](crate::MAX_CLAIM)).
+const ROW_BUFFER: usize = 1_000;
 
 fn pool(max: u32) -> SqlitePoolOptions {
     SqlitePoolOptions::new()
@@ -160,10 +221,11 @@ impl Backend for SqliteBackend {
     const DIALECT: &'static Dialect = &sql::SQLITE;
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
-        // IMMEDIATE takes the write lock at once: a transaction that reads
-        // before it writes (every claim does) cannot be refused the upgrade
-        // by another process writing meanwhile.
-        Ok(self.write.begin_with("BEGIN IMMEDIATE").await?)
+        self.begin_at(self.full_sync).await
+    }
+
+    async fn begin_claim(&self) -> Result<Self::Tx, Error> {
+        self.begin_at(false).await
     }
 
     async fn commit(tx: Self::Tx) -> Result<(), Error> {

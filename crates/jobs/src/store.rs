@@ -89,6 +89,29 @@ pub trait JobStore: Send + Sync {
         result: Value,
     ) -> impl Future<Output = Result<Job, Error>> + Send;
 
+    /// [`complete`](Self::complete) for many leased jobs at once, in one
+    /// transaction where the backend can: answers one result per item, in
+    /// order. Each item is guarded by its own lease, so a stale one fails
+    /// alone ([`Error::LeaseLost`] or [`Error::NotFound`]) and the others
+    /// still complete; a lease given twice completes once and the repeat
+    /// answers [`Error::LeaseLost`]. The default completes them one by one.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the batch as a whole could not be written
+    /// (then none of it was).
+    fn complete_many(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> impl Future<Output = Result<Vec<Result<Job, Error>>, Error>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(done.len());
+            for (lease, result) in done {
+                out.push(self.complete(&lease, result).await);
+            }
+            Ok(out)
+        }
+    }
+
     /// Records a failed run of a leased job and what happens next (see
     /// [`RetryDecision`]).
     ///
@@ -100,6 +123,28 @@ pub trait JobStore: Send + Sync {
         error: &str,
         decision: RetryDecision,
     ) -> impl Future<Output = Result<Job, Error>> + Send;
+
+    /// [`fail`](Self::fail) for many leased jobs at once, in one
+    /// transaction where the backend can: answers one result per item, in
+    /// order, each item guarded by its own lease as in
+    /// [`complete_many`](Self::complete_many). The default fails them one
+    /// by one.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the batch as a whole could not be written
+    /// (then none of it was).
+    fn fail_many(
+        &self,
+        failed: Vec<(Lease, String, RetryDecision)>,
+    ) -> impl Future<Output = Result<Vec<Result<Job, Error>>, Error>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(failed.len());
+            for (lease, error, decision) in failed {
+                out.push(self.fail(&lease, &error, decision).await);
+            }
+            Ok(out)
+        }
+    }
 
     /// Takes back every running job whose lease has expired: its worker is
     /// presumed dead. The lost run counts as an attempt; the job becomes

@@ -14,6 +14,10 @@
 //!   an attempt, bounded by [`PoolConfig::max_throttles`]); fatal (dead at
 //!   once). A panicking handler is a retryable failure. All are persisted
 //!   as the job's state and `run_at`, so they survive restarts.
+//! - **Group commit.** Completions go to one batcher task per pool,
+//!   which writes every completion waiting with one transaction (each
+//!   still guarded by its lease); a run counts as done once its batch is
+//!   committed.
 //! - **Crashes.** Leases are renewed by heartbeat; a pool that dies leaves
 //!   them to expire and any pool's rescuer takes the jobs back.
 //! - **Shutdown.** [`WorkerPool::shutdown`] stops claiming, waits for
@@ -21,6 +25,7 @@
 //!   with no attempt used.
 
 mod backoff;
+mod batch;
 mod config;
 mod handler;
 mod pool;

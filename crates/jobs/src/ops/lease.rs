@@ -1,16 +1,17 @@
 //! Calls on a leased job (heartbeat, complete, fail) and the rescue of
 //! jobs whose lease expired.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::backend::{Conn, args};
 use crate::clock::Timestamp;
 use crate::error::Error;
-use crate::job::{Job, JobState, Lease};
+use crate::job::{Job, JobId, JobState, Lease};
 use crate::new_job::invalid;
-use crate::sql;
+use crate::sql::{self, Dialect};
 use crate::store::RetryDecision;
 
 /// The longest error text kept on a job; longer ones are cut.
@@ -47,6 +48,45 @@ pub async fn complete(
     held(c, jobs, lease).await
 }
 
+/// Completes many leased jobs with one statement: answers one result per
+/// item, in order. A lease that no longer holds fails only its item; a
+/// job given twice is completed by its first item.
+pub async fn complete_many(
+    c: &mut impl Conn,
+    dialect: &Dialect,
+    done: Vec<(Lease, Value)>,
+    now: Timestamp,
+) -> Result<Vec<Result<Job, Error>>, Error> {
+    let mut seen = HashSet::with_capacity(done.len());
+    let mut rows = Vec::with_capacity(done.len());
+    for (lease, result) in &done {
+        if seen.insert(lease.job) {
+            rows.push(json!({
+                "id": lease.job.0,
+                "owner": lease.owner,
+                "token": lease.token,
+                "result": result.to_string(),
+            }));
+        }
+    }
+    let batch = Value::Array(rows).to_string();
+    let mut completed: HashMap<JobId, Job> = c
+        .jobs(dialect.complete_many, args![now, batch])
+        .await?
+        .into_iter()
+        .map(|job| (job.id, job))
+        .collect();
+    let mut out = Vec::with_capacity(done.len());
+    for (lease, _) in &done {
+        // `remove`: a repeated item finds its job taken and is refused.
+        out.push(match completed.remove(&lease.job) {
+            Some(job) => Ok(job),
+            None => Err(not_held(c, lease).await),
+        });
+    }
+    Ok(out)
+}
+
 /// Records a failed run of the leased job.
 pub async fn fail(
     c: &mut impl Conn,
@@ -73,6 +113,24 @@ pub async fn fail(
     held(c, jobs, lease).await
 }
 
+/// Records many failed runs, one guarded statement each: answers one
+/// result per item, in order. A lease that no longer holds (or a job
+/// given twice, whose first item ended the lease) fails only its item.
+pub async fn fail_many(
+    c: &mut impl Conn,
+    failed: Vec<(Lease, String, RetryDecision)>,
+    now: Timestamp,
+) -> Result<Vec<Result<Job, Error>>, Error> {
+    let mut out = Vec::with_capacity(failed.len());
+    for (lease, error, decision) in &failed {
+        out.push(match fail(c, lease, error, *decision, now).await {
+            Err(Error::Database(e)) => return Err(Error::Database(e)),
+            answer => answer,
+        });
+    }
+    Ok(out)
+}
+
 /// Takes back every running job whose lease expired by `now`.
 pub async fn rescue(c: &mut impl Conn, now: Timestamp) -> Result<Vec<Job>, Error> {
     let mut jobs = c.jobs(sql::RESCUE, args![now]).await?;
@@ -89,15 +147,20 @@ fn guard(lease: &Lease, rest: Vec<crate::backend::Arg>) -> Vec<crate::backend::A
 
 /// The job a guarded call returned, or why the lease no longer holds.
 async fn held(c: &mut impl Conn, jobs: Vec<Job>, lease: &Lease) -> Result<Job, Error> {
-    if let Some(job) = jobs.into_iter().next() {
-        return Ok(job);
+    match jobs.into_iter().next() {
+        Some(job) => Ok(job),
+        None => Err(not_held(c, lease).await),
     }
-    let found = c.jobs(sql::GET, args![lease.job]).await?;
-    Err(if found.is_empty() {
-        Error::NotFound(lease.job)
-    } else {
-        Error::LeaseLost(lease.job)
-    })
+}
+
+/// Why a guarded call on `lease` changed nothing: the job is gone, or the
+/// lease no longer holds.
+async fn not_held(c: &mut impl Conn, lease: &Lease) -> Error {
+    match c.jobs(sql::GET, args![lease.job]).await {
+        Ok(found) if found.is_empty() => Error::NotFound(lease.job),
+        Ok(_) => Error::LeaseLost(lease.job),
+        Err(e) => e,
+    }
 }
 
 /// `error` cut to at most [`MAX_ERROR_LEN`] bytes on a character boundary.

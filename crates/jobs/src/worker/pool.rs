@@ -14,6 +14,7 @@ use crate::limits::SharedLimits;
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
+use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::run::run_job;
@@ -38,6 +39,8 @@ pub(crate) struct Ctx<S> {
     pub stats: Stats,
     /// Per queue: wake its claim loop before the next poll.
     pub wakes: Arc<Wakes>,
+    /// Where runs record their completions, batched.
+    pub completer: Completer,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -296,8 +299,10 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
                 .map(|q| (q.name.clone(), Arc::new(QueueWake::default())))
                 .collect(),
         );
+        let (completer, batcher) = Completer::start(Arc::clone(&self.store));
         let ctx = Arc::new(Ctx {
             wakes: Arc::clone(&wakes),
+            completer,
             store: self.store,
             limiter: self.limiter,
             handlers: self.handlers,
@@ -315,7 +320,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
                 AbortOnDrop(Some(task))
             })
             .collect();
-        let mut maintenance = Vec::new();
+        let mut maintenance = vec![AbortOnDrop(Some(batcher))];
         if let Some(every) = ctx.config.rescue_every {
             maintenance.push(AbortOnDrop(Some(tokio::spawn(rescuer(
                 Arc::clone(&ctx),
@@ -360,6 +365,10 @@ async fn claim_loop<S: JobStore + 'static>(
             },
             _ = stop.wait_for(|s| *s) => break,
         };
+        // Slots free up in bursts (a batch of completions commits at
+        // once): let the rest of the burst land so that one claim fills
+        // them all instead of one claim per slot.
+        tokio::task::yield_now().await;
         let mut permits = vec![first];
         while let Ok(p) = Arc::clone(&slots).try_acquire_owned() {
             permits.push(p);

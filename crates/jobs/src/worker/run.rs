@@ -192,9 +192,12 @@ async fn give_back<S: JobStore>(
 ) {
     let now = ctx.config.clock.now();
     let decision = RetryDecision::RescheduleAt(now + after);
-    if persist(ctx, lease, |s, l| s.fail(l, error, decision))
-        .await
-        .is_some()
+    if persist(lease, || {
+        ctx.completer
+            .fail(lease.clone(), error.to_owned(), decision)
+    })
+    .await
+    .is_some()
     {
         ctx.stats.released.fetch_add(1, Ordering::Relaxed);
         metrics::failed(&job.queue, &job.kind, "released");
@@ -207,9 +210,11 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
     let (queue, kind) = (job.queue.as_str(), job.kind.as_str());
     let (error, decision, reason) = match outcome {
         Outcome::Completed(result) => {
-            if persist(ctx, lease, |s, l| s.complete(l, result.clone()))
-                .await
-                .is_some()
+            if persist(lease, || {
+                ctx.completer.complete(lease.clone(), result.clone())
+            })
+            .await
+            .is_some()
             {
                 ctx.stats.completed.fetch_add(1, Ordering::Relaxed);
                 metrics::completed(queue, kind);
@@ -234,7 +239,11 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
         }
         Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
     };
-    if let Some(after) = persist(ctx, lease, |s, l| s.fail(l, &error, decision)).await {
+    if let Some(after) = persist(lease, || {
+        ctx.completer.fail(lease.clone(), error.clone(), decision)
+    })
+    .await
+    {
         if let RetryDecision::RetryAt(t) | RetryDecision::RescheduleAt(t) = decision
             && after.state != JobState::Dead
         {
@@ -254,14 +263,13 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
 /// Runs a store call on the lease, trying a failing database a few times:
 /// giving up leaves the job running until its lease expires and the
 /// rescuer takes it back, so it is never lost.
-async fn persist<'a, S, F, Fut>(ctx: &'a Ctx<S>, lease: &'a Lease, call: F) -> Option<Job>
+async fn persist<F, Fut>(lease: &Lease, call: F) -> Option<Job>
 where
-    S: JobStore,
-    F: Fn(&'a S, &'a Lease) -> Fut,
+    F: Fn() -> Fut,
     Fut: Future<Output = Result<Job, Error>>,
 {
     for attempt in 1..=3_u32 {
-        match call(&ctx.store, lease).await {
+        match call().await {
             Ok(job) => return Some(job),
             Err(e @ (Error::LeaseLost(_) | Error::NotFound(_))) => {
                 tracing::warn!(job = %lease.job, error = %e, "jobs: outcome not recorded");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sluice_jobs::{Clock, Error, JobId, JobState, JobStore, Lease, RetryDecision};
+use sluice_jobs::{Clock, Error, JobId, JobState, JobStore, Lease, NewJob, RetryDecision};
 
 use super::{Factory, LEASE, T0, claim_one, enqueue, job, open, state};
 
@@ -168,4 +168,163 @@ pub async fn unknown_job_is_not_found(f: &impl Factory) {
         matches!(zero, Err(Error::Invalid { field: "lease", .. })),
         "{zero:?}"
     );
+}
+
+pub async fn complete_many_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(store.complete_many(Vec::new()).await.unwrap().is_empty());
+    let stale_job = enqueue(&store, job("q")).await;
+    let (_, stale) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    assert_eq!(store.rescue().await.unwrap().len(), 1);
+    let (_, current) = claim_one(&store, "q", "w2").await;
+    assert_eq!(current.job, stale_job.id);
+
+    let a = enqueue(&store, job("q")).await;
+    let b = enqueue(&store, NewJob::new("q", "test.noop", json!({"b": true}))).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    let (_, lb) = claim_one(&store, "q", "w1").await;
+    assert_eq!((la.job, lb.job), (a.id, b.id));
+    let missing = Lease {
+        job: JobId(i64::MAX),
+        ..la.clone()
+    };
+    let answers = store
+        .complete_many(vec![
+            (la.clone(), json!({"a": 1})),
+            (stale.clone(), json!("stale")),
+            (lb.clone(), json!("b")),
+            (missing, json!(null)),
+            (la.clone(), json!("again")),
+        ])
+        .await
+        .expect("the batch as a whole is written");
+    assert_eq!(answers.len(), 5, "one answer per item, in order");
+    let done_a = answers[0].as_ref().expect("a completes");
+    assert_eq!(
+        (
+            done_a.id,
+            done_a.state,
+            done_a.attempts,
+            done_a.result.clone()
+        ),
+        (a.id, JobState::Completed, 1, Some(json!({"a": 1})))
+    );
+    assert!(done_a.lease.is_none());
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
+        "{:?}",
+        answers[1]
+    );
+    let done_b = answers[2]
+        .as_ref()
+        .expect("the stale lease does not poison b");
+    assert_eq!(
+        (done_b.id, done_b.state, done_b.result.clone()),
+        (b.id, JobState::Completed, Some(json!("b")))
+    );
+    assert!(
+        matches!(answers[3], Err(Error::NotFound(_))),
+        "{:?}",
+        answers[3]
+    );
+    assert!(
+        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
+        "a repeat completes nothing: {:?}",
+        answers[4]
+    );
+    let again = store.get(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (again.attempts, again.result),
+        (1, Some(json!({"a": 1}))),
+        "completed once, by the first item"
+    );
+    let held = store.get(stale_job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (held.state, held.lease),
+        (JobState::Running, Some(current.clone())),
+        "the new owner keeps the job"
+    );
+    let done = store.complete(&current, json!("w2")).await.unwrap();
+    assert_eq!((done.state, done.attempts), (JobState::Completed, 2));
+}
+
+pub async fn complete_many_of_many_jobs(f: &impl Factory) {
+    let (store, _clock) = open(f).await;
+    let jobs: Vec<_> = (0..300)
+        .map(|i| NewJob::new("q", "test.noop", json!({"i": i})))
+        .collect();
+    store.enqueue_batch(jobs).await.unwrap();
+    let claimed = store.claim("q", "w", 300, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 300);
+    let done: Vec<_> = claimed
+        .iter()
+        .map(|j| (j.lease.clone().unwrap(), j.payload.clone()))
+        .collect();
+    let answers = store.complete_many(done).await.unwrap();
+    for (job, answer) in claimed.iter().zip(&answers) {
+        let answer = answer.as_ref().expect("completed");
+        assert_eq!(answer.id, job.id, "answers follow the items' order");
+        assert_eq!(answer.result.as_ref(), Some(&job.payload));
+    }
+    for j in &claimed {
+        assert_eq!(state(&store, j.id).await, JobState::Completed);
+    }
+}
+
+pub async fn fail_many_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(store.fail_many(Vec::new()).await.unwrap().is_empty());
+    let stale_job = enqueue(&store, job("q")).await;
+    let (_, stale) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    store.rescue().await.unwrap();
+    let (_, current) = claim_one(&store, "q", "w2").await;
+
+    let a = enqueue(&store, job("q")).await;
+    let b = enqueue(&store, job("q")).await;
+    let c = enqueue(&store, job("q").max_attempts(1)).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    let (_, lb) = claim_one(&store, "q", "w1").await;
+    let (_, lc) = claim_one(&store, "q", "w1").await;
+    assert_eq!((la.job, lb.job, lc.job), (a.id, b.id, c.id));
+    let later = clock.now() + Duration::from_secs(5);
+    let answers = store
+        .fail_many(vec![
+            (la.clone(), "boom".to_owned(), RetryDecision::RetryAt(later)),
+            (stale, "stale".to_owned(), RetryDecision::Dead),
+            (lb, "429".to_owned(), RetryDecision::RescheduleAt(later)),
+            (lc, "last".to_owned(), RetryDecision::RetryAt(later)),
+            (la, "again".to_owned(), RetryDecision::Dead),
+        ])
+        .await
+        .expect("the batch as a whole is written");
+    assert_eq!(answers.len(), 5);
+    let ra = answers[0].as_ref().expect("a fails");
+    assert_eq!(
+        (ra.state, ra.attempts, ra.run_at, ra.last_error.as_deref()),
+        (JobState::Retryable, 1, later, Some("boom"))
+    );
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
+        "{:?}",
+        answers[1]
+    );
+    let rb = answers[2]
+        .as_ref()
+        .expect("the stale lease does not poison b");
+    assert_eq!(
+        (rb.state, rb.attempts, rb.reschedules),
+        (JobState::Scheduled, 0, 1)
+    );
+    let rc = answers[3].as_ref().expect("c fails");
+    assert_eq!(rc.state, JobState::Dead, "its last attempt");
+    assert!(
+        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
+        "the first item ended the lease: {:?}",
+        answers[4]
+    );
+    assert_eq!(state(&store, a.id).await, JobState::Retryable);
+    let held = store.get(stale_job.id).await.unwrap().unwrap();
+    assert_eq!((held.state, held.lease), (JobState::Running, Some(current)));
 }

@@ -1,0 +1,80 @@
+//! `sluice bench jobs` end to end, tiny: the shape of its JSON and that
+//! every job of every part completed. The machine is shared, so no speed
+//! is asserted; the rate limit itself is (it is a count, not a time).
+
+mod common;
+
+use common::run_json;
+
+#[test]
+fn bench_jobs_reports_every_part_and_completes_every_job() {
+    let r = run_json(&[
+        "bench",
+        "jobs",
+        "--jobs",
+        "500",
+        "--batch",
+        "100",
+        "--rate-seconds",
+        "2",
+        "--retries",
+        "20",
+        "--json",
+    ]);
+    assert_eq!(r["jobs"], 500, "{r}");
+    assert_eq!(r["sqlite_synchronous"], "full", "durable by default: {r}");
+    let throughput = r["throughput"].as_array().expect("throughput is a list");
+    assert_eq!(throughput.len(), 1, "SQLite only without --postgres: {r}");
+    let sqlite = &throughput[0];
+    assert_eq!(sqlite["backend"], "sqlite");
+    assert_eq!(sqlite["completed"], 500, "every job completed: {r}");
+    for key in [
+        "enqueue_jobs_per_second",
+        "burn_jobs_per_second",
+        "enqueue_seconds",
+        "burn_seconds",
+    ] {
+        assert!(
+            sqlite[key].as_f64().is_some_and(|v| v > 0.0),
+            "throughput.{key}: {r}"
+        );
+    }
+
+    let rate = &r["rate"];
+    assert_eq!(
+        (rate["jobs"].as_u64(), rate["completed"].as_u64()),
+        (Some(20), Some(20)),
+        "{r}"
+    );
+    let max = rate["max_in_sliding_second"].as_u64().expect("a count");
+    assert!(
+        (1..=10).contains(&max),
+        "never above 10 in a sliding second: {r}"
+    );
+    assert!(rate["mean_per_second"].is_number(), "{r}");
+    assert!(rate["mean_error_percent"].is_number(), "{r}");
+    let fixed = rate["fixed_window_max_in_sliding_second"]
+        .as_u64()
+        .expect("a count");
+    assert!(fixed <= 20, "{r}");
+
+    let retry = &r["retry"];
+    assert_eq!(
+        (retry["retries"].as_u64(), retry["completed"].as_u64()),
+        (Some(20), Some(20)),
+        "{r}"
+    );
+    for key in ["p50", "p99", "max"] {
+        assert!(retry["late_ms"][key].is_i64(), "retry.late_ms.{key}: {r}");
+    }
+}
+
+#[test]
+fn bench_jobs_rejects_bad_flags() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "jobs", "--jobs", "0"])
+        .output()
+        .expect("the sluice binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--jobs"));
+}

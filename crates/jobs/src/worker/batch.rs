@@ -1,0 +1,157 @@
+//! The outcome batcher: a pool's runs hand their completions and failures
+//! to one task, which writes all that are waiting with one
+//! [`JobStore::complete_many`] and one [`JobStore::fail_many`] (a
+//! transaction each, every item still guarded by its lease) while the next
+//! ones queue up behind it. A run's call returns only once its own outcome
+//! is committed, so nothing is reported done before it is durable; under
+//! load one commit serves many jobs.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::job::{Job, Lease};
+use crate::store::{JobStore, RetryDecision};
+
+/// The most completions one transaction writes.
+pub(crate) const MAX_BATCH: usize = 512;
+
+/// Completions waiting for the batcher at most; runs beyond it wait to
+/// hand theirs over (bounded memory).
+const QUEUED: usize = 4 * MAX_BATCH;
+
+/// What a run ended in.
+enum Op {
+    Complete(Value),
+    Fail(String, RetryDecision),
+}
+
+struct Item {
+    lease: Lease,
+    op: Op,
+    reply: Reply,
+}
+
+type Reply = oneshot::Sender<Result<Job, Error>>;
+
+/// The handle runs complete through.
+#[derive(Debug, Clone)]
+pub(crate) struct Completer {
+    tx: mpsc::Sender<Item>,
+}
+
+impl Completer {
+    /// Starts the batcher task on `store`; it ends once every handle is dropped.
+    pub fn start<S: JobStore + 'static>(store: Arc<S>) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUED);
+        (Self { tx }, tokio::spawn(run(store, rx)))
+    }
+
+    /// Completes the leased job with `result`, in the next batch; returns
+    /// once that batch is committed.
+    ///
+    /// # Errors
+    /// As [`JobStore::complete`]; [`Error::Batch`] if the batch failed as a
+    /// whole or the batcher is gone (the pool is being dropped).
+    pub async fn complete(&self, lease: Lease, result: Value) -> Result<Job, Error> {
+        self.submit(lease, Op::Complete(result)).await
+    }
+
+    /// Records a failed run of the leased job, in the next batch; returns
+    /// once that batch is committed.
+    ///
+    /// # Errors
+    /// As [`JobStore::fail`]; [`Error::Batch`] as for [`complete`](Self::complete).
+    pub async fn fail(
+        &self,
+        lease: Lease,
+        error: String,
+        decision: RetryDecision,
+    ) -> Result<Job, Error> {
+        self.submit(lease, Op::Fail(error, decision)).await
+    }
+
+    async fn submit(&self, lease: Lease, op: Op) -> Result<Job, Error> {
+        let (reply, answer) = oneshot::channel();
+        let item = Item { lease, op, reply };
+        if self.tx.send(item).await.is_err() {
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+}
+
+fn gone() -> Error {
+    Error::Batch("the worker pool's completion batcher has stopped".to_owned())
+}
+
+async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
+    let mut items = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
+        // Runs that finished in the same instant are still on their way:
+        // let them hand theirs over before the batch is cut.
+        tokio::task::yield_now().await;
+        if items.len() < MAX_BATCH {
+            while let Ok(item) = rx.try_recv() {
+                items.push(item);
+                if items.len() == MAX_BATCH {
+                    break;
+                }
+            }
+        }
+        let mut done = Vec::new();
+        let mut done_replies = Vec::new();
+        let mut failed = Vec::new();
+        let mut failed_replies = Vec::new();
+        for item in items.drain(..) {
+            match item.op {
+                Op::Complete(result) => {
+                    done.push((item.lease, result));
+                    done_replies.push(item.reply);
+                }
+                Op::Fail(error, decision) => {
+                    failed.push((item.lease, error, decision));
+                    failed_replies.push(item.reply);
+                }
+            }
+        }
+        if !done.is_empty() {
+            answer(done_replies, store.complete_many(done).await);
+        }
+        if !failed.is_empty() {
+            answer(failed_replies, store.fail_many(failed).await);
+        }
+    }
+}
+
+/// Sends each run its answer, or the batch's error to all of them.
+fn answer(replies: Vec<Reply>, results: Result<Vec<Result<Job, Error>>, Error>) {
+    match results {
+        Ok(results) => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(result);
+            }
+        }
+        Err(e) => {
+            let msg = describe(&e);
+            for reply in replies {
+                let _ = reply.send(Err(Error::Batch(msg.clone())));
+            }
+        }
+    }
+}
+
+/// `e` with its sources: "database error" alone says too little.
+fn describe(e: &Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
