@@ -73,6 +73,20 @@ impl JobStore for AnyStore {
         each!(self, s => s.complete(lease, result))
     }
 
+    async fn complete_many(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        each!(self, s => s.complete_many(done))
+    }
+
+    async fn fail_many(
+        &self,
+        failed: Vec<(Lease, String, RetryDecision)>,
+    ) -> Result<Vec<Result<Job, Error>>, Error> {
+        each!(self, s => s.fail_many(failed))
+    }
+
     async fn fail(
         &self,
         lease: &Lease,
