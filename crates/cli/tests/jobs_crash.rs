@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use serve::{Serve, TempDir};
 use sluice_sim::{Sim, SimConfig};
 
-const JOBS: usize = 2_000;
+const JOBS: usize = 10_000;
 const CONCURRENCY: usize = 50;
 
 /// The completed jobs of the `default` queue.
