@@ -50,6 +50,11 @@ pub(crate) struct Holds {
     held: Mutex<HashMap<u64, (RedisGrant, Instant)>>,
 }
 
+/// Drops (so releases) the holds whose TTL has passed.
+fn expire(held: &mut HashMap<u64, (RedisGrant, Instant)>, now: Instant) {
+    held.retain(|_, (_, until)| *until > now);
+}
+
 /// The most grants held for the limiter API at once per replica.
 const MAX_HOLDS: usize = 100_000;
 
@@ -145,8 +150,10 @@ impl Limits {
             (Limits::Shared(_, holds), AnyGrant::Shared(g)) => {
                 let now = Instant::now();
                 let mut held = holds.held.lock().unwrap_or_else(|e| e.into_inner());
-                // Expired holds are dropped here: dropping releases.
-                held.retain(|_, (_, until)| *until > now);
+                if held.len() >= MAX_HOLDS {
+                    // Full: make room from the expired before refusing.
+                    expire(&mut held, now);
+                }
                 if held.len() >= MAX_HOLDS {
                     return Err(Error::RateLimited {
                         resource: "limits_api_holds".into(),
@@ -158,6 +165,16 @@ impl Limits {
                 Ok(GrantId(id))
             }
             _ => Err(Error::Closed),
+        }
+    }
+
+    /// Drops the held grants whose TTL has passed, which releases them;
+    /// the gateway calls it every second in distributed mode (the local
+    /// limiter expires its own holds).
+    pub(crate) fn expire_holds(&self) {
+        if let Limits::Shared(_, holds) = self {
+            let mut held = holds.held.lock().unwrap_or_else(|e| e.into_inner());
+            expire(&mut held, Instant::now());
         }
     }
 

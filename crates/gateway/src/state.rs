@@ -176,7 +176,7 @@ impl AppState {
         } else {
             (None, None)
         };
-        Ok(AppState {
+        let state = AppState {
             inner: Arc::new(Inner {
                 config,
                 limiter,
@@ -192,7 +192,24 @@ impl AppState {
                 jobs: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
-        })
+        };
+        if matches!(state.limits, Limits::Shared(..)) {
+            // Grants held for the limiter API are released once their TTL
+            // passes, whether or not anyone asks for another; the task ends
+            // with the state.
+            let weak = Arc::downgrade(&state.inner);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    match weak.upgrade() {
+                        Some(inner) => inner.limits.expire_holds(),
+                        None => break,
+                    }
+                }
+            });
+        }
+        Ok(state)
     }
 
     /// Whether shutdown has begun.
