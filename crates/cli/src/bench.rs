@@ -80,15 +80,24 @@ pub async fn gateway(args: GatewayArgs) -> ExitCode {
         eprintln!("sluice bench: --connections must be 1 to 4096");
         return ExitCode::from(2);
     }
-    match run(&args).await {
+    finish(args.json, run(&args).await, Report::table)
+}
+
+/// Prints a bench's report (JSON or its table) or its error; the exit code.
+pub(crate) fn finish<R: serde::Serialize, E: std::fmt::Display>(
+    json: bool,
+    out: Result<R, E>,
+    table: impl FnOnce(&R) -> String,
+) -> ExitCode {
+    match out {
         Ok(report) => {
-            if args.json {
+            if json {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&report).unwrap_or_default()
                 );
             } else {
-                print!("{}", report.table());
+                print!("{}", table(&report));
             }
             ExitCode::SUCCESS
         }
@@ -99,8 +108,9 @@ pub async fn gateway(args: GatewayArgs) -> ExitCode {
     }
 }
 
-fn note(args: &GatewayArgs, what: &str) {
-    if !args.json {
+/// Progress on stderr, unless the report is JSON.
+pub(crate) fn note(json: bool, what: &str) {
+    if !json {
         eprintln!("bench: {what}");
     }
 }
@@ -177,7 +187,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
 
     let max_outstanding = (args.rate as usize).max(64) * 10;
     note(
-        args,
+        args.json,
         &format!(
             "(a) open loop at {} req/s for {:.0} s, direct",
             args.rate,
@@ -191,7 +201,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         chat(&direct_client, &sim, true),
     )
     .await;
-    note(args, "(a) the same through the gateway");
+    note(args.json, "(a) the same through the gateway");
     let through = open_loop::run(
         args.rate,
         args.duration,
@@ -203,7 +213,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
 
     let each = (args.duration / 2).max(Duration::from_secs(1));
     note(
-        args,
+        args.json,
         &format!(
             "(b) {} connections for {:.1} s, direct",
             args.connections,
@@ -211,7 +221,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         ),
     );
     let direct = closed_loop::run(args.connections, each, chat(&direct_client, &sim, true)).await;
-    note(args, "(b) the same through the gateway");
+    note(args.json, "(b) the same through the gateway");
     let through = closed_loop::run(
         args.connections,
         each,
@@ -222,7 +232,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     stack.stop().await;
 
     note(
-        args,
+        args.json,
         &format!(
             "(c) swarm at twice {SWARM_LIMIT} req/s for {:.0} s through the gateway",
             args.duration.as_secs_f64()

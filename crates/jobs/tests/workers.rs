@@ -12,6 +12,7 @@ use common::{Limit, count, eventually, fast, limiter, sqlite};
 use serde_json::json;
 use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
 use sluice_jobs::{JobId, JobState, JobStore, NewJob};
+use sluice_sim::swarm::most_in_window;
 
 /// A pool on `store` working `queue` with `handlers` and fast timings.
 fn pool<S: JobStore + 'static>(
@@ -400,19 +401,6 @@ fn recording(starts: &Starts) -> Handlers {
             async { Outcome::Completed(json!(null)) }
         }),
     )
-}
-
-/// The most instants of `times` (sorted) in any window of `window`.
-fn most_in_window(times: &[tokio::time::Instant], window: Duration) -> usize {
-    (0..times.len())
-        .map(|i| {
-            times[i..]
-                .iter()
-                .take_while(|t| **t - times[i] < window)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Paused tokio time: the limiter's clock is tokio's, the handler records

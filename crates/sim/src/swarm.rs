@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 pub use config::{RetryPolicy, SwarmConfig};
 pub use record::{Percentiles, TargetProgress, TenantProgress, latency_histogram};
-pub use score::{Goodput, UpstreamGoodput, capacity, goodput, jain};
+pub use score::{Goodput, UpstreamGoodput, capacity, goodput, jain, most_in_window};
 pub use workload::{ApiTarget, ModelTarget, Workload};
 
 use crate::Error;

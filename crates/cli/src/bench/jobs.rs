@@ -11,6 +11,7 @@
 //! - **Retry timing**: jobs that fail once with a retry due a few hundred
 //!   ms later; how late each retry starts against its scheduled time.
 
+use super::note;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -24,6 +25,7 @@ use sluice_jobs::{
     SystemClock,
 };
 use sluice_limit::{Limit, Limiter, Rules};
+use sluice_sim::swarm::most_in_window;
 
 /// What `sluice bench jobs` measures and how hard.
 #[derive(Debug, Clone, clap::Args)]
@@ -108,42 +110,20 @@ pub async fn jobs(args: JobsArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    match run(&args).await {
-        Ok(report) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
-            } else {
-                print!("{}", table(&report));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sluice bench: {e}");
-            ExitCode::from(1)
-        }
-    }
+    super::finish(args.json, run(&args).await, table)
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-fn note(args: &JobsArgs, what: &str) {
-    if !args.json {
-        eprintln!("bench: {what}");
-    }
-}
 
 async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
     let dir = std::env::temp_dir().join(format!("sluice-bench-jobs-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let _cleanup = RemoveDir(dir.clone());
     let sqlite = open_sqlite(&dir.join("throughput.db"), args.sqlite_sync).await?;
-    note(args, "throughput on SQLite");
+    note(args.json, "throughput on SQLite");
     let mut rates = vec![throughput(args, "sqlite", sqlite).await?];
     if let Some(url) = &args.postgres {
-        note(args, "throughput on PostgreSQL");
+        note(args.json, "throughput on PostgreSQL");
         let (store, schema) = open_postgres(url).await?;
         let result = throughput(args, "postgres", store.clone()).await;
         store.close().await;
@@ -151,14 +131,17 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
         rates.push(result?);
     }
     let rate = if args.rate_seconds > 0 {
-        note(args, &format!("rate accuracy ({} s)", args.rate_seconds));
+        note(
+            args.json,
+            &format!("rate accuracy ({} s)", args.rate_seconds),
+        );
         let store = open_sqlite(&dir.join("rate.db"), args.sqlite_sync).await?;
         rate_accuracy(args, store).await?
     } else {
         Value::Null
     };
     let retry = if args.retries > 0 {
-        note(args, "retry timing");
+        note(args.json, "retry timing");
         let store = open_sqlite(&dir.join("retry.db"), args.sqlite_sync).await?;
         retry_timing(args, store).await?
     } else {
@@ -350,7 +333,7 @@ async fn rate_accuracy(args: &JobsArgs, store: Arc<SqliteStore>) -> Result<Value
         "seconds": args.rate_seconds,
         "jobs": total,
         "completed": count(&*store, queue, JobState::Completed).await?,
-        "max_in_sliding_second": max_in_window(&starts, SECOND),
+        "max_in_sliding_second": most_in_window(&starts, SECOND),
         "mean_per_second": round3(mean),
         "mean_error_percent": round3((mean / args.rate as f64 - 1.0) * 100.0),
         "fixed_window_max_in_sliding_second": fixed,
@@ -372,19 +355,6 @@ fn mean_rate(starts: &[u64]) -> f64 {
     }
     let within = starts.iter().filter(|&&t| t < first + k * SECOND).count();
     within as f64 / k as f64
-}
-
-/// The most of `times` (sorted) in any half-open window of `width`.
-fn max_in_window(times: &[u64], width: u64) -> usize {
-    let mut best = 0;
-    let mut lo = 0;
-    for (hi, &t) in times.iter().enumerate() {
-        while times[lo] + width <= t {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
-    }
-    best
 }
 
 /// What a fixed-window limiter of `rate` a second would have let into one
@@ -423,7 +393,7 @@ fn fixed_window_max(starts: &[u64], rate: u64) -> usize {
             used += 1;
             t += gap;
         }
-        worst = worst.max(max_in_window(&admitted, SECOND));
+        worst = worst.max(most_in_window(&admitted, SECOND));
     }
     worst
 }
@@ -546,12 +516,12 @@ mod tests {
 
     #[test]
     fn sliding_windows_are_half_open() {
-        let ms = 1_000;
+        let ms: u64 = 1_000;
         assert_eq!(
-            max_in_window(&[0, 500 * ms, 1_000 * ms, 1_200 * ms], SECOND),
+            most_in_window(&[0, 500 * ms, 1_000 * ms, 1_200 * ms], SECOND),
             3
         );
-        assert_eq!(max_in_window(&[], SECOND), 0);
+        assert_eq!(most_in_window::<u64, u64>(&[], SECOND), 0);
     }
 
     #[test]
@@ -561,7 +531,7 @@ mod tests {
         let starts: Vec<u64> = (0..30)
             .map(|i| (i / 10) * SECOND + (i % 10) * 1_000)
             .collect();
-        assert_eq!(max_in_window(&starts, SECOND), 10);
+        assert_eq!(most_in_window(&starts, SECOND), 10);
         assert!((mean_rate(&starts) - 10.0).abs() < 1e-9);
         let fixed = fixed_window_max(&starts, 10);
         assert!(fixed > 15 && fixed <= 20, "{fixed}");

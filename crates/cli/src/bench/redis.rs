@@ -13,6 +13,7 @@
 //! grant); a second, binding run per mode counts what was admitted against
 //! `rate · t + burst`: the over-admission.
 
+use super::note;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,29 +99,7 @@ pub async fn redis(args: RedisArgs) -> ExitCode {
     };
     let out = run(&args, &url).await;
     drop(own);
-    match out {
-        Ok(report) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
-            } else {
-                print!("{}", table(&report));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sluice bench: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn note(args: &RedisArgs, what: &str) {
-    if !args.json {
-        eprintln!("bench: {what}");
-    }
+    super::finish(args.json, out, table)
 }
 
 /// Per replica: decisions and latency histogram (µs).
@@ -157,21 +136,24 @@ async fn run(args: &RedisArgs, url: &str) -> Result<Value, String> {
     let prefix = format!("bench{}:", std::process::id());
     let secs = args.duration.as_secs_f64();
 
-    note(args, "naive: one EVAL per decision, client time");
+    note(args.json, "naive: one EVAL per decision, client time");
     let naive = naive(&client, args, &prefix).await?;
 
     let mut modes = serde_json::Map::new();
     for (name, mode) in [("exact", Mode::Exact), ("leased", Mode::Leased)] {
-        note(args, &format!("{name}: decisions at an open limit"));
+        note(args.json, &format!("{name}: decisions at an open limit"));
         let rules = Rules::new().exact("open", Limit::per_second(OPEN));
         let sides = limited(args, url, &prefix, mode, rules, "open").await?;
         let mut v = side_json(&sides, secs);
-        note(args, &format!("{name}: over-admission at {BINDING_RATE}/s"));
+        note(
+            args.json,
+            &format!("{name}: over-admission at {BINDING_RATE}/s"),
+        );
         v["over_admission"] = over_admission(args, url, &prefix, mode).await?;
         modes.insert(name.into(), v);
     }
 
-    note(args, "redis-benchmark EVALSHA");
+    note(args.json, "redis-benchmark EVALSHA");
     // As many calls as about one run's worth at 100k/s.
     let calls = ((secs * 100_000.0) as u64).clamp(20_000, 1_000_000);
     let ceiling = redis_benchmark(&client, url, args.clients * args.replicas, calls).await;

@@ -114,6 +114,7 @@ mod tests {
     use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore, StoreConfig, WorkerPool};
     use sluice_limit::{AdaptiveConfig, Limit, Rules};
     use sluice_redis::{Mode, RedisConfig, RedisLimiter};
+    use sluice_sim::swarm::most_in_window;
 
     use super::RedisJobLimits;
 
@@ -171,19 +172,6 @@ mod tests {
         })
         .start()
         .expect("the pool starts")
-    }
-
-    /// The most of `times` (sorted) within any `window`.
-    fn most_in_window(times: &[Instant], window: Duration) -> usize {
-        (0..times.len())
-            .map(|i| {
-                times[i..]
-                    .iter()
-                    .take_while(|t| **t - times[i] < window)
-                    .count()
-            })
-            .max()
-            .unwrap_or(0)
     }
 
     /// The test Redis, or `None` with a note.

@@ -21,6 +21,25 @@ pub fn jain(shares: &[f64]) -> f64 {
     sum * sum / (shares.len() as f64 * squares)
 }
 
+/// The most of `times` (sorted ascending) inside any half-open window
+/// `[t, t + width)`: how a rate limit is checked against recorded start
+/// times, whatever they are measured in (instants, microseconds).
+pub fn most_in_window<T, W>(times: &[T], width: W) -> usize
+where
+    T: Copy + std::ops::Sub<Output = W>,
+    W: PartialOrd,
+{
+    let mut best = 0;
+    let mut lo = 0;
+    for (hi, &t) in times.iter().enumerate() {
+        while t - times[lo] >= width {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
 /// Requests an upstream with `limits` can admit in `elapsed`: its rate
 /// times the time plus the burst it starts with (its bucket is full).
 /// `None` for an upstream without a request limit.
