@@ -83,6 +83,26 @@ async fn json_of(res: reqwest::Response, status: StatusCode) -> Value {
     res.json().await.expect("JSON")
 }
 
+/// Claims every available job of `default` and fails it for good, as a
+/// worker meeting a 404 would; how many.
+async fn fail_all_for_good(store: &PostgresStore) -> usize {
+    let claimed = store
+        .claim("default", "test-worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for job in &claimed {
+        store
+            .fail(
+                job.lease.as_ref().unwrap(),
+                "404 from upstream",
+                RetryDecision::Dead,
+            )
+            .await
+            .unwrap();
+    }
+    claimed.len()
+}
+
 /// A gateway without workers (job states stay put) on a fresh database;
 /// the database's URL with it.
 async fn api_only(server: &str) -> (String, Harness) {
@@ -200,21 +220,7 @@ async fn the_core_flow_on_postgresql() {
     let store = PostgresStore::connect(&url, StoreConfig::default())
         .await
         .expect("connect");
-    let claimed = store
-        .claim("default", "test-worker", 10, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 4);
-    for job in &claimed {
-        store
-            .fail(
-                job.lease.as_ref().unwrap(),
-                "404 from upstream",
-                RetryDecision::Dead,
-            )
-            .await
-            .unwrap();
-    }
+    assert_eq!(fail_all_for_good(&store).await, 4);
     expect_error(
         send(&h, M::POST, &format!("/v1/jobs/{id}/cancel"), "acme", None).await,
         409,
@@ -229,20 +235,7 @@ async fn the_core_flow_on_postgresql() {
     assert_eq!(again["state"], "available");
     let res = send(&h, M::POST, "/v1/queues/default/dead/retry", "ops", None).await;
     assert_eq!(json_of(res, StatusCode::OK).await["retried"], 3);
-    let claimed = store
-        .claim("default", "test-worker", 10, Duration::from_secs(60))
-        .await
-        .unwrap();
-    for job in &claimed {
-        store
-            .fail(
-                job.lease.as_ref().unwrap(),
-                "404 from upstream",
-                RetryDecision::Dead,
-            )
-            .await
-            .unwrap();
-    }
+    fail_all_for_good(&store).await;
     let res = send(&h, M::DELETE, "/v1/queues/default/dead", "ops", None).await;
     assert_eq!(json_of(res, StatusCode::OK).await["purged"], 4);
     store.close().await;
