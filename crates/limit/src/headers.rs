@@ -40,6 +40,7 @@ mod rfc3339;
 mod tests;
 mod time;
 
+pub use rfc3339::format_rfc3339;
 pub use time::{parse_reset, parse_retry_after};
 
 use std::time::{Duration, SystemTime};

@@ -107,37 +107,3 @@ pub(crate) fn receive(inner: &std::sync::Arc<Inner>, payload: &str) {
         at: std::time::Instant::now(),
     });
 }
-
-/// `secs.micros` since the epoch as RFC 3339 (UTC, microseconds).
-pub(crate) fn rfc3339(secs: i64, micros: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(rfc3339(1_795_430_096, 5), "2026-11-23T10:34:56.000005Z");
-        assert_eq!(rfc3339(951_782_400, 0), "2000-02-29T00:00:00.000000Z");
-    }
-}

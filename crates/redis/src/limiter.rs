@@ -550,7 +550,10 @@ impl RedisLimiter {
             agent_id: inner.cfg.replica_id.clone(),
             new_capacity: capacity,
             reason: "upstream answered 429".into(),
-            timestamp: crate::bus::rfc3339(out[3], out[4]),
+            timestamp: sluice_limit::headers::format_rfc3339(
+                out[3],
+                u32::try_from(out[4].clamp(0, 999_999)).unwrap_or(0),
+            ),
         };
         if let Ok(json) = serde_json::to_string(&update) {
             let channel = inner.keys.capacity_channel.clone();

@@ -173,29 +173,9 @@ fn time(v: &Value) -> String {
     let Some(ms) = v.as_i64() else {
         return text(v);
     };
-    let secs = ms.div_euclid(1_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
-}
-
-/// The calendar date `days` after 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    // `YYYY-MM-DD HH:MM:SS`: the RFC 3339 form, to the second, T as a space.
+    let stamp = sluice_limit::headers::format_rfc3339(ms.div_euclid(1_000), 0);
+    stamp[..19].replace('T', " ")
 }
 
 #[cfg(test)]

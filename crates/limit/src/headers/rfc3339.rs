@@ -71,6 +71,39 @@ pub(super) fn rfc3339(s: &str) -> Option<SystemTime> {
     whole?.checked_add(Duration::from_nanos(u64::from(nanos)))
 }
 
+/// `secs` seconds and `micros` microseconds since the Unix epoch as an
+/// RFC 3339 date-time in UTC with microseconds
+/// (`2026-11-23T10:34:56.000005Z`); the inverse of the parser above.
+pub fn format_rfc3339(secs: i64, micros: u32) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// A proleptic Gregorian date from days since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, the inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
 fn days_in_month(year: i64, month: i64) -> i64 {
     match month {
         2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
@@ -158,6 +191,26 @@ mod tests {
         }
         assert!(rfc3339("2024-02-29T00:00:00Z").is_some(), "leap year");
         assert!(rfc3339("2000-02-29T00:00:00Z").is_some(), "leap century");
+    }
+
+    #[test]
+    fn formatted_timestamps_read_back() {
+        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            format_rfc3339(1_795_430_096, 5),
+            "2026-11-23T10:34:56.000005Z"
+        );
+        assert_eq!(
+            format_rfc3339(951_782_400, 0),
+            "2000-02-29T00:00:00.000000Z"
+        );
+        for secs in [-86_401, 0, 68_169_600, 951_868_799, 1_795_430_096] {
+            assert_eq!(
+                rfc3339(&format_rfc3339(secs, 250_000)),
+                at(secs, 250_000_000),
+                "{secs}"
+            );
+        }
     }
 
     #[test]
