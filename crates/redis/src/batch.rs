@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::Script;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -124,13 +125,31 @@ pub(crate) async fn run(
         }
         let (conn, header, script) = (conn.clone(), header.clone(), script.clone());
         tokio::spawn(async move {
-            execute(batch, &conn, &header, &script).await;
+            let mut lost = execute(batch, &conn, &header, &script).await;
             drop(permit);
+            // Releases are idempotent and nobody waits for their answer: one
+            // lost to a slow or restarting Redis is sent again a few times
+            // before the slot is left to its lease TTL.
+            let mut delay = Duration::from_millis(100);
+            for _ in 0..RELEASE_RETRIES {
+                if lost.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                lost = execute(lost, &conn, &header, &script).await;
+            }
         });
     }
 }
 
-async fn execute(batch: Vec<Op>, conn: &Arc<Conn>, header: &Header, script: &Script) {
+/// How many times a release lost with its call is sent again (after 0.1,
+/// 0.2, 0.4, 0.8 and 1.6 s).
+const RELEASE_RETRIES: usize = 5;
+
+/// Runs `batch` in one script call and answers each operation; gives back
+/// the releases the call lost (to be sent again).
+async fn execute(batch: Vec<Op>, conn: &Arc<Conn>, header: &Header, script: &Script) -> Vec<Op> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut specs: Vec<Arc<Spec>> = Vec::new();
     for op in &batch {
@@ -228,13 +247,20 @@ async fn execute(batch: Vec<Op>, conn: &Arc<Conn>, header: &Header, script: &Scr
             }
         }
         _ => {
+            let mut lost = Vec::new();
             for op in batch {
-                if let Some(tx) = op.reply {
-                    let _ = tx.send(Err(Unavailable));
+                match op.reply {
+                    Some(tx) => {
+                        let _ = tx.send(Err(Unavailable));
+                    }
+                    None if matches!(op.kind, Kind::Release { .. }) => lost.push(op),
+                    None => {}
                 }
             }
+            return lost;
         }
     }
+    Vec::new()
 }
 
 fn specs_of(kind: &Kind) -> Vec<&Arc<Spec>> {
