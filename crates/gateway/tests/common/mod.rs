@@ -416,6 +416,34 @@ where
     panic!("gave up waiting until {what}");
 }
 
+/// Sends `method target` as written (an HTTP client would resolve dots
+/// and encodings first) with extra header lines, on a connection of its
+/// own; the status code and the body as text.
+pub async fn raw(addr: SocketAddr, method: &str, target: &str, headers: &[&str]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("Content-Length: 0\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("read");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {text}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
 /// The `data:` payloads of a server-sent-event stream, in order.
 pub fn sse_data(body: &str) -> Vec<String> {
     body.split("\n\n")
