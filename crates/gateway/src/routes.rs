@@ -32,110 +32,42 @@ pub struct RouteOwner {
 
 type Entry = (Option<Method>, &'static str, Owner, MethodRouter<AppState>);
 
+/// One entry: `method` is an HTTP method's name, or `ANY`.
+fn entry(method: &str, path: &'static str, owner: Owner, h: MethodRouter<AppState>) -> Entry {
+    let method =
+        (method != "ANY").then(|| Method::from_bytes(method.as_bytes()).expect("a method"));
+    (method, path, owner, h)
+}
+
 /// Every route: method, path, owner, handler.
+#[rustfmt::skip] // a table: one route a line
 fn table() -> Vec<Entry> {
     use Owner::{Admin, Anyone, Scraper, Tenant};
-    let m = |m: Method| Some(m);
     vec![
-        (
-            m(Method::POST),
-            "/v1/chat/completions",
-            Tenant,
-            post(models::chat),
-        ),
-        (
-            m(Method::POST),
-            "/v1/embeddings",
-            Tenant,
-            post(models::embeddings),
-        ),
-        (
-            m(Method::POST),
-            "/v1/responses",
-            Tenant,
-            post(models::responses),
-        ),
-        (
-            m(Method::POST),
-            "/v1/messages",
-            Tenant,
-            post(models::messages),
-        ),
-        (None, "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
-        (
-            m(Method::POST),
-            "/v1/limits/acquire",
-            Tenant,
-            post(limits::acquire),
-        ),
-        (
-            m(Method::POST),
-            "/v1/limits/release",
-            Tenant,
-            post(limits::release),
-        ),
-        (
-            m(Method::POST),
-            "/v1/limits/report",
-            Tenant,
-            post(limits::report),
-        ),
-        (m(Method::GET), "/v1/limits", Tenant, get(limits::list)),
-        (
-            m(Method::PUT),
-            "/v1/limits/{resource}",
-            Admin,
-            put(limits::set),
-        ),
-        (m(Method::POST), "/v1/jobs", Tenant, post(jobs::enqueue)),
-        (m(Method::GET), "/v1/jobs", Tenant, get(jobs::list)),
-        (
-            m(Method::POST),
-            "/v1/jobs/batch",
-            Tenant,
-            post(jobs::enqueue_batch),
-        ),
-        (m(Method::GET), "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
-        (
-            m(Method::POST),
-            "/v1/jobs/{id}/retry",
-            Tenant,
-            post(jobs::retry),
-        ),
-        (
-            m(Method::POST),
-            "/v1/jobs/{id}/cancel",
-            Tenant,
-            post(jobs::cancel),
-        ),
-        (m(Method::GET), "/v1/queues", Admin, get(jobs::list_queues)),
-        (
-            m(Method::POST),
-            "/v1/queues/{queue}/pause",
-            Admin,
-            post(jobs::pause),
-        ),
-        (
-            m(Method::POST),
-            "/v1/queues/{queue}/resume",
-            Admin,
-            post(jobs::resume),
-        ),
-        (
-            m(Method::POST),
-            "/v1/queues/{queue}/dead/retry",
-            Admin,
-            post(jobs::dead_retry),
-        ),
-        (
-            m(Method::DELETE),
-            "/v1/queues/{queue}/dead",
-            Admin,
-            delete(jobs::dead_purge),
-        ),
-        (m(Method::GET), "/metrics", Scraper, get(ops::metrics)),
-        (m(Method::GET), "/healthz", Anyone, get(ops::healthz)),
-        (m(Method::GET), "/readyz", Anyone, get(ops::readyz)),
+        entry("POST", "/v1/chat/completions", Tenant, post(models::chat)),
+        entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
+        entry("POST", "/v1/responses", Tenant, post(models::responses)),
+        entry("POST", "/v1/messages", Tenant, post(models::messages)),
+        entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
+        entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
+        entry("POST", "/v1/limits/release", Tenant, post(limits::release)),
+        entry("POST", "/v1/limits/report", Tenant, post(limits::report)),
+        entry("GET", "/v1/limits", Tenant, get(limits::list)),
+        entry("PUT", "/v1/limits/{resource}", Admin, put(limits::set)),
+        entry("POST", "/v1/jobs", Tenant, post(jobs::enqueue)),
+        entry("GET", "/v1/jobs", Tenant, get(jobs::list)),
+        entry("POST", "/v1/jobs/batch", Tenant, post(jobs::enqueue_batch)),
+        entry("GET", "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
+        entry("POST", "/v1/jobs/{id}/retry", Tenant, post(jobs::retry)),
+        entry("POST", "/v1/jobs/{id}/cancel", Tenant, post(jobs::cancel)),
+        entry("GET", "/v1/queues", Admin, get(jobs::list_queues)),
+        entry("POST", "/v1/queues/{queue}/pause", Admin, post(jobs::pause)),
+        entry("POST", "/v1/queues/{queue}/resume", Admin, post(jobs::resume)),
+        entry("POST", "/v1/queues/{queue}/dead/retry", Admin, post(jobs::dead_retry)),
+        entry("DELETE", "/v1/queues/{queue}/dead", Admin, delete(jobs::dead_purge)),
+        entry("GET", "/metrics", Scraper, get(ops::metrics)),
+        entry("GET", "/healthz", Anyone, get(ops::healthz)),
+        entry("GET", "/readyz", Anyone, get(ops::readyz)),
     ]
 }
 

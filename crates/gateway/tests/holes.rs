@@ -10,26 +10,17 @@
 
 mod common;
 
-use common::{ModelLimits, expect_error, header, model_limits, raw, sim_config};
+use common::{ACME, GLOBEX, ModelLimits, expect_error, header, model_limits, raw, sim_config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_gateway::config::{Config, TenantConfig};
+use sluice_gateway::config::Config;
 
-const ACME: &str = "key-acme";
-const GLOBEX: &str = "key-globex";
 const ADMIN: &str = "the-operator";
 const MODEL: &str = "openai/gpt-4o-mini";
 
 /// Two tenants, the admin token, and a model at 5 a second (burst 5).
-fn two_tenants(c: &mut Config) {
-    for (name, key) in [("acme", ACME), ("globex", GLOBEX)] {
-        c.tenants.push(TenantConfig {
-            name: name.into(),
-            api_key: Some(key.into()),
-            api_key_env: None,
-            weight: 1,
-        });
-    }
+fn setup(c: &mut Config) {
+    common::two_tenants(c);
     c.admin_token = Some(ADMIN.into());
     c.models.push(ModelLimits {
         requests_per_second: 5.0,
@@ -40,7 +31,7 @@ fn two_tenants(c: &mut Config) {
 
 async fn harness(edit: impl FnOnce(&mut Config)) -> common::Harness {
     common::Harness::with(sim_config(), |c| {
-        two_tenants(c);
+        setup(c);
         edit(c);
     })
     .await

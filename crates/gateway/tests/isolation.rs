@@ -6,26 +6,12 @@
 mod common;
 
 use common::{
-    Harness, ModelLimits, chat, expect_error, model_limits, sim_config, sim_model, wait_until,
+    ACME, GLOBEX, Harness, ModelLimits, chat, expect_error, model_limits, sim_config, sim_model,
+    two_tenants, wait_until,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_gateway::config::{Config, TenantConfig};
 use sluice_sim::Latency;
-
-const ACME: &str = "key-acme";
-const GLOBEX: &str = "key-globex";
-
-fn two_tenants(c: &mut Config) {
-    for (name, key) in [("acme", ACME), ("globex", GLOBEX)] {
-        c.tenants.push(TenantConfig {
-            name: name.into(),
-            api_key: Some(key.into()),
-            api_key_env: None,
-            weight: 1,
-        });
-    }
-}
 
 async fn chat_as(h: &Harness, key: &str, thread: &str) -> reqwest::Response {
     h.post("/v1/chat/completions", &chat("openai/gpt-4o"))

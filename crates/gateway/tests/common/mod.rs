@@ -350,6 +350,23 @@ impl Harness {
     }
 }
 
+/// The keys of the two tenants [`two_tenants`] configures.
+pub const ACME: &str = "key-acme";
+/// See [`ACME`].
+pub const GLOBEX: &str = "key-globex";
+
+/// Two tenants, `acme` and `globex`, with the keys [`ACME`] and [`GLOBEX`].
+pub fn two_tenants(c: &mut Config) {
+    for (name, key) in [("acme", ACME), ("globex", GLOBEX)] {
+        c.tenants.push(sluice_gateway::config::TenantConfig {
+            name: name.into(),
+            api_key: Some(key.into()),
+            api_key_env: None,
+            weight: 1,
+        });
+    }
+}
+
 /// A chat completions body for `model`.
 pub fn chat(model: &str) -> Value {
     json!({
