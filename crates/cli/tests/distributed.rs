@@ -258,30 +258,55 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
     assert!(ok >= 10 && ok <= admitted);
     assert_eq!(sim_429, 0);
 
-    // 2. A 429 at replica 0 reduces replicas 1 and 2.
-    let t0 = Instant::now();
-    let res = http
-        .post(format!("{}/v1/limits/report", urls[0]))
-        .json(&json!({"model": "openai/gpt-4o", "status": 429}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    for u in &urls[1..] {
-        loop {
-            let c: Value = http
-                .post(format!("{u}/v1/limits/report"))
-                .json(&json!({"model": "openai/gpt-4o", "status": 200}))
+    // 2. A 429 at replica 0 reduces replicas 1 and 2. A report is about
+    // a call made under a grant the caller holds.
+    let grant = |u: String| {
+        let http = http.clone();
+        async move {
+            let g: Value = http
+                .post(format!("{u}/v1/limits/acquire"))
+                .json(&json!({"model": "openai/gpt-4o"}))
                 .send()
                 .await
                 .unwrap()
                 .json()
                 .await
                 .unwrap();
+            g["grant_id"].clone()
+        }
+    };
+    let t0 = Instant::now();
+    let res = http
+        .post(format!("{}/v1/limits/report", urls[0]))
+        .json(&json!({"grant_id": grant(urls[0].clone()).await, "status": 429}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    for u in &urls[1..] {
+        // Used here once, the model is listed with its shared state.
+        grant(u.clone()).await;
+        loop {
+            let all: Value = http
+                .get(format!("{u}/v1/limits"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let c = all["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["resource"] == "openai/gpt-4o")
+                .cloned()
+                .unwrap_or_default();
             if c["capacity"] == 5 {
                 break;
             }
             assert!(t0.elapsed() < Duration::from_secs(5), "{c}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     println!(

@@ -16,10 +16,15 @@ use sluice_sim::{Sim, SimConfig};
 const JOBS: usize = 10_000;
 const CONCURRENCY: usize = 50;
 
+/// The operator's token of this test's gateway (queue counts are the
+/// admin's).
+const ADMIN: &str = "crash-test-admin";
+
 /// The completed jobs of the `default` queue.
 async fn completed(client: &reqwest::Client, url: &str) -> u64 {
     let body: Value = client
         .get(format!("{url}/v1/queues"))
+        .bearer_auth(ADMIN)
         .send()
         .await
         .expect("the gateway answers")
@@ -55,6 +60,7 @@ async fn a_killed_server_loses_no_job_and_repeats_only_those_in_flight() {
         &config,
         format!(
             r#"data_dir = {data:?}
+admin_token = {ADMIN:?}
 [trace]
 enabled = false
 [[apis]]

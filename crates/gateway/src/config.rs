@@ -27,8 +27,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Where the gateway keeps its data (traces, later jobs and usage).
     pub data_dir: PathBuf,
-    /// Bearer token for admin calls (`PUT /v1/limits/{resource}`). Without
-    /// one, admin calls are refused.
+    /// Bearer token for admin calls (`PUT /v1/limits/{resource}`, the
+    /// queue-wide job calls). Without one, admin calls are refused.
     pub admin_token: Option<String>,
     /// Largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
@@ -69,6 +69,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Graceful shutdown.
     pub shutdown: ShutdownConfig,
+    /// The HTTP server: timeouts and the connection cap.
+    pub http: HttpConfig,
     /// Distributed mode: with this set, every limit (models, APIs,
     /// tenants, sessions) is shared by all replicas through Redis.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -284,6 +286,12 @@ pub struct LimitsApiConfig {
     pub lease_ttl_ms: u64,
     /// The longest an acquire may wait.
     pub max_wait_ms: u64,
+    /// Grants one tenant may hold at once; past it acquires get 429.
+    pub max_held_per_tenant: usize,
+    /// A release's `actual_cost` is cut to this multiple of the cost
+    /// reserved (default 2). Whatever it is, no bucket ever owes more than
+    /// one window's capacity.
+    pub max_settle_multiple: u64,
 }
 
 /// Request traces as JSON lines under `{dir}/{workspace}/{thread}.jsonl`.
@@ -300,11 +308,32 @@ pub struct TraceConfig {
 }
 
 /// Prometheus metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Label request metrics by tenant (off: cardinality).
     pub tenant_labels: bool,
+    /// Bearer token a scraper sends to `GET /metrics` (the admin token
+    /// works too). Without one, an open gateway (no tenants) lets anyone
+    /// scrape, and one with tenants takes the admin token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// The HTTP server's own bounds, against clients that are slow on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// A connection must send a request's whole head within this, counted
+    /// from when the server starts waiting for it (an idle keep-alive
+    /// connection is closed after it too).
+    pub header_read_timeout_ms: u64,
+    /// A request's body must arrive within this, counted once the caller
+    /// is authenticated and the handler starts reading it.
+    pub body_read_timeout_ms: u64,
+    /// Connections served at once; past it new ones wait in the listen
+    /// backlog until one closes.
+    pub max_connections: usize,
 }
 
 /// Graceful shutdown.

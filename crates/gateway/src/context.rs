@@ -8,11 +8,11 @@ use axum::http::HeaderMap;
 use sluice_admit::Priority;
 use tokio::time::Instant;
 
+use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The workspace of requests that name none, when no tenants are configured.
-pub const DEFAULT_WORKSPACE: &str = "default";
+pub use crate::auth::DEFAULT_WORKSPACE;
 
 /// A request's context.
 #[derive(Debug, Clone)]
@@ -47,33 +47,18 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Api
 const MAX_ID: usize = 256;
 
 impl Context {
-    /// Reads and checks the headers; authenticates the tenant.
+    /// Reads and checks the headers of `tenant`'s request (authenticated
+    /// already, by its extractor).
     ///
     /// # Errors
-    /// 401 for a missing or unknown tenant key, 400 naming a bad header.
-    pub fn from_headers(state: &AppState, headers: &HeaderMap) -> Result<Context, ApiError> {
+    /// 400 naming a bad header.
+    pub fn from_headers(
+        state: &AppState,
+        tenant: &Tenant,
+        headers: &HeaderMap,
+    ) -> Result<Context, ApiError> {
         let started = Instant::now();
-        let workspace = if state.tenants.is_empty() {
-            header(headers, "x-sluice-workspace")?
-                .filter(|w| !w.is_empty())
-                .unwrap_or(DEFAULT_WORKSPACE)
-                .to_owned()
-        } else {
-            let auth = header(headers, "authorization")?.ok_or_else(|| {
-                ApiError::Unauthorized("missing `Authorization: Bearer <key>`".into())
-            })?;
-            let key = auth
-                .strip_prefix("Bearer ")
-                .or_else(|| auth.strip_prefix("bearer "))
-                .ok_or_else(|| {
-                    ApiError::Unauthorized("`Authorization` must be `Bearer <key>`".into())
-                })?;
-            state
-                .tenants
-                .get(key.trim())
-                .cloned()
-                .ok_or_else(|| ApiError::Unauthorized("unknown API key".into()))?
-        };
+        let workspace = tenant.name().to_owned();
         let priority = match header(headers, "x-sluice-priority")? {
             None | Some("") => Priority::Normal,
             Some(p) => p

@@ -39,6 +39,9 @@ pub enum ApiError {
         /// The cap.
         limit: usize,
     },
+    /// The client did not send its whole body in time.
+    #[error("the request body did not arrive within {} ms (http.body_read_timeout_ms)", .0.as_millis())]
+    BodyTimeout(Duration),
     /// The limiter refused: waiting helps.
     #[error("rate limited on {resource}")]
     RateLimited {
@@ -106,6 +109,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -127,6 +131,7 @@ impl ApiError {
             ApiError::Conflict(_) => ("invalid_request_error", "conflict"),
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             ApiError::PayloadTooLarge { .. } => ("invalid_request_error", "payload_too_large"),
+            ApiError::BodyTimeout(_) => ("invalid_request_error", "body_timeout"),
             ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limited"),
             ApiError::QueueFull { .. } => ("rate_limit_error", "queue_full"),
             ApiError::BadGateway(_) => ("upstream_error", "bad_gateway"),

@@ -15,6 +15,8 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod auth;
+pub mod body;
 pub mod config;
 pub mod context;
 pub mod error;
@@ -28,6 +30,7 @@ mod state;
 pub mod trace;
 mod upstream;
 pub mod usage;
+pub mod warnings;
 
 pub use server::{Gateway, shutdown_signal};
 pub use state::{AppState, StartError};

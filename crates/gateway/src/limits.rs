@@ -1,15 +1,13 @@
 //! Where limits live: in this process ([`Limiter`]) or, with `[redis]`
 //! configured, shared by every replica through Redis ([`RedisLimiter`]).
 //! The smallest surface the gateway needs over both; the in-process arm
-//! calls straight through.
+//! calls straight through. Grants held for callers of the limiter API are
+//! in [`holds`].
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+pub(crate) mod holds;
 
 use sluice_limit::headers::RateLimitHeaders;
-use sluice_limit::{Capacity, Error, Grant, GrantId, Limiter};
+use sluice_limit::{Capacity, Error, Grant, Limiter};
 use sluice_redis::{RedisGrant, RedisLimiter};
 use tokio::time::Instant;
 
@@ -18,8 +16,8 @@ use tokio::time::Instant;
 pub(crate) enum Limits {
     /// One process: the in-process limiter.
     Local(Limiter),
-    /// Several replicas: Redis, plus grants held for the limiter API.
-    Shared(RedisLimiter, Holds),
+    /// Several replicas: Redis.
+    Shared(RedisLimiter),
 }
 
 /// A grant from either.
@@ -30,6 +28,14 @@ pub(crate) enum AnyGrant {
 }
 
 impl AnyGrant {
+    /// Settles every part at `actual`.
+    pub(crate) fn settle(&mut self, actual: u64) {
+        match self {
+            AnyGrant::Local(g) => g.settle(actual),
+            AnyGrant::Shared(g) => g.settle(actual),
+        }
+    }
+
     /// Settles the part for `resource` at `actual` (see
     /// [`Grant::settle_part`]).
     pub(crate) fn settle_part(&mut self, resource: &str, actual: u64) -> Result<(), Error> {
@@ -40,24 +46,6 @@ impl AnyGrant {
     }
 }
 
-/// Grants held for callers of `POST /v1/limits/acquire` in distributed
-/// mode, by id, until released or expired. Ids are this replica's: a
-/// release must reach the replica that granted (the lease TTL frees the
-/// slot otherwise).
-#[derive(Debug, Default)]
-pub(crate) struct Holds {
-    next: AtomicU64,
-    held: Mutex<HashMap<u64, (RedisGrant, Instant)>>,
-}
-
-/// Drops (so releases) the holds whose TTL has passed.
-fn expire(held: &mut HashMap<u64, (RedisGrant, Instant)>, now: Instant) {
-    held.retain(|_, (_, until)| *until > now);
-}
-
-/// The most grants held for the limiter API at once per replica.
-const MAX_HOLDS: usize = 100_000;
-
 impl Limits {
     pub(crate) async fn acquire_many(
         &self,
@@ -66,21 +54,21 @@ impl Limits {
     ) -> Result<AnyGrant, Error> {
         match self {
             Limits::Local(l) => l.acquire_many(needs, deadline).await.map(AnyGrant::Local),
-            Limits::Shared(r, _) => r.acquire_many(needs, deadline).await.map(AnyGrant::Shared),
+            Limits::Shared(r) => r.acquire_many(needs, deadline).await.map(AnyGrant::Shared),
         }
     }
 
     pub(crate) async fn try_acquire(&self, resource: &str, cost: u64) -> Result<AnyGrant, Error> {
         match self {
             Limits::Local(l) => l.try_acquire(resource, cost).map(AnyGrant::Local),
-            Limits::Shared(r, _) => r.try_acquire(resource, cost).await.map(AnyGrant::Shared),
+            Limits::Shared(r) => r.try_acquire(resource, cost).await.map(AnyGrant::Shared),
         }
     }
 
     pub(crate) async fn get_capacity(&self, resource: &str) -> Result<Capacity, Error> {
         match self {
             Limits::Local(l) => l.get_capacity(resource),
-            Limits::Shared(r, _) => r.get_capacity(resource).await,
+            Limits::Shared(r) => r.get_capacity(resource).await,
         }
     }
 
@@ -89,7 +77,7 @@ impl Limits {
     pub(crate) async fn capacities(&self) -> Vec<Capacity> {
         match self {
             Limits::Local(l) => l.capacities(),
-            Limits::Shared(r, _) => {
+            Limits::Shared(r) => {
                 let mut out = Vec::new();
                 for name in r.resources() {
                     if let Ok(c) = r.get_capacity(&name).await {
@@ -131,7 +119,7 @@ impl Limits {
     ) -> Result<(), Error> {
         match self {
             Limits::Local(l) => l.observe(requests, tokens, status, headers),
-            Limits::Shared(r, _) => {
+            Limits::Shared(r) => {
                 if status == 429
                     && let Some(resource) = requests.or(tokens)
                 {
@@ -143,69 +131,10 @@ impl Limits {
         }
     }
 
-    /// Keeps `grant` for a caller of the limiter API for `ttl`.
-    pub(crate) fn hold(&self, grant: AnyGrant, ttl: Duration) -> Result<GrantId, Error> {
-        match (self, grant) {
-            (Limits::Local(l), AnyGrant::Local(g)) => Ok(l.hold(g, ttl)),
-            (Limits::Shared(_, holds), AnyGrant::Shared(g)) => {
-                let now = Instant::now();
-                let mut held = holds.held.lock().unwrap_or_else(|e| e.into_inner());
-                if held.len() >= MAX_HOLDS {
-                    // Full: make room from the expired before refusing.
-                    expire(&mut held, now);
-                }
-                if held.len() >= MAX_HOLDS {
-                    return Err(Error::RateLimited {
-                        resource: "limits_api_holds".into(),
-                        retry_after: Some(Duration::from_secs(1)),
-                    });
-                }
-                let id = holds.next.fetch_add(1, Ordering::Relaxed) + 1;
-                held.insert(id, (g, now + ttl));
-                Ok(GrantId(id))
-            }
-            _ => Err(Error::Closed),
-        }
-    }
-
-    /// Drops the held grants whose TTL has passed, which releases them;
-    /// the gateway calls it every second in distributed mode (the local
-    /// limiter expires its own holds).
-    pub(crate) fn expire_holds(&self) {
-        if let Limits::Shared(_, holds) = self {
-            let mut held = holds.held.lock().unwrap_or_else(|e| e.into_inner());
-            expire(&mut held, Instant::now());
-        }
-    }
-
-    /// Releases a held grant, settling it at `actual` first if given.
-    pub(crate) fn release(&self, id: GrantId, actual: Option<u64>) -> Result<(), Error> {
-        match self {
-            Limits::Local(l) => l.release(id, actual),
-            Limits::Shared(_, holds) => {
-                let now = Instant::now();
-                let held = holds
-                    .held
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id.0);
-                match held {
-                    Some((mut g, until)) if until > now => {
-                        if let Some(a) = actual {
-                            g.settle(a);
-                        }
-                        Ok(())
-                    }
-                    _ => Err(Error::UnknownGrant(id.0)),
-                }
-            }
-        }
-    }
-
     /// The shared limiter, in distributed mode.
     pub(crate) fn redis(&self) -> Option<&RedisLimiter> {
         match self {
-            Limits::Shared(r, _) => Some(r),
+            Limits::Shared(r) => Some(r),
             Limits::Local(_) => None,
         }
     }

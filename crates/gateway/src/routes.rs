@@ -1,4 +1,8 @@
-//! The HTTP surface.
+//! The HTTP surface: every route, with its owner.
+//!
+//! The router is built from [`table`] and nothing else, so no route can
+//! exist without a declared [`Owner`]; each handler takes that owner's
+//! extractor (see [`crate::auth`]) before it reads its body.
 
 pub mod jobs;
 pub mod limits;
@@ -8,43 +12,90 @@ pub mod proxy;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, delete, get, post, put};
+use axum::http::Method;
+use axum::routing::{MethodRouter, any, delete, get, post, put};
 
+use crate::auth::Owner;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Every route.
+/// A route as declared: method (`None`: any), path, owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteOwner {
+    /// The method, or `None` for every method.
+    pub method: Option<Method>,
+    /// The path pattern, as axum writes it (`/v1/jobs/{id}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub owner: Owner,
+}
+
+type Entry = (Option<Method>, &'static str, Owner, MethodRouter<AppState>);
+
+/// One entry: `method` is an HTTP method's name, or `ANY`.
+fn entry(method: &str, path: &'static str, owner: Owner, h: MethodRouter<AppState>) -> Entry {
+    let method =
+        (method != "ANY").then(|| Method::from_bytes(method.as_bytes()).expect("a method"));
+    (method, path, owner, h)
+}
+
+/// Every route: method, path, owner, handler.
+#[rustfmt::skip] // a table: one route a line
+fn table() -> Vec<Entry> {
+    use Owner::{Admin, Anyone, Scraper, Tenant};
+    vec![
+        entry("POST", "/v1/chat/completions", Tenant, post(models::chat)),
+        entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
+        entry("POST", "/v1/responses", Tenant, post(models::responses)),
+        entry("POST", "/v1/messages", Tenant, post(models::messages)),
+        entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
+        entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
+        entry("POST", "/v1/limits/release", Tenant, post(limits::release)),
+        entry("POST", "/v1/limits/report", Tenant, post(limits::report)),
+        entry("GET", "/v1/limits", Tenant, get(limits::list)),
+        entry("PUT", "/v1/limits/{resource}", Admin, put(limits::set)),
+        entry("POST", "/v1/jobs", Tenant, post(jobs::enqueue)),
+        entry("GET", "/v1/jobs", Tenant, get(jobs::list)),
+        entry("POST", "/v1/jobs/batch", Tenant, post(jobs::enqueue_batch)),
+        entry("GET", "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
+        entry("POST", "/v1/jobs/{id}/retry", Tenant, post(jobs::retry)),
+        entry("POST", "/v1/jobs/{id}/cancel", Tenant, post(jobs::cancel)),
+        entry("GET", "/v1/queues", Admin, get(jobs::list_queues)),
+        entry("POST", "/v1/queues/{queue}/pause", Admin, post(jobs::pause)),
+        entry("POST", "/v1/queues/{queue}/resume", Admin, post(jobs::resume)),
+        entry("POST", "/v1/queues/{queue}/dead/retry", Admin, post(jobs::dead_retry)),
+        entry("DELETE", "/v1/queues/{queue}/dead", Admin, delete(jobs::dead_purge)),
+        entry("GET", "/metrics", Scraper, get(ops::metrics)),
+        entry("GET", "/healthz", Anyone, get(ops::healthz)),
+        entry("GET", "/readyz", Anyone, get(ops::readyz)),
+    ]
+}
+
+/// Every route and its owner, as the router serves them.
+pub fn owners() -> Vec<RouteOwner> {
+    table()
+        .into_iter()
+        .map(|(method, path, owner, _)| RouteOwner {
+            method,
+            path,
+            owner,
+        })
+        .collect()
+}
+
+/// The router: [`table`], a JSON 404 and 405, and the body cap (bodies are
+/// read by the handlers, after the caller is known: see [`crate::body`]).
 pub fn router(state: AppState) -> Router {
-    let limit = state.config.max_body_bytes;
-    Router::new()
-        .route("/v1/chat/completions", post(models::chat))
-        .route("/v1/embeddings", post(models::embeddings))
-        .route("/v1/responses", post(models::responses))
-        .route("/v1/messages", post(models::messages))
-        .route("/proxy/{api}/{*path}", any(proxy::proxy))
-        .route("/v1/limits/acquire", post(limits::acquire))
-        .route("/v1/limits/release", post(limits::release))
-        .route("/v1/limits/report", post(limits::report))
-        .route("/v1/limits", get(limits::list))
-        .route("/v1/limits/{resource}", put(limits::set))
-        .route("/v1/jobs", post(jobs::enqueue).get(jobs::list))
-        .route("/v1/jobs/batch", post(jobs::enqueue_batch))
-        .route("/v1/jobs/{id}", get(jobs::get_job))
-        .route("/v1/jobs/{id}/retry", post(jobs::retry))
-        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/v1/queues", get(jobs::list_queues))
-        .route("/v1/queues/{queue}/pause", post(jobs::pause))
-        .route("/v1/queues/{queue}/resume", post(jobs::resume))
-        .route("/v1/queues/{queue}/dead/retry", post(jobs::dead_retry))
-        .route("/v1/queues/{queue}/dead", delete(jobs::dead_purge))
-        .route("/metrics", get(ops::metrics))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
+    let mut router = Router::new();
+    for (_, path, _, handler) in table() {
+        // Routes of one path with several methods merge.
+        router = router.route(path, handler);
+    }
+    router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("method not allowed on this route".into())
         })
-        .layer(axum::middleware::from_fn_with_state(limit, ops::body_limit))
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }

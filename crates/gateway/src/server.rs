@@ -41,6 +41,12 @@ impl Gateway {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        let warnings = crate::warnings::startup_warnings(&state.config, bound);
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        let _ = state.warnings.set(warnings);
         Ok(Gateway { state, listener })
     }
 

@@ -2,7 +2,6 @@
 //! config → limiter → queues → writers (the listener comes last, in
 //! `server.rs`).
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +13,8 @@ use sluice_redis::{Failure, Mode, RedisConfig, RedisLimiter};
 
 use crate::config::{Config, ModelLimits, RedisSettings};
 use crate::error::ApiError;
-use crate::limits::{Holds, Limits};
+use crate::limits::Limits;
+use crate::limits::holds::Holds;
 use crate::metrics::Metrics;
 use crate::response::Shared;
 use crate::trace::{TraceWriter, TraceWriterTask};
@@ -33,16 +33,20 @@ pub struct Inner {
     /// Where the request path's limits live: `limiter` itself, or Redis
     /// when `[redis]` is configured.
     pub(crate) limits: Limits,
+    /// Grants held for callers of the limiter API.
+    pub(crate) holds: Holds,
     pub(crate) queue: AdmissionQueue<Shared>,
     pub(crate) bulkheads: Bulkheads,
     pub(crate) client: reqwest::Client,
     pub(crate) tools: ToolClassifier,
-    /// Tenant key → workspace.
-    pub(crate) tenants: HashMap<String, String>,
+    /// Tenant keys and the operator's tokens.
+    pub(crate) keys: crate::auth::Keys,
     pub(crate) draining: AtomicBool,
     pub(crate) metrics: Metrics,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// What is unsafe about this configuration; set by `Gateway::bind`.
+    pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
     pub(crate) jobs: std::sync::OnceLock<crate::jobs::Jobs>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
@@ -69,6 +73,10 @@ pub enum StartError {
         /// The variable.
         var: String,
     },
+    /// One secret would name two roles (a tenant key that is also the
+    /// admin token).
+    #[error("{0}: every key must name one role")]
+    SharedKey(String),
     /// The HTTP client could not be built.
     #[error("http client: {0}")]
     Client(String),
@@ -128,24 +136,15 @@ impl AppState {
             .adaptive(adaptive(&config))
             .build()?;
         let limits = match redis {
-            Some(r) => Limits::Shared(r, Holds::default()),
+            Some(r) => Limits::Shared(r),
             None => Limits::Local(limiter.clone()),
         };
         limiter.spawn_maintenance(Duration::from_secs(1));
         limiter.on_change(capacity_changed);
 
-        let mut tenants = HashMap::new();
+        let keys = crate::auth::Keys::from_config(&config)?;
         let mut queue_config = config.queue.clone();
         for t in &config.tenants {
-            let key = match (&t.api_key, &t.api_key_env) {
-                (Some(k), _) => k.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| StartError::MissingKey {
-                    tenant: t.name.clone(),
-                    var: var.clone(),
-                })?,
-                (None, None) => continue,
-            };
-            tenants.insert(key, t.name.clone());
             if let Some(w) = NonZeroU32::new(t.weight) {
                 queue_config.weights = queue_config.weights.with(t.name.clone(), w);
             }
@@ -176,39 +175,43 @@ impl AppState {
         } else {
             (None, None)
         };
+        let holds = Holds::new(
+            config.limits_api.max_held_per_tenant,
+            config.limits_api.max_settle_multiple,
+        );
         let state = AppState {
             inner: Arc::new(Inner {
                 config,
                 limiter,
                 limits,
+                holds,
                 queue,
                 bulkheads,
                 client,
                 tools,
-                tenants,
+                keys,
                 draining: AtomicBool::new(false),
                 metrics,
                 traces,
+                warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         };
-        if matches!(state.limits, Limits::Shared(..)) {
-            // Grants held for the limiter API are released once their TTL
-            // passes, whether or not anyone asks for another; the task ends
-            // with the state.
-            let weak = Arc::downgrade(&state.inner);
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(1));
-                loop {
-                    tick.tick().await;
-                    match weak.upgrade() {
-                        Some(inner) => inner.limits.expire_holds(),
-                        None => break,
-                    }
+        // Grants held for the limiter API are released once their TTL
+        // passes, whether or not anyone asks for another; the task ends
+        // with the state.
+        let weak = Arc::downgrade(&state.inner);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(inner) => inner.holds.expire(),
+                    None => break,
                 }
-            });
-        }
+            }
+        });
         Ok(state)
     }
 
@@ -311,10 +314,50 @@ async fn connect_redis(config: &Config, r: &RedisSettings) -> Result<RedisLimite
 
 /// Resource names: a model's requests are limited on its own name, its
 /// tokens on `tokens:{model}`, its concurrency on `inflight:{model}`; an
-/// API on `api:{name}` and `inflight:api:{name}`; a session on
-/// `session:{thread}`.
+/// API on `api:{name}` and `inflight:api:{name}`; a tenant's session on
+/// `session:{tenant}:{thread}` (see [`session_resource`]).
 pub(crate) fn tokens_resource(model: &str) -> String {
     format!("tokens:{model}")
+}
+
+/// The limiter resource of `tenant`'s session `thread`: sessions are the
+/// tenant's own, so two tenants naming the same thread never share (or
+/// drain) one. The tenant's name has `%` and `:` escaped, so the first `:`
+/// after the prefix ends it.
+pub(crate) fn session_resource(tenant: &str, thread: &str) -> String {
+    format!(
+        "{}{}{thread}",
+        sluice_limit::SESSION_PREFIX,
+        session_scope(tenant)
+    )
+}
+
+/// `session:` then `tenant`, escaped, then `:`: what every name of
+/// `tenant`'s sessions starts with.
+fn session_scope(tenant: &str) -> String {
+    let escaped = tenant.replace('%', "%25").replace(':', "%3A");
+    format!("{escaped}:")
+}
+
+/// The session a tenant sees under the name `resource` names in its own
+/// scope: `session:{thread}` → `session:{tenant}:{thread}`; other names
+/// as they are.
+pub(crate) fn scoped(tenant: &str, resource: &str) -> String {
+    match resource.strip_prefix(sluice_limit::SESSION_PREFIX) {
+        Some(thread) => session_resource(tenant, thread),
+        None => resource.to_owned(),
+    }
+}
+
+/// The name `tenant` knows `resource` by, or `None` for another tenant's
+/// session (which it must not see).
+pub(crate) fn unscoped(tenant: &str, resource: &str) -> Option<String> {
+    match resource.strip_prefix(sluice_limit::SESSION_PREFIX) {
+        Some(rest) => rest
+            .strip_prefix(&session_scope(tenant))
+            .map(|thread| format!("{}{thread}", sluice_limit::SESSION_PREFIX)),
+        None => Some(resource.to_owned()),
+    }
 }
 
 /// See [`tokens_resource`].
@@ -366,6 +409,28 @@ pub(crate) fn rules(config: &Config) -> Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_are_scoped_by_tenant() {
+        assert_eq!(session_resource("acme", "t1"), "session:acme:t1");
+        assert_eq!(scoped("acme", "session:t1"), "session:acme:t1");
+        assert_eq!(scoped("acme", "openai/gpt-4o"), "openai/gpt-4o");
+        assert_eq!(
+            unscoped("acme", "session:acme:t1").as_deref(),
+            Some("session:t1")
+        );
+        assert_eq!(unscoped("globex", "session:acme:t1"), None);
+        assert_eq!(
+            unscoped("globex", "api:slack").as_deref(),
+            Some("api:slack")
+        );
+        // `a:b`'s thread `c` and `a`'s thread `b:c` are apart.
+        assert_ne!(session_resource("a:b", "c"), session_resource("a", "b:c"));
+        assert_eq!(unscoped("a", &session_resource("a:b", "c")), None);
+        // A tenant cannot name its way into another's scope.
+        let sneaky = scoped("globex", "session:acme:t1");
+        assert_eq!(unscoped("acme", &sneaky), None);
+    }
 
     #[test]
     fn fractional_rates_become_whole_windows() {

@@ -86,20 +86,32 @@ async fn a_429_reported_at_one_gateway_reduces_the_other() {
     let a = Harness::with(common::sim_config(), shared_at(&url, &p, "a", 10.0)).await;
     let b = a.replica(shared_at(&url, &p, "b", 10.0)).await;
     let model = "openai/gpt-4o";
+    // A report is about the call made under a grant the caller holds.
+    let grant = a.hold(model).await;
     let res = a
         .send(
             "/v1/limits/report",
-            &json!({"model": model, "status": 429, "retry_after": "0"}),
+            &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
         )
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["capacity"], 5, "{body}");
     // The other gateway reads the shared state.
+    let acquired: Value = a
+        .http
+        .post(b.url("/v1/limits/acquire"))
+        .json(&json!({"model": model}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let res = a
         .http
         .post(b.url("/v1/limits/report"))
-        .json(&json!({"model": model, "status": 200}))
+        .json(&json!({"grant_id": acquired["grant_id"], "status": 200}))
         .send()
         .await
         .unwrap();

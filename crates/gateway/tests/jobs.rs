@@ -36,10 +36,16 @@ fn discord(payload: Value) -> Value {
     json!({"queue": "discord", "kind": "discord.create_role", "payload": payload})
 }
 
+/// The operator's token in these gateways, and the name the helpers below
+/// take as "the operator" (queue-wide calls are the admin's).
+const ADMIN: &str = "s3cret";
+const OPS: &str = "ops";
+
 /// A gateway that answers the jobs API and runs no workers.
 async fn api_only(edit: impl FnOnce(&mut Config)) -> Harness {
     Harness::with(sim_config(), |c| {
         c.jobs.workers = false;
+        c.admin_token = Some(ADMIN.into());
         edit(c);
     })
     .await
@@ -59,13 +65,15 @@ async fn created(h: &Harness, tenant: &str, body: &Value) -> Value {
     res.json().await.expect("a job")
 }
 
+/// `method path` as `tenant`, or with the admin token as [`OPS`].
 async fn call(h: &Harness, method: reqwest::Method, path: &str, tenant: &str) -> reqwest::Response {
-    h.http
-        .request(method, h.url(path))
-        .header("x-sluice-workspace", tenant)
-        .send()
-        .await
-        .expect("the gateway answers")
+    let req = h.http.request(method, h.url(path));
+    let req = if tenant == OPS {
+        req.bearer_auth(ADMIN)
+    } else {
+        req.header("x-sluice-workspace", tenant)
+    };
+    req.send().await.expect("the gateway answers")
 }
 
 async fn get(h: &Harness, path: &str, tenant: &str) -> reqwest::Response {
@@ -93,7 +101,7 @@ fn ids(page: &Value) -> Vec<i64> {
 
 /// The counts of `queue` in `GET /v1/queues`.
 async fn queue(h: &Harness, name: &str) -> Value {
-    let body = ok_json(get(h, "/v1/queues", "ops").await).await;
+    let body = ok_json(get(h, "/v1/queues", OPS).await).await;
     body["queues"]
         .as_array()
         .expect("a `queues` array")
@@ -453,7 +461,7 @@ async fn unknown_jobs_are_404_and_invalid_transitions_409() {
     .await;
     // Queue-wide calls on an unknown queue.
     expect_error(
-        post(&h, "/v1/queues/nowhere/pause", "ops").await,
+        post(&h, "/v1/queues/nowhere/pause", OPS).await,
         404,
         "not_found",
     )
@@ -514,13 +522,13 @@ async fn queues_pause_resume_and_count_by_state() {
     let discord = queue(&h, "discord").await;
     assert_eq!(discord["total"], 0);
 
-    let res = ok_json(post(&h, "/v1/queues/default/pause", "ops").await).await;
+    let res = ok_json(post(&h, "/v1/queues/default/pause", OPS).await).await;
     assert_eq!(res["paused"], true);
     assert_eq!(queue(&h, "default").await["paused"], true);
     // A paused queue gives nothing to a worker.
     let store = same_store(&h).await;
     assert_eq!(kill_all(&store, "default").await, 0);
-    ok_json(post(&h, "/v1/queues/default/resume", "ops").await).await;
+    ok_json(post(&h, "/v1/queues/default/resume", OPS).await).await;
     assert_eq!(queue(&h, "default").await["paused"], false);
     assert_eq!(kill_all(&store, "default").await, 3);
     let q = queue(&h, "default").await;
@@ -563,7 +571,7 @@ async fn dead_letters_are_retried_one_by_one_or_all_and_purged() {
         (Some("available"), Some(0))
     );
     // All of a queue.
-    let res = ok_json(post(&h, "/v1/queues/default/dead/retry", "ops").await).await;
+    let res = ok_json(post(&h, "/v1/queues/default/dead/retry", OPS).await).await;
     assert_eq!(res["retried"], 3);
     assert_eq!(queue(&h, "default").await["counts"]["available"], 4);
     // Dead again, then purged.
@@ -571,6 +579,7 @@ async fn dead_letters_are_retried_one_by_one_or_all_and_purged() {
     let res = h
         .http
         .delete(h.url("/v1/queues/default/dead"))
+        .bearer_auth(ADMIN)
         .send()
         .await
         .unwrap();
@@ -587,8 +596,8 @@ async fn dead_letters_are_retried_one_by_one_or_all_and_purged() {
 }
 
 #[tokio::test]
-async fn queue_wide_calls_take_the_admin_token_when_one_is_set() {
-    let h = api_only(|c| c.admin_token = Some("s3cret".into())).await;
+async fn queue_wide_calls_take_the_admin_token() {
+    let h = api_only(|_| {}).await;
     expect_error(
         post(&h, "/v1/queues/default/pause", "acme").await,
         401,
@@ -753,7 +762,7 @@ async fn with_tenant_keys_jobs_belong_to_the_key() {
     let read = |key: &'static str| h.get(&format!("/v1/jobs/{id}")).bearer_auth(key).send();
     assert_eq!(read("key-acme").await.unwrap().status(), StatusCode::OK);
     expect_error(read("key-globex").await.unwrap(), 404, "not_found").await;
-    // Without an admin token, queue-wide calls take a tenant key.
+    // Queue-wide calls are the operator's, never a tenant's.
     let res = h
         .http
         .post(h.url("/v1/queues/default/pause"))
@@ -768,7 +777,7 @@ async fn with_tenant_keys_jobs_belong_to_the_key() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
+    expect_error(res, 403, "forbidden").await;
     h.stop().await;
 }
 

@@ -119,7 +119,7 @@ async fn release_settles_the_actual_cost_and_unknown_grants_are_404() {
     // Once released, the grant is gone; so is one never given.
     let res = release(&h, json!({"grant_id": g["grant_id"]})).await;
     expect_error(res, 404, "not_found").await;
-    let res = release(&h, json!({"grant_id": "987654321"})).await;
+    let res = release(&h, json!({"grant_id": "0123456789abcdef0123456789abcdef"})).await;
     expect_error(res, 404, "not_found").await;
     h.stop().await;
 }
@@ -127,10 +127,11 @@ async fn release_settles_the_actual_cost_and_unknown_grants_are_404() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reported_429_cuts_capacity() {
     let h = harness().await;
+    let g = grant(&h, json!({"model": "openai/gpt-4o"})).await;
     let res = h
         .send(
             "/v1/limits/report",
-            &json!({"model": "openai/gpt-4o", "status": 429, "retry_after": "1"}),
+            &json!({"grant_id": g["grant_id"], "status": 429, "retry_after": "1"}),
         )
         .await;
     assert_eq!(res.status(), StatusCode::OK);
@@ -146,10 +147,12 @@ async fn a_reported_429_cuts_capacity() {
     assert!(listed["reduction"].as_f64().unwrap() > 0.4, "{listed}");
 
     // A success with the provider's headers is accepted too.
+    let g = grant(&h, json!({"tool": "GITHUB_CREATE_ISSUE"})).await;
     let res = h
         .send(
             "/v1/limits/report",
             &json!({
+                "grant_id": g["grant_id"],
                 "tool": "GITHUB_CREATE_ISSUE",
                 "status": 200,
                 "headers": {"x-ratelimit-remaining-requests": "3"},
@@ -306,6 +309,16 @@ async fn bad_fields_are_named() {
             "/v1/limits/report",
             json!({"model": "openai/gpt-4o", "status": 429, "retry_after": "soon"}),
             "retry_after",
+        ),
+        (
+            "/v1/limits/report",
+            json!({"model": "openai/gpt-4o", "status": 429}),
+            "grant_id",
+        ),
+        (
+            "/v1/limits/report",
+            json!({"grant_id": "1", "status": 429}),
+            "grant_id",
         ),
     ];
     for (path, body, field) in cases {

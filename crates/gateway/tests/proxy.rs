@@ -10,7 +10,6 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sluice_gateway::config::ApiConfig;
 use sluice_sim::Limits;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_reach_the_api_with_method_path_and_body() {
@@ -100,16 +99,7 @@ async fn an_unknown_api_is_a_404() {
 
 /// What comes back for a raw request line: the status code.
 async fn raw_status(h: &Harness, target: &str) -> u16 {
-    let mut s = tokio::net::TcpStream::connect(h.addr).await.unwrap();
-    let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8_lossy(&out);
-    text.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("a status line: {text}"))
+    common::raw(h.addr, "GET", target, &[]).await.0
 }
 
 /// `..` must never climb out of the API's base URL, however it is spelled.

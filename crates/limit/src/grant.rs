@@ -45,7 +45,9 @@ impl Grant {
 
     /// Settles every part at `actual`: a smaller actual refunds the
     /// difference (never above the resource's maximum), a larger one debits
-    /// it, even into debt. Settling at the reserved cost changes nothing.
+    /// it, even into debt, but never more than one window's capacity of
+    /// debt. Settling at the reserved cost, or an in-flight part, changes
+    /// nothing.
     pub fn settle(&mut self, actual: u64) {
         for i in 0..self.parts.len() {
             self.settle_index(i, actual);
@@ -68,7 +70,12 @@ impl Grant {
 
     fn settle_index(&mut self, i: usize, actual: u64) {
         let held = &mut self.parts[i];
-        if actual == held.reserved {
+        // An in-flight slot is held whole until the grant goes: there is
+        // no cost to settle, and counting one would let a settle take
+        // (or free) slots other grants hold.
+        if actual == held.reserved
+            || held.resource.lock().limit.kind() == crate::Algorithm::InFlight
+        {
             return;
         }
         let now = self.shared.now();

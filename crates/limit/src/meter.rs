@@ -12,7 +12,11 @@
 //!   `check` at `now + wait` succeeds (never earlier than reported);
 //! - `Err(None)` means the wait is not a matter of time (in-flight slots,
 //!   or a cost above the current, reduced, maximum);
-//! - `refund` never lifts what is available above the maximum.
+//! - `refund` never lifts what is available above the maximum;
+//! - `debit` never takes what is available below minus one window's
+//!   capacity: whatever a caller settles at, a resource owes at most one
+//!   window, and so recovers within two (a settle far above what was
+//!   reserved cannot lock a resource for everyone).
 
 mod gcra;
 mod in_flight;
@@ -89,9 +93,22 @@ impl Meter {
     }
 
     /// Consumes `amount` more, even into debt (settle with a larger actual
-    /// cost): later takes wait for the debt to be repaid.
+    /// cost): later takes wait for the debt to be repaid. The debt stops at
+    /// one window's capacity.
     pub(crate) fn debit(&mut self, now: Nanos, amount: u64) {
         dispatch!(self, m => m.debit(now, amount))
+    }
+
+    /// Forgets any debt: what is available becomes at least zero (an
+    /// operator configured the resource anew).
+    pub(crate) fn forgive_debt(&mut self, now: Nanos) {
+        match self {
+            Meter::TokenBucket(m) => m.forgive_debt(now),
+            Meter::Gcra(m) => m.forgive_debt(now),
+            Meter::SlidingWindow(m) => m.forgive_debt(now),
+            // Slots held are grants alive: nothing owed to forgive.
+            Meter::InFlight(_) => {}
+        }
     }
 
     /// A grant that held `cost` is gone (only in-flight limits care).

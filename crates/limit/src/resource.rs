@@ -317,6 +317,9 @@ impl State {
         let previous = self.limit.capacity();
         if limit.kind() == self.limit.kind() {
             self.meter.reconfigure(&limit, now);
+            // The operator's number wins, debts included: a resource
+            // configured anew starts from empty at worst, never owing.
+            self.meter.forgive_debt(now);
         } else {
             let available = self.meter.available(now);
             self.meter = Meter::new(&limit, now);

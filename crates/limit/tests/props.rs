@@ -123,6 +123,26 @@ proptest! {
         }
     }
 
+    /// No settle, however large and however often, leaves a resource owing
+    /// more than one window's capacity: one window repays it, and the
+    /// resource is full again after the time it takes to refill from empty.
+    #[test]
+    fn debt_is_at_most_one_window(limit in limits(), steps in schedule(), huge in any::<u64>()) {
+        let (l, clock) = limiter(limit);
+        let floor = -(limit.capacity() as f64) - 1e-9;
+        for (dt, cost) in steps {
+            clock.advance(Duration::from_micros(dt));
+            let cost = cost.min(limit.max_cost());
+            let Ok(mut g) = l.try_acquire("r", cost) else { continue };
+            g.settle(huge);
+            let cap = l.get_capacity("r").unwrap();
+            prop_assert!(cap.available >= floor, "{} < {floor}", cap.available);
+        }
+        let refill = limit.max_cost().div_ceil(limit.capacity()) as u32;
+        clock.advance(limit.window() * (1 + refill));
+        prop_assert!(l.try_acquire("r", limit.max_cost()).is_ok());
+    }
+
     /// GCRA and the token bucket admit the same schedule.
     #[test]
     fn gcra_matches_token_bucket(cap in 1u64..50, window_ms in 1u64..5_000, burst in 1u64..60, steps in schedule()) {

@@ -77,11 +77,22 @@ local function load(r)
     local refill = (now - ts) * r.eff / r.win
     if refill < 0 then refill = 0 end
     r.t = math.min(r.eburst, tk + refill)
+    -- A debt deeper than one window (written before it was bounded) is
+    -- cut to one, and its key's TTL written again.
+    if r.t < -r.eff then
+      r.t = -r.eff
+      r.dirty = true
+    end
   elseif r.algo == 2 then
     local tat = tonumber(redis.call('GET', r.skey)) or now
     if tat < now then tat = now end
-    r.tat = tat
     r.T = r.win / r.eff
+    local deepest = now + r.eburst * r.T + r.win
+    if tat > deepest then
+      tat = deepest
+      r.dirty = true
+    end
+    r.tat = tat
   else
     local floor = now
     if r.algo == 3 then floor = now - r.win end
@@ -147,17 +158,29 @@ local function take(r, cost, member, ttl)
   r.dirty = true
 end
 
+-- Settles a part at `actual`. No debt goes beyond one window's capacity
+-- (what is available never below -capacity), whatever `actual` is, so a
+-- settle cannot lock a resource (or give its key a TTL of centuries); an
+-- in-flight slot has no cost to settle.
 local function settle(r, member, reserved, actual)
+  if r.algo == 4 then return end
   load(r)
   local diff = actual - reserved
   if diff == 0 then return end
   -- Capacity came back: replicas that cached a refusal ask again.
   if diff < 0 then r.notify = true end
   if r.algo == 1 then
-    r.t = math.min(r.eburst, r.t - diff)
+    local t = math.min(r.eburst, r.t - diff)
+    r.t = math.max(t, math.min(r.t, -r.eff))
   elseif r.algo == 2 then
-    r.tat = math.max(now, r.tat + diff * r.T)
+    local tat = math.max(now, r.tat + diff * r.T)
+    r.tat = math.min(tat, math.max(now + r.eburst * r.T + r.win, r.tat))
   else
+    if diff > 0 then
+      -- At most twice the capacity held in the window.
+      local room = math.max(0, 2 * r.eff - r.sum)
+      if diff > room then actual = reserved + room end
+    end
     local score = redis.call('ZSCORE', r.skey, member)
     if score then
       redis.call('ZREM', r.skey, member)

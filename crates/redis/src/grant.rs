@@ -68,7 +68,7 @@ impl RedisGrant {
 
     /// Settles the part for `resource` at `actual`: a smaller actual gives
     /// the difference back to the shared state, a larger one takes it (into
-    /// debt if need be).
+    /// debt if need be, never more than one window's capacity of it).
     ///
     /// # Errors
     /// [`Error::UnknownResource`] if the grant holds no such resource.
@@ -87,7 +87,9 @@ impl RedisGrant {
 
     fn settle_index(&mut self, i: usize, actual: u64) {
         let held = &mut self.parts[i];
-        if actual == held.reserved {
+        // An in-flight slot is held whole until the grant goes: nothing to
+        // settle (as in the in-process limiter).
+        if actual == held.reserved || held.spec.limit.kind() == Algorithm::InFlight {
             return;
         }
         let old = std::mem::take(&mut held.member);
@@ -98,11 +100,6 @@ impl RedisGrant {
             let base = old.rsplit_once(':').map_or(old.as_str(), |(b, _)| b);
             format!("{base}:{actual}")
         };
-        if held.spec.limit.kind() == Algorithm::InFlight {
-            let mut map = self.inner.held_leases();
-            map.remove(&old);
-            map.insert(member.clone(), held.spec.clone());
-        }
         self.inner.send(Op {
             kind: Kind::Settle {
                 spec: held.spec.clone(),

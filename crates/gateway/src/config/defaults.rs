@@ -14,7 +14,7 @@ use sluice_limit::{
 };
 
 use super::{
-    AdaptiveSettings, ApiConfig, Config, LimitsApiConfig, MetricsConfig, ModelLimits,
+    AdaptiveSettings, ApiConfig, Config, HttpConfig, LimitsApiConfig, MetricsConfig, ModelLimits,
     ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig,
     WireFormat,
 };
@@ -103,6 +103,7 @@ impl Default for Config {
             trace: TraceConfig::default(),
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
+            http: HttpConfig::default(),
             redis: None,
             jobs: super::JobsConfig::default(),
         }
@@ -236,6 +237,8 @@ impl Default for LimitsApiConfig {
         LimitsApiConfig {
             lease_ttl_ms: 60_000,
             max_wait_ms: 30_000,
+            max_held_per_tenant: 100,
+            max_settle_multiple: 2,
         }
     }
 }
@@ -256,6 +259,17 @@ impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
             tenant_labels: false,
+            token: None,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 1_024,
         }
     }
 }

@@ -83,6 +83,11 @@ impl Config {
         if self.admin_token.is_some() {
             table.insert("admin_token".into(), REDACTED.into());
         }
+        if let (Some(_), Some(Value::Table(metrics))) =
+            (&self.metrics.token, table.get_mut("metrics"))
+        {
+            metrics.insert("token".into(), REDACTED.into());
+        }
         if let Some(Value::Table(jobs)) = table.get_mut("jobs") {
             jobs.insert(
                 "store".into(),

@@ -20,7 +20,7 @@ impl Limits {
     pub(crate) fn for_jobs(&self) -> SharedLimits {
         match self {
             Limits::Local(l) => l.into(),
-            Limits::Shared(r, _) => SharedLimits::new(RedisJobLimits(r.clone())),
+            Limits::Shared(r) => SharedLimits::new(RedisJobLimits(r.clone())),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The jobs API: enqueue (one or a batch, deduplicated by
 //! `Idempotency-Key`), read, list, retry and cancel jobs, all scoped to the
-//! caller's tenant; and the queue-wide calls (counts, pause, resume, dead
-//! letters), which take the admin token when one is configured.
+//! caller's tenant (another tenant's job is as absent as a missing one);
+//! and the queue-wide calls (counts, pause, resume, dead letters), which
+//! touch every tenant's jobs and so are the operator's (admin token).
 //!
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
@@ -11,7 +12,6 @@ mod spec;
 
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,7 +21,8 @@ use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
-use crate::context::Context;
+use crate::auth::Tenant;
+use crate::body::Body;
 use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
 use crate::routes::limits::parse;
@@ -90,11 +91,15 @@ fn count(e: &Enqueued) {
 
 /// `POST /v1/jobs`: 201 with the stored job, or 200 with the original job
 /// (and `x-sluice-idempotent-replay: true`) for a known `Idempotency-Key`.
-pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn enqueue(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Response {
     reply(
         async {
             state.check_open()?;
-            let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
             let spec: JobSpec = parse(&body)?;
             let header_key = headers
@@ -114,7 +119,7 @@ pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: By
                     "differs from the body's `idempotency_key`",
                 ));
             }
-            let mut job = spec.into_job(&state, &ctx.workspace, "")?;
+            let mut job = spec.into_job(&state, tenant.name(), "")?;
             if let Some(key) = header_key {
                 job = job.idempotency_key(key);
                 job.validate().map_err(|_| {
@@ -147,13 +152,13 @@ pub async fn enqueue(State(state): State<AppState>, headers: HeaderMap, body: By
 /// jobs in order, each marked `idempotent_replay` if it was an earlier job.
 pub async fn enqueue_batch(
     State(state): State<AppState>,
+    tenant: Tenant,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     reply(
         async {
             state.check_open()?;
-            let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
             if headers.contains_key("idempotency-key") {
                 // One key cannot stand for many jobs; refuse rather than ignore it.
@@ -180,7 +185,7 @@ pub async fn enqueue_batch(
             let jobs = specs
                 .into_iter()
                 .enumerate()
-                .map(|(i, s)| s.into_job(&state, &ctx.workspace, &format!("jobs[{i}].")))
+                .map(|(i, s)| s.into_job(&state, tenant.name(), &format!("jobs[{i}].")))
                 .collect::<Result<Vec<_>, _>>()?;
             let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
             let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();
@@ -210,9 +215,9 @@ fn job_id(raw: &str) -> Result<JobId, ApiError> {
 }
 
 /// The caller's job `id`: another tenant's job is as absent as a missing one.
-async fn owned(store: &AnyStore, ctx: &Context, id: JobId) -> Result<Job, ApiError> {
+async fn owned(store: &AnyStore, tenant: &Tenant, id: JobId) -> Result<Job, ApiError> {
     match store.get(id).await.map_err(store_error)? {
-        Some(job) if job.tenant == ctx.workspace => Ok(job),
+        Some(job) if job.tenant == tenant.name() => Ok(job),
         _ => Err(ApiError::NotFound(format!("job {id} not found"))),
     }
 }
@@ -228,38 +233,37 @@ enum Act {
 /// `GET /v1/jobs/{id}`.
 pub async fn get_job(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    act(state, id, headers, Act::Read).await
+    act(state, tenant, id, Act::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
 pub async fn retry(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    act(state, id, headers, Act::Retry).await
+    act(state, tenant, id, Act::Retry).await
 }
 
 /// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
 /// (again); 409 for a finished one.
 pub async fn cancel(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    act(state, id, headers, Act::Cancel).await
+    act(state, tenant, id, Act::Cancel).await
 }
 
 /// Finds the caller's job `id` (404 for another tenant's) and does `what`.
-async fn act(state: AppState, id: String, headers: HeaderMap, what: Act) -> Response {
+async fn act(state: AppState, tenant: Tenant, id: String, what: Act) -> Response {
     reply(
         async {
-            let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
-            let job = owned(store, &ctx, job_id(&id)?).await?;
+            let job = owned(store, &tenant, job_id(&id)?).await?;
             let job = match what {
                 Act::Read => job,
                 Act::Retry => {

@@ -1,7 +1,14 @@
 //! The limiter API, for agents that call upstreams themselves:
-//! acquire / release / report, the state of every resource, and live
-//! capacity changes (admin).
+//! acquire / release / report, the state of the resources a tenant may
+//! see, and live capacity changes (admin).
+//!
+//! An acquire waits in the same admission queue as the gateway's own
+//! requests (priorities, per-tenant fairness and depth limits, the
+//! resource's lane), and the grant it gets belongs to the tenant (see
+//! [`crate::limits::holds`]). Sessions are the tenant's own: `session:{x}`
+//! names the caller's session `x`.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::Json;
@@ -11,13 +18,17 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sluice_admit::{Admission, Ticket};
+use sluice_limit::Capacity;
 use sluice_limit::headers::RateLimitHeaders;
-use sluice_limit::{Capacity, GrantId};
 use tokio::time::Instant;
 
+use crate::auth::{Admin, Tenant};
+use crate::body::Body;
 use crate::context::Context;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::limits::holds::{HoldError, HoldId};
+use crate::state::{AppState, scoped, tokens_resource, unscoped};
 
 /// The body as `T`; a field of the wrong type is named (serde's own
 /// message says only "invalid type … at line 1 column 14").
@@ -51,7 +62,7 @@ fn reply(r: Result<Value, ApiError>) -> Response {
     }
 }
 
-/// What an acquire or report is about: exactly one of these.
+/// What an acquire is about: exactly one of these.
 #[derive(Debug)]
 struct Target<'a> {
     resource: &'a Option<String>,
@@ -60,8 +71,9 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
-    /// The limiter resource, checked against what the gateway knows.
-    fn resolve(&self, state: &AppState) -> Result<String, ApiError> {
+    /// The limiter resource, checked against what the gateway knows, in
+    /// `tenant`'s scope (`session:x` is the tenant's own session `x`).
+    fn resolve(&self, state: &AppState, tenant: &str) -> Result<String, ApiError> {
         match (self.resource, self.model, self.tool) {
             (Some(r), None, None) => {
                 let known = state.config.provider_for(r).is_some()
@@ -76,7 +88,7 @@ impl Target<'_> {
                         "unknown resource {r:?}: use a model (`openai/…`), `api:<name>`, `session:<id>`, or configure it with PUT /v1/limits/{{resource}}"
                     )));
                 }
-                Ok(r.clone())
+                Ok(scoped(tenant, r))
             }
             (None, Some(m), None) => {
                 if state.config.provider_for(m).is_none() {
@@ -118,25 +130,9 @@ fn one() -> u64 {
     1
 }
 
-macro_rules! targeted {
-    ($t:ty) => {
-        impl $t {
-            fn target(&self) -> Target<'_> {
-                Target {
-                    resource: &self.resource,
-                    model: &self.model,
-                    tool: &self.tool,
-                }
-            }
-        }
-    };
-}
-targeted!(AcquireBody);
-targeted!(ReportBody);
-
-fn capacity_json(c: &Capacity) -> Value {
+fn capacity_json(c: &Capacity, name: &str) -> Value {
     json!({
-        "resource": c.resource,
+        "resource": name,
         "algorithm": c.algorithm.as_str(),
         "capacity": c.total,
         "configured": c.configured,
@@ -151,39 +147,97 @@ fn capacity_json(c: &Capacity) -> Value {
     })
 }
 
+/// A hold refused or unknown, as an answer.
+fn hold_error(e: HoldError) -> ApiError {
+    match e {
+        HoldError::Unknown(_) => ApiError::NotFound(e.to_string()),
+        HoldError::Reported(_) => ApiError::Conflict(e.to_string()),
+        HoldError::TenantFull { .. } | HoldError::Full(_) => ApiError::RateLimited {
+            resource: "limits_api_holds".into(),
+            retry_after: Some(Duration::from_secs(1)),
+            policy: None,
+        },
+    }
+}
+
+fn grant_id(raw: &str) -> Result<HoldId, ApiError> {
+    HoldId::parse(raw).ok_or_else(|| {
+        ApiError::bad_field("grant_id", "not a grant id (32 hex digits, from acquire)")
+    })
+}
+
 /// `POST /v1/limits/acquire` → `{grant_id, resource, cost, expires_in_ms}`
 /// or 429 with `Retry-After` and `RateLimit`/`RateLimit-Policy`.
-pub async fn acquire(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    reply(acquire_inner(&state, &headers, &body).await)
+pub async fn acquire(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Response {
+    reply(acquire_inner(&state, &tenant, &headers, &body).await)
 }
 
 async fn acquire_inner(
     state: &AppState,
+    tenant: &Tenant,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Value, ApiError> {
     state.check_open()?;
-    let ctx = Context::from_headers(state, headers)?;
+    let ctx = Context::from_headers(state, tenant, headers)?;
     let b: AcquireBody = parse(body)?;
-    if let Some(p) = &b.priority {
-        p.parse::<sluice_admit::Priority>()
-            .map_err(|e| ApiError::bad_field("priority", e))?;
-    }
+    let priority = match &b.priority {
+        Some(p) => p
+            .parse::<sluice_admit::Priority>()
+            .map_err(|e| ApiError::bad_field("priority", e))?,
+        None => ctx.priority,
+    };
     if b.cost == 0 {
         return Err(ApiError::bad_field("cost", "must be at least 1"));
     }
-    let resource = b.target().resolve(state)?;
+    let target = Target {
+        resource: &b.resource,
+        model: &b.model,
+        tool: &b.tool,
+    };
+    let resource = target.resolve(state, tenant.name())?;
+    state.holds.check(tenant.name()).map_err(hold_error)?;
     let max_wait = state.config.limits_api.max_wait_ms;
     let wait = b.timeout_ms.unwrap_or(0).min(max_wait);
-    let deadline = Instant::now() + Duration::from_millis(wait);
+    let deadline = (Instant::now() + Duration::from_millis(wait)).min(ctx.deadline);
+    // The resource's lane of the admission queue, as the gateway's own
+    // requests for it: one tenant cannot take every place in the
+    // limiter's queue, and waits its fair turn behind the others. A call
+    // that will not wait still goes through it, for a moment.
+    let admit_by = deadline.max(Instant::now() + Duration::from_millis(1));
+    let ticket = Ticket::new(ctx.workspace.clone(), admit_by)
+        .with_priority(priority)
+        .with_lane(resource.as_str());
+    let mut permit = match state.queue.admit(ticket).await {
+        Ok(Admission::Run(p)) => p,
+        Ok(Admission::Joined(_)) => {
+            return Err(ApiError::Internal("joined a flight without a key".into()));
+        }
+        Err(sluice_admit::Error::DeadlineExceeded) => {
+            return Err(ApiError::RateLimited {
+                resource,
+                retry_after: Some(Duration::from_secs(1)),
+                policy: None,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let grant = if wait == 0 {
         state.limits.try_acquire(&resource, b.cost).await
     } else {
         state
             .limits
-            .acquire_many(&[(&resource, b.cost)], Some(deadline.min(ctx.deadline)))
+            .acquire_many(&[(&resource, b.cost)], Some(deadline))
             .await
     };
+    // Through the limiter: the lane's slot goes to the next in line.
+    permit.dispatched();
+    drop(permit);
     let grant = match grant {
         Ok(g) => g,
         Err(e) => {
@@ -197,14 +251,16 @@ async fn acquire_inner(
         }
     };
     let ttl = Duration::from_millis(state.config.limits_api.lease_ttl_ms);
+    let owner: Arc<str> = Arc::from(tenant.name());
     let id = state
-        .limits
-        .hold(grant, ttl)
-        .map_err(|e| ApiError::from_limit(e, None))?;
+        .holds
+        .hold(&owner, resource.clone(), b.cost, grant, ttl)
+        .map_err(hold_error)?;
     Ok(json!({
         "grant_id": id.to_string(),
-        "resource": resource,
+        "resource": unscoped(tenant.name(), &resource).unwrap_or(resource),
         "cost": b.cost,
+        "max_actual_cost": state.holds.max_settle(b.cost),
         "expires_in_ms": ttl.as_millis() as u64,
     }))
 }
@@ -216,25 +272,24 @@ struct ReleaseBody {
     actual_cost: Option<u64>,
 }
 
-/// `POST /v1/limits/release`.
-pub async fn release(State(state): State<AppState>, body: Bytes) -> Response {
+/// `POST /v1/limits/release`: the caller's own grant, settled at
+/// `actual_cost` (cut to `max_actual_cost`) when given.
+pub async fn release(State(state): State<AppState>, tenant: Tenant, Body(body): Body) -> Response {
     reply((|| {
         let b: ReleaseBody = parse(&body)?;
-        let id: u64 = b
-            .grant_id
-            .parse()
-            .map_err(|_| ApiError::bad_field("grant_id", "not a grant id"))?;
-        state
-            .limits
-            .release(GrantId(id), b.actual_cost)
-            .map_err(|e| ApiError::from_limit(e, None))?;
-        Ok(json!({"released": b.grant_id}))
+        let id = grant_id(&b.grant_id)?;
+        let done = state
+            .holds
+            .release(tenant.name(), id, b.actual_cost)
+            .map_err(hold_error)?;
+        Ok(json!({"released": b.grant_id, "settled_cost": done.settled, "clamped": done.clamped}))
     })())
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReportBody {
+    grant_id: Option<String>,
     resource: Option<String>,
     model: Option<String>,
     tool: Option<String>,
@@ -242,16 +297,17 @@ struct ReportBody {
     retry_after: Option<String>,
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
-    tokens_resource: Option<String>,
 }
 
 /// `POST /v1/limits/report`: an upstream's answer (status, Retry-After,
-/// rate-limit headers), for adaptive reduction and to keep buckets in step.
-pub async fn report(State(state): State<AppState>, body: Bytes) -> Response {
-    reply(report_inner(&state, &body).await)
+/// rate-limit headers) to the call the caller made under one of its held
+/// grants, for adaptive reduction and to keep buckets in step. One report
+/// per grant, before it is released.
+pub async fn report(State(state): State<AppState>, tenant: Tenant, Body(body): Body) -> Response {
+    reply(report_inner(&state, &tenant, &body).await)
 }
 
-async fn report_inner(state: &AppState, body: &Bytes) -> Result<Value, ApiError> {
+async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result<Value, ApiError> {
     let b: ReportBody = parse(body)?;
     if !(100..=599).contains(&b.status) {
         return Err(ApiError::bad_field(
@@ -259,7 +315,6 @@ async fn report_inner(state: &AppState, body: &Bytes) -> Result<Value, ApiError>
             "must be an HTTP status (100–599)",
         ));
     }
-    let resource = b.target().resolve(state)?;
     let mut pairs: Vec<(&str, &str)> = b
         .headers
         .iter()
@@ -275,38 +330,70 @@ async fn report_inner(state: &AppState, body: &Bytes) -> Result<Value, ApiError>
             "neither seconds nor an HTTP date",
         ));
     }
+    let raw = b.grant_id.as_deref().ok_or_else(|| {
+        ApiError::bad_field(
+            "grant_id",
+            "is required: a report is about the call made under a grant you hold",
+        )
+    })?;
+    let id = grant_id(raw)?;
+    let named = (b.resource.is_some() || b.model.is_some() || b.tool.is_some())
+        .then(|| {
+            Target {
+                resource: &b.resource,
+                model: &b.model,
+                tool: &b.tool,
+            }
+            .resolve(state, tenant.name())
+        })
+        .transpose()?;
+    let resource = state.holds.report(tenant.name(), id).map_err(hold_error)?;
+    if let Some(named) = named.filter(|n| *n != resource) {
+        return Err(ApiError::bad_field(
+            "resource",
+            format!("grant {raw} holds {resource:?}, not {named:?}"),
+        ));
+    }
+    // A model's token quota (its `tokens:` resource, when limited) is
+    // kept in step by the same answer's token headers.
+    let (requests, tokens) = if resource.starts_with("tokens:") {
+        (None, Some(resource.clone()))
+    } else {
+        let tokens = state
+            .model_limits(&resource)
+            .filter(|l| l.tokens_per_minute.is_some())
+            .map(|_| tokens_resource(&resource));
+        (Some(resource.clone()), tokens)
+    };
     state
         .limits
-        .observe(
-            Some(&resource),
-            b.tokens_resource.as_deref(),
-            b.status,
-            &limits,
-        )
+        .observe(requests.as_deref(), tokens.as_deref(), b.status, &limits)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
-    current(state, &resource).await
+    current(state, tenant.name(), &resource).await
 }
 
-/// The state of `resource` as JSON.
-async fn current(state: &AppState, resource: &str) -> Result<Value, ApiError> {
+/// The state of `resource` as JSON, named as `tenant` knows it.
+async fn current(state: &AppState, tenant: &str, resource: &str) -> Result<Value, ApiError> {
     let cap = state
         .limits
         .get_capacity(resource)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
-    Ok(capacity_json(&cap))
+    let name = unscoped(tenant, resource).unwrap_or_else(|| resource.to_owned());
+    Ok(capacity_json(&cap, &name))
 }
 
-/// `GET /v1/limits`: every live resource (in distributed mode, those this
-/// replica used recently, with their shared state).
-pub async fn list(State(state): State<AppState>) -> Response {
+/// `GET /v1/limits`: the live resources the caller may see: the shared
+/// ones (models, tokens, APIs) and its own sessions (in distributed mode,
+/// those this replica used recently, with their shared state).
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
     let all: Vec<Value> = state
         .limits
         .capacities()
         .await
         .iter()
-        .map(capacity_json)
+        .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))
         .collect();
     Json(json!({"resources": all})).into_response()
 }
@@ -318,25 +405,20 @@ struct SetBody {
     window_ms: Option<u64>,
 }
 
-/// `PUT /v1/limits/{resource}` (admin token): change capacity live.
-/// Not in distributed mode: every replica must agree on the configured
-/// capacity, so it is changed in the config of all of them.
+/// `PUT /v1/limits/{resource}` (admin): change capacity live; any debt the
+/// resource owes is forgiven (it starts from empty, not below). Not in
+/// distributed mode: every replica must agree on the configured capacity,
+/// so it is changed in the config of all of them.
 pub async fn set(
     State(state): State<AppState>,
+    _: Admin,
     Path(resource): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
-    reply(set_inner(&state, &resource, &headers, &body).await)
+    reply(set_inner(&state, &resource, &body).await)
 }
 
-async fn set_inner(
-    state: &AppState,
-    resource: &str,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Value, ApiError> {
-    admin(state, headers)?;
+async fn set_inner(state: &AppState, resource: &str, body: &Bytes) -> Result<Value, ApiError> {
     let b: SetBody = parse(body)?;
     if b.capacity == 0 {
         return Err(ApiError::bad_field(
@@ -365,29 +447,10 @@ async fn set_inner(
         .limiter
         .set_capacity(resource, b.capacity, window)
         .map_err(|e| ApiError::from_limit(e, None))?;
-    current(state, resource).await
-}
-
-/// Checks the admin token.
-pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(token) = &state.config.admin_token else {
-        return Err(ApiError::Forbidden(
-            "admin calls are disabled: set admin_token".into(),
-        ));
-    };
-    let given = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())
-        })?;
-    if !constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
-        return Err(ApiError::Forbidden("wrong admin token".into()));
-    }
-    Ok(())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let cap = state
+        .limits
+        .get_capacity(resource)
+        .await
+        .map_err(|e| ApiError::from_limit(e, None))?;
+    Ok(capacity_json(&cap, resource))
 }

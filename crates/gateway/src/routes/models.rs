@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,34 +18,36 @@ use serde_json::Value;
 use sluice_admit::{Admission, Ticket};
 use tokio::time::Instant;
 
+use crate::auth::Tenant;
+use crate::body::Body;
 use crate::config::{ProviderConfig, WireFormat};
 use crate::context::Context;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::{Buffered, Meta, from_shared, pass_headers};
-use crate::state::{AppState, inflight_resource, tokens_resource};
+use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::trace::Trace;
 use crate::upstream::{self, Answered, Failure, Plan};
 use crate::usage::{self, Endpoint};
 
 /// `POST /v1/chat/completions`.
-pub async fn chat(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
-    handle(s, Endpoint::Chat, h, body).await
+pub async fn chat(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
+    handle(s, Endpoint::Chat, t, h, b.0).await
 }
 
 /// `POST /v1/embeddings`.
-pub async fn embeddings(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
-    handle(s, Endpoint::Embeddings, h, body).await
+pub async fn embeddings(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
+    handle(s, Endpoint::Embeddings, t, h, b.0).await
 }
 
 /// `POST /v1/responses`.
-pub async fn responses(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
-    handle(s, Endpoint::Responses, h, body).await
+pub async fn responses(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
+    handle(s, Endpoint::Responses, t, h, b.0).await
 }
 
 /// `POST /v1/messages`.
-pub async fn messages(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> Response {
-    handle(s, Endpoint::Messages, h, body).await
+pub async fn messages(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
+    handle(s, Endpoint::Messages, t, h, b.0).await
 }
 
 fn path(endpoint: Endpoint) -> &'static str {
@@ -85,11 +87,21 @@ struct Observed {
     trace: Option<Trace>,
 }
 
-async fn handle(state: AppState, endpoint: Endpoint, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    state: AppState,
+    endpoint: Endpoint,
+    tenant: Tenant,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let started = Instant::now();
     let mut meta = Meta::default();
     let mut obs = Observed::default();
-    let (mut res, error) = match run(&state, endpoint, &headers, body, &mut meta, &mut obs).await {
+    let ran = run(
+        &state, endpoint, &tenant, &headers, body, &mut meta, &mut obs,
+    )
+    .await;
+    let (mut res, error) = match ran {
         Ok(res) => (res, None),
         Err(e) => {
             if let ApiError::QueueFull { scope, .. } = &e {
@@ -136,6 +148,7 @@ struct Request<'a> {
 async fn run(
     state: &AppState,
     endpoint: Endpoint,
+    tenant: &Tenant,
     headers: &HeaderMap,
     body: Bytes,
     meta: &mut Meta,
@@ -143,7 +156,7 @@ async fn run(
 ) -> Result<Response, ApiError> {
     state.check_open()?;
     let auth_start = Instant::now();
-    let ctx = Context::from_headers(state, headers)?;
+    let ctx = Context::from_headers(state, tenant, headers)?;
     meta.request_id = ctx.request_id.clone();
     obs.tenant = Some(ctx.workspace.clone());
     let mut trace = Trace::start(
@@ -328,7 +341,7 @@ async fn attempt(
         needs.push((inflight_resource(model), 1));
     }
     if let Some(thread) = &req.ctx.thread {
-        needs.push((format!("{}{thread}", sluice_limit::SESSION_PREFIX), 1));
+        needs.push((session_resource(&req.ctx.workspace, thread), 1));
     }
     let plan = Plan {
         needs,
@@ -485,7 +498,7 @@ async fn attempt(
                 w.submit(t.finish());
             }
         });
-        let mut res = Response::new(Body::from_stream(stream));
+        let mut res = Response::new(axum::body::Body::from_stream(stream));
         *res.status_mut() = status;
         *res.headers_mut() = headers;
         return Ok(Reply::Stream(res));

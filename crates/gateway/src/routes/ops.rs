@@ -1,25 +1,22 @@
-//! Health, readiness, metrics, and the body cap.
+//! Health, readiness and metrics.
 
 use axum::Json;
-use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::auth::{Anyone, Scraper};
 use crate::state::AppState;
 
 /// `GET /healthz`: the process is up.
-pub async fn healthz() -> Response {
+pub async fn healthz(_: Anyone) -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
 /// `GET /readyz`: 503 while draining or overloaded (the admission backlog
 /// above twice the dispatch concurrency), with the reasons.
-pub async fn readyz(State(state): State<AppState>) -> Response {
+pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     let mut reasons = Vec::new();
     if state.is_draining() {
         reasons.push("draining");
@@ -46,18 +43,26 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let queued = state.queue.stats().queued();
+    // Not a reason to be unready (a local gateway without tenants is a
+    // supported setup), but said here for whoever probes it.
+    let auth = if state.keys.is_open() {
+        "none: no [[tenants]], every caller is trusted"
+    } else {
+        "tenant keys"
+    };
+    let warnings = state.warnings.get().cloned().unwrap_or_default();
     (
         status,
         Json(
             json!({"ready": reasons.is_empty(), "reasons": reasons, "queued": queued,
-            "redis": redis}),
+            "redis": redis, "auth": auth, "warnings": warnings}),
         ),
     )
         .into_response()
 }
 
 /// `GET /metrics`: Prometheus text.
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
     // Gauges are read at scrape time: the limiter and the queue know them.
     let stats = state.queue.stats();
     for p in sluice_admit::Priority::ALL {
@@ -82,45 +87,4 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         body,
     )
         .into_response()
-}
-
-/// Refuses bodies over `limit` bytes with 413, whether or not they say
-/// their length up front.
-pub async fn body_limit(State(limit): State<usize>, req: Request, next: Next) -> Response {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return closing(ApiError::PayloadTooLarge { limit });
-    }
-    let (parts, body) = req.into_parts();
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return closing(ApiError::PayloadTooLarge { limit });
-        }
-        Err(e) => {
-            return closing(ApiError::BadRequest {
-                message: format!("reading the request body: {e}"),
-                param: None,
-            });
-        }
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
-/// An error answered before the request body was read to its end. The
-/// server closes such a connection (the rest of the body is still on it),
-/// and says so: without `Connection: close` a client would put the
-/// connection back in its pool and its next request would fail on it.
-fn closing(e: ApiError) -> Response {
-    let mut res = e.into_response();
-    res.headers_mut().insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("close"),
-    );
-    res
 }

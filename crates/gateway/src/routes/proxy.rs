@@ -1,14 +1,19 @@
 //! `ANY /proxy/{api}/{*path}`: a configured SaaS API, under its limits.
 //!
 //! Requests only ever go to the API's configured base URL: the path is
-//! appended to it, never parsed as a URL of its own.
+//! appended to it segment by segment, decoded once, and can never leave it
+//! (see [`target`]).
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+mod target;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
+use crate::auth::Tenant;
+use crate::body::Body;
 use crate::context::Context;
 use crate::error::ApiError;
 use crate::metrics;
@@ -36,20 +41,29 @@ const FORWARDED: &[&str] = &[
 /// The handler.
 pub async fn proxy(
     State(state): State<AppState>,
-    Path((api, rest)): Path<(String, String)>,
-    RawQuery(query): RawQuery,
+    tenant: Tenant,
     method: Method,
+    uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     let started = tokio::time::Instant::now();
     let mut meta = Meta::default();
     let mut trace = None;
-    let (mut res, error) = match run(
-        &state, &api, &rest, query, method, &headers, body, &mut meta, &mut trace,
-    )
-    .await
-    {
+    // The path as sent, still encoded: decoded here, once (see `target`).
+    let (api, rest) = match target::split(uri.path()) {
+        Ok(split) => split,
+        Err(e) => return e.into_response(),
+    };
+    let call = Call {
+        tenant: &tenant,
+        api: &api,
+        rest,
+        query: uri.query(),
+        method,
+        headers: &headers,
+    };
+    let (mut res, error) = match run(&state, call, body, &mut meta, &mut trace).await {
         Ok(r) => (r, None),
         Err(e) => {
             let msg = e.to_string();
@@ -74,20 +88,35 @@ pub async fn proxy(
     res
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a proxied request asks for.
+struct Call<'a> {
+    tenant: &'a Tenant,
+    /// The API's name, decoded.
+    api: &'a str,
+    /// The path below the API's name, still encoded.
+    rest: &'a str,
+    query: Option<&'a str>,
+    method: Method,
+    headers: &'a HeaderMap,
+}
+
 async fn run(
     state: &AppState,
-    api: &str,
-    rest: &str,
-    query: Option<String>,
-    method: Method,
-    headers: &HeaderMap,
+    call: Call<'_>,
     body: Bytes,
     meta: &mut Meta,
     trace: &mut Option<Trace>,
 ) -> Result<Response, ApiError> {
+    let Call {
+        tenant,
+        api,
+        rest,
+        query,
+        method,
+        headers,
+    } = call;
     state.check_open()?;
-    let ctx = Context::from_headers(state, headers)?;
+    let ctx = Context::from_headers(state, tenant, headers)?;
     meta.request_id = ctx.request_id.clone();
     *trace = Some(Trace::start(
         ctx.request_id.clone(),
@@ -100,21 +129,7 @@ async fn run(
     let cfg = state.config.api(api).ok_or_else(|| {
         ApiError::NotFound(format!("unknown API {api:?}: configure it under [[apis]]"))
     })?;
-    if rest.split('/').any(|seg| seg == ".." || seg == ".") {
-        return Err(ApiError::BadRequest {
-            message: "path segments `.` and `..` are not allowed".into(),
-            param: None,
-        });
-    }
-    let mut url = format!(
-        "{}/{}",
-        cfg.base_url.trim_end_matches('/'),
-        rest.trim_start_matches('/')
-    );
-    if let Some(q) = query {
-        url.push('?');
-        url.push_str(&q);
-    }
+    let url = target::upstream_url(&cfg.base_url, rest, query)?;
     let resource = sluice_limit::api_resource(api);
     let mut needs = vec![(resource.clone(), 1)];
     if cfg.max_in_flight.is_some() {
@@ -136,7 +151,7 @@ async fn run(
     let token = cfg.auth_env.as_ref().and_then(|v| std::env::var(v).ok());
     // Without tenants, the client's own credentials go upstream; with
     // tenants, `Authorization` is the tenant's Sluice key and stays here.
-    let client_auth = if state.tenants.is_empty() {
+    let client_auth = if state.keys.is_open() {
         headers.get("authorization").cloned()
     } else {
         None
@@ -150,7 +165,7 @@ async fn run(
     let send = || {
         let mut r = state
             .client
-            .request(method.clone(), &url)
+            .request(method.clone(), url.clone())
             .body(body.clone());
         for name in FORWARDED {
             if let Some(v) = headers.get(*name) {
@@ -200,7 +215,7 @@ async fn run(
         let _ = (&grant, &permit);
         chunk.map_err(std::io::Error::other)
     });
-    let mut res = Response::new(Body::from_stream(stream));
+    let mut res = Response::new(axum::body::Body::from_stream(stream));
     *res.status_mut() = status;
     *res.headers_mut() = headers;
     Ok(res)

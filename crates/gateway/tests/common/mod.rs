@@ -350,6 +350,23 @@ impl Harness {
     }
 }
 
+/// The keys of the two tenants [`two_tenants`] configures.
+pub const ACME: &str = "key-acme";
+/// See [`ACME`].
+pub const GLOBEX: &str = "key-globex";
+
+/// Two tenants, `acme` and `globex`, with the keys [`ACME`] and [`GLOBEX`].
+pub fn two_tenants(c: &mut Config) {
+    for (name, key) in [("acme", ACME), ("globex", GLOBEX)] {
+        c.tenants.push(sluice_gateway::config::TenantConfig {
+            name: name.into(),
+            api_key: Some(key.into()),
+            api_key_env: None,
+            weight: 1,
+        });
+    }
+}
+
 /// A chat completions body for `model`.
 pub fn chat(model: &str) -> Value {
     json!({
@@ -414,6 +431,34 @@ where
         tokio::time::sleep(POLL).await;
     }
     panic!("gave up waiting until {what}");
+}
+
+/// Sends `method target` as written (an HTTP client would resolve dots
+/// and encodings first) with extra header lines, on a connection of its
+/// own; the status code and the body as text.
+pub async fn raw(addr: SocketAddr, method: &str, target: &str, headers: &[&str]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("Content-Length: 0\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("read");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {text}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
 }
 
 /// The `data:` payloads of a server-sent-event stream, in order.

@@ -62,7 +62,18 @@ impl Gcra {
     }
 
     pub(crate) fn debit(&mut self, now: Nanos, amount: u64) {
-        self.tat = self.tat.max(self.scaled(now)) + self.increment(amount);
+        let now_s = self.scaled(now);
+        let tat = self.tat.max(now_s).saturating_add(self.increment(amount));
+        // At most one window's capacity in debt: a full burst plus a
+        // window's worth of emission intervals ahead of now (or where it
+        // was already).
+        let deepest = now_s + self.tau() + self.capacity as u128 * self.window as u128;
+        self.tat = tat.min(deepest.max(self.tat));
+    }
+
+    pub(crate) fn forgive_debt(&mut self, now: Nanos) {
+        let now_s = self.scaled(now);
+        self.tat = self.tat.min(now_s + self.tau());
     }
 
     pub(crate) fn available(&mut self, now: Nanos) -> f64 {
@@ -78,8 +89,12 @@ impl Gcra {
     }
 
     pub(crate) fn reconfigure(&mut self, limit: &Limit, now: Nanos) {
-        // Carry over what was available, in tokens, capped at the new burst.
-        let available = self.available(now).min(limit.effective_burst() as f64);
+        // Carry over what was available, in tokens, capped at the new burst
+        // and at one new window of debt.
+        let available = self
+            .available(now)
+            .min(limit.effective_burst() as f64)
+            .max(-(limit.capacity() as f64));
         *self = Gcra::new(limit, now);
         let used = (self.burst as f64 - available).max(0.0);
         let used_s = (used * self.window as f64).ceil() as u128;
@@ -120,6 +135,18 @@ mod tests {
         g.refund(0, s, 10);
         assert_eq!(g.available(0), 2.0);
         assert!(g.is_idle(0));
+    }
+
+    #[test]
+    fn debt_stops_at_one_window() {
+        let mut g = Gcra::new(
+            &Limit::gcra(3, std::time::Duration::from_secs(1)).burst(10),
+            0,
+        );
+        g.debit(0, u64::MAX);
+        assert_eq!(g.available(0), -3.0);
+        g.forgive_debt(0);
+        assert_eq!(g.available(0), 0.0);
     }
 
     #[test]

@@ -111,9 +111,43 @@ impl SlidingWindow {
     /// until it leaves the window.
     pub(crate) fn debit(&mut self, now: Nanos, amount: u64) {
         self.prune(now);
+        // At most one window's capacity in debt: twice the capacity held.
+        let most = self.capacity.saturating_mul(2);
         match &mut self.state {
-            State::Exact(log) => log.record(now, amount, self.capacity),
-            State::Estimate(c) => c.current = c.current.saturating_add(amount),
+            State::Exact(log) => {
+                let room = most.saturating_sub(log.total);
+                log.record(now, amount.min(room), self.capacity);
+            }
+            State::Estimate(c) => {
+                let room = most.saturating_sub(c.held_ceil(now, self.window));
+                c.current = c.current.saturating_add(amount.min(room));
+            }
+        }
+    }
+
+    /// Takes back what the window holds above the capacity, newest first.
+    pub(crate) fn forgive_debt(&mut self, now: Nanos) {
+        self.prune(now);
+        match &mut self.state {
+            State::Exact(log) => {
+                let mut excess = log.total.saturating_sub(self.capacity);
+                while excess > 0 {
+                    let Some(newest) = log.entries.back_mut() else {
+                        break;
+                    };
+                    let cut = excess.min(newest.1);
+                    newest.1 -= cut;
+                    log.total -= cut;
+                    excess -= cut;
+                    if newest.1 == 0 {
+                        log.entries.pop_back();
+                    }
+                }
+            }
+            State::Estimate(c) => {
+                let excess = c.held_ceil(now, self.window).saturating_sub(self.capacity);
+                c.current = c.current.saturating_sub(excess);
+            }
         }
     }
 
@@ -563,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn debt_entries_stay_bounded() {
+    fn debt_stops_at_one_window() {
         let mut w = exact(4, MIN);
         for i in 0..1_000 {
             w.debit(i, 1);
@@ -571,13 +605,22 @@ mod tests {
         let State::Exact(log) = &w.state else {
             panic!()
         };
-        assert_eq!(log.entries.len(), 4 + DEBT_ENTRIES);
-        assert_eq!(log.total, 1_000);
-        assert_eq!(w.available(999), -996.0);
-        // The 981 oldest now leave together at 980 + 60 s, none sooner.
-        assert_eq!(w.check(MIN + 979, 1), Err(Some(17)));
-        assert_eq!(w.check(MIN + 995, 1), Err(Some(1)));
-        assert!(w.check(MIN + 999, 4).is_ok());
+        // Twice the capacity held, no more: one window of debt.
+        assert_eq!((log.entries.len(), log.total), (8, 8));
+        assert_eq!(w.available(999), -4.0);
+        assert_eq!(w.check(MIN + 3, 1), Err(Some(1)));
+        assert!(w.check(MIN + 7, 4).is_ok());
+        w.forgive_debt(999);
+        assert_eq!(w.available(999), 0.0);
+        let mut big = SlidingWindow::new(
+            &Limit::new(1_000, Duration::from_nanos(MIN))
+                .algorithm(crate::Algorithm::SlidingWindow),
+            0,
+        );
+        big.debit(0, u64::MAX);
+        assert_eq!(big.available(0), -1_000.0);
+        big.forgive_debt(0);
+        assert_eq!(big.available(0), 0.0);
     }
 
     #[test]
@@ -874,8 +917,14 @@ mod tests {
                     }
                     Op::Debit { amount, .. } => {
                         debited = true;
+                        // What the meter took (it stops at one window of
+                        // debt) is what the window holds from now on.
+                        let before = w.available(now);
                         w.debit(now, amount);
-                        *net.entry(now).or_default() += amount;
+                        let recorded = (before - w.available(now)).round() as u64;
+                        prop_assert!(recorded <= amount);
+                        prop_assert!(w.available(now) >= -(capacity as f64));
+                        *net.entry(now).or_default() += recorded;
                     }
                     Op::Clamp { .. } => unreachable!(),
                 }

@@ -35,6 +35,11 @@ impl TokenBucket {
         self.burst as i128 * self.window as i128
     }
 
+    /// The deepest debt: one window's capacity.
+    fn min_level(&self) -> i128 {
+        -(self.capacity as i128 * self.window as i128)
+    }
+
     fn refill(&mut self, now: Nanos) {
         if now > self.last {
             let added = (now - self.last) as i128 * self.capacity as i128;
@@ -69,7 +74,15 @@ impl TokenBucket {
 
     pub(crate) fn debit(&mut self, now: Nanos, amount: u64) {
         self.refill(now);
-        self.level -= amount as i128 * self.window as i128;
+        let level = self
+            .level
+            .saturating_sub(amount as i128 * self.window as i128);
+        self.level = level.max(self.min_level().min(self.level));
+    }
+
+    pub(crate) fn forgive_debt(&mut self, now: Nanos) {
+        self.refill(now);
+        self.level = self.level.max(0);
     }
 
     pub(crate) fn available(&mut self, now: Nanos) -> f64 {
@@ -91,7 +104,7 @@ impl TokenBucket {
         self.capacity = limit.capacity();
         self.window = window;
         self.burst = limit.effective_burst();
-        self.level = level.min(self.max_level());
+        self.level = level.min(self.max_level()).max(self.min_level());
     }
 
     pub(crate) fn is_idle(&mut self, now: Nanos) -> bool {
@@ -130,13 +143,26 @@ mod tests {
 
     #[test]
     fn refund_caps_at_burst_and_debit_makes_debt() {
-        let mut b = TokenBucket::new(&Limit::per_second(1).burst(2), 0);
+        let mut b = TokenBucket::new(&Limit::per_second(2).burst(2), 0);
         let s = b.take(0, 2);
         b.refund(0, s, 5);
         assert_eq!(b.available(0), 2.0);
         b.debit(0, 4);
         assert_eq!(b.available(0), -2.0);
-        assert_eq!(b.check(0, 1), Err(Some(3 * S)));
+        assert_eq!(b.check(0, 1), Err(Some(3 * S / 2)));
+    }
+
+    #[test]
+    fn debt_stops_at_one_window() {
+        let mut b = TokenBucket::new(&Limit::per_second(3).burst(10), 0);
+        b.debit(0, u64::MAX);
+        assert_eq!(b.available(0), -3.0);
+        // Repaid within one window, full again after the burst's refill.
+        assert_eq!(b.check(0, 1), Err(Some(S + 333_333_334)));
+        b.debit(0, 5);
+        assert_eq!(b.available(0), -3.0);
+        b.forgive_debt(0);
+        assert_eq!(b.available(0), 0.0);
     }
 
     #[test]

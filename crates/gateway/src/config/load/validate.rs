@@ -267,7 +267,36 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         config.limits_api.lease_ttl_ms,
         1,
     )?;
+    c.at_least(
+        key(&["limits_api", "max_held_per_tenant"]),
+        config.limits_api.max_held_per_tenant as u64,
+        1,
+    )?;
+    c.at_least(
+        key(&["limits_api", "max_settle_multiple"]),
+        config.limits_api.max_settle_multiple,
+        1,
+    )?;
     c.at_least(key(&["trace", "buffer"]), config.trace.buffer as u64, 1)?;
+    let h = &config.http;
+    c.at_least(
+        key(&["http", "header_read_timeout_ms"]),
+        h.header_read_timeout_ms,
+        1,
+    )?;
+    c.at_least(
+        key(&["http", "body_read_timeout_ms"]),
+        h.body_read_timeout_ms,
+        1,
+    )?;
+    c.at_least(
+        key(&["http", "max_connections"]),
+        h.max_connections as u64,
+        1,
+    )?;
+    if let Some(token) = &config.metrics.token {
+        c.not_empty(key(&["metrics", "token"]), token)?;
+    }
     if let Some(dir) = &config.trace.dir {
         c.not_empty(key(&["trace", "dir"]), &dir.to_string_lossy())?;
     }

@@ -1,13 +1,12 @@
 //! `GET /v1/jobs`: the caller's jobs, page by page.
 
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE};
 
 use super::{job_json, reply, store, store_error};
-use crate::context::Context;
+use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::jobs::AnyStore;
 use crate::state::AppState;
@@ -82,15 +81,14 @@ fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
 /// order, `next_cursor` set when more may follow.
 pub async fn list(
     State(state): State<AppState>,
+    tenant: Tenant,
     RawQuery(raw): RawQuery,
-    headers: HeaderMap,
 ) -> Response {
     reply(
         async {
-            let ctx = Context::from_headers(&state, &headers)?;
             let store = store(&state)?;
             let q = list_query(raw.as_deref())?;
-            let (jobs, next) = tenant_page(store, &ctx.workspace, q).await?;
+            let (jobs, next) = tenant_page(store, tenant.name(), q).await?;
             let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
             let next = next.map(|id| id.to_string());
             Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())

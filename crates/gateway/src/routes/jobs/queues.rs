@@ -1,28 +1,17 @@
 //! Queue-wide calls: counts by state, pause and resume, and the dead
 //! letters of a queue (retry all, purge). They touch every tenant's jobs,
-//! so they take the admin token when one is configured (a tenant key when
-//! only tenants are).
+//! so they are the operator's: the admin token, in every mode (without
+//! one configured they are refused).
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
 use super::{notify, reply, store, store_error};
-use crate::context::Context;
+use crate::auth::Admin;
 use crate::error::ApiError;
-use crate::routes::limits::admin;
 use crate::state::AppState;
-
-/// The admin token if configured; otherwise whoever may call the gateway.
-fn queue_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    if state.config.admin_token.is_some() {
-        admin(state, headers)
-    } else {
-        Context::from_headers(state, headers).map(|_| ())
-    }
-}
 
 /// A configured queue, or 404.
 fn configured<'a>(state: &AppState, queue: &'a str) -> Result<&'a str, ApiError> {
@@ -45,10 +34,9 @@ fn queue_json(q: &QueueCounts) -> Value {
 
 /// `GET /v1/queues`: every configured queue (and any other holding jobs)
 /// with its jobs by state and whether it is paused.
-pub async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn list_queues(State(state): State<AppState>, _: Admin) -> Response {
     reply(
         async {
-            queue_admin(&state, &headers)?;
             let store = store(&state)?;
             let mut counts = store.counts().await.map_err(store_error)?;
             for name in state.config.jobs.queues.keys() {
@@ -70,27 +58,22 @@ pub async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> R
 
 /// `POST /v1/queues/{queue}/pause`: workers stop claiming from it; running
 /// jobs go on.
-pub async fn pause(
-    State(state): State<AppState>,
-    Path(queue): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    set_paused(state, queue, headers, true).await
+pub async fn pause(State(state): State<AppState>, _: Admin, Path(queue): Path<String>) -> Response {
+    set_paused(state, queue, true).await
 }
 
 /// `POST /v1/queues/{queue}/resume`.
 pub async fn resume(
     State(state): State<AppState>,
+    _: Admin,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    set_paused(state, queue, headers, false).await
+    set_paused(state, queue, false).await
 }
 
-async fn set_paused(state: AppState, queue: String, headers: HeaderMap, paused: bool) -> Response {
+async fn set_paused(state: AppState, queue: String, paused: bool) -> Response {
     reply(
         async {
-            queue_admin(&state, &headers)?;
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
             if paused {
@@ -112,27 +95,26 @@ async fn set_paused(state: AppState, queue: String, headers: HeaderMap, paused: 
 /// again with its attempts reset; answers how many.
 pub async fn dead_retry(
     State(state): State<AppState>,
+    _: Admin,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    dead_letters(state, queue, headers, false).await
+    dead_letters(state, queue, false).await
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead jobs;
 /// answers how many.
 pub async fn dead_purge(
     State(state): State<AppState>,
+    _: Admin,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    dead_letters(state, queue, headers, true).await
+    dead_letters(state, queue, true).await
 }
 
 /// Retries or purges every dead job of `queue`.
-async fn dead_letters(state: AppState, queue: String, headers: HeaderMap, purge: bool) -> Response {
+async fn dead_letters(state: AppState, queue: String, purge: bool) -> Response {
     reply(
         async {
-            queue_admin(&state, &headers)?;
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
             let answer = if purge {

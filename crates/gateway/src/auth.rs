@@ -1,0 +1,345 @@
+//! Who may call what.
+//!
+//! Every route has exactly one [`Owner`], and each owner one extractor that
+//! a handler takes before anything else (before its body is read):
+//!
+//! | owner | extractor | who |
+//! |---|---|---|
+//! | [`Owner::Anyone`] | [`Anyone`] | anyone who can reach the port (health) |
+//! | [`Owner::Tenant`] | [`Tenant`] | a tenant by its key, acting on its own resources only |
+//! | [`Owner::Admin`] | [`Admin`] | the operator, by `admin_token` |
+//! | [`Owner::Scraper`] | [`Scraper`] | a metrics scraper, by `metrics.token` (or `admin_token`) |
+//!
+//! Without `[[tenants]]` the gateway is *open*: there is no tenant key, and
+//! `x-sluice-workspace` names the tenant. That is for one user on one
+//! machine; the gateway says so at start-up and in `/readyz`. Admin calls
+//! still take `admin_token`, in every mode.
+//!
+//! Secrets are compared in constant time ([`subtle`]), and every bearer
+//! credential is read by one parser ([`bearer`]).
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use subtle::ConstantTimeEq;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::state::{AppState, StartError};
+
+/// The workspace of requests that name none, when no tenants are configured.
+pub const DEFAULT_WORKSPACE: &str = "default";
+
+/// The longest workspace name `x-sluice-workspace` may give.
+const MAX_WORKSPACE: usize = 256;
+
+/// Who a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Anyone who can reach the port: health checks only.
+    Anyone,
+    /// A tenant, acting on its own resources and the shared limits.
+    Tenant,
+    /// The operator (`admin_token`).
+    Admin,
+    /// A metrics scraper (`metrics.token`, or `admin_token`).
+    Scraper,
+}
+
+impl Owner {
+    /// As written in docs and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Owner::Anyone => "anyone",
+            Owner::Tenant => "tenant",
+            Owner::Admin => "admin",
+            Owner::Scraper => "scraper",
+        }
+    }
+}
+
+/// The credentials the gateway knows, read once at start-up.
+pub(crate) struct Keys {
+    /// Tenant key → tenant name. Empty: the gateway is open.
+    tenants: Vec<(Box<[u8]>, Arc<str>)>,
+    admin: Option<Box<[u8]>>,
+    metrics: Option<Box<[u8]>>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the keys never reach a log.
+        let names: Vec<&str> = self.tenants.iter().map(|(_, n)| &**n).collect();
+        f.debug_struct("Keys")
+            .field("tenants", &names)
+            .field("admin", &self.admin.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
+}
+
+impl Keys {
+    /// Reads the tenants' keys (from their variables where given) and the
+    /// operator's tokens.
+    ///
+    /// # Errors
+    /// [`StartError::MissingKey`] for a tenant whose variable is not set;
+    /// [`StartError::SharedKey`] when one secret would name two roles.
+    pub(crate) fn from_config(config: &Config) -> Result<Keys, StartError> {
+        let mut tenants = Vec::new();
+        for t in &config.tenants {
+            let key = match (&t.api_key, &t.api_key_env) {
+                (Some(k), _) => k.clone(),
+                (None, Some(var)) => std::env::var(var).map_err(|_| StartError::MissingKey {
+                    tenant: t.name.clone(),
+                    var: var.clone(),
+                })?,
+                (None, None) => continue,
+            };
+            tenants.push((
+                key.into_bytes().into_boxed_slice(),
+                Arc::from(t.name.as_str()),
+            ));
+        }
+        let secret = |s: &Option<String>| s.as_ref().map(|s| s.as_bytes().into());
+        let keys = Keys {
+            tenants,
+            admin: secret(&config.admin_token),
+            metrics: secret(&config.metrics.token),
+        };
+        // A tenant key that is also the admin token would make that tenant
+        // the operator (and the reverse): refuse to start.
+        for (key, name) in &keys.tenants {
+            if keys.admin.as_deref() == Some(&**key) {
+                return Err(StartError::SharedKey(format!(
+                    "tenant {name:?}'s key is also admin_token"
+                )));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// True without `[[tenants]]`: no tenant key is asked for.
+    pub(crate) fn is_open(&self) -> bool {
+        self.tenants.is_empty()
+    }
+
+    /// The tenant whose key is `given`. Every key is compared, in constant
+    /// time, whichever matches.
+    fn tenant(&self, given: &[u8]) -> Option<Arc<str>> {
+        let mut found = None;
+        for (key, name) in &self.tenants {
+            if bool::from(key.as_ref().ct_eq(given)) {
+                found = Some(name.clone());
+            }
+        }
+        found
+    }
+
+    fn is_admin(&self, given: &[u8]) -> bool {
+        self.admin
+            .as_deref()
+            .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+
+    fn is_scraper(&self, given: &[u8]) -> bool {
+        self.is_admin(given)
+            || self
+                .metrics
+                .as_deref()
+                .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+}
+
+/// The credential of `Authorization: Bearer <credential>` (the scheme in
+/// any case, surrounding blanks ignored); `None` without the header.
+///
+/// # Errors
+/// 401 for a header that is not visible ASCII or not a bearer credential.
+pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::Unauthorized("`Authorization` is not visible ASCII".into()))?
+        .trim();
+    let (scheme, credential) = value.split_once(' ').unwrap_or((value, ""));
+    let credential = credential.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || credential.is_empty() {
+        return Err(ApiError::Unauthorized(
+            "`Authorization` must be `Bearer <key>`".into(),
+        ));
+    }
+    Ok(Some(credential))
+}
+
+/// Anyone may call the route: health checks. Taking it says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Anyone;
+
+impl<S: Send + Sync> FromRequestParts<S> for Anyone {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Ok(Anyone)
+    }
+}
+
+/// The tenant calling: by its key, or without tenants configured, by
+/// `x-sluice-workspace` (default `default`).
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    name: Arc<str>,
+}
+
+impl Tenant {
+    /// The tenant's (workspace's) name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Authenticates the caller of `headers`.
+    ///
+    /// # Errors
+    /// 401 for a missing or unknown key; 400 for a bad `x-sluice-workspace`.
+    pub(crate) fn from_headers(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+        if state.keys.is_open() {
+            return workspace(headers).map(|w| Tenant { name: Arc::from(w) });
+        }
+        let key = bearer(headers)?.ok_or_else(|| {
+            ApiError::Unauthorized("missing `Authorization: Bearer <key>`".into())
+        })?;
+        state
+            .keys
+            .tenant(key.as_bytes())
+            .map(|name| Tenant { name })
+            .ok_or_else(|| ApiError::Unauthorized("unknown API key".into()))
+    }
+}
+
+/// The workspace an open gateway's caller names.
+fn workspace(headers: &HeaderMap) -> Result<&str, ApiError> {
+    const HEADER: &str = "x-sluice-workspace";
+    let Some(v) = headers.get(HEADER) else {
+        return Ok(DEFAULT_WORKSPACE);
+    };
+    let w = v
+        .to_str()
+        .map_err(|_| ApiError::bad_header(HEADER, "not visible ASCII"))?
+        .trim();
+    if w.len() > MAX_WORKSPACE {
+        return Err(ApiError::bad_header(
+            HEADER,
+            format!("longer than {MAX_WORKSPACE}"),
+        ));
+    }
+    Ok(if w.is_empty() { DEFAULT_WORKSPACE } else { w })
+}
+
+impl FromRequestParts<AppState> for Tenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Tenant::from_headers(state, &parts.headers)
+    }
+}
+
+/// The operator: `Authorization: Bearer <admin_token>`.
+#[derive(Debug, Clone, Copy)]
+pub struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if state.keys.admin.is_none() {
+            return Err(ApiError::Forbidden(
+                "admin calls are disabled: set admin_token".into(),
+            ));
+        }
+        let given = bearer(&parts.headers)?.ok_or_else(|| {
+            ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())
+        })?;
+        if !state.keys.is_admin(given.as_bytes()) {
+            return Err(ApiError::Forbidden("wrong admin token".into()));
+        }
+        Ok(Admin)
+    }
+}
+
+/// A metrics scraper: `Authorization: Bearer <metrics.token>` (or the admin
+/// token). An open gateway without `metrics.token` lets anyone scrape.
+#[derive(Debug, Clone, Copy)]
+pub struct Scraper;
+
+impl FromRequestParts<AppState> for Scraper {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let keys = &state.keys;
+        let given = bearer(&parts.headers)?;
+        if keys.metrics.is_none() && keys.is_open() {
+            return Ok(Scraper);
+        }
+        if keys.metrics.is_none() && keys.admin.is_none() {
+            return Err(ApiError::Forbidden(
+                "metrics need a token where tenants are configured: set metrics.token".into(),
+            ));
+        }
+        let given = given.ok_or_else(|| {
+            ApiError::Unauthorized("missing `Authorization: Bearer <metrics token>`".into())
+        })?;
+        if !keys.is_scraper(given.as_bytes()) {
+            return Err(ApiError::Forbidden("wrong metrics token".into()));
+        }
+        Ok(Scraper)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn auth(v: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static(v));
+        h
+    }
+
+    #[test]
+    fn one_bearer_parser() {
+        assert_eq!(bearer(&HeaderMap::new()), Ok(None));
+        assert_eq!(bearer(&auth("Bearer k1")), Ok(Some("k1")));
+        assert_eq!(bearer(&auth("bearer   k1 ")), Ok(Some("k1")));
+        assert_eq!(bearer(&auth("BEARER k1")), Ok(Some("k1")));
+        for bad in ["Basic abc", "Bearer", "Bearer ", "k1", "Bearerk1"] {
+            assert!(
+                matches!(bearer(&auth(bad)), Err(ApiError::Unauthorized(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_is_compared_and_roles_stay_apart() {
+        let keys = Keys {
+            tenants: vec![
+                (b"k-acme".as_slice().into(), Arc::from("acme")),
+                (b"k-globex".as_slice().into(), Arc::from("globex")),
+            ],
+            admin: Some(b"root".as_slice().into()),
+            metrics: Some(b"scrape".as_slice().into()),
+        };
+        assert_eq!(keys.tenant(b"k-globex").as_deref(), Some("globex"));
+        assert_eq!(keys.tenant(b"k-acm"), None);
+        assert_eq!(keys.tenant(b"root"), None);
+        assert!(keys.is_admin(b"root") && !keys.is_admin(b"scrape"));
+        assert!(keys.is_scraper(b"scrape") && keys.is_scraper(b"root"));
+        assert!(!keys.is_scraper(b"k-acme"));
+        assert!(!format!("{keys:?}").contains("k-acme"));
+    }
+}
