@@ -82,6 +82,12 @@ pub struct RateLimitHeaders {
     /// The window of the IETF `RateLimit-Policy` that the request quota
     /// belongs to (its `w=`).
     pub policy_window: Option<Duration>,
+    /// True when the request quota comes from a provider whose buckets
+    /// refill continuously and whose reset is the time until full (OpenAI,
+    /// Anthropic): its answers then tell the refill rate (see
+    /// `adaptive::estimate`). The generic `X-RateLimit-*` headers often
+    /// count fixed windows instead, and do not.
+    pub refills: bool,
 }
 
 impl RateLimitHeaders {
@@ -137,8 +143,10 @@ impl RateLimitHeaders {
         common.reset = reset_after.or(common.reset);
 
         let (input_tokens, output_tokens) = (known(Source::Input), known(Source::Output));
+        let provider = known(Source::Requests);
         Self {
-            requests: known(Source::Requests).or(ietf).or(common.known()),
+            refills: provider.is_some(),
+            requests: provider.or(ietf).or(common.known()),
             tokens: known(Source::Tokens).or_else(|| tighter(input_tokens, output_tokens)),
             input_tokens,
             output_tokens,
