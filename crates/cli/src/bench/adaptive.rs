@@ -139,8 +139,8 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
         _ => args.rate,
     };
     let configured = (args.scenario != Scenario::Unknown).then_some(args.rate);
-    let warmup: f64 = match args.scenario {
-        Scenario::TooHigh => 5.0,
+    let warmup = match args.scenario {
+        Scenario::TooHigh => 5.0_f64,
         Scenario::Unknown => 10.0,
         _ => 0.0,
     }
