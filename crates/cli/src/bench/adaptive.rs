@@ -191,7 +191,7 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
     };
     let mut at_warmup = (0, 0);
     let mut capacity = f64::from(args.burst);
-    let mut capacity_after = 0.0;
+    let capacity_after;
     if args.scenario == Scenario::LowerRestore {
         let third = args.duration / 3;
         tokio::time::sleep_until(started + third).await;
