@@ -369,8 +369,7 @@ impl Limiter {
         let since = grant
             .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
             .map(|h| (h.stamp, h.taken));
-        res.lock()
-            .sync(now, remaining, reset, &inner.shared, since);
+        res.lock().sync(now, remaining, reset, &inner.shared, since);
         Ok(())
     }
 

@@ -109,7 +109,13 @@ pub(crate) struct Resource {
 impl Resource {
     /// A fresh resource holding back `margin` of refill (see
     /// [`AdaptiveConfig::jitter_margin`]).
-    pub(crate) fn new(name: Arc<str>, limit: Limit, now: Nanos, pinned: bool, margin: Nanos) -> Self {
+    pub(crate) fn new(
+        name: Arc<str>,
+        limit: Limit,
+        now: Nanos,
+        pinned: bool,
+        margin: Nanos,
+    ) -> Self {
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(margin);
         Resource {
@@ -214,7 +220,9 @@ impl State {
                 at: shared.instant(at),
             });
         }
-        if self.limit == a.configured || (a.cut != Cut::Announced && self.limit.capacity() >= ceiling) {
+        if self.limit == a.configured
+            || (a.cut != Cut::Announced && self.limit.capacity() >= ceiling)
+        {
             a.cut = Cut::None;
         }
         let settled = a.cut == Cut::None
@@ -445,7 +453,9 @@ impl State {
         let configured = *self.configured();
         let a = self.adaptive.as_deref();
         Capacity {
-            jitter_margin: Duration::from_nanos(a.map_or(nanos(shared.adaptive.jitter_margin), |a| a.margin)),
+            jitter_margin: Duration::from_nanos(
+                a.map_or(nanos(shared.adaptive.jitter_margin), |a| a.margin),
+            ),
             reason: self.reason(now),
             announced_per_second: a
                 .filter(|a| a.estimate.samples >= crate::adaptive::estimate::SAMPLES)

@@ -126,7 +126,18 @@ async fn run(
                 {
                     tokio::time::sleep(jitter(&mut seed, jitter_ms)).await;
                     let (status, headers) = provider.lock().unwrap().arrive();
-                    if std::env::var("DBG").is_ok() { eprintln!("{:?} {status} {:?}", Instant::now(), l.get_capacity("m").map(|c| (c.total, c.window, c.jitter_margin, c.reason))); }
+                    if std::env::var("DBG").is_ok() {
+                        eprintln!(
+                            "{:?} {status} {:?}",
+                            Instant::now(),
+                            l.get_capacity("m").map(|c| (
+                                c.total,
+                                c.window,
+                                c.jitter_margin,
+                                c.reason
+                            ))
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     l.observe_answer(&grant, Some("m"), None, status, &headers)
                         .unwrap();
@@ -169,7 +180,10 @@ async fn exact_limit(jitter_ms: u64) {
     .await;
     let p = r.provider.lock().unwrap();
     let capacity = 50 * 30 + 10;
-    eprintln!("jitter {jitter_ms} ms: admitted {} refused {}", p.admitted, p.refused);
+    eprintln!(
+        "jitter {jitter_ms} ms: admitted {} refused {}",
+        p.admitted, p.refused
+    );
     assert!(
         p.admitted as f64 >= 0.99 * capacity as f64,
         "admitted {} of {capacity}",
@@ -184,7 +198,10 @@ async fn exact_limit(jitter_ms: u64) {
     let c = r.limiter.get_capacity("m").unwrap();
     assert_eq!((c.total, c.configured), (50, 50), "{c:?}");
     if p.refused > 0 {
-        assert!(c.jitter_margin >= Duration::from_millis(10), "learned: {c:?}");
+        assert!(
+            c.jitter_margin >= Duration::from_millis(10),
+            "learned: {c:?}"
+        );
     }
 }
 
@@ -289,7 +306,8 @@ async fn without_headers_429s_that_keep_coming_cut_and_clean_seconds_restore() {
     };
     // One collision: a pause, no cut.
     let g = l.try_acquire("m", 1).unwrap();
-    l.observe_answer(&g, Some("m"), None, 429, &refused).unwrap();
+    l.observe_answer(&g, Some("m"), None, 429, &refused)
+        .unwrap();
     let c = l.get_capacity("m").unwrap();
     assert_eq!(c.total, 40);
     assert!(c.paused_for.is_some());
@@ -297,7 +315,8 @@ async fn without_headers_429s_that_keep_coming_cut_and_clean_seconds_restore() {
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(60)).await;
         let g = l.try_acquire("m", 1).unwrap();
-        l.observe_answer(&g, Some("m"), None, 429, &refused).unwrap();
+        l.observe_answer(&g, Some("m"), None, 429, &refused)
+            .unwrap();
     }
     let c = l.get_capacity("m").unwrap();
     assert_eq!(c.total, 20, "{c:?}");

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sluice_limit::{
-    AdaptiveConfig, Algorithm, Capacity, CapacityChange, ChangeReason, Error, Limit, Limiter, Policy,
-    Rules, headers::RateLimitHeaders,
+    AdaptiveConfig, Algorithm, Capacity, CapacityChange, ChangeReason, Error, Limit, Limiter,
+    Policy, Rules, headers::RateLimitHeaders,
 };
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;

@@ -181,7 +181,10 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
         .duration(args.duration);
     note(
         args.json,
-        &format!("{:?}: {} agents for {secs:.0} s", args.scenario, args.agents),
+        &format!(
+            "{:?}: {} agents for {secs:.0} s",
+            args.scenario, args.agents
+        ),
     );
     let started = Instant::now();
     let swarm = Swarm::start(config).map_err(|e| e.to_string())?;
@@ -217,14 +220,25 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
             at_warmup = count(&stack.sim.stats());
         }
         capacity += provider_rate * secs;
-        capacity_after = provider_rate * (secs - warmup) + if warmup > 0.0 { 0.0 } else { f64::from(args.burst) };
+        capacity_after = provider_rate * (secs - warmup)
+            + if warmup > 0.0 {
+                0.0
+            } else {
+                f64::from(args.burst)
+            };
     }
     let report = swarm.finish().await;
     let stats = stack.sim.stats();
     let (admitted, refused) = count(&stats);
     let run = RunSummary::new(report, &stats, &stack.sim_config, started.elapsed());
     stack.stop().await;
-    let share = |a: u64, r: u64| if a + r == 0 { 0.0 } else { r as f64 / (a + r) as f64 };
+    let share = |a: u64, r: u64| {
+        if a + r == 0 {
+            0.0
+        } else {
+            r as f64 / (a + r) as f64
+        }
+    };
     let (admitted_after, refused_after) = (admitted - at_warmup.0, refused - at_warmup.1);
     Ok(AdaptiveReport {
         scenario: args.scenario,

@@ -209,7 +209,10 @@ mod tests {
         assert!(b.check(30_000_000, 1).is_ok());
         let mut one = TokenBucket::new(&Limit::per_second(5).burst(1), 0);
         one.set_margin(10_000_000);
-        assert!(one.check(0, 1).is_ok(), "no room for a margin in a burst of 1");
+        assert!(
+            one.check(0, 1).is_ok(),
+            "no room for a margin in a burst of 1"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{State, nanos};
-use crate::adaptive::{self, Adaptive, ChangeReason, CapacityChange, Cut, estimate};
+use crate::adaptive::{self, Adaptive, CapacityChange, ChangeReason, Cut, estimate};
 use crate::headers::RateLimitHeaders;
 use crate::limit::{Algorithm, Limit};
 use crate::meter::Nanos;
@@ -135,7 +135,14 @@ impl State {
 
     /// A 429: pause for what it asks, widen the margin if it was a timing
     /// collision, and cut once 429s keep coming.
-    fn collided(&mut self, now: Nanos, answer: Answer<'_>, refills: bool, shared: &Shared, name: &str) {
+    fn collided(
+        &mut self,
+        now: Nanos,
+        answer: Answer<'_>,
+        refills: bool,
+        shared: &Shared,
+        name: &str,
+    ) {
         let cfg = shared.adaptive;
         let wait = answer.headers.throttle_wait();
         let kind_cut = {
@@ -188,7 +195,9 @@ impl State {
         };
         a.strikes = 0;
         let cooldown = nanos(cfg.cooldown.unwrap_or(limit.window()));
-        if a.reduced_at.is_some_and(|t| now < t.saturating_add(cooldown)) {
+        if a.reduced_at
+            .is_some_and(|t| now < t.saturating_add(cooldown))
+        {
             return;
         }
         let previous = limit.capacity();
@@ -239,7 +248,9 @@ impl State {
         match a.cut {
             Cut::None => {}
             Cut::Seed => parts.push("cut after a 429, recovering ×1.1 every 30 s".to_owned()),
-            Cut::Evidence => parts.push("cut after 429s kept coming, recovering each clean second".to_owned()),
+            Cut::Evidence => {
+                parts.push("cut after 429s kept coming, recovering each clean second".to_owned())
+            }
             Cut::Announced => parts.push(format!(
                 "the upstream's headers announce {:.2}/s",
                 a.estimate.lo
@@ -259,7 +270,9 @@ impl State {
 fn announced_limit(configured: &Limit, rate: f64, burst: u64) -> Limit {
     let window = configured.window().as_secs_f64().max(1e-3);
     let per_window = rate * window;
-    let k = (RATE_UNITS as f64 / per_window.max(1e-9)).ceil().clamp(1.0, 1_000.0);
+    let k = (RATE_UNITS as f64 / per_window.max(1e-9))
+        .ceil()
+        .clamp(1.0, 1_000.0);
     let window = Duration::from_secs_f64(window * k);
     let capacity = ((rate * window.as_secs_f64()).floor() as u64).max(1);
     let burst = configured.effective_burst().min(burst.max(1));
@@ -276,7 +289,7 @@ mod tests {
     fn announced_rates_round_within_a_percent() {
         let l = announced_limit(&Limit::per_second(50).burst(10), 29.7, 10);
         let rate = l.per_second_rate();
-        assert!(rate <= 29.7 && rate >= 29.7 * 0.99, "{l:?}");
+        assert!((29.7 * 0.99..=29.7).contains(&rate), "{l:?}");
         assert_eq!(l.effective_burst(), 10);
         let l = announced_limit(&Limit::per_second(1_000_000), 20.3, 20);
         assert!(l.per_second_rate() <= 20.3 && l.per_second_rate() > 20.0);
