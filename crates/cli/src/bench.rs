@@ -15,6 +15,7 @@
 //! of the in-process one (the direct baseline is still the in-process
 //! sim); (c) always runs in-process.
 
+pub mod adaptive;
 mod closed_loop;
 pub mod jobs;
 mod open_loop;
@@ -29,7 +30,7 @@ use serde_json::json;
 use sluice_admit::PoolConfig;
 use sluice_gateway::config::Config;
 use sluice_sim::swarm::{Mode, Swarm, SwarmConfig, Workload};
-use sluice_sim::{Limits, SimConfig};
+use sluice_sim::{Latency, Limits, SimConfig};
 use tokio::time::Instant;
 
 use crate::stack::Stack;
@@ -254,6 +255,12 @@ async fn swarm(duration: Duration) -> Result<SwarmPart, String> {
     let mut sim = SimConfig {
         seed: Some(7),
         ..SimConfig::default()
+    };
+    // A provider 20 ms away, reached with up to 10 ms of jitter.
+    sim.defaults.latency = Latency {
+        base_ms: 20,
+        jitter_ms: 10,
+        ..Latency::default()
     };
     let limits = Limits::per_second(SWARM_LIMIT).burst(SWARM_LIMIT as u32);
     if let Some(p) = sim.providers.get_mut(PROVIDER) {

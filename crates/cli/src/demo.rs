@@ -52,7 +52,8 @@ struct DemoSummary {
 
 /// The simulated upstreams: the seed's limits (or `--provider-rps`), and
 /// latencies like real ones, scaled down: a model answers in about 0.3 s,
-/// streams at 5 ms a token, an API in 50 ms.
+/// streams at 5 ms a token, an API in 50 ms; every request reaches its
+/// upstream with up to 10 ms of network jitter.
 fn sim_config(rates: Option<&ProviderRates>) -> SimConfig {
     let mut config = SimConfig {
         seed: Some(7),
@@ -62,6 +63,7 @@ fn sim_config(rates: Option<&ProviderRates>) -> SimConfig {
         base_ms: 300,
         ttft_ms: 150,
         per_token_ms: 5,
+        jitter_ms: 10,
     };
     for (name, p) in &mut config.providers {
         if let Some(rate) = rates.and_then(|r| r.of(name)) {
@@ -70,6 +72,7 @@ fn sim_config(rates: Option<&ProviderRates>) -> SimConfig {
     }
     for a in config.apis.values_mut() {
         a.latency_ms = 50;
+        a.jitter_ms = 10;
     }
     config
 }

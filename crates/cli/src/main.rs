@@ -72,6 +72,9 @@ enum BenchCommand {
     /// The durable job queue: batched enqueue and burn-down jobs/s on
     /// SQLite (and PostgreSQL), rate accuracy and retry timing.
     Jobs(bench::jobs::JobsArgs),
+    /// Adaptive control against a simulated provider whose limit is
+    /// configured exactly, too high, changes mid-run, or is unknown.
+    Adaptive(bench::adaptive::AdaptiveArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,9 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchCommand::Jobs(args),
         } => runtime().block_on(bench::jobs::jobs(args)),
+        Command::Bench {
+            what: BenchCommand::Adaptive(args),
+        } => runtime().block_on(bench::adaptive::adaptive(args)),
     }
 }
 

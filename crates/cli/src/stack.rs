@@ -119,25 +119,21 @@ fn model_limits(config: &SimConfig, model: &str) -> Option<Limits> {
 }
 
 /// The gateway's rate and burst for an upstream limit of `rate_and_burst`
-/// (`None`: unlimited): the same rate, and a burst one smaller. Calls
-/// reach the upstream a little after the gateway lets them go, and not
-/// always in the same order; at the same rate and burst a call let go on
-/// the last token can arrive before the upstream has quite refilled it and
-/// draw a 429 (and the cut in capacity that follows). One token of margin,
-/// spent once, absorbs that jitter for good.
-fn margin(rate_and_burst: Option<(f64, u32)>) -> (f64, u64) {
+/// (`None`: unlimited): exactly the upstream's, as a user configures the
+/// limits a provider publishes. Jitter between the gateway and the
+/// upstream is the limiter's business (its jitter margin and the evidence
+/// policy), not the configuration's.
+fn exact(rate_and_burst: Option<(f64, u32)>) -> (f64, u64) {
     match rate_and_burst {
-        Some((rate, burst)) => (rate, u64::from(burst).saturating_sub(1).max(1)),
+        Some((rate, burst)) => (rate, u64::from(burst)),
         None => (NO_LIMIT, NO_LIMIT as u64),
     }
 }
 
 /// The embedded defaults pointed at the sim at `sim_url`: each provider
 /// the sim serves at `{sim}/{provider}/v1`, each API at `{sim}/{api}`,
-/// with the gateway's limits equal to the sim's, less a token of burst
-/// (so that the gateway uses all the capacity and never meets a 429: see
-/// [`margin`]), no API keys sent, and
-/// data (traces) under `data_dir`.
+/// with the gateway's limits equal to the sim's (see [`exact`]), no API
+/// keys sent, and data (traces) under `data_dir`.
 pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Config {
     let mut config = Config {
         data_dir,
@@ -152,7 +148,7 @@ pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Conf
             p.base_url = format!("{sim_url}/{}/v1", p.name);
             p.api_key_env = None;
             let prefix = format!("{}/", p.name);
-            let (rate, burst) = margin(limits.rate_and_burst());
+            let (rate, burst) = exact(limits.rate_and_burst());
             config.models.retain(|m| m.prefix != prefix);
             config.models.push(ModelLimits {
                 prefix,
@@ -166,7 +162,7 @@ pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Conf
     for a in &mut config.apis {
         if let Some(limits) = sim.apis.get(&a.name).map(|s| s.limits) {
             a.base_url = format!("{sim_url}/{}", a.name);
-            let (rate, burst) = margin(limits.rate_and_burst());
+            let (rate, burst) = exact(limits.rate_and_burst());
             a.requests_per_second = rate;
             a.burst = burst;
         }
@@ -189,12 +185,12 @@ mod tests {
             let m = c.models.iter().find(|m| m.prefix == prefix).unwrap();
             (m.requests_per_second, m.burst)
         };
-        assert_eq!(limit("openai/"), (3.0, 9));
-        assert_eq!(limit("anthropic/"), (2.0, 7));
-        assert_eq!(limit("google/"), (5.0, 14));
+        assert_eq!(limit("openai/"), (3.0, 10));
+        assert_eq!(limit("anthropic/"), (2.0, 8));
+        assert_eq!(limit("google/"), (5.0, 15));
         let slack = c.api("slack").unwrap();
         assert_eq!(slack.base_url, "http://127.0.0.1:9/slack");
-        assert_eq!((slack.requests_per_second, slack.burst), (3.0, 9));
+        assert_eq!((slack.requests_per_second, slack.burst), (3.0, 10));
 
         let off = gateway_config("http://s", &SimConfig::unlimited(), PathBuf::new());
         let m = off.models.iter().find(|m| m.prefix == "openai/").unwrap();

@@ -264,11 +264,38 @@ pub struct TokenConfig {
     pub chars_per_token: u64,
 }
 
+/// How a 429 is read (see [`AdaptiveSettings::policy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdaptivePolicy {
+    /// Cut only on evidence; follow announced rates.
+    #[default]
+    Evidence,
+    /// Cut on every 429; recover ×`recovery_factor` per interval.
+    Seed,
+}
+
 /// Adaptive control (see `sluice_limit::AdaptiveConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdaptiveSettings {
-    /// Capacity × this on a 429.
+    /// How a 429 is read: `evidence` (a configured limit is the
+    /// provider's: a 429 pauses, resynchronises and widens the jitter
+    /// margin, and only 429s that keep coming cut) or `seed` (every 429
+    /// cuts by `reduce_factor`).
+    pub policy: AdaptivePolicy,
+    /// Refill held back before each call to a token bucket or GCRA limit,
+    /// in milliseconds, so that calls reaching the provider with network
+    /// jitter do not beat its own refill. Costs about `margin × rate`
+    /// calls once per busy period, never the rate.
+    pub jitter_margin_ms: u64,
+    /// The widest the margin grows after 429s that were timing collisions.
+    pub max_jitter_margin_ms: u64,
+    /// 429s in a row, on calls let go after the previous one was seen,
+    /// that prove a limit lower than the configured one.
+    pub strikes: u32,
+    /// Capacity × this on a 429 (seed policy) or on proof of a lower limit
+    /// (evidence policy).
     pub reduce_factor: f64,
     /// Capacity × this at each recovery step.
     pub recovery_factor: f64,

@@ -90,8 +90,9 @@ impl Limits {
     }
 
     /// An upstream's answer to a call made under `grant` (see
-    /// [`Limiter::observe_answer`]). In distributed mode a 429 reduces the
-    /// shared capacity and pauses it for the Retry-After; the remaining
+    /// [`Limiter::observe_answer`]). In distributed mode a 429 pauses the
+    /// shared resource for the Retry-After and 429s that keep coming cut
+    /// its shared capacity ([`RedisLimiter::observe`]); the remaining
     /// counts of rate-limit headers are not synced into Redis.
     pub(crate) async fn observe_answer(
         &self,
@@ -119,15 +120,7 @@ impl Limits {
     ) -> Result<(), Error> {
         match self {
             Limits::Local(l) => l.observe(requests, tokens, status, headers),
-            Limits::Shared(r) => {
-                if status == 429
-                    && let Some(resource) = requests.or(tokens)
-                {
-                    r.report_throttled(resource, headers.throttle_wait())
-                        .await?;
-                }
-                Ok(())
-            }
+            Limits::Shared(r) => r.observe(requests, tokens, status, headers).await.map(drop),
         }
     }
 

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice_admit::{AdmissionQueue, Bulkheads};
-use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, Rules, ToolClassifier};
+use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, Policy, Rules, ToolClassifier};
 use sluice_redis::{Failure, Mode, RedisConfig, RedisLimiter};
 
-use crate::config::{Config, ModelLimits, RedisSettings};
+use crate::config::{AdaptivePolicy, Config, ModelLimits, RedisSettings};
 use crate::error::ApiError;
 use crate::limits::Limits;
 use crate::limits::holds::Holds;
@@ -260,18 +260,27 @@ fn capacity_changed(c: &sluice_limit::CapacityChange) {
         resource = %c.resource,
         from = c.previous,
         to = c.capacity,
+        per_second = c.capacity as f64 / c.window.as_secs_f64().max(1e-9),
         reason = c.reason.as_str(),
         "capacity changed"
     );
 }
 
 fn adaptive(config: &Config) -> AdaptiveConfig {
+    let a = &config.adaptive;
     AdaptiveConfig {
-        reduce_factor: config.adaptive.reduce_factor,
-        recovery_factor: config.adaptive.recovery_factor,
-        recovery_interval: Duration::from_secs(config.adaptive.recovery_interval_seconds),
-        max_pause: Duration::from_secs(config.adaptive.max_pause_seconds),
-        cooldown: None,
+        reduce_factor: a.reduce_factor,
+        recovery_factor: a.recovery_factor,
+        recovery_interval: Duration::from_secs(a.recovery_interval_seconds),
+        max_pause: Duration::from_secs(a.max_pause_seconds),
+        policy: match a.policy {
+            AdaptivePolicy::Evidence => Policy::Evidence,
+            AdaptivePolicy::Seed => Policy::Seed,
+        },
+        jitter_margin: Duration::from_millis(a.jitter_margin_ms),
+        max_jitter_margin: Duration::from_millis(a.max_jitter_margin_ms),
+        strikes: a.strikes,
+        ..AdaptiveConfig::default()
     }
 }
 

@@ -86,16 +86,22 @@ async fn a_429_reported_at_one_gateway_reduces_the_other() {
     let a = Harness::with(common::sim_config(), shared_at(&url, &p, "a", 10.0)).await;
     let b = a.replica(shared_at(&url, &p, "b", 10.0)).await;
     let model = "openai/gpt-4o";
-    // A report is about the call made under a grant the caller holds.
-    let grant = a.hold(model).await;
-    let res = a
-        .send(
-            "/v1/limits/report",
-            &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
-    let body: Value = res.json().await.unwrap();
+    // A report is about the call made under a grant the caller holds. One
+    // 429 is a timing collision (a pause, no cut); three in a row, each a
+    // while after the last, prove the limit lower.
+    let mut body = Value::Null;
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let grant = a.hold(model).await;
+        let res = a
+            .send(
+                "/v1/limits/report",
+                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        body = res.json().await.unwrap();
+    }
     assert_eq!(body["capacity"], 5, "{body}");
     // The other gateway reads the shared state.
     let acquired: Value = a

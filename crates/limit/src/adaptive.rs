@@ -1,5 +1,18 @@
-//! Adaptive control: cut capacity on an upstream 429, pause until its
-//! Retry-After, and recover gradually (AIMD).
+//! Adaptive control: what an upstream's answers do to a resource.
+//!
+//! Two policies read a 429 ([`Policy`]):
+//! - **evidence** (the default): a limit the limiter was given is a fact.
+//!   A 429 is first taken for a timing collision (a call that reached the
+//!   upstream a moment before its bucket refilled): the resource pauses for
+//!   the Retry-After, falls in step with the answer's headers, and widens
+//!   its jitter margin; capacity is cut only when 429s keep coming after
+//!   that ([`AdaptiveConfig::strikes`]), and then recovers within seconds
+//!   of clean answers. Rate-limit headers that announce a different rate
+//!   (see [`estimate`]) set the rate directly, down or back up;
+//! - **seed**: the seed's AIMD, for limits that are guesses or that a
+//!   capacity bus announces: halve on a 429, ×1.1 every 30 s.
+
+pub(crate) mod estimate;
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +38,37 @@ pub struct AdaptiveConfig {
     /// At most one reduction per this long; `None` means the resource's own
     /// window, so a burst of 429s cannot collapse capacity to nothing.
     pub cooldown: Option<Duration>,
+    /// How an observed 429 is read.
+    pub policy: Policy,
+    /// Refill held back before every grant of a token bucket or GCRA, so
+    /// that calls let go at the bucket's pace and reaching the upstream with
+    /// network jitter do not arrive before its own bucket refilled. Costs
+    /// about `margin × rate` tokens once per busy period, never the rate.
+    /// Zero in the library; the gateway configures it.
+    pub jitter_margin: Duration,
+    /// The widest the margin grows after collisions.
+    pub max_jitter_margin: Duration,
+    /// A 429 that asks to wait at most this long (or says the quota resets
+    /// within it) is read as a timing collision.
+    pub collision_wait: Duration,
+    /// Consecutive 429s, each on a call let go after the previous one was
+    /// seen, that prove the real limit lower than the configured one.
+    pub strikes: u32,
+    /// After such a cut, capacity is multiplied by this at each step …
+    pub fast_recovery_factor: f64,
+    /// … every this long without a 429.
+    pub fast_recovery_interval: Duration,
+}
+
+/// How an observed 429 is read (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Pause, fall in step and widen the margin; cut only on evidence.
+    #[default]
+    Evidence,
+    /// Halve at once, recover ×1.1 every 30 s (the seed's).
+    Seed,
 }
 
 impl Default for AdaptiveConfig {
@@ -35,6 +79,13 @@ impl Default for AdaptiveConfig {
             recovery_interval: Duration::from_secs(30),
             max_pause: Duration::from_secs(60),
             cooldown: None,
+            policy: Policy::Evidence,
+            jitter_margin: Duration::ZERO,
+            max_jitter_margin: Duration::from_millis(250),
+            collision_wait: Duration::from_secs(1),
+            strikes: 3,
+            fast_recovery_factor: 1.25,
+            fast_recovery_interval: Duration::from_secs(1),
         }
     }
 }
@@ -58,8 +109,22 @@ impl AdaptiveConfig {
                 value: 0,
             });
         }
-        if self.recovery_interval.is_zero() {
-            return Err(Error::InvalidWindow(self.recovery_interval));
+        if !(self.fast_recovery_factor > 1.0 && self.fast_recovery_factor.is_finite()) {
+            return Err(Error::InvalidCapacity {
+                what: "fast_recovery_factor (must be above 1)",
+                value: 0,
+            });
+        }
+        if self.strikes == 0 {
+            return Err(Error::InvalidCapacity {
+                what: "strikes (must be at least 1)",
+                value: 0,
+            });
+        }
+        for interval in [self.recovery_interval, self.fast_recovery_interval] {
+            if interval.is_zero() {
+                return Err(Error::InvalidWindow(interval));
+            }
         }
         Ok(())
     }
@@ -69,8 +134,11 @@ impl AdaptiveConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ChangeReason {
-    /// An upstream answered 429.
+    /// An upstream answered 429 (under the seed policy), or kept answering
+    /// 429 after the limiter fell in step with it (evidence).
     Throttled,
+    /// An upstream's rate-limit headers announced a different rate.
+    Announced,
     /// A recovery step after a reduction.
     Recovered,
     /// Set through `set_capacity` / `set_limit`.
@@ -82,6 +150,7 @@ impl ChangeReason {
     pub const fn as_str(self) -> &'static str {
         match self {
             ChangeReason::Throttled => "throttled",
+            ChangeReason::Announced => "announced",
             ChangeReason::Recovered => "recovered",
             ChangeReason::Configured => "configured",
         }
@@ -108,7 +177,21 @@ pub struct CapacityChange {
     pub at: Instant,
 }
 
-/// Per-resource adaptive state; boxed and absent until the first 429.
+/// What set the capacity in force below the configured one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// Nothing: capacity is the configured one.
+    None,
+    /// The seed's halving; recovery ×1.1 every 30 s.
+    Seed,
+    /// 429s that kept coming; fast recovery.
+    Evidence,
+    /// The upstream's headers; they alone move it.
+    Announced,
+}
+
+/// Per-resource adaptive state; boxed and absent until an upstream's
+/// answer gives a reason for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Adaptive {
     /// What the rules or an operator configured: recovery's ceiling.
@@ -116,15 +199,32 @@ pub(crate) struct Adaptive {
     pub(crate) reduced_at: Option<Nanos>,
     pub(crate) next_recovery: Nanos,
     pub(crate) paused_until: Nanos,
+    pub(crate) cut: Cut,
+    /// Consecutive 429s counted as evidence.
+    pub(crate) strikes: u32,
+    /// When the last 429 was seen: calls let go before it were already on
+    /// their way and prove nothing more.
+    pub(crate) last_throttle: Option<Nanos>,
+    /// The jitter margin in force, and since when.
+    pub(crate) margin: Nanos,
+    pub(crate) margin_at: Nanos,
+    /// The rate the upstream's headers announce.
+    pub(crate) estimate: estimate::Estimate,
 }
 
 impl Adaptive {
-    pub(crate) fn new(configured: crate::Limit) -> Self {
+    pub(crate) fn new(configured: crate::Limit, margin: Nanos) -> Self {
         Adaptive {
             configured,
             reduced_at: None,
             next_recovery: Nanos::MAX,
             paused_until: 0,
+            cut: Cut::None,
+            strikes: 0,
+            last_throttle: None,
+            margin,
+            margin_at: 0,
+            estimate: estimate::Estimate::default(),
         }
     }
 }

@@ -86,7 +86,7 @@ impl Handle {
         let now = self.inner.shared.now();
         let mut st = self.resource.lock();
         st.tick(now, &self.inner.shared, &self.resource.name);
-        let cap = st.capacity(&self.resource.name, now);
+        let cap = st.capacity(&self.resource.name, now, &self.inner.shared);
         drop(st);
         self.inner.shared.dispatch();
         cap

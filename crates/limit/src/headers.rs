@@ -82,6 +82,13 @@ pub struct RateLimitHeaders {
     /// The window of the IETF `RateLimit-Policy` that the request quota
     /// belongs to (its `w=`).
     pub policy_window: Option<Duration>,
+    /// True when the request quota comes from a provider whose buckets
+    /// refill continuously and whose reset is the time until full, written
+    /// as a duration (OpenAI's `x-ratelimit-reset-requests: 20ms`): its
+    /// answers then tell the refill rate (see `adaptive::estimate`).
+    /// Anthropic's resets are timestamps to the second, too coarse for it;
+    /// the generic `X-RateLimit-*` headers often count fixed windows.
+    pub refills: bool,
 }
 
 impl RateLimitHeaders {
@@ -106,6 +113,7 @@ impl RateLimitHeaders {
         let mut quotas = [Quota::default(); SOURCES];
         let mut ietf = ietf::Ietf::default();
         let (mut retry_after, mut retry_after_ms, mut reset_after) = (None, None, None);
+        let mut fine_reset = false;
         for (name, value) in headers {
             let Some(slot) = slot(name) else { continue };
             match slot {
@@ -114,7 +122,14 @@ impl RateLimitHeaders {
                     match part {
                         Part::Limit => fill(&mut quota.limit, || parse_count(value)),
                         Part::Remaining => fill(&mut quota.remaining, || parse_count(value)),
-                        Part::Reset => fill(&mut quota.reset, || parse_reset(value, now)),
+                        Part::Reset => {
+                            if matches!(source, Source::Requests) && quota.reset.is_none() {
+                                // A timestamp (Anthropic's, to the second)
+                                // is too coarse to tell a rate by.
+                                fine_reset = !value.contains(':');
+                            }
+                            fill(&mut quota.reset, || parse_reset(value, now));
+                        }
                     }
                 }
                 Slot::IetfLimit => {
@@ -137,8 +152,10 @@ impl RateLimitHeaders {
         common.reset = reset_after.or(common.reset);
 
         let (input_tokens, output_tokens) = (known(Source::Input), known(Source::Output));
+        let provider = known(Source::Requests);
         Self {
-            requests: known(Source::Requests).or(ietf).or(common.known()),
+            refills: provider.is_some() && fine_reset,
+            requests: provider.or(ietf).or(common.known()),
             tokens: known(Source::Tokens).or_else(|| tighter(input_tokens, output_tokens)),
             input_tokens,
             output_tokens,

@@ -72,7 +72,7 @@ mod resource;
 mod rules;
 
 pub use acquire::Acquire;
-pub use adaptive::{AdaptiveConfig, CapacityChange, ChangeReason};
+pub use adaptive::{AdaptiveConfig, CapacityChange, ChangeReason, Policy};
 pub use clock::{Clock, ManualClock, StdClock, TokioClock};
 pub use error::Error;
 pub use grant::Grant;
@@ -114,11 +114,36 @@ pub struct Capacity {
     pub configured: u64,
     /// How much longer a Retry-After pause lasts, if one does.
     pub paused_for: Option<Duration>,
+    /// The window of the configured capacity (an announced rate may be
+    /// counted over a longer window than the configured one).
+    pub configured_window: Duration,
+    /// Refill held back before each grant so that calls reaching the
+    /// upstream with network jitter do not beat its refill (see
+    /// [`AdaptiveConfig::jitter_margin`]); widened after collisions.
+    pub jitter_margin: Duration,
+    /// Why the resource is not simply its configured self, in words:
+    /// paused, cut after 429s and recovering, or following an announced
+    /// rate.
+    pub reason: Option<String>,
+    /// The rate per second that the upstream's rate-limit headers
+    /// announce, once enough answers agree.
+    pub announced_per_second: Option<f64>,
 }
 
 impl Capacity {
-    /// True while an upstream 429 holds capacity below the configured one.
+    /// True while capacity is held below the configured one (by 429s or
+    /// by an upstream announcing less).
     pub fn is_reduced(&self) -> bool {
-        self.total < self.configured
+        self.per_second() < self.configured_per_second() * (1.0 - 1e-9)
+    }
+
+    /// The rate in force, per second.
+    pub fn per_second(&self) -> f64 {
+        self.total as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// The configured rate, per second.
+    pub fn configured_per_second(&self) -> f64 {
+        self.configured as f64 / self.configured_window.as_secs_f64().max(1e-9)
     }
 }

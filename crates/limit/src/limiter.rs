@@ -9,13 +9,13 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 
 use crate::acquire::Acquire;
-use crate::adaptive::{AdaptiveConfig, CapacityChange};
+use crate::adaptive::{AdaptiveConfig, CapacityChange, Policy};
 use crate::clock::{Clock, TokioClock};
 use crate::grant::Grant;
 use crate::headers::RateLimitHeaders;
 use crate::leases::Leases;
 use crate::registry::{Shard, read};
-use crate::resource::{Resource, Shared, lock};
+use crate::resource::{Answer, Resource, Shared, lock};
 use crate::{Capacity, Error, Limit, Rules};
 
 /// Resources per shard before the first idle sweep of that shard.
@@ -278,13 +278,14 @@ impl Limiter {
             Some(r) => {
                 let mut st = r.lock();
                 st.tick(now, &inner.shared, resource);
-                st.capacity(resource, now)
+                st.capacity(resource, now, &inner.shared)
             }
             None => {
                 let limit = inner.rule(resource)?;
-                Resource::new(resource.into(), limit, now, false)
+                let margin = crate::resource::nanos(inner.shared.adaptive.jitter_margin);
+                Resource::new(resource.into(), limit, now, false, margin)
                     .lock()
-                    .capacity(resource, now)
+                    .capacity(resource, now, &inner.shared)
             }
         };
         inner.shared.dispatch();
@@ -306,7 +307,7 @@ impl Limiter {
             .map(|r| {
                 let mut st = r.lock();
                 st.tick(now, &inner.shared, &r.name);
-                st.capacity(&r.name, now)
+                st.capacity(&r.name, now, &inner.shared)
             })
             .collect();
         inner.shared.dispatch();
@@ -368,8 +369,7 @@ impl Limiter {
         let since = grant
             .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
             .map(|h| (h.stamp, h.taken));
-        res.lock()
-            .sync(now, remaining, reset, &inner.shared.adaptive, since);
+        res.lock().sync(now, remaining, reset, &inner.shared, since);
         Ok(())
     }
 
@@ -439,11 +439,37 @@ impl Limiter {
                 self.sync_since(resource, remaining, reset, grant)?;
             }
         }
-        if status == 429
-            && let Some(resource) = requests.or(tokens)
-        {
-            self.report_throttled(resource, headers.throttle_wait())?;
+        let inner = &self.inner;
+        if inner.shared.adaptive.policy == Policy::Seed {
+            if status == 429
+                && let Some(resource) = requests.or(tokens)
+            {
+                self.report_throttled(resource, headers.throttle_wait())?;
+            }
+            return Ok(());
         }
+        // The request resource hears every answer (its rate may be
+        // announced); the token resource only a 429 that is its own.
+        let Some(resource) = requests.or(tokens.filter(|_| status == 429)) else {
+            return Ok(());
+        };
+        let res = inner.resource(resource)?;
+        let now = inner.shared.now();
+        let sent_at = grant
+            .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
+            .map(|h| h.stamp);
+        let answer = Answer {
+            status,
+            headers,
+            requests: requests.is_some(),
+            sent_at,
+        };
+        {
+            let mut st = res.lock();
+            st.tick(now, &inner.shared, resource);
+            st.answered(now, answer, &inner.shared, resource);
+        }
+        inner.shared.dispatch();
         Ok(())
     }
 

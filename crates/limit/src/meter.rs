@@ -111,6 +111,19 @@ impl Meter {
         }
     }
 
+    /// Holds back `margin` nanoseconds of refill before any grant, where
+    /// the burst leaves room: calls reach an upstream with some jitter,
+    /// and one let go the instant its token refilled here may arrive
+    /// before the upstream's own bucket has refilled it. Only token buckets
+    /// and GCRA refill continuously; the others ignore it.
+    pub(crate) fn set_margin(&mut self, margin: Nanos) {
+        match self {
+            Meter::TokenBucket(m) => m.set_margin(margin),
+            Meter::Gcra(m) => m.set_margin(margin),
+            Meter::SlidingWindow(_) | Meter::InFlight(_) => {}
+        }
+    }
+
     /// A grant that held `cost` is gone (only in-flight limits care).
     pub(crate) fn release(&mut self, cost: u64) {
         if let Meter::InFlight(m) = self {

@@ -93,7 +93,14 @@ impl Inner {
             s.sweep(now, &self.shared);
         }
         let key: Arc<str> = name.into();
-        let r = Arc::new(Resource::new(key.clone(), limit, now, explicit.is_some()));
+        let margin = crate::resource::nanos(self.shared.adaptive.jitter_margin);
+        let r = Arc::new(Resource::new(
+            key.clone(),
+            limit,
+            now,
+            explicit.is_some(),
+            margin,
+        ));
         s.map.insert(key, r.clone());
         Ok(r)
     }

@@ -6,7 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason};
+mod answer;
+
+pub(crate) use answer::Answer;
+
+use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::Clock;
 use crate::meter::{Check, Meter, Nanos, Stamp, mul_div_ceil};
 use crate::{Capacity, Limit};
@@ -103,11 +107,21 @@ pub(crate) struct Resource {
 }
 
 impl Resource {
-    pub(crate) fn new(name: Arc<str>, limit: Limit, now: Nanos, pinned: bool) -> Self {
+    /// A fresh resource holding back `margin` of refill (see
+    /// [`AdaptiveConfig::jitter_margin`]).
+    pub(crate) fn new(
+        name: Arc<str>,
+        limit: Limit,
+        now: Nanos,
+        pinned: bool,
+        margin: Nanos,
+    ) -> Self {
+        let mut meter = Meter::new(&limit, now);
+        meter.set_margin(margin);
         Resource {
             name,
             state: Mutex::new(State {
-                meter: Meter::new(&limit, now),
+                meter,
                 limit,
                 adaptive: None,
                 waiters: BTreeMap::new(),
@@ -172,17 +186,27 @@ impl State {
 
     #[cold]
     fn tick_slow(&mut self, now: Nanos, shared: &Shared, name: &str) {
+        let base = nanos(shared.adaptive.jitter_margin);
+        self.decay_margin(now, base);
         let Some(a) = self.adaptive.as_mut() else {
             return;
         };
         let cfg = &shared.adaptive;
+        let (factor, interval) = match a.cut {
+            Cut::Evidence => (cfg.fast_recovery_factor, cfg.fast_recovery_interval),
+            _ => (cfg.recovery_factor, cfg.recovery_interval),
+        };
         let ceiling = a.configured.capacity();
         let mut changed = false;
-        while self.limit.capacity() < ceiling && now >= a.next_recovery {
+        // An announced rate moves only with the announcements.
+        while matches!(a.cut, Cut::Seed | Cut::Evidence)
+            && self.limit.capacity() < ceiling
+            && now >= a.next_recovery
+        {
             let previous = self.limit.capacity();
-            let capacity = adaptive::recovered(previous, cfg.recovery_factor, ceiling);
+            let capacity = adaptive::recovered(previous, factor, ceiling);
             let at = a.next_recovery;
-            a.next_recovery = a.next_recovery.saturating_add(nanos(cfg.recovery_interval));
+            a.next_recovery = a.next_recovery.saturating_add(nanos(interval));
             self.limit = a.configured.scaled_to(capacity, a.configured.window());
             self.meter.reconfigure(&self.limit, now);
             changed = true;
@@ -196,8 +220,18 @@ impl State {
                 at: shared.instant(at),
             });
         }
-        if self.limit.capacity() >= ceiling && a.paused_until <= now {
-            // Fully recovered and not paused: nothing left to remember.
+        if self.limit == a.configured
+            || (a.cut != Cut::Announced && self.limit.capacity() >= ceiling)
+        {
+            a.cut = Cut::None;
+        }
+        let settled = a.cut == Cut::None
+            && a.paused_until <= now
+            && a.margin <= base
+            && a.strikes == 0
+            && !a.estimate.ready(now);
+        if settled {
+            // Fully recovered and quiet: nothing left to remember.
             self.limit = a.configured;
             self.adaptive = None;
         }
@@ -272,11 +306,9 @@ impl State {
         shared: &Shared,
         name: &str,
     ) -> Option<CapacityChange> {
-        let cfg = &shared.adaptive;
+        let cfg = shared.adaptive;
         let limit = self.limit;
-        let a = self
-            .adaptive
-            .get_or_insert_with(|| Box::new(Adaptive::new(limit)));
+        let a = self.adaptive_mut(shared);
         let cooldown = nanos(cfg.cooldown.unwrap_or(limit.window()));
         let may_reduce = a
             .reduced_at
@@ -289,6 +321,7 @@ impl State {
             return None;
         }
         a.reduced_at = Some(now);
+        a.cut = Cut::Seed;
         a.next_recovery = now.saturating_add(nanos(cfg.recovery_interval));
         let previous = limit.capacity();
         let capacity = adaptive::reduced(previous, cfg.reduce_factor);
@@ -323,6 +356,7 @@ impl State {
         } else {
             let available = self.meter.available(now);
             self.meter = Meter::new(&limit, now);
+            self.meter.set_margin(nanos(shared.adaptive.jitter_margin));
             if available < limit.max_cost() as f64 {
                 self.meter
                     .clamp_available(now, available.max(0.0).floor() as u64);
@@ -330,6 +364,8 @@ impl State {
         }
         self.limit = limit;
         self.adaptive = None;
+        // What was learned of the upstream's jitter goes with the rest.
+        self.meter.set_margin(nanos(shared.adaptive.jitter_margin));
         self.pinned = true;
         shared.emit(CapacityChange {
             resource: name.to_owned(),
@@ -378,9 +414,10 @@ impl State {
         now: Nanos,
         remaining: u64,
         reset: Option<Duration>,
-        cfg: &AdaptiveConfig,
+        shared: &Shared,
         since: Option<(Nanos, u64)>,
     ) {
+        let cfg = shared.adaptive;
         let bound = match since {
             None => remaining,
             Some((at, taken)) => {
@@ -400,16 +437,13 @@ impl State {
         if remaining == 0
             && let Some(reset) = reset
         {
-            let limit = self.limit;
-            let a = self
-                .adaptive
-                .get_or_insert_with(|| Box::new(Adaptive::new(limit)));
+            let a = self.adaptive_mut(shared);
             let until = now.saturating_add(nanos(reset.min(cfg.max_pause)));
             a.paused_until = a.paused_until.max(until);
         }
     }
 
-    pub(crate) fn capacity(&mut self, name: &str, now: Nanos) -> Capacity {
+    pub(crate) fn capacity(&mut self, name: &str, now: Nanos, shared: &Shared) -> Capacity {
         let paused_for = self
             .adaptive
             .as_ref()
@@ -417,7 +451,16 @@ impl State {
             .filter(|p| *p > 0)
             .map(Duration::from_nanos);
         let configured = *self.configured();
+        let a = self.adaptive.as_deref();
         Capacity {
+            jitter_margin: Duration::from_nanos(
+                a.map_or(nanos(shared.adaptive.jitter_margin), |a| a.margin),
+            ),
+            reason: self.reason(now),
+            announced_per_second: a
+                .filter(|a| a.estimate.samples >= crate::adaptive::estimate::SAMPLES)
+                .map(|a| a.estimate.lo),
+            configured_window: configured.window(),
             resource: name.to_owned(),
             algorithm: self.limit.kind(),
             available: self.meter.available(now),

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use common::{poll_once, ready};
 use sluice_limit::headers::{Quota, RateLimitHeaders};
-use sluice_limit::{CapacityChange, ChangeReason, Error, Limit, Limiter, Rules};
+use sluice_limit::{
+    AdaptiveConfig, CapacityChange, ChangeReason, Error, Limit, Limiter, Policy, Rules,
+};
 use tokio::time::advance;
 
 fn limiter() -> (Limiter, Arc<Mutex<Vec<CapacityChange>>>) {
@@ -154,7 +156,28 @@ async fn upstream_headers_bring_the_bucket_in_step() {
         10,
         "a 200 does not cut capacity"
     );
-    // A refusal pauses until the reset and halves capacity.
+    // A refusal pauses until the reset; one 429 is no evidence of a lower
+    // limit, so capacity stays.
+    l.observe(Some("req"), None, 429, &headers).unwrap();
+    assert_eq!(l.get_capacity("req").unwrap().total, 10);
+    let err = l.try_acquire("req", 1).unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(750)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_the_seed_policy_an_observed_429_halves() {
+    let l = Limiter::builder()
+        .rules(Rules::new().exact("req", Limit::per_second(10)))
+        .adaptive(AdaptiveConfig {
+            policy: Policy::Seed,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let headers = RateLimitHeaders {
+        retry_after: Some(Duration::from_millis(750)),
+        ..Default::default()
+    };
     l.observe(Some("req"), None, 429, &headers).unwrap();
     assert_eq!(l.get_capacity("req").unwrap().total, 5);
     let err = l.try_acquire("req", 1).unwrap_err();

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sluice_limit::{
-    AdaptiveConfig, Algorithm, Capacity, CapacityChange, ChangeReason, Error, Limit, Limiter, Rules,
+    AdaptiveConfig, Algorithm, Capacity, CapacityChange, ChangeReason, Error, Limit, Limiter,
+    Policy, Rules, headers::RateLimitHeaders,
 };
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -54,6 +55,9 @@ pub(crate) struct Inner {
     /// rules.
     pub(crate) overrides: Mutex<HashMap<String, Limit>>,
     deny: Mutex<HashMap<String, (Instant, u64)>>,
+    /// 429s in a row per resource, and when the last one was seen (the
+    /// evidence policy; see [`RedisLimiter::observe`]).
+    strikes: Mutex<HashMap<String, (u32, Instant)>>,
     queues: Mutex<HashMap<String, Arc<Waitq>>>,
     /// Head waiters refused on a resource other than their line's: woken
     /// by that resource's release notices too.
@@ -187,6 +191,7 @@ impl RedisLimiter {
             specs: Mutex::new(HashMap::new()),
             overrides: Mutex::new(HashMap::new()),
             deny: Mutex::new(HashMap::new()),
+            strikes: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
             interest: Mutex::new(HashMap::new()),
             blocks: Blocks::default(),
@@ -501,6 +506,13 @@ impl RedisLimiter {
             waiting,
             configured: l.capacity(),
             paused_for: (r[1] > 0).then(|| Duration::from_micros(r[1] as u64)),
+            configured_window: l.window(),
+            // The shared scripts hold back no margin and follow no
+            // announced rate (yet): the local share does, for when Redis
+            // goes away.
+            jitter_margin: Duration::ZERO,
+            reason: (r[1] > 0).then(|| "paused for the upstream's Retry-After".to_owned()),
+            announced_per_second: None,
         })
     }
 
@@ -516,10 +528,76 @@ impl RedisLimiter {
         resource: &str,
         retry_after: Option<Duration>,
     ) -> Result<Option<CapacityChange>, Error> {
+        // The local share learns of it too, for when Redis goes away.
+        let _ = self.inner.local.report_throttled(resource, retry_after);
+        let factor = self.inner.adaptive.reduce_factor;
+        self.throttle(resource, retry_after, factor).await
+    }
+
+    /// An upstream's answer to a call on `requests` (and `tokens`), under
+    /// the limiter's [`Policy`]. Under the evidence policy (the default) a
+    /// 429 pauses the shared resource for its Retry-After, for every
+    /// replica, and only 429s that keep coming (the configured number in
+    /// a row, each at least a tenth of the collision wait after the last)
+    /// cut the shared capacity, once per cooldown for all replicas; any
+    /// success clears the count. Under the seed policy every 429 cuts.
+    /// The local share hears every answer, for when Redis goes away.
+    ///
+    /// # Errors
+    /// [`Error::UnknownResource`], [`Error::Closed`].
+    pub async fn observe(
+        &self,
+        requests: Option<&str>,
+        tokens: Option<&str>,
+        status: u16,
+        headers: &RateLimitHeaders,
+    ) -> Result<Option<CapacityChange>, Error> {
+        let inner = &self.inner;
+        let _ = inner.local.observe(requests, tokens, status, headers);
+        let Some(resource) = requests.or(tokens.filter(|_| status == 429)) else {
+            return Ok(None);
+        };
+        let cfg = inner.adaptive;
+        if status != 429 {
+            if status < 400 {
+                lock(&inner.strikes).remove(resource);
+            }
+            return Ok(None);
+        }
+        let wait = headers.throttle_wait();
+        if cfg.policy == Policy::Seed {
+            return self.throttle(resource, wait, cfg.reduce_factor).await;
+        }
+        let proven = {
+            let mut strikes = lock(&inner.strikes);
+            let now = Instant::now();
+            let (n, last) = strikes.entry(resource.to_owned()).or_insert((0, now));
+            if *n == 0 || now.duration_since(*last) >= cfg.collision_wait / 10 {
+                *n += 1;
+            }
+            *last = now;
+            let proven = *n >= cfg.strikes;
+            if proven {
+                *n = 0;
+            }
+            proven
+        };
+        // A collision pauses without cutting (a factor of one).
+        let factor = if proven { cfg.reduce_factor } else { 1.0 };
+        self.throttle(resource, wait, factor).await
+    }
+
+    /// Pauses `resource` for `retry_after` (capped) and multiplies its
+    /// shared capacity by `factor` (at most once per cooldown), through
+    /// the throttle script; a cut is announced on the capacity bus.
+    async fn throttle(
+        &self,
+        resource: &str,
+        retry_after: Option<Duration>,
+        factor: f64,
+    ) -> Result<Option<CapacityChange>, Error> {
         let inner = &self.inner;
         let spec = inner.spec(resource)?;
-        // The local share learns of it too, for when Redis goes away.
-        let _ = inner.local.report_throttled(resource, retry_after);
         let pause = retry_after
             .unwrap_or_default()
             .min(inner.adaptive.max_pause);
@@ -528,7 +606,7 @@ impl RedisLimiter {
         let mut inv = script.prepare_invoke();
         inv.key(inner.keys.adaptive(resource))
             .arg(spec.limit.capacity())
-            .arg(inner.adaptive.reduce_factor)
+            .arg(factor)
             .arg(micros(cooldown))
             .arg(micros(pause))
             .arg(micros(inner.adaptive.recovery_interval))

@@ -107,6 +107,8 @@ pub struct ApiConfig {
     pub limits: Limits,
     /// Delay before each answer.
     pub latency_ms: u64,
+    /// Network jitter on the way in (see [`Latency::jitter_ms`]).
+    pub jitter_ms: u64,
     /// Faults it injects.
     pub faults: Faults,
 }
@@ -213,6 +215,13 @@ impl SimConfig {
             Some((p, _)) if self.providers.contains_key(p) => p.to_owned(),
             _ => wire.to_owned(),
         }
+    }
+
+    /// The jitter before `model`'s quota check, served as `provider`'s.
+    pub(crate) fn model_jitter_ms(&self, model: &str, provider: &str) -> u64 {
+        let m = self.models.get(model).and_then(|m| m.latency);
+        let p = self.providers.get(provider).and_then(|p| p.latency);
+        pick(m, p, self.defaults.latency).jitter_ms
     }
 
     /// Everything `model` does, served as `provider`'s.

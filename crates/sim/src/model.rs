@@ -121,6 +121,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         .config
         .provider_of(&parsed.model, call.provider.as_deref(), default);
     let generates = call.endpoint != Endpoint::Embeddings;
+    let jitter = Latency::jitter(shared.config.model_jitter_ms(&parsed.model, &provider));
+    if !jitter.is_zero() {
+        tokio::time::sleep(jitter).await;
+    }
     let outcome = shared.decide(Ask {
         kind: Kind::Model,
         name: &parsed.model,

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::config::Latency;
 use crate::faults::Fault;
 use crate::log::Line;
 use crate::state::{Ask, Decision, Kind, Shared};
@@ -39,6 +40,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     if !shared.config.apis.contains_key(&call.api) {
         shared.log_only(line, 404);
         return not_found(&call.path);
+    }
+    let jitter = shared
+        .config
+        .apis
+        .get(&call.api)
+        .map_or(Duration::ZERO, |a| Latency::jitter(a.jitter_ms));
+    if !jitter.is_zero() {
+        tokio::time::sleep(jitter).await;
     }
     let outcome = shared.decide(Ask {
         kind: Kind::Api,

@@ -68,6 +68,7 @@ async fn slow_streams_still_arrive_whole() {
         base_ms: 5,
         ttft_ms: 20,
         per_token_ms: 2,
+        jitter_ms: 0,
     };
     config.defaults.latency = latency;
     let sim = start(config).await;

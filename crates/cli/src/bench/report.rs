@@ -193,7 +193,7 @@ impl Report {
         let r = &w.run;
         let _ = writeln!(
             s,
-            "(c) swarm through the in-process gateway: {} agents offering {:.0} req/s to {} limited to {} req/s (burst {}) in the sim and the gateway (burst one less: jitter margin), {} equal-weight tenants, {:.0} s",
+            "(c) swarm through the in-process gateway: {} agents offering {:.0} req/s to {} limited to {} req/s (burst {}) in the sim and the gateway (the same limits: no margin configured), {} equal-weight tenants, {:.0} s",
             w.agents,
             w.offered_per_second,
             w.model,

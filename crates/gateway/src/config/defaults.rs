@@ -219,11 +219,19 @@ impl Default for TokenConfig {
 }
 
 impl Default for AdaptiveSettings {
-    /// The limiter's own: halve on a 429, grow 10% every 30 s, pause at
-    /// most a minute.
+    /// The limiter's own: cut on evidence (halve, recover ×1.25 a second),
+    /// the seed's AIMD (halve, grow 10% every 30 s) for limits that are
+    /// not known, pause at most a minute, a 20 ms jitter margin.
     fn default() -> Self {
         let limiter = AdaptiveConfig::default();
         AdaptiveSettings {
+            policy: super::AdaptivePolicy::Evidence,
+            // Network jitter to a provider is a few to tens of
+            // milliseconds; collisions widen it (up to 250 ms).
+            jitter_margin_ms: 20,
+            max_jitter_margin_ms: u64::try_from(limiter.max_jitter_margin.as_millis())
+                .unwrap_or(u64::MAX),
+            strikes: limiter.strikes,
             reduce_factor: limiter.reduce_factor,
             recovery_factor: limiter.recovery_factor,
             recovery_interval_seconds: limiter.recovery_interval.as_secs(),

@@ -141,9 +141,14 @@ fn capacity_json(c: &Capacity, name: &str) -> Value {
         "available": c.available,
         "in_flight": c.in_flight,
         "waiting": c.waiting,
+        "per_second": c.per_second(),
+        "configured_per_second": c.configured_per_second(),
         "reduced": c.is_reduced(),
-        "reduction": if c.configured > 0 { 1.0 - c.total as f64 / c.configured as f64 } else { 0.0 },
+        "reduction": if c.configured > 0 { (1.0 - c.per_second() / c.configured_per_second()).max(0.0) } else { 0.0 },
         "paused_ms": c.paused_for.map(|p| p.as_millis() as u64),
+        "jitter_margin_ms": c.jitter_margin.as_secs_f64() * 1e3,
+        "announced_per_second": c.announced_per_second,
+        "reason": c.reason,
     })
 }
 

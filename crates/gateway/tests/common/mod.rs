@@ -159,6 +159,12 @@ fn base_config(sim: &str, dir: &Path) -> Config {
         ..Config::default()
     };
     c.trace.dir = Some(dir.join("traces"));
+    // These tests count grants and cuts exactly: the seed's policy (a 429
+    // cuts at once) and no jitter margin. The evidence policy and the
+    // margin are tested in sluice-limit (tests/evidence.rs) and measured
+    // by `sluice bench adaptive`.
+    c.adaptive.policy = sluice_gateway::config::AdaptivePolicy::Seed;
+    c.adaptive.jitter_margin_ms = 0;
     c.providers = vec![
         provider("openai", &format!("{sim}/openai/v1"), WireFormat::Openai),
         provider(

@@ -14,6 +14,8 @@ pub(crate) struct Gcra {
     capacity: u64,
     window: u64,
     burst: u64,
+    /// Jitter margin in nanoseconds (see [`super::Meter::set_margin`]).
+    margin: u64,
 }
 
 impl Gcra {
@@ -23,7 +25,12 @@ impl Gcra {
             capacity: limit.capacity(),
             window: limit.window_nanos(),
             burst: limit.effective_burst(),
+            margin: 0,
         }
+    }
+
+    pub(crate) fn set_margin(&mut self, margin: Nanos) {
+        self.margin = margin;
     }
 
     fn scaled(&self, now: Nanos) -> u128 {
@@ -42,11 +49,16 @@ impl Gcra {
     pub(crate) fn check(&mut self, now: Nanos, cost: u64) -> Check {
         let now_s = self.scaled(now);
         let new_tat = self.tat.max(now_s) + self.increment(cost);
-        let allowed_at = new_tat.saturating_sub(self.tau());
-        if allowed_at <= now_s {
+        // The margin, scaled, where the burst leaves room for it.
+        let room = self.tau().saturating_sub(self.increment(cost));
+        let margin = (self.margin as u128 * self.capacity as u128).min(room);
+        // Allowed at `new_tat + margin - tau`, compared without underflow.
+        let allowed_at = new_tat + margin;
+        let ready = now_s + self.tau();
+        if allowed_at <= ready {
             return Ok(());
         }
-        let wait = (allowed_at - now_s).div_ceil(self.capacity as u128);
+        let wait = (allowed_at - ready).div_ceil(self.capacity as u128);
         Err(Some(u64::try_from(wait).unwrap_or(u64::MAX)))
     }
 
@@ -95,7 +107,9 @@ impl Gcra {
             .available(now)
             .min(limit.effective_burst() as f64)
             .max(-(limit.capacity() as f64));
+        let margin = self.margin;
         *self = Gcra::new(limit, now);
+        self.margin = margin;
         let used = (self.burst as f64 - available).max(0.0);
         let used_s = (used * self.window as f64).ceil() as u128;
         self.tat = self.scaled(now) + used_s;
@@ -123,6 +137,22 @@ mod tests {
         assert_eq!(g.check(0, 1), Err(Some(333_333_334)));
         assert!(g.check(333_333_333, 1).is_err());
         assert!(g.check(333_333_334, 1).is_ok());
+    }
+
+    #[test]
+    fn margin_delays_only_the_refill() {
+        let mut g = Gcra::new(
+            &Limit::gcra(50, std::time::Duration::from_secs(1)).burst(10),
+            0,
+        );
+        g.set_margin(10_000_000);
+        for _ in 0..9 {
+            assert!(g.check(0, 1).is_ok());
+            g.take(0, 1);
+        }
+        assert_eq!(g.check(0, 1), Err(Some(10_000_000)));
+        g.take(10_000_000, 1);
+        assert_eq!(g.check(10_000_000, 1), Err(Some(20_000_000)));
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub(crate) struct TokenBucket {
     capacity: u64,
     window: u64,
     burst: u64,
+    /// Jitter margin: nanoseconds of refill held back before a grant (see
+    /// [`super::Meter::set_margin`]).
+    margin: u64,
 }
 
 impl TokenBucket {
@@ -28,7 +31,21 @@ impl TokenBucket {
             capacity: limit.capacity(),
             window,
             burst,
+            margin: 0,
         }
+    }
+
+    pub(crate) fn set_margin(&mut self, margin: Nanos) {
+        self.margin = margin;
+    }
+
+    /// What must be in the bucket for `cost` to go: the cost, plus the
+    /// margin's refill where the burst leaves room for it (a full bucket
+    /// always lets its largest grant go).
+    fn need(&self, cost: u64) -> i128 {
+        let cost = cost as i128 * self.window as i128;
+        let room = (self.max_level() - cost).max(0);
+        cost + (self.margin as i128 * self.capacity as i128).min(room)
     }
 
     fn max_level(&self) -> i128 {
@@ -50,7 +67,7 @@ impl TokenBucket {
 
     pub(crate) fn check(&mut self, now: Nanos, cost: u64) -> Check {
         self.refill(now);
-        let need = cost as i128 * self.window as i128;
+        let need = self.need(cost);
         if self.level >= need {
             return Ok(());
         }
@@ -174,6 +191,28 @@ mod tests {
         assert_eq!(b.available(0), 50.0, "raising the limit adds no tokens");
         assert!(!b.is_idle(0));
         assert!(b.is_idle(S / 2));
+    }
+
+    #[test]
+    fn margin_holds_back_refill_but_never_a_whole_burst() {
+        let mut b = TokenBucket::new(&Limit::per_second(50).burst(10), 0);
+        b.set_margin(10_000_000);
+        // Half a token held back: nine go at once, the tenth 10 ms later.
+        for _ in 0..9 {
+            assert!(b.check(0, 1).is_ok());
+            b.take(0, 1);
+        }
+        assert_eq!(b.check(0, 1), Err(Some(10_000_000)));
+        b.take(10_000_000, 1);
+        // Then one every 20 ms, each 10 ms after its token refilled.
+        assert_eq!(b.check(10_000_000, 1), Err(Some(20_000_000)));
+        assert!(b.check(30_000_000, 1).is_ok());
+        let mut one = TokenBucket::new(&Limit::per_second(5).burst(1), 0);
+        one.set_margin(10_000_000);
+        assert!(
+            one.check(0, 1).is_ok(),
+            "no room for a margin in a burst of 1"
+        );
     }
 
     #[test]

@@ -118,6 +118,20 @@ pub struct Latency {
     pub ttft_ms: u64,
     /// Between two tokens of a stream.
     pub per_token_ms: u64,
+    /// Network jitter on the way in: each request reaches the quota check
+    /// after a delay drawn uniformly from 0 to this, so requests sent at
+    /// a steady pace arrive unevenly, as they do at a real provider.
+    pub jitter_ms: u64,
+}
+
+impl Latency {
+    /// One draw of the jitter.
+    pub(crate) fn jitter(jitter_ms: u64) -> std::time::Duration {
+        if jitter_ms == 0 {
+            return std::time::Duration::ZERO;
+        }
+        std::time::Duration::from_micros(fastrand::u64(0..=jitter_ms * 1_000))
+    }
 }
 
 /// Faults to inject. A probability draws per admitted request (seeded by

@@ -135,6 +135,7 @@ mod tests {
             base_ms: 0,
             ttft_ms: 100,
             per_token_ms: 10,
+            jitter_ms: 0,
         };
         let got: Vec<u64> = pace(
             vec![

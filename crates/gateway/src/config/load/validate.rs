@@ -261,6 +261,22 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         a.recovery_interval_seconds,
         1,
     )?;
+    c.at_least(key(&["adaptive", "strikes"]), u64::from(a.strikes), 1)?;
+    if a.jitter_margin_ms > 10_000 {
+        return Err(c.fail(
+            key(&["adaptive", "jitter_margin_ms"]),
+            format!("must be at most 10000 (10 s), not {}", a.jitter_margin_ms),
+        ));
+    }
+    if a.max_jitter_margin_ms < a.jitter_margin_ms {
+        return Err(c.fail(
+            key(&["adaptive", "max_jitter_margin_ms"]),
+            format!(
+                "must be at least jitter_margin_ms ({}), not {}",
+                a.jitter_margin_ms, a.max_jitter_margin_ms
+            ),
+        ));
+    }
 
     c.at_least(
         key(&["limits_api", "lease_ttl_ms"]),

@@ -1,0 +1,265 @@
+//! `sluice bench adaptive`: the gateway against a simulated provider whose
+//! limit is configured exactly, too high, changes mid-run or is not
+//! configured at all; a closed-loop swarm through the in-process gateway,
+//! the provider 20 ms away with network jitter. Reports goodput against
+//! the provider's capacity, the upstream 429s (over the run and after the
+//! warm-up the scenario allows) and fairness between tenants.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_sim::swarm::{Mode, Swarm, SwarmConfig, Workload};
+use sluice_sim::{Latency, Limits, Scope, SimConfig};
+use tokio::time::Instant;
+
+use super::{finish, note};
+use crate::stack::{NO_LIMIT, Stack};
+use crate::summary::RunSummary;
+
+const PROVIDER: &str = "openai";
+const MODEL: &str = "gpt-4o-mini";
+
+/// What the gateway is told against what the provider does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// The gateway has the provider's exact rate and burst.
+    Exact,
+    /// The gateway is told `--rate`; the provider allows 60 % of it.
+    TooHigh,
+    /// The provider halves its rate a third into the run and restores it
+    /// two thirds in.
+    LowerRestore,
+    /// Nothing configured for the model: the gateway must learn it.
+    Unknown,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdaptiveArgs {
+    /// Which scenario.
+    #[arg(long, value_enum, default_value = "exact")]
+    pub scenario: Scenario,
+    /// The rate the gateway is configured with (and the provider's, but
+    /// for `too-high`), requests per second.
+    #[arg(long, default_value_t = 50.0)]
+    pub rate: f64,
+    /// The provider's burst (and the gateway's, where configured).
+    #[arg(long, default_value_t = 10)]
+    pub burst: u32,
+    /// How long the swarm runs.
+    #[arg(long, default_value = "30s", value_parser = crate::args::duration)]
+    pub duration: Duration,
+    /// Closed-loop agents.
+    #[arg(long, default_value_t = 100)]
+    pub agents: usize,
+    /// Equal-weight tenants the agents are spread over.
+    #[arg(long, default_value_t = 4)]
+    pub tenants: usize,
+    /// Network jitter before the provider's quota check, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub jitter_ms: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AdaptiveReport {
+    scenario: Scenario,
+    configured_per_second: Option<f64>,
+    provider_per_second: f64,
+    burst: u32,
+    agents: usize,
+    tenants: usize,
+    duration_s: f64,
+    jitter_ms: u64,
+    /// What the provider admitted, and what it allowed over the run.
+    admitted: u64,
+    capacity: f64,
+    goodput: f64,
+    upstream_429s: u64,
+    /// 429s per request sent upstream.
+    rate_429: f64,
+    /// From the end of the warm-up on.
+    warmup_s: f64,
+    admitted_after_warmup: u64,
+    capacity_after_warmup: f64,
+    goodput_after_warmup: f64,
+    rate_429_after_warmup: f64,
+    fairness: f64,
+    run: RunSummary,
+}
+
+impl AdaptiveReport {
+    fn table(&self) -> String {
+        format!(
+            "scenario {:?}: gateway configured {}, provider {:.1}/s burst {}, {} agents in {} tenants, {:.0} s, {} ms jitter\n  \
+             goodput {:.1}% ({} of {:.0}), upstream 429s {} ({:.2}% of requests), fairness {:.4}\n  \
+             after {:.0} s: goodput {:.1}% ({} of {:.0}), 429s {:.2}%\n",
+            self.scenario,
+            self.configured_per_second
+                .map_or("nothing".to_owned(), |r| format!("{r}/s")),
+            self.provider_per_second,
+            self.burst,
+            self.agents,
+            self.tenants,
+            self.duration_s,
+            self.jitter_ms,
+            self.goodput * 100.0,
+            self.admitted,
+            self.capacity,
+            self.upstream_429s,
+            self.rate_429 * 100.0,
+            self.fairness,
+            self.warmup_s,
+            self.goodput_after_warmup * 100.0,
+            self.admitted_after_warmup,
+            self.capacity_after_warmup,
+            self.rate_429_after_warmup * 100.0,
+        )
+    }
+}
+
+pub async fn adaptive(args: AdaptiveArgs) -> std::process::ExitCode {
+    if !(args.rate > 0.0 && args.rate <= 10_000.0) || args.burst == 0 {
+        eprintln!("sluice bench adaptive: --rate must be in (0, 10000] and --burst at least 1");
+        return std::process::ExitCode::from(2);
+    }
+    if !(1..=10_000).contains(&args.agents) || !(1..=100).contains(&args.tenants) {
+        eprintln!("sluice bench adaptive: --agents must be 1 to 10000, --tenants 1 to 100");
+        return std::process::ExitCode::from(2);
+    }
+    finish(args.json, run(&args).await, AdaptiveReport::table)
+}
+
+async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
+    let secs = args.duration.as_secs_f64();
+    let provider_rate = match args.scenario {
+        Scenario::TooHigh => args.rate * 0.6,
+        _ => args.rate,
+    };
+    let configured = (args.scenario != Scenario::Unknown).then_some(args.rate);
+    let warmup = match args.scenario {
+        Scenario::TooHigh => 5.0_f64,
+        Scenario::Unknown => 10.0,
+        _ => 0.0,
+    }
+    .min(secs / 2.0);
+
+    let mut sim = SimConfig {
+        seed: Some(7),
+        ..SimConfig::default()
+    };
+    sim.defaults.latency = Latency {
+        base_ms: 20,
+        jitter_ms: args.jitter_ms,
+        ..Latency::default()
+    };
+    let limits = Limits::per_second(provider_rate).burst(args.burst);
+    if let Some(p) = sim.providers.get_mut(PROVIDER) {
+        p.limits = limits;
+    }
+    let (rate, burst) = match configured {
+        Some(r) => (r, u64::from(args.burst)),
+        None => (NO_LIMIT, NO_LIMIT as u64),
+    };
+    let prefix = format!("{PROVIDER}/");
+    let stack = Stack::start(sim, move |c| {
+        for m in &mut c.models {
+            if m.prefix == prefix {
+                m.requests_per_second = rate;
+                m.burst = burst;
+            }
+        }
+    })
+    .await?;
+    let workload = Workload::single_model(PROVIDER, MODEL, (Duration::ZERO, Duration::ZERO));
+    stack.fresh_start(workload.target_names());
+    let config = SwarmConfig::new(stack.gateway_url(), Mode::Gateway, workload)
+        .agents(args.agents)
+        .tenants(args.tenants)
+        .duration(args.duration);
+    note(
+        args.json,
+        &format!(
+            "{:?}: {} agents for {secs:.0} s",
+            args.scenario, args.agents
+        ),
+    );
+    let started = Instant::now();
+    let swarm = Swarm::start(config).map_err(|e| e.to_string())?;
+    let count = |stats: &sluice_sim::Stats| {
+        let c = stats.model(MODEL);
+        (c.admitted, c.rate_limited)
+    };
+    let mut at_warmup = (0, 0);
+    let mut capacity = f64::from(args.burst);
+    let capacity_after;
+    if args.scenario == Scenario::LowerRestore {
+        let third = args.duration / 3;
+        tokio::time::sleep_until(started + third).await;
+        stack
+            .sim
+            .set_limits(
+                Scope::Model(MODEL.to_owned()),
+                Limits::per_second(provider_rate / 2.0).burst(args.burst),
+            )
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep_until(started + third * 2).await;
+        stack
+            .sim
+            .set_limits(Scope::Model(MODEL.to_owned()), limits)
+            .map_err(|e| e.to_string())?;
+        // Each change starts a full bucket.
+        capacity += 2.0 * f64::from(args.burst);
+        capacity += provider_rate * (secs * 2.0 / 3.0) + provider_rate / 2.0 * secs / 3.0;
+        capacity_after = capacity;
+    } else {
+        if warmup > 0.0 {
+            tokio::time::sleep_until(started + Duration::from_secs_f64(warmup)).await;
+            at_warmup = count(&stack.sim.stats());
+        }
+        capacity += provider_rate * secs;
+        capacity_after = provider_rate * (secs - warmup)
+            + if warmup > 0.0 {
+                0.0
+            } else {
+                f64::from(args.burst)
+            };
+    }
+    let report = swarm.finish().await;
+    let stats = stack.sim.stats();
+    let (admitted, refused) = count(&stats);
+    let run = RunSummary::new(report, &stats, &stack.sim_config, started.elapsed());
+    stack.stop().await;
+    let share = |a: u64, r: u64| {
+        if a + r == 0 {
+            0.0
+        } else {
+            r as f64 / (a + r) as f64
+        }
+    };
+    let (admitted_after, refused_after) = (admitted - at_warmup.0, refused - at_warmup.1);
+    Ok(AdaptiveReport {
+        scenario: args.scenario,
+        configured_per_second: configured,
+        provider_per_second: provider_rate,
+        burst: args.burst,
+        agents: args.agents,
+        tenants: args.tenants,
+        duration_s: secs,
+        jitter_ms: args.jitter_ms,
+        admitted,
+        capacity,
+        goodput: admitted as f64 / capacity,
+        upstream_429s: refused,
+        rate_429: share(admitted, refused),
+        warmup_s: warmup,
+        admitted_after_warmup: admitted_after,
+        capacity_after_warmup: capacity_after,
+        goodput_after_warmup: admitted_after as f64 / capacity_after.max(1.0),
+        rate_429_after_warmup: share(admitted_after, refused_after),
+        fairness: run.fairness,
+        run,
+    })
+}
