@@ -91,6 +91,14 @@ impl Default for AdaptiveConfig {
 }
 
 impl AdaptiveConfig {
+    /// Where a 429 cannot be tied to the call it answers, the least time
+    /// after the last one for it to count as another strike: a tenth of
+    /// the collision wait (a burst of answers to calls let go together is
+    /// one strike).
+    pub fn strike_spacing(&self) -> Duration {
+        self.collision_wait / 10
+    }
+
     /// Checks the factors and intervals.
     ///
     /// # Errors

@@ -32,6 +32,14 @@ pub(crate) struct Held {
 }
 
 impl Grant {
+    /// What this grant holds of `resource`: only the same resource object
+    /// counts (one evicted and created again since is another).
+    pub(crate) fn held(&self, resource: &Arc<Resource>) -> Option<&Held> {
+        self.parts
+            .iter()
+            .find(|h| Arc::ptr_eq(&h.resource, resource))
+    }
+
     /// The resources held and what each reserved (now, after any settle).
     pub fn parts(&self) -> impl Iterator<Item = (&str, u64)> {
         self.parts.iter().map(|h| (&*h.resource.name, h.reserved))

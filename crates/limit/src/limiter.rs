@@ -282,10 +282,15 @@ impl Limiter {
             }
             None => {
                 let limit = inner.rule(resource)?;
-                let margin = crate::resource::nanos(inner.shared.adaptive.jitter_margin);
-                Resource::new(resource.into(), limit, now, false, margin)
-                    .lock()
-                    .capacity(resource, now, &inner.shared)
+                Resource::new(
+                    resource.into(),
+                    limit,
+                    now,
+                    false,
+                    inner.shared.base_margin(),
+                )
+                .lock()
+                .capacity(resource, now, &inner.shared)
             }
         };
         inner.shared.dispatch();
@@ -366,9 +371,7 @@ impl Limiter {
         let now = inner.shared.now();
         // Only the same resource object counts: one evicted and created
         // again since the grant starts a new count.
-        let since = grant
-            .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
-            .map(|h| (h.stamp, h.taken));
+        let since = grant.and_then(|g| g.held(&res)).map(|h| (h.stamp, h.taken));
         res.lock().sync(now, remaining, reset, &inner.shared, since);
         Ok(())
     }
@@ -455,9 +458,7 @@ impl Limiter {
         };
         let res = inner.resource(resource)?;
         let now = inner.shared.now();
-        let sent_at = grant
-            .and_then(|g| g.parts.iter().find(|h| Arc::ptr_eq(&h.resource, &res)))
-            .map(|h| h.stamp);
+        let sent_at = grant.and_then(|g| g.held(&res)).map(|h| h.stamp);
         let answer = Answer {
             status,
             headers,

@@ -93,7 +93,7 @@ impl Inner {
             s.sweep(now, &self.shared);
         }
         let key: Arc<str> = name.into();
-        let margin = crate::resource::nanos(self.shared.adaptive.jitter_margin);
+        let margin = self.shared.base_margin();
         let r = Arc::new(Resource::new(
             key.clone(),
             limit,

@@ -50,6 +50,11 @@ impl Shared {
         }
     }
 
+    /// The jitter margin every resource starts from, in nanoseconds.
+    pub(crate) fn base_margin(&self) -> Nanos {
+        nanos(self.adaptive.jitter_margin)
+    }
+
     /// Nanoseconds since the epoch on the limiter's clock.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
@@ -186,7 +191,7 @@ impl State {
 
     #[cold]
     fn tick_slow(&mut self, now: Nanos, shared: &Shared, name: &str) {
-        let base = nanos(shared.adaptive.jitter_margin);
+        let base = shared.base_margin();
         self.decay_margin(now, base);
         let Some(a) = self.adaptive.as_mut() else {
             return;
@@ -229,7 +234,7 @@ impl State {
             && a.paused_until <= now
             && a.margin <= base
             && a.strikes == 0
-            && !a.estimate.ready(now);
+            && !a.estimate.fresh(now);
         if settled {
             // Fully recovered and quiet: nothing left to remember.
             self.limit = a.configured;
@@ -356,7 +361,7 @@ impl State {
         } else {
             let available = self.meter.available(now);
             self.meter = Meter::new(&limit, now);
-            self.meter.set_margin(nanos(shared.adaptive.jitter_margin));
+            self.meter.set_margin(shared.base_margin());
             if available < limit.max_cost() as f64 {
                 self.meter
                     .clamp_available(now, available.max(0.0).floor() as u64);
@@ -365,7 +370,7 @@ impl State {
         self.limit = limit;
         self.adaptive = None;
         // What was learned of the upstream's jitter goes with the rest.
-        self.meter.set_margin(nanos(shared.adaptive.jitter_margin));
+        self.meter.set_margin(shared.base_margin());
         self.pinned = true;
         shared.emit(CapacityChange {
             resource: name.to_owned(),
@@ -453,9 +458,7 @@ impl State {
         let configured = *self.configured();
         let a = self.adaptive.as_deref();
         Capacity {
-            jitter_margin: Duration::from_nanos(
-                a.map_or(nanos(shared.adaptive.jitter_margin), |a| a.margin),
-            ),
+            jitter_margin: Duration::from_nanos(a.map_or(shared.base_margin(), |a| a.margin)),
             reason: self.reason(now),
             announced_per_second: a
                 .filter(|a| a.estimate.samples >= crate::adaptive::estimate::SAMPLES)

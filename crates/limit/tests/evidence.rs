@@ -46,6 +46,22 @@ impl Provider {
         self.at = now;
     }
 
+    /// From `count_from` on, for `secs`: under 1 % refused and at least
+    /// 95 % of `rate`.
+    fn settled_at(&self, rate: f64, secs: f64) {
+        let late = self.admitted_late + self.refused_late;
+        assert!(
+            self.refused_late as f64 <= 0.01 * late as f64,
+            "refused {} of {late} once settled",
+            self.refused_late
+        );
+        assert!(
+            self.admitted_late as f64 >= 0.95 * rate * secs,
+            "admitted {} of {rate}/s × {secs} s once settled",
+            self.admitted_late
+        );
+    }
+
     fn set_rate(&mut self, rate: f64) {
         self.refill();
         self.rate = rate;
@@ -219,18 +235,7 @@ async fn a_limit_configured_too_high_follows_the_announced_one() {
         |_| {},
     )
     .await;
-    let p = r.provider.lock().unwrap();
-    let late = p.admitted_late + p.refused_late;
-    assert!(
-        p.refused_late as f64 <= 0.01 * late as f64,
-        "refused {} of {late} after 5 s",
-        p.refused_late
-    );
-    assert!(
-        p.admitted_late as f64 >= 0.95 * 30.0 * 25.0,
-        "admitted {} after 5 s",
-        p.admitted_late
-    );
+    r.provider.lock().unwrap().settled_at(30.0, 25.0);
     let c = r.limiter.get_capacity("m").unwrap();
     let rate = c.per_second();
     assert!((28.5..=30.0).contains(&rate), "{rate} {c:?}");
@@ -280,18 +285,7 @@ async fn an_unknown_limit_is_learned() {
         |_| {},
     )
     .await;
-    let p = r.provider.lock().unwrap();
-    let late = p.admitted_late + p.refused_late;
-    assert!(
-        p.admitted_late as f64 >= 0.95 * 20.0 * 20.0,
-        "admitted {} after 10 s",
-        p.admitted_late
-    );
-    assert!(
-        p.refused_late as f64 <= 0.01 * late as f64,
-        "refused {} of {late} after 10 s",
-        p.refused_late
-    );
+    r.provider.lock().unwrap().settled_at(20.0, 20.0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -324,4 +318,32 @@ async fn without_headers_429s_that_keep_coming_cut_and_clean_seconds_restore() {
     // Clean seconds bring it back within seconds, not minutes.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(l.get_capacity("m").unwrap().total, 40);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_on_another_quota_never_sets_a_rate_near_zero() {
+    // Refused with the request bucket nearly full (the tokens ran out):
+    // such answers bound the request rate only to (0, 1/reset].
+    let l = Limiter::builder()
+        .rules(Rules::new().exact("m", Limit::per_second(50).burst(10)))
+        .build()
+        .unwrap();
+    let refused = RateLimitHeaders {
+        requests: Some(Quota {
+            limit: Some(10),
+            remaining: Some(9),
+            reset: Some(Duration::from_millis(100)),
+        }),
+        retry_after: Some(Duration::from_millis(50)),
+        refills: true,
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let g = l.try_acquire("m", 1).unwrap();
+        l.observe_answer(&g, Some("m"), None, 429, &refused)
+            .unwrap();
+    }
+    let c = l.get_capacity("m").unwrap();
+    assert!(c.per_second() >= 25.0, "{c:?}");
 }

@@ -572,7 +572,7 @@ impl RedisLimiter {
             let mut strikes = lock(&inner.strikes);
             let now = Instant::now();
             let (n, last) = strikes.entry(resource.to_owned()).or_insert((0, now));
-            if *n == 0 || now.duration_since(*last) >= cfg.collision_wait / 10 {
+            if *n == 0 || now.duration_since(*last) >= cfg.strike_spacing() {
                 *n += 1;
             }
             *last = now;

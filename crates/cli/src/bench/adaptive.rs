@@ -30,7 +30,11 @@ pub enum Scenario {
     /// The provider halves its rate a third into the run and restores it
     /// two thirds in.
     LowerRestore,
-    /// Nothing configured for the model: the gateway must learn it.
+    /// The provider's limit is not known: the gateway is configured with
+    /// a limit that never binds (1,000,000/s, as a user who knows nothing
+    /// would write) and must learn the provider's from its answers. (With
+    /// no `[[models]]` entry at all the built-in default rule, 2/s, would
+    /// apply and cap it.)
     Unknown,
 }
 

@@ -63,7 +63,7 @@ pub(crate) fn bounds(quota: &Quota, admitted: bool) -> Option<(f64, f64)> {
 /// `q` per `w`: exact, but for the rounding of `w` to whole seconds.
 pub(crate) fn policy_bounds(limit: u64, window: Duration) -> Option<(f64, f64)> {
     let w = window.as_secs_f64();
-    (limit > 0 && w > 0.0).then(|| (limit as f64 / (w + 0.5).max(w), limit as f64 / w))
+    (limit > 0 && w > 0.0).then(|| (limit as f64 / (w + 0.5), limit as f64 / w))
 }
 
 impl Estimate {
@@ -88,9 +88,14 @@ impl Estimate {
         self.last = now;
     }
 
+    /// True while answers keep coming: the count is worth keeping.
+    pub(crate) fn fresh(&self, now: Nanos) -> bool {
+        self.samples > 0 && now.saturating_sub(self.last) <= FRESH
+    }
+
     /// True once enough recent answers agree.
     pub(crate) fn ready(&self, now: Nanos) -> bool {
-        self.samples >= SAMPLES && now.saturating_sub(self.last) <= FRESH
+        self.samples >= SAMPLES && self.fresh(now)
     }
 }
 

@@ -35,7 +35,7 @@ impl State {
     /// The adaptive state, created at need.
     pub(crate) fn adaptive_mut(&mut self, shared: &Shared) -> &mut Adaptive {
         let limit = self.limit;
-        let margin = nanos(shared.adaptive.jitter_margin);
+        let margin = shared.base_margin();
         self.adaptive
             .get_or_insert_with(|| Box::new(Adaptive::new(limit, margin)))
     }
@@ -92,7 +92,11 @@ impl State {
         let current = self.limit.per_second_rate();
         let ceiling = a.configured.per_second_rate();
         let narrow = e.hi - e.lo <= 0.05 * e.hi;
-        let lower = e.hi < current * 0.98 && (narrow || e.hi < current * 0.8);
+        // A low end far below the high one (a 429 that found the bucket
+        // nearly full: the call was refused on another quota) says little
+        // of the rate: never cut to it.
+        let informative = e.lo >= 0.5 * e.hi;
+        let lower = e.hi < current * 0.98 && informative && (narrow || e.hi < current * 0.8);
         let raise = e.lo > current * 1.01 && current < ceiling;
         if lower || raise {
             self.set_rate(now, e.lo.min(ceiling), e.burst, shared, name);
@@ -155,7 +159,7 @@ impl State {
             // way: it proves nothing the last one did not.
             let counts = match (answer.sent_at, a.last_throttle) {
                 (Some(sent), Some(last)) => sent >= last,
-                (None, Some(last)) => now >= last.saturating_add(nanos(cfg.collision_wait) / 10),
+                (None, Some(last)) => now >= last.saturating_add(nanos(cfg.strike_spacing())),
                 (_, None) => true,
             };
             if counts {
