@@ -50,6 +50,8 @@ pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
         let n = name.as_str();
         let keep = n == "content-type"
             || n == "cache-control"
+            // Redirects are never followed upstream; the caller decides.
+            || n == "location"
             || n.starts_with("x-ratelimit-")
             || n.starts_with("anthropic-ratelimit-")
             || n.starts_with("ratelimit")

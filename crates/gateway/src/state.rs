@@ -162,6 +162,10 @@ impl AppState {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
+            // Credentials (`authorization`, Anthropic's `x-api-key`) must
+            // never follow a redirect to another host: redirects reach the
+            // caller as they are.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| StartError::Client(e.to_string()))?;
         let metrics = Metrics::install(config.metrics.tenant_labels)
@@ -316,7 +320,10 @@ async fn connect_redis(config: &Config, r: &RedisSettings) -> Result<RedisLimite
     });
     limiter.on_change(capacity_changed);
     if limiter.is_degraded() {
-        tracing::warn!(url = %r.url, "redis unreachable at start: limits are degraded");
+        tracing::warn!(
+            url = %crate::config::redact_url(&r.url),
+            "redis unreachable at start: limits are degraded"
+        );
     }
     Ok(limiter)
 }

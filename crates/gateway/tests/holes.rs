@@ -297,3 +297,75 @@ async fn hole4_queue_wide_calls_are_the_operators_only() {
     }
     h.stop().await;
 }
+
+/// Secrets: an upstream's redirect reaches the caller as it is; the
+/// gateway never follows it, so the API's token (or Anthropic's
+/// `x-api-key`) never travels to the host a redirect names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_from_upstream_are_passed_on_never_followed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // An upstream that answers every request with 302 to `/landed` on
+    // itself, and counts the requests that land there.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let landed = Arc::new(AtomicUsize::new(0));
+    let counter = landed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = if String::from_utf8_lossy(&head).contains("/landed") {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                        .to_string()
+                } else {
+                    format!(
+                        "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:{port}/landed\r\n\
+                         content-length: 0\r\nconnection: close\r\n\r\n"
+                    )
+                };
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    let h = harness(|c| {
+        let mut api = c.apis[0].clone();
+        api.name = "moved".into();
+        api.base_url = format!("http://127.0.0.1:{port}/x");
+        api.tool_prefixes.clear();
+        c.apis.push(api);
+    })
+    .await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let res = client
+        .get(h.url("/proxy/moved/hello"))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FOUND);
+    assert_eq!(
+        header(&res, "location"),
+        format!("http://127.0.0.1:{port}/landed")
+    );
+    assert_eq!(
+        landed.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+    h.stop().await;
+}

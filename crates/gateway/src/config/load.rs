@@ -94,6 +94,9 @@ impl Config {
                 super::jobs::redact_url(&self.jobs.store).into(),
             );
         }
+        if let (Some(redis), Some(Value::Table(written))) = (&self.redis, table.get_mut("redis")) {
+            written.insert("url".into(), super::jobs::redact_url(&redis.url).into());
+        }
         if let Some(Value::Array(tenants)) = table.get_mut("tenants") {
             for (tenant, written) in self.tenants.iter().zip(tenants) {
                 if let (Some(_), Value::Table(written)) = (&tenant.api_key, written) {

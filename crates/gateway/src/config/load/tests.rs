@@ -817,3 +817,14 @@ fn load_reads_a_file_and_names_a_missing_one() {
     assert!(matches!(e, ConfigError::Read { .. }), "{e}");
     assert!(std::error::Error::source(&e).is_some());
 }
+
+#[test]
+fn redis_passwords_are_never_shown() {
+    let config = file("[redis]\nurl = \"redis://:pw-secret@cache:6379/0\"\n");
+    let shown = config.to_toml();
+    assert!(!shown.contains("pw-secret"), "{shown}");
+    assert!(shown.contains("cache:6379"), "{shown}");
+    let e = error("[redis]\nurl = \"http://u:pw-secret@cache:6379\"\n", &[]);
+    assert_eq!(e.key(), Some("redis.url"), "{e}");
+    assert!(!e.to_string().contains("pw-secret"), "{e}");
+}

@@ -41,7 +41,10 @@ fn redis(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     {
         return Err(c.fail(
             at("url"),
-            format!("must be a redis:// URL, not {:?}", r.url),
+            format!(
+                "must be a redis:// URL, not {:?}",
+                crate::config::redact_url(&r.url)
+            ),
         ));
     }
     if !["exact", "leased"].contains(&r.mode.as_str()) {
