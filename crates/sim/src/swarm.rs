@@ -164,7 +164,9 @@ impl Swarm {
             .collect();
         let shared = Arc::new(agent::Shared {
             client,
-            base: config.base_url.clone(),
+            bases: std::iter::once(config.base_url.clone())
+                .chain(config.replicas.iter().cloned())
+                .collect(),
             mode: config.mode,
             workload: config.workload.clone(),
             retry: config.retry,
