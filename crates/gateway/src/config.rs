@@ -117,6 +117,22 @@ pub struct RedisSettings {
     pub block_ttl_ms: u64,
 }
 
+impl RedisSettings {
+    /// Redis at `url` with every other setting at its default.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisSettings {
+            url: url.into(),
+            mode: redis_mode(),
+            prefix: redis_prefix(),
+            timeout_ms: redis_timeout(),
+            failure: redis_failure(),
+            replica_id: None,
+            lease_ttl_ms: redis_lease_ttl(),
+            block_ttl_ms: redis_block_ttl(),
+        }
+    }
+}
+
 fn redis_mode() -> String {
     "exact".into()
 }
