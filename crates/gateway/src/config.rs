@@ -6,6 +6,7 @@
 mod defaults;
 mod jobs;
 mod load;
+mod secrets;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
+pub use secrets::Secrets;
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
 /// defaults: it runs with no file at all.
@@ -80,6 +82,10 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// The values of the credential variables named above, read when the
+    /// configuration was loaded; never serialized.
+    #[serde(skip)]
+    pub secrets: Secrets,
 }
 
 /// `[redis]`: limits shared by several gateway replicas.
@@ -175,6 +181,10 @@ pub struct ProviderConfig {
     /// The environment variable holding the API key (never logged).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Whether that key serves tenants without a key of their own for this
+    /// provider (`[tenants.providers.{name}]`); if not, they are refused.
+    #[serde(default = "yes")]
+    pub shared_auth: bool,
     /// The wire format.
     #[serde(default)]
     pub format: WireFormat,
@@ -227,6 +237,10 @@ pub struct ApiConfig {
     /// The environment variable holding a bearer token to send upstream.
     #[serde(default)]
     pub auth_env: Option<String>,
+    /// Whether that token serves tenants without a token of their own for
+    /// this API (`[tenants.apis.{name}]`); if not, they are refused.
+    #[serde(default = "yes")]
+    pub shared_auth: bool,
 }
 
 /// A tenant (workspace) and its key.
@@ -244,6 +258,49 @@ pub struct TenantConfig {
     /// Its weight in fair queuing (default 1).
     #[serde(default = "one")]
     pub weight: u32,
+    /// Its own credentials for APIs, by API name
+    /// (`[tenants.apis.slack] auth_env = "ACME_SLACK_TOKEN"`), sent
+    /// instead of the API's shared one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apis: BTreeMap<String, TenantApi>,
+    /// Its own keys for model providers, by provider name
+    /// (`[tenants.providers.openai] api_key_env = "ACME_OPENAI_KEY"`),
+    /// sent instead of the provider's shared one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, TenantProvider>,
+}
+
+impl TenantConfig {
+    /// A tenant with an inline key, weight 1 and no upstream credentials
+    /// of its own.
+    pub fn new(name: impl Into<String>, api_key: impl Into<String>) -> Self {
+        TenantConfig {
+            name: name.into(),
+            api_key: Some(api_key.into()),
+            api_key_env: None,
+            weight: 1,
+            apis: BTreeMap::new(),
+            providers: BTreeMap::new(),
+        }
+    }
+}
+
+/// A tenant's own credential for one API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantApi {
+    /// The environment variable holding its bearer token (set when the
+    /// configuration is loaded).
+    pub auth_env: String,
+}
+
+/// A tenant's own key for one model provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantProvider {
+    /// The environment variable holding its API key (set when the
+    /// configuration is loaded).
+    pub api_key_env: String,
 }
 
 /// The per-session sliding window.

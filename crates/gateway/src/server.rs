@@ -33,8 +33,13 @@ impl Gateway {
                 // The request path's limits: with `[redis]`, job rates and
                 // the API buckets jobs call through are every replica's.
                 let limits = state.limits.for_jobs();
-                jobs.start_workers(&state.config, limits, state.client.clone())
-                    .await?;
+                jobs.start_workers(
+                    &state.config,
+                    &state.credentials,
+                    limits,
+                    state.client.clone(),
+                )
+                .await?;
             }
             let _ = state.jobs.set(jobs);
         }

@@ -41,6 +41,8 @@ pub struct Inner {
     pub(crate) tools: ToolClassifier,
     /// Tenant keys and the operator's tokens.
     pub(crate) keys: crate::auth::Keys,
+    /// The credentials sent upstream, by API and provider, per tenant.
+    pub(crate) credentials: crate::credentials::Upstreams,
     pub(crate) draining: AtomicBool,
     pub(crate) metrics: Metrics,
     /// `None` when traces are off.
@@ -70,6 +72,16 @@ pub enum StartError {
     MissingKey {
         /// The tenant.
         tenant: String,
+        /// The variable.
+        var: String,
+    },
+    /// A tenant's own upstream credential has no value.
+    #[error("tenant {tenant:?}: {key}: environment variable {var} is not set")]
+    MissingCredential {
+        /// The tenant.
+        tenant: String,
+        /// The credential, e.g. `apis.slack.auth_env`.
+        key: String,
         /// The variable.
         var: String,
     },
@@ -143,6 +155,7 @@ impl AppState {
         limiter.on_change(capacity_changed);
 
         let keys = crate::auth::Keys::from_config(&config)?;
+        let credentials = crate::credentials::Upstreams::from_config(&config)?;
         let mut queue_config = config.queue.clone();
         for t in &config.tenants {
             if let Some(w) = NonZeroU32::new(t.weight) {
@@ -198,6 +211,7 @@ impl AppState {
                 client,
                 tools,
                 keys,
+                credentials,
                 draining: AtomicBool::new(false),
                 metrics,
                 traces,

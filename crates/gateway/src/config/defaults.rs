@@ -107,6 +107,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             redis: None,
             jobs: super::JobsConfig::default(),
+            secrets: super::Secrets::default(),
         }
     }
 }
@@ -118,6 +119,7 @@ fn default_providers() -> Vec<ProviderConfig> {
             name: name.to_owned(),
             base_url: base_url.to_owned(),
             api_key_env: Some(key_env.to_owned()),
+            shared_auth: true,
             format,
             strip_prefix: true,
             prefixes: Vec::new(),
@@ -157,6 +159,7 @@ fn default_apis() -> Vec<ApiConfig> {
             .map(|(p, _)| p.to_owned())
             .collect(),
         auth_env: None,
+        shared_auth: true,
     };
     API_LIMITS
         .iter()

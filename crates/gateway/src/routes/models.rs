@@ -22,6 +22,7 @@ use crate::auth::Tenant;
 use crate::body::Body;
 use crate::config::{ProviderConfig, WireFormat};
 use crate::context::Context;
+use crate::credentials;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::{Buffered, Meta, from_shared, pass_headers};
@@ -372,10 +373,14 @@ async fn attempt(
         prov.base_url.trim_end_matches('/'),
         path(req.endpoint)
     );
-    let key = prov
-        .api_key_env
-        .as_ref()
-        .and_then(|v| std::env::var(v).ok());
+    // The tenant's own key, else the shared one where it is shared.
+    let key = credentials::value_for(
+        state.credentials.provider(&prov.name),
+        &req.ctx.workspace,
+        "provider",
+        &prov.name,
+    )
+    .map_err(Failure::Limited)?;
     let send = || {
         let mut r = state
             .client
@@ -389,7 +394,7 @@ async fn attempt(
             (WireFormat::Openai, Some(k)) => r = r.bearer_auth(k),
             (WireFormat::Anthropic, k) => {
                 if let Some(k) = k {
-                    r = r.header("x-api-key", k);
+                    r = r.header("x-api-key", k.as_ref());
                 }
                 let version = req
                     .headers

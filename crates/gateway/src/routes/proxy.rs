@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use crate::auth::Tenant;
 use crate::body::Body;
 use crate::context::Context;
+use crate::credentials;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::{Meta, pass_headers};
@@ -143,7 +144,9 @@ async fn run(
         retryable: idempotent,
         label: api.to_owned(),
     };
-    let token = cfg.auth_env.as_ref().and_then(|v| std::env::var(v).ok());
+    // The tenant's own token, else the shared one where it is shared;
+    // never another tenant's.
+    let token = credentials::value_for(state.credentials.api(api), &ctx.workspace, "API", api)?;
     // Without tenants, the client's own credentials go upstream; with
     // tenants, `Authorization` is the tenant's Sluice key and stays here.
     let client_auth = if state.keys.is_open() {

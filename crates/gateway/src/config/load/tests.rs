@@ -6,6 +6,8 @@ use sluice_admit::{PoolConfig, QueueConfig};
 use super::*;
 use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
+mod credentials;
+
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
@@ -763,12 +765,9 @@ fn to_toml_round_trips() {
 fn to_toml_redacts_secrets() {
     let mut config = rich_config();
     config.admin_token = Some("admin-secret".into());
-    config.tenants.push(TenantConfig {
-        name: "globex".into(),
-        api_key: Some("sk-tenant-secret".into()),
-        api_key_env: None,
-        weight: 1,
-    });
+    config
+        .tenants
+        .push(TenantConfig::new("globex", "sk-tenant-secret"));
     let shown = config.to_toml();
     assert!(!shown.contains("admin-secret"), "{shown}");
     assert!(!shown.contains("sk-tenant-secret"), "{shown}");
@@ -812,10 +811,18 @@ fn the_example_files_commented_options_load() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let c = load_str(&on, "sluice.example.toml", vars(&[])).unwrap_or_else(|e| panic!("{e}"));
+    // A tenant's own credentials must be set when the file is loaded.
+    let env = [("ACME_SLACK_TOKEN", "xoxb-a"), ("ACME_OPENAI_KEY", "sk-a")];
+    let c = load_str(&on, "sluice.example.toml", vars(&env)).unwrap_or_else(|e| panic!("{e}"));
     let d = Config::default();
     assert_eq!(c.admin_token.as_deref(), Some("change-me"));
     assert_eq!(names(&c.tenants, |t| &t.name), ["acme", "globex"]);
+    assert_eq!(c.tenants[0].apis["slack"].auth_env, "ACME_SLACK_TOKEN");
+    assert_eq!(
+        c.tenants[0].providers["openai"].api_key_env,
+        "ACME_OPENAI_KEY"
+    );
+    assert!(!c.apis.last().unwrap().shared_auth);
     assert_eq!(c.providers.len(), d.providers.len() + 1);
     assert_eq!(c.models.len(), d.models.len() + 1);
     assert_eq!(c.apis.len(), d.apis.len() + 1);
