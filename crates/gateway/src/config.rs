@@ -15,6 +15,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use sluice_admit::{PoolConfig, QueueConfig};
 
+pub use crate::trace::{Retention, Rotation};
+
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub(crate) use load::validate::jobs as validate_jobs;
@@ -395,7 +397,8 @@ pub struct LimitsApiConfig {
     pub max_settle_multiple: u64,
 }
 
-/// Request traces as JSON lines under `{dir}/{workspace}/{thread}.jsonl`.
+/// Request traces as JSON lines under `{dir}/{workspace}/{period}.jsonl`,
+/// kept within a size and a file count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceConfig {
@@ -406,6 +409,31 @@ pub struct TraceConfig {
     /// Traces buffered for the writer; past it traces are counted as
     /// dropped rather than slowing requests.
     pub buffer: usize,
+    /// `day` or `hour`: how often each workspace starts a new file (UTC).
+    pub rotate: Rotation,
+    /// A file that reaches this many bytes is followed by the period's
+    /// next one (`{period}.1.jsonl`, …).
+    pub max_file_bytes: u64,
+    /// Past this many bytes in the directory's files, the oldest files
+    /// are removed.
+    pub max_total_bytes: u64,
+    /// Past this many files, the oldest are removed.
+    pub max_files: usize,
+    /// Files the writer keeps open at once.
+    pub max_open_files: usize,
+}
+
+impl TraceConfig {
+    /// The caps and rotation of the trace directory.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            rotate: self.rotate,
+            max_file_bytes: self.max_file_bytes,
+            max_total_bytes: self.max_total_bytes,
+            max_files: self.max_files,
+            max_open_files: self.max_open_files,
+        }
+    }
 }
 
 /// Prometheus metrics.

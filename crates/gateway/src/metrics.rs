@@ -215,6 +215,12 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Streams the client left before their end, by route (streams)."),
     ("sluice_traces_dropped_total", Kind::Counter, Unit::Count,
         "Request traces not written, by reason: buffer_full, closed or write_error (traces)."),
+    ("sluice_trace_files_removed_total", Kind::Counter, Unit::Count,
+        "Trace files removed, oldest first, to keep within trace.max_files and trace.max_total_bytes (files)."),
+    ("sluice_trace_bytes", Kind::Gauge, Unit::Bytes,
+        "Bytes in the trace directory's files (bytes)."),
+    ("sluice_trace_files", Kind::Gauge, Unit::Count,
+        "Files in the trace directory (files)."),
     ("sluice_jobs_enqueued_total", Kind::Counter, Unit::Count,
         "Jobs stored by the jobs API, by queue and kind; idempotent replays not counted (jobs)."),
     ("sluice_jobs_idempotency_total", Kind::Counter, Unit::Count,
@@ -339,6 +345,17 @@ pub fn stream_disconnect(route: &'static str) {
 /// `closed`, `write_error`).
 pub fn trace_dropped(reason: &'static str, n: u64) {
     counter!("sluice_traces_dropped_total", "reason" => reason).increment(n);
+}
+
+/// Counts a trace file removed to keep within the caps.
+pub fn trace_file_removed() {
+    counter!("sluice_trace_files_removed_total").increment(1);
+}
+
+/// Sets the bytes and the number of files in the trace directory.
+pub fn trace_disk(bytes: u64, files: usize) {
+    gauge!("sluice_trace_bytes").set(bytes as f64);
+    gauge!("sluice_trace_files").set(files as f64);
 }
 
 /// Counts a job stored on `queue` (a configured queue) of `kind` (a known kind).

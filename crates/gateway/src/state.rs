@@ -187,7 +187,11 @@ impl AppState {
             crate::metrics::redis_degraded(r.is_degraded());
         }
         let (traces, trace_task) = if config.trace.enabled {
-            let (w, t) = TraceWriter::spawn(config.trace_dir(), config.trace.buffer.max(1));
+            let (w, t) = TraceWriter::spawn(
+                config.trace_dir(),
+                config.trace.buffer.max(1),
+                config.trace.retention(),
+            );
             (Some(w), Some(t))
         } else {
             (None, None)

@@ -18,6 +18,7 @@ use super::{
     ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig,
     WireFormat,
 };
+use crate::trace::Rotation;
 
 /// The built-in providers: (name, base URL, API-key variable, wire format).
 const PROVIDERS: &[(&str, &str, &str, WireFormat)] = &[
@@ -260,6 +261,11 @@ impl Default for TraceConfig {
             enabled: true,
             dir: None,
             buffer: 10_000,
+            rotate: Rotation::Day,
+            max_file_bytes: 64 << 20,
+            max_total_bytes: 1 << 30,
+            max_files: 1000,
+            max_open_files: 64,
         }
     }
 }

@@ -160,14 +160,7 @@ async fn run(
     let ctx = Context::from_headers(state, tenant, headers)?;
     meta.request_id = ctx.request_id.clone();
     obs.tenant = Some(ctx.workspace.clone());
-    let mut trace = Trace::start(
-        ctx.request_id.clone(),
-        ctx.workspace.clone(),
-        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
-        route(endpoint),
-    );
-    trace.record_span("auth", auth_start, Instant::now(), serde_json::Map::new());
-    obs.trace = Some(trace);
+    let auth_end = Instant::now();
     let json: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
         message: format!("malformed JSON body: {e}"),
         param: None,
@@ -186,9 +179,17 @@ async fn run(
     };
     provider(state, &model, endpoint)?;
     obs.model = Some(model.clone());
-    if let Some(t) = obs.trace.as_mut() {
-        t.model = Some(model.clone());
-    }
+    // Traced from here on: a request refused for its body costs no disk
+    // (`sluice_requests_total` counts it by status).
+    let mut trace = Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
+        route(endpoint),
+    );
+    trace.record_span("auth", auth_start, auth_end, serde_json::Map::new());
+    trace.model = Some(model.clone());
+    obs.trace = Some(trace);
     let stream = usage::is_stream(&json);
     // The model's own lane: requests for a model at its limit wait
     // without holding the slots that requests for other models need.
