@@ -224,12 +224,9 @@ async fn requests_refused_before_admission_write_no_traces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_requests_write_no_traces() {
     let mut h = Harness::with(sim_config(), |c| {
-        c.tenants.push(sluice_gateway::config::TenantConfig {
-            name: "acme".into(),
-            api_key: Some("key-acme".into()),
-            api_key_env: None,
-            weight: 1,
-        });
+        c.tenants.push(sluice_gateway::config::TenantConfig::new(
+            "acme", "key-acme",
+        ));
     })
     .await;
     for key in [None, Some("wrong")] {
