@@ -447,6 +447,11 @@ pub struct MetricsConfig {
     /// scrape, and one with tenants takes the admin token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The gauges that cost a query to read (jobs by queue and state,
+    /// limiter tokens, which in distributed mode are read from Redis) are
+    /// read again at most this often, however often `/metrics` is
+    /// scraped; in between a scrape shows the last values read.
+    pub refresh_interval_ms: u64,
 }
 
 /// The HTTP server's own bounds, against clients that are slow on purpose.

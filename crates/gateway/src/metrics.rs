@@ -26,6 +26,7 @@
 //! gateways in the same process.
 
 mod labels;
+mod refresh;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -36,6 +37,7 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use labels::LabelValues;
+pub(crate) use refresh::Refresh;
 
 /// Request and upstream latency: API proxies and the limiter API answer in
 /// milliseconds, model calls take seconds to minutes, and 120 s is the
@@ -188,7 +190,7 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
     ("sluice_limiter_refusals_total", Kind::Counter, Unit::Count,
         "Limiter acquisitions refused, by resource and reason (acquisitions)."),
     ("sluice_limiter_available_tokens", Kind::Gauge, Unit::Count,
-        "Tokens available now, by resource (tokens)."),
+        "Tokens available as of the last refresh, by resource; sessions left out (tokens)."),
     ("sluice_limiter_capacity", Kind::Gauge, Unit::Count,
         "Capacity of a resource after adaptive or manual changes (tokens per window)."),
     ("sluice_limiter_capacity_changes_total", Kind::Counter, Unit::Count,
@@ -226,7 +228,9 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
     ("sluice_jobs_idempotency_total", Kind::Counter, Unit::Count,
         "Enqueues with an Idempotency-Key, by result: hit (the original job answered) or miss (stored) (enqueues)."),
     ("sluice_jobs", Kind::Gauge, Unit::Count,
-        "Jobs in the store, by queue and state, as of the last scrape (jobs)."),
+        "Jobs in the store, by queue and state, as of the last refresh (jobs)."),
+    ("sluice_metrics_refresh_total", Kind::Counter, Unit::Count,
+        "Refreshes of the gauges read from the job store and the limiter, at most one per metrics.refresh_interval_ms (refreshes)."),
 ];
 
 fn describe() {
@@ -356,6 +360,11 @@ pub fn trace_file_removed() {
 pub fn trace_disk(bytes: u64, files: usize) {
     gauge!("sluice_trace_bytes").set(bytes as f64);
     gauge!("sluice_trace_files").set(files as f64);
+}
+
+/// Counts a refresh of the gauges read from the job store and the limiter.
+pub fn metrics_refreshed() {
+    counter!("sluice_metrics_refresh_total").increment(1);
 }
 
 /// Counts a job stored on `queue` (a configured queue) of `kind` (a known kind).

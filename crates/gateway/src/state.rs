@@ -45,6 +45,9 @@ pub struct Inner {
     pub(crate) credentials: crate::credentials::Upstreams,
     pub(crate) draining: AtomicBool,
     pub(crate) metrics: Metrics,
+    /// The gauges `/metrics` reads from the job store and the limiter,
+    /// refreshed at most once per `metrics.refresh_interval_ms`.
+    pub(crate) gauges: crate::metrics::Refresh,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
@@ -200,6 +203,8 @@ impl AppState {
             config.limits_api.max_held_per_tenant,
             config.limits_api.max_settle_multiple,
         );
+        let gauges =
+            crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
             inner: Arc::new(Inner {
                 config,
@@ -213,6 +218,7 @@ impl AppState {
                 keys,
                 credentials,
                 draining: AtomicBool::new(false),
+                gauges,
                 metrics,
                 traces,
                 warnings: std::sync::OnceLock::new(),

@@ -277,6 +277,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             tenant_labels: false,
             token: None,
+            refresh_interval_ms: 5_000,
         }
     }
 }

@@ -666,6 +666,11 @@ fn validation_errors_name_the_key() {
         ("[adaptive]\nrecovery_factor = 1.0".into(), "adaptive.recovery_factor", "above 1"),
         ("[tokens]\nchars_per_token = 0".into(), "tokens.chars_per_token", "at least 1"),
         ("[trace]\nbuffer = 0".into(), "trace.buffer", "at least 1"),
+        (
+            "[metrics]\nrefresh_interval_ms = 0".into(),
+            "metrics.refresh_interval_ms",
+            "at least 1",
+        ),
         ("[trace]\nmax_file_bytes = 0".into(), "trace.max_file_bytes", "at least 1"),
         ("[trace]\nmax_files = 0".into(), "trace.max_files", "at least 1"),
         ("[trace]\nmax_open_files = 0".into(), "trace.max_open_files", "at least 1"),

@@ -334,6 +334,11 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         h.max_connections as u64,
         1,
     )?;
+    c.at_least(
+        key(&["metrics", "refresh_interval_ms"]),
+        config.metrics.refresh_interval_ms,
+        1,
+    )?;
     if let Some(token) = &config.metrics.token {
         c.not_empty(key(&["metrics", "token"]), token)?;
     }
