@@ -474,7 +474,10 @@ pub struct HttpConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownConfig {
-    /// How long in-flight requests may take to finish after SIGTERM.
+    /// The one grace after SIGTERM: requests in flight and running jobs
+    /// drain together within it; what is still running then is cut (jobs
+    /// go back to their queue with no attempt used). Default 25 s, under
+    /// Kubernetes' 30 s `terminationGracePeriodSeconds`.
     pub drain_timeout_ms: u64,
 }
 

@@ -285,7 +285,7 @@ impl Default for MetricsConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
-            header_read_timeout_ms: 30_000,
+            header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             max_connections: 1_024,
         }
@@ -295,7 +295,7 @@ impl Default for HttpConfig {
 impl Default for ShutdownConfig {
     fn default() -> Self {
         ShutdownConfig {
-            drain_timeout_ms: 30_000,
+            drain_timeout_ms: 25_000,
         }
     }
 }
