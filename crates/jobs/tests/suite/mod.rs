@@ -95,6 +95,7 @@ macro_rules! store_tests {
             leases::complete_many_guards_each_lease,
             leases::complete_many_of_many_jobs,
             leases::fail_many_guards_each_lease,
+            leases::errors_with_nul_bytes_fail_no_batch,
             idempotency::duplicate_returns_the_original,
             idempotency::keys_are_per_tenant,
             idempotency::key_expires_after_ttl,
