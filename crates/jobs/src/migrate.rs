@@ -6,18 +6,32 @@ use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// SQLite's migrations: (version, description, SQL).
-pub const SQLITE: &[(i64, &str, &str)] = &[(
-    1,
-    "jobs",
-    include_str!("../migrations/sqlite/0001_jobs.sql"),
-)];
+pub const SQLITE: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "jobs",
+        include_str!("../migrations/sqlite/0001_jobs.sql"),
+    ),
+    (
+        2,
+        "jobs by tenant",
+        include_str!("../migrations/sqlite/0002_jobs_tenant.sql"),
+    ),
+];
 
 /// PostgreSQL's migrations: (version, description, SQL).
-pub const POSTGRES: &[(i64, &str, &str)] = &[(
-    1,
-    "jobs",
-    include_str!("../migrations/postgres/0001_jobs.sql"),
-)];
+pub const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "jobs",
+        include_str!("../migrations/postgres/0001_jobs.sql"),
+    ),
+    (
+        2,
+        "jobs by tenant",
+        include_str!("../migrations/postgres/0002_jobs_tenant.sql"),
+    ),
+];
 
 /// A migrator over `migrations`. Built by hand rather than with
 /// `sqlx::migrate!`, which would pull in sqlx's proc macros.

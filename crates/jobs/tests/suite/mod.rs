@@ -85,6 +85,7 @@ macro_rules! store_tests {
             lifecycle::cancel_guards_states,
             batch::batch_is_atomic,
             batch::list_pages_by_cursor,
+            batch::list_filters_by_tenant,
             leases::heartbeat_extends_the_lease,
             leases::expired_lease_is_rescued_and_old_worker_refused,
             leases::rescue_never_takes_a_live_lease,
