@@ -12,9 +12,6 @@ use serde::{Deserialize, Serialize};
 /// with a hash of the whole, so two long names stay apart.
 const MAX_COMPONENT: usize = 100;
 
-const MS_PER_HOUR: u64 = 3_600_000;
-const MS_PER_DAY: u64 = 24 * MS_PER_HOUR;
-
 /// How often a workspace starts a new trace file (`trace.rotate`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -35,15 +32,14 @@ pub fn workspace_dir(dir: &Path, workspace: &str) -> PathBuf {
 /// The period a trace started in, as its file names it: `2025-01-31`
 /// ([`Rotation::Day`]) or `2025-01-31T13` ([`Rotation::Hour`]), UTC.
 pub fn period(started_unix_ms: u64, rotation: Rotation) -> String {
-    let days = started_unix_ms / MS_PER_DAY;
-    let (y, m, d) = civil_from_days(days);
-    match rotation {
-        Rotation::Day => format!("{y:04}-{m:02}-{d:02}"),
-        Rotation::Hour => {
-            let hour = started_unix_ms % MS_PER_DAY / MS_PER_HOUR;
-            format!("{y:04}-{m:02}-{d:02}T{hour:02}")
-        }
-    }
+    let secs = i64::try_from(started_unix_ms / 1_000).unwrap_or(i64::MAX);
+    // `2025-01-31T13:04:05.000000Z`, cut to the day or the hour.
+    let mut stamp = sluice_limit::headers::format_rfc3339(secs, 0);
+    stamp.truncate(match rotation {
+        Rotation::Day => 10,
+        Rotation::Hour => 13,
+    });
+    stamp
 }
 
 /// The file name of a period's `segment`: `{period}.jsonl` for the first,
@@ -111,21 +107,6 @@ pub fn workspace_files(dir: &Path, workspace: &str) -> std::io::Result<Vec<PathB
     }
     found.sort();
     Ok(found.into_iter().map(|(_, _, path)| path).collect())
-}
-
-/// Year, month, day of the `days`th day after 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 /// A header value as one safe file-name component: ASCII letters, digits,
