@@ -13,16 +13,51 @@ use tokio::task::JoinHandle;
 /// the gateway's limiter takes as is).
 pub const NO_LIMIT: f64 = 1_000_000.0;
 
-/// A running sim and gateway; [`Stack::stop`] stops both and removes the
-/// gateway's data directory.
+/// A running sim and gateway (or several gateway replicas sharing their
+/// limits through Redis); [`Stack::stop`] stops them all and removes the
+/// gateways' data directories.
 #[derive(Debug)]
 pub struct Stack {
     pub sim: SimHandle,
     pub sim_config: SimConfig,
+    /// The first gateway.
     pub gateway: SocketAddr,
+    gateways: Vec<Running>,
+    data_dir: PathBuf,
+}
+
+/// One gateway serving until told to stop.
+#[derive(Debug)]
+struct Running {
+    addr: SocketAddr,
     stop: oneshot::Sender<()>,
     served: JoinHandle<std::io::Result<()>>,
-    data_dir: PathBuf,
+}
+
+impl Running {
+    async fn start(config: Config) -> Result<Running, String> {
+        let gateway = sluice_gateway::Gateway::bind(config, Some(loopback()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = gateway.local_addr();
+        let (stop, stopped) = oneshot::channel();
+        let served = tokio::spawn(gateway.serve(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Running { addr, stop, served })
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Err(e) = self
+            .served
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+        {
+            eprintln!("sluice: gateway {}: {e}", self.addr);
+        }
+    }
 }
 
 fn loopback() -> SocketAddr {
@@ -45,22 +80,35 @@ impl Stack {
         let data_dir = std::env::temp_dir().join(format!("sluice-{}-{nanos}", std::process::id()));
         let mut config = gateway_config(&sim.url(), &sim_config, data_dir.clone());
         tweak(&mut config);
-        let gateway = sluice_gateway::Gateway::bind(config, Some(loopback()))
-            .await
-            .map_err(|e| e.to_string())?;
-        let addr = gateway.local_addr();
-        let (stop, stopped) = oneshot::channel();
-        let served = tokio::spawn(gateway.serve(async move {
-            let _ = stopped.await;
-        }));
+        let first = Running::start(config).await?;
         Ok(Stack {
             sim,
             sim_config,
-            gateway: addr,
-            stop,
-            served,
+            gateway: first.addr,
+            gateways: vec![first],
             data_dir,
         })
+    }
+
+    /// Starts another gateway in front of the same sim, configured as
+    /// the first one is by [`gateway_config`] and `tweak` (which gives it
+    /// the same `[redis]` to share limits), with data of its own.
+    pub async fn add_gateway(&mut self, tweak: impl FnOnce(&mut Config)) -> Result<(), String> {
+        let dir = self
+            .data_dir
+            .join(format!("replica-{}", self.gateways.len()));
+        let mut config = gateway_config(&self.sim.url(), &self.sim_config, dir);
+        tweak(&mut config);
+        self.gateways.push(Running::start(config).await?);
+        Ok(())
+    }
+
+    /// `http://{gateway}` of every gateway, the first first.
+    pub fn gateway_urls(&self) -> Vec<String> {
+        self.gateways
+            .iter()
+            .map(|g| format!("http://{}", g.addr))
+            .collect()
     }
 
     /// `http://{gateway}`.
@@ -90,16 +138,10 @@ impl Stack {
         self.sim.reset();
     }
 
-    /// Stops the gateway (draining) and the sim.
+    /// Stops the gateways (draining) and the sim.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        if let Err(e) = self
-            .served
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
-        {
-            eprintln!("sluice: gateway: {e}");
+        for g in self.gateways {
+            g.stop().await;
         }
         self.sim.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.data_dir);

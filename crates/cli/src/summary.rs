@@ -23,6 +23,9 @@ pub struct RunSummary {
     pub fairness: f64,
     /// Latency of successful calls, retries and waits included.
     pub latency_ms: Percentiles,
+    /// Time to finish a task (a call with its retries and waits), over
+    /// every task that ended, given up or not.
+    pub task_time_ms: Percentiles,
     /// Requests that did no work: 429s, 5xx, transport errors.
     pub wasted_calls: u64,
     /// Calls by outcome.
@@ -78,6 +81,7 @@ impl RunSummary {
             },
             fairness: report.fairness,
             latency_ms: report.latency,
+            task_time_ms: report.task_time,
             wasted_calls: report.wasted_calls,
             calls: Calls {
                 ok: report.ok,
@@ -105,6 +109,18 @@ pub fn ms(v: f64) -> String {
 /// Two runs side by side, one line per figure.
 pub fn side_by_side(a: &RunSummary, b: &RunSummary, titles: (&str, &str)) -> String {
     let mut rows: Vec<(String, String, String)> = vec![
+        // What an agent builder feels first: tasks done or given up, and
+        // how long a task takes, failures included.
+        row("tasks finished", a, b, |r| r.calls.ok.to_string()),
+        row("tasks given up after retries", a, b, |r| {
+            r.calls.failed.to_string()
+        }),
+        row("time per task p50 (every task)", a, b, |r| {
+            ms(r.task_time_ms.p50_ms)
+        }),
+        row("time per task p99 (every task)", a, b, |r| {
+            ms(r.task_time_ms.p99_ms)
+        }),
         row("upstream 429s", a, b, |r| r.upstream_429s.to_string()),
         row("goodput, share of capacity", a, b, |r| {
             format!("{:.1}%", r.goodput.share * 100.0)
@@ -118,14 +134,15 @@ pub fn side_by_side(a: &RunSummary, b: &RunSummary, titles: (&str, &str)) -> Str
             b,
             |r| format!("{:.3}", r.fairness),
         ),
-        row("latency p50", a, b, |r| ms(r.latency_ms.p50_ms)),
-        row("latency p99", a, b, |r| ms(r.latency_ms.p99_ms)),
+        row("latency p50, successful calls only", a, b, |r| {
+            ms(r.latency_ms.p50_ms)
+        }),
+        row("latency p99, successful calls only", a, b, |r| {
+            ms(r.latency_ms.p99_ms)
+        }),
         row("wasted calls", a, b, |r| r.wasted_calls.to_string()),
-        row("calls ok / failed / unfinished", a, b, |r| {
-            format!(
-                "{} / {} / {}",
-                r.calls.ok, r.calls.failed, r.calls.unfinished
-            )
+        row("tasks unfinished at the end", a, b, |r| {
+            r.calls.unfinished.to_string()
         }),
     ];
     for (i, t) in a.tenants.iter().enumerate() {

@@ -90,14 +90,21 @@ impl Keys {
     pub(crate) fn from_config(config: &Config) -> Result<Keys, StartError> {
         let mut tenants = Vec::new();
         for t in &config.tenants {
-            let key = match (&t.api_key, &t.api_key_env) {
-                (Some(k), _) => k.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| StartError::MissingKey {
-                    tenant: t.name.clone(),
-                    var: var.clone(),
-                })?,
-                (None, None) => continue,
-            };
+            let key =
+                match (&t.api_key, &t.api_key_env) {
+                    (Some(k), _) => k.clone(),
+                    // Read with the configuration, from the environment it was
+                    // loaded with.
+                    (None, Some(var)) => config
+                        .secrets
+                        .get(var)
+                        .map(|k| k.to_string())
+                        .ok_or_else(|| StartError::MissingKey {
+                            tenant: t.name.clone(),
+                            var: var.clone(),
+                        })?,
+                    (None, None) => continue,
+                };
             tenants.push((
                 key.into_bytes().into_boxed_slice(),
                 Arc::from(t.name.as_str()),

@@ -6,14 +6,25 @@
 //! read is bounded in size (413) and in time (`http.body_read_timeout_ms`,
 //! 408): a client that sends its body a byte a minute cannot hold a task
 //! and its buffer for long.
+//!
+//! An answer given before the body was read to its end (a 401, a 413, a
+//! 408) leaves the rest of the body on the connection, so the server
+//! closes it and [`close_if_unread`] says so.
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::body::HttpBody;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::{Frame, SizeHint};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -40,29 +51,73 @@ async fn read(req: Request, limit: usize, timeout: Duration) -> Result<Bytes, Re
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return Err(closing(ApiError::PayloadTooLarge { limit }));
+        return Err(ApiError::PayloadTooLarge { limit }.into_response());
     }
     let body = Limited::new(req.into_body(), limit);
     match tokio::time::timeout(timeout, body.collect()).await {
         Ok(Ok(c)) => Ok(c.to_bytes()),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(closing(ApiError::PayloadTooLarge { limit }))
+            Err(ApiError::PayloadTooLarge { limit }.into_response())
         }
-        Ok(Err(e)) => Err(closing(ApiError::BadRequest {
+        Ok(Err(e)) => Err(ApiError::BadRequest {
             message: format!("reading the request body: {e}"),
             param: None,
-        })),
-        Err(_) => Err(closing(ApiError::BodyTimeout(timeout))),
+        }
+        .into_response()),
+        Err(_) => Err(ApiError::BodyTimeout(timeout).into_response()),
     }
 }
 
-/// An error answered before the request body was read to its end. The
-/// server closes such a connection (the rest of the body is still on it),
-/// and says so: without `Connection: close` a client would put the
+/// Middleware: an answer given before the request's body was read to its
+/// end says `Connection: close`. The server closes such a connection (the
+/// rest of the body is still on it, and reading it would be reading for a
+/// caller that was refused); without the header a client would put the
 /// connection back in its pool and its next request would fail on it.
-fn closing(e: ApiError) -> Response {
-    let mut res = e.into_response();
-    res.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+pub(crate) async fn close_if_unread(req: Request, next: Next) -> Response {
+    let read = Arc::new(AtomicBool::new(false));
+    let req = req.map(|inner| {
+        if inner.is_end_stream() {
+            read.store(true, Ordering::Relaxed);
+        }
+        axum::body::Body::new(Watched {
+            inner,
+            read: Arc::clone(&read),
+        })
+    });
+    let mut res = next.run(req).await;
+    if !read.load(Ordering::Relaxed) {
+        res.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     res
+}
+
+/// A request body that notes when it has been read to its end.
+struct Watched {
+    inner: axum::body::Body,
+    read: Arc<AtomicBool>,
+}
+
+impl HttpBody for Watched {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }

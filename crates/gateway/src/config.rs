@@ -6,6 +6,7 @@
 mod defaults;
 mod jobs;
 mod load;
+mod secrets;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,10 +15,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use sluice_admit::{PoolConfig, QueueConfig};
 
+pub use crate::trace::{Retention, Rotation};
+
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
+pub use secrets::Secrets;
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
 /// defaults: it runs with no file at all.
@@ -78,6 +82,10 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// The values of the credential variables named above, read when the
+    /// configuration was loaded; never serialized.
+    #[serde(skip)]
+    pub secrets: Secrets,
 }
 
 /// `[redis]`: limits shared by several gateway replicas.
@@ -109,6 +117,22 @@ pub struct RedisSettings {
     /// Leased mode: how long a block of tokens may be spent locally.
     #[serde(default = "redis_block_ttl")]
     pub block_ttl_ms: u64,
+}
+
+impl RedisSettings {
+    /// Redis at `url` with every other setting at its default.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisSettings {
+            url: url.into(),
+            mode: redis_mode(),
+            prefix: redis_prefix(),
+            timeout_ms: redis_timeout(),
+            failure: redis_failure(),
+            replica_id: None,
+            lease_ttl_ms: redis_lease_ttl(),
+            block_ttl_ms: redis_block_ttl(),
+        }
+    }
 }
 
 fn redis_mode() -> String {
@@ -157,6 +181,10 @@ pub struct ProviderConfig {
     /// The environment variable holding the API key (never logged).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Whether that key serves tenants without a key of their own for this
+    /// provider (`[tenants.providers.{name}]`); if not, they are refused.
+    #[serde(default = "yes")]
+    pub shared_auth: bool,
     /// The wire format.
     #[serde(default)]
     pub format: WireFormat,
@@ -209,6 +237,10 @@ pub struct ApiConfig {
     /// The environment variable holding a bearer token to send upstream.
     #[serde(default)]
     pub auth_env: Option<String>,
+    /// Whether that token serves tenants without a token of their own for
+    /// this API (`[tenants.apis.{name}]`); if not, they are refused.
+    #[serde(default = "yes")]
+    pub shared_auth: bool,
 }
 
 /// A tenant (workspace) and its key.
@@ -226,6 +258,49 @@ pub struct TenantConfig {
     /// Its weight in fair queuing (default 1).
     #[serde(default = "one")]
     pub weight: u32,
+    /// Its own credentials for APIs, by API name
+    /// (`[tenants.apis.slack] auth_env = "ACME_SLACK_TOKEN"`), sent
+    /// instead of the API's shared one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apis: BTreeMap<String, TenantApi>,
+    /// Its own keys for model providers, by provider name
+    /// (`[tenants.providers.openai] api_key_env = "ACME_OPENAI_KEY"`),
+    /// sent instead of the provider's shared one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, TenantProvider>,
+}
+
+impl TenantConfig {
+    /// A tenant with an inline key, weight 1 and no upstream credentials
+    /// of its own.
+    pub fn new(name: impl Into<String>, api_key: impl Into<String>) -> Self {
+        TenantConfig {
+            name: name.into(),
+            api_key: Some(api_key.into()),
+            api_key_env: None,
+            weight: 1,
+            apis: BTreeMap::new(),
+            providers: BTreeMap::new(),
+        }
+    }
+}
+
+/// A tenant's own credential for one API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantApi {
+    /// The environment variable holding its bearer token (set when the
+    /// configuration is loaded).
+    pub auth_env: String,
+}
+
+/// A tenant's own key for one model provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantProvider {
+    /// The environment variable holding its API key (set when the
+    /// configuration is loaded).
+    pub api_key_env: String,
 }
 
 /// The per-session sliding window.
@@ -322,7 +397,8 @@ pub struct LimitsApiConfig {
     pub max_settle_multiple: u64,
 }
 
-/// Request traces as JSON lines under `{dir}/{workspace}/{thread}.jsonl`.
+/// Request traces as JSON lines under `{dir}/{workspace}/{period}.jsonl`,
+/// kept within a size and a file count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceConfig {
@@ -333,6 +409,31 @@ pub struct TraceConfig {
     /// Traces buffered for the writer; past it traces are counted as
     /// dropped rather than slowing requests.
     pub buffer: usize,
+    /// `day` or `hour`: how often each workspace starts a new file (UTC).
+    pub rotate: Rotation,
+    /// A file that reaches this many bytes is followed by the period's
+    /// next one (`{period}.1.jsonl`, …).
+    pub max_file_bytes: u64,
+    /// Past this many bytes in the directory's files, the oldest files
+    /// are removed.
+    pub max_total_bytes: u64,
+    /// Past this many files, the oldest are removed.
+    pub max_files: usize,
+    /// Files the writer keeps open at once.
+    pub max_open_files: usize,
+}
+
+impl TraceConfig {
+    /// The caps and rotation of the trace directory.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            rotate: self.rotate,
+            max_file_bytes: self.max_file_bytes,
+            max_total_bytes: self.max_total_bytes,
+            max_files: self.max_files,
+            max_open_files: self.max_open_files,
+        }
+    }
 }
 
 /// Prometheus metrics.
@@ -346,6 +447,11 @@ pub struct MetricsConfig {
     /// scrape, and one with tenants takes the admin token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The gauges that cost a query to read (jobs by queue and state,
+    /// limiter tokens, which in distributed mode are read from Redis) are
+    /// read again at most this often, however often `/metrics` is
+    /// scraped; in between a scrape shows the last values read.
+    pub refresh_interval_ms: u64,
 }
 
 /// The HTTP server's own bounds, against clients that are slow on purpose.
@@ -368,7 +474,10 @@ pub struct HttpConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownConfig {
-    /// How long in-flight requests may take to finish after SIGTERM.
+    /// The one grace after SIGTERM: requests in flight and running jobs
+    /// drain together within it; what is still running then is cut (jobs
+    /// go back to their queue with no attempt used). Default 25 s, under
+    /// Kubernetes' 30 s `terminationGracePeriodSeconds`.
     pub drain_timeout_ms: u64,
 }
 

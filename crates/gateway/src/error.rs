@@ -23,6 +23,10 @@ pub enum ApiError {
     /// An admin call without the admin token.
     #[error("{0}")]
     Forbidden(String),
+    /// The tenant may use no credential for the upstream: it has none of
+    /// its own, and the shared one is not shared (or there is none).
+    #[error("{0}")]
+    NoCredential(String),
     /// No such route, API or grant.
     #[error("{0}")]
     NotFound(String),
@@ -104,7 +108,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } | ApiError::TooLarge(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::NoCredential(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -127,6 +131,7 @@ impl ApiError {
             ApiError::TooLarge(_) => ("invalid_request_error", "cost_exceeds_capacity"),
             ApiError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ApiError::Forbidden(_) => ("permission_error", "forbidden"),
+            ApiError::NoCredential(_) => ("permission_error", "no_credential"),
             ApiError::NotFound(_) => ("invalid_request_error", "not_found"),
             ApiError::Conflict(_) => ("invalid_request_error", "conflict"),
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),

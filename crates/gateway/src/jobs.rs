@@ -79,13 +79,14 @@ impl Jobs {
     ///
     /// # Errors
     /// [`StartError::Workers`] naming what cannot be used.
-    pub async fn start_workers(
+    pub(crate) async fn start_workers(
         &self,
         config: &Config,
+        credentials: &crate::credentials::Upstreams,
         limiter: SharedLimits,
         client: reqwest::Client,
     ) -> Result<(), StartError> {
-        let pool = workers::start(config, self.store.clone(), limiter, client)?;
+        let pool = workers::start(config, credentials, self.store.clone(), limiter, client)?;
         tracing::info!(
             worker = pool.worker_id(),
             queues = config.jobs.queues.len(),

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod context;
+mod credentials;
 pub mod error;
 pub mod jobs;
 mod limits;

@@ -6,6 +6,7 @@
 
 pub(crate) mod holds;
 
+use futures_util::StreamExt;
 use sluice_limit::headers::RateLimitHeaders;
 use sluice_limit::{Capacity, Error, Grant, Limiter};
 use sluice_redis::{RedisGrant, RedisLimiter};
@@ -72,19 +73,27 @@ impl Limits {
         }
     }
 
-    /// Every resource this process knows of (in distributed mode: those
-    /// this replica used recently), with its state.
-    pub(crate) async fn capacities(&self) -> Vec<Capacity> {
+    /// The resources this process knows of (in distributed mode: those
+    /// this replica used recently) whose name passes `wanted`, with their
+    /// state. In distributed mode only those are read from Redis, all at
+    /// once, so the batcher puts up to `max_batch` of them in one script
+    /// call (a few calls for the thousands of resources a replica may
+    /// know, not one round trip each).
+    pub(crate) async fn capacities(&self, wanted: impl Fn(&str) -> bool) -> Vec<Capacity> {
         match self {
-            Limits::Local(l) => l.capacities(),
+            Limits::Local(l) => l
+                .capacities()
+                .into_iter()
+                .filter(|c| wanted(&c.resource))
+                .collect(),
             Limits::Shared(r) => {
-                let mut out = Vec::new();
-                for name in r.resources() {
-                    if let Ok(c) = r.get_capacity(&name).await {
-                        out.push(c);
-                    }
-                }
-                out
+                let names: Vec<String> = r.resources().into_iter().filter(|n| wanted(n)).collect();
+                futures_util::stream::iter(names)
+                    .map(|name| async move { r.get_capacity(&name).await })
+                    .buffered(r.config().max_batch.max(1))
+                    .filter_map(|c| std::future::ready(c.ok()))
+                    .collect()
+                    .await
             }
         }
     }

@@ -26,6 +26,7 @@
 //! gateways in the same process.
 
 mod labels;
+mod refresh;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -36,6 +37,7 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use labels::LabelValues;
+pub(crate) use refresh::Refresh;
 
 /// Request and upstream latency: API proxies and the limiter API answer in
 /// milliseconds, model calls take seconds to minutes, and 120 s is the
@@ -188,7 +190,7 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
     ("sluice_limiter_refusals_total", Kind::Counter, Unit::Count,
         "Limiter acquisitions refused, by resource and reason (acquisitions)."),
     ("sluice_limiter_available_tokens", Kind::Gauge, Unit::Count,
-        "Tokens available now, by resource (tokens)."),
+        "Tokens available as of the last refresh, by resource; sessions left out (tokens)."),
     ("sluice_limiter_capacity", Kind::Gauge, Unit::Count,
         "Capacity of a resource after adaptive or manual changes (tokens per window)."),
     ("sluice_limiter_capacity_changes_total", Kind::Counter, Unit::Count,
@@ -215,12 +217,20 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Streams the client left before their end, by route (streams)."),
     ("sluice_traces_dropped_total", Kind::Counter, Unit::Count,
         "Request traces not written, by reason: buffer_full, closed or write_error (traces)."),
+    ("sluice_trace_files_removed_total", Kind::Counter, Unit::Count,
+        "Trace files removed, oldest first, to keep within trace.max_files and trace.max_total_bytes (files)."),
+    ("sluice_trace_bytes", Kind::Gauge, Unit::Bytes,
+        "Bytes in the trace directory's files (bytes)."),
+    ("sluice_trace_files", Kind::Gauge, Unit::Count,
+        "Files in the trace directory (files)."),
     ("sluice_jobs_enqueued_total", Kind::Counter, Unit::Count,
         "Jobs stored by the jobs API, by queue and kind; idempotent replays not counted (jobs)."),
     ("sluice_jobs_idempotency_total", Kind::Counter, Unit::Count,
         "Enqueues with an Idempotency-Key, by result: hit (the original job answered) or miss (stored) (enqueues)."),
     ("sluice_jobs", Kind::Gauge, Unit::Count,
-        "Jobs in the store, by queue and state, as of the last scrape (jobs)."),
+        "Jobs in the store, by queue and state, as of the last refresh (jobs)."),
+    ("sluice_metrics_refresh_total", Kind::Counter, Unit::Count,
+        "Refreshes of the gauges read from the job store and the limiter, at most one per metrics.refresh_interval_ms (refreshes)."),
 ];
 
 fn describe() {
@@ -339,6 +349,22 @@ pub fn stream_disconnect(route: &'static str) {
 /// `closed`, `write_error`).
 pub fn trace_dropped(reason: &'static str, n: u64) {
     counter!("sluice_traces_dropped_total", "reason" => reason).increment(n);
+}
+
+/// Counts a trace file removed to keep within the caps.
+pub fn trace_file_removed() {
+    counter!("sluice_trace_files_removed_total").increment(1);
+}
+
+/// Sets the bytes and the number of files in the trace directory.
+pub fn trace_disk(bytes: u64, files: usize) {
+    gauge!("sluice_trace_bytes").set(bytes as f64);
+    gauge!("sluice_trace_files").set(files as f64);
+}
+
+/// Counts a refresh of the gauges read from the job store and the limiter.
+pub fn metrics_refreshed() {
+    counter!("sluice_metrics_refresh_total").increment(1);
 }
 
 /// Counts a job stored on `queue` (a configured queue) of `kind` (a known kind).

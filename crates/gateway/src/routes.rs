@@ -97,5 +97,6 @@ pub fn router(state: AppState) -> Router {
             ApiError::MethodNotAllowed("method not allowed on this route".into())
         })
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(crate::body::close_if_unread))
         .with_state(state)
 }

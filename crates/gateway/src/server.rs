@@ -2,11 +2,14 @@
 //! listener), and on shutdown stop accepting, let in-flight requests finish
 //! within the drain timeout, flush the writers, return.
 
+mod conns;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::routes;
@@ -33,8 +36,13 @@ impl Gateway {
                 // The request path's limits: with `[redis]`, job rates and
                 // the API buckets jobs call through are every replica's.
                 let limits = state.limits.for_jobs();
-                jobs.start_workers(&state.config, limits, state.client.clone())
-                    .await?;
+                jobs.start_workers(
+                    &state.config,
+                    &state.credentials,
+                    limits,
+                    state.client.clone(),
+                )
+                .await?;
             }
             let _ = state.jobs.set(jobs);
         }
@@ -65,7 +73,8 @@ impl Gateway {
     /// Serves until `shutdown` resolves, then drains.
     ///
     /// # Errors
-    /// I/O errors of the listener.
+    /// None yet: accept errors are logged and retried. The `Result` is
+    /// kept for listeners that can fail for good.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -73,35 +82,31 @@ impl Gateway {
         let Gateway { state, listener } = self;
         let drain = Duration::from_millis(state.config.shutdown.drain_timeout_ms);
         let app = routes::router(state.clone());
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let signal_state = state.clone();
-        tokio::spawn(async move {
-            shutdown.await;
-            signal_state.drain();
-            let _ = stop_tx.send(true);
-        });
-        let mut stopped = stop_rx.clone();
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        });
-        let mut server = std::pin::pin!(server.into_future());
-        let mut stopped = stop_rx;
-        tokio::select! {
-            r = &mut server => r?,
-            // A block, so that no `watch::Ref` is held across the drain
-            // (it would make this future !Send).
-            _ = async { let _ = stopped.wait_for(|s| *s).await; } => {
-                // Stop accepting; in-flight requests get the drain timeout.
-                if tokio::time::timeout(drain, &mut server).await.is_err() {
-                    tracing::warn!(?drain, "drain timeout: closing the remaining connections");
-                }
+        let conns = conns::serve_until(listener, app, &state.config.http, shutdown).await;
+        // Stop accepting (done), fail readiness, refuse new work. Requests
+        // in flight and running jobs drain together, within one grace.
+        state.drain();
+        let deadline = Instant::now() + drain;
+        let http = async {
+            let cut = conns.drain(deadline).await;
+            if cut > 0 {
+                tracing::warn!(
+                    ?drain,
+                    connections = cut,
+                    "shutdown grace over: closed connections with requests in flight"
+                );
             }
-        }
-        state.queue.close();
-        if let Some(jobs) = state.jobs.get() {
-            // Running jobs get the same drain timeout as requests.
-            jobs.shutdown(drain).await;
-        }
+            state.queue.close();
+        };
+        let jobs = async {
+            if let Some(jobs) = state.jobs.get() {
+                // Jobs still running at the deadline go back to the store
+                // with no attempt used (the pool's report is logged).
+                jobs.shutdown(deadline.saturating_duration_since(Instant::now()))
+                    .await;
+            }
+        };
+        tokio::join!(http, jobs);
         state.shutdown_writers().await;
         Ok(())
     }

@@ -41,8 +41,13 @@ pub struct Inner {
     pub(crate) tools: ToolClassifier,
     /// Tenant keys and the operator's tokens.
     pub(crate) keys: crate::auth::Keys,
+    /// The credentials sent upstream, by API and provider, per tenant.
+    pub(crate) credentials: crate::credentials::Upstreams,
     pub(crate) draining: AtomicBool,
     pub(crate) metrics: Metrics,
+    /// The gauges `/metrics` reads from the job store and the limiter,
+    /// refreshed at most once per `metrics.refresh_interval_ms`.
+    pub(crate) gauges: crate::metrics::Refresh,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
@@ -70,6 +75,16 @@ pub enum StartError {
     MissingKey {
         /// The tenant.
         tenant: String,
+        /// The variable.
+        var: String,
+    },
+    /// A tenant's own upstream credential has no value.
+    #[error("tenant {tenant:?}: {key}: environment variable {var} is not set")]
+    MissingCredential {
+        /// The tenant.
+        tenant: String,
+        /// The credential, e.g. `apis.slack.auth_env`.
+        key: String,
         /// The variable.
         var: String,
     },
@@ -143,6 +158,7 @@ impl AppState {
         limiter.on_change(capacity_changed);
 
         let keys = crate::auth::Keys::from_config(&config)?;
+        let credentials = crate::credentials::Upstreams::from_config(&config)?;
         let mut queue_config = config.queue.clone();
         for t in &config.tenants {
             if let Some(w) = NonZeroU32::new(t.weight) {
@@ -174,7 +190,11 @@ impl AppState {
             crate::metrics::redis_degraded(r.is_degraded());
         }
         let (traces, trace_task) = if config.trace.enabled {
-            let (w, t) = TraceWriter::spawn(config.trace_dir(), config.trace.buffer.max(1));
+            let (w, t) = TraceWriter::spawn(
+                config.trace_dir(),
+                config.trace.buffer.max(1),
+                config.trace.retention(),
+            );
             (Some(w), Some(t))
         } else {
             (None, None)
@@ -183,6 +203,8 @@ impl AppState {
             config.limits_api.max_held_per_tenant,
             config.limits_api.max_settle_multiple,
         );
+        let gauges =
+            crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
             inner: Arc::new(Inner {
                 config,
@@ -194,7 +216,9 @@ impl AppState {
                 client,
                 tools,
                 keys,
+                credentials,
                 draining: AtomicBool::new(false),
+                gauges,
                 metrics,
                 traces,
                 warnings: std::sync::OnceLock::new(),

@@ -1,6 +1,14 @@
 //! Per-request traces: timed spans collected while a request runs, written
-//! as one JSON object per line to `{dir}/{workspace}/{thread}.jsonl` by a
-//! background [`TraceWriter`] that never blocks the request path.
+//! as one JSON object per line to `{dir}/{workspace}/{period}.jsonl` (a UTC
+//! day or hour; the thread is a field of the line, never a file name) by a
+//! background [`TraceWriter`] that never blocks the request path. The
+//! directory is kept within a [`Retention`]: files are cut at a size, and
+//! the oldest removed past a total size or count.
+//!
+//! Only requests that got as far as admission are traced: one refused for
+//! its headers, key or body (400, 401, 404, 413) is counted in
+//! `sluice_requests_total` and nowhere else, so a stream of bad requests
+//! costs no disk.
 //!
 //! Span names used by the gateway: `auth`, `queue`, `limiter`, `upstream`
 //! (one per attempt, metadata `attempt`, `status`, `provider`) and `stream`.
@@ -24,6 +32,7 @@
 //! ```
 
 mod path;
+mod store;
 mod writer;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,7 +41,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-pub use path::{file_component, trace_path};
+pub use path::{
+    Rotation, file_component, parse_segment, period, segment_name, workspace_dir, workspace_files,
+};
+pub use store::Retention;
 pub use writer::{TraceWriter, TraceWriterTask};
 
 /// A request's trace while it runs.

@@ -80,12 +80,7 @@ mod tests {
     #[test]
     fn tenants_and_https_say_nothing() {
         let mut c = Config::default();
-        c.tenants.push(TenantConfig {
-            name: "acme".into(),
-            api_key: Some("k".into()),
-            api_key_env: None,
-            weight: 1,
-        });
+        c.tenants.push(TenantConfig::new("acme", "k"));
         assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap()).is_empty());
         c.providers[0].base_url = "http://10.0.0.7:9000/v1".into();
         c.apis[0].base_url = "http://localhost:9090/x".into();

@@ -306,3 +306,54 @@ async fn jobs_and_proxied_calls_share_an_apis_bucket_across_gateways() {
     assert_eq!(a.sim.stats().api("slack").ok, 4);
     a.stop().await;
 }
+
+/// A scrape reads the shared state of models and APIs from Redis, never
+/// of the sessions (one per thread, thousands of them), and at most once
+/// per `metrics.refresh_interval_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_read_no_sessions_from_redis() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let a = Harness::with(common::sim_config(), |c| {
+        shared_at(&url, &p, "a", 1_000.0)(c);
+        c.models.last_mut().unwrap().burst = 1_000;
+        c.metrics.refresh_interval_ms = 3_600_000;
+    })
+    .await;
+    for i in 0..200 {
+        let res = a
+            .post("/v1/chat/completions", &chat("openai/gpt-4o-mini"))
+            .header("x-sluice-thread", format!("fresh-{i}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        res.bytes().await.unwrap();
+    }
+    let text = a.metrics().await;
+    let gauges: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("sluice_limiter_available_tokens{"))
+        .collect();
+    assert!(
+        gauges.iter().any(|l| l.contains("openai/gpt-4o-mini")),
+        "{text}"
+    );
+    assert!(
+        !gauges.iter().any(|l| l.contains("session")),
+        "sessions in {gauges:?}"
+    );
+    // The caller's own sessions are still listed by `GET /v1/limits`.
+    let sessions = a
+        .limits()
+        .await
+        .iter()
+        .filter(|r| {
+            r["resource"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("session:"))
+        })
+        .count();
+    assert_eq!(sessions, 200);
+    a.stop().await;
+}

@@ -144,12 +144,7 @@ async fn a_body_over_the_cap_is_a_413_with_or_without_a_length() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_need_a_known_key_and_a_valid_priority() {
     let h = Harness::with(sim_config(), |c| {
-        c.tenants = vec![TenantConfig {
-            name: "acme".into(),
-            api_key: Some("sk-acme".into()),
-            api_key_env: None,
-            weight: 1,
-        }];
+        c.tenants = vec![TenantConfig::new("acme", "sk-acme")];
     })
     .await;
     let body = chat("openai/gpt-4o");

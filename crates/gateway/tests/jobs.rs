@@ -730,12 +730,7 @@ async fn a_store_that_cannot_open_stops_the_start_naming_its_path() {
 async fn with_tenant_keys_jobs_belong_to_the_key() {
     let h = api_only(|c| {
         for (name, key) in [("acme", "key-acme"), ("globex", "key-globex")] {
-            c.tenants.push(TenantConfig {
-                name: name.into(),
-                api_key: Some(key.into()),
-                api_key_env: None,
-                weight: 1,
-            });
+            c.tenants.push(TenantConfig::new(name, key));
         }
     })
     .await;

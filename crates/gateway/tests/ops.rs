@@ -78,3 +78,63 @@ async fn metrics_are_prometheus_text_with_sluice_families() {
     );
     h.stop().await;
 }
+
+/// `GET /metrics` as nobody, with `key`, and the message of a refusal.
+async fn scrape(h: &Harness, key: Option<&str>) -> (u16, String) {
+    let mut req = h.get("/metrics");
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (status, text)
+}
+
+/// Who may scrape, in each of the four setups (the full route table, with
+/// tenants and every token set, is walked in `owners.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_token_is_enforced_in_every_setup() {
+    let tenant = |c: &mut sluice_gateway::config::Config| {
+        c.tenants.push(sluice_gateway::config::TenantConfig::new(
+            "acme", "key-acme",
+        ));
+    };
+    // Open (no tenants), no token: anyone, as the docs say.
+    let h = Harness::start().await;
+    assert_eq!(scrape(&h, None).await.0, 200);
+    h.stop().await;
+
+    // Open, with a token: only the token.
+    let h = Harness::with(common::sim_config(), |c| {
+        c.metrics.token = Some("scrape-me".into());
+    })
+    .await;
+    assert_eq!(scrape(&h, None).await.0, 401);
+    assert_eq!(scrape(&h, Some("guess")).await.0, 403);
+    let (status, text) = scrape(&h, Some("scrape-me")).await;
+    assert_eq!(status, 200);
+    assert!(text.contains("# TYPE sluice_requests_total"), "{text}");
+    h.stop().await;
+
+    // Tenants, no token at all: nobody, not even a tenant, and the
+    // refusal says what to set.
+    let h = Harness::with(common::sim_config(), tenant).await;
+    for key in [None, Some("key-acme")] {
+        let (status, text) = scrape(&h, key).await;
+        assert_eq!(status, 403, "{key:?}");
+        assert!(text.contains("metrics.token"), "{text}");
+    }
+    h.stop().await;
+
+    // Tenants and only the admin token: the admin token scrapes.
+    let h = Harness::with(common::sim_config(), |c| {
+        tenant(c);
+        c.admin_token = Some("the-operator".into());
+    })
+    .await;
+    assert_eq!(scrape(&h, None).await.0, 401);
+    assert_eq!(scrape(&h, Some("key-acme")).await.0, 403);
+    assert_eq!(scrape(&h, Some("the-operator")).await.0, 200);
+    h.stop().await;
+}

@@ -51,12 +51,7 @@ async fn call(h: &Harness, r: &RouteOwner, key: Option<&str>) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_answers_its_owner_only() {
     let h = Harness::with(sim_config(), |c| {
-        c.tenants.push(TenantConfig {
-            name: "acme".into(),
-            api_key: Some(TENANT.into()),
-            api_key_env: None,
-            weight: 1,
-        });
+        c.tenants.push(TenantConfig::new("acme", TENANT));
         c.admin_token = Some(ADMIN.into());
         c.metrics.token = Some(SCRAPER.into());
     })

@@ -2,11 +2,13 @@
 //! and the seven Discord operations, each with a typed payload that is
 //! checked when the job is enqueued and again when it runs.
 
+mod credentials;
 pub mod discord;
 pub mod http;
 mod payload;
 mod response;
 
+pub use credentials::{Credentials, NoCredential, Secret};
 pub use payload::PayloadError;
 
 use crate::SharedLimits;

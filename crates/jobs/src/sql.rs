@@ -34,6 +34,7 @@ pub const GET: &str = "SELECT * FROM jobs WHERE id = $1";
 
 pub const LIST: &str = "SELECT * FROM jobs \
     WHERE ($1 IS NULL OR queue = $1) AND ($2 IS NULL OR state = $2) AND id > $3 \
+      AND ($5 IS NULL OR tenant = $5) \
     ORDER BY id LIMIT $4";
 
 pub const IS_PAUSED: &str = "SELECT name FROM queues WHERE name = $1 AND paused";

@@ -244,6 +244,8 @@ pub struct ListFilter {
     pub queue: Option<String>,
     /// Only this state.
     pub state: Option<JobState>,
+    /// Only this tenant's jobs (filtered in the query, by index).
+    pub tenant: Option<String>,
     /// Only ids after this one: the previous page's [`Page::next`].
     pub after: Option<JobId>,
     /// At most this many (capped at [`MAX_PAGE`]); 100 by default.
@@ -255,6 +257,7 @@ impl Default for ListFilter {
         Self {
             queue: None,
             state: None,
+            tenant: None,
             after: None,
             limit: 100,
         }

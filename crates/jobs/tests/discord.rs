@@ -12,6 +12,7 @@ use common::{Limit, Rules, count, eventually, fast, sqlite};
 use serde_json::{Value, json};
 use sluice_jobs::kinds::discord::DiscordConfig;
 use sluice_jobs::kinds::http::HttpApis;
+use sluice_jobs::kinds::{Credentials, Secret};
 use sluice_jobs::worker::{Handlers, QueueConfig, WorkerPool};
 use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore};
 use sluice_limit::Limiter;
@@ -31,8 +32,21 @@ fn pool(
     discord: DiscordConfig,
 ) -> WorkerPool {
     let discord = DiscordConfig {
+        token: Credentials::none(),
+        ..discord
+    };
+    pool_with_token(store, sim, limiter, discord)
+}
+
+/// As [`pool`], keeping `discord`'s token.
+fn pool_with_token(
+    store: &Arc<SqliteStore>,
+    sim: &SimHandle,
+    limiter: &Limiter,
+    discord: DiscordConfig,
+) -> WorkerPool {
+    let discord = DiscordConfig {
         base_url: format!("{}/discord/api/v10", sim.url()),
-        token_env: None,
         ..discord
     };
     let handlers = Handlers::standard(limiter, HttpApis::new(), discord, common::client()).unwrap();
@@ -179,7 +193,7 @@ async fn a_global_429_reschedules_without_using_attempts() {
                 HttpApis::new(),
                 DiscordConfig {
                     base_url: format!("{}/discord/api/v10", sim.url()),
-                    token_env: None,
+                    token: Credentials::none(),
                     ..config
                 },
                 common::client(),
@@ -234,4 +248,44 @@ async fn an_invalid_payload_goes_dead_naming_the_field() {
     assert_eq!(job.attempts, 1);
     assert!(job.last_error.unwrap().contains("payload.guild_id"));
     assert_eq!(sim.discord().requests, 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_tenant_without_a_bot_token_of_its_own_is_refused_without_a_call() {
+    let sim = sim().await;
+    let store = Arc::new(sqlite().await);
+    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let payload = json!({"guild_id": "1000", "name": "mods"});
+    let mut ids = Vec::new();
+    for tenant in ["acme", "globex"] {
+        let job = NewJob::new("discord", "discord.create_role", payload.clone()).tenant(tenant);
+        ids.push(store.enqueue(job).await.unwrap().job.id);
+    }
+    let token = Credentials::shared(Secret::value("shared-bot"))
+        .tenant("acme", Secret::value("acme-bot"))
+        .not_shared();
+    let discord = DiscordConfig {
+        token,
+        ..DiscordConfig::default()
+    };
+    let pool = pool_with_token(&store, &sim, &limiter, discord);
+    eventually("both jobs to finish", || async {
+        let mut done = true;
+        for id in &ids {
+            done &= store.get(*id).await.unwrap().unwrap().state.is_final();
+        }
+        done
+    })
+    .await;
+    pool.shutdown(Duration::from_secs(5)).await;
+    let acme = store.get(ids[0]).await.unwrap().unwrap();
+    assert_eq!(acme.state, JobState::Completed, "{:?}", acme.last_error);
+    let globex = store.get(ids[1]).await.unwrap().unwrap();
+    assert_eq!(globex.state, JobState::Dead);
+    let error = globex.last_error.unwrap();
+    assert!(
+        error.contains("no_credential") && error.contains("globex"),
+        "{error}"
+    );
+    assert_eq!(sim.discord().requests, 1, "only acme's call was sent");
 }

@@ -9,6 +9,7 @@ use common::{Rules, eventually, fast, sqlite};
 use serde_json::json;
 use sluice_jobs::kinds::discord::DiscordConfig;
 use sluice_jobs::kinds::http::HttpApis;
+use sluice_jobs::kinds::{Credentials, Secret};
 use sluice_jobs::worker::{Handlers, QueueConfig, WorkerPool};
 use sluice_jobs::{Job, JobId, JobState, JobStore, NewJob, SqliteStore};
 use sluice_limit::Limiter;
@@ -22,6 +23,11 @@ struct World {
 }
 
 async fn world() -> World {
+    world_with(|apis| apis).await
+}
+
+/// A world whose APIs `edit` changes (adding credentials).
+async fn world_with(edit: impl FnOnce(HttpApis) -> HttpApis) -> World {
     let sim = Sim::start(SimConfig::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .expect("start the sim");
@@ -29,6 +35,7 @@ async fn world() -> World {
     for api in ["slack", "github", "linear", "ghost"] {
         apis = apis.api(api, &format!("{}/{api}", sim.url())).unwrap();
     }
+    let apis = edit(apis);
     let store = Arc::new(sqlite().await);
     let limiter = Limiter::new(Rules::seed()).unwrap();
     let handlers = Handlers::standard(
@@ -58,6 +65,11 @@ async fn world() -> World {
 impl World {
     async fn enqueue(&self, payload: serde_json::Value, max_attempts: u32) -> JobId {
         let job = NewJob::new("api", "http", payload).max_attempts(max_attempts);
+        self.store.enqueue(job).await.unwrap().job.id
+    }
+
+    async fn enqueue_for(&self, tenant: &str, payload: serde_json::Value) -> JobId {
+        let job = NewJob::new("api", "http", payload).tenant(tenant);
         self.store.enqueue(job).await.unwrap().job.id
     }
 
@@ -91,6 +103,34 @@ async fn a_2xx_completes_with_status_headers_and_body() {
         assert_eq!(result["body"]["echo"], json!({"text": n}));
     }
     assert_eq!(w.sim.stats().api("slack").admitted, 5);
+    w.pool.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_job_sends_its_tenants_own_token_and_never_anothers() {
+    let slack = Credentials::shared(Secret::value("xoxb-shared"))
+        .tenant("acme", Secret::value("xoxb-acme"))
+        .not_shared();
+    let w = world_with(|apis| apis.auth("slack", "Authorization", "Bearer ", slack)).await;
+    let payload = json!({"api": "slack", "method": "POST", "path": "/api/auth.test"});
+    let acme = w.enqueue_for("acme", payload.clone()).await;
+    let globex = w.enqueue_for("globex", payload).await;
+    let job = w.finished(acme).await;
+    assert_eq!(job.state, JobState::Completed, "{:?}", job.last_error);
+    assert_eq!(
+        job.result.unwrap()["body"]["authorization"],
+        "Bearer xoxb-acme"
+    );
+    // Globex has no token of its own and the shared one is not shared: the
+    // job goes dead without calling, and without taking from the bucket.
+    let job = w.finished(globex).await;
+    assert_eq!((job.state, job.attempts), (JobState::Dead, 1));
+    let error = job.last_error.unwrap();
+    assert!(
+        error.contains("no_credential") && error.contains("globex"),
+        "{error}"
+    );
+    assert_eq!(w.sim.stats().api("slack").admitted, 1);
     w.pool.shutdown(Duration::from_secs(5)).await;
 }
 

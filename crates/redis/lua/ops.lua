@@ -34,20 +34,23 @@ for i = 1, R do
 end
 
 -- Capacity in force: the configured one, or a reduced one recovering by
--- `rfactor` (at least +1) every `interval` since the reduction. Computed
+-- `rfactor` (at least +1) every `interval` since the reduction (or at the
+-- pace stored with the reduction: `rf` every `ri`). Computed
 -- here from the stored reduction, so recovery happens once for everyone.
 local function effective(r)
   if r.eff then return end
   r.eff = r.cap
   r.pause = 0
-  local a = redis.call('HMGET', r.akey, 'cap', 'at', 'pause')
+  local a = redis.call('HMGET', r.akey, 'cap', 'at', 'pause', 'ri', 'rf')
   if a[1] or a[3] then
     local c = tonumber(a[1]) or r.cap
     local at = tonumber(a[2]) or now
-    local steps = math.floor((now - at) / interval)
+    local ri = tonumber(a[4]) or interval
+    local rf = tonumber(a[5]) or rfactor
+    local steps = math.floor((now - at) / ri)
     local k = 0
     while k < steps and c < r.cap do
-      c = math.max(c + 1, math.floor(c * rfactor))
+      c = math.max(c + 1, math.floor(c * rf))
       k = k + 1
     end
     if c > r.cap then c = r.cap end

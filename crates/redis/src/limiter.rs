@@ -507,12 +507,17 @@ impl RedisLimiter {
             configured: l.capacity(),
             paused_for: (r[1] > 0).then(|| Duration::from_micros(r[1] as u64)),
             configured_window: l.window(),
-            // The shared scripts hold back no margin and follow no
-            // announced rate (yet): the local share does, for when Redis
-            // goes away.
+            // The shared scripts hold back no margin: the local share
+            // does, for when Redis goes away. An announced rate is read
+            // by this replica's own limiter and cuts the shared capacity
+            // on the next 429.
             jitter_margin: Duration::ZERO,
             reason: (r[1] > 0).then(|| "paused for the upstream's Retry-After".to_owned()),
-            announced_per_second: None,
+            announced_per_second: inner
+                .local
+                .get_capacity(resource)
+                .ok()
+                .and_then(|c| c.announced_per_second),
         })
     }
 
@@ -530,8 +535,9 @@ impl RedisLimiter {
     ) -> Result<Option<CapacityChange>, Error> {
         // The local share learns of it too, for when Redis goes away.
         let _ = self.inner.local.report_throttled(resource, retry_after);
-        let factor = self.inner.adaptive.reduce_factor;
-        self.throttle(resource, retry_after, factor).await
+        let a = &self.inner.adaptive;
+        let cut = Cut::Factor(a.reduce_factor, a.recovery_interval, a.recovery_factor);
+        self.throttle(resource, retry_after, cut).await
     }
 
     /// An upstream's answer to a call on `requests` (and `tokens`), under
@@ -565,8 +571,28 @@ impl RedisLimiter {
             return Ok(None);
         }
         let wait = headers.throttle_wait();
+        let seed = Cut::Factor(
+            cfg.reduce_factor,
+            cfg.recovery_interval,
+            cfg.recovery_factor,
+        );
         if cfg.policy == Policy::Seed {
-            return self.throttle(resource, wait, cfg.reduce_factor).await;
+            return self.throttle(resource, wait, seed).await;
+        }
+        // Headers that announce a lower rate are evidence enough: cut to
+        // it (as this replica's own limiter reads them), recovering at the
+        // seed's pace; a 429 beyond it cuts to it again, never below.
+        let spec = inner.spec(resource)?;
+        if let Some(target) = inner
+            .local
+            .get_capacity(resource)
+            .ok()
+            .and_then(|c| c.announced_per_second)
+            .map(|rate| (rate * spec.limit.window().as_secs_f64()).floor() as u64)
+            .filter(|&t| t >= 1 && t < spec.limit.capacity())
+        {
+            lock(&inner.strikes).remove(resource);
+            return self.throttle(resource, wait, Cut::To(target)).await;
         }
         let proven = {
             let mut strikes = lock(&inner.strikes);
@@ -582,19 +608,29 @@ impl RedisLimiter {
             }
             proven
         };
-        // A collision pauses without cutting (a factor of one).
-        let factor = if proven { cfg.reduce_factor } else { 1.0 };
-        self.throttle(resource, wait, factor).await
+        // A collision pauses without cutting; 429s that kept coming cut,
+        // and capacity comes back fast on clean answers.
+        let cut = if proven {
+            Cut::Factor(
+                cfg.reduce_factor,
+                cfg.fast_recovery_interval,
+                cfg.fast_recovery_factor,
+            )
+        } else {
+            Cut::Pause
+        };
+        self.throttle(resource, wait, cut).await
     }
 
-    /// Pauses `resource` for `retry_after` (capped) and multiplies its
-    /// shared capacity by `factor` (at most once per cooldown), through
-    /// the throttle script; a cut is announced on the capacity bus.
+    /// Pauses `resource` for `retry_after` (capped) and cuts its shared
+    /// capacity as `cut` says (a factor at most once per cooldown, or down
+    /// to a target), through the throttle script; a cut is announced on
+    /// the capacity bus.
     async fn throttle(
         &self,
         resource: &str,
         retry_after: Option<Duration>,
-        factor: f64,
+        cut: Cut,
     ) -> Result<Option<CapacityChange>, Error> {
         let inner = &self.inner;
         let spec = inner.spec(resource)?;
@@ -602,6 +638,21 @@ impl RedisLimiter {
             .unwrap_or_default()
             .min(inner.adaptive.max_pause);
         let cooldown = inner.adaptive.cooldown.unwrap_or(spec.limit.window());
+        let (factor, interval, recovery, target) = match cut {
+            Cut::Pause => (
+                1.0,
+                inner.adaptive.recovery_interval,
+                inner.adaptive.recovery_factor,
+                0,
+            ),
+            Cut::Factor(f, interval, recovery) => (f, interval, recovery, 0),
+            Cut::To(target) => (
+                1.0,
+                inner.adaptive.recovery_interval,
+                inner.adaptive.recovery_factor,
+                target,
+            ),
+        };
         let script = redis::Script::new(include_str!("../lua/throttle.lua"));
         let mut inv = script.prepare_invoke();
         inv.key(inner.keys.adaptive(resource))
@@ -609,8 +660,9 @@ impl RedisLimiter {
             .arg(factor)
             .arg(micros(cooldown))
             .arg(micros(pause))
-            .arg(micros(inner.adaptive.recovery_interval))
-            .arg(inner.adaptive.recovery_factor);
+            .arg(micros(interval).max(1))
+            .arg(recovery)
+            .arg(target);
         let out: Result<Vec<i64>, Unavailable> = inner
             .conn
             .call(|mut c| async move { inv.invoke_async(&mut c).await })
@@ -658,6 +710,18 @@ impl RedisLimiter {
         inner.changed(&change);
         Ok(Some(change))
     }
+}
+
+/// What a 429 does to a resource's shared capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Cut {
+    /// Nothing: a pause for the Retry-After only (a timing collision).
+    Pause,
+    /// Multiply by the factor (at most once per cooldown), then recover by
+    /// the factor every interval.
+    Factor(f64, Duration, f64),
+    /// Down to this capacity per window: what the upstream announces.
+    To(u64),
 }
 
 fn micros(d: Duration) -> u64 {

@@ -151,3 +151,97 @@ async fn recovery_happens_once_on_the_shared_state() {
     let seed = [55, 60, 66, 72, 79, 86, 94, 100];
     assert!(steps.iter().all(|s| seed.contains(s)), "{steps:?}");
 }
+
+/// OpenAI's headers for a call that found a bucket of 10 full but for
+/// itself, full again in 33 ms: about 30 requests a second.
+fn announcing_30_per_second() -> sluice_limit::headers::RateLimitHeaders {
+    sluice_limit::headers::RateLimitHeaders::parse(
+        [
+            ("x-ratelimit-limit-requests", "10"),
+            ("x-ratelimit-remaining-requests", "9"),
+            ("x-ratelimit-reset-requests", "33ms"),
+        ],
+        std::time::SystemTime::now(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_under_an_announced_lower_rate_cuts_every_replica_to_it() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let connect = |id: &'static str| {
+        let (url, p) = (url.clone(), p.clone());
+        async move {
+            RedisLimiter::connect(
+                config(&url, &p, id, Mode::Exact),
+                rules(),
+                AdaptiveConfig::default(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let (a, b) = (connect("a").await, connect("b").await);
+    let model = "openai/announced";
+    let headers = announcing_30_per_second();
+    for _ in 0..3 {
+        a.observe(Some(model), None, 200, &headers).await.unwrap();
+    }
+    let announced = a.get_capacity(model).await.unwrap().announced_per_second;
+    assert!(
+        announced.is_some_and(|r| (29.0..32.0).contains(&r)),
+        "{announced:?}"
+    );
+    // Clean answers alone do not touch the shared capacity …
+    assert_eq!(b.get_capacity(model).await.unwrap().total, 100);
+    // … a 429 cuts it to the announced rate at once, not by half, and
+    // for every replica.
+    let change = a
+        .observe(Some(model), None, 429, &headers)
+        .await
+        .unwrap()
+        .expect("cut");
+    assert_eq!((change.previous, change.capacity), (100, 30));
+    assert_eq!(b.get_capacity(model).await.unwrap().total, 30);
+    // Another 429 under the same announcement cuts no further.
+    let again = a.observe(Some(model), None, 429, &headers).await.unwrap();
+    assert!(again.is_none(), "{again:?}");
+    assert_eq!(b.get_capacity(model).await.unwrap().total, 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_on_evidence_recovers_at_the_fast_pace() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        fast_recovery_interval: Duration::from_millis(200),
+        collision_wait: Duration::ZERO,
+        ..AdaptiveConfig::default()
+    };
+    let a = RedisLimiter::connect(config(&url, &p, "a", Mode::Exact), rules(), adaptive)
+        .await
+        .unwrap();
+    let model = "openai/evidence";
+    let none = sluice_limit::headers::RateLimitHeaders::default();
+    let mut cut = None;
+    for _ in 0..adaptive.strikes {
+        cut = a.observe(Some(model), None, 429, &none).await.unwrap();
+    }
+    let cut = cut.expect("the last strike cuts");
+    assert_eq!((cut.previous, cut.capacity), (100, 50));
+    // ×1.25 a step every 200 ms: back to 100 within seconds, where the
+    // seed's pace (×1.1 every 30 s) would take four minutes.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            shared_total(&a, model) == 100
+        })
+        .await
+    );
+}
+
+fn shared_total(l: &RedisLimiter, resource: &str) -> u64 {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        handle.block_on(async { l.get_capacity(resource).await.map_or(0, |c| c.total) })
+    })
+}

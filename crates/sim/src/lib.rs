@@ -23,7 +23,8 @@
 //! - The same under `/{provider}/v1/…` to pick the provider whose limits
 //!   apply; otherwise a model's provider comes from the config, a
 //!   `provider/` prefix, or the wire format.
-//! - SaaS APIs: any method on `/{api}/…`, answered with an echo.
+//! - SaaS APIs: any method on `/{api}/…`, answered with an echo (the
+//!   `Authorization` received included).
 //! - Discord: the seven operations of the seed's synthesis engine under
 //!   `/discord/api/v10/…` with Discord's global and per-route limits, and
 //!   the effects log `GET /_sim/discord/effects` ([`discord`]).

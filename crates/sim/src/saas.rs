@@ -1,6 +1,10 @@
 //! Simulated SaaS APIs (Slack, GitHub, Gmail, …) under `/{api}/…`: any
 //! method, an echo of the request, each API's own request limit and the
 //! same faults as the models.
+//!
+//! The echo includes the `Authorization` header received (`null` without
+//! one), so that a test can see which credential a gateway sent. The sim
+//! is a test upstream: it holds no real secret.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,12 +102,17 @@ async fn admitted(shared: &Shared, call: &Call, fault: Fault, base: Duration) ->
         serde_json::from_slice(&call.body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&call.body).into_owned()))
     };
+    let authorization = call
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let body = json!({
         "ok": true,
         "api": call.api,
         "method": call.method.as_str(),
         "path": call.rest,
         "echo": echo,
+        "authorization": authorization,
     });
     if let Fault::Disconnect { .. } = fault {
         let cut = paced(halved(Bytes::from(body.to_string())), Some(1), shutdown);

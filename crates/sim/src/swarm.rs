@@ -109,6 +109,11 @@ pub struct SwarmReport {
     pub upstream_429s_seen: u64,
     /// Latency of successful calls, retries and backoff included.
     pub latency: Percentiles,
+    /// Time to finish a task, retries and waits included, over every
+    /// finished task: those given up count too (they are what makes
+    /// direct calls look fast by their successes alone).
+    #[serde(default)]
+    pub task_time: Percentiles,
     /// Jain's index over the tenants' successful calls.
     pub fairness: f64,
     /// Per tenant.
@@ -159,7 +164,9 @@ impl Swarm {
             .collect();
         let shared = Arc::new(agent::Shared {
             client,
-            base: config.base_url.clone(),
+            bases: std::iter::once(config.base_url.clone())
+                .chain(config.replicas.iter().cloned())
+                .collect(),
             mode: config.mode,
             workload: config.workload.clone(),
             retry: config.retry,
@@ -217,6 +224,7 @@ impl Swarm {
             wasted_calls: sum(|t| t.wasted),
             upstream_429s_seen: sum(|t| t.upstream_429s),
             latency: Percentiles::of(&self.shared.tally.latency()),
+            task_time: Percentiles::of(&self.shared.tally.task_time()),
             fairness: jain(&goodput),
             tenants,
             targets,

@@ -242,7 +242,18 @@ async fn apis_echo_any_method_and_unknown_ones_are_404() {
         .unwrap();
     assert_eq!(
         body,
-        json!({"ok": true, "api": "github", "method": "POST", "path": "/repos/o/r/issues", "echo": {"title": "bug"}})
+        json!({"ok": true, "api": "github", "method": "POST", "path": "/repos/o/r/issues", "echo": {"title": "bug"}, "authorization": null})
+    );
+    // The credential received is echoed, for tests of who sent which.
+    let r = client()
+        .get(format!("{}/slack/auth.test", sim.url()))
+        .bearer_auth("xoxb-acme")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["authorization"],
+        "Bearer xoxb-acme"
     );
     let r = client()
         .delete(format!("{}/google_calendar/events/9", sim.url()))

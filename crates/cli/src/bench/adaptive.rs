@@ -62,6 +62,14 @@ pub struct AdaptiveArgs {
     /// Network jitter before the provider's quota check, in milliseconds.
     #[arg(long, default_value_t = 10)]
     pub jitter_ms: u64,
+    /// Gateway replicas sharing the limit through Redis (1: one gateway,
+    /// no Redis); the agents' calls are spread over them at random.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// The Redis the replicas share; without one, a throwaway
+    /// `redis-server` from PATH.
+    #[arg(long)]
+    pub redis: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -75,6 +83,7 @@ pub struct AdaptiveReport {
     burst: u32,
     agents: usize,
     tenants: usize,
+    replicas: usize,
     duration_s: f64,
     jitter_ms: u64,
     /// What the provider admitted, and what it allowed over the run.
@@ -97,7 +106,7 @@ pub struct AdaptiveReport {
 impl AdaptiveReport {
     fn table(&self) -> String {
         format!(
-            "scenario {:?}: gateway configured {}, provider {:.1}/s burst {}, {} agents in {} tenants, {:.0} s, {} ms jitter\n  \
+            "scenario {:?}: gateway configured {}, provider {:.1}/s burst {}, {} agents in {} tenants, {} gateway(s), {:.0} s, {} ms jitter\n  \
              goodput {:.1}% ({} of {:.0}), upstream 429s {} ({:.2}% of requests), fairness {:.4}\n  \
              after {:.0} s: goodput {:.1}% ({} of {:.0}), 429s {:.2}%\n",
             self.scenario,
@@ -107,6 +116,7 @@ impl AdaptiveReport {
             self.burst,
             self.agents,
             self.tenants,
+            self.replicas,
             self.duration_s,
             self.jitter_ms,
             self.goodput * 100.0,
@@ -129,14 +139,39 @@ pub async fn adaptive(args: AdaptiveArgs) -> std::process::ExitCode {
         eprintln!("sluice bench adaptive: --rate must be in (0, 10000] and --burst at least 1");
         return std::process::ExitCode::from(2);
     }
-    if !(1..=10_000).contains(&args.agents) || !(1..=100).contains(&args.tenants) {
-        eprintln!("sluice bench adaptive: --agents must be 1 to 10000, --tenants 1 to 100");
+    if !(1..=10_000).contains(&args.agents)
+        || !(1..=100).contains(&args.tenants)
+        || !(1..=16).contains(&args.replicas)
+    {
+        eprintln!(
+            "sluice bench adaptive: --agents must be 1 to 10000, --tenants 1 to 100, --replicas 1 to 16"
+        );
         return std::process::ExitCode::from(2);
     }
-    finish(args.json, run(&args).await, AdaptiveReport::table)
+    // Several replicas share their limits through Redis: the one given,
+    // or a throwaway one that lives as long as the run.
+    let mut own_redis = None;
+    let redis = match (&args.redis, args.replicas) {
+        (_, 1) => None,
+        (Some(url), _) => Some(url.clone()),
+        (None, _) => match super::redis::OwnRedis::start() {
+            Ok(r) => {
+                let url = r.url();
+                own_redis = Some(r);
+                Some(url)
+            }
+            Err(e) => {
+                eprintln!("sluice bench adaptive: {e} (or pass --redis URL)");
+                return std::process::ExitCode::from(2);
+            }
+        },
+    };
+    let report = run(&args, redis.as_deref()).await;
+    drop(own_redis);
+    finish(args.json, report, AdaptiveReport::table)
 }
 
-async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
+async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport, String> {
     let secs = args.duration.as_secs_f64();
     let provider_rate = match args.scenario {
         Scenario::TooHigh => args.rate * 0.6,
@@ -168,18 +203,35 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
         None => (NO_LIMIT, NO_LIMIT as u64),
     };
     let prefix = format!("{PROVIDER}/");
-    let stack = Stack::start(sim, move |c| {
+    // Keys of this run only, should the Redis be a long-lived one.
+    let key_prefix = format!(
+        "sluice-bench-{}-{}:",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros())
+    );
+    let tweak = |c: &mut sluice_gateway::config::Config| {
         for m in &mut c.models {
             if m.prefix == prefix {
                 m.requests_per_second = rate;
                 m.burst = burst;
             }
         }
-    })
-    .await?;
+        if let Some(url) = redis {
+            let mut r = sluice_gateway::config::RedisSettings::new(url);
+            r.prefix.clone_from(&key_prefix);
+            c.redis = Some(r);
+        }
+    };
+    let mut stack = Stack::start(sim, tweak).await?;
+    for _ in 1..args.replicas {
+        stack.add_gateway(tweak).await?;
+    }
     let workload = Workload::single_model(PROVIDER, MODEL, (Duration::ZERO, Duration::ZERO));
     stack.fresh_start(workload.target_names());
     let config = SwarmConfig::new(stack.gateway_url(), Mode::Gateway, workload)
+        .replicas(stack.gateway_urls().into_iter().skip(1))
         .agents(args.agents)
         .tenants(args.tenants)
         .duration(args.duration);
@@ -251,6 +303,7 @@ async fn run(args: &AdaptiveArgs) -> Result<AdaptiveReport, String> {
         burst: args.burst,
         agents: args.agents,
         tenants: args.tenants,
+        replicas: args.replicas,
         duration_s: secs,
         jitter_ms: args.jitter_ms,
         admitted,

@@ -466,13 +466,13 @@ fn table(r: &Value) -> String {
 }
 
 /// A throwaway redis-server from PATH on a free loopback port.
-struct OwnRedis {
+pub(crate) struct OwnRedis {
     port: u16,
     child: Child,
 }
 
 impl OwnRedis {
-    fn start() -> Result<OwnRedis, String> {
+    pub(crate) fn start() -> Result<OwnRedis, String> {
         let bin = which("redis-server").ok_or("redis-server is not installed")?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -494,7 +494,7 @@ impl OwnRedis {
         Err("redis-server did not start".into())
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 }

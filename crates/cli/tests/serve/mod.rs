@@ -47,15 +47,35 @@ impl Serve {
     /// for its "listening on" line. `SLUICE_` settings of the test's own
     /// environment are not passed on.
     pub fn start(config: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        Serve::start_with_env(config, &[])
+    }
+
+    /// [`Serve::start`] with these environment variables set for it.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(config)
             .env_remove("SLUICE_ADMIN_TOKEN")
             .env_remove("SLUICE_CONFIG")
+            .envs(env.iter().copied());
+        Serve::spawn(command)
+    }
+
+    /// Starts `sluice sim --listen 127.0.0.1:0`.
+    pub fn sim() -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command.args(["sim", "--listen", "127.0.0.1:0"]);
+        Serve::spawn(command)
+    }
+
+    /// Runs `command` and waits for its "listening on" line.
+    fn spawn(mut command: Command) -> Serve {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("sluice serve starts");
+            .expect("sluice starts");
         // Read stderr on a thread for as long as the server runs, so that
         // its pipe never fills; hand over the address once it is known.
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -69,7 +89,7 @@ impl Serve {
         });
         let url = rx
             .recv_timeout(Duration::from_secs(60))
-            .expect("sluice serve says where it listens");
+            .expect("sluice says where it listens");
         Serve { child, url }
     }
 

@@ -18,6 +18,7 @@ use super::{
     ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig,
     WireFormat,
 };
+use crate::trace::Rotation;
 
 /// The built-in providers: (name, base URL, API-key variable, wire format).
 const PROVIDERS: &[(&str, &str, &str, WireFormat)] = &[
@@ -106,6 +107,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             redis: None,
             jobs: super::JobsConfig::default(),
+            secrets: super::Secrets::default(),
         }
     }
 }
@@ -117,6 +119,7 @@ fn default_providers() -> Vec<ProviderConfig> {
             name: name.to_owned(),
             base_url: base_url.to_owned(),
             api_key_env: Some(key_env.to_owned()),
+            shared_auth: true,
             format,
             strip_prefix: true,
             prefixes: Vec::new(),
@@ -156,6 +159,7 @@ fn default_apis() -> Vec<ApiConfig> {
             .map(|(p, _)| p.to_owned())
             .collect(),
         auth_env: None,
+        shared_auth: true,
     };
     API_LIMITS
         .iter()
@@ -257,6 +261,11 @@ impl Default for TraceConfig {
             enabled: true,
             dir: None,
             buffer: 10_000,
+            rotate: Rotation::Day,
+            max_file_bytes: 64 << 20,
+            max_total_bytes: 1 << 30,
+            max_files: 1000,
+            max_open_files: 64,
         }
     }
 }
@@ -268,6 +277,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             tenant_labels: false,
             token: None,
+            refresh_interval_ms: 5_000,
         }
     }
 }
@@ -275,7 +285,7 @@ impl Default for MetricsConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
-            header_read_timeout_ms: 30_000,
+            header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             max_connections: 1_024,
         }
@@ -285,7 +295,7 @@ impl Default for HttpConfig {
 impl Default for ShutdownConfig {
     fn default() -> Self {
         ShutdownConfig {
-            drain_timeout_ms: 30_000,
+            drain_timeout_ms: 25_000,
         }
     }
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
 use super::Config;
+use super::secrets::{Secrets, credential_vars};
 use error::type_error;
 use origins::{KeyPath, Origins, Seg, key_path, show};
 
@@ -72,7 +73,9 @@ pub fn load_str(
 impl Config {
     /// The configuration as TOML, for `sluice check-config`: every setting
     /// in force, with the admin token and inline tenant keys shown as
-    /// `<redacted>`. Loading the output gives this configuration back
+    /// `<redacted>`, and credentials kept in variables shown by the
+    /// variable's name only (their values are in [`Config::secrets`], which
+    /// is never written). Loading the output gives this configuration back
     /// (secrets aside).
     ///
     /// # Panics
@@ -132,7 +135,12 @@ fn build(
     if let Some((file, origin)) = file {
         merge::merge(&mut table, file, &origin, &mut origins);
     }
-    let mut overrides = env::overrides(env)?;
+    // Variables named as credentials hold secrets, not settings, even
+    // when their names start with `SLUICE_`.
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    let named = credential_vars(&table);
+    let settings = env.iter().filter(|(k, _)| !named.contains(k));
+    let mut overrides = env::overrides(settings.cloned())?;
     loop {
         let mut table = table.clone();
         let mut origins = origins.clone();
@@ -140,8 +148,11 @@ fn build(
             .iter()
             .map(|o| o.apply(&mut table, &mut origins))
             .collect::<Result<Vec<_>, _>>()?;
+        // An override may name a variable too (`SLUICE_APIS__SLACK__AUTH_ENV`).
+        let named = credential_vars(&table);
         match serde_path_to_error::deserialize::<_, Config>(Value::Table(table)) {
-            Ok(config) => {
+            Ok(mut config) => {
+                config.secrets = Secrets::from_env(&named, &env);
                 validate::validate(&config, &origins)?;
                 return Ok(config);
             }

@@ -13,6 +13,7 @@ use sluice_limit::Limit;
 
 use super::AnyStore;
 use crate::config::Config;
+use crate::credentials::Upstreams;
 use crate::state::StartError;
 
 /// Starts workers for every configured queue.
@@ -21,12 +22,14 @@ use crate::state::StartError;
 /// [`StartError::Workers`] naming the API or queue that cannot be used.
 pub(super) fn start(
     config: &Config,
+    credentials: &Upstreams,
     store: AnyStore,
     limiter: SharedLimits,
     client: reqwest::Client,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
-    let handlers = Handlers::standard(limiter.clone(), http_apis(config)?, discord(config), client)
+    let apis = http_apis(config, credentials)?;
+    let handlers = Handlers::standard(limiter.clone(), apis, discord(config, credentials), client)
         .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)
@@ -62,32 +65,36 @@ fn per_second(rate: f64) -> Limit {
 }
 
 /// Every configured API by name, at the base URL `/proxy/{api}/` uses, with
-/// its `auth_env` token (`Bot` for Discord, `Bearer` for the others).
-fn http_apis(config: &Config) -> Result<HttpApis, StartError> {
+/// the credentials a proxied call sends (the job's tenant's own token, else
+/// the shared one where it is shared; `Bot` for Discord, `Bearer` for the
+/// others).
+fn http_apis(config: &Config, credentials: &Upstreams) -> Result<HttpApis, StartError> {
     let mut apis = HttpApis::new();
     for api in &config.apis {
         apis = apis
             .api(&api.name, &api.base_url)
             .map_err(|e| StartError::Workers(format!("api {}: {e}", api.name)))?;
-        if let Some(env) = &api.auth_env {
+        let creds = credentials.api(&api.name);
+        if !creds.is_none() {
             let prefix = if api.name == "discord" {
                 "Bot "
             } else {
                 "Bearer "
             };
-            apis = apis.auth_from_env(&api.name, "Authorization", prefix, env);
+            apis = apis.auth(&api.name, "Authorization", prefix, creds.clone());
         }
     }
     Ok(apis)
 }
 
 /// The Discord kinds call the configured `discord` API, limited by its
-/// configured rate (`api:discord`) rather than one of their own.
-fn discord(config: &Config) -> DiscordConfig {
+/// configured rate (`api:discord`) rather than one of their own, with its
+/// credentials.
+fn discord(config: &Config, credentials: &Upstreams) -> DiscordConfig {
     let api = config.api("discord");
     DiscordConfig {
         base_url: api.map_or_else(|| DiscordConfig::default().base_url, |a| a.base_url.clone()),
-        token_env: api.and_then(|a| a.auth_env.clone()),
+        token: credentials.api("discord").clone(),
         global_limit: None,
         ..DiscordConfig::default()
     }

@@ -23,6 +23,9 @@ fn record_everything(m: &Metrics) {
     fallback("fam-model", "fam-fallback");
     stream_disconnect("/v1/chat/completions");
     trace_dropped("buffer_full", 1);
+    trace_file_removed();
+    metrics_refreshed();
+    trace_disk(10, 1);
     job_enqueued("fam-queue", "http");
     job_idempotency(true);
     jobs("fam-queue", "dead", 2);

@@ -393,9 +393,10 @@ async fn current(state: &AppState, tenant: &str, resource: &str) -> Result<Value
 /// ones (models, tokens, APIs) and its own sessions (in distributed mode,
 /// those this replica used recently, with their shared state).
 pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
+    // Other tenants' sessions are not even read.
     let all: Vec<Value> = state
         .limits
-        .capacities()
+        .capacities(|r| unscoped(tenant.name(), r).is_some())
         .await
         .iter()
         .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))

@@ -22,6 +22,7 @@ use crate::auth::Tenant;
 use crate::body::Body;
 use crate::config::{ProviderConfig, WireFormat};
 use crate::context::Context;
+use crate::credentials;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::{Buffered, Meta, from_shared, pass_headers};
@@ -159,14 +160,7 @@ async fn run(
     let ctx = Context::from_headers(state, tenant, headers)?;
     meta.request_id = ctx.request_id.clone();
     obs.tenant = Some(ctx.workspace.clone());
-    let mut trace = Trace::start(
-        ctx.request_id.clone(),
-        ctx.workspace.clone(),
-        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
-        route(endpoint),
-    );
-    trace.record_span("auth", auth_start, Instant::now(), serde_json::Map::new());
-    obs.trace = Some(trace);
+    let auth_end = Instant::now();
     let json: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
         message: format!("malformed JSON body: {e}"),
         param: None,
@@ -185,9 +179,17 @@ async fn run(
     };
     provider(state, &model, endpoint)?;
     obs.model = Some(model.clone());
-    if let Some(t) = obs.trace.as_mut() {
-        t.model = Some(model.clone());
-    }
+    // Traced from here on: a request refused for its body costs no disk
+    // (`sluice_requests_total` counts it by status).
+    let mut trace = Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
+        route(endpoint),
+    );
+    trace.record_span("auth", auth_start, auth_end, serde_json::Map::new());
+    trace.model = Some(model.clone());
+    obs.trace = Some(trace);
     let stream = usage::is_stream(&json);
     // The model's own lane: requests for a model at its limit wait
     // without holding the slots that requests for other models need.
@@ -371,10 +373,14 @@ async fn attempt(
         prov.base_url.trim_end_matches('/'),
         path(req.endpoint)
     );
-    let key = prov
-        .api_key_env
-        .as_ref()
-        .and_then(|v| std::env::var(v).ok());
+    // The tenant's own key, else the shared one where it is shared.
+    let key = credentials::value_for(
+        state.credentials.provider(&prov.name),
+        &req.ctx.workspace,
+        "provider",
+        &prov.name,
+    )
+    .map_err(Failure::Limited)?;
     let send = || {
         let mut r = state
             .client
@@ -388,7 +394,7 @@ async fn attempt(
             (WireFormat::Openai, Some(k)) => r = r.bearer_auth(k),
             (WireFormat::Anthropic, k) => {
                 if let Some(k) = k {
-                    r = r.header("x-api-key", k);
+                    r = r.header("x-api-key", k.as_ref());
                 }
                 let version = req
                     .headers

@@ -63,21 +63,15 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
 
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
-    // Gauges are read at scrape time: the limiter and the queue know them.
+    // In memory and cheap: read at every scrape.
     let stats = state.queue.stats();
     for p in sluice_admit::Priority::ALL {
         crate::metrics::queue_depth(p.as_str(), stats.queued_in(p));
     }
     crate::metrics::busy(stats.busy);
-    // Models, tokens and APIs only: sessions are per-key (cardinality).
-    for c in state.limits.capacities().await {
-        if !c.resource.starts_with(sluice_limit::SESSION_PREFIX) {
-            crate::metrics::available_tokens(&c.resource, c.available);
-        }
-    }
-    if let Some(jobs) = state.jobs.get() {
-        jobs.refresh_gauges(state.config.jobs.queues.keys()).await;
-    }
+    // A count over the jobs table and, in distributed mode, Redis reads:
+    // at most once per `metrics.refresh_interval_ms`, whoever scrapes.
+    state.gauges.run_if_due(|| refresh_gauges(&state)).await;
     let body = state.metrics.render();
     (
         [(
@@ -87,4 +81,18 @@ pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
         body,
     )
         .into_response()
+}
+
+/// The gauges that cost a query: limiter tokens and jobs by queue and
+/// state.
+async fn refresh_gauges(state: &AppState) {
+    // Models, tokens and APIs only: sessions are per-key (cardinality),
+    // and are not even read.
+    let wanted = |r: &str| !r.starts_with(sluice_limit::SESSION_PREFIX);
+    for c in state.limits.capacities(wanted).await {
+        crate::metrics::available_tokens(&c.resource, c.available);
+    }
+    if let Some(jobs) = state.jobs.get() {
+        jobs.refresh_gauges(state.config.jobs.queues.keys()).await;
+    }
 }

@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use crate::auth::Tenant;
 use crate::body::Body;
 use crate::context::Context;
+use crate::credentials;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::{Meta, pass_headers};
@@ -50,6 +51,7 @@ pub async fn proxy(
     let started = tokio::time::Instant::now();
     let mut meta = Meta::default();
     let mut trace = None;
+    let mut workspace = None;
     // The path as sent, still encoded: decoded here, once (see `target`).
     let (api, rest) = match target::split(uri.path()) {
         Ok(split) => split,
@@ -63,7 +65,8 @@ pub async fn proxy(
         method,
         headers: &headers,
     };
-    let (mut res, error) = match run(&state, call, body, &mut meta, &mut trace).await {
+    let ran = run(&state, call, body, &mut meta, &mut workspace, &mut trace).await;
+    let (mut res, error) = match ran {
         Ok(r) => (r, None),
         Err(e) => {
             let msg = e.to_string();
@@ -74,10 +77,9 @@ pub async fn proxy(
     let status = res.status().as_u16();
     let known = state.config.api(&api).is_some();
     let label = if known { api.as_str() } else { "-" };
-    let tenant = trace.as_ref().map(|t: &Trace| t.workspace.clone());
     state
         .metrics
-        .request(ROUTE, label, status, tenant.as_deref());
+        .request(ROUTE, label, status, workspace.as_deref());
     metrics::request_duration(ROUTE, started.elapsed().as_secs_f64());
     if let (Some(mut t), Some(w)) = (trace, &state.traces) {
         t.status = status;
@@ -105,6 +107,7 @@ async fn run(
     call: Call<'_>,
     body: Bytes,
     meta: &mut Meta,
+    workspace: &mut Option<String>,
     trace: &mut Option<Trace>,
 ) -> Result<Response, ApiError> {
     let Call {
@@ -118,14 +121,7 @@ async fn run(
     state.check_open()?;
     let ctx = Context::from_headers(state, tenant, headers)?;
     meta.request_id = ctx.request_id.clone();
-    *trace = Some(Trace::start(
-        ctx.request_id.clone(),
-        ctx.workspace.clone(),
-        ctx.thread
-            .clone()
-            .unwrap_or_else(|| "unthreaded".to_owned()),
-        format!("{ROUTE}/{api}"),
-    ));
+    *workspace = Some(ctx.workspace.clone());
     let cfg = state.config.api(api).ok_or_else(|| {
         ApiError::NotFound(format!("unknown API {api:?}: configure it under [[apis]]"))
     })?;
@@ -148,7 +144,9 @@ async fn run(
         retryable: idempotent,
         label: api.to_owned(),
     };
-    let token = cfg.auth_env.as_ref().and_then(|v| std::env::var(v).ok());
+    // The tenant's own token, else the shared one where it is shared;
+    // never another tenant's.
+    let token = credentials::value_for(state.credentials.api(api), &ctx.workspace, "API", api)?;
     // Without tenants, the client's own credentials go upstream; with
     // tenants, `Authorization` is the tenant's Sluice key and stays here.
     let client_auth = if state.keys.is_open() {
@@ -179,6 +177,16 @@ async fn run(
         }
         r
     };
+    // Traced from here on: a request refused for its path, method or API
+    // costs no disk (`sluice_requests_total` counts it by status).
+    *trace = Some(Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread
+            .clone()
+            .unwrap_or_else(|| "unthreaded".to_owned()),
+        format!("{ROUTE}/{api}"),
+    ));
     // The same admission queue as model calls: priorities, per-tenant
     // fairness and depth limits, in the API's own lane. Proxied bodies
     // stream, so nothing is shared between duplicates here.

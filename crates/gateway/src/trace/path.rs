@@ -1,19 +1,112 @@
-//! Turning header values (workspace, thread) into file names that cannot
-//! leave the trace directory.
+//! Where a trace goes: `{dir}/{workspace}/{period}.jsonl`, the workspace
+//! turned into a file name that cannot leave the trace directory and the
+//! period (a UTC day or hour) taken from the trace's own start, so the
+//! writer never reads a clock.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 /// Longest file-name component kept as is; longer names are cut and end
 /// with a hash of the whole, so two long names stay apart.
 const MAX_COMPONENT: usize = 100;
 
-/// `{dir}/{workspace}/{thread}.jsonl`, both parts through
-/// [`file_component`]: always a file two levels below `dir`.
-pub fn trace_path(dir: &Path, workspace: &str, thread: &str) -> PathBuf {
-    let mut file = file_component(thread);
-    file.push_str(".jsonl");
-    dir.join(file_component(workspace)).join(file)
+/// How often a workspace starts a new trace file (`trace.rotate`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rotation {
+    /// A file per UTC hour: `2025-01-31T13.jsonl`.
+    Hour,
+    /// A file per UTC day: `2025-01-31.jsonl`.
+    #[default]
+    Day,
+}
+
+/// `{dir}/{workspace}`, the workspace through [`file_component`]: always
+/// a directory one level below `dir`.
+pub fn workspace_dir(dir: &Path, workspace: &str) -> PathBuf {
+    dir.join(file_component(workspace))
+}
+
+/// The period a trace started in, as its file names it: `2025-01-31`
+/// ([`Rotation::Day`]) or `2025-01-31T13` ([`Rotation::Hour`]), UTC.
+pub fn period(started_unix_ms: u64, rotation: Rotation) -> String {
+    let secs = i64::try_from(started_unix_ms / 1_000).unwrap_or(i64::MAX);
+    // `2025-01-31T13:04:05.000000Z`, cut to the day or the hour.
+    let mut stamp = sluice_limit::headers::format_rfc3339(secs, 0);
+    stamp.truncate(match rotation {
+        Rotation::Day => 10,
+        Rotation::Hour => 13,
+    });
+    stamp
+}
+
+/// The file name of a period's `segment`: `{period}.jsonl` for the first,
+/// `{period}.{segment}.jsonl` for those begun when the one before reached
+/// `trace.max_file_bytes`.
+pub fn segment_name(period: &str, segment: u32) -> String {
+    if segment == 0 {
+        format!("{period}.jsonl")
+    } else {
+        format!("{period}.{segment}.jsonl")
+    }
+}
+
+/// The period and segment a file name of [`segment_name`]'s shape stands
+/// for; `None` for any other name (the writer still counts such files
+/// against the caps, but never appends to them).
+pub fn parse_segment(name: &str) -> Option<(&str, u32)> {
+    let stem = name.strip_suffix(".jsonl")?;
+    if is_period(stem) {
+        return Some((stem, 0));
+    }
+    let (p, n) = stem.rsplit_once('.')?;
+    let plain = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0');
+    (plain && is_period(p)).then(|| n.parse().ok().map(|n| (p, n)))?
+}
+
+/// `YYYY-MM-DD` or `YYYY-MM-DDTHH`.
+fn is_period(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let day = b.len() >= 10
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10);
+    match b.len() {
+        10 => day,
+        13 => day && b[10] == b'T' && digits(11..13),
+        _ => false,
+    }
+}
+
+/// Every trace file of `workspace` under `dir`, oldest period and segment
+/// first (what a reader concatenates to get the workspace's traces in
+/// order). Files of other shapes are left out.
+///
+/// # Errors
+/// Reading the directory failed; a workspace with no directory has no
+/// files, which is not an error.
+pub fn workspace_files(dir: &Path, workspace: &str) -> std::io::Result<Vec<PathBuf>> {
+    let ws = workspace_dir(dir, workspace);
+    let entries = match std::fs::read_dir(&ws) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some((p, n)) = parse_segment(name) {
+            found.push((p.to_owned(), n, ws.join(name)));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, _, path)| path).collect())
 }
 
 /// A header value as one safe file-name component: ASCII letters, digits,
@@ -93,16 +186,10 @@ mod tests {
     }
 
     #[test]
-    fn trace_paths_stay_two_levels_below_dir() {
+    fn workspace_dirs_stay_one_level_below_dir() {
         let dir = Path::new("/var/traces");
-        for (ws, thread) in [
-            ("..", ".."),
-            ("../..", "../../etc/passwd"),
-            ("/abs", "/abs"),
-            ("", ""),
-            ("a/../../b", "c\0d"),
-        ] {
-            let p = trace_path(dir, ws, thread);
+        for ws in ["..", "../..", "/abs", "", "a/../../b", "c\0d", "."] {
+            let p = workspace_dir(dir, ws).join(segment_name("2025-01-31", 3));
             let rest = p.strip_prefix(dir).unwrap();
             let parts: Vec<_> = rest.components().collect();
             assert_eq!(parts.len(), 2, "{p:?}");
@@ -110,6 +197,41 @@ mod tests {
                 parts.iter().all(|c| matches!(c, Component::Normal(_))),
                 "{p:?}"
             );
+        }
+    }
+
+    #[test]
+    fn periods_are_utc_days_and_hours() {
+        assert_eq!(period(0, Rotation::Day), "1970-01-01");
+        assert_eq!(period(0, Rotation::Hour), "1970-01-01T00");
+        // 2024-02-29T23:59:59.999Z, a leap day.
+        let leap = 1_709_251_199_999;
+        assert_eq!(period(leap, Rotation::Day), "2024-02-29");
+        assert_eq!(period(leap, Rotation::Hour), "2024-02-29T23");
+        assert_eq!(period(leap + 1, Rotation::Hour), "2024-03-01T00");
+        // 2000-12-31T12:00:00Z and 2100-03-01T00:00:00Z (century rules).
+        assert_eq!(period(978_264_000_000, Rotation::Hour), "2000-12-31T12");
+        assert_eq!(period(4_107_542_400_000, Rotation::Day), "2100-03-01");
+    }
+
+    #[test]
+    fn segment_names_parse_back() {
+        for (p, n) in [("2025-01-31", 0), ("2025-01-31T13", 0), ("2025-01-31", 12)] {
+            assert_eq!(parse_segment(&segment_name(p, n)), Some((p, n)));
+        }
+        assert_eq!(segment_name("2025-01-31", 0), "2025-01-31.jsonl");
+        assert_eq!(segment_name("2025-01-31", 2), "2025-01-31.2.jsonl");
+        for other in [
+            "thread-7.jsonl",
+            "2025-01-31.jsonl.tmp",
+            "2025-01-31.01.jsonl",
+            "2025-01-31..jsonl",
+            "2025-01-31.x.jsonl",
+            "2025-1-31.jsonl",
+            "2025-01-31T1.jsonl",
+            "2025-01-31.99999999999.jsonl",
+        ] {
+            assert_eq!(parse_segment(other), None, "{other}");
         }
     }
 }

@@ -35,6 +35,44 @@ fn record(workspace: &str, thread: &str, request_id: &str) -> TraceRecord {
     t.finish()
 }
 
+/// A record that started at `unix_ms`.
+fn record_at(workspace: &str, request_id: &str, unix_ms: u64) -> TraceRecord {
+    let mut r = record(workspace, "t", request_id);
+    r.started_unix_ms = unix_ms;
+    // Lines of one length, for the tests that count bytes.
+    r.total_ms = 0.5;
+    r
+}
+
+/// 2025-01-31T00:00:00Z.
+const DAY0: u64 = 1_738_281_600_000;
+const HOUR: u64 = 3_600_000;
+const DAY: u64 = 24 * HOUR;
+
+fn retention() -> Retention {
+    crate::config::TraceConfig::default().retention()
+}
+
+fn spawn(dir: &Path, buffer: usize) -> (TraceWriter, TraceWriterTask) {
+    TraceWriter::spawn(dir.to_owned(), buffer, retention())
+}
+
+/// Every line of `workspace`'s files, oldest file first.
+fn workspace_lines(dir: &Path, workspace: &str) -> Vec<Value> {
+    workspace_files(dir, workspace)
+        .unwrap()
+        .iter()
+        .flat_map(|f| lines(f))
+        .collect()
+}
+
+fn request_ids(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|v| v["request_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -111,9 +149,9 @@ async fn spans_are_relative_to_the_trace_start() {
 }
 
 #[tokio::test]
-async fn records_land_in_their_thread_file_in_order() {
+async fn records_land_in_their_workspace_file_in_order() {
     let dir = TempDir::new();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 64);
+    let (writer, task) = spawn(&dir.0, 64);
     for i in 0..20 {
         let thread = if i % 2 == 0 { "even" } else { "odd" };
         assert!(writer.submit(record("acme", thread, &format!("r{i}"))));
@@ -124,19 +162,14 @@ async fn records_land_in_their_thread_file_in_order() {
     assert!(writer.submit(record("other", "even", "x")));
     task.shutdown().await;
 
-    let even = lines(&dir.0.join("acme/even.jsonl"));
-    let ids: Vec<_> = even
-        .iter()
-        .map(|v| v["request_id"].as_str().unwrap())
-        .collect();
-    let expected: Vec<_> = (0..20).step_by(2).map(|i| format!("r{i}")).collect();
-    assert_eq!(ids, expected);
-    assert!(
-        even.iter()
-            .all(|v| v["thread"] == "even" && v["workspace"] == "acme")
-    );
-    assert_eq!(lines(&dir.0.join("acme/odd.jsonl")).len(), 10);
-    assert_eq!(lines(&dir.0.join("other/even.jsonl")).len(), 1);
+    assert_eq!(workspace_files(&dir.0, "acme").unwrap().len(), 1);
+    let acme = workspace_lines(&dir.0, "acme");
+    let expected: Vec<_> = (0..20).map(|i| format!("r{i}")).collect();
+    assert_eq!(request_ids(&acme), expected);
+    // The thread is a field of the line.
+    assert!(acme.iter().all(|v| v["workspace"] == "acme"));
+    assert_eq!(acme.iter().filter(|v| v["thread"] == "even").count(), 10);
+    assert_eq!(workspace_lines(&dir.0, "other").len(), 1);
     assert_eq!(writer.dropped(), 0);
 }
 
@@ -144,11 +177,14 @@ async fn records_land_in_their_thread_file_in_order() {
 async fn appends_to_existing_files() {
     let dir = TempDir::new();
     for round in 0..2 {
-        let (writer, task) = TraceWriter::spawn(dir.0.clone(), 8);
-        assert!(writer.submit(record("acme", "t", &format!("round{round}"))));
+        let (writer, task) = spawn(&dir.0, 8);
+        assert!(writer.submit(record_at("acme", &format!("round{round}"), DAY0)));
         task.shutdown().await;
     }
-    assert_eq!(lines(&dir.0.join("acme/t.jsonl")).len(), 2);
+    let files = workspace_files(&dir.0, "acme").unwrap();
+    assert_eq!(files.len(), 1);
+    assert!(files[0].ends_with("acme/2025-01-31.jsonl"), "{files:?}");
+    assert_eq!(request_ids(&lines(&files[0])), ["round0", "round1"]);
 }
 
 // The default test runtime has one thread and the writer task cannot run
@@ -157,25 +193,21 @@ async fn appends_to_existing_files() {
 #[tokio::test]
 async fn a_full_buffer_drops_and_counts() {
     let dir = TempDir::new();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 2);
+    let (writer, task) = spawn(&dir.0, 2);
     let accepted = (0..10)
         .filter(|i| writer.submit(record("acme", "t", &format!("r{i}"))))
         .count();
     assert_eq!(accepted, 2);
     assert_eq!(writer.dropped(), 8);
     task.shutdown().await;
-    let ids: Vec<_> = lines(&dir.0.join("acme/t.jsonl"))
-        .iter()
-        .map(|v| v["request_id"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(ids, ["r0", "r1"]);
+    assert_eq!(request_ids(&workspace_lines(&dir.0, "acme")), ["r0", "r1"]);
 }
 
 #[tokio::test]
 async fn hostile_names_stay_inside_dir() {
     let dir = TempDir::new();
     let root = dir.0.join("traces");
-    let (writer, task) = TraceWriter::spawn(root.clone(), 16);
+    let (writer, task) = spawn(&root, 16);
     let hostile = [
         ("..", "../../escaped"),
         ("../..", "x"),
@@ -209,7 +241,7 @@ async fn hostile_names_stay_inside_dir() {
 #[tokio::test]
 async fn shutdown_writes_everything_queued() {
     let dir = TempDir::new();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 1000);
+    let (writer, task) = spawn(&dir.0, 1000);
     // Queued without yielding: nothing is written before shutdown.
     for i in 0..500 {
         assert!(writer.submit(record(&format!("ws{}", i % 3), &format!("t{}", i % 7), "r")));
@@ -223,31 +255,38 @@ async fn shutdown_writes_everything_queued() {
 }
 
 #[tokio::test]
-async fn more_threads_than_open_files() {
+async fn more_workspaces_than_open_files() {
     let dir = TempDir::new();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 1000);
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        1000,
+        Retention {
+            max_open_files: 4,
+            ..retention()
+        },
+    );
     for round in 0..2 {
-        for i in 0..300 {
-            assert!(writer.submit(record("acme", &format!("t{i}"), &format!("{round}"))));
+        for i in 0..30 {
+            assert!(writer.submit(record_at(&format!("ws{i}"), &format!("{round}"), DAY0)));
         }
         tokio::task::yield_now().await;
     }
     task.shutdown().await;
     let files = files_under(&dir.0);
-    assert_eq!(files.len(), 300);
+    assert_eq!(files.len(), 30);
     assert!(files.iter().all(|f| lines(f).len() == 2));
 }
 
 #[tokio::test]
 async fn join_ends_when_every_writer_is_dropped() {
     let dir = TempDir::new();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 8);
+    let (writer, task) = spawn(&dir.0, 8);
     let clone = writer.clone();
     assert!(writer.submit(record("acme", "t", "a")));
     assert!(clone.submit(record("acme", "t", "b")));
     drop((writer, clone));
     task.join().await;
-    assert_eq!(lines(&dir.0.join("acme/t.jsonl")).len(), 2);
+    assert_eq!(workspace_lines(&dir.0, "acme").len(), 2);
 }
 
 #[tokio::test]
@@ -255,10 +294,224 @@ async fn a_write_error_does_not_stop_the_writer() {
     let dir = TempDir::new();
     // A file where the workspace directory should be.
     std::fs::write(dir.0.join("blocked"), b"").unwrap();
-    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 8);
+    let (writer, task) = spawn(&dir.0, 8);
     assert!(writer.submit(record("blocked", "t", "lost")));
     tokio::task::yield_now().await;
     assert!(writer.submit(record("acme", "t", "kept")));
     task.shutdown().await;
-    assert_eq!(lines(&dir.0.join("acme/t.jsonl")).len(), 1);
+    assert_eq!(workspace_lines(&dir.0, "acme").len(), 1);
+    assert_eq!(files_under(&dir.0).len(), 2, "the blocking file and acme's");
+}
+
+/// The hole this layout closes: every fresh `x-sluice-thread` used to be
+/// a file of its own.
+#[tokio::test]
+async fn fresh_threads_share_their_workspace_file() {
+    let dir = TempDir::new();
+    let (writer, task) = spawn(&dir.0, 10_000);
+    for i in 0..5_000 {
+        let mut r = record("acme", &format!("fresh-{i}"), &format!("r{i}"));
+        r.started_unix_ms = DAY0 + i * 1000;
+        assert!(writer.submit(r));
+    }
+    task.shutdown().await;
+    let files = files_under(&dir.0);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(lines(&files[0]).len(), 5_000);
+    assert_eq!(writer.dropped(), 0);
+}
+
+#[tokio::test]
+async fn hourly_rotation_starts_a_file_per_hour() {
+    let dir = TempDir::new();
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        100,
+        Retention {
+            rotate: Rotation::Hour,
+            ..retention()
+        },
+    );
+    for (i, at) in [0, HOUR - 1, HOUR, 2 * HOUR + 5, DAY]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(writer.submit(record_at("acme", &format!("r{i}"), DAY0 + at)));
+    }
+    task.shutdown().await;
+    let names: Vec<_> = workspace_files(&dir.0, "acme")
+        .unwrap()
+        .iter()
+        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "2025-01-31T00.jsonl",
+            "2025-01-31T01.jsonl",
+            "2025-01-31T02.jsonl",
+            "2025-02-01T00.jsonl"
+        ]
+    );
+    let ids = request_ids(&workspace_lines(&dir.0, "acme"));
+    assert_eq!(ids, ["r0", "r1", "r2", "r3", "r4"]);
+}
+
+#[tokio::test]
+async fn a_full_file_goes_on_in_the_next_segment() {
+    let dir = TempDir::new();
+    let line = serde_json::to_vec(&record_at("acme", "r00", DAY0))
+        .unwrap()
+        .len() as u64
+        + 1;
+    let max = 3 * line + line / 2;
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        100,
+        Retention {
+            max_file_bytes: max,
+            ..retention()
+        },
+    );
+    // One batch (nothing runs until shutdown): the store cuts it.
+    for i in 0..10 {
+        assert!(writer.submit(record_at("acme", &format!("r{i:02}"), DAY0)));
+    }
+    task.shutdown().await;
+    let files = workspace_files(&dir.0, "acme").unwrap();
+    let names: Vec<_> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "2025-01-31.jsonl",
+            "2025-01-31.1.jsonl",
+            "2025-01-31.2.jsonl",
+            "2025-01-31.3.jsonl"
+        ]
+    );
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() <= max, "{f:?}");
+    }
+    let expected: Vec<_> = (0..10).map(|i| format!("r{i:02}")).collect();
+    assert_eq!(request_ids(&workspace_lines(&dir.0, "acme")), expected);
+}
+
+#[tokio::test]
+async fn a_trace_longer_than_a_file_gets_one_of_its_own() {
+    let dir = TempDir::new();
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        100,
+        Retention {
+            max_file_bytes: 10,
+            max_total_bytes: 1 << 20,
+            ..retention()
+        },
+    );
+    for i in 0..3 {
+        assert!(writer.submit(record_at("acme", &format!("r{i}"), DAY0)));
+    }
+    task.shutdown().await;
+    let files = workspace_files(&dir.0, "acme").unwrap();
+    assert_eq!(files.len(), 3);
+    assert!(files.iter().all(|f| lines(f).len() == 1));
+}
+
+#[tokio::test]
+async fn the_oldest_files_go_past_the_total_bytes() {
+    let dir = TempDir::new();
+    let line = serde_json::to_vec(&record_at("acme", "r00", DAY0))
+        .unwrap()
+        .len() as u64
+        + 1;
+    let r = Retention {
+        max_file_bytes: 2 * line,
+        max_total_bytes: 5 * line,
+        ..retention()
+    };
+    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 100, r);
+    // A day each, in order, with a write between them: ten files of one
+    // line, of which the cap keeps the newest five.
+    for i in 0..10 {
+        assert!(writer.submit(record_at("acme", &format!("r{i:02}"), DAY0 + i * DAY)));
+        tokio::task::yield_now().await;
+    }
+    task.shutdown().await;
+    let ids = request_ids(&workspace_lines(&dir.0, "acme"));
+    assert_eq!(ids, ["r05", "r06", "r07", "r08", "r09"]);
+    let total: u64 = files_under(&dir.0)
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert!(total <= r.max_total_bytes, "{total}");
+}
+
+#[tokio::test]
+async fn fresh_workspaces_are_bounded_by_max_files() {
+    let dir = TempDir::new();
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        10_000,
+        Retention {
+            max_files: 20,
+            ..retention()
+        },
+    );
+    for i in 0..500 {
+        assert!(writer.submit(record_at(&format!("ws-{i}"), "r", DAY0)));
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    task.shutdown().await;
+    assert_eq!(files_under(&dir.0).len(), 20);
+    // Emptied workspace directories go with their last file.
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 20);
+    // The newest stay.
+    assert_eq!(workspace_lines(&dir.0, "ws-499").len(), 1);
+    assert!(workspace_lines(&dir.0, "ws-0").is_empty());
+}
+
+#[tokio::test]
+async fn files_found_at_start_count_against_the_caps() {
+    let dir = TempDir::new();
+    // An earlier layout's per-thread files, oldest first by mtime.
+    let old = dir.0.join("acme");
+    std::fs::create_dir_all(&old).unwrap();
+    let base = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for i in 0..5u64 {
+        let path = old.join(format!("thread-{i}.jsonl"));
+        std::fs::write(&path, b"{}\n").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(base + Duration::from_secs(i)).unwrap();
+    }
+    // Not a trace file: never counted, never removed.
+    std::fs::write(old.join("notes.txt"), b"keep").unwrap();
+    let (writer, task) = TraceWriter::spawn(
+        dir.0.clone(),
+        8,
+        Retention {
+            max_files: 3,
+            ..retention()
+        },
+    );
+    assert!(writer.submit(record_at("acme", "new", DAY0)));
+    task.shutdown().await;
+    let mut left: Vec<_> = std::fs::read_dir(&old)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "2025-01-31.jsonl",
+            "notes.txt",
+            "thread-3.jsonl",
+            "thread-4.jsonl"
+        ]
+    );
 }

@@ -1,22 +1,17 @@
 //! The background trace writer: a bounded channel in front of a task that
-//! appends JSON lines to per-thread files.
+//! appends JSON lines to per-workspace files (see [`Store`]).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::fs::{File, OpenOptions};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::TraceRecord;
-use super::path::trace_path;
-
-/// Open files kept between writes; the least recently used is closed
-/// when another is needed.
-const OPEN_FILES: usize = 256;
+use super::path::{Rotation, period};
+use super::store::{Retention, Store};
 
 /// Records taken off the channel per write round, so that a burst costs
 /// one write per file rather than one per record.
@@ -41,14 +36,19 @@ pub struct TraceWriterTask {
 
 impl TraceWriter {
     /// Starts a writer for `dir` with room for `buffer` queued traces
-    /// (at least 1).
+    /// (at least 1), keeping the directory within `retention`. Files
+    /// already there count against its caps.
     ///
     /// # Panics
     /// Outside a tokio runtime.
-    pub fn spawn(dir: PathBuf, buffer: usize) -> (TraceWriter, TraceWriterTask) {
+    pub fn spawn(
+        dir: PathBuf,
+        buffer: usize,
+        retention: Retention,
+    ) -> (TraceWriter, TraceWriterTask) {
         let (tx, rx) = mpsc::channel(buffer.max(1));
         let (close, close_rx) = oneshot::channel();
-        let task = tokio::spawn(run(dir, rx, close_rx));
+        let task = tokio::spawn(run(dir, retention, rx, close_rx));
         let writer = TraceWriter {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
@@ -103,8 +103,19 @@ async fn wait(task: JoinHandle<()>) {
     }
 }
 
-async fn run(dir: PathBuf, mut rx: mpsc::Receiver<TraceRecord>, mut close: oneshot::Receiver<()>) {
-    let mut files = OpenFiles::new(OPEN_FILES);
+async fn run(
+    dir: PathBuf,
+    retention: Retention,
+    mut rx: mpsc::Receiver<TraceRecord>,
+    mut close: oneshot::Receiver<()>,
+) {
+    let opened = tokio::task::spawn_blocking(move || Store::open(dir, retention)).await;
+    let Ok(mut store) = opened else {
+        // Dropping `rx` closes the channel: every later trace is counted
+        // as dropped (`closed`) rather than queued for nobody.
+        tracing::error!("trace writer failed to start");
+        return;
+    };
     let mut watching_close = true;
     let mut batch = Vec::with_capacity(BATCH);
     loop {
@@ -115,7 +126,21 @@ async fn run(dir: PathBuf, mut rx: mpsc::Receiver<TraceRecord>, mut close: onesh
                 if n == 0 {
                     break;
                 }
-                write_batch(&dir, &mut files, &mut batch).await;
+                // One hop to a blocking thread per batch; the store and
+                // the emptied batch come back for the next one.
+                let rotate = retention.rotate;
+                let wrote = tokio::task::spawn_blocking(move || {
+                    write_batch(&mut store, rotate, &mut batch);
+                    (store, batch)
+                })
+                .await;
+                match wrote {
+                    Ok(back) => (store, batch) = back,
+                    Err(e) => {
+                        tracing::error!(error = %e, "trace writer failed");
+                        return;
+                    }
+                }
             }
             closed = &mut close, if watching_close => {
                 watching_close = false;
@@ -127,21 +152,25 @@ async fn run(dir: PathBuf, mut rx: mpsc::Receiver<TraceRecord>, mut close: onesh
             }
         }
     }
-    files.sync_all().await;
+    let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
 }
 
-/// Appends each record as one line to its thread's file, one write per file
-/// per batch, keeping the order of records within each file.
-async fn write_batch(dir: &Path, files: &mut OpenFiles, batch: &mut Vec<TraceRecord>) {
-    let mut by_file: Vec<(PathBuf, Vec<u8>, u64)> = Vec::new();
-    let mut index: HashMap<PathBuf, usize> = HashMap::new();
+/// Appends each record as one line to its workspace's file for the period
+/// it started in, one write per file per batch, keeping the order of
+/// records within each file.
+fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<TraceRecord>) {
+    let mut by_file: Vec<(String, String, Vec<u8>, u64)> = Vec::new();
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
     for record in batch.drain(..) {
-        let path = trace_path(dir, &record.workspace, &record.thread);
-        let i = *index.entry(path.clone()).or_insert_with(|| {
-            by_file.push((path, Vec::new(), 0));
+        let key = (
+            record.workspace.clone(),
+            period(record.started_unix_ms, rotate),
+        );
+        let i = *index.entry(key.clone()).or_insert_with(|| {
+            by_file.push((key.0, key.1, Vec::new(), 0));
             by_file.len() - 1
         });
-        let (_, buf, count) = &mut by_file[i];
+        let (_, _, buf, count) = &mut by_file[i];
         match serde_json::to_writer(&mut *buf, &record) {
             Ok(()) => {
                 buf.push(b'\n');
@@ -153,88 +182,12 @@ async fn write_batch(dir: &Path, files: &mut OpenFiles, batch: &mut Vec<TraceRec
             }
         }
     }
-    for (path, buf, count) in by_file {
-        if let Err(e) = files.append(&path, &buf).await {
+    for (workspace, period, buf, count) in by_file {
+        if let Err(e) = store.append(&workspace, &period, &buf) {
             // Log and go on: a full or broken disk loses traces, never
             // the writer or the gateway.
-            tracing::warn!(error = %e, path = %path.display(), traces = count, "trace write failed");
+            tracing::warn!(error = %e, workspace = ?workspace, traces = count, "trace write failed");
             crate::metrics::trace_dropped("write_error", count);
         }
     }
-}
-
-/// A bounded cache of files open for appending.
-struct OpenFiles {
-    max: usize,
-    tick: u64,
-    open: HashMap<PathBuf, (File, u64)>,
-}
-
-impl OpenFiles {
-    fn new(max: usize) -> OpenFiles {
-        OpenFiles {
-            max: max.max(1),
-            tick: 0,
-            open: HashMap::new(),
-        }
-    }
-
-    async fn append(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        self.tick += 1;
-        if !self.open.contains_key(path) {
-            let file = open_append(path).await?;
-            if self.open.len() >= self.max {
-                self.evict().await;
-            }
-            self.open.insert(path.to_owned(), (file, self.tick));
-        }
-        let Some((file, used)) = self.open.get_mut(path) else {
-            unreachable!("inserted above");
-        };
-        *used = self.tick;
-        // `flush` waits for tokio's background write, so its error is seen
-        // here rather than lost when the file is dropped.
-        let written = match file.write_all(bytes).await {
-            Ok(()) => file.flush().await,
-            Err(e) => Err(e),
-        };
-        if written.is_err() {
-            // Reopen next time: the file may have been removed or rotated.
-            self.open.remove(path);
-        }
-        written
-    }
-
-    /// Closes the least recently used file. Its data has reached the OS
-    /// (it survives a crash of the process, not of the machine); only the
-    /// files open at shutdown are fsynced.
-    async fn evict(&mut self) {
-        let oldest = self
-            .open
-            .iter()
-            .min_by_key(|(_, (_, used))| *used)
-            .map(|(p, _)| p.clone());
-        if let Some((mut file, _)) = oldest.and_then(|p| self.open.remove(&p)) {
-            let _ = file.flush().await;
-        }
-    }
-
-    async fn sync_all(&mut self) {
-        for (path, (file, _)) in &mut self.open {
-            if let Err(e) = file.sync_data().await {
-                tracing::warn!(error = %e, path = %path.display(), "trace fsync failed");
-            }
-        }
-    }
-}
-
-async fn open_append(path: &Path) -> std::io::Result<File> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .await
 }

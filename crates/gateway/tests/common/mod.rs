@@ -194,6 +194,7 @@ fn provider(name: &str, base_url: &str, format: WireFormat) -> ProviderConfig {
         name: name.to_owned(),
         base_url: base_url.to_owned(),
         api_key_env: None,
+        shared_auth: true,
         format,
         strip_prefix: true,
         prefixes: Vec::new(),
@@ -364,12 +365,8 @@ pub const GLOBEX: &str = "key-globex";
 /// Two tenants, `acme` and `globex`, with the keys [`ACME`] and [`GLOBEX`].
 pub fn two_tenants(c: &mut Config) {
     for (name, key) in [("acme", ACME), ("globex", GLOBEX)] {
-        c.tenants.push(sluice_gateway::config::TenantConfig {
-            name: name.into(),
-            api_key: Some(key.into()),
-            api_key_env: None,
-            weight: 1,
-        });
+        c.tenants
+            .push(sluice_gateway::config::TenantConfig::new(name, key));
     }
 }
 

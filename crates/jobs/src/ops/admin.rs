@@ -29,7 +29,8 @@ pub async fn list(c: &mut impl Conn, filter: &ListFilter) -> Result<Page, Error>
                 filter.queue.as_deref(),
                 filter.state.map(JobState::as_str),
                 after,
-                i64::from(limit)
+                i64::from(limit),
+                filter.tenant.as_deref()
             ],
         )
         .await?;

@@ -163,13 +163,16 @@ async fn not_held(c: &mut impl Conn, lease: &Lease) -> Error {
     }
 }
 
-/// `error` cut to at most [`MAX_ERROR_LEN`] bytes on a character boundary.
+/// `error` cut to at most [`MAX_ERROR_LEN`] bytes on a character
+/// boundary, with NUL characters (which PostgreSQL's `TEXT` refuses, and
+/// an upstream's error body may hold) written as U+FFFD: one job's error
+/// text must never fail the batch it is written in.
 fn truncate(error: &str) -> String {
     let mut end = error.len().min(MAX_ERROR_LEN);
     while !error.is_char_boundary(end) {
         end -= 1;
     }
-    error[..end].to_owned()
+    error[..end].replace('\0', "\u{FFFD}")
 }
 
 #[cfg(test)]
@@ -182,5 +185,10 @@ mod tests {
         let cut = truncate(&long);
         assert!(cut.len() <= MAX_ERROR_LEN && cut.chars().all(|c| c == 'é'));
         assert_eq!(truncate("short"), "short");
+    }
+
+    #[test]
+    fn nul_characters_are_replaced() {
+        assert_eq!(truncate("a\0b"), "a\u{FFFD}b");
     }
 }

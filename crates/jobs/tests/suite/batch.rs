@@ -91,3 +91,35 @@ pub async fn list_pages_by_cursor(f: &impl Factory) {
     let all = store.list(&ListFilter::default()).await.unwrap();
     assert_eq!((all.jobs.len(), all.next), (7, None));
 }
+
+/// A tenant's page is filled from its own jobs, however many of another
+/// tenant's come before and between them.
+pub async fn list_filters_by_tenant(f: &impl Factory) {
+    let (store, _) = open(f).await;
+    let mut mine = Vec::new();
+    for i in 0..60 {
+        let tenant = if i % 20 == 19 { "a" } else { "b" };
+        let id = store.enqueue(job("q").tenant(tenant)).await.unwrap().job.id;
+        if tenant == "a" {
+            mine.push(id);
+        }
+    }
+    let mut filter = ListFilter {
+        tenant: Some("a".into()),
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let first = store.list(&filter).await.unwrap();
+    let ids: Vec<_> = first.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, mine[..2]);
+    assert!(first.jobs.iter().all(|j| j.tenant == "a"));
+    filter.after = first.next;
+    let second = store.list(&filter).await.unwrap();
+    let ids: Vec<_> = second.jobs.iter().map(|j| j.id).collect();
+    assert_eq!((ids.as_slice(), second.next), (&mine[2..], None));
+    let other = ListFilter {
+        tenant: Some("nobody".into()),
+        ..ListFilter::default()
+    };
+    assert!(store.list(&other).await.unwrap().jobs.is_empty());
+}

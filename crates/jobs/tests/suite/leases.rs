@@ -328,3 +328,34 @@ pub async fn fail_many_guards_each_lease(f: &impl Factory) {
     let held = store.get(stale_job.id).await.unwrap().unwrap();
     assert_eq!((held.state, held.lease), (JobState::Running, Some(current)));
 }
+
+/// An upstream's error body may hold NUL bytes, which PostgreSQL's `TEXT`
+/// refuses: written as U+FFFD, they fail neither their job nor the others
+/// of the batch.
+pub async fn errors_with_nul_bytes_fail_no_batch(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let a = enqueue(&store, job("q")).await;
+    let b = enqueue(&store, job("q")).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    let (_, lb) = claim_one(&store, "q", "w1").await;
+    let later = clock.now() + Duration::from_secs(5);
+    let answers = store
+        .fail_many(vec![
+            (la, "bad\0body".to_owned(), RetryDecision::RetryAt(later)),
+            (lb, "fine".to_owned(), RetryDecision::RetryAt(later)),
+        ])
+        .await
+        .expect("the batch is written");
+    let ra = answers[0].as_ref().expect("a is recorded");
+    assert_eq!(ra.last_error.as_deref(), Some("bad\u{FFFD}body"));
+    assert_eq!(
+        answers[1]
+            .as_ref()
+            .expect("b is recorded")
+            .last_error
+            .as_deref(),
+        Some("fine")
+    );
+    assert_eq!(state(&store, a.id).await, JobState::Retryable);
+    assert_eq!(state(&store, b.id).await, JobState::Retryable);
+}

@@ -18,7 +18,8 @@ use super::{Mode, RetryPolicy, Workload};
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub client: reqwest::Client,
-    pub base: String,
+    /// The gateway replicas (or the sim) calls go to, one at random.
+    pub bases: Vec<String>,
     pub mode: Mode,
     pub workload: Workload,
     pub retry: RetryPolicy,
@@ -74,9 +75,13 @@ async fn call(
     };
     loop {
         r.attempts += 1;
+        let base = match shared.bases.len() {
+            1 => &shared.bases[0],
+            n => &shared.bases[rng.usize(..n)],
+        };
         let request = shared
             .workload
-            .request(&shared.client, &shared.base, shared.mode, target, stream)
+            .request(&shared.client, base, shared.mode, target, stream)
             .header("x-sluice-workspace", &shared.tenants[tenant])
             .header("x-sluice-priority", priority);
         let answer = send(request).await;

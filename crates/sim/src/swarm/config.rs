@@ -54,6 +54,9 @@ impl RetryPolicy {
 pub struct SwarmConfig {
     /// The sim's or the gateway's URL, `http://127.0.0.1:PORT`.
     pub base_url: String,
+    /// Further gateway replicas: each call goes to one of `base_url` and
+    /// these, picked at random, as a load balancer would.
+    pub replicas: Vec<String>,
     /// Which of the two it is.
     pub mode: Mode,
     /// What the agents call.
@@ -81,6 +84,7 @@ impl SwarmConfig {
     pub fn new(base_url: impl Into<String>, mode: Mode, workload: Workload) -> Self {
         SwarmConfig {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
+            replicas: Vec::new(),
             mode,
             workload,
             agents: 100,
@@ -91,6 +95,15 @@ impl SwarmConfig {
             request_timeout: Duration::from_secs(60),
             seed: 1,
         }
+    }
+
+    /// Spreading calls over `base_url` and `urls` (more gateway replicas).
+    pub fn replicas(mut self, urls: impl IntoIterator<Item = String>) -> Self {
+        self.replicas = urls
+            .into_iter()
+            .map(|u| u.trim_end_matches('/').to_owned())
+            .collect();
+        self
     }
 
     /// With `n` agents.

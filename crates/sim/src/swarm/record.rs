@@ -83,6 +83,8 @@ struct Counts {
     tenants: Vec<TenantProgress>,
     /// Latency of successful calls, in microseconds.
     latency: Histogram<u64>,
+    /// Time to finish every task, successful or given up, in microseconds.
+    task_time: Histogram<u64>,
 }
 
 #[derive(Debug)]
@@ -97,6 +99,7 @@ impl Tally {
                 targets,
                 tenants,
                 latency: latency_histogram(),
+                task_time: latency_histogram(),
             }),
         }
     }
@@ -134,6 +137,10 @@ impl Tally {
     pub(crate) fn latency(&self) -> Histogram<u64> {
         self.lock().latency.clone()
     }
+
+    pub(crate) fn task_time(&self) -> Histogram<u64> {
+        self.lock().task_time.clone()
+    }
 }
 
 /// A call under way; [`InFlight::finish`] records it.
@@ -146,6 +153,8 @@ pub(crate) struct InFlight<'a> {
 impl InFlight<'_> {
     pub(crate) fn finish(self, r: Record) {
         let mut c = self.tally.lock();
+        let us = (r.latency.as_micros() as u64).clamp(1, MAX_LATENCY_US);
+        c.task_time.saturating_record(us);
         let t = &mut c.targets[r.target];
         t.in_flight = t.in_flight.saturating_sub(1);
         t.attempts += u64::from(r.attempts);
@@ -156,7 +165,6 @@ impl InFlight<'_> {
         if ok {
             t.ok += 1;
             c.tenants[r.tenant].ok += 1;
-            let us = (r.latency.as_micros() as u64).clamp(1, MAX_LATENCY_US);
             c.latency.saturating_record(us);
         } else {
             t.failed += 1;

@@ -6,6 +6,8 @@ use sluice_admit::{PoolConfig, QueueConfig};
 use super::*;
 use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
+mod credentials;
+
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
@@ -249,6 +251,8 @@ fn env_overrides_nested_keys() {
             ("SLUICE_QUEUE__MAX_DEPTH_TOTAL", "500"),
             ("SLUICE_TRACE__ENABLED", "false"),
             ("SLUICE_TRACE__DIR", "/var/traces"),
+            ("SLUICE_TRACE__ROTATE", "hour"),
+            ("SLUICE_TRACE__MAX_FILES", "7"),
             ("SLUICE_LISTEN", "0.0.0.0:7000"),
             ("SLUICE_DATA_DIR", "/var/lib/sluice"),
             // Looks like a number; an unset option of type string keeps it.
@@ -266,6 +270,8 @@ fn env_overrides_nested_keys() {
     assert_eq!(c.queue.max_depth_total, NonZeroUsize::new(500).unwrap());
     assert!(!c.trace.enabled);
     assert_eq!(c.trace_dir(), PathBuf::from("/var/traces"));
+    assert_eq!(c.trace.rotate, crate::trace::Rotation::Hour);
+    assert_eq!(c.trace.max_files, 7);
     assert_eq!(c.listen.to_string(), "0.0.0.0:7000");
     assert_eq!(c.data_dir, PathBuf::from("/var/lib/sluice"));
     assert_eq!(c.admin_token.as_deref(), Some("12345"));
@@ -660,6 +666,30 @@ fn validation_errors_name_the_key() {
         ("[adaptive]\nrecovery_factor = 1.0".into(), "adaptive.recovery_factor", "above 1"),
         ("[tokens]\nchars_per_token = 0".into(), "tokens.chars_per_token", "at least 1"),
         ("[trace]\nbuffer = 0".into(), "trace.buffer", "at least 1"),
+        (
+            "[metrics]\nrefresh_interval_ms = 0".into(),
+            "metrics.refresh_interval_ms",
+            "at least 1",
+        ),
+        ("[trace]\nmax_file_bytes = 0".into(), "trace.max_file_bytes", "at least 1"),
+        ("[trace]\nmax_files = 0".into(), "trace.max_files", "at least 1"),
+        ("[trace]\nmax_open_files = 0".into(), "trace.max_open_files", "at least 1"),
+        (
+            "[trace]\nmax_total_bytes = 1000".into(),
+            "trace.max_total_bytes",
+            "must be at least max_file_bytes",
+        ),
+        (
+            "[trace]\nmax_file_bytes = 2000\nmax_total_bytes = 1000".into(),
+            "trace.max_total_bytes",
+            "must be at least max_file_bytes",
+        ),
+        (
+            "[trace]\nmax_file_bytes = 2000000000".into(),
+            "trace.max_file_bytes",
+            "must be at least max_file_bytes",
+        ),
+        ("[trace]\nrotate = \"week\"".into(), "trace.rotate", "unknown variant `week`"),
         ("[limits_api]\nlease_ttl_ms = 0".into(), "limits_api.lease_ttl_ms", "at least 1"),
         ("admin_token = \"\"".into(), "admin_token", "must not be empty"),
         ("max_body_bytes = 0".into(), "max_body_bytes", "at least 1"),
@@ -740,12 +770,9 @@ fn to_toml_round_trips() {
 fn to_toml_redacts_secrets() {
     let mut config = rich_config();
     config.admin_token = Some("admin-secret".into());
-    config.tenants.push(TenantConfig {
-        name: "globex".into(),
-        api_key: Some("sk-tenant-secret".into()),
-        api_key_env: None,
-        weight: 1,
-    });
+    config
+        .tenants
+        .push(TenantConfig::new("globex", "sk-tenant-secret"));
     let shown = config.to_toml();
     assert!(!shown.contains("admin-secret"), "{shown}");
     assert!(!shown.contains("sk-tenant-secret"), "{shown}");
@@ -789,10 +816,18 @@ fn the_example_files_commented_options_load() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let c = load_str(&on, "sluice.example.toml", vars(&[])).unwrap_or_else(|e| panic!("{e}"));
+    // A tenant's own credentials must be set when the file is loaded.
+    let env = [("ACME_SLACK_TOKEN", "xoxb-a"), ("ACME_OPENAI_KEY", "sk-a")];
+    let c = load_str(&on, "sluice.example.toml", vars(&env)).unwrap_or_else(|e| panic!("{e}"));
     let d = Config::default();
     assert_eq!(c.admin_token.as_deref(), Some("change-me"));
     assert_eq!(names(&c.tenants, |t| &t.name), ["acme", "globex"]);
+    assert_eq!(c.tenants[0].apis["slack"].auth_env, "ACME_SLACK_TOKEN");
+    assert_eq!(
+        c.tenants[0].providers["openai"].api_key_env,
+        "ACME_OPENAI_KEY"
+    );
+    assert!(!c.apis.last().unwrap().shared_auth);
     assert_eq!(c.providers.len(), d.providers.len() + 1);
     assert_eq!(c.models.len(), d.models.len() + 1);
     assert_eq!(c.apis.len(), d.apis.len() + 1);

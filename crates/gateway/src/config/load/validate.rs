@@ -296,7 +296,28 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         config.limits_api.max_settle_multiple,
         1,
     )?;
-    c.at_least(key(&["trace", "buffer"]), config.trace.buffer as u64, 1)?;
+    let t = &config.trace;
+    c.at_least(key(&["trace", "buffer"]), t.buffer as u64, 1)?;
+    c.at_least(key(&["trace", "max_file_bytes"]), t.max_file_bytes, 1)?;
+    c.at_least(key(&["trace", "max_files"]), t.max_files as u64, 1)?;
+    c.at_least(
+        key(&["trace", "max_open_files"]),
+        t.max_open_files as u64,
+        1,
+    )?;
+    if t.max_total_bytes < t.max_file_bytes {
+        return Err(c.fail_either(
+            [
+                key(&["trace", "max_total_bytes"]),
+                key(&["trace", "max_file_bytes"]),
+            ],
+            format!(
+                "max_total_bytes ({}) must be at least max_file_bytes ({}): \
+                 the directory must hold one whole file",
+                t.max_total_bytes, t.max_file_bytes
+            ),
+        ));
+    }
     let h = &config.http;
     c.at_least(
         key(&["http", "header_read_timeout_ms"]),
@@ -311,6 +332,11 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     c.at_least(
         key(&["http", "max_connections"]),
         h.max_connections as u64,
+        1,
+    )?;
+    c.at_least(
+        key(&["metrics", "refresh_interval_ms"]),
+        config.metrics.refresh_interval_ms,
         1,
     )?;
     if let Some(token) = &config.metrics.token {

@@ -8,6 +8,7 @@ use serde_json::Value;
 use sluice_jobs::{DEFAULT_GROUP, NewJob, Timestamp};
 
 use crate::config::validate_jobs::MAX_ATTEMPTS;
+use crate::credentials;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -98,6 +99,20 @@ impl JobSpec {
                 "payload.api",
                 format!("unknown API {api:?}: one of {}", known.join(", ")),
             ));
+        }
+        // A job the tenant may not run (no credential of its own for the
+        // API, and the shared one not shared) is refused now, not left to
+        // die in the queue; the worker checks again when it runs.
+        let api = match kind.as_str() {
+            sluice_jobs::kinds::HTTP_KIND => payload
+                .get("api")
+                .and_then(Value::as_str)
+                .map(|api| ("payload.api", api)),
+            _ => Some(("kind", "discord")),
+        };
+        if let Some((name, api)) = api {
+            credentials::value_for(state.credentials.api(api), tenant, "API", api)
+                .map_err(|e| ApiError::NoCredential(format!("`{}`: {e}", field(name))))?;
         }
         let max_attempts = match self.max_attempts {
             None => settings.max_attempts,

@@ -14,6 +14,7 @@ use crate::job::Job;
 use crate::kinds::discord::buckets::{Buckets, Learned};
 use crate::kinds::discord::{Call, Operation};
 use crate::kinds::response;
+use crate::kinds::{Credentials, Secret};
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
 
@@ -23,9 +24,10 @@ pub struct DiscordConfig {
     /// Discord's REST API base, `https://discord.com/api/v10` by default;
     /// `{sim}/discord/api/v10` against `sluice sim`.
     pub base_url: String,
-    /// The environment variable holding the bot token, sent as
-    /// `Authorization: Bot {token}`; `None` sends no token (the sim).
-    pub token_env: Option<String>,
+    /// The bot token, sent as `Authorization: Bot {token}`: the job's
+    /// tenant's own, or a shared one; [`Credentials::none`] sends no token
+    /// (the sim).
+    pub token: Credentials,
     /// The limiter resource every call takes from (`api:discord`).
     pub global_resource: String,
     /// The global limit configured on that resource at start, if any: the
@@ -46,7 +48,7 @@ impl Default for DiscordConfig {
     fn default() -> Self {
         Self {
             base_url: "https://discord.com/api/v10".to_owned(),
-            token_env: Some("DISCORD_BOT_TOKEN".to_owned()),
+            token: Credentials::shared(Secret::env("DISCORD_BOT_TOKEN")),
             global_resource: sluice_limit::api_resource("discord"),
             global_limit: Some(Limit::per_second(50).burst(40)),
             max_buckets: 4_096,
@@ -61,7 +63,7 @@ impl DiscordConfig {
     pub fn at(base_url: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
-            token_env: None,
+            token: Credentials::none(),
             ..Self::default()
         }
     }
@@ -116,6 +118,12 @@ impl Inner {
             Some(Err(e)) => return Outcome::fatal(format!("invalid payload: {e}")),
             None => return Outcome::fatal(format!("{:?} is not a Discord kind", job.kind)),
         };
+        // Before any bucket is waited on or spent: a job that may not call
+        // takes nothing from other callers.
+        let token = match self.token(job) {
+            Ok(t) => t,
+            Err(outcome) => return outcome,
+        };
         let call = op.call();
         let endpoint = template(&call.route);
         let lane = self.buckets.lane(&call.route);
@@ -135,7 +143,7 @@ impl Inner {
             Ok(g) => g,
             Err(outcome) => return outcome,
         };
-        let answer = match self.send(job, &call).await {
+        let answer = match self.send(job, &call, token).await {
             Ok(a) => a,
             Err(outcome) => return outcome,
         };
@@ -154,7 +162,32 @@ impl Inner {
             .await
     }
 
-    async fn send(&self, job: &Job, call: &Call) -> Result<reqwest::Response, Outcome> {
+    /// `Bot {token}` for the job's tenant, if a token is sent.
+    ///
+    /// # Errors
+    /// A fatal outcome when the tenant may use no token (its own or the
+    /// shared one), or the token cannot be read or sent.
+    fn token(&self, job: &Job) -> Result<Option<HeaderValue>, Outcome> {
+        let secret = match self.config.token.for_tenant(&job.tenant) {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Outcome::fatal(format!("Discord: no_credential: {e}"))),
+        };
+        let token = secret
+            .read()
+            .map_err(|e| Outcome::fatal(format!("the Discord bot token: {e}")))?;
+        let mut value = HeaderValue::from_str(&format!("Bot {token}"))
+            .map_err(|_| Outcome::fatal("the Discord bot token is not a valid header value"))?;
+        value.set_sensitive(true);
+        Ok(Some(value))
+    }
+
+    async fn send(
+        &self,
+        job: &Job,
+        call: &Call,
+        token: Option<HeaderValue>,
+    ) -> Result<reqwest::Response, Outcome> {
         let method = reqwest::Method::from_bytes(call.method.as_bytes())
             .map_err(|_| Outcome::fatal(format!("bad method {}", call.method)))?;
         let mut request = self
@@ -162,13 +195,7 @@ impl Inner {
             .request(method, format!("{}{}", self.config.base_url, call.path))
             .timeout(self.config.timeout)
             .header("x-sluice-job-id", job.id.to_string());
-        if let Some(env) = &self.config.token_env {
-            let token = std::env::var(env).map_err(|_| {
-                Outcome::fatal(format!("the Discord bot token variable {env} is not set"))
-            })?;
-            let mut value = HeaderValue::from_str(&format!("Bot {token}"))
-                .map_err(|_| Outcome::fatal(format!("{env} does not hold a valid token")))?;
-            value.set_sensitive(true);
+        if let Some(value) = token {
             request = request.header("authorization", value);
         }
         if let Some(reason) = &call.reason {

@@ -3,26 +3,27 @@
 
 use std::collections::BTreeMap;
 
+use crate::kinds::{Credentials, Secret};
+
 /// One configured API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpApi {
     /// Where its paths are appended, without a trailing `/`, e.g.
     /// `https://slack.com`.
     pub base_url: String,
-    /// A header to send on every call, its value read from an environment
-    /// variable when the call is made.
-    pub auth: Option<EnvHeader>,
+    /// The header that carries a credential, chosen by the job's tenant.
+    pub auth: Option<AuthHeader>,
 }
 
-/// A header whose value lives in an environment variable.
+/// A header carrying the credential of the job's tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvHeader {
+pub struct AuthHeader {
     /// The header, e.g. `Authorization`.
     pub header: String,
-    /// Put before the variable's value, e.g. `Bearer `.
+    /// Put before the credential, e.g. `Bearer `.
     pub prefix: String,
-    /// The variable, e.g. `SLACK_TOKEN`.
-    pub env: String,
+    /// The credentials: tenants' own and a shared one.
+    pub credentials: Credentials,
 }
 
 /// A base URL that cannot be used.
@@ -79,10 +80,13 @@ impl HttpApis {
                 name.to_owned(),
                 HttpApi {
                     base_url: url.to_owned(),
-                    auth: Some(EnvHeader {
+                    auth: Some(AuthHeader {
                         header: "Authorization".to_owned(),
                         prefix: "Bearer ".to_owned(),
-                        env: format!("{}_TOKEN", name.to_ascii_uppercase()),
+                        credentials: Credentials::shared(Secret::env(format!(
+                            "{}_TOKEN",
+                            name.to_ascii_uppercase()
+                        ))),
                     }),
                 },
             );
@@ -91,10 +95,10 @@ impl HttpApis {
             "discord".to_owned(),
             HttpApi {
                 base_url: "https://discord.com/api/v10".to_owned(),
-                auth: Some(EnvHeader {
+                auth: Some(AuthHeader {
                     header: "Authorization".to_owned(),
                     prefix: "Bot ".to_owned(),
-                    env: "DISCORD_BOT_TOKEN".to_owned(),
+                    credentials: Credentials::shared(Secret::env("DISCORD_BOT_TOKEN")),
                 }),
             },
         );
@@ -123,17 +127,31 @@ impl HttpApis {
         Ok(self)
     }
 
-    /// Sends `header: {prefix}{$env}` on every call to `name` (if configured).
+    /// Sends `header: {prefix}{credential}` on every call to `name` (if
+    /// configured), the credential chosen by the job's tenant.
     #[must_use]
-    pub fn auth_from_env(mut self, name: &str, header: &str, prefix: &str, env: &str) -> Self {
+    pub fn auth(
+        mut self,
+        name: &str,
+        header: &str,
+        prefix: &str,
+        credentials: Credentials,
+    ) -> Self {
         if let Some(api) = self.apis.get_mut(name) {
-            api.auth = Some(EnvHeader {
+            api.auth = Some(AuthHeader {
                 header: header.to_owned(),
                 prefix: prefix.to_owned(),
-                env: env.to_owned(),
+                credentials,
             });
         }
         self
+    }
+
+    /// Sends `header: {prefix}{$env}` on every call to `name`, whatever
+    /// the tenant.
+    #[must_use]
+    pub fn auth_from_env(self, name: &str, header: &str, prefix: &str, env: &str) -> Self {
+        self.auth(name, header, prefix, Credentials::shared(Secret::env(env)))
     }
 
     /// Sends `Authorization: Bearer {$env}` on every call to `name`.

@@ -9,7 +9,7 @@ use sluice_limit::headers::RateLimitHeaders;
 
 use crate::SharedLimits;
 use crate::job::Job;
-use crate::kinds::http::{HttpApis, HttpPayload};
+use crate::kinds::http::{AuthHeader, HttpApis, HttpPayload};
 use crate::kinds::response;
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
@@ -52,6 +52,17 @@ impl HttpHandler {
                 known.join(", ")
             ));
         };
+        // The credential is chosen before the API's bucket is spent: a job
+        // that may not call takes nothing from other callers.
+        let auth = match api
+            .auth
+            .as_ref()
+            .map(|a| auth_header(&p.api, a, &job.tenant))
+        {
+            None => None,
+            Some(Ok(header)) => header,
+            Some(Err(outcome)) => return outcome,
+        };
         let resource = sluice_limit::api_resource(&p.api);
         let grant = match response::take(&self.limiter, &resource, LIMIT_WAIT).await {
             Ok(g) => g,
@@ -72,25 +83,8 @@ impl HttpHandler {
                 request = request.header(n, v);
             }
         }
-        if let Some(auth) = &api.auth {
-            let Ok(secret) = std::env::var(&auth.env) else {
-                return Outcome::fatal(format!(
-                    "api {:?}: environment variable {} (for its {} header) is not set",
-                    p.api, auth.env, auth.header
-                ));
-            };
-            match HeaderValue::from_str(&format!("{}{secret}", auth.prefix)) {
-                Ok(mut v) => {
-                    v.set_sensitive(true);
-                    request = request.header(auth.header.as_str(), v);
-                }
-                Err(_) => {
-                    return Outcome::fatal(format!(
-                        "api {:?}: {} does not hold a valid header value",
-                        p.api, auth.env
-                    ));
-                }
-            }
+        if let Some((name, value)) = auth {
+            request = request.header(name, value);
         }
         if !p.body.is_null() {
             request = request.json(&p.body);
@@ -115,6 +109,37 @@ impl HttpHandler {
         let (bytes, cut) = response::body(answer).await;
         classify(&p.api, status, &headers, &bytes, cut)
     }
+}
+
+/// The header carrying `tenant`'s credential for `api`, if one is sent.
+///
+/// # Errors
+/// A fatal outcome when the tenant may use no credential (its own or a
+/// shared one), or the credential cannot be read or sent.
+fn auth_header(
+    api: &str,
+    auth: &AuthHeader,
+    tenant: &str,
+) -> Result<Option<(HeaderName, HeaderValue)>, Outcome> {
+    let fatal = |why: String| Outcome::fatal(format!("api {api:?}: {why}"));
+    let secret = match auth.credentials.for_tenant(tenant) {
+        Ok(Some(secret)) => secret,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(fatal(format!("no_credential: {e}"))),
+    };
+    let secret = secret
+        .read()
+        .map_err(|e| fatal(format!("{e} (for its {} header)", auth.header)))?;
+    let name = HeaderName::from_bytes(auth.header.as_bytes())
+        .map_err(|_| fatal(format!("{:?} is not a header name", auth.header)))?;
+    let mut value = HeaderValue::from_str(&format!("{}{secret}", auth.prefix)).map_err(|_| {
+        fatal(format!(
+            "the {} credential is not a valid header value",
+            auth.header
+        ))
+    })?;
+    value.set_sensitive(true);
+    Ok(Some((name, value)))
 }
 
 /// The outcome of an answer: 2xx done, 429 throttled, 408/5xx retry,

@@ -143,6 +143,19 @@ pub(super) fn tenants(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError
             }
         }
         c.at_least(item("tenants", i, "weight"), u64::from(t.weight), 1)?;
+        let apis = t.apis.iter().map(|(name, a)| (name, &a.auth_env));
+        let known = config.apis.iter().map(|a| a.name.as_str());
+        own_credentials(c, config, i, ("apis", "auth_env", "API"), apis, known)?;
+        let providers = t.providers.iter().map(|(name, p)| (name, &p.api_key_env));
+        let known = config.providers.iter().map(|p| p.name.as_str());
+        own_credentials(
+            c,
+            config,
+            i,
+            ("providers", "api_key_env", "provider"),
+            providers,
+            known,
+        )?;
     }
     let names = config.tenants.iter().enumerate();
     c.unique(
@@ -169,4 +182,34 @@ pub(super) fn tenants(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError
             Some((item("tenants", i, "api_key_env"), t.api_key_env.as_deref()?))
         }),
     )
+}
+
+/// A tenant's own credentials (`tenants[i].{table}.{name}.{field}`): each
+/// for an upstream that exists, in a variable that is set now, when the
+/// configuration is loaded, rather than at the first call.
+fn own_credentials<'a>(
+    c: &Checks<'_>,
+    config: &Config,
+    tenant: usize,
+    (table, field, what): (&str, &str, &str),
+    own: impl Iterator<Item = (&'a String, &'a String)>,
+    known: impl Iterator<Item = &'a str>,
+) -> Result<(), ConfigError> {
+    let known: Vec<&str> = known.collect();
+    for (name, var) in own {
+        let mut path = item("tenants", tenant, table);
+        path.push(Seg::Key(name.clone()));
+        if !known.contains(&name.as_str()) {
+            return Err(c.fail(
+                path,
+                format!("unknown {what} {name:?}: one of {}", known.join(", ")),
+            ));
+        }
+        path.push(Seg::Key(field.to_owned()));
+        c.not_empty(path.clone(), var)?;
+        if config.secrets.get(var).is_none() {
+            return Err(c.fail(path, format!("environment variable {var} is not set")));
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,137 @@
+//! Tenants' own upstream credentials end to end: `sluice serve` reads them
+//! from its environment, sends each tenant's own to `sluice sim` (whose
+//! APIs echo the `Authorization` they got), refuses a tenant that has none
+//! where the API's token is not shared, and `sluice check-config` prints
+//! the variables' names, never their values.
+
+mod serve;
+
+use std::process::Command;
+
+use serde_json::Value;
+use serve::{Serve, TempDir};
+
+/// Slack with a shared token that serves no tenant without its own;
+/// acme and globex each with their own, initech with none.
+fn config(sim: &str, data: &str) -> String {
+    format!(
+        r#"data_dir = {data:?}
+[trace]
+enabled = false
+[jobs]
+enabled = false
+
+[[apis]]
+name = "slack"
+base_url = "{sim}/slack"
+requests_per_second = 100.0
+burst = 100
+auth_env = "SLACK_TOKEN"
+shared_auth = false
+
+[[tenants]]
+name = "acme"
+api_key_env = "ACME_KEY"
+[tenants.apis.slack]
+auth_env = "ACME_SLACK_TOKEN"
+
+[[tenants]]
+name = "globex"
+api_key_env = "GLOBEX_KEY"
+[tenants.apis.slack]
+auth_env = "GLOBEX_SLACK_TOKEN"
+
+[[tenants]]
+name = "initech"
+api_key_env = "INITECH_KEY"
+"#
+    )
+}
+
+const ENV: &[(&str, &str)] = &[
+    ("ACME_KEY", "key-acme"),
+    ("GLOBEX_KEY", "key-globex"),
+    ("INITECH_KEY", "key-initech"),
+    ("SLACK_TOKEN", "xoxb-shared-value"),
+    ("ACME_SLACK_TOKEN", "xoxb-acme-value"),
+    ("GLOBEX_SLACK_TOKEN", "xoxb-globex-value"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_sends_each_tenant_its_own_token_from_the_environment() {
+    let dir = TempDir::new("cli-credentials");
+    let sim = Serve::sim();
+    let path = dir.join("sluice.toml");
+    let data = dir.join("data").display().to_string();
+    std::fs::write(&path, config(&sim.url, &data)).unwrap();
+    let gateway = Serve::start_with_env(&path, ENV);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let call = |key: &'static str| {
+        http.post(format!("{}/proxy/slack/chat.postMessage", gateway.url))
+            .bearer_auth(key)
+            .body("{}")
+            .send()
+    };
+    for (key, token) in [
+        ("key-acme", "Bearer xoxb-acme-value"),
+        ("key-globex", "Bearer xoxb-globex-value"),
+    ] {
+        let res = call(key).await.unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["authorization"], token);
+    }
+    let res = call("key-initech").await.unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "no_credential", "{body}");
+}
+
+/// `sluice check-config PATH` with `env` (and none of [`ENV`] otherwise).
+fn check_config(path: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command
+        .arg("check-config")
+        .arg(path)
+        .env_remove("SLUICE_CONFIG");
+    for (var, _) in ENV {
+        command.env_remove(var);
+    }
+    command
+        .envs(env.iter().copied())
+        .output()
+        .expect("sluice check-config runs")
+}
+
+#[test]
+fn check_config_names_the_variables_and_never_shows_a_value() {
+    let dir = TempDir::new("cli-credentials-check");
+    let path = dir.join("sluice.toml");
+    std::fs::write(&path, config("http://127.0.0.1:9", "data")).unwrap();
+    let out = check_config(&path, ENV);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (var, value) in ENV {
+        assert!(shown.contains(var), "{var} missing from\n{shown}");
+        assert!(!shown.contains(value), "{value} shown in\n{shown}");
+    }
+    // A tenant's own token must be set when the configuration is loaded.
+    let without: Vec<_> = ENV
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "GLOBEX_SLACK_TOKEN")
+        .collect();
+    let out = check_config(&path, &without);
+    assert_eq!(out.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        error.contains("tenants[1].apis.slack.auth_env")
+            && error.contains("GLOBEX_SLACK_TOKEN is not set"),
+        "{error}"
+    );
+}

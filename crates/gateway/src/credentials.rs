@@ -1,0 +1,119 @@
+//! The credentials the gateway sends upstream, per API and per model
+//! provider, chosen by the calling tenant.
+//!
+//! Each upstream has a shared credential (`auth_env` of an API,
+//! `api_key_env` of a provider) and tenants' own
+//! (`[tenants.apis.{name}]`, `[tenants.providers.{name}]`). A tenant's
+//! call sends its own; else the shared one where `shared_auth` (the
+//! default) lets it serve every tenant; else it is refused with 403
+//! `no_credential`. The choice is [`Credentials::for_tenant`], the one
+//! the job kinds make too, so that a proxied call, a model call and a job
+//! for the same tenant send the same credential.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use sluice_jobs::kinds::{Credentials, Secret};
+
+use crate::config::{Config, TenantConfig};
+use crate::error::ApiError;
+use crate::state::StartError;
+
+/// Every API's and provider's credentials, built once at start-up from
+/// the values read with the configuration.
+#[derive(Debug, Default)]
+pub(crate) struct Upstreams {
+    apis: HashMap<String, Credentials>,
+    providers: HashMap<String, Credentials>,
+}
+
+/// What is not configured: no credential is sent.
+static NONE: std::sync::LazyLock<Credentials> = std::sync::LazyLock::new(Credentials::none);
+
+impl Upstreams {
+    /// # Errors
+    /// [`StartError::MissingCredential`] for a tenant's own credential
+    /// whose variable has no value (a configuration built in code without
+    /// it; a loaded one is refused at load).
+    pub(crate) fn from_config(config: &Config) -> Result<Upstreams, StartError> {
+        let mut out = Upstreams::default();
+        for api in &config.apis {
+            let own = (config.tenants.iter())
+                .filter_map(|t| Some((t, t.apis.get(&api.name)?.auth_env.as_str())));
+            let shared = (api.auth_env.as_deref(), api.shared_auth);
+            let key = format!("apis.{}.auth_env", api.name);
+            out.apis
+                .insert(api.name.clone(), build(config, shared, own, &key)?);
+        }
+        for p in &config.providers {
+            let own = (config.tenants.iter())
+                .filter_map(|t| Some((t, t.providers.get(&p.name)?.api_key_env.as_str())));
+            let shared = (p.api_key_env.as_deref(), p.shared_auth);
+            let key = format!("providers.{}.api_key_env", p.name);
+            out.providers
+                .insert(p.name.clone(), build(config, shared, own, &key)?);
+        }
+        Ok(out)
+    }
+
+    /// The API's credentials (none for an unknown API).
+    pub(crate) fn api(&self, name: &str) -> &Credentials {
+        self.apis.get(name).unwrap_or(&NONE)
+    }
+
+    /// The provider's credentials (none for an unknown provider).
+    pub(crate) fn provider(&self, name: &str) -> &Credentials {
+        self.providers.get(name).unwrap_or(&NONE)
+    }
+}
+
+/// The value `tenant` sends to `upstream` (an API or a provider, as
+/// `what` says), if any.
+///
+/// # Errors
+/// 403 `no_credential` naming the upstream when the tenant may use none.
+pub(crate) fn value_for<'c>(
+    credentials: &'c Credentials,
+    tenant: &str,
+    what: &str,
+    upstream: &str,
+) -> Result<Option<Cow<'c, str>>, ApiError> {
+    let secret = credentials.for_tenant(tenant).map_err(|e| {
+        ApiError::NoCredential(format!("no credential for {what} {upstream:?}: {e}"))
+    })?;
+    // The gateway's secrets are values read with the configuration, so
+    // this reads nothing from the environment.
+    secret
+        .map(|s| s.read().map_err(ApiError::Internal))
+        .transpose()
+}
+
+fn build<'c>(
+    config: &'c Config,
+    (shared_var, shared_auth): (Option<&str>, bool),
+    own: impl Iterator<Item = (&'c TenantConfig, &'c str)>,
+    key: &str,
+) -> Result<Credentials, StartError> {
+    // A shared variable that is not set sends nothing, as before tenants
+    // could have their own: the defaults name variables few set.
+    let shared = shared_var.and_then(|v| config.secrets.get(v));
+    let mut c = match shared {
+        Some(v) => Credentials::shared(Secret::Value(v.clone())),
+        None => Credentials::none(),
+    };
+    if !shared_auth {
+        c = c.not_shared();
+    }
+    for (t, var) in own {
+        let value = config
+            .secrets
+            .get(var)
+            .ok_or_else(|| StartError::MissingCredential {
+                tenant: t.name.clone(),
+                key: key.to_owned(),
+                var: var.to_owned(),
+            })?;
+        c = c.tenant(t.name.clone(), Secret::Value(value.clone()));
+    }
+    Ok(c)
+}

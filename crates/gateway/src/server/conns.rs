@@ -1,0 +1,125 @@
+//! The accept loop and the connections it serves.
+//!
+//! At most `http.max_connections` connections are served at once: the loop
+//! takes a permit before it accepts, so past the cap new connections wait
+//! in the kernel's listen backlog (bounded; beyond it the kernel refuses
+//! them) instead of costing a task and buffers each. Every connection has
+//! hyper's header-read timer, so one that trickles a request head (or sits
+//! idle between requests) is closed after `http.header_read_timeout_ms`
+//! and gives its permit back. Bodies are read by the handlers, after
+//! authentication, within `http.body_read_timeout_ms` (see
+//! [`crate::body`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::config::HttpConfig;
+
+/// How long the loop rests after an accept error that is not about one
+/// connection (out of file descriptors, say) before it tries again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The connections being served.
+#[derive(Debug)]
+pub(super) struct Connections {
+    /// One task per connection; aborted when dropped, so no connection
+    /// outlives its gateway.
+    tasks: JoinSet<()>,
+    /// Tells every connection to finish the request in flight and close.
+    graceful: GracefulShutdown,
+}
+
+/// Serves `app` on `listener` until `stop` resolves, then stops accepting
+/// and returns the connections still open.
+pub(super) async fn serve_until(
+    listener: TcpListener,
+    app: Router,
+    http: &HttpConfig,
+    stop: impl Future<Output = ()>,
+) -> Connections {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(http.header_read_timeout_ms));
+    let cap = Arc::new(Semaphore::new(http.max_connections));
+    let mut conns = Connections {
+        tasks: JoinSet::new(),
+        graceful: GracefulShutdown::new(),
+    };
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        // Finished connections leave the set here: it holds at most the
+        // cap's worth of live ones and those that ended since the last turn.
+        while conns.tasks.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            p = Arc::clone(&cap).acquire_owned() => p.expect("the cap is never closed"),
+        };
+        let stream = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        // Answers (SSE events above all) go out as written, not when
+        // Nagle's algorithm has gathered enough of them.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let conn = conns.graceful.watch(conn);
+        conns.tasks.spawn(async move {
+            // Held until the connection ends, whichever way it ends.
+            let _permit = permit;
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed");
+            }
+        });
+    }
+    conns
+}
+
+impl Connections {
+    /// Tells every connection to finish the request in flight and close,
+    /// waits for them until `deadline`, then closes those still open.
+    /// Returns how many it had to close.
+    pub(super) async fn drain(mut self, deadline: Instant) -> usize {
+        let finished = tokio::time::timeout_at(deadline, self.graceful.shutdown()).await;
+        while self.tasks.try_join_next().is_some() {}
+        let cut = if finished.is_ok() {
+            0
+        } else {
+            self.tasks.len()
+        };
+        self.tasks.shutdown().await;
+        cut
+    }
+}
+
+/// Errors that concern one connection (the peer gave up during the
+/// handshake), after which the next accept may well succeed.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
