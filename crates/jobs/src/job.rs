@@ -148,7 +148,8 @@ pub struct Job {
     pub payload: Value,
     /// Who enqueued it; idempotency keys are per tenant.
     pub tenant: String,
-    /// The fairness group: claims take turns across the groups of a queue.
+    /// The fairness group, one of its tenant's: claims take turns across
+    /// the tenants of a queue, then across the groups of each tenant.
     pub group: String,
     /// Higher runs first within its group.
     pub priority: i32,

@@ -98,8 +98,10 @@
 //!   does not, [`RetryDecision::Dead`] gives up. Used-up attempts make the
 //!   job dead: a dead letter to inspect, [`retry`](JobStore::retry) or
 //!   [`purge`](JobStore::purge_dead).
-//! - **Fairness.** A claim takes turns across the groups of a queue and
-//!   the highest priority first within a group.
+//! - **Fairness.** A claim takes turns across the tenants of a queue, then
+//!   across the groups of each tenant (a group is its tenant's), and the
+//!   highest priority first within a group. Jobs not yet due cost a claim
+//!   nothing, however many groups they are in.
 //! - **Time is injected** ([`StoreConfig`]), so tests drive leases,
 //!   retries, TTLs and retention with a [`ManualClock`].
 //!

@@ -17,6 +17,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "jobs by tenant",
         include_str!("../migrations/sqlite/0002_jobs_tenant.sql"),
     ),
+    (
+        3,
+        "due and tenant groups",
+        include_str!("../migrations/sqlite/0003_due_and_tenant_groups.sql"),
+    ),
 ];
 
 /// PostgreSQL's migrations: (version, description, SQL).
@@ -30,6 +35,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         2,
         "jobs by tenant",
         include_str!("../migrations/postgres/0002_jobs_tenant.sql"),
+    ),
+    (
+        3,
+        "due and tenant groups",
+        include_str!("../migrations/postgres/0003_due_and_tenant_groups.sql"),
     ),
 ];
 

@@ -236,3 +236,6 @@ impl Backend for SqliteBackend {
         Ok(self.read.acquire().await?)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -53,9 +53,11 @@ pub trait JobStore: Send + Sync {
     fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Page, Error>> + Send;
 
     /// Leases up to `n` due jobs of `queue` to `worker` for `lease`, and
-    /// marks them running. Takes turns across the queue's groups (the
-    /// group served least recently first) and, within a group, the highest
-    /// priority first, then the earliest `run_at`. A paused queue gives
+    /// marks them running. Takes turns across the queue's tenants (the
+    /// tenant served least recently first), within a tenant across its
+    /// groups (likewise), and within a group the highest priority first,
+    /// then the earliest `run_at`. Groups are per tenant: two tenants that
+    /// name the same group take separate turns. A paused queue gives
     /// nothing.
     ///
     /// # Errors

@@ -4,7 +4,7 @@
 //! - **Claiming.** One loop per queue claims as many jobs as it has free
 //!   slots (its concurrency); a paused queue yields nothing and is polled.
 //! - **Rates.** Before its handler starts, a run takes one unit from the
-//!   limiter resource `jobs:{queue}` (and `jobs:{queue}:{group}` with a
+//!   limiter resource `jobs:{queue}` (and `jobs:{queue}:{tenant}:{group}` with a
 //!   group rate), waiting in FIFO order while it keeps its lease alive.
 //!   The limiter is the gateway's ([`crate::JobLimits`]: in-process, or
 //!   through Redis when distributed), so job calls and interactive calls

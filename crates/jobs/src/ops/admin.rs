@@ -111,6 +111,7 @@ pub async fn cleanup(
     let cancelled = expire(c, JobState::Cancelled, now - retention.cancelled, now).await?;
     let expired_keys = c.execute(sql::EXPIRE_KEYS, args![now]).await?;
     c.execute(sql::FORGET_GROUPS, args![]).await?;
+    c.execute(sql::FORGET_TENANTS, args![]).await?;
     Ok(Cleaned {
         completed,
         dead,

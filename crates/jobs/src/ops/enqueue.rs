@@ -66,6 +66,7 @@ pub async fn enqueue(
                 run_at,
                 state,
                 now,
+                state == JobState::Available,
             ],
         )
         .await?;

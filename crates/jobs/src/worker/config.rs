@@ -40,7 +40,7 @@ pub struct QueueConfig {
     /// `jobs:{queue}` (the seed's 10 in any second, sliding window);
     /// `None` for no rate.
     pub rate: Option<Limit>,
-    /// Job starts allowed per group, on `jobs:{queue}:{group}`; none by
+    /// Job starts allowed per group, on `jobs:{queue}:{tenant}:{group}`; none by
     /// default.
     pub group_rate: Option<Limit>,
 }
@@ -89,9 +89,11 @@ impl QueueConfig {
         format!("jobs:{}", self.name)
     }
 
-    /// The limiter resource of one group's rate.
-    pub fn group_resource(&self, group: &str) -> String {
-        format!("jobs:{}:{group}", self.name)
+    /// The limiter resource of the rate of one of `tenant`'s groups: a
+    /// group is its tenant's, so another tenant naming the same group
+    /// neither spends nor shares its rate.
+    pub fn group_resource(&self, tenant: &str, group: &str) -> String {
+        format!("jobs:{}:{tenant}:{group}", self.name)
     }
 }
 
@@ -142,4 +144,19 @@ fn default_worker_id() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
     let host: String = host.chars().take(100).collect();
     format!("{host}-{}-{:08x}", std::process::id(), fastrand::u32(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_rate_is_its_tenants() {
+        let q = QueueConfig::new("q");
+        assert_eq!(q.group_resource("acme", "g"), "jobs:q:acme:g");
+        assert_ne!(
+            q.group_resource("acme", "g"),
+            q.group_resource("globex", "g")
+        );
+    }
 }

@@ -50,7 +50,7 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
     };
 
     // Wait for the queue's (and the group's) rate, holding the lease.
-    let needs = rate_needs(&ctx, &queue, &job.group);
+    let needs = rate_needs(&ctx, &queue, &job);
     if !needs.is_empty() {
         let pairs: Vec<(&str, u64)> = needs.iter().map(|r| (r.as_str(), 1)).collect();
         let granted = match ctx.limiter.try_acquire_many(&pairs).await {
@@ -122,15 +122,15 @@ async fn wait_task(mut task: AbortOnDrop<Outcome>) -> Result<Outcome, String> {
     }
 }
 
-/// The limiter resources a run of this group needs, configuring the
-/// group's resource on first use.
-fn rate_needs<S>(ctx: &Ctx<S>, queue: &QueueConfig, group: &str) -> Vec<String> {
+/// The limiter resources a run of `job` needs, configuring its group's
+/// resource on first use.
+fn rate_needs<S>(ctx: &Ctx<S>, queue: &QueueConfig, job: &Job) -> Vec<String> {
     let mut needs = Vec::with_capacity(2);
     if queue.rate.is_some() {
         needs.push(queue.rate_resource());
     }
     if let Some(limit) = queue.group_rate {
-        let resource = queue.group_resource(group);
+        let resource = queue.group_resource(&job.tenant, &job.group);
         ctx.groups.ensure(&ctx.limiter, &resource, limit);
         needs.push(resource);
     }

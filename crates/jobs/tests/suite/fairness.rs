@@ -1,8 +1,12 @@
-//! Claim order: turns across groups, priority within a group, pause.
+//! Claim order: turns across tenants, then across a tenant's groups,
+//! priority within a group, pause; jobs not yet due stay out of the way.
 
-use sluice_jobs::{Error, JobStore};
+use std::collections::HashSet;
+use std::time::Duration;
 
-use super::{Factory, claim, claim_one, enqueue, job, open};
+use sluice_jobs::{Error, JobId, JobStore};
+
+use super::{Factory, T0, claim, claim_one, enqueue, job, open};
 
 pub async fn groups_take_turns(f: &impl Factory) {
     let (store, _clock) = open(f).await;
@@ -79,4 +83,93 @@ pub async fn paused_queue_gives_nothing(f: &impl Factory) {
         store.pause("").await,
         Err(Error::Invalid { field: "queue", .. })
     ));
+}
+
+/// Groups are the tenant's: two tenants that both use the default group
+/// take separate turns, rather than one waiting behind the other's backlog.
+pub async fn tenants_take_turns_in_a_shared_group_name(f: &impl Factory) {
+    let (store, _clock) = open(f).await;
+    for _ in 0..4 {
+        enqueue(&store, job("q").tenant("acme")).await;
+    }
+    enqueue(&store, job("q").tenant("globex")).await;
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        order.push(claim_one(&store, "q", "w").await.0.tenant);
+    }
+    assert_eq!(order, ["acme", "globex", "acme", "acme", "acme"]);
+}
+
+/// Tenants take turns before groups do: a tenant's many groups share its
+/// one turn, so naming more groups does not take more of the queue.
+pub async fn many_groups_share_one_tenant_turn(f: &impl Factory) {
+    let (store, _clock) = open(f).await;
+    for i in 0..6 {
+        enqueue(&store, job("q").tenant("flood").group(format!("g{i}"))).await;
+    }
+    for _ in 0..3 {
+        enqueue(&store, job("q").tenant("acme")).await;
+    }
+    let picked: Vec<(String, String)> = claim(&store, "q", "w", 6)
+        .await
+        .into_iter()
+        .map(|j| (j.tenant, j.group))
+        .collect();
+    let want = [
+        ("flood", "g0"),
+        ("acme", "default"),
+        ("flood", "g1"),
+        ("acme", "default"),
+        ("flood", "g2"),
+        ("acme", "default"),
+    ];
+    assert_eq!(picked, want.map(|(t, g)| (t.to_owned(), g.to_owned())));
+    let next = claim_one(&store, "q", "w").await.0;
+    assert_eq!(
+        (next.tenant.as_str(), next.group.as_str()),
+        ("flood", "g3"),
+        "acme has nothing left; flood's groups go on in turn"
+    );
+}
+
+/// A tenant's batches of jobs scheduled a year out, each in a group of its
+/// own, neither hide nor delay another tenant's due jobs; once their time
+/// comes they are claimed like any other.
+pub async fn future_jobs_stay_out_of_the_claims_way(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let later = T0 + Duration::from_secs(365 * 86_400);
+    for batch in 0..3 {
+        let jobs = (0..1_000)
+            .map(|i| {
+                job("q")
+                    .tenant("flood")
+                    .group(format!("g{batch}-{i}"))
+                    .run_at(later)
+            })
+            .collect();
+        store.enqueue_batch(jobs).await.unwrap();
+    }
+    let mut due = Vec::new();
+    for i in 0..10 {
+        due.push(
+            enqueue(&store, job("q").tenant("acme").group(format!("a{}", i % 2)))
+                .await
+                .id,
+        );
+    }
+    let mut got: Vec<JobId> = claim(&store, "q", "w", 20)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, due, "exactly the due jobs, every one of them");
+    assert!(claim(&store, "q", "w", 20).await.is_empty());
+
+    clock.set(later);
+    let woke = claim(&store, "q", "w", 20).await;
+    assert_eq!(woke.len(), 20, "their time came");
+    assert!(woke.iter().all(|j| j.tenant == "flood"));
+    let groups: HashSet<&str> = woke.iter().map(|j| j.group.as_str()).collect();
+    assert_eq!(groups.len(), 20, "one job from each of 20 groups");
 }

@@ -1,0 +1,122 @@
+//! What a claim reads on SQLite, with a year of scheduled jobs in the way.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::AssertSqlSafe;
+
+use super::*;
+use crate::{JobStore, ManualClock, NewJob, Timestamp};
+
+const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+const LATER: Timestamp = Timestamp::from_millis(T0.as_millis() + 365 * 86_400_000);
+const FUTURE: i64 = 300_000;
+
+/// 300k jobs due in a year, each in a group of its own (what 300 batches
+/// of 1,000 would store), and 20 due jobs of another tenant in 2 groups.
+async fn flooded(clock: &ManualClock) -> SqliteStore {
+    let store = SqliteStore::in_memory(StoreConfig::default().clock(clock.clone()))
+        .await
+        .unwrap();
+    let later = LATER.as_millis();
+    // Stored as an enqueue stores a scheduled job (not due), in one
+    // statement: 300k enqueues would take minutes in a debug build.
+    let insert = format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {FUTURE}) \
+         INSERT INTO jobs (queue, kind, payload, tenant, grp, run_at, state, created_at, \
+                           updated_at, due) \
+         SELECT 'q', 'noop', '{{}}', 'flood', 'g' || i, {later}, 'scheduled', {t0}, {t0}, FALSE \
+         FROM n",
+        t0 = T0.as_millis()
+    );
+    sqlx::query(AssertSqlSafe(insert))
+        .execute(&store.backend.write)
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let job = NewJob::new("q", "noop", json!({}))
+            .tenant("acme")
+            .group(format!("a{}", i % 2));
+        store.enqueue(job).await.unwrap();
+    }
+    store
+}
+
+/// One test, one flood: building it is most of the time.
+#[tokio::test]
+async fn a_claim_reads_only_due_jobs() {
+    let clock = ManualClock::new(T0);
+    let store = flooded(&clock).await;
+    claim_statements_search_their_indexes(&store).await;
+    let walked: i64 = sqlx::query_scalar(sql::SQLITE_WALKED)
+        .bind("q")
+        .fetch_one(&store.backend.write)
+        .await
+        .unwrap();
+    assert_eq!(
+        walked, 2,
+        "acme's two groups, none of the 300k scheduled ones"
+    );
+
+    let mut claimed = 0;
+    loop {
+        let jobs = store
+            .claim("q", "w", 8, Duration::from_secs(30))
+            .await
+            .unwrap();
+        if jobs.is_empty() {
+            break;
+        }
+        assert!(jobs.iter().all(|j| j.tenant == "acme"), "{jobs:?}");
+        claimed += jobs.len();
+    }
+    assert_eq!(claimed, 20, "every due job, in three claims");
+
+    // A year later all 300k come due at once: one claim marks the earliest
+    // MAX_PROMOTE due and takes from them; the rest wait for the next claims.
+    clock.set(LATER);
+    let jobs = store
+        .claim("q", "w", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 10);
+    let marked: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE due AND state = 'scheduled'")
+            .fetch_one(&store.backend.write)
+            .await
+            .unwrap();
+    assert_eq!(marked, crate::ops::claim::MAX_PROMOTE - 10);
+}
+
+/// The plans of the promotion and the pick: each reads through its index,
+/// neither scans the table.
+async fn claim_statements_search_their_indexes(store: &SqliteStore) {
+    let plan = |sql: &'static str| {
+        let store = store.clone();
+        async move {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(explain))
+                .bind("q")
+                .bind(T0.as_millis())
+                .bind(10_i64)
+                .fetch_all(&store.backend.write)
+                .await
+                .unwrap();
+            rows.into_iter().map(|r| r.3).collect::<Vec<String>>()
+        }
+    };
+    for (name, sql, index) in [
+        ("promote", sql::SQLITE.promote, "jobs_waiting"),
+        ("pick", sql::SQLITE.pick, "jobs_ready"),
+    ] {
+        let steps = plan(sql).await;
+        assert!(
+            steps.iter().any(|s| s.contains(index)),
+            "{name} uses {index}: {steps:#?}"
+        );
+        assert!(
+            !steps.iter().any(|s| s.starts_with("SCAN jobs")),
+            "{name} never reads the whole table: {steps:#?}"
+        );
+    }
+}
