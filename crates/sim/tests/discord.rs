@@ -127,8 +127,12 @@ async fn the_global_limit_answers_429_marked_global() {
         global_per_second: 3,
         ..DiscordLimits::default()
     });
-    let mut statuses = Vec::new();
-    for g in 0..4 {
+    // Calls until the global limit answers: within one second three are
+    // admitted and the fourth refused; on a starved machine a second may
+    // pass between calls, so more may be admitted first (never fewer).
+    let mut admitted = 0;
+    let mut refused = false;
+    for g in 0..50 {
         let r = call(
             &sim,
             reqwest::Method::POST,
@@ -136,17 +140,21 @@ async fn the_global_limit_answers_429_marked_global() {
             Some(json!({"name": "r"})),
         )
         .await;
-        statuses.push(r.status().as_u16());
         if r.status() == 429 {
             assert_eq!(header(&r, "x-ratelimit-global").as_deref(), Some("true"));
             assert!(header(&r, "retry-after").is_some());
             let body: serde_json::Value = r.json().await.unwrap();
             assert_eq!(body["global"], true);
+            refused = true;
+            break;
         }
+        assert_eq!(r.status(), 200);
+        admitted += 1;
     }
-    assert_eq!(statuses, [200, 200, 200, 429]);
+    assert!(refused, "the global limit never answered 429");
+    assert!(admitted >= 3, "{admitted} admitted before the 429");
     let report = sim.discord();
-    assert_eq!((report.global_429, report.effects.len()), (1, 3));
+    assert_eq!((report.global_429, report.effects.len()), (1, admitted));
     sim.reset_discord();
     assert_eq!(sim.discord(), DiscordReport::default());
 }
