@@ -100,6 +100,12 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<Job>, Error>> + Send;
+    /// Runs `sql` and reads every row as a job without payload and result.
+    fn summaries(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+    ) -> impl Future<Output = Result<Vec<crate::job::JobSummary>, Error>> + Send;
     /// Runs `sql` and reads the first column of every row as an integer.
     fn ints(
         &mut self,

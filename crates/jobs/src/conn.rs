@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::clock::Timestamp;
 use crate::error::Error;
-use crate::job::{Job, JobId, JobState, Lease};
+use crate::job::{Job, JobId, JobState, JobSummary, Lease};
 
 /// Reads a column of a result row by name.
 pub trait Columns {
@@ -17,6 +17,20 @@ pub trait Columns {
 
 /// Reads a row of `jobs` (all columns) as a [`Job`].
 pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
+    let summary = decode_summary(row)?;
+    let id = summary.id;
+    let json = |col: &'static str, s: String| {
+        serde_json::from_str::<Value>(&s)
+            .map_err(|e| Error::Corrupt(format!("job {id}: {col}: {e}")))
+    };
+    let payload = json("payload", required(row.text("payload")?, "payload")?)?;
+    let result = row.text("result")?.map(|s| json("result", s)).transpose()?;
+    Ok(Job::from_summary(summary, payload, result))
+}
+
+/// Reads a row of `jobs` as a [`JobSummary`]: every column but `payload`
+/// and `result`, which the row need not hold.
+pub fn decode_summary(row: &impl Columns) -> Result<JobSummary, Error> {
     let id = JobId(required(row.int("id")?, "id")?);
     let corrupt =
         |what: &str, e: &dyn std::fmt::Display| Error::Corrupt(format!("job {id}: {what}: {e}"));
@@ -25,8 +39,6 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
     let count = |col: &'static str| -> Result<u32, Error> {
         u32::try_from(int(col)?).map_err(|e| corrupt(col, &e))
     };
-    let json =
-        |s: String, col: &str| serde_json::from_str::<Value>(&s).map_err(|e| corrupt(col, &e));
     let state: JobState = text("state")?.parse().map_err(|e| corrupt("state", &e))?;
     let lease = match (row.text("lease_owner")?, row.int("lease_expires_at")?) {
         (Some(owner), Some(expires)) => Some(Lease {
@@ -37,11 +49,10 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
         }),
         _ => None,
     };
-    Ok(Job {
+    Ok(JobSummary {
         id,
         queue: text("queue")?,
         kind: text("kind")?,
-        payload: json(text("payload")?, "payload")?,
         tenant: text("tenant")?,
         group: text("grp")?,
         priority: i32::try_from(int("priority")?).map_err(|e| corrupt("priority", &e))?,
@@ -52,7 +63,6 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
         run_at: Timestamp::from_millis(int("run_at")?),
         state,
         last_error: row.text("last_error")?,
-        result: row.text("result")?.map(|s| json(s, "result")).transpose()?,
         lease,
         created_at: Timestamp::from_millis(int("created_at")?),
         updated_at: Timestamp::from_millis(int("updated_at")?),
@@ -86,6 +96,15 @@ macro_rules! impl_conn {
             ) -> Result<Vec<$crate::Job>, $crate::Error> {
                 let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
                 rows.iter().map($crate::conn::decode_job).collect()
+            }
+
+            async fn summaries(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<$crate::JobSummary>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                rows.iter().map($crate::conn::decode_summary).collect()
             }
 
             async fn ints(

@@ -181,6 +181,74 @@ pub struct Job {
     pub finished_at: Option<Timestamp>,
 }
 
+/// A job as a list shows it: every field of [`Job`] but its payload and
+/// result, which may be megabytes each and are read one job at a time
+/// ([`JobStore::get`](crate::JobStore::get)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSummary {
+    /// See [`Job::id`].
+    pub id: JobId,
+    /// See [`Job::queue`].
+    pub queue: String,
+    /// See [`Job::kind`].
+    pub kind: String,
+    /// See [`Job::tenant`].
+    pub tenant: String,
+    /// See [`Job::group`].
+    pub group: String,
+    /// See [`Job::priority`].
+    pub priority: i32,
+    /// See [`Job::idempotency_key`].
+    pub idempotency_key: Option<String>,
+    /// See [`Job::attempts`].
+    pub attempts: u32,
+    /// See [`Job::max_attempts`].
+    pub max_attempts: u32,
+    /// See [`Job::reschedules`].
+    pub reschedules: u32,
+    /// See [`Job::run_at`].
+    pub run_at: Timestamp,
+    /// See [`Job::state`].
+    pub state: JobState,
+    /// See [`Job::last_error`] (at most [`MAX_ERROR_LEN`](crate::MAX_ERROR_LEN) bytes).
+    pub last_error: Option<String>,
+    /// See [`Job::lease`].
+    pub lease: Option<Lease>,
+    /// See [`Job::created_at`].
+    pub created_at: Timestamp,
+    /// See [`Job::updated_at`].
+    pub updated_at: Timestamp,
+    /// See [`Job::finished_at`].
+    pub finished_at: Option<Timestamp>,
+}
+
+impl Job {
+    /// The job with `payload` and `result` added to `summary`.
+    pub(crate) fn from_summary(s: JobSummary, payload: Value, result: Option<Value>) -> Self {
+        Self {
+            id: s.id,
+            queue: s.queue,
+            kind: s.kind,
+            payload,
+            tenant: s.tenant,
+            group: s.group,
+            priority: s.priority,
+            idempotency_key: s.idempotency_key,
+            attempts: s.attempts,
+            max_attempts: s.max_attempts,
+            reschedules: s.reschedules,
+            run_at: s.run_at,
+            state: s.state,
+            last_error: s.last_error,
+            result,
+            lease: s.lease,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            finished_at: s.finished_at,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

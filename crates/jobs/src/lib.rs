@@ -137,7 +137,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
-pub use job::{Job, JobId, JobState, Lease, UnknownState};
+pub use job::{Job, JobId, JobState, JobSummary, Lease, UnknownState};
 pub use kinds::{KINDS, PayloadError, validate_payload};
 pub use limits::{JobLimits, LimitGrant, SharedLimits};
 pub use new_job::{DEFAULT_GROUP, DEFAULT_MAX_ATTEMPTS, MAX_NAME_LEN, NewJob};

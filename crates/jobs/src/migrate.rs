@@ -22,6 +22,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "due and tenant groups",
         include_str!("../migrations/sqlite/0003_due_and_tenant_groups.sql"),
     ),
+    (
+        4,
+        "jobs by tenant with filters",
+        include_str!("../migrations/sqlite/0004_jobs_tenant_filters.sql"),
+    ),
 ];
 
 /// PostgreSQL's migrations: (version, description, SQL).
@@ -40,6 +45,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         3,
         "due and tenant groups",
         include_str!("../migrations/postgres/0003_due_and_tenant_groups.sql"),
+    ),
+    (
+        4,
+        "jobs by tenant with filters",
+        include_str!("../migrations/postgres/0004_jobs_tenant_filters.sql"),
     ),
 ];
 

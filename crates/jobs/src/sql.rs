@@ -32,10 +32,34 @@ pub const JOB_BY_KEY: &str = "SELECT j.* FROM jobs j \
 
 pub const GET: &str = "SELECT * FROM jobs WHERE id = $1";
 
-pub const LIST: &str = "SELECT * FROM jobs \
-    WHERE ($1 IS NULL OR queue = $1) AND ($2 IS NULL OR state = $2) AND id > $3 \
-      AND ($5 IS NULL OR tenant = $5) \
-    ORDER BY id LIMIT $4";
+/// The columns of a [`JobSummary`](crate::JobSummary): all but `payload`
+/// and `result`.
+macro_rules! summary {
+    () => {
+        "SELECT id, queue, kind, tenant, grp, priority, idempotency_key, attempts, max_attempts, \
+                reschedules, run_at, state, last_error, lease_owner, lease_token, lease_expires_at, \
+                created_at, updated_at, finished_at FROM jobs "
+    };
+}
+
+/// Every tenant's jobs of queue `$1` (or any) in state `$2` (or any) after
+/// id `$3`, `$4` at most, by primary key.
+pub const LIST: &str = concat!(
+    summary!(),
+    "WHERE ($1 IS NULL OR queue = $1) AND ($2 IS NULL OR state = $2) AND id > $3 \
+     ORDER BY id LIMIT $4"
+);
+
+/// As [`LIST`] for tenant `$5` alone, on `jobs_tenant` (tenant, id, queue,
+/// state): the tenant's entries in id order, queue and state tested on the
+/// index entry, so neither another tenant's jobs nor this tenant's
+/// non-matching ones are read. (A separate statement: `($5 IS NULL OR
+/// tenant = $5)` would keep SQLite from using the index at all.)
+pub const LIST_TENANT: &str = concat!(
+    summary!(),
+    "WHERE tenant = $5 AND id > $3 AND ($1 IS NULL OR queue = $1) AND ($2 IS NULL OR state = $2) \
+     ORDER BY id LIMIT $4"
+);
 
 pub const IS_PAUSED: &str = "SELECT name FROM queues WHERE name = $1 AND paused";
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::clock::Timestamp;
 use crate::counts::QueueCounts;
 use crate::error::Error;
-use crate::job::{Job, JobId, JobState, Lease};
+use crate::job::{Job, JobId, JobState, JobSummary, Lease};
 use crate::new_job::NewJob;
 use crate::retention::{Cleaned, Retention};
 
@@ -46,7 +46,8 @@ pub trait JobStore: Send + Sync {
     /// [`Error::Database`].
     fn get(&self, id: JobId) -> impl Future<Output = Result<Option<Job>, Error>> + Send;
 
-    /// One page of jobs in id order, filtered by queue and state.
+    /// One page of jobs in id order, filtered by queue, state and tenant,
+    /// without their payloads and results (see [`JobSummary`]).
     ///
     /// # Errors
     /// [`Error::Database`].
@@ -268,7 +269,7 @@ impl Default for ListFilter {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Page {
     /// The jobs, in id order.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobSummary>,
     /// The cursor for the next page, if the page was full.
     pub next: Option<JobId>,
 }

@@ -155,6 +155,8 @@ async fn two_hundred_jobs_each_have_their_effect_once_without_a_global_429() {
         .iter()
         .find(|j| j.kind == "discord.create_role")
         .unwrap();
+    // A list leaves results out: read the job itself.
+    let role = store.get(role.id).await.unwrap().unwrap();
     let result = role.result.as_ref().unwrap();
     assert_eq!(result["status"], 200);
     assert!(result["body"]["id"].is_string(), "{result}");

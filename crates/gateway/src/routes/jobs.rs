@@ -67,8 +67,8 @@ fn reply(r: Result<Response, ApiError>) -> Response {
     r.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// A job as the API shows it.
-fn job_json(job: &Job) -> Value {
+/// A job (or a list's summary of one) as the API shows it.
+fn job_json(job: &impl serde::Serialize) -> Value {
     serde_json::to_value(job).unwrap_or_else(|e| json!({"error": e.to_string()}))
 }
 

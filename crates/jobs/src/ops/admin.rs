@@ -22,9 +22,13 @@ pub async fn get(c: &mut impl Conn, id: JobId) -> Result<Option<Job>, Error> {
 pub async fn list(c: &mut impl Conn, filter: &ListFilter) -> Result<Page, Error> {
     let limit = filter.limit.clamp(1, MAX_PAGE);
     let after = filter.after.map_or(i64::MIN, |id| id.0);
+    let sql = match filter.tenant {
+        Some(_) => sql::LIST_TENANT,
+        None => sql::LIST,
+    };
     let jobs = c
-        .jobs(
-            sql::LIST,
+        .summaries(
+            sql,
             args![
                 filter.queue.as_deref(),
                 filter.state.map(JobState::as_str),

@@ -120,3 +120,35 @@ async fn claim_statements_search_their_indexes(store: &SqliteStore) {
         );
     }
 }
+
+/// A tenant's list seeks its own entries of `jobs_tenant` whatever the
+/// filters, rather than walk every tenant's rows from the cursor on.
+#[tokio::test]
+async fn a_tenants_list_searches_its_index() {
+    let store = SqliteStore::in_memory(StoreConfig::default())
+        .await
+        .unwrap();
+    for (queue, state) in [
+        (None, None),
+        (Some("q"), None),
+        (None, Some("dead")),
+        (Some("q"), Some("dead")),
+    ] {
+        let explain = format!("EXPLAIN QUERY PLAN {}", sql::LIST_TENANT);
+        let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(explain))
+            .bind(queue)
+            .bind(state)
+            .bind(0_i64)
+            .bind(10_i64)
+            .bind("acme")
+            .fetch_all(&store.backend.write)
+            .await
+            .unwrap();
+        let steps: Vec<&str> = rows.iter().map(|r| r.3.as_str()).collect();
+        assert_eq!(
+            steps,
+            ["SEARCH jobs USING INDEX jobs_tenant (tenant=? AND id>?)"],
+            "queue {queue:?}, state {state:?}"
+        );
+    }
+}

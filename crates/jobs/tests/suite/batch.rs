@@ -1,7 +1,7 @@
 //! Batches (all or nothing) and listing by cursor.
 
 use serde_json::json;
-use sluice_jobs::{Error, JobState, JobStore, ListFilter};
+use sluice_jobs::{Error, JobId, JobState, JobStore, ListFilter};
 
 use super::{Factory, claim_one, enqueue, job, open};
 
@@ -122,4 +122,36 @@ pub async fn list_filters_by_tenant(f: &impl Factory) {
         ..ListFilter::default()
     };
     assert!(store.list(&other).await.unwrap().jobs.is_empty());
+
+    // With queue and state filters too: a's one job in queue r, and its
+    // one cancelled job, each among b's jobs of the same queue and state.
+    let in_r = store.enqueue(job("r").tenant("a")).await.unwrap().job.id;
+    for _ in 0..20 {
+        let b = store.enqueue(job("r").tenant("b")).await.unwrap().job.id;
+        store.cancel(b).await.unwrap();
+    }
+    store.cancel(mine[0]).await.unwrap();
+    let page = |queue: Option<&str>, state: Option<JobState>| ListFilter {
+        queue: queue.map(str::to_owned),
+        state,
+        tenant: Some("a".into()),
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let listed = |filter: ListFilter| {
+        let store = &store;
+        async move {
+            let page = store.list(&filter).await.unwrap();
+            let ids: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
+            (ids, page.next)
+        }
+    };
+    assert_eq!(listed(page(Some("r"), None)).await, (vec![in_r], None));
+    let cancelled = Some(JobState::Cancelled);
+    assert_eq!(listed(page(None, cancelled)).await, (vec![mine[0]], None));
+    assert_eq!(
+        listed(page(Some("q"), cancelled)).await,
+        (vec![mine[0]], None)
+    );
+    assert_eq!(listed(page(Some("r"), cancelled)).await, (vec![], None));
 }

@@ -1,9 +1,10 @@
-//! `GET /v1/jobs`: the caller's jobs, page by page.
+//! `GET /v1/jobs`: the caller's jobs, page by page, without their
+//! payloads and results (`GET /v1/jobs/{id}` has them).
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sluice_jobs::{Job, JobId, JobState, JobStore, ListFilter, MAX_PAGE};
+use sluice_jobs::{JobId, JobState, JobStore, JobSummary, ListFilter, MAX_PAGE};
 
 use super::{job_json, reply, store, store_error};
 use crate::auth::Tenant;
@@ -101,7 +102,7 @@ async fn tenant_page(
     store: &AnyStore,
     tenant: &str,
     q: ListQuery,
-) -> Result<(Vec<Job>, Option<JobId>), ApiError> {
+) -> Result<(Vec<JobSummary>, Option<JobId>), ApiError> {
     let filter = ListFilter {
         queue: q.queue,
         state: q.state,
