@@ -173,7 +173,6 @@ async fn two_pools_on_one_file_run_each_job_once() {
     let batch = (0..200)
         .map(|n| NewJob::new("q", "act", json!({"n": n})))
         .collect();
-    a.enqueue_batch(batch).await.unwrap();
     let pools: Vec<WorkerPool> = [&a, &b]
         .into_iter()
         .map(|store| {
@@ -185,6 +184,9 @@ async fn two_pools_on_one_file_run_each_job_once() {
                 .unwrap()
         })
         .collect();
+    // Both pools are polling before the jobs arrive, so that neither can
+    // finish them all while the other is still starting.
+    a.enqueue_batch(batch).await.unwrap();
     eventually("every job completed", || async {
         count(&*a, "q", JobState::Completed).await == 200
     })

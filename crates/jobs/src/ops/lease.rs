@@ -168,11 +168,12 @@ async fn not_held(c: &mut impl Conn, lease: &Lease) -> Error {
 /// an upstream's error body may hold) written as U+FFFD: one job's error
 /// text must never fail the batch it is written in.
 fn truncate(error: &str) -> String {
+    let error = error.replace('\0', "\u{FFFD}");
     let mut end = error.len().min(MAX_ERROR_LEN);
     while !error.is_char_boundary(end) {
         end -= 1;
     }
-    error[..end].replace('\0', "\u{FFFD}")
+    error[..end].to_owned()
 }
 
 #[cfg(test)]
