@@ -108,8 +108,8 @@ impl NewJob {
     /// Checks every field, naming the first bad one.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] for an empty or over-long name or zero
-    /// `max_attempts`.
+    /// [`crate::Error::Invalid`] for an empty or over-long name, one with a
+    /// control character, or zero `max_attempts`.
     pub fn validate(&self) -> Result<(), crate::Error> {
         check_name("queue", &self.queue)?;
         check_name("kind", &self.kind)?;
@@ -125,12 +125,17 @@ impl NewJob {
     }
 }
 
-/// Checks a name-like field: not empty, at most [`MAX_NAME_LEN`] bytes.
+/// Checks a name-like field: not empty, at most [`MAX_NAME_LEN`] bytes,
+/// no control characters.
 pub(crate) fn check_name(field: &'static str, value: &str) -> Result<(), crate::Error> {
     if value.is_empty() {
         Err(invalid(field, "must not be empty"))
     } else if value.len() > MAX_NAME_LEN {
         Err(invalid(field, "is longer than 200 bytes"))
+    } else if value.chars().any(char::is_control) {
+        // A NUL would make PostgreSQL refuse the statement (a 503 for
+        // what is bad input); no name needs a control character.
+        Err(invalid(field, "must not contain control characters"))
     } else {
         Ok(())
     }
@@ -152,6 +157,10 @@ mod tests {
         assert!(err.to_string().contains("max_attempts"), "{err}");
         let err = NewJob::new("", "k", Value::Null).validate().unwrap_err();
         assert!(err.to_string().contains("queue"), "{err}");
+        let err = ok.clone().group("a\0b").validate().unwrap_err();
+        assert!(err.to_string().contains("group"), "{err}");
+        let err = ok.clone().idempotency_key("k\n").validate().unwrap_err();
+        assert!(err.to_string().contains("idempotency_key"), "{err}");
         let err = ok.group("x".repeat(201)).validate().unwrap_err();
         assert!(err.to_string().contains("group"), "{err}");
     }
