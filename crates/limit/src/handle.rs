@@ -1,6 +1,7 @@
 //! [`Handle`]: a resource looked up once, for hot paths.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::acquire::{Acquire, Need};
 use crate::grant::{Grant, Held};
@@ -95,14 +96,24 @@ impl Handle {
 
 #[inline]
 pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Error> {
-    let taken = inner.take_now(res, cost, false);
-    inner.shared.dispatch();
-    taken.map(|_| ())
+    let now = inner.shared.now();
+    match res.fast.try_take(now, cost) {
+        Some(Ok(())) => Ok(()),
+        Some(Err(wait)) => Err(Error::RateLimited {
+            resource: res.name.to_string(),
+            retry_after: Some(Duration::from_nanos(wait)),
+        }),
+        None => {
+            let taken = inner.take_now(res, now, cost, false);
+            inner.shared.dispatch();
+            taken.map(|_| ())
+        }
+    }
 }
 
 #[inline]
 pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
-    let taken = inner.take_now(&res, cost, true);
+    let taken = inner.take_now(&res, inner.shared.now(), cost, true);
     inner.shared.dispatch();
     let (stamp, taken) = taken?;
     Ok(Grant {

@@ -261,6 +261,7 @@ impl Limiter {
         if let Some(r) = &removed {
             let mut st = r.lock();
             st.closed = true;
+            st.detached = true;
             st.wake_all();
         }
         removed.is_some()

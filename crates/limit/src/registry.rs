@@ -33,12 +33,14 @@ impl Shard {
             if Arc::strong_count(r) > 1 {
                 return true;
             }
-            match r.state.try_lock() {
-                Ok(mut st) => {
+            match r.try_lock() {
+                Some(mut st) => {
                     st.tick(now, shared, name);
-                    !st.is_idle(now)
+                    let idle = st.is_idle(now);
+                    st.detached = idle;
+                    !idle
                 }
-                Err(_) => true,
+                None => true,
             }
         });
         self.sweep_at = (self.map.len() * 2).max(FIRST_SWEEP);
@@ -125,17 +127,16 @@ impl Inner {
         Ok(out)
     }
 
-    /// The single-resource fast path: takes now or says how long to wait.
-    #[inline]
-    /// Takes `cost` now if it fits; returns the take's stamp and the
-    /// resource's [`taken`](crate::resource::State::taken) after it.
+    /// Takes `cost` at `now` if it fits, under the resource's lock; returns
+    /// the take's stamp and the resource's
+    /// [`taken`](crate::resource::State::taken) after it.
     pub(crate) fn take_now(
         &self,
         res: &Resource,
+        now: Nanos,
         cost: u64,
         grant: bool,
     ) -> Result<(Nanos, u64), Error> {
-        let now = self.shared.now();
         let mut st = res.lock();
         st.tick(now, &self.shared, &res.name);
         refuse_never(&st, &res.name, cost)?;
