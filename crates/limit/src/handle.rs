@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::acquire::{Acquire, Need};
 use crate::grant::{Grant, Held};
 use crate::limiter::{Inner, Limiter};
+use crate::meter::Nanos;
 use crate::resource::Resource;
 use crate::{Capacity, Error};
 
@@ -96,18 +97,29 @@ impl Handle {
 
 #[inline]
 pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Error> {
-    let now = inner.shared.now();
+    check_at(inner, res, inner.shared.now(), cost)
+}
+
+/// Takes `cost` at `now`: on the lock-free path if it is open, else under
+/// the lock.
+#[inline]
+pub(crate) fn check_at(inner: &Inner, res: &Resource, now: Nanos, cost: u64) -> Result<(), Error> {
     match res.fast.try_take(now, cost) {
-        Some(Ok(())) => Ok(()),
-        Some(Err(wait)) => Err(Error::RateLimited {
-            resource: res.name.to_string(),
-            retry_after: Some(Duration::from_nanos(wait)),
-        }),
+        Some(taken) => taken.map_err(|wait| refused(&res.name, wait)),
         None => {
             let taken = inner.take_now(res, now, cost, false);
             inner.shared.dispatch();
             taken.map(|_| ())
         }
+    }
+}
+
+/// A refusal on the lock-free path.
+#[cold]
+pub(crate) fn refused(resource: &str, wait: Nanos) -> Error {
+    Error::RateLimited {
+        resource: resource.to_owned(),
+        retry_after: Some(Duration::from_nanos(wait)),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -24,6 +24,9 @@ use crate::{Capacity, Limit};
 pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) epoch: Instant,
+    /// The clock's own count at `epoch`, if it has one (see
+    /// [`Clock::count_nanos`]).
+    epoch_count: Option<u64>,
     pub(crate) adaptive: AdaptiveConfig,
     events: Mutex<Vec<CapacityChange>>,
     events_pending: AtomicBool,
@@ -42,10 +45,12 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     pub(crate) fn new(clock: Arc<dyn Clock>, adaptive: AdaptiveConfig) -> Self {
+        let epoch_count = clock.count_nanos();
         let epoch = clock.now();
         Shared {
             clock,
             epoch,
+            epoch_count,
             adaptive,
             events: Mutex::new(Vec::new()),
             events_pending: AtomicBool::new(false),
@@ -61,8 +66,17 @@ impl Shared {
     /// Nanoseconds since the epoch on the limiter's clock.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
-        let d = self.clock.now().saturating_duration_since(self.epoch);
-        u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+        match self.epoch_count {
+            Some(epoch) => self
+                .clock
+                .count_nanos()
+                .unwrap_or(epoch)
+                .saturating_sub(epoch),
+            None => {
+                let d = self.clock.now().saturating_duration_since(self.epoch);
+                u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+            }
+        }
     }
 
     pub(crate) fn instant(&self, at: Nanos) -> Instant {
@@ -113,6 +127,9 @@ pub(crate) struct Resource {
     pub(crate) name: Arc<str>,
     /// The lock-free path, open while nothing needs the lock.
     pub(crate) fast: Fast,
+    /// References held by per-thread caches (`cache.rs`), which do not
+    /// keep a resource from being swept.
+    pub(crate) cached: AtomicU32,
     state: Mutex<State>,
 }
 
@@ -131,6 +148,7 @@ impl Resource {
         let r = Resource {
             name,
             fast: Fast::new(),
+            cached: AtomicU32::new(0),
             state: Mutex::new(State {
                 meter,
                 limit,
