@@ -257,34 +257,7 @@ fn idle_waiters() {
     });
 }
 
-fn scratch_loop(what: &str) {
-    const N: u64 = 20_000_000;
-    let gov = RateLimiter::direct(governor_quota());
-    let l = sluice(Rules::new().exact("openai/gpt-4o-mini", huge()));
-    let h = l.handle("openai/gpt-4o-mini").unwrap();
-    let t = Instant::now();
-    for _ in 0..N {
-        match what {
-            "gov" => {
-                black_box(gov.check().is_ok());
-            }
-            "handle" => {
-                black_box(h.check(1).is_ok());
-            }
-            "name" => {
-                black_box(l.check(black_box("openai/gpt-4o-mini"), 1).is_ok());
-            }
-            _ => {}
-        }
-    }
-    println!("{what}: {:.1} ns", t.elapsed().as_nanos() as f64 / N as f64);
-}
-
 fn main() {
-    if let Ok(w) = std::env::var("SCRATCH") {
-        scratch_loop(&w);
-        return;
-    }
     let mut c = Criterion::default().configure_from_args();
     benches_with(&mut c);
     c.final_summary();

@@ -2,7 +2,6 @@
 //! do with them.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -160,13 +159,12 @@ impl Limiter {
     pub fn check(&self, resource: &str, cost: u64) -> Result<(), Error> {
         let inner = &self.inner;
         let now = inner.shared.now();
-        let hash = inner.hasher.hash_one(resource);
-        if let Some(taken) = crate::cache::try_take(inner, resource, hash, now, cost) {
+        if let Some(taken) = crate::cache::try_take(inner, resource, now, cost) {
             return taken.map_err(|wait| crate::handle::refused(resource, wait));
         }
-        let res = inner.resource_hashed(resource, hash, None)?;
+        let res = inner.resource(resource)?;
         let out = crate::handle::check_at(inner, &res, now, cost);
-        crate::cache::remember(inner, hash, res);
+        crate::cache::remember(inner, res);
         out
     }
 
