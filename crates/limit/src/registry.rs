@@ -73,6 +73,7 @@ impl Shard {
                     st.tick(now, shared, name);
                     let idle = st.is_idle(now);
                     st.detached = idle;
+                    st.shed = true;
                     !idle
                 }
                 None => true,
