@@ -331,9 +331,9 @@ impl State {
     /// Applies recovery steps that have come due; called at every lock site
     /// that decides, so recovery needs no background task.
     #[inline]
-    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &str) {
+    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &(impl AsRef<str> + ?Sized)) {
         if self.adaptive.is_some() {
-            self.tick_slow(now, shared, name);
+            self.tick_slow(now, shared, name.as_ref());
         }
     }
 
