@@ -5,6 +5,7 @@
 //!
 //! Pure code: no I/O, nothing of HTTP but the body bytes.
 
+mod bounds;
 mod estimate;
 mod sse;
 mod stream;
@@ -18,6 +19,7 @@ use serde_json::Value;
 
 use crate::config::WireFormat;
 
+pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };

@@ -178,6 +178,7 @@ async fn run(
         Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
     };
     provider(state, &model, endpoint)?;
+    usage::check_bounds(&json).map_err(|(field, message)| ApiError::bad_field(field, message))?;
     obs.model = Some(model.clone());
     // Traced from here on: a request refused for its body costs no disk
     // (`sluice_requests_total` counts it by status).
