@@ -23,7 +23,7 @@ pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
-pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner};
+pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 
 /// Which API a model call goes to; it decides which fields carry the
 /// prompt, the completion limit and the usage.
