@@ -6,8 +6,7 @@
 use bytes::Bytes;
 use serde_json::json;
 
-use crate::config::WireFormat;
-use crate::usage::Endpoint;
+use crate::{Endpoint, WireFormat};
 
 /// The SSE bytes of an error event for a stream of `format` and
 /// `endpoint`. They start with a blank line: an event the upstream left
@@ -41,7 +40,7 @@ pub fn error_event(format: WireFormat, endpoint: Endpoint, code: &str, message: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::usage::sse::{Event, SseParser};
+    use crate::sse::{Event, SseParser};
 
     /// The data of the events a client's SSE parser would dispatch.
     fn events(bytes: &[u8]) -> Vec<String> {
