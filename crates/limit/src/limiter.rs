@@ -1,7 +1,7 @@
 //! [`Limiter`]: keyed resources created from rules, and everything callers
 //! do with them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -99,6 +99,7 @@ impl LimiterBuilder {
             .map(|_| {
                 Mutex::new(Shard {
                     map: HashSet::with_hasher(RandomState::default()),
+                    limits: HashMap::with_hasher(RandomState::default()),
                     sweep_at: FIRST_SWEEP,
                 })
             })
@@ -297,8 +298,8 @@ impl Limiter {
             None => {
                 let limit = inner.rule(resource)?;
                 Resource::new(
-                    resource.into(),
-                    limit,
+                    resource,
+                    Arc::new(limit),
                     now,
                     false,
                     inner.shared.base_margin(),

@@ -2,7 +2,7 @@
 //! swept of idle entries as it grows.
 
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,9 +18,16 @@ use crate::{Error, Limit, Rules};
 
 pub(crate) struct Shard {
     pub(crate) map: HashSet<Entry, RandomState>,
+    /// The limits resources were created under, shared (a rule's many
+    /// keys hold one); forgotten when it holds [`LIMITS`], which only
+    /// costs the sharing.
+    pub(crate) limits: HashMap<Limit, Arc<Limit>, RandomState>,
     /// Sweep idle resources when the map reaches this size.
     pub(crate) sweep_at: usize,
 }
+
+/// Distinct creation limits a shard shares before it starts over.
+const LIMITS: usize = 64;
 
 /// A resource in the map, keyed by its name: one pointer a slot.
 pub(crate) struct Entry(pub(crate) Arc<Resource>);
@@ -34,7 +41,7 @@ impl Hash for Entry {
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
+        self.0.name.as_bytes() == other.0.name.as_bytes()
     }
 }
 
@@ -136,13 +143,15 @@ impl Inner {
             s.sweep(now, &self.shared);
         }
         let margin = self.shared.base_margin();
-        let r = Arc::new(Resource::new(
-            name.into(),
-            limit,
-            now,
-            explicit.is_some(),
-            margin,
-        ));
+        if s.limits.len() >= LIMITS && !s.limits.contains_key(&limit) {
+            s.limits.clear();
+        }
+        let birth = s
+            .limits
+            .entry(limit)
+            .or_insert_with(|| Arc::new(limit))
+            .clone();
+        let r = Arc::new(Resource::new(name, birth, now, explicit.is_some(), margin));
         s.map.insert(Entry(r.clone()));
         Ok(r)
     }

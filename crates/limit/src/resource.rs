@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 mod answer;
 mod fast;
+mod name;
 
 pub(crate) use answer::Answer;
 pub(crate) use fast::Fast;
+pub(crate) use name::Name;
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::Clock;
@@ -124,14 +126,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Debug)]
 pub(crate) struct Resource {
-    pub(crate) name: Arc<str>,
+    pub(crate) name: Name,
     /// The lock-free path, open while nothing needs the lock.
     pub(crate) fast: Fast,
     /// References held by per-thread caches (`cache.rs`), which do not
     /// keep a resource from being swept.
     pub(crate) cached: AtomicU32,
-    /// The limit it was created under.
-    birth: Limit,
+    /// The limit it was created under (shared by the resources of a rule).
+    birth: Arc<Limit>,
     /// `None` while the resource is a plain bucket under `birth` that only
     /// the fast path has needed since the lock was last let go: most keys
     /// of a large keyed limit never need more, and so cost no state.
@@ -142,19 +144,20 @@ impl Resource {
     /// A fresh resource holding back `margin` of refill (see
     /// [`AdaptiveConfig::jitter_margin`]).
     pub(crate) fn new(
-        name: Arc<str>,
-        limit: Limit,
+        name: &str,
+        birth: Arc<Limit>,
         now: Nanos,
         pinned: bool,
         margin: Nanos,
     ) -> Self {
+        let limit = *birth;
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(margin);
         let r = Resource {
-            name,
+            name: Name::new(name),
             fast: Fast::new(),
             cached: AtomicU32::new(0),
-            birth: limit,
+            birth,
             state: Mutex::new(Some(Box::new(State::new(limit, meter, pinned)))),
         };
         // Unlocking opens the fast path (and drops the state of a plain
@@ -215,7 +218,7 @@ impl<'a> Locked<'a> {
                     b.tat = tat.unwrap_or_default();
                     b.params.margin = res.fast.margin_nanos();
                 }
-                *st = Some(Box::new(State::new(res.birth, meter, false)));
+                *st = Some(Box::new(State::new(*res.birth, meter, false)));
             }
         }
         Locked { res, st }
@@ -235,7 +238,7 @@ impl Drop for Locked<'_> {
             && st.adaptive.is_none()
             && !st.closed
             && !st.detached;
-        if free && self.res.fast.open(b.tat, &b.params) && !st.pinned && st.limit == self.res.birth
+        if free && self.res.fast.open(b.tat, &b.params) && !st.pinned && st.limit == *self.res.birth
         {
             // Nothing here that the fast path and `birth` do not hold
             // (what `taken` counted matters only to grants, and none is
