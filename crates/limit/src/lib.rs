@@ -58,6 +58,7 @@
 
 mod acquire;
 mod adaptive;
+mod cache;
 mod clock;
 mod error;
 mod grant;
@@ -73,7 +74,7 @@ mod rules;
 
 pub use acquire::Acquire;
 pub use adaptive::{AdaptiveConfig, CapacityChange, ChangeReason, Policy};
-pub use clock::{Clock, ManualClock, StdClock, TokioClock};
+pub use clock::{Clock, FastClock, ManualClock, StdClock, TokioClock};
 pub use error::Error;
 pub use grant::Grant;
 pub use handle::Handle;

@@ -1,7 +1,7 @@
 //! [`Limiter`]: keyed resources created from rules, and everything callers
 //! do with them.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -14,9 +14,12 @@ use crate::clock::{Clock, TokioClock};
 use crate::grant::Grant;
 use crate::headers::RateLimitHeaders;
 use crate::leases::Leases;
-use crate::registry::{Shard, read};
+use crate::registry::{Entry, Shard, read};
 use crate::resource::{Answer, Resource, Shared, lock};
 use crate::{Capacity, Error, Limit, Rules};
+
+/// Ids of limiters, for per-thread caches.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Resources per shard before the first idle sweep of that shard.
 pub(crate) const FIRST_SWEEP: usize = 64;
@@ -30,6 +33,8 @@ pub struct Limiter {
 }
 
 pub(crate) struct Inner {
+    /// Unique in the process: names the limiter in per-thread caches.
+    pub(crate) id: u64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rules: RwLock<Rules>,
     pub(crate) shards: Box<[Mutex<Shard>]>,
@@ -93,13 +98,14 @@ impl LimiterBuilder {
         let shards = (0..self.shards)
             .map(|_| {
                 Mutex::new(Shard {
-                    map: HashMap::with_hasher(RandomState::default()),
+                    map: HashSet::with_hasher(RandomState::default()),
                     sweep_at: FIRST_SWEEP,
                 })
             })
             .collect();
         Ok(Limiter {
             inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 shared: Arc::new(Shared::new(self.clock, self.adaptive)),
                 rules: RwLock::new(self.rules),
                 shards,
@@ -151,8 +157,15 @@ impl Limiter {
     /// when `cost` can never fit; [`Error::UnknownResource`];
     /// [`Error::Closed`].
     pub fn check(&self, resource: &str, cost: u64) -> Result<(), Error> {
-        let res = self.inner.resource(resource)?;
-        crate::handle::check(&self.inner, &res, cost)
+        let inner = &self.inner;
+        let now = inner.shared.now();
+        if let Some(taken) = crate::cache::try_take(inner, resource, now, cost) {
+            return taken.map_err(|wait| crate::handle::refused(resource, wait));
+        }
+        let res = inner.resource(resource)?;
+        let out = crate::handle::check_at(inner, &res, now, cost);
+        crate::cache::remember(inner, res);
+        out
     }
 
     /// Takes `cost` from `resource` now without waiting, or says how long
@@ -257,10 +270,11 @@ impl Limiter {
     /// recreates it from the rules.
     pub fn remove(&self, resource: &str) -> bool {
         let shard = self.inner.shard(resource);
-        let removed = lock(shard).map.remove(resource);
-        if let Some(r) = &removed {
+        let removed = lock(shard).map.take(resource);
+        if let Some(Entry(r)) = &removed {
             let mut st = r.lock();
             st.closed = true;
+            st.detached = true;
             st.wake_all();
         }
         removed.is_some()
@@ -304,7 +318,7 @@ impl Limiter {
         let mut all: Vec<Arc<Resource>> = inner
             .shards
             .iter()
-            .flat_map(|s| lock(s).map.values().cloned().collect::<Vec<_>>())
+            .flat_map(|s| lock(s).map.iter().map(|e| e.0.clone()).collect::<Vec<_>>())
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         let out = all
@@ -487,7 +501,7 @@ impl Limiter {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         for shard in self.inner.shards.iter() {
-            for r in lock(shard).map.values() {
+            for Entry(r) in lock(shard).map.iter() {
                 let mut st = r.lock();
                 st.closed = true;
                 st.wake_all();

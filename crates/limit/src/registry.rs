@@ -1,8 +1,9 @@
 //! The map of live resources: sharded, created from rules on first use,
 //! swept of idle entries as it grows.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -16,9 +17,33 @@ use crate::resource::{Resource, Shared, State, lock};
 use crate::{Error, Limit, Rules};
 
 pub(crate) struct Shard {
-    pub(crate) map: HashMap<Arc<str>, Arc<Resource>, RandomState>,
+    pub(crate) map: HashSet<Entry, RandomState>,
     /// Sweep idle resources when the map reaches this size.
     pub(crate) sweep_at: usize,
+}
+
+/// A resource in the map, keyed by its name: one pointer a slot.
+pub(crate) struct Entry(pub(crate) Arc<Resource>);
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `str` hashes, for look-ups by `&str`.
+        self.0.name.hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Entry {}
+
+impl Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        &self.0.name
+    }
 }
 
 pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rules> {
@@ -28,17 +53,22 @@ pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rule
 impl Shard {
     pub(crate) fn sweep(&mut self, now: Nanos, shared: &Shared) -> usize {
         let before = self.map.len();
-        self.map.retain(|name, r| {
-            // A clone outside the map means someone is about to use it.
-            if Arc::strong_count(r) > 1 {
+        self.map.retain(|Entry(r)| {
+            let name = &r.name;
+            // A clone outside the map (and the threads' caches) means
+            // someone is about to use it.
+            let cached = r.cached.load(Ordering::Relaxed) as usize;
+            if Arc::strong_count(r).saturating_sub(cached) > 1 {
                 return true;
             }
-            match r.state.try_lock() {
-                Ok(mut st) => {
+            match r.try_lock() {
+                Some(mut st) => {
                     st.tick(now, shared, name);
-                    !st.is_idle(now)
+                    let idle = st.is_idle(now);
+                    st.detached = idle;
+                    !idle
                 }
-                Err(_) => true,
+                None => true,
             }
         });
         self.sweep_at = (self.map.len() * 2).max(FIRST_SWEEP);
@@ -48,8 +78,11 @@ impl Shard {
 
 impl Inner {
     pub(crate) fn shard(&self, name: &str) -> &Mutex<Shard> {
-        let h = self.hasher.hash_one(name);
-        &self.shards[(h >> 32) as usize & (self.shards.len() - 1)]
+        self.shard_of(self.hasher.hash_one(name))
+    }
+
+    pub(crate) fn shard_of(&self, hash: u64) -> &Mutex<Shard> {
+        &self.shards[(hash >> 32) as usize & (self.shards.len() - 1)]
     }
 
     pub(crate) fn rule(&self, name: &str) -> Result<Limit, Error> {
@@ -59,7 +92,7 @@ impl Inner {
     }
 
     pub(crate) fn existing(&self, name: &str) -> Option<Arc<Resource>> {
-        lock(self.shard(name)).map.get(name).cloned()
+        lock(self.shard(name)).map.get(name).map(|e| e.0.clone())
     }
 
     /// The resource, created from its rule on first use.
@@ -73,11 +106,21 @@ impl Inner {
         name: &str,
         explicit: Option<Limit>,
     ) -> Result<Arc<Resource>, Error> {
+        self.resource_hashed(name, self.hasher.hash_one(name), explicit)
+    }
+
+    /// [`Inner::resource_or`] with the name's hash already computed.
+    pub(crate) fn resource_hashed(
+        &self,
+        name: &str,
+        hash: u64,
+        explicit: Option<Limit>,
+    ) -> Result<Arc<Resource>, Error> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let shard = self.shard(name);
-        if let Some(r) = lock(shard).map.get(name) {
+        let shard = self.shard_of(hash);
+        if let Some(Entry(r)) = lock(shard).map.get(name) {
             return Ok(r.clone());
         }
         let limit = match explicit {
@@ -86,22 +129,21 @@ impl Inner {
         };
         let now = self.shared.now();
         let mut s = lock(shard);
-        if let Some(r) = s.map.get(name) {
+        if let Some(Entry(r)) = s.map.get(name) {
             return Ok(r.clone());
         }
         if s.map.len() >= s.sweep_at {
             s.sweep(now, &self.shared);
         }
-        let key: Arc<str> = name.into();
         let margin = self.shared.base_margin();
         let r = Arc::new(Resource::new(
-            key.clone(),
+            name.into(),
             limit,
             now,
             explicit.is_some(),
             margin,
         ));
-        s.map.insert(key, r.clone());
+        s.map.insert(Entry(r.clone()));
         Ok(r)
     }
 
@@ -125,17 +167,16 @@ impl Inner {
         Ok(out)
     }
 
-    /// The single-resource fast path: takes now or says how long to wait.
-    #[inline]
-    /// Takes `cost` now if it fits; returns the take's stamp and the
-    /// resource's [`taken`](crate::resource::State::taken) after it.
+    /// Takes `cost` at `now` if it fits, under the resource's lock; returns
+    /// the take's stamp and the resource's
+    /// [`taken`](crate::resource::State::taken) after it.
     pub(crate) fn take_now(
         &self,
         res: &Resource,
+        now: Nanos,
         cost: u64,
         grant: bool,
     ) -> Result<(Nanos, u64), Error> {
-        let now = self.shared.now();
         let mut st = res.lock();
         st.tick(now, &self.shared, &res.name);
         refuse_never(&st, &res.name, cost)?;

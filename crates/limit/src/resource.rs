@@ -1,14 +1,17 @@
 //! One resource: its meter, its FIFO queue of waiters, its adaptive state.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 mod answer;
+mod fast;
 
 pub(crate) use answer::Answer;
+pub(crate) use fast::Fast;
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::Clock;
@@ -21,6 +24,9 @@ use crate::{Capacity, Limit};
 pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) epoch: Instant,
+    /// The clock's own count at `epoch`, if it has one (see
+    /// [`Clock::count_nanos`]).
+    epoch_count: Option<u64>,
     pub(crate) adaptive: AdaptiveConfig,
     events: Mutex<Vec<CapacityChange>>,
     events_pending: AtomicBool,
@@ -39,10 +45,12 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     pub(crate) fn new(clock: Arc<dyn Clock>, adaptive: AdaptiveConfig) -> Self {
+        let epoch_count = clock.count_nanos();
         let epoch = clock.now();
         Shared {
             clock,
             epoch,
+            epoch_count,
             adaptive,
             events: Mutex::new(Vec::new()),
             events_pending: AtomicBool::new(false),
@@ -58,8 +66,17 @@ impl Shared {
     /// Nanoseconds since the epoch on the limiter's clock.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
-        let d = self.clock.now().saturating_duration_since(self.epoch);
-        u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+        match self.epoch_count {
+            Some(epoch) => self
+                .clock
+                .count_nanos()
+                .unwrap_or(epoch)
+                .saturating_sub(epoch),
+            None => {
+                let d = self.clock.now().saturating_duration_since(self.epoch);
+                u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+            }
+        }
     }
 
     pub(crate) fn instant(&self, at: Nanos) -> Instant {
@@ -108,7 +125,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(crate) struct Resource {
     pub(crate) name: Arc<str>,
-    pub(crate) state: Mutex<State>,
+    /// The lock-free path, open while nothing needs the lock.
+    pub(crate) fast: Fast,
+    /// References held by per-thread caches (`cache.rs`), which do not
+    /// keep a resource from being swept.
+    pub(crate) cached: AtomicU32,
+    /// The limit it was created under.
+    birth: Limit,
+    /// `None` while the resource is a plain bucket under `birth` that only
+    /// the fast path has needed since the lock was last let go: most keys
+    /// of a large keyed limit never need more, and so cost no state.
+    state: Mutex<Option<Box<State>>>,
 }
 
 impl Resource {
@@ -123,25 +150,113 @@ impl Resource {
     ) -> Self {
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(margin);
-        Resource {
+        let r = Resource {
             name,
-            state: Mutex::new(State {
-                meter,
-                limit,
-                adaptive: None,
-                waiters: BTreeMap::new(),
-                queued_cost: 0,
-                in_flight: 0,
-                taken: 0,
-                pinned,
-                closed: false,
-            }),
-        }
+            fast: Fast::new(),
+            cached: AtomicU32::new(0),
+            birth: limit,
+            state: Mutex::new(Some(Box::new(State::new(limit, meter, pinned)))),
+        };
+        // Unlocking opens the fast path (and drops the state of a plain
+        // bucket).
+        drop(r.lock());
+        r
     }
 
+    /// The state, the fast path shut until the guard goes.
     #[inline]
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+    pub(crate) fn lock(&self) -> Locked<'_> {
+        Locked::new(self, lock(&self.state))
+    }
+
+    /// [`Resource::lock`] if nobody holds the lock.
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_>> {
+        let st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked::new(self, st))
+    }
+}
+
+/// A resource's state, locked. While it is held the fast path is shut and
+/// the bucket's arrival time is the one in the state; dropping it opens
+/// the fast path again at that time if nothing needs the lock, and drops
+/// the state of a plain bucket.
+pub(crate) struct Locked<'a> {
+    res: &'a Resource,
+    st: MutexGuard<'a, Option<Box<State>>>,
+}
+
+impl<'a> Locked<'a> {
+    fn new(res: &'a Resource, mut st: MutexGuard<'a, Option<Box<State>>>) -> Self {
+        // The capacity the fast path was opened with, if it was.
+        let capacity = match st.as_deref() {
+            Some(State {
+                meter: Meter::Bucket(b),
+                ..
+            }) => b.params.capacity,
+            Some(_) => 0,
+            None => res.birth.capacity(),
+        };
+        let tat = res.fast.shut(capacity);
+        match st.as_deref_mut() {
+            Some(state) => {
+                if let (Some(tat), Meter::Bucket(b)) = (tat, &mut state.meter) {
+                    b.tat = tat;
+                }
+            }
+            None => {
+                // No state: a plain bucket, whose fast path was open (a
+                // resource lets its state go only then).
+                let mut meter = Meter::new(&res.birth, 0);
+                if let Meter::Bucket(b) = &mut meter {
+                    b.tat = tat.unwrap_or_default();
+                    b.params.margin = res.fast.margin_nanos();
+                }
+                *st = Some(Box::new(State::new(res.birth, meter, false)));
+            }
+        }
+        Locked { res, st }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(st) = self.st.as_deref() else {
+            return;
+        };
+        let Meter::Bucket(b) = &st.meter else {
+            return;
+        };
+        let free = st.waiters.is_empty()
+            && st.in_flight == 0
+            && st.adaptive.is_none()
+            && !st.closed
+            && !st.detached;
+        if free && self.res.fast.open(b.tat, &b.params) && !st.pinned && st.limit == self.res.birth
+        {
+            // Nothing here that the fast path and `birth` do not hold
+            // (what `taken` counted matters only to grants, and none is
+            // held).
+            *self.st = None;
+        }
+    }
+}
+
+impl Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.st.as_deref().expect("a locked resource has its state")
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.st
+            .as_deref_mut()
+            .expect("a locked resource has its state")
     }
 }
 
@@ -170,9 +285,27 @@ pub(crate) struct State {
     /// Configured explicitly rather than from a rule: never evicted.
     pub(crate) pinned: bool,
     pub(crate) closed: bool,
+    /// No longer in the limiter's map (evicted or removed): a name looked
+    /// up earlier must be looked up again.
+    pub(crate) detached: bool,
 }
 
 impl State {
+    fn new(limit: Limit, meter: Meter, pinned: bool) -> Self {
+        State {
+            meter,
+            limit,
+            adaptive: None,
+            waiters: BTreeMap::new(),
+            queued_cost: 0,
+            in_flight: 0,
+            taken: 0,
+            pinned,
+            closed: false,
+            detached: false,
+        }
+    }
+
     /// The limit recovery returns to.
     pub(crate) fn configured(&self) -> &Limit {
         self.adaptive
