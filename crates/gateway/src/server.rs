@@ -103,14 +103,28 @@ impl Gateway {
             state.end_grace();
         };
         let jobs = async {
-            if let Some(jobs) = state.jobs.get() {
-                // Jobs still running at the deadline go back to the store
-                // with no attempt used (the pool's report is logged).
-                jobs.shutdown(deadline.saturating_duration_since(Instant::now()))
-                    .await;
+            let report = match state.jobs.get() {
+                Some(jobs) => jobs.stop_workers(drain).await,
+                None => None,
+            };
+            if let Some(report) = report {
+                if report.released > 0 {
+                    tracing::warn!(
+                        ?drain,
+                        jobs = report.released,
+                        "shutdown grace over: running jobs went back to their queue, no attempt used"
+                    );
+                }
+                tracing::info!(?report, "job workers stopped");
             }
         };
+        // Both drains start now and end by the same deadline.
         tokio::join!(http, jobs);
+        // The store closes after both: a request in flight may still
+        // read or enqueue jobs while the workers are long gone.
+        if let Some(jobs) = state.jobs.get() {
+            jobs.close().await;
+        }
         state.shutdown_writers().await;
         Ok(())
     }
