@@ -79,7 +79,7 @@ pub use error::Error;
 pub use grant::Grant;
 pub use handle::Handle;
 pub use leases::GrantId;
-pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit};
+pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit, MAX_CAPACITY, MAX_WINDOW};
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
 pub use rules::{
     API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,

@@ -155,7 +155,13 @@ impl Bucket {
         let mut next = Bucket::new(limit, now);
         next.params.margin = margin;
         let p = &next.params;
-        let level = level * p.window as i128 / self.params.window as i128;
+        let (new, old) = (p.window as i128, self.params.window as i128);
+        let level = match level.checked_mul(new) {
+            Some(scaled) => scaled / old,
+            // Huge levels (near MAX_CAPACITY over a long window): a
+            // fraction of a token lost is nothing there.
+            None => (level / old).saturating_mul(new),
+        };
         let deepest = -(p.capacity as i128 * p.window as i128);
         let level = level.min(p.tau() as i128).max(deepest);
         next.tat = (p.scaled(now) as i128 + p.tau() as i128 - level) as u128;
