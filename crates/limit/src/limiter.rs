@@ -170,7 +170,9 @@ impl Limiter {
             return taken.map_err(|wait| crate::handle::refused(resource, wait));
         }
         let res = inner.resource(resource)?;
-        let out = crate::handle::check_at(inner, &res, now, cost);
+        // Read again: a resource just created is full as of its creation,
+        // which is later than `now`.
+        let out = crate::handle::check_at(inner, &res, inner.shared.now(), cost);
         crate::cache::remember(inner, res);
         out
     }
