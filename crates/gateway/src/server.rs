@@ -88,7 +88,11 @@ impl Gateway {
         state.drain();
         let deadline = Instant::now() + drain;
         let http = async {
-            let cut = conns.drain(deadline).await;
+            // Requests still waiting near the end are answered 503 while
+            // their connections can carry it, instead of being cut with
+            // the rest at the deadline.
+            let last_word = (drain / 4).min(LAST_WORD);
+            let cut = conns.drain(deadline, last_word, || state.end_grace()).await;
             if cut > 0 {
                 tracing::warn!(
                     ?drain,
@@ -96,7 +100,7 @@ impl Gateway {
                     "shutdown grace over: closed connections with requests in flight"
                 );
             }
-            state.queue.close();
+            state.end_grace();
         };
         let jobs = async {
             let report = match state.jobs.get() {
@@ -125,6 +129,11 @@ impl Gateway {
         Ok(())
     }
 }
+
+/// At most this long before the end of the shutdown grace, requests still
+/// waiting (for the admission queue, the limiter, a pool or a retry) are
+/// answered 503 (a quarter of the grace when that is shorter).
+const LAST_WORD: Duration = Duration::from_millis(500);
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

@@ -271,7 +271,7 @@ impl Limiter {
     /// recreates it from the rules.
     pub fn remove(&self, resource: &str) -> bool {
         let shard = self.inner.shard(resource);
-        let removed = lock(shard).map.take(resource);
+        let removed = lock(shard).map.take(resource.as_bytes());
         if let Some(Entry(r)) = &removed {
             let mut st = r.lock();
             st.closed = true;

@@ -13,7 +13,7 @@ use foldhash::fast::RandomState;
 use crate::acquire::Need;
 use crate::limiter::{FIRST_SWEEP, Inner};
 use crate::meter::Nanos;
-use crate::resource::{Resource, Shared, State, lock};
+use crate::resource::{Name, Resource, Shared, State, lock};
 use crate::{Error, Limit, Rules};
 
 pub(crate) struct Shard {
@@ -34,8 +34,8 @@ pub(crate) struct Entry(pub(crate) Arc<Resource>);
 
 impl Hash for Entry {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        // As `str` hashes, for look-ups by `&str`.
-        self.0.name.hash(state);
+        // As `[u8]` hashes, for look-ups by a name's bytes.
+        self.0.name.as_bytes().hash(state);
     }
 }
 
@@ -47,9 +47,9 @@ impl PartialEq for Entry {
 
 impl Eq for Entry {}
 
-impl Borrow<str> for Entry {
-    fn borrow(&self) -> &str {
-        &self.0.name
+impl Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.0.name.as_bytes()
     }
 }
 
@@ -73,6 +73,7 @@ impl Shard {
                     st.tick(now, shared, name);
                     let idle = st.is_idle(now);
                     st.detached = idle;
+                    st.shed = true;
                     !idle
                 }
                 None => true,
@@ -99,7 +100,10 @@ impl Inner {
     }
 
     pub(crate) fn existing(&self, name: &str) -> Option<Arc<Resource>> {
-        lock(self.shard(name)).map.get(name).map(|e| e.0.clone())
+        lock(self.shard(name))
+            .map
+            .get(name.as_bytes())
+            .map(|e| e.0.clone())
     }
 
     /// The resource, created from its rule on first use.
@@ -127,7 +131,7 @@ impl Inner {
             return Err(Error::Closed);
         }
         let shard = self.shard_of(hash);
-        if let Some(Entry(r)) = lock(shard).map.get(name) {
+        if let Some(Entry(r)) = lock(shard).map.get(name.as_bytes()) {
             return Ok(r.clone());
         }
         let limit = match explicit {
@@ -136,7 +140,7 @@ impl Inner {
         };
         let now = self.shared.now();
         let mut s = lock(shard);
-        if let Some(Entry(r)) = s.map.get(name) {
+        if let Some(Entry(r)) = s.map.get(name.as_bytes()) {
             return Ok(r.clone());
         }
         if s.map.len() >= s.sweep_at {
@@ -222,14 +226,14 @@ impl Inner {
 
 /// Closed, or a cost that can never fit the configured limit.
 #[inline]
-pub(crate) fn refuse_never(st: &State, name: &str, cost: u64) -> Result<(), Error> {
+pub(crate) fn refuse_never(st: &State, name: &Name, cost: u64) -> Result<(), Error> {
     if st.closed {
         return Err(Error::Closed);
     }
     let max = st.configured().max_cost();
     if cost > max {
         return Err(Error::InsufficientCapacity {
-            resource: name.to_owned(),
+            resource: name.to_string(),
             cost,
             capacity: max,
         });

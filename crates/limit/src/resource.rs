@@ -135,8 +135,8 @@ pub(crate) struct Resource {
     /// The limit it was created under (shared by the resources of a rule).
     birth: Arc<Limit>,
     /// `None` while the resource is a plain bucket under `birth` that only
-    /// the fast path has needed since the lock was last let go: most keys
-    /// of a large keyed limit never need more, and so cost no state.
+    /// the fast path has needed since it was created or last swept: most
+    /// keys of a large keyed limit never need more, and so cost no state.
     state: Mutex<Option<Box<State>>>,
 }
 
@@ -162,7 +162,7 @@ impl Resource {
         };
         // Unlocking opens the fast path (and drops the state of a plain
         // bucket).
-        drop(r.lock());
+        r.lock().shed = true;
         r
     }
 
@@ -190,6 +190,10 @@ impl Resource {
 pub(crate) struct Locked<'a> {
     res: &'a Resource,
     st: MutexGuard<'a, Option<Box<State>>>,
+    /// Let the state of a plain bucket go on unlock (creation and sweeps
+    /// do: a resource in use keeps its state rather than rebuild it at
+    /// every grant).
+    pub(crate) shed: bool,
 }
 
 impl<'a> Locked<'a> {
@@ -221,7 +225,11 @@ impl<'a> Locked<'a> {
                 *st = Some(Box::new(State::new(*res.birth, meter, false)));
             }
         }
-        Locked { res, st }
+        Locked {
+            res,
+            st,
+            shed: false,
+        }
     }
 }
 
@@ -238,7 +246,11 @@ impl Drop for Locked<'_> {
             && st.adaptive.is_none()
             && !st.closed
             && !st.detached;
-        if free && self.res.fast.open(b.tat, &b.params) && !st.pinned && st.limit == *self.res.birth
+        if free
+            && self.res.fast.open(b.tat, &b.params)
+            && self.shed
+            && !st.pinned
+            && st.limit == *self.res.birth
         {
             // Nothing here that the fast path and `birth` do not hold
             // (what `taken` counted matters only to grants, and none is
@@ -319,9 +331,9 @@ impl State {
     /// Applies recovery steps that have come due; called at every lock site
     /// that decides, so recovery needs no background task.
     #[inline]
-    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &str) {
+    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &(impl AsRef<str> + ?Sized)) {
         if self.adaptive.is_some() {
-            self.tick_slow(now, shared, name);
+            self.tick_slow(now, shared, name.as_ref());
         }
     }
 

@@ -171,7 +171,7 @@ impl Fast {
     /// only, the path shut); false, leaving it shut, when the limit's
     /// numbers do not fit it.
     pub(crate) fn open(&self, tat: u128, params: &Params) -> bool {
-        let unit = gcd(params.capacity, params.window).max(1);
+        let unit = params.unit;
         let rate = params.capacity / unit;
         let interval = params.window / unit;
         let tau = params.burst as u128 * interval as u128;
@@ -204,13 +204,6 @@ impl Fast {
         self.word.store(version | rest, Ordering::Release);
         true
     }
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! A resource's name, stored inline when short (most keys are), so that an
 //! idle key costs one allocation.
+//!
+//! Reading an inline name as a `str` checks its UTF-8 again, so hot paths
+//! compare and hash [`Name::as_bytes`] and read the `str` only to report.
 
 use std::fmt;
 use std::ops::Deref;
@@ -44,6 +47,12 @@ impl Deref for Name {
             Name::Inline(..) => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
             Name::Heap(s) => s,
         }
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        self
     }
 }
 
