@@ -49,6 +49,8 @@
 //!   paused time.
 //! - [`Limiter::report_throttled`] and [`Limiter::observe`] adapt to what
 //!   upstreams say ([`AdaptiveConfig`], [`headers`]).
+//! - [`RateLimiter`] is what callers need of any limiter, in this process
+//!   or shared through Redis (`sluice-redis`); its grants are [`Permit`]s.
 //!
 //! # Errors
 //! Every fallible call returns [`Error`]; waiting ([`Error::RateLimited`],
@@ -67,6 +69,8 @@ mod leases;
 mod limit;
 mod limiter;
 mod meter;
+mod permit;
+mod rate_limiter;
 mod registry;
 mod resource;
 mod rules;
@@ -80,6 +84,8 @@ pub use handle::Handle;
 pub use leases::GrantId;
 pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit};
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
+pub use permit::{HeldGrant, Permit};
+pub use rate_limiter::{LimitFuture, RateLimiter, SharedLimiter};
 pub use rules::{
     API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
 };
