@@ -337,7 +337,20 @@ async fn shutdown_finishes_what_it_can_and_gives_back_the_rest() {
 
 #[tokio::test]
 async fn a_crashed_workers_job_is_rescued_after_its_lease_expires() {
-    let store = Arc::new(sqlite().await);
+    // A file, not the in-memory store: the crash below drops a pool that
+    // may be in the middle of a statement, and the connection it held is
+    // then closed; an in-memory database would go with it.
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-rescue-{}-{}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(
+        sluice_jobs::SqliteStore::open(dir.join("jobs.db"), sluice_jobs::StoreConfig::default())
+            .await
+            .expect("open a store"),
+    );
     let started = Arc::new(AtomicU32::new(0));
     let s = Arc::clone(&started);
     let hangs = Handlers::new().on(
@@ -384,6 +397,8 @@ async fn a_crashed_workers_job_is_rescued_after_its_lease_expires() {
     assert_eq!(job.result, Some(json!("second worker")));
     assert_eq!(started.load(Ordering::SeqCst), 1);
     rescuer.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Start instants (tokio time) of every run, by group.
