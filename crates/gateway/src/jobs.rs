@@ -10,8 +10,7 @@ mod workers;
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig,
-    WorkerPool,
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
 };
 use tokio::task::JoinHandle;
 

@@ -11,10 +11,10 @@ use tokio::time::Instant;
 
 use crate::config::RetryConfig;
 use crate::error::ApiError;
-use sluice_limit::Permit;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::Trace;
+use sluice_limit::Permit;
 
 /// What to limit a call on.
 #[derive(Debug, Clone)]

@@ -11,9 +11,9 @@ mod response;
 pub use credentials::{Credentials, NoCredential, Secret};
 pub use payload::PayloadError;
 
-use sluice_limit::SharedLimiter;
 use crate::worker::Handlers;
 use serde_json::Value;
+use sluice_limit::SharedLimiter;
 
 /// The kind of a job that calls a configured HTTP API.
 pub const HTTP_KIND: &str = "http";

@@ -67,6 +67,7 @@ mod handle;
 pub mod headers;
 mod leases;
 mod limit;
+mod limit_future;
 mod limiter;
 mod meter;
 mod permit;
@@ -83,9 +84,10 @@ pub use grant::Grant;
 pub use handle::Handle;
 pub use leases::GrantId;
 pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit};
+pub use limit_future::LimitFuture;
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
 pub use permit::{HeldGrant, Permit};
-pub use rate_limiter::{LimitFuture, RateLimiter, SharedLimiter};
+pub use rate_limiter::{RateLimiter, SharedLimiter};
 pub use rules::{
     API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
 };

@@ -41,8 +41,9 @@ impl Permit {
         Permit(Held::Other(Box::new(grant)))
     }
 
-    /// The in-process grant, if this is one.
-    pub fn local(&self) -> Option<&Grant> {
+    /// The in-process grant, if this is one (for [`Limiter`](crate::Limiter)'s
+    /// own [`observe`](crate::RateLimiter::observe), which reads it).
+    pub(crate) fn local(&self) -> Option<&Grant> {
         match &self.0 {
             Held::Local(g) => Some(g),
             Held::Other(_) => None,

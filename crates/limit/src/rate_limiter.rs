@@ -3,16 +3,13 @@
 //! and the job workers hold one [`SharedLimiter`] and no glue per kind.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::headers::RateLimitHeaders;
-use crate::{Acquire, Capacity, Error, Grant, Limit, Limiter, Permit};
+use crate::{Capacity, Error, Limit, LimitFuture, Limiter, Permit};
 
 /// A rate limiter behind a pointer: the in-process [`Limiter`] (made with
 /// `into()` from a `Limiter` or a `&Limiter`) or any other
@@ -21,9 +18,41 @@ pub type SharedLimiter = Arc<dyn RateLimiter>;
 
 /// The limiter operations the gateway and the job workers use.
 ///
-/// Object safe. Every method answers as [`Limiter`]'s method of the same
-/// name does; an implementation that keeps its state elsewhere (Redis)
-/// does its I/O inside the returned futures.
+/// A call goes: acquire its resources with their costs, until a deadline
+/// ([`acquire_many`](RateLimiter::acquire_many), or
+/// [`try_acquire_many`](RateLimiter::try_acquire_many) without waiting);
+/// make the call under the [`Permit`]; settle what it really cost
+/// ([`Permit::settle`], [`Permit::settle_part`]); report the upstream's
+/// answer ([`observe`](RateLimiter::observe)); drop the permit to release
+/// it (a cancelled call releases it too).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), sluice_limit::Error> {
+/// use std::time::Duration;
+/// use sluice_limit::headers::RateLimitHeaders;
+/// use sluice_limit::{Limit, Limiter, Rules, SharedLimiter};
+///
+/// let rules = Rules::new()
+///     .exact("model:m", Limit::per_second(10))
+///     .exact("tokens:m", Limit::per_minute(10_000));
+/// let limits: SharedLimiter = Limiter::new(rules)?.into();
+/// let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+/// let needs = [("model:m", 1), ("tokens:m", 500)];
+/// let mut permit = limits.acquire_many(&needs, Some(deadline)).await?;
+/// // ... the call, which used 120 tokens of the 500 reserved ...
+/// permit.settle_part("tokens:m", 120)?;
+/// let answer = RateLimitHeaders::default();
+/// limits
+///     .observe(Some(&permit), Some("model:m"), Some("tokens:m"), 200, &answer)
+///     .await?;
+/// drop(permit); // released
+/// # Ok(()) }
+/// ```
+///
+/// Object safe: callers hold a [`SharedLimiter`]. Every method answers as
+/// [`Limiter`]'s method of the same name does; an implementation that
+/// keeps its state elsewhere (`sluice-redis`) does its I/O inside the
+/// returned futures.
 pub trait RateLimiter: Send + Sync + fmt::Debug {
     /// Waits, in FIFO order, until every `(resource, cost)` can be taken
     /// at once, or until `deadline` (`None` waits as long as it takes).
@@ -107,61 +136,6 @@ pub trait RateLimiter: Send + Sync + fmt::Debug {
     fn remove_idle(&self, resource: &str) -> bool;
 }
 
-/// The future of a [`RateLimiter`] call.
-///
-/// The in-process limiter answers at once or waits in its own [`Acquire`]
-/// future, neither of which allocates here; other limiters box theirs
-/// ([`LimitFuture::boxed`]).
-#[must_use = "futures do nothing unless polled"]
-pub struct LimitFuture<'a, T>(Pending<'a, T>);
-
-enum Pending<'a, T> {
-    Ready(Option<T>),
-    Acquire(Acquire, fn(Result<Grant, Error>) -> T),
-    Boxed(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
-}
-
-impl<'a, T> LimitFuture<'a, T> {
-    /// A future that answers `value` at once.
-    pub fn ready(value: T) -> Self {
-        LimitFuture(Pending::Ready(Some(value)))
-    }
-
-    /// Boxes `future`.
-    pub fn boxed(future: impl Future<Output = T> + Send + 'a) -> Self {
-        LimitFuture(Pending::Boxed(Box::pin(future)))
-    }
-}
-
-impl From<Acquire> for LimitFuture<'_, Result<Permit, Error>> {
-    fn from(acquire: Acquire) -> Self {
-        LimitFuture(Pending::Acquire(acquire, |r| r.map(Permit::from)))
-    }
-}
-
-impl<T: Unpin> Future for LimitFuture<'_, T> {
-    type Output = T;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        match &mut self.get_mut().0 {
-            Pending::Ready(value) => Poll::Ready(value.take().expect("polled after completion")),
-            Pending::Acquire(acquire, done) => Pin::new(acquire).poll(cx).map(*done),
-            Pending::Boxed(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-impl<T> fmt::Debug for LimitFuture<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.0 {
-            Pending::Ready(_) => "ready",
-            Pending::Acquire(..) => "acquiring",
-            Pending::Boxed(_) => "boxed",
-        };
-        f.debug_tuple("LimitFuture").field(&state).finish()
-    }
-}
-
 impl RateLimiter for Limiter {
     fn acquire_many<'a>(
         &'a self,
@@ -227,8 +201,8 @@ impl RateLimiter for Limiter {
     }
 
     fn remove_idle(&self, resource: &str) -> bool {
-        let busy = Limiter::get_capacity(self, resource)
-            .is_ok_and(|c| c.in_flight > 0 || c.waiting > 0);
+        let busy =
+            Limiter::get_capacity(self, resource).is_ok_and(|c| c.in_flight > 0 || c.waiting > 0);
         if !busy {
             self.remove(resource);
         }
@@ -301,7 +275,9 @@ mod tests {
         let limiter = Limiter::new(Rules::new()).unwrap();
         let limits = SharedLimiter::from(&limiter);
         limits.set_limit("api:a", Limit::per_second(10)).unwrap();
-        limits.set_limit("session:x", Limit::per_second(10)).unwrap();
+        limits
+            .set_limit("session:x", Limit::per_second(10))
+            .unwrap();
         let seen = limits.capacities(&|r| r.starts_with("api:")).await;
         let names: Vec<_> = seen.iter().map(|c| c.resource.as_str()).collect();
         assert_eq!(names, ["api:a"]);

@@ -30,12 +30,7 @@ async fn replica(url: &str, prefix: &str, id: &str) -> RedisLimiter {
         .expect("a limiter")
 }
 
-fn pool(
-    store: &Arc<SqliteStore>,
-    limiter: RedisLimiter,
-    id: &str,
-    starts: &Starts,
-) -> WorkerPool {
+fn pool(store: &Arc<SqliteStore>, limiter: RedisLimiter, id: &str, starts: &Starts) -> WorkerPool {
     let starts = Arc::clone(starts);
     let handlers = Handlers::new().on(
         "work",
@@ -49,21 +44,21 @@ fn pool(
     );
     let second = Duration::from_secs(1);
     WorkerPool::builder(Arc::clone(store), Arc::new(limiter) as SharedLimiter)
-    .handlers(handlers)
-    // Slots for a third of the jobs each: both pools claim, and runs
-    // wait in the limiter, so the rate is what binds.
-    .queue(
-        QueueConfig::new("q")
-            .concurrency(10)
-            .rate(Limit::sliding_window(6, second))
-            .group_rate(Limit::sliding_window(4, second)),
-    )
-    .configure(|p| {
-        p.worker_id = id.to_owned();
-        p.poll = Duration::from_millis(10);
-    })
-    .start()
-    .expect("the pool starts")
+        .handlers(handlers)
+        // Slots for a third of the jobs each: both pools claim, and runs
+        // wait in the limiter, so the rate is what binds.
+        .queue(
+            QueueConfig::new("q")
+                .concurrency(10)
+                .rate(Limit::sliding_window(6, second))
+                .group_rate(Limit::sliding_window(4, second)),
+        )
+        .configure(|p| {
+            p.worker_id = id.to_owned();
+            p.poll = Duration::from_millis(10);
+        })
+        .start()
+        .expect("the pool starts")
 }
 
 /// The test Redis, or `None` with a note.

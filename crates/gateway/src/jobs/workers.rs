@@ -9,8 +9,8 @@ use std::time::Duration;
 use sluice_jobs::kinds::discord::DiscordConfig;
 use sluice_jobs::kinds::http::HttpApis;
 use sluice_jobs::{Handlers, QueueConfig, WorkerPool};
-use sluice_limit::SharedLimiter;
 use sluice_limit::Limit;
+use sluice_limit::SharedLimiter;
 
 use super::AnyStore;
 use crate::config::Config;

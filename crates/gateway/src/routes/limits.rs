@@ -372,7 +372,13 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
     };
     state
         .limits
-        .observe(None, requests.as_deref(), tokens.as_deref(), b.status, &limits)
+        .observe(
+            None,
+            requests.as_deref(),
+            tokens.as_deref(),
+            b.status,
+            &limits,
+        )
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
     current(state, tenant.name(), &resource).await

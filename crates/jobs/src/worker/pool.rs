@@ -10,7 +10,6 @@ use sluice_limit::Limit;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use sluice_limit::SharedLimiter;
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
@@ -19,6 +18,7 @@ use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::run::run_job;
 use crate::worker::wake::{QueueWake, Wakes};
+use sluice_limit::SharedLimiter;
 
 /// Group rate resources a pool configures at most before it drops the
 /// idle ones: groups are user-chosen, so their number is not bounded.

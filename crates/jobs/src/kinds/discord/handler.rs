@@ -9,7 +9,6 @@ use reqwest::header::HeaderValue;
 use serde_json::Value;
 use sluice_limit::Limit;
 
-use sluice_limit::SharedLimiter;
 use crate::job::Job;
 use crate::kinds::discord::buckets::{Buckets, Learned};
 use crate::kinds::discord::{Call, Operation};
@@ -17,6 +16,7 @@ use crate::kinds::response;
 use crate::kinds::{Credentials, Secret};
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
+use sluice_limit::SharedLimiter;
 
 /// How to reach Discord.
 #[derive(Debug, Clone, PartialEq)]

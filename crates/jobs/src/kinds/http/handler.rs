@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderName, HeaderValue};
 use sluice_limit::headers::RateLimitHeaders;
 
-use sluice_limit::SharedLimiter;
 use crate::job::Job;
 use crate::kinds::http::{AuthHeader, HttpApis, HttpPayload};
 use crate::kinds::response;
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
+use sluice_limit::SharedLimiter;
 
 /// How long a call waits for its API's limiter before it is rescheduled.
 const LIMIT_WAIT: Duration = Duration::from_secs(30);
