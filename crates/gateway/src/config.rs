@@ -159,16 +159,8 @@ fn redis_block_ttl() -> u64 {
     100
 }
 
-/// How a provider is spoken to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum WireFormat {
-    /// OpenAI's: `/chat/completions`, `/embeddings`, `/responses`.
-    #[default]
-    Openai,
-    /// Anthropic's: `/messages`.
-    Anthropic,
-}
+/// How a provider is spoken to (defined with the usage it reports).
+pub use sluice_usage::WireFormat;
 
 /// A model provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

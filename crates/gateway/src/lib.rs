@@ -30,7 +30,6 @@ mod server;
 mod state;
 pub mod trace;
 mod upstream;
-pub mod usage;
 pub mod warnings;
 
 pub use server::{Gateway, shutdown_signal};

@@ -78,7 +78,7 @@ pub struct Trace {
 }
 
 /// Token usage as the upstream reported it.
-pub use crate::usage::Usage;
+pub use sluice_usage::Usage;
 
 #[derive(Debug, Clone)]
 struct Span {

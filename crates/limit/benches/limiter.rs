@@ -3,6 +3,10 @@
 //! `cargo bench -p sluice-limit` prints criterion's timings for each pair,
 //! then a table of ratios (sluice / governor) and the memory and idle-CPU
 //! figures that criterion cannot measure.
+//!
+//! Both read the same kind of clock: governor's default, quanta's
+//! time-stamp counter, and sluice's [`FastClock`] on it. The `_stdclock`
+//! line shows a handle on [`StdClock`] (`Instant::now`) for comparison.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -11,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use governor::{Quota, RateLimiter};
-use sluice_limit::{Limit, Limiter, ManualClock, Rules, StdClock};
+use sluice_limit::{FastClock, Limit, Limiter, ManualClock, Rules, StdClock};
 
 const KEYS: usize = 100_000;
 
 fn sluice(rules: Rules) -> Limiter {
     Limiter::builder()
-        .clock(StdClock)
+        .clock(FastClock::new())
         .rules(rules)
         .build()
         .unwrap()
@@ -42,6 +46,15 @@ fn uncontended(c: &mut Criterion) {
     let h = l.handle("openai/gpt-4o-mini").unwrap();
     g.bench_function("sluice_handle", |b| {
         b.iter(|| black_box(h.check(1).is_ok()))
+    });
+    let std = Limiter::builder()
+        .clock(StdClock)
+        .rules(Rules::new().exact("openai/gpt-4o-mini", huge()))
+        .build()
+        .unwrap();
+    let hs = std.handle("openai/gpt-4o-mini").unwrap();
+    g.bench_function("sluice_handle_stdclock", |b| {
+        b.iter(|| black_box(hs.check(1).is_ok()))
     });
     g.bench_function("sluice_grant", |b| {
         b.iter(|| black_box(l.try_acquire(black_box("openai/gpt-4o-mini"), 1).is_ok()))
@@ -151,6 +164,7 @@ fn ratios() {
     for (group, what) in [
         ("uncontended", "sluice"),
         ("uncontended", "sluice_handle"),
+        ("uncontended", "sluice_handle_stdclock"),
         ("uncontended", "sluice_grant"),
         ("two_threads", "sluice"),
         ("keys_100k", "sluice"),

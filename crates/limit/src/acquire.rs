@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use crate::grant::{Grant, Held};
 use crate::limiter::Inner;
 use crate::meter::Nanos;
 use crate::registry::refuse_never;
-use crate::resource::{Resource, State, Waiter};
+use crate::resource::{Locked, Resource, Waiter};
 
 /// One resource and the cost wanted from it.
 #[derive(Debug)]
@@ -191,13 +191,13 @@ impl Drop for Acquire {
 fn step(
     inner: &Inner,
     needs: &[Need],
-    guards: &mut [MutexGuard<'_, State>],
+    guards: &mut [Locked<'_>],
     ticket: &mut Option<u64>,
     deadline: Option<Nanos>,
     waker: &Waker,
     now: Nanos,
 ) -> Step {
-    let leave = |guards: &mut [MutexGuard<'_, State>], ticket: &mut Option<u64>| {
+    let leave = |guards: &mut [Locked<'_>], ticket: &mut Option<u64>| {
         if let Some(t) = ticket.take() {
             for g in guards.iter_mut() {
                 g.leave(t);
@@ -284,7 +284,7 @@ fn step(
 /// Ok when every need fits now; else the longest wait (`None` if any is not
 /// a matter of time) and the index of the resource that sets it.
 fn check_all(
-    guards: &mut [MutexGuard<'_, State>],
+    guards: &mut [Locked<'_>],
     needs: &[Need],
     now: Nanos,
 ) -> Result<(), (Option<Nanos>, usize)> {
@@ -308,7 +308,7 @@ fn check_all(
 /// The wait for everything queued up to (and including) `ticket` to go,
 /// or for a newcomer behind everyone when `ticket` is `None`.
 fn estimate_all(
-    guards: &mut [MutexGuard<'_, State>],
+    guards: &mut [Locked<'_>],
     needs: &[Need],
     now: Nanos,
     ticket: Option<u64>,
@@ -332,7 +332,7 @@ fn estimate_all(
     (worst.0, needs[worst.1].resource.name.to_string())
 }
 
-fn take_all(guards: &mut [MutexGuard<'_, State>], needs: &[Need], now: Nanos) -> Vec<Held> {
+fn take_all(guards: &mut [Locked<'_>], needs: &[Need], now: Nanos) -> Vec<Held> {
     guards
         .iter_mut()
         .zip(needs)

@@ -14,6 +14,15 @@ use std::time::{Duration, Instant};
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// Nanoseconds on a monotonic count of the clock's own, for clocks
+    /// that read one faster than they make an `Instant`: the limiter then
+    /// reads time this way on every decision. `None` (the default) when
+    /// there is none; the limiter then reads [`Clock::now`].
+    #[inline]
+    fn count_nanos(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Tokio's clock: real time normally, and under
@@ -38,6 +47,55 @@ impl Clock for StdClock {
     #[inline]
     fn now(&self) -> Instant {
         Instant::now()
+    }
+}
+
+/// The CPU's time-stamp counter, read through `quanta` and calibrated
+/// against the monotonic clock (governor's default clock); the monotonic
+/// clock itself where the counter is unreliable. About a third of the cost
+/// of [`StdClock`] on x86-64, for limiters that check at high rates and do
+/// not run under tokio's paused time. It follows real time as [`StdClock`]
+/// does, to within the calibration's drift (parts per million): a waiter
+/// woken a moment early looks again and sleeps for the rest.
+#[derive(Debug, Clone)]
+pub struct FastClock {
+    clock: quanta::Clock,
+    origin_raw: u64,
+    origin: Instant,
+}
+
+impl FastClock {
+    /// A clock counting from now. The first one calibrates the counter,
+    /// which takes some milliseconds.
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        FastClock {
+            origin_raw: clock.raw(),
+            origin: Instant::now(),
+            clock,
+        }
+    }
+
+    #[inline]
+    fn elapsed(&self) -> u64 {
+        self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
+    }
+}
+
+impl Default for FastClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for FastClock {
+    fn now(&self) -> Instant {
+        self.origin + Duration::from_nanos(self.elapsed())
+    }
+
+    #[inline]
+    fn count_nanos(&self) -> Option<u64> {
+        Some(self.elapsed())
     }
 }
 

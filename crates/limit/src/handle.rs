@@ -1,10 +1,12 @@
 //! [`Handle`]: a resource looked up once, for hot paths.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::acquire::{Acquire, Need};
 use crate::grant::{Grant, Held};
 use crate::limiter::{Inner, Limiter};
+use crate::meter::Nanos;
 use crate::resource::Resource;
 use crate::{Capacity, Error};
 
@@ -95,14 +97,35 @@ impl Handle {
 
 #[inline]
 pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Error> {
-    let taken = inner.take_now(res, cost, false);
-    inner.shared.dispatch();
-    taken.map(|_| ())
+    check_at(inner, res, inner.shared.now(), cost)
+}
+
+/// Takes `cost` at `now`: on the lock-free path if it is open, else under
+/// the lock.
+#[inline]
+pub(crate) fn check_at(inner: &Inner, res: &Resource, now: Nanos, cost: u64) -> Result<(), Error> {
+    match res.fast.try_take(now, cost) {
+        Some(taken) => taken.map_err(|wait| refused(&res.name, wait)),
+        None => {
+            let taken = inner.take_now(res, now, cost, false);
+            inner.shared.dispatch();
+            taken.map(|_| ())
+        }
+    }
+}
+
+/// A refusal on the lock-free path.
+#[cold]
+pub(crate) fn refused(resource: &str, wait: Nanos) -> Error {
+    Error::RateLimited {
+        resource: resource.to_owned(),
+        retry_after: Some(Duration::from_nanos(wait)),
+    }
 }
 
 #[inline]
 pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
-    let taken = inner.take_now(&res, cost, true);
+    let taken = inner.take_now(&res, inner.shared.now(), cost, true);
     inner.shared.dispatch();
     let (stamp, taken) = taken?;
     Ok(Grant {

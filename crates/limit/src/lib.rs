@@ -60,6 +60,7 @@
 
 mod acquire;
 mod adaptive;
+mod cache;
 mod clock;
 mod error;
 mod grant;
@@ -78,7 +79,7 @@ mod rules;
 
 pub use acquire::Acquire;
 pub use adaptive::{AdaptiveConfig, CapacityChange, ChangeReason, Policy};
-pub use clock::{Clock, ManualClock, StdClock, TokioClock};
+pub use clock::{Clock, FastClock, ManualClock, StdClock, TokioClock};
 pub use error::Error;
 pub use grant::Grant;
 pub use handle::Handle;

@@ -18,6 +18,9 @@ use crate::registry::{Shard, read};
 use crate::resource::{Answer, Resource, Shared, lock};
 use crate::{Capacity, Error, Limit, Rules};
 
+/// Ids of limiters, for per-thread caches.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
 /// Resources per shard before the first idle sweep of that shard.
 pub(crate) const FIRST_SWEEP: usize = 64;
 
@@ -30,6 +33,8 @@ pub struct Limiter {
 }
 
 pub(crate) struct Inner {
+    /// Unique in the process: names the limiter in per-thread caches.
+    pub(crate) id: u64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rules: RwLock<Rules>,
     pub(crate) shards: Box<[Mutex<Shard>]>,
@@ -100,6 +105,7 @@ impl LimiterBuilder {
             .collect();
         Ok(Limiter {
             inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 shared: Arc::new(Shared::new(self.clock, self.adaptive)),
                 rules: RwLock::new(self.rules),
                 shards,
@@ -151,8 +157,15 @@ impl Limiter {
     /// when `cost` can never fit; [`Error::UnknownResource`];
     /// [`Error::Closed`].
     pub fn check(&self, resource: &str, cost: u64) -> Result<(), Error> {
-        let res = self.inner.resource(resource)?;
-        crate::handle::check(&self.inner, &res, cost)
+        let inner = &self.inner;
+        let now = inner.shared.now();
+        if let Some(taken) = crate::cache::try_take(inner, resource, now, cost) {
+            return taken.map_err(|wait| crate::handle::refused(resource, wait));
+        }
+        let res = inner.resource(resource)?;
+        let out = crate::handle::check_at(inner, &res, now, cost);
+        crate::cache::remember(inner, res);
+        out
     }
 
     /// Takes `cost` from `resource` now without waiting, or says how long
@@ -261,6 +274,7 @@ impl Limiter {
         if let Some(r) = &removed {
             let mut st = r.lock();
             st.closed = true;
+            st.detached = true;
             st.wake_all();
         }
         removed.is_some()

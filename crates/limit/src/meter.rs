@@ -18,15 +18,13 @@
 //!   window, and so recovers within two (a settle far above what was
 //!   reserved cannot lock a resource for everyone).
 
-mod gcra;
+mod bucket;
 mod in_flight;
 mod sliding_window;
-mod token_bucket;
 
-pub(crate) use gcra::Gcra;
+pub(crate) use bucket::{Bucket, Params};
 pub(crate) use in_flight::InFlight;
 pub(crate) use sliding_window::SlidingWindow;
-pub(crate) use token_bucket::TokenBucket;
 
 use crate::limit::{Algorithm, Limit};
 
@@ -44,8 +42,8 @@ pub(crate) type Check = Result<(), Option<Nanos>>;
 /// The state of one resource under the algorithm its limit names.
 #[derive(Debug)]
 pub(crate) enum Meter {
-    TokenBucket(TokenBucket),
-    Gcra(Gcra),
+    /// Token bucket and GCRA: the same admissions, one state.
+    Bucket(Bucket),
     SlidingWindow(SlidingWindow),
     InFlight(InFlight),
 }
@@ -53,8 +51,7 @@ pub(crate) enum Meter {
 macro_rules! dispatch {
     ($self:expr, $m:ident => $e:expr) => {
         match $self {
-            Meter::TokenBucket($m) => $e,
-            Meter::Gcra($m) => $e,
+            Meter::Bucket($m) => $e,
             Meter::SlidingWindow($m) => $e,
             Meter::InFlight($m) => $e,
         }
@@ -65,8 +62,7 @@ impl Meter {
     /// A fresh, full meter for `limit` (which has been validated).
     pub(crate) fn new(limit: &Limit, now: Nanos) -> Self {
         match limit.kind() {
-            Algorithm::TokenBucket => Meter::TokenBucket(TokenBucket::new(limit, now)),
-            Algorithm::Gcra => Meter::Gcra(Gcra::new(limit, now)),
+            Algorithm::TokenBucket | Algorithm::Gcra => Meter::Bucket(Bucket::new(limit, now)),
             Algorithm::SlidingWindow => Meter::SlidingWindow(SlidingWindow::new(limit, now)),
             Algorithm::InFlight => Meter::InFlight(InFlight::new(limit)),
         }
@@ -103,8 +99,7 @@ impl Meter {
     /// operator configured the resource anew).
     pub(crate) fn forgive_debt(&mut self, now: Nanos) {
         match self {
-            Meter::TokenBucket(m) => m.forgive_debt(now),
-            Meter::Gcra(m) => m.forgive_debt(now),
+            Meter::Bucket(m) => m.forgive_debt(now),
             Meter::SlidingWindow(m) => m.forgive_debt(now),
             // Slots held are grants alive: nothing owed to forgive.
             Meter::InFlight(_) => {}
@@ -118,8 +113,7 @@ impl Meter {
     /// and GCRA refill continuously; the others ignore it.
     pub(crate) fn set_margin(&mut self, margin: Nanos) {
         match self {
-            Meter::TokenBucket(m) => m.set_margin(margin),
-            Meter::Gcra(m) => m.set_margin(margin),
+            Meter::Bucket(m) => m.set_margin(margin),
             Meter::SlidingWindow(_) | Meter::InFlight(_) => {}
         }
     }

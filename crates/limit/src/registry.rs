@@ -29,16 +29,20 @@ impl Shard {
     pub(crate) fn sweep(&mut self, now: Nanos, shared: &Shared) -> usize {
         let before = self.map.len();
         self.map.retain(|name, r| {
-            // A clone outside the map means someone is about to use it.
-            if Arc::strong_count(r) > 1 {
+            // A clone outside the map (and the threads' caches) means
+            // someone is about to use it.
+            let cached = r.cached.load(Ordering::Relaxed) as usize;
+            if Arc::strong_count(r).saturating_sub(cached) > 1 {
                 return true;
             }
-            match r.state.try_lock() {
-                Ok(mut st) => {
+            match r.try_lock() {
+                Some(mut st) => {
                     st.tick(now, shared, name);
-                    !st.is_idle(now)
+                    let idle = st.is_idle(now);
+                    st.detached = idle;
+                    !idle
                 }
-                Err(_) => true,
+                None => true,
             }
         });
         self.sweep_at = (self.map.len() * 2).max(FIRST_SWEEP);
@@ -48,8 +52,11 @@ impl Shard {
 
 impl Inner {
     pub(crate) fn shard(&self, name: &str) -> &Mutex<Shard> {
-        let h = self.hasher.hash_one(name);
-        &self.shards[(h >> 32) as usize & (self.shards.len() - 1)]
+        self.shard_of(self.hasher.hash_one(name))
+    }
+
+    pub(crate) fn shard_of(&self, hash: u64) -> &Mutex<Shard> {
+        &self.shards[(hash >> 32) as usize & (self.shards.len() - 1)]
     }
 
     pub(crate) fn rule(&self, name: &str) -> Result<Limit, Error> {
@@ -73,10 +80,20 @@ impl Inner {
         name: &str,
         explicit: Option<Limit>,
     ) -> Result<Arc<Resource>, Error> {
+        self.resource_hashed(name, self.hasher.hash_one(name), explicit)
+    }
+
+    /// [`Inner::resource_or`] with the name's hash already computed.
+    pub(crate) fn resource_hashed(
+        &self,
+        name: &str,
+        hash: u64,
+        explicit: Option<Limit>,
+    ) -> Result<Arc<Resource>, Error> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let shard = self.shard(name);
+        let shard = self.shard_of(hash);
         if let Some(r) = lock(shard).map.get(name) {
             return Ok(r.clone());
         }
@@ -125,17 +142,16 @@ impl Inner {
         Ok(out)
     }
 
-    /// The single-resource fast path: takes now or says how long to wait.
-    #[inline]
-    /// Takes `cost` now if it fits; returns the take's stamp and the
-    /// resource's [`taken`](crate::resource::State::taken) after it.
+    /// Takes `cost` at `now` if it fits, under the resource's lock; returns
+    /// the take's stamp and the resource's
+    /// [`taken`](crate::resource::State::taken) after it.
     pub(crate) fn take_now(
         &self,
         res: &Resource,
+        now: Nanos,
         cost: u64,
         grant: bool,
     ) -> Result<(Nanos, u64), Error> {
-        let now = self.shared.now();
         let mut st = res.lock();
         st.tick(now, &self.shared, &res.name);
         refuse_never(&st, &res.name, cost)?;

@@ -1,14 +1,17 @@
 //! One resource: its meter, its FIFO queue of waiters, its adaptive state.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 mod answer;
+mod fast;
 
 pub(crate) use answer::Answer;
+pub(crate) use fast::Fast;
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::Clock;
@@ -21,6 +24,9 @@ use crate::{Capacity, Limit};
 pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) epoch: Instant,
+    /// The clock's own count at `epoch`, if it has one (see
+    /// [`Clock::count_nanos`]).
+    epoch_count: Option<u64>,
     pub(crate) adaptive: AdaptiveConfig,
     events: Mutex<Vec<CapacityChange>>,
     events_pending: AtomicBool,
@@ -39,10 +45,12 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     pub(crate) fn new(clock: Arc<dyn Clock>, adaptive: AdaptiveConfig) -> Self {
+        let epoch_count = clock.count_nanos();
         let epoch = clock.now();
         Shared {
             clock,
             epoch,
+            epoch_count,
             adaptive,
             events: Mutex::new(Vec::new()),
             events_pending: AtomicBool::new(false),
@@ -58,8 +66,17 @@ impl Shared {
     /// Nanoseconds since the epoch on the limiter's clock.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
-        let d = self.clock.now().saturating_duration_since(self.epoch);
-        u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+        match self.epoch_count {
+            Some(epoch) => self
+                .clock
+                .count_nanos()
+                .unwrap_or(epoch)
+                .saturating_sub(epoch),
+            None => {
+                let d = self.clock.now().saturating_duration_since(self.epoch);
+                u64::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+            }
+        }
     }
 
     pub(crate) fn instant(&self, at: Nanos) -> Instant {
@@ -108,7 +125,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(crate) struct Resource {
     pub(crate) name: Arc<str>,
-    pub(crate) state: Mutex<State>,
+    /// The lock-free path, open while nothing needs the lock.
+    pub(crate) fast: Fast,
+    /// References held by per-thread caches (`cache.rs`), which do not
+    /// keep a resource from being swept.
+    pub(crate) cached: AtomicU32,
+    state: Mutex<State>,
 }
 
 impl Resource {
@@ -123,8 +145,10 @@ impl Resource {
     ) -> Self {
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(margin);
-        Resource {
+        let r = Resource {
             name,
+            fast: Fast::new(),
+            cached: AtomicU32::new(0),
             state: Mutex::new(State {
                 meter,
                 limit,
@@ -135,13 +159,75 @@ impl Resource {
                 taken: 0,
                 pinned,
                 closed: false,
+                detached: false,
             }),
-        }
+        };
+        // Unlocking opens the fast path.
+        drop(r.lock());
+        r
     }
 
+    /// The state, the fast path shut until the guard goes.
     #[inline]
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+    pub(crate) fn lock(&self) -> Locked<'_> {
+        Locked::new(&self.fast, lock(&self.state))
+    }
+
+    /// [`Resource::lock`] if nobody holds the lock.
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_>> {
+        let st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked::new(&self.fast, st))
+    }
+}
+
+/// A resource's state, locked. While it is held the fast path is shut and
+/// the bucket's arrival time is the one in the state; dropping it opens
+/// the fast path again at that time if nothing needs the lock.
+pub(crate) struct Locked<'a> {
+    fast: &'a Fast,
+    st: MutexGuard<'a, State>,
+}
+
+impl<'a> Locked<'a> {
+    fn new(fast: &'a Fast, mut st: MutexGuard<'a, State>) -> Self {
+        if let Some(tat) = fast.shut()
+            && let Meter::Bucket(b) = &mut st.meter
+        {
+            b.tat = tat;
+        }
+        Locked { fast, st }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let st = &*self.st;
+        if let Meter::Bucket(b) = &st.meter
+            && st.waiters.is_empty()
+            && st.in_flight == 0
+            && st.adaptive.is_none()
+            && !st.closed
+            && !st.detached
+        {
+            self.fast.open(b.tat, &b.params);
+        }
+    }
+}
+
+impl Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.st
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.st
     }
 }
 
@@ -170,6 +256,9 @@ pub(crate) struct State {
     /// Configured explicitly rather than from a rule: never evicted.
     pub(crate) pinned: bool,
     pub(crate) closed: bool,
+    /// No longer in the limiter's map (evicted or removed): a name looked
+    /// up earlier must be looked up again.
+    pub(crate) detached: bool,
 }
 
 impl State {

@@ -143,6 +143,22 @@ proptest! {
         prop_assert!(l.try_acquire("r", limit.max_cost()).is_ok());
     }
 
+    /// The lock-free path (`check`, nothing held or queued) admits exactly
+    /// what the locked path (`try_acquire`) admits, with the same waits.
+    #[test]
+    fn fast_path_matches_locked_path(limit in limits(), steps in schedule()) {
+        let (a, ca) = limiter(limit);
+        let (b, cb) = limiter(limit);
+        let h = b.handle("r").unwrap();
+        for (i, (dt, cost)) in steps.into_iter().enumerate() {
+            ca.advance(Duration::from_micros(dt));
+            cb.advance(Duration::from_micros(dt));
+            let ra = a.try_acquire("r", cost).map(drop).map_err(|e| e.retry_after());
+            let rb = if i % 2 == 0 { b.check("r", cost) } else { h.check(cost) };
+            prop_assert_eq!(ra, rb.map_err(|e| e.retry_after()));
+        }
+    }
+
     /// GCRA and the token bucket admit the same schedule.
     #[test]
     fn gcra_matches_token_bucket(cap in 1u64..50, window_ms in 1u64..5_000, burst in 1u64..60, steps in schedule()) {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_limit::{Limit, Limiter, Rules};
+use sluice_limit::{Limit, Limiter, ManualClock, Rules};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_and_rate_hold_under_contention() {
@@ -64,4 +64,46 @@ async fn concurrency_and_rate_hold_under_contention() {
         (0, 0, 4.0)
     );
     assert_eq!(l.get_capacity("rate").unwrap().waiting, 0);
+}
+
+/// Checks on the lock-free path race with calls that take the lock (grants,
+/// capacity reads) on two threads, with time standing still: exactly the
+/// burst is admitted, never a token more or less.
+#[test]
+fn lock_free_and_locked_calls_admit_exactly_the_burst() {
+    const BURST: u64 = 20_000;
+    let l = Limiter::builder()
+        .clock(ManualClock::new())
+        .rules(Rules::new().exact("r", Limit::per_second(1).burst(BURST)))
+        .build()
+        .unwrap();
+    let admitted = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let (l, admitted) = (l.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                let h = l.handle("r").unwrap();
+                for i in 0..BURST {
+                    let ok = match (t, i % 4) {
+                        (0, _) => h.check(1).is_ok(),
+                        (1, _) => l.check("r", 1).is_ok(),
+                        (_, 0) => {
+                            // Takes the lock, shutting the lock-free path.
+                            let _ = l.get_capacity("r");
+                            false
+                        }
+                        _ => l.try_acquire("r", 1).is_ok(),
+                    };
+                    if ok {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(admitted.load(Ordering::Relaxed), BURST);
+    assert_eq!(l.get_capacity("r").unwrap().available, 0.0);
 }

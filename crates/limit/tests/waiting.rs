@@ -71,6 +71,27 @@ async fn a_big_cost_at_the_head_is_not_overtaken() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn check_never_jumps_ahead_of_a_waiter() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10)));
+    let h = l.handle("r").unwrap();
+    assert!(h.check(10).is_ok(), "the lock-free path takes the burst");
+    let mut big = l.acquire("r", 10, None);
+    assert!(poll_once(&mut big).is_pending());
+    advance(100 * MS).await;
+    // One token is there, but it is the waiter's.
+    for err in [l.check("r", 1).unwrap_err(), h.check(1).unwrap_err()] {
+        assert!(matches!(err, Error::RateLimited { .. }));
+        assert_eq!(err.retry_after(), Some(Duration::from_millis(1000)));
+    }
+    advance(900 * MS).await;
+    assert!(ready(poll_once(&mut big)).is_ok());
+    drop(big);
+    advance(100 * MS).await;
+    assert!(h.check(1).is_ok(), "the queue is empty again");
+    assert!(h.check(1).is_err());
+}
+
+#[tokio::test(start_paused = true)]
 async fn cost_above_burst_is_never() {
     let l = limiter(Rules::new().exact("r", Limit::per_second(3).burst(10)));
     let err = l.acquire("r", 11, None).await.unwrap_err();

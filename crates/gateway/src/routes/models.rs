@@ -29,7 +29,7 @@ use crate::response::{Buffered, Meta, from_shared, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::trace::Trace;
 use crate::upstream::{self, Answered, Failure, Plan};
-use crate::usage::{self, Endpoint};
+use sluice_usage::{self as usage, Endpoint};
 
 /// `POST /v1/chat/completions`.
 pub async fn chat(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use super::sse::{Event, SseParser};
 use super::wire::{self, AnthropicEvent, ChatChunk, RawUsage, ResponsesEvent};
 use super::{Endpoint, Usage};
-use crate::config::WireFormat;
+use crate::WireFormat;
 
 /// The largest single event [`StreamScanner`] holds and scans by default:
 /// 1 MiB. Usage events are a few hundred bytes; a `/responses`

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::{Endpoint, Usage, from_body, is_stream, request_usage_in_stream, tool_calls};
-use crate::config::WireFormat::{Anthropic, Openai};
+use crate::WireFormat::{Anthropic, Openai};
 
 fn usage(prompt_tokens: u64, completion_tokens: u64, total_tokens: u64) -> Option<Usage> {
     Some(Usage {

@@ -4,8 +4,8 @@ use super::{
     Estimate, MEDIA_PART_TOKENS as MEDIA, MESSAGE_OVERHEAD_TOKENS as MSG,
     REQUEST_OVERHEAD_TOKENS as REQ, estimate,
 };
-use crate::config::WireFormat::{self, Anthropic, Openai};
-use crate::usage::Endpoint::{self, Chat, Embeddings, Messages, Responses};
+use crate::Endpoint::{self, Chat, Embeddings, Messages, Responses};
+use crate::WireFormat::{self, Anthropic, Openai};
 
 const DEFAULT: u64 = 1_000;
 

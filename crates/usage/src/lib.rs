@@ -3,7 +3,30 @@
 //! real figures after the call (what it settles with), from a JSON body or
 //! scanned out of a server-sent-event stream on its way to the client.
 //!
-//! Pure code: no I/O, nothing of HTTP but the body bytes.
+//! Pure code: no I/O, nothing of HTTP but the body bytes. The gateway
+//! (`sluice-gateway`) estimates before it dispatches a call and settles
+//! after it with what this crate finds; a new wire format adds its
+//! variant to [`WireFormat`] and its fields to `wire.rs`, `estimate.rs`
+//! and `stream.rs`.
+//!
+//! ```
+//! use serde_json::json;
+//! use sluice_usage::{Endpoint, WireFormat, estimate, from_body};
+//!
+//! // Before the call: what the tokens-per-minute limit should reserve.
+//! let request = json!({
+//!     "model": "gpt-4o-mini",
+//!     "messages": [{"role": "user", "content": "Say hello"}],
+//!     "max_tokens": 50,
+//! });
+//! let reserved = estimate(WireFormat::Openai, Endpoint::Chat, &request, 4, 1_024);
+//! assert_eq!(reserved.max_completion_tokens, 50);
+//!
+//! // After it: what the provider says was used.
+//! let answer = br#"{"usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}}"#;
+//! let used = from_body(WireFormat::Openai, Endpoint::Chat, answer).expect("usage in the body");
+//! assert_eq!(used.total_tokens, 12);
+//! ```
 
 mod estimate;
 mod sse;
@@ -16,12 +39,21 @@ mod tests;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::WireFormat;
-
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
 pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner};
+
+/// How a provider is spoken to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WireFormat {
+    /// OpenAI's: `/chat/completions`, `/embeddings`, `/responses`.
+    #[default]
+    Openai,
+    /// Anthropic's: `/messages`.
+    Anthropic,
+}
 
 /// Which API a model call goes to; it decides which fields carry the
 /// prompt, the completion limit and the usage.

@@ -2,8 +2,8 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::{StreamScanner, Usage};
-use crate::config::WireFormat;
-use crate::usage::Endpoint;
+use crate::Endpoint;
+use crate::WireFormat;
 
 const CHAT_ROLE: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}"#;
 const CHAT_TEXT: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello, world"},"finish_reason":null}],"usage":null}"#;

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::Endpoint;
-use crate::config::WireFormat;
+use crate::WireFormat;
 
 /// Tokens added once per chat, messages or responses request: the reply's
 /// priming (OpenAI's token-counting guide counts 3).

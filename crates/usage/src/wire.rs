@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{Endpoint, Usage};
-use crate::config::WireFormat;
+use crate::WireFormat;
 
 /// A `usage` object in any of the formats; absent fields stay `None`.
 #[derive(Debug, Default, Deserialize)]

@@ -1,0 +1,138 @@
+//! A per-thread cache of resources looked up by name, so that
+//! [`Limiter::check`](crate::Limiter::check) on a name reaches the
+//! resource's lock-free path without taking a lock of the map.
+//!
+//! A slot holds the resource itself. It cannot hand out a stale one: a
+//! resource dropped from the map (evicted or removed) has its fast path
+//! shut for good, so a call through a stale slot falls back to the map
+//! and refreshes the slot. Slots do not count as users when the map
+//! sweeps idle resources ([`Resource::cached`]).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::limiter::Inner;
+use crate::meter::Nanos;
+use crate::resource::Resource;
+
+/// Slots per thread (direct-mapped by the name's hash).
+const SLOTS: usize = 64;
+
+struct Slot {
+    limiter: u64,
+    resource: Arc<Resource>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Before the reference goes, so that a sweep never counts fewer
+        // users than there are.
+        self.resource.cached.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Vec<Option<Slot>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Takes `cost` from `name` on its lock-free path if this thread has the
+/// resource cached: `None` when it has not, or the path is shut.
+#[inline]
+pub(crate) fn try_take(
+    inner: &Inner,
+    name: &str,
+    now: Nanos,
+    cost: u64,
+) -> Option<Result<(), Nanos>> {
+    CACHE
+        .try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            let slot = c.get(index(name))?.as_ref()?;
+            if slot.limiter != inner.id || !same(slot.resource.name.as_bytes(), name.as_bytes()) {
+                return None;
+            }
+            slot.resource.fast.try_take(now, cost)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Remembers `resource`, just looked up in the map, for this thread.
+pub(crate) fn remember(inner: &Inner, resource: Arc<Resource>) {
+    let _ = CACHE.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return;
+        };
+        if c.is_empty() {
+            c.resize_with(SLOTS, || None);
+        }
+        let slot = &mut c[index(&resource.name)];
+        if let Some(s) = slot
+            && Arc::ptr_eq(&s.resource, &resource)
+        {
+            return;
+        }
+        resource.cached.fetch_add(1, Ordering::Relaxed);
+        let old = slot.replace(Slot {
+            limiter: inner.id,
+            resource,
+        });
+        drop(c);
+        drop(old);
+    });
+}
+
+/// The slot for a name: a cheap mix of its length and its first and last
+/// eight bytes (names that differ only in the middle share a slot, which
+/// costs misses, never a wrong answer: the name is compared in full).
+#[inline]
+fn index(name: &str) -> usize {
+    let b = name.as_bytes();
+    let (head, tail) = match b.len() {
+        8.. => (word(&b[..8]), word(&b[b.len() - 8..])),
+        _ => (b.iter().fold(0u64, |h, x| h << 8 | u64::from(*x)), 0),
+    };
+    let mixed = (head ^ tail.rotate_left(29) ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 58) as usize % SLOTS
+}
+
+#[inline]
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(b);
+    u64::from_le_bytes(w)
+}
+
+/// Byte equality, inlined eight bytes at a time (names are short; a call
+/// to `memcmp` costs as much as the comparison).
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    if !a8
+        .by_ref()
+        .zip(b8.by_ref())
+        .all(|(x, y)| word(x) == word(y))
+    {
+        return false;
+    }
+    a8.remainder() == b8.remainder()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_compare_in_full() {
+        assert!(same(b"session:00000001", b"session:00000001"));
+        assert!(!same(b"session:00000001", b"session:00000002"));
+        assert!(!same(b"session:0000000", b"session:00000001"));
+        assert!(same(b"", b""));
+        assert!(!same(b"openai/gpt-4o-mini", b"openai/gpt-4o-mino"));
+        assert!(index("a") < SLOTS && index("openai/gpt-4o-mini") < SLOTS);
+    }
+}

@@ -1,0 +1,261 @@
+//! Token bucket and GCRA: one state, a theoretical arrival time.
+//!
+//! A token bucket with continuous refill at `capacity / window`, holding at
+//! most `burst`, admits exactly what the generic cell rate algorithm with
+//! emission interval `window / capacity` and tolerance `burst` intervals
+//! admits, so both algorithms share this state. Times are scaled by the
+//! capacity (`t × capacity`), so that one cost unit's emission interval is
+//! the integer `window` and the arithmetic is exact; a token bucket's level
+//! (in `tokens × window`) is `tau − (tat − now)`, `tau` the burst's
+//! intervals.
+//!
+//! The state is one `u128`, so that resources with nobody waiting can
+//! update it with a compare-and-swap and no lock (see `resource/fast.rs`);
+//! the arithmetic is written once, in [`Params`], for both paths.
+
+use super::{Check, Nanos, Stamp};
+use crate::limit::Limit;
+
+/// What the arithmetic needs of a limit, and the jitter margin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub(crate) capacity: u64,
+    pub(crate) window: u64,
+    pub(crate) burst: u64,
+    /// Jitter margin in nanoseconds (see [`super::Meter::set_margin`]).
+    pub(crate) margin: u64,
+}
+
+impl Params {
+    #[inline]
+    pub(crate) fn scaled(&self, now: Nanos) -> u128 {
+        now as u128 * self.capacity as u128
+    }
+
+    /// The delay variation tolerance: a full burst, scaled.
+    #[inline]
+    pub(crate) fn tau(&self) -> u128 {
+        self.burst as u128 * self.window as u128
+    }
+
+    #[inline]
+    fn increment(&self, cost: u64) -> u128 {
+        cost as u128 * self.window as u128
+    }
+
+    /// The arrival time after taking `cost` at `now` from `tat`, or how
+    /// long to wait. `cost` may exceed the burst (a queue's total ahead of
+    /// a newcomer): the answer is then the wait for it to drain.
+    #[inline]
+    pub(crate) fn take(&self, tat: u128, now: Nanos, cost: u64) -> Result<u128, Option<Nanos>> {
+        let now_s = self.scaled(now);
+        let inc = self.increment(cost);
+        let new_tat = tat.max(now_s) + inc;
+        // The margin, scaled, where the burst leaves room for it: a full
+        // bucket always lets its largest grant go.
+        let room = self.tau().saturating_sub(inc);
+        let margin = (self.margin as u128 * self.capacity as u128).min(room);
+        // Allowed at `new_tat + margin - tau`, compared without underflow.
+        let allowed_at = new_tat + margin;
+        let ready = now_s + self.tau();
+        if allowed_at <= ready {
+            return Ok(new_tat);
+        }
+        let wait = (allowed_at - ready).div_ceil(self.capacity as u128);
+        Err(Some(u64::try_from(wait).unwrap_or(u64::MAX)))
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    pub(crate) params: Params,
+    /// Theoretical arrival time, scaled by `capacity`.
+    pub(crate) tat: u128,
+}
+
+impl Bucket {
+    pub(crate) fn new(limit: &Limit, now: Nanos) -> Self {
+        let params = Params {
+            capacity: limit.capacity(),
+            window: limit.window_nanos(),
+            burst: limit.effective_burst(),
+            margin: 0,
+        };
+        Bucket {
+            tat: params.scaled(now),
+            params,
+        }
+    }
+
+    pub(crate) fn set_margin(&mut self, margin: Nanos) {
+        self.params.margin = margin;
+    }
+
+    pub(crate) fn check(&mut self, now: Nanos, cost: u64) -> Check {
+        self.params.take(self.tat, now, cost).map(drop)
+    }
+
+    pub(crate) fn take(&mut self, now: Nanos, cost: u64) -> Stamp {
+        self.debit(now, cost);
+        now
+    }
+
+    pub(crate) fn refund(&mut self, now: Nanos, _stamp: Stamp, amount: u64) {
+        // Not below now: that would be more than a full burst.
+        let now_s = self.params.scaled(now);
+        self.tat = self
+            .tat
+            .saturating_sub(self.params.increment(amount))
+            .max(now_s);
+    }
+
+    pub(crate) fn debit(&mut self, now: Nanos, amount: u64) {
+        let p = &self.params;
+        let now_s = p.scaled(now);
+        let tat = self.tat.max(now_s).saturating_add(p.increment(amount));
+        // At most one window's capacity in debt: a full burst plus a
+        // window's worth of emission intervals ahead of now (or where it
+        // was already).
+        let deepest = now_s + p.tau() + p.capacity as u128 * p.window as u128;
+        self.tat = tat.min(deepest.max(self.tat));
+    }
+
+    pub(crate) fn forgive_debt(&mut self, now: Nanos) {
+        self.tat = self.tat.min(self.params.scaled(now) + self.params.tau());
+    }
+
+    /// What is available, in `tokens × window` (a token bucket's level).
+    fn level(&self, now: Nanos) -> i128 {
+        let now_s = self.params.scaled(now);
+        let used = self.tat.max(now_s) - now_s;
+        self.params.tau() as i128 - used as i128
+    }
+
+    pub(crate) fn available(&mut self, now: Nanos) -> f64 {
+        self.level(now) as f64 / self.params.window as f64
+    }
+
+    pub(crate) fn clamp_available(&mut self, now: Nanos, remaining: u64) {
+        let p = &self.params;
+        let floor = (p.scaled(now) + p.tau()).saturating_sub(p.increment(remaining));
+        self.tat = self.tat.max(floor);
+    }
+
+    pub(crate) fn reconfigure(&mut self, limit: &Limit, now: Nanos) {
+        // Keep what is available (or owed), in the new units, capped at the
+        // new burst and at one new window of debt: a reduction never hands
+        // out more than the new maximum, a raise adds nothing.
+        let level = self.level(now);
+        let margin = self.params.margin;
+        let mut next = Bucket::new(limit, now);
+        next.params.margin = margin;
+        let p = &next.params;
+        let level = level * p.window as i128 / self.params.window as i128;
+        let deepest = -(p.capacity as i128 * p.window as i128);
+        let level = level.min(p.tau() as i128).max(deepest);
+        next.tat = (p.scaled(now) as i128 + p.tau() as i128 - level) as u128;
+        *self = next;
+    }
+
+    pub(crate) fn is_idle(&mut self, now: Nanos) -> bool {
+        self.tat <= self.params.scaled(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const S: u64 = 1_000_000_000;
+
+    fn take(b: &mut Bucket, now: Nanos, n: usize) {
+        for _ in 0..n {
+            assert!(b.check(now, 1).is_ok());
+            b.take(now, 1);
+        }
+    }
+
+    #[test]
+    fn burst_then_emission_interval() {
+        let mut b = Bucket::new(&Limit::per_second(3).burst(10), 0);
+        take(&mut b, 0, 10);
+        // One token comes every 1/3 s, rounded up to the nanosecond.
+        assert_eq!(b.check(0, 1), Err(Some(333_333_334)));
+        assert!(b.check(333_333_333, 1).is_err());
+        assert!(b.check(333_333_334, 1).is_ok());
+    }
+
+    #[test]
+    fn fractional_rate() {
+        // 2.5 per second as 5 per 2 s, burst 1.
+        let mut b = Bucket::new(&Limit::new(5, Duration::from_secs(2)).burst(1), 0);
+        b.take(0, 1);
+        assert_eq!(b.check(0, 1), Err(Some(400_000_000)));
+    }
+
+    #[test]
+    fn margin_delays_only_the_refill() {
+        let mut b = Bucket::new(&Limit::per_second(50).burst(10), 0);
+        b.set_margin(10_000_000);
+        // Half a token held back: nine go at once, the tenth 10 ms later.
+        take(&mut b, 0, 9);
+        assert_eq!(b.check(0, 1), Err(Some(10_000_000)));
+        b.take(10_000_000, 1);
+        // Then one every 20 ms, each 10 ms after its token refilled.
+        assert_eq!(b.check(10_000_000, 1), Err(Some(20_000_000)));
+        assert!(b.check(30_000_000, 1).is_ok());
+        let mut one = Bucket::new(&Limit::per_second(5).burst(1), 0);
+        one.set_margin(10_000_000);
+        assert!(
+            one.check(0, 1).is_ok(),
+            "no room for a margin in a burst of 1"
+        );
+    }
+
+    #[test]
+    fn refund_caps_at_burst_and_debit_makes_debt() {
+        let mut b = Bucket::new(&Limit::per_second(2).burst(2), 0);
+        let s = b.take(0, 2);
+        b.refund(0, s, 5);
+        assert_eq!(b.available(0), 2.0);
+        assert!(b.is_idle(0));
+        b.debit(0, 4);
+        assert_eq!(b.available(0), -2.0);
+        assert_eq!(b.check(0, 1), Err(Some(3 * S / 2)));
+    }
+
+    #[test]
+    fn debt_stops_at_one_window() {
+        let mut b = Bucket::new(&Limit::gcra(3, Duration::from_secs(1)).burst(10), 0);
+        b.debit(0, u64::MAX);
+        assert_eq!(b.available(0), -3.0);
+        // Repaid within one window, full again after the burst's refill.
+        assert_eq!(b.check(0, 1), Err(Some(S + 333_333_334)));
+        b.debit(0, 5);
+        assert_eq!(b.available(0), -3.0);
+        b.forgive_debt(0);
+        assert_eq!(b.available(0), 0.0);
+    }
+
+    #[test]
+    fn reconfigure_caps_available() {
+        let mut b = Bucket::new(&Limit::per_second(100), 0);
+        b.reconfigure(&Limit::per_second(50), 0);
+        assert_eq!(b.available(0), 50.0);
+        b.reconfigure(&Limit::per_second(100), 0);
+        assert_eq!(b.available(0), 50.0, "raising the limit adds no tokens");
+        assert!(!b.is_idle(0));
+        assert!(b.is_idle(S / 2));
+        b.debit(0, 1_000);
+        b.reconfigure(&Limit::new(10, Duration::from_secs(2)), 0);
+        assert_eq!(b.available(0), -10.0, "debt kept, at most one window");
+    }
+
+    #[test]
+    fn clamp_follows_upstream() {
+        let mut b = Bucket::new(&Limit::per_second(10), 0);
+        b.clamp_available(0, 3);
+        assert_eq!(b.available(0), 3.0);
+    }
+}

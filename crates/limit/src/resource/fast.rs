@@ -1,0 +1,258 @@
+//! The lock-free path of a bucket resource (token bucket or GCRA) that
+//! nobody waits on: one compare-and-swap on a 64-bit word, as governor
+//! does, instead of the resource's lock.
+//!
+//! The word holds the bucket's theoretical arrival time (see
+//! `meter/bucket.rs`), a version and a `SHUT` bit. Whoever holds the
+//! resource's lock shuts the fast path first and owns the arrival time
+//! until it lets go (see [`super::Locked`]); it opens the path again only
+//! when nothing else needs the lock: nobody queued (so a fast caller can
+//! never jump ahead of a waiter), no grant held (whose settle and
+//! `observe_answer` count what was taken since), no adaptive state (pauses
+//! and reductions), not closed or dropped from the map.
+//!
+//! To fit 64 bits and stay exact, the arrival time is kept in units of
+//! `g / capacity` nanoseconds, `g = gcd(capacity, window)`, counted from a
+//! base chosen when the path opens: one cost unit is then the integer
+//! `window / g` and a nanosecond `capacity / g` of them. Limits whose
+//! numbers do not reduce that far (a burst of more than 2^50 units) stay on
+//! the locked path; when the arrival time runs out of room the fast path
+//! declines, the locked path takes, and opening again moves the base.
+//!
+//! Opening bumps the version, so that a fast caller that read the word
+//! before the lock was taken fails its compare-and-swap even if the
+//! arrival time came back the same, and reads the parameters again. The
+//! version has 11 bits: a caller would have to stall between its read and
+//! its swap for 2,048 lockings that also changed the parameters and left
+//! the same bits behind.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::meter::{Nanos, Params};
+
+/// Bits of the arrival time; above them the version, then `SHUT`.
+const TAT_BITS: u32 = 52;
+const TAT_MASK: u64 = (1 << TAT_BITS) - 1;
+const SHUT: u64 = 1 << 63;
+const VERSION_ONE: u64 = 1 << TAT_BITS;
+const VERSION_MASK: u64 = !TAT_MASK & !SHUT;
+/// The largest tolerance plus a window's units (and margin, and units per
+/// nanosecond) the fast path takes: it leaves the arrival time room to run
+/// ahead of the base.
+const UNITS_MAX: u64 = 1 << 50;
+
+#[derive(Debug)]
+pub(crate) struct Fast {
+    word: AtomicU64,
+    /// The nanosecond the arrival time counts from.
+    base: AtomicU64,
+    /// Units per nanosecond: `capacity / g`.
+    rate: AtomicU64,
+    /// Units per cost unit: `window / g`.
+    interval: AtomicU64,
+    /// The burst, in units.
+    tau: AtomicU64,
+    /// The jitter margin, in units.
+    margin: AtomicU64,
+    /// `g`: scaled time (see `meter/bucket.rs`) per unit. Read only by
+    /// lock holders.
+    unit: AtomicU64,
+}
+
+/// What the fast path reads besides the word.
+#[derive(Clone, Copy)]
+struct Units {
+    base: u64,
+    rate: u64,
+    interval: u64,
+    tau: u64,
+    margin: u64,
+}
+
+impl Fast {
+    /// Shut: the first unlock opens it if the resource allows.
+    pub(crate) fn new() -> Self {
+        Fast {
+            word: AtomicU64::new(SHUT),
+            base: AtomicU64::new(0),
+            rate: AtomicU64::new(0),
+            interval: AtomicU64::new(0),
+            tau: AtomicU64::new(0),
+            margin: AtomicU64::new(0),
+            unit: AtomicU64::new(1),
+        }
+    }
+
+    /// Takes `cost` at `now` without the lock: `Some(Ok)` taken,
+    /// `Some(Err(wait))` refused, `None` when the locked path must decide
+    /// (shut, a cost above the burst, the arrival time out of room).
+    #[inline]
+    pub(crate) fn try_take(&self, now: Nanos, cost: u64) -> Option<Result<(), Nanos>> {
+        let mut word = self.word.load(Ordering::Acquire);
+        let mut u = self.units();
+        loop {
+            if word & SHUT != 0 {
+                return None;
+            }
+            let inc = cost.checked_mul(u.interval).filter(|i| *i <= u.tau)?;
+            // A `now` before the base (read long before the path last
+            // opened) is for the locked path.
+            let now_u = now
+                .checked_sub(u.base)?
+                .checked_mul(u.rate)
+                .filter(|n| *n <= TAT_MASK - u.tau)?;
+            let tat = (word & TAT_MASK).max(now_u) + inc;
+            // The margin where the burst leaves room for it, as in
+            // `Params::take`.
+            let allowed_at = tat + u.margin.min(u.tau - inc);
+            let ready = now_u + u.tau;
+            if allowed_at <= ready {
+                let next = (word & VERSION_MASK) | tat;
+                match self.word.compare_exchange_weak(
+                    word,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Some(Ok(())),
+                    Err(again) => {
+                        // The parameters change only with the version.
+                        if (again ^ word) & VERSION_MASK != 0 {
+                            u = self.units();
+                        }
+                        word = again;
+                    }
+                }
+            } else {
+                // A refusal changes nothing; it stands if the word (and so
+                // the parameters read) did not change meanwhile.
+                let again = self.word.load(Ordering::Acquire);
+                if again == word {
+                    return Some(Err((allowed_at - ready).div_ceil(u.rate)));
+                }
+                if (again ^ word) & VERSION_MASK != 0 {
+                    u = self.units();
+                }
+                word = again;
+            }
+        }
+    }
+
+    /// The parameters in force at the version last read (acquire) or a
+    /// later one.
+    #[inline]
+    fn units(&self) -> Units {
+        Units {
+            base: self.base.load(Ordering::Relaxed),
+            rate: self.rate.load(Ordering::Relaxed),
+            interval: self.interval.load(Ordering::Relaxed),
+            tau: self.tau.load(Ordering::Relaxed),
+            margin: self.margin.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Shuts the fast path (lock holders only): the arrival time, scaled as
+    /// `meter/bucket.rs` keeps it, if the fast path had it; `None` if it
+    /// was shut already.
+    pub(crate) fn shut(&self) -> Option<u128> {
+        if self.word.load(Ordering::Acquire) & SHUT != 0 {
+            return None;
+        }
+        let word = self.word.fetch_or(SHUT, Ordering::AcqRel);
+        let base = self.base.load(Ordering::Relaxed) as u128;
+        let rate = self.rate.load(Ordering::Relaxed) as u128;
+        let unit = self.unit.load(Ordering::Relaxed) as u128;
+        Some((base * rate + (word & TAT_MASK) as u128) * unit)
+    }
+
+    /// Opens the fast path at `tat` (scaled) under `params` (lock holders
+    /// only, the path shut); false, leaving it shut, when the limit's
+    /// numbers do not fit it.
+    pub(crate) fn open(&self, tat: u128, params: &Params) -> bool {
+        let unit = gcd(params.capacity, params.window).max(1);
+        let rate = params.capacity / unit;
+        let interval = params.window / unit;
+        let tau = params.burst as u128 * interval as u128;
+        let margin = params.margin as u128 * rate as u128;
+        if rate == 0 || rate > UNITS_MAX || tau > UNITS_MAX as u128 || margin > UNITS_MAX as u128 {
+            return false;
+        }
+        // Rounded up to a whole unit (only a reconfiguration leaves a
+        // fraction): never more generous.
+        let tat = tat.div_ceil(unit as u128);
+        // The arrival time runs at most a burst and a window's capacity
+        // (the deepest debt) ahead of the time of any lock holder, so a
+        // base that far behind it is not after any `now` read since.
+        let lead = tau + rate as u128 * params.window as u128;
+        let Ok(base) = u64::try_from(tat.saturating_sub(lead) / rate as u128) else {
+            return false;
+        };
+        let rest = tat - base as u128 * rate as u128;
+        if lead + rate as u128 > UNITS_MAX as u128 || rest > TAT_MASK as u128 {
+            return false;
+        }
+        let rest = rest as u64;
+        self.base.store(base, Ordering::Relaxed);
+        self.rate.store(rate, Ordering::Relaxed);
+        self.interval.store(interval, Ordering::Relaxed);
+        self.tau.store(tau as u64, Ordering::Relaxed);
+        self.margin.store(margin as u64, Ordering::Relaxed);
+        self.unit.store(unit, Ordering::Relaxed);
+        let word = self.word.load(Ordering::Relaxed);
+        let version = word.wrapping_add(VERSION_ONE) & VERSION_MASK;
+        self.word.store(version | rest, Ordering::Release);
+        true
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limit;
+    use crate::meter::Bucket;
+    use std::time::Duration;
+
+    fn opened(limit: Limit, tat: u128) -> (Fast, Params) {
+        let p = Bucket::new(&limit, 0).params;
+        let f = Fast::new();
+        assert!(f.open(tat, &p));
+        (f, p)
+    }
+
+    #[test]
+    fn shut_gives_back_the_arrival_time() {
+        let limit = Limit::new(1, Duration::from_millis(109)).burst(1);
+        let (f, p) = opened(limit, 0);
+        assert_eq!(f.try_take(0, 1), Some(Ok(())));
+        let tat = f.shut().unwrap();
+        assert_eq!(tat, 109_000_000);
+        assert!(f.open(tat, &p));
+        assert_eq!(f.try_take(0, 1), Some(Err(109_000_000)));
+        assert_eq!(f.try_take(109_000_000, 1), Some(Ok(())));
+    }
+
+    #[test]
+    fn declines_what_the_locked_path_must_decide() {
+        let (f, p) = opened(Limit::per_second(3).burst(10), 3_000_000_000_000);
+        // Shut; a cost above the burst; a time before the base.
+        assert_eq!(f.try_take(1_000_000_000_000, 11), None);
+        assert_eq!(f.try_take(0, 1), None);
+        assert_eq!(f.try_take(1_000_000_000_000, 1), Some(Ok(())));
+        // Far enough ahead, the arrival time has no room left.
+        assert_eq!(f.try_take(u64::MAX / 2, 1), None);
+        assert!(f.shut().is_some());
+        assert_eq!(f.try_take(1_000_000_000_000, 1), None);
+        assert!(f.shut().is_none());
+        // Numbers that do not reduce stay on the locked path.
+        let odd = Limit::new(1_000_000_007, Duration::from_secs(1));
+        assert!(!Fast::new().open(0, &Bucket::new(&odd, 0).params));
+        assert!(f.open(0, &p));
+    }
+}
