@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sluice_jobs::{
     JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+    worker::ShutdownReport,
 };
 use tokio::task::JoinHandle;
 
@@ -113,14 +114,17 @@ impl Jobs {
         &self.store
     }
 
-    /// Stops the workers (running jobs get `grace` to finish, then go back
-    /// to the store with no attempt used), the cleaner, and closes the store.
-    pub async fn shutdown(&self, grace: Duration) {
-        let pool = self.pool.lock().ok().and_then(|mut slot| slot.take());
-        if let Some(pool) = pool {
-            let report = pool.shutdown(grace).await;
-            tracing::info!(?report, "job workers stopped");
-        }
+    /// Stops the workers: they claim nothing more, and jobs still running
+    /// after `grace` go back to the store with no attempt used. Returns the
+    /// pool's report (none when this gateway runs no workers).
+    pub async fn stop_workers(&self, grace: Duration) -> Option<ShutdownReport> {
+        let pool = self.pool.lock().ok().and_then(|mut slot| slot.take())?;
+        Some(pool.shutdown(grace).await)
+    }
+
+    /// Stops the cleaner and closes the store: last, once nothing (no
+    /// request in flight, no worker) can use it any more.
+    pub async fn close(&self) {
         if let Some(task) = self.cleaner.lock().ok().and_then(|mut c| c.take()) {
             task.abort();
         }

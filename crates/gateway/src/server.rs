@@ -88,7 +88,11 @@ impl Gateway {
         state.drain();
         let deadline = Instant::now() + drain;
         let http = async {
-            let cut = conns.drain(deadline).await;
+            // Requests still waiting near the end are answered 503 while
+            // their connections can carry it, instead of being cut with
+            // the rest at the deadline.
+            let last_word = (drain / 4).min(LAST_WORD);
+            let cut = conns.drain(deadline, last_word, || state.end_grace()).await;
             if cut > 0 {
                 tracing::warn!(
                     ?drain,
@@ -96,21 +100,40 @@ impl Gateway {
                     "shutdown grace over: closed connections with requests in flight"
                 );
             }
-            state.queue.close();
+            state.end_grace();
         };
         let jobs = async {
-            if let Some(jobs) = state.jobs.get() {
-                // Jobs still running at the deadline go back to the store
-                // with no attempt used (the pool's report is logged).
-                jobs.shutdown(deadline.saturating_duration_since(Instant::now()))
-                    .await;
+            let report = match state.jobs.get() {
+                Some(jobs) => jobs.stop_workers(drain).await,
+                None => None,
+            };
+            if let Some(report) = report {
+                if report.released > 0 {
+                    tracing::warn!(
+                        ?drain,
+                        jobs = report.released,
+                        "shutdown grace over: running jobs went back to their queue, no attempt used"
+                    );
+                }
+                tracing::info!(?report, "job workers stopped");
             }
         };
+        // Both drains start now and end by the same deadline.
         tokio::join!(http, jobs);
+        // The store closes after both: a request in flight may still
+        // read or enqueue jobs while the workers are long gone.
+        if let Some(jobs) = state.jobs.get() {
+            jobs.close().await;
+        }
         state.shutdown_writers().await;
         Ok(())
     }
 }
+
+/// At most this long before the end of the shutdown grace, requests still
+/// waiting (for the admission queue, the limiter, a pool or a retry) are
+/// answered 503 (a quarter of the grace when that is shorter).
+const LAST_WORD: Duration = Duration::from_millis(500);
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

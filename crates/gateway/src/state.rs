@@ -48,6 +48,10 @@ pub struct Inner {
     /// The credentials sent upstream, by API and provider, per tenant.
     pub(crate) credentials: crate::credentials::Upstreams,
     pub(crate) draining: AtomicBool,
+    /// Set when the shutdown grace is about to end: requests still waiting
+    /// for the limiter, a pool or a retry are answered 503 then, while
+    /// their connections can still carry the answer.
+    grace_over: tokio::sync::watch::Sender<bool>,
     pub(crate) metrics: Metrics,
     /// The gauges `/metrics` reads from the job store and the limiter,
     /// refreshed at most once per `metrics.refresh_interval_ms`.
@@ -223,6 +227,7 @@ impl AppState {
                 keys,
                 credentials,
                 draining: AtomicBool::new(false),
+                grace_over: tokio::sync::watch::Sender::new(false),
                 gauges,
                 metrics,
                 traces,
@@ -256,6 +261,32 @@ impl AppState {
     /// Starts draining: readiness fails, new requests get 503.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends the shutdown grace for requests that are still waiting: the
+    /// admission queue sends its entries away and every wait in
+    /// [`AppState::grace_over`] ends, each with a 503.
+    pub fn end_grace(&self) {
+        self.queue.close();
+        self.grace_over.send_replace(true);
+    }
+
+    /// Resolves once [`AppState::end_grace`] was called (never before).
+    pub(crate) async fn grace_over(&self) {
+        let mut rx = self.grace_over.subscribe();
+        // The sender lives as long as the state: an error cannot happen
+        // while anyone waits here.
+        if rx.wait_for(|over| *over).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// The answer to a request still waiting when the grace ends.
+    pub(crate) fn grace_ended() -> ApiError {
+        ApiError::Unavailable {
+            message: "the gateway is shutting down: the request was still waiting when its grace ended; send it again".into(),
+            retry_after: Some(Duration::from_secs(1)),
+        }
     }
 
     /// Writes out every queued trace and stops the writer.

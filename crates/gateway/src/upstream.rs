@@ -150,11 +150,12 @@ where
         let cap = Instant::now() + Duration::from_millis(cfg.max_retry_after_ms);
         let limit_deadline = deadline.min(cap);
         let t0 = Instant::now();
-        let grant = match state
-            .limits
-            .acquire_many(&needs, Some(limit_deadline))
-            .await
-        {
+        let acquired = tokio::select! {
+            biased;
+            () = state.grace_over() => return Err(Failure::Limited(AppState::grace_ended())),
+            r = state.limits.acquire_many(&needs, Some(limit_deadline)) => r,
+        };
+        let grant = match acquired {
             Ok(g) => g,
             Err(e) => {
                 let reason = match &e {
@@ -174,7 +175,12 @@ where
         };
         if permit.is_none() {
             let pool = state.bulkheads.get(plan.pool);
-            permit = Some(pool.acquire(deadline).await.map_err(|e| {
+            let acquired = tokio::select! {
+                biased;
+                () = state.grace_over() => return Err(Failure::Limited(AppState::grace_ended())),
+                r = pool.acquire(deadline) => r,
+            };
+            permit = Some(acquired.map_err(|e| {
                 metrics::limiter_refusal(&plan.requests, "pool_full");
                 Failure::Limited(e.into())
             })?);
@@ -290,7 +296,11 @@ where
             if Instant::now() + wait >= deadline {
                 return Err(Failure::Timeout { attempts: attempt });
             }
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                biased;
+                () = state.grace_over() => return Err(Failure::Limited(AppState::grace_ended())),
+                () = tokio::time::sleep(wait) => {}
+            }
         }
     }
 }

@@ -224,3 +224,63 @@ async fn a_wrong_method_is_405_in_json() {
     expect_error(res, 405, "method_not_allowed").await;
     h.stop().await;
 }
+
+/// Hostile numbers (issue 17): an output limit at `u64::MAX` or a million
+/// choices used to be clamped or saturated into the token estimate (and
+/// sent on upstream where no tokens/min limit applied); now each is a 400
+/// naming its field, and nothing reaches the sim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_numbers_are_a_400_naming_the_field() {
+    let h = Harness::start().await;
+    let cases = [
+        (
+            "/v1/chat/completions",
+            "openai/gpt-4o",
+            "max_tokens",
+            json!(u64::MAX),
+        ),
+        (
+            "/v1/chat/completions",
+            "openai/gpt-4o",
+            "n",
+            json!(1_000_000),
+        ),
+        (
+            "/v1/chat/completions",
+            "openai/gpt-4o",
+            "max_completion_tokens",
+            json!(-1),
+        ),
+        (
+            "/v1/chat/completions",
+            "openai/gpt-4o",
+            "max_tokens",
+            json!(1e300),
+        ),
+        (
+            "/v1/responses",
+            "openai/gpt-4o",
+            "max_output_tokens",
+            json!(u64::MAX),
+        ),
+        (
+            "/v1/messages",
+            "anthropic/claude-sonnet-4-5",
+            "max_tokens",
+            json!(u64::MAX),
+        ),
+    ];
+    for (path, model, field, value) in cases {
+        let mut body = chat(model);
+        if path == "/v1/responses" {
+            body = json!({"model": model, "input": "hi"});
+        }
+        body[field] = value.clone();
+        let res = h.send(path, &body).await;
+        let e = expect_error(res, 400, "invalid_request").await;
+        assert_eq!(e["param"], field, "{path} {field}={value}: {e}");
+        assert!(e["message"].as_str().unwrap().contains("from 1 to"), "{e}");
+    }
+    untouched(&h);
+    h.stop().await;
+}

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Harness, raw, sim_config};
+use common::{Harness, concrete, raw, sim_config};
 use reqwest::Method;
 use sluice_gateway::auth::Owner;
 use sluice_gateway::config::TenantConfig;
@@ -17,16 +17,6 @@ use sluice_gateway::routes::{RouteOwner, owners};
 const TENANT: &str = "key-acme";
 const ADMIN: &str = "the-operator";
 const SCRAPER: &str = "the-scraper";
-
-/// A path to call for a route's pattern.
-fn concrete(pattern: &str) -> String {
-    pattern
-        .replace("{api}", "slack")
-        .replace("{*path}", "chat.postMessage")
-        .replace("{resource}", "openai%2Fgpt-4o")
-        .replace("{id}", "1")
-        .replace("{queue}", "default")
-}
 
 fn method(r: &RouteOwner) -> Method {
     r.method.clone().unwrap_or(Method::GET)

@@ -215,8 +215,8 @@ async fn a_client_leaving_mid_stream_releases_its_grant() {
     h.stop().await;
 }
 
-/// The sim drops the connection after two events: the client sees the
-/// stream fail (no `[DONE]`), and the stream is not sent again.
+/// The sim drops the connection after two events: the client gets an
+/// error event instead of `[DONE]`, and the stream is not sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_upstream_is_cut_for_the_client_and_never_resent() {
     let h = Harness::start().await;
@@ -243,9 +243,19 @@ async fn a_stream_cut_upstream_is_cut_for_the_client_and_never_resent() {
     };
     let text = String::from_utf8_lossy(&got);
     assert!(
-        failed || !text.contains("[DONE]"),
+        !text.contains("[DONE]"),
         "a cut stream looked whole: {text}"
     );
+    // Told in the stream, in OpenAI's shape, and the stream ends cleanly
+    // after it (issue 17): an SDK raises it.
+    assert!(!failed, "the stream ends cleanly after its error event");
+    let last = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("data: "))
+        .last()
+        .expect("an event");
+    let e: serde_json::Value = serde_json::from_str(&last["data: ".len()..]).expect("JSON");
+    assert_eq!(e["error"]["code"], "upstream_error", "{text}");
     let seen = h.sim.stats().model("cut-stream");
     assert_eq!((seen.requests, seen.disconnects), (1, 1), "not resent");
     h.stop().await;
@@ -281,7 +291,9 @@ async fn a_deadline_passing_mid_stream_ends_it() {
     })
     .await
     .expect("the stream ends at its deadline");
-    assert!(!String::from_utf8_lossy(&read).contains("[DONE]"));
+    let text = String::from_utf8_lossy(&read);
+    assert!(!text.contains("[DONE]"));
+    assert!(text.contains(r#""code":"deadline_exceeded""#), "{text}");
     wait_until("the in-flight slot is free", || async {
         h.resource("inflight:openai/long")
             .await

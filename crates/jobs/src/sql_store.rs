@@ -115,7 +115,19 @@ impl<B: Backend> JobStore for Store<B> {
             return Ok(Vec::new());
         }
         let now = self.now();
-        in_tx!(self, |tx| lease::complete_many(tx, B::DIALECT, done, now))
+        let whole: Result<_, Error> =
+            async { in_tx!(self, |tx| lease::complete_many(tx, B::DIALECT, &done, now)) }.await;
+        match whole {
+            Err(e) if done.len() > 1 && refused_item(&e) => {
+                one_by_one("completions", &e, done.len());
+                let mut out = Vec::with_capacity(done.len());
+                for (held, result) in done {
+                    out.push(self.complete(&held, result).await);
+                }
+                Ok(out)
+            }
+            whole => whole,
+        }
     }
 
     async fn fail(&self, held: &Lease, error: &str, decision: RetryDecision) -> Result<Job, Error> {
@@ -131,7 +143,19 @@ impl<B: Backend> JobStore for Store<B> {
             return Ok(Vec::new());
         }
         let now = self.now();
-        in_tx!(self, |tx| lease::fail_many(tx, failed, now))
+        let whole: Result<_, Error> =
+            async { in_tx!(self, |tx| lease::fail_many(tx, &failed, now)) }.await;
+        match whole {
+            Err(e) if failed.len() > 1 && refused_item(&e) => {
+                one_by_one("failures", &e, failed.len());
+                let mut out = Vec::with_capacity(failed.len());
+                for (held, error, decision) in failed {
+                    out.push(self.fail(&held, &error, decision).await);
+                }
+                Ok(out)
+            }
+            whole => whole,
+        }
     }
 
     async fn rescue(&self) -> Result<Vec<Job>, Error> {
@@ -177,4 +201,40 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| admin::cleanup(tx, retention, now))
     }
+}
+
+/// Whether the database refused a batch's statement for what it holds (a
+/// constraint, a trigger, a value it cannot store), rather than being out
+/// of reach or busy: then each item is worth writing on its own, so one
+/// bad item does not send the batch's finished jobs back to run again
+/// once their leases expire. Transient failures (connection, busy or
+/// locked, serialization, out of resources) are not: written one by one
+/// they would each wait out the same failure.
+fn refused_item(e: &Error) -> bool {
+    let Error::Database(sqlx::Error::Database(db)) = e else {
+        return false;
+    };
+    let Some(code) = db.code() else {
+        return true;
+    };
+    match code.parse::<u32>() {
+        // SQLite's result codes (extended ones carry the primary code in
+        // their low byte): BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN.
+        Ok(n) => !matches!(n & 0xff, 5 | 6 | 7 | 10 | 13 | 14),
+        // PostgreSQL's SQLSTATE classes: connection exception, transaction
+        // rollback, insufficient resources, operator intervention, system error.
+        Err(_) => !matches!(&code[..code.len().min(2)], "08" | "40" | "53" | "57" | "58"),
+    }
+}
+
+fn one_by_one(what: &str, e: &Error, items: usize) {
+    let mut cause = e.to_string();
+    if let Some(source) = std::error::Error::source(e) {
+        cause = format!("{cause}: {source}");
+    }
+    tracing::warn!(
+        error = %cause,
+        items,
+        "jobs: the database refused a batch of {what}; writing them one by one"
+    );
 }

@@ -97,11 +97,14 @@ pub trait JobStore: Send + Sync {
     /// order. Each item is guarded by its own lease, so a stale one fails
     /// alone ([`Error::LeaseLost`] or [`Error::NotFound`]) and the others
     /// still complete; a lease given twice completes once and the repeat
-    /// answers [`Error::LeaseLost`]. The default completes them one by one.
+    /// answers [`Error::LeaseLost`]. The default completes them one by one;
+    /// so do the SQL stores when the database refuses the batch's statement
+    /// for what one item holds (a constraint, a trigger), so that item fails
+    /// alone.
     ///
     /// # Errors
     /// [`Error::Database`] if the batch as a whole could not be written
-    /// (then none of it was).
+    /// (then none of it was): the database is out of reach or busy.
     fn complete_many(
         &self,
         done: Vec<(Lease, Value)>,
@@ -131,7 +134,8 @@ pub trait JobStore: Send + Sync {
     /// transaction where the backend can: answers one result per item, in
     /// order, each item guarded by its own lease as in
     /// [`complete_many`](Self::complete_many). The default fails them one
-    /// by one.
+    /// by one, as the SQL stores do when the database refuses the batch
+    /// for what one item holds.
     ///
     /// # Errors
     /// [`Error::Database`] if the batch as a whole could not be written

@@ -119,3 +119,26 @@ async fn two_stores_on_one_database_share_the_queue() {
         "no job claimed twice"
     );
 }
+
+#[tokio::test]
+async fn refused_items_fail_alone() {
+    let schema = fresh_schema().await;
+    let clock = ManualClock::new(T0);
+    let store = store_in(&schema, clock.clone()).await;
+    let mut conn = PgConnection::connect(&url()).await.expect("connect");
+    let ddl = format!(
+        "CREATE FUNCTION {schema}.poison() RETURNS trigger AS $$ BEGIN \
+           RAISE EXCEPTION 'poison refused'; \
+         END $$ LANGUAGE plpgsql; \
+         CREATE TRIGGER poison BEFORE UPDATE ON {schema}.jobs FOR EACH ROW \
+           WHEN (NEW.result = '{}' OR NEW.last_error = 'poison') \
+           EXECUTE FUNCTION {schema}.poison()",
+        suite::leases::POISON_RESULT
+    );
+    sqlx::raw_sql(AssertSqlSafe(ddl))
+        .execute(&mut conn)
+        .await
+        .expect("create the trigger");
+    conn.close().await.expect("close");
+    suite::leases::refused_items_fail_alone(&store, &clock).await;
+}

@@ -98,3 +98,28 @@ async fn in_memory_and_full_sync_stores_work() {
         JobState::Available
     );
 }
+
+#[tokio::test]
+async fn refused_items_fail_alone() {
+    use sqlx::{Connection, SqliteConnection};
+    let path = fresh_path("refused");
+    let clock = ManualClock::new(T0);
+    let store = SqliteStore::open(&path, StoreConfig::default().clock(clock.clone()))
+        .await
+        .unwrap();
+    let mut conn = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let trigger = format!(
+        "CREATE TRIGGER poison BEFORE UPDATE ON jobs \
+         WHEN NEW.result = '{}' OR NEW.last_error = 'poison' \
+         BEGIN SELECT RAISE(ABORT, 'poison refused'); END",
+        suite::leases::POISON_RESULT
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    suite::leases::refused_items_fail_alone(&store, &clock).await;
+}

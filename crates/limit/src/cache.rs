@@ -91,7 +91,7 @@ fn index(name: &str) -> usize {
     let b = name.as_bytes();
     let (head, tail) = match b.len() {
         8.. => (word(&b[..8]), word(&b[b.len() - 8..])),
-        _ => (b.iter().fold(0u64, |h, x| h << 8 | u64::from(*x)), 0),
+        _ => (small(b), 0),
     };
     let mixed = (head ^ tail.rotate_left(29) ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> 58) as usize % SLOTS
@@ -108,18 +108,28 @@ fn word(b: &[u8]) -> u64 {
 /// to `memcmp` costs as much as the comparison).
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    if !a8
-        .by_ref()
-        .zip(b8.by_ref())
-        .all(|(x, y)| word(x) == word(y))
-    {
-        return false;
+    if n < 8 {
+        return small(a) == small(b);
     }
-    a8.remainder() == b8.remainder()
+    let mut i = 0;
+    while i + 8 <= n {
+        if word(&a[i..i + 8]) != word(&b[i..i + 8]) {
+            return false;
+        }
+        i += 8;
+    }
+    // The last eight bytes, overlapping what was compared.
+    word(&a[n - 8..]) == word(&b[n - 8..])
+}
+
+/// Up to seven bytes as one word.
+#[inline]
+fn small(b: &[u8]) -> u64 {
+    b.iter().fold(0, |h, x| h << 8 | u64::from(*x))
 }
 
 #[cfg(test)]
@@ -133,6 +143,9 @@ mod tests {
         assert!(!same(b"session:0000000", b"session:00000001"));
         assert!(same(b"", b""));
         assert!(!same(b"openai/gpt-4o-mini", b"openai/gpt-4o-mino"));
+        assert!(!same(b"openai/gpt-4o-mini", b"Openai/gpt-4o-mini"));
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd"));
+        assert!(!same(b"12345678", b"12345679"));
         assert!(index("a") < SLOTS && index("openai/gpt-4o-mini") < SLOTS);
     }
 }

@@ -52,8 +52,8 @@ pub enum Error {
         wait: Option<Duration>,
     },
 
-    /// A capacity or burst of zero.
-    #[error("invalid {what} {value}: it must be at least 1")]
+    /// A capacity or burst of zero, or over [`MAX_CAPACITY`](crate::MAX_CAPACITY).
+    #[error("invalid {what} {value}: it must be from 1 to 2^48 (281474976710656)")]
     InvalidCapacity {
         /// `"capacity"` or `"burst"`.
         what: &'static str,
@@ -61,8 +61,8 @@ pub enum Error {
         value: u64,
     },
 
-    /// A window of zero.
-    #[error("invalid window {0:?}: it must be longer than zero")]
+    /// A window of zero, or longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("invalid window {0:?}: it must be longer than zero and at most 366 days")]
     InvalidWindow(Duration),
 
     /// An algorithm name that is not one of `token_bucket`, `gcra`,

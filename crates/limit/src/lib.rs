@@ -84,7 +84,7 @@ pub use error::Error;
 pub use grant::Grant;
 pub use handle::Handle;
 pub use leases::GrantId;
-pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit};
+pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit, MAX_CAPACITY, MAX_WINDOW};
 pub use limit_future::LimitFuture;
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
 pub use permit::{HeldGrant, Permit};

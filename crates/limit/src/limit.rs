@@ -56,6 +56,15 @@ impl std::str::FromStr for Algorithm {
 /// two-counter estimate (bounded memory for large limits).
 pub const EXACT_WINDOW_MAX: u64 = 1_000;
 
+/// The largest capacity or burst a limit may have: far beyond any real
+/// quota (about 2.8 × 10¹⁴ a window), and small enough that every
+/// algorithm's arithmetic (tokens × window nanoseconds) stays within its
+/// integers.
+pub const MAX_CAPACITY: u64 = 1 << 48;
+
+/// The longest window a limit may have: a year and a day.
+pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
 /// What a resource allows: `capacity` per `window`, holding up to `burst`.
 ///
 /// Plain data, checked when handed to the limiter: a zero capacity, window or
@@ -194,22 +203,19 @@ impl Limit {
     /// Rejects what no algorithm can work with.
     ///
     /// # Errors
-    /// [`Error::InvalidCapacity`] for a zero capacity or burst,
-    /// [`Error::InvalidWindow`] for a zero window.
+    /// [`Error::InvalidCapacity`] for a zero capacity or burst, or one over
+    /// [`MAX_CAPACITY`]; [`Error::InvalidWindow`] for a zero window or one
+    /// over [`MAX_WINDOW`].
     pub fn validate(&self) -> Result<(), Error> {
-        if self.capacity == 0 {
-            return Err(Error::InvalidCapacity {
-                what: "capacity",
-                value: 0,
-            });
+        for (what, value) in [("capacity", Some(self.capacity)), ("burst", self.burst)] {
+            if let Some(value) = value
+                && !(1..=MAX_CAPACITY).contains(&value)
+            {
+                return Err(Error::InvalidCapacity { what, value });
+            }
         }
-        if self.burst == Some(0) {
-            return Err(Error::InvalidCapacity {
-                what: "burst",
-                value: 0,
-            });
-        }
-        if self.window.is_zero() && self.algorithm != Algorithm::InFlight {
+        let timed = self.algorithm != Algorithm::InFlight;
+        if timed && (self.window.is_zero() || self.window > MAX_WINDOW) {
             return Err(Error::InvalidWindow(self.window));
         }
         Ok(())

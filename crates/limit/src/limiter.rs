@@ -1,7 +1,7 @@
 //! [`Limiter`]: keyed resources created from rules, and everything callers
 //! do with them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::clock::{Clock, TokioClock};
 use crate::grant::Grant;
 use crate::headers::RateLimitHeaders;
 use crate::leases::Leases;
-use crate::registry::{Shard, read};
+use crate::registry::{Entry, Shard, read};
 use crate::resource::{Answer, Resource, Shared, lock};
 use crate::{Capacity, Error, Limit, Rules};
 
@@ -98,7 +98,8 @@ impl LimiterBuilder {
         let shards = (0..self.shards)
             .map(|_| {
                 Mutex::new(Shard {
-                    map: HashMap::with_hasher(RandomState::default()),
+                    map: HashSet::with_hasher(RandomState::default()),
+                    limits: HashMap::with_hasher(RandomState::default()),
                     sweep_at: FIRST_SWEEP,
                 })
             })
@@ -270,8 +271,8 @@ impl Limiter {
     /// recreates it from the rules.
     pub fn remove(&self, resource: &str) -> bool {
         let shard = self.inner.shard(resource);
-        let removed = lock(shard).map.remove(resource);
-        if let Some(r) = &removed {
+        let removed = lock(shard).map.take(resource.as_bytes());
+        if let Some(Entry(r)) = &removed {
             let mut st = r.lock();
             st.closed = true;
             st.detached = true;
@@ -297,8 +298,8 @@ impl Limiter {
             None => {
                 let limit = inner.rule(resource)?;
                 Resource::new(
-                    resource.into(),
-                    limit,
+                    resource,
+                    Arc::new(limit),
                     now,
                     false,
                     inner.shared.base_margin(),
@@ -318,7 +319,7 @@ impl Limiter {
         let mut all: Vec<Arc<Resource>> = inner
             .shards
             .iter()
-            .flat_map(|s| lock(s).map.values().cloned().collect::<Vec<_>>())
+            .flat_map(|s| lock(s).map.iter().map(|e| e.0.clone()).collect::<Vec<_>>())
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         let out = all
@@ -501,7 +502,7 @@ impl Limiter {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         for shard in self.inner.shards.iter() {
-            for r in lock(shard).map.values() {
+            for Entry(r) in lock(shard).map.iter() {
                 let mut st = r.lock();
                 st.closed = true;
                 st.wake_all();

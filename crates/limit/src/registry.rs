@@ -1,8 +1,9 @@
 //! The map of live resources: sharded, created from rules on first use,
 //! swept of idle entries as it grows.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -12,13 +13,44 @@ use foldhash::fast::RandomState;
 use crate::acquire::Need;
 use crate::limiter::{FIRST_SWEEP, Inner};
 use crate::meter::Nanos;
-use crate::resource::{Resource, Shared, State, lock};
+use crate::resource::{Name, Resource, Shared, State, lock};
 use crate::{Error, Limit, Rules};
 
 pub(crate) struct Shard {
-    pub(crate) map: HashMap<Arc<str>, Arc<Resource>, RandomState>,
+    pub(crate) map: HashSet<Entry, RandomState>,
+    /// The limits resources were created under, shared (a rule's many
+    /// keys hold one); forgotten when it holds [`LIMITS`], which only
+    /// costs the sharing.
+    pub(crate) limits: HashMap<Limit, Arc<Limit>, RandomState>,
     /// Sweep idle resources when the map reaches this size.
     pub(crate) sweep_at: usize,
+}
+
+/// Distinct creation limits a shard shares before it starts over.
+const LIMITS: usize = 64;
+
+/// A resource in the map, keyed by its name: one pointer a slot.
+pub(crate) struct Entry(pub(crate) Arc<Resource>);
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, for look-ups by a name's bytes.
+        self.0.name.as_bytes().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name.as_bytes() == other.0.name.as_bytes()
+    }
+}
+
+impl Eq for Entry {}
+
+impl Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.0.name.as_bytes()
+    }
 }
 
 pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rules> {
@@ -28,7 +60,8 @@ pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rule
 impl Shard {
     pub(crate) fn sweep(&mut self, now: Nanos, shared: &Shared) -> usize {
         let before = self.map.len();
-        self.map.retain(|name, r| {
+        self.map.retain(|Entry(r)| {
+            let name = &r.name;
             // A clone outside the map (and the threads' caches) means
             // someone is about to use it.
             let cached = r.cached.load(Ordering::Relaxed) as usize;
@@ -40,6 +73,7 @@ impl Shard {
                     st.tick(now, shared, name);
                     let idle = st.is_idle(now);
                     st.detached = idle;
+                    st.shed = true;
                     !idle
                 }
                 None => true,
@@ -66,7 +100,10 @@ impl Inner {
     }
 
     pub(crate) fn existing(&self, name: &str) -> Option<Arc<Resource>> {
-        lock(self.shard(name)).map.get(name).cloned()
+        lock(self.shard(name))
+            .map
+            .get(name.as_bytes())
+            .map(|e| e.0.clone())
     }
 
     /// The resource, created from its rule on first use.
@@ -94,7 +131,7 @@ impl Inner {
             return Err(Error::Closed);
         }
         let shard = self.shard_of(hash);
-        if let Some(r) = lock(shard).map.get(name) {
+        if let Some(Entry(r)) = lock(shard).map.get(name.as_bytes()) {
             return Ok(r.clone());
         }
         let limit = match explicit {
@@ -103,22 +140,23 @@ impl Inner {
         };
         let now = self.shared.now();
         let mut s = lock(shard);
-        if let Some(r) = s.map.get(name) {
+        if let Some(Entry(r)) = s.map.get(name.as_bytes()) {
             return Ok(r.clone());
         }
         if s.map.len() >= s.sweep_at {
             s.sweep(now, &self.shared);
         }
-        let key: Arc<str> = name.into();
         let margin = self.shared.base_margin();
-        let r = Arc::new(Resource::new(
-            key.clone(),
-            limit,
-            now,
-            explicit.is_some(),
-            margin,
-        ));
-        s.map.insert(key, r.clone());
+        if s.limits.len() >= LIMITS && !s.limits.contains_key(&limit) {
+            s.limits.clear();
+        }
+        let birth = s
+            .limits
+            .entry(limit)
+            .or_insert_with(|| Arc::new(limit))
+            .clone();
+        let r = Arc::new(Resource::new(name, birth, now, explicit.is_some(), margin));
+        s.map.insert(Entry(r.clone()));
         Ok(r)
     }
 
@@ -188,14 +226,14 @@ impl Inner {
 
 /// Closed, or a cost that can never fit the configured limit.
 #[inline]
-pub(crate) fn refuse_never(st: &State, name: &str, cost: u64) -> Result<(), Error> {
+pub(crate) fn refuse_never(st: &State, name: &Name, cost: u64) -> Result<(), Error> {
     if st.closed {
         return Err(Error::Closed);
     }
     let max = st.configured().max_cost();
     if cost > max {
         return Err(Error::InsufficientCapacity {
-            resource: name.to_owned(),
+            resource: name.to_string(),
             cost,
             capacity: max,
         });

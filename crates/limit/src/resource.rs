@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 mod answer;
 mod fast;
+mod name;
 
 pub(crate) use answer::Answer;
 pub(crate) use fast::Fast;
+pub(crate) use name::Name;
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::Clock;
@@ -124,53 +126,50 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Debug)]
 pub(crate) struct Resource {
-    pub(crate) name: Arc<str>,
+    pub(crate) name: Name,
     /// The lock-free path, open while nothing needs the lock.
     pub(crate) fast: Fast,
     /// References held by per-thread caches (`cache.rs`), which do not
     /// keep a resource from being swept.
     pub(crate) cached: AtomicU32,
-    state: Mutex<State>,
+    /// The limit it was created under (shared by the resources of a rule).
+    birth: Arc<Limit>,
+    /// `None` while the resource is a plain bucket under `birth` that only
+    /// the fast path has needed since it was created or last swept: most
+    /// keys of a large keyed limit never need more, and so cost no state.
+    state: Mutex<Option<Box<State>>>,
 }
 
 impl Resource {
     /// A fresh resource holding back `margin` of refill (see
     /// [`AdaptiveConfig::jitter_margin`]).
     pub(crate) fn new(
-        name: Arc<str>,
-        limit: Limit,
+        name: &str,
+        birth: Arc<Limit>,
         now: Nanos,
         pinned: bool,
         margin: Nanos,
     ) -> Self {
+        let limit = *birth;
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(margin);
         let r = Resource {
-            name,
+            name: Name::new(name),
             fast: Fast::new(),
             cached: AtomicU32::new(0),
-            state: Mutex::new(State {
-                meter,
-                limit,
-                adaptive: None,
-                waiters: BTreeMap::new(),
-                queued_cost: 0,
-                in_flight: 0,
-                taken: 0,
-                pinned,
-                closed: false,
-                detached: false,
-            }),
+            birth,
+            state: Mutex::new(Some(Box::new(State::new(limit, meter, pinned)))),
         };
-        // Unlocking opens the fast path.
-        drop(r.lock());
+        // Unlocking opens the fast path (and drops the state of a plain
+        // bucket).
+        r.lock().shed = true;
         r
     }
 
     /// The state, the fast path shut until the guard goes.
     #[inline]
     pub(crate) fn lock(&self) -> Locked<'_> {
-        Locked::new(&self.fast, lock(&self.state))
+        Locked::new(self, lock(&self.state))
     }
 
     /// [`Resource::lock`] if nobody holds the lock.
@@ -180,40 +179,83 @@ impl Resource {
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        Some(Locked::new(&self.fast, st))
+        Some(Locked::new(self, st))
     }
 }
 
 /// A resource's state, locked. While it is held the fast path is shut and
 /// the bucket's arrival time is the one in the state; dropping it opens
-/// the fast path again at that time if nothing needs the lock.
+/// the fast path again at that time if nothing needs the lock, and drops
+/// the state of a plain bucket.
 pub(crate) struct Locked<'a> {
-    fast: &'a Fast,
-    st: MutexGuard<'a, State>,
+    res: &'a Resource,
+    st: MutexGuard<'a, Option<Box<State>>>,
+    /// Let the state of a plain bucket go on unlock (creation and sweeps
+    /// do: a resource in use keeps its state rather than rebuild it at
+    /// every grant).
+    pub(crate) shed: bool,
 }
 
 impl<'a> Locked<'a> {
-    fn new(fast: &'a Fast, mut st: MutexGuard<'a, State>) -> Self {
-        if let Some(tat) = fast.shut()
-            && let Meter::Bucket(b) = &mut st.meter
-        {
-            b.tat = tat;
+    fn new(res: &'a Resource, mut st: MutexGuard<'a, Option<Box<State>>>) -> Self {
+        // The capacity the fast path was opened with, if it was.
+        let capacity = match st.as_deref() {
+            Some(State {
+                meter: Meter::Bucket(b),
+                ..
+            }) => b.params.capacity,
+            Some(_) => 0,
+            None => res.birth.capacity(),
+        };
+        let tat = res.fast.shut(capacity);
+        match st.as_deref_mut() {
+            Some(state) => {
+                if let (Some(tat), Meter::Bucket(b)) = (tat, &mut state.meter) {
+                    b.tat = tat;
+                }
+            }
+            None => {
+                // No state: a plain bucket, whose fast path was open (a
+                // resource lets its state go only then).
+                let mut meter = Meter::new(&res.birth, 0);
+                if let Meter::Bucket(b) = &mut meter {
+                    b.tat = tat.unwrap_or_default();
+                    b.params.margin = res.fast.margin_nanos();
+                }
+                *st = Some(Box::new(State::new(*res.birth, meter, false)));
+            }
         }
-        Locked { fast, st }
+        Locked {
+            res,
+            st,
+            shed: false,
+        }
     }
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        let st = &*self.st;
-        if let Meter::Bucket(b) = &st.meter
-            && st.waiters.is_empty()
+        let Some(st) = self.st.as_deref() else {
+            return;
+        };
+        let Meter::Bucket(b) = &st.meter else {
+            return;
+        };
+        let free = st.waiters.is_empty()
             && st.in_flight == 0
             && st.adaptive.is_none()
             && !st.closed
-            && !st.detached
+            && !st.detached;
+        if free
+            && self.res.fast.open(b.tat, &b.params)
+            && self.shed
+            && !st.pinned
+            && st.limit == *self.res.birth
         {
-            self.fast.open(b.tat, &b.params);
+            // Nothing here that the fast path and `birth` do not hold
+            // (what `taken` counted matters only to grants, and none is
+            // held).
+            *self.st = None;
         }
     }
 }
@@ -221,13 +263,15 @@ impl Drop for Locked<'_> {
 impl Deref for Locked<'_> {
     type Target = State;
     fn deref(&self) -> &State {
-        &self.st
+        self.st.as_deref().expect("a locked resource has its state")
     }
 }
 
 impl DerefMut for Locked<'_> {
     fn deref_mut(&mut self) -> &mut State {
-        &mut self.st
+        self.st
+            .as_deref_mut()
+            .expect("a locked resource has its state")
     }
 }
 
@@ -262,6 +306,21 @@ pub(crate) struct State {
 }
 
 impl State {
+    fn new(limit: Limit, meter: Meter, pinned: bool) -> Self {
+        State {
+            meter,
+            limit,
+            adaptive: None,
+            waiters: BTreeMap::new(),
+            queued_cost: 0,
+            in_flight: 0,
+            taken: 0,
+            pinned,
+            closed: false,
+            detached: false,
+        }
+    }
+
     /// The limit recovery returns to.
     pub(crate) fn configured(&self) -> &Limit {
         self.adaptive
@@ -272,9 +331,9 @@ impl State {
     /// Applies recovery steps that have come due; called at every lock site
     /// that decides, so recovery needs no background task.
     #[inline]
-    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &str) {
+    pub(crate) fn tick(&mut self, now: Nanos, shared: &Shared, name: &(impl AsRef<str> + ?Sized)) {
         if self.adaptive.is_some() {
-            self.tick_slow(now, shared, name);
+            self.tick_slow(now, shared, name.as_ref());
         }
     }
 

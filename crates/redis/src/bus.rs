@@ -72,7 +72,7 @@ pub(crate) fn spawn(weak: Weak<Inner>, ready: tokio::sync::oneshot::Sender<()>) 
                 }
             }
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(2));
+            backoff = (backoff * 2).min(crate::conn::MAX_RECONNECT_BACKOFF);
         }
     })
 }

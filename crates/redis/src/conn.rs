@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
+/// Longest pause between two reconnection attempts while Redis is away
+/// (from 50 ms, doubling). It bounds how long a replica stays degraded
+/// after Redis is back: measured 2.1 s with a cap of 2 s, hence 500 ms;
+/// a refused connection every half second costs nothing.
+pub(crate) const MAX_RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
+
 type Listener = Arc<dyn Fn(bool) + Send + Sync>;
 
 pub(crate) struct Conn {
@@ -131,7 +137,7 @@ impl Conn {
                     conn.set_degraded(false);
                     return;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
             }
         });
     }

@@ -14,6 +14,8 @@ pub(crate) enum Fault {
     Disconnect {
         after_chunks: u32,
     },
+    /// Answer 200 with a body that is not what the format promises.
+    Malformed,
     /// Sleep this long before answering.
     Hang(Duration),
 }
@@ -25,6 +27,7 @@ impl Fault {
             Fault::None => None,
             Fault::Error(_) => Some("error"),
             Fault::Disconnect { .. } => Some("disconnect"),
+            Fault::Malformed => Some("malformed"),
             Fault::Hang(_) => Some("hang"),
         }
     }
@@ -76,6 +79,9 @@ impl FaultState {
             return Fault::Disconnect {
                 after_chunks: f.disconnect_after_chunks,
             };
+        }
+        if hits(n, f.malformed_every, f.malformed_rate, rng) {
+            return Fault::Malformed;
         }
         Fault::None
     }

@@ -26,7 +26,8 @@ pub struct LogEntry {
     pub idempotency_key: Option<String>,
     /// The status answered.
     pub status: u16,
-    /// The fault injected, if any: `error`, `disconnect` or `hang`.
+    /// The fault injected, if any: `error`, `disconnect`,
+    /// `malformed` or `hang`.
     pub fault: Option<String>,
 }
 

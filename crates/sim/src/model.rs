@@ -230,7 +230,10 @@ async fn admitted(
         Endpoint::Messages => Some(anthropic::events(&reply)),
         Endpoint::Embeddings | Endpoint::Models => None,
     };
-    if let Some(events) = events {
+    if let Some(mut events) = events {
+        if a.fault == Fault::Malformed {
+            garble(&mut events);
+        }
         let body = paced(pace(events, a.latency), cut, shutdown);
         let mut r = (axum::http::StatusCode::OK, body).into_response();
         let h = r.headers_mut();
@@ -250,6 +253,16 @@ async fn admitted(
         (None, Endpoint::Responses) => openai::response(&reply, true),
         (None, _) => openai::chat(&reply),
     };
+    if a.fault == Fault::Malformed {
+        // Whole on the wire: only the JSON inside is broken.
+        let text = Bytes::from(json.to_string());
+        let mut r = text.slice(..text.len() / 2).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return r;
+    }
     match cut {
         None => Json(json).into_response(),
         Some(_) => {
@@ -262,6 +275,21 @@ async fn admitted(
             r
         }
     }
+}
+
+/// Breaks a stream after its first event: an event whose JSON stops
+/// half-way and a line that is not SSE at all. The rest follows as usual,
+/// so a client that skips what it cannot read still sees the end.
+fn garble(events: &mut Vec<(bool, Bytes)>) {
+    let at = 1.min(events.len());
+    events.insert(at, (false, Bytes::from_static(b"this is not an event\n\n")));
+    events.insert(
+        at,
+        (
+            false,
+            Bytes::from_static(b"data: {\"choices\": [{\"delta\": {\"content\n\n"),
+        ),
+    );
 }
 
 /// Whether the request carries the expected key the provider's way.

@@ -123,6 +123,15 @@ async fn admitted(shared: &Shared, call: &Call, fault: Fault, base: Duration) ->
         );
         return r;
     }
+    if fault == Fault::Malformed {
+        let text = Bytes::from(body.to_string());
+        let mut r = text.slice(..text.len() / 2).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return r;
+    }
     Json(body).into_response()
 }
 

@@ -44,7 +44,7 @@ pub struct Counters {
     /// Requests that passed the quota (including those then failed by a
     /// fault): the ones the histogram counts.
     pub admitted: u64,
-    /// 2xx answers, disconnects and hangs included.
+    /// 2xx answers, disconnects, malformed answers and hangs included.
     pub ok: u64,
     /// 429 answers.
     pub rate_limited: u64,
@@ -56,6 +56,9 @@ pub struct Counters {
     pub disconnects: u64,
     /// Requests made to hang.
     pub hangs: u64,
+    /// Answers made malformed on purpose (200s with a broken body).
+    #[serde(default)]
+    pub malformed: u64,
     /// Prompt tokens of admitted requests answered 2xx.
     pub tokens_in: u64,
     /// Completion tokens of complete 2xx answers.
@@ -77,11 +80,12 @@ impl Counters {
         match fault {
             Fault::Disconnect { .. } => self.disconnects += 1,
             Fault::Hang(_) => self.hangs += 1,
+            Fault::Malformed => self.malformed += 1,
             Fault::None | Fault::Error(_) => {}
         }
         if (200..=299).contains(&status) {
             self.tokens_in += tokens.0;
-            if !matches!(fault, Fault::Disconnect { .. }) {
+            if !matches!(fault, Fault::Disconnect { .. } | Fault::Malformed) {
                 self.tokens_out += tokens.1;
             }
         }

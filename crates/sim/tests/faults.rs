@@ -115,6 +115,51 @@ async fn disconnect_cuts_whole_bodies_and_api_answers() {
 }
 
 #[tokio::test]
+async fn malformed_answers_are_whole_on_the_wire_but_broken_inside() {
+    let mut config = with_model_faults(
+        "m",
+        Faults {
+            malformed_every: Some(1),
+            ..Faults::default()
+        },
+    );
+    config.apis.insert(
+        "slack".into(),
+        ApiConfig {
+            faults: Faults {
+                malformed_every: Some(1),
+                ..Faults::default()
+            },
+            ..Default::default()
+        },
+    );
+    let sim = start(config).await;
+    let r = post(&sim, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!(r.status(), 200);
+    let (text, failed) = read_body(r).await;
+    assert!(!failed, "the body arrives whole");
+    assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+    let mut req = chat("m");
+    req["stream"] = json!(true);
+    let (text, failed) = read_body(post(&sim, "/v1/chat/completions", &req).await).await;
+    assert!(!failed, "the stream ends as usual");
+    assert!(text.contains("this is not an event"), "{text}");
+    let events = parse_sse(&text);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.data != "[DONE]" && serde_json::from_str::<Value>(&e.data).is_err())
+    );
+    assert_eq!(events.last().unwrap().data, "[DONE]");
+    let (text, failed) = read_body(post(&sim, "/slack/x", &json!({})).await).await;
+    assert!(!failed);
+    assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+    let c = sim.stats().model("m");
+    assert_eq!((c.malformed, c.ok, c.tokens_out), (2, 2, 0));
+    assert_eq!(sim.stats().api("slack").malformed, 1);
+}
+
+#[tokio::test]
 async fn a_hang_outlasts_the_client_timeout() {
     let sim = start(with_model_faults(
         "m",

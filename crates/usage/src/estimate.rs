@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::Endpoint;
+use super::bounds::MAX_CHOICES;
 use crate::WireFormat;
 
 /// Tokens added once per chat, messages or responses request: the reply's
@@ -21,10 +22,6 @@ pub const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
 /// image at 765 tokens, Anthropic a 1092×1092 one at about 1,600: a round
 /// figure between the two, corrected by the settle.
 pub const MEDIA_PART_TOKENS: u64 = 1_000;
-
-/// Highest `n` (choices per chat request) the estimate multiplies by; it is
-/// OpenAI's own limit.
-const MAX_CHOICES: u64 = 128;
 
 /// What a call is expected to use, reserved before dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

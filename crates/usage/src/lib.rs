@@ -28,6 +28,7 @@
 //! assert_eq!(used.total_tokens, 12);
 //! ```
 
+mod bounds;
 mod estimate;
 mod sse;
 mod stream;
@@ -39,10 +40,11 @@ mod tests;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
-pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner};
+pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 
 /// How a provider is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -311,5 +311,8 @@ impl<'a> Output<'a> {
     }
 }
 
+mod failure;
 #[cfg(test)]
 mod tests;
+
+pub use failure::error_event;

@@ -178,6 +178,7 @@ async fn run(
         Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
     };
     provider(state, &model, endpoint)?;
+    usage::check_bounds(&json).map_err(|(field, message)| ApiError::bad_field(field, message))?;
     obs.model = Some(model.clone());
     // Traced from here on: a request refused for its body costs no disk
     // (`sluice_requests_total` counts it by status).
@@ -441,6 +442,7 @@ async fn attempt(
         let tokens = tokens.clone();
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
+        let endpoint = req.endpoint;
         let mut trace = obs.trace.take();
         if let Some(t) = trace.as_mut() {
             t.status = status.as_u16();
@@ -467,7 +469,13 @@ async fn attempt(
                         }
                     }
                     Ok(Some(Err(e))) => {
-                        let _ = tx.send(Err(std::io::Error::other(e))).await;
+                        // The client is told in the stream, in its format,
+                        // and the stream ends cleanly after it: an SDK
+                        // raises the error instead of a bare disconnect.
+                        let message = format!("the upstream stream failed: {e}");
+                        let event =
+                            usage::error_event(format, endpoint, "upstream_error", &message);
+                        let _ = tx.send(Ok(event)).await;
                         outcome = "upstream_error";
                         break;
                     }
@@ -479,9 +487,13 @@ async fn attempt(
                         break;
                     }
                     Err(_) => {
-                        let _ = tx
-                            .send(Err(std::io::Error::other("deadline passed mid-stream")))
-                            .await;
+                        let event = usage::error_event(
+                            format,
+                            endpoint,
+                            "deadline_exceeded",
+                            "the request's deadline passed mid-stream",
+                        );
+                        let _ = tx.send(Ok(event)).await;
                         outcome = "deadline";
                         break;
                     }

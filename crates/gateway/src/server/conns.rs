@@ -100,15 +100,28 @@ pub(super) async fn serve_until(
 impl Connections {
     /// Tells every connection to finish the request in flight and close,
     /// waits for them until `deadline`, then closes those still open.
-    /// Returns how many it had to close.
-    pub(super) async fn drain(mut self, deadline: Instant) -> usize {
-        let finished = tokio::time::timeout_at(deadline, self.graceful.shutdown()).await;
+    /// `last_word` before the deadline, if connections are still open,
+    /// calls `grace_ending` (which answers what still waits). Returns how
+    /// many it had to close.
+    pub(super) async fn drain(
+        mut self,
+        deadline: Instant,
+        last_word: Duration,
+        grace_ending: impl FnOnce(),
+    ) -> usize {
+        let mut shutdown = std::pin::pin!(self.graceful.shutdown());
+        let warn_at = deadline.checked_sub(last_word).unwrap_or(deadline);
+        let mut finished = tokio::time::timeout_at(warn_at, &mut shutdown)
+            .await
+            .is_ok();
+        if !finished {
+            grace_ending();
+            finished = tokio::time::timeout_at(deadline, &mut shutdown)
+                .await
+                .is_ok();
+        }
         while self.tasks.try_join_next().is_some() {}
-        let cut = if finished.is_ok() {
-            0
-        } else {
-            self.tasks.len()
-        };
+        let cut = if finished { 0 } else { self.tasks.len() };
         self.tasks.shutdown().await;
         cut
     }

@@ -370,6 +370,16 @@ pub fn two_tenants(c: &mut Config) {
     }
 }
 
+/// A path to call for a route's pattern (`routes::owners()` paths).
+pub fn concrete(pattern: &str) -> String {
+    pattern
+        .replace("{api}", "slack")
+        .replace("{*path}", "chat.postMessage")
+        .replace("{resource}", "openai%2Fgpt-4o")
+        .replace("{id}", "1")
+        .replace("{queue}", "default")
+}
+
 /// A chat completions body for `model`.
 pub fn chat(model: &str) -> Value {
     json!({

@@ -54,12 +54,12 @@ pub async fn complete(
 pub async fn complete_many(
     c: &mut impl Conn,
     dialect: &Dialect,
-    done: Vec<(Lease, Value)>,
+    done: &[(Lease, Value)],
     now: Timestamp,
 ) -> Result<Vec<Result<Job, Error>>, Error> {
     let mut seen = HashSet::with_capacity(done.len());
     let mut rows = Vec::with_capacity(done.len());
-    for (lease, result) in &done {
+    for (lease, result) in done {
         if seen.insert(lease.job) {
             rows.push(json!({
                 "id": lease.job.0,
@@ -77,7 +77,7 @@ pub async fn complete_many(
         .map(|job| (job.id, job))
         .collect();
     let mut out = Vec::with_capacity(done.len());
-    for (lease, _) in &done {
+    for (lease, _) in done {
         // `remove`: a repeated item finds its job taken and is refused.
         out.push(match completed.remove(&lease.job) {
             Some(job) => Ok(job),
@@ -118,11 +118,11 @@ pub async fn fail(
 /// given twice, whose first item ended the lease) fails only its item.
 pub async fn fail_many(
     c: &mut impl Conn,
-    failed: Vec<(Lease, String, RetryDecision)>,
+    failed: &[(Lease, String, RetryDecision)],
     now: Timestamp,
 ) -> Result<Vec<Result<Job, Error>>, Error> {
     let mut out = Vec::with_capacity(failed.len());
-    for (lease, error, decision) in &failed {
+    for (lease, error, decision) in failed {
         out.push(match fail(c, lease, error, *decision, now).await {
             Err(Error::Database(e)) => return Err(Error::Database(e)),
             answer => answer,

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sluice_jobs::{Clock, Error, JobId, JobState, JobStore, Lease, NewJob, RetryDecision};
+use sluice_jobs::{
+    Clock, Error, JobId, JobState, JobStore, Lease, ManualClock, NewJob, RetryDecision,
+};
 
 use super::{Factory, LEASE, T0, claim_one, enqueue, job, open, state};
 
@@ -358,4 +360,57 @@ pub async fn errors_with_nul_bytes_fail_no_batch(f: &impl Factory) {
     );
     assert_eq!(state(&store, a.id).await, JobState::Retryable);
     assert_eq!(state(&store, b.id).await, JobState::Retryable);
+}
+
+/// What `refused_items_fail_alone` needs of a store: its database refuses
+/// (by a trigger) to store the result `"poison"` or the error `poison`.
+pub const POISON_RESULT: &str = "\"poison\"";
+
+/// A batch of outcomes the database refuses for one item writes the others:
+/// their jobs must not run again once their leases expire. Run by each
+/// backend on a store whose database refuses [`POISON_RESULT`].
+pub async fn refused_items_fail_alone(store: &impl JobStore, clock: &ManualClock) {
+    for _ in 0..6 {
+        enqueue(store, job("q")).await;
+    }
+    let mut leases = Vec::new();
+    for _ in 0..6 {
+        leases.push(claim_one(store, "q", "w").await.1);
+    }
+    let answers = store
+        .complete_many(vec![
+            (leases[0].clone(), json!("fine")),
+            (leases[1].clone(), json!("poison")),
+            (leases[2].clone(), json!("fine")),
+        ])
+        .await
+        .expect("the items the database takes are written");
+    assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
+    assert!(matches!(answers[1], Err(Error::Database(_))), "{answers:?}");
+    assert_eq!(state(store, leases[0].job).await, JobState::Completed);
+    assert_eq!(state(store, leases[1].job).await, JobState::Running);
+    assert_eq!(state(store, leases[2].job).await, JobState::Completed);
+
+    let later = clock.now() + Duration::from_secs(5);
+    let answers = store
+        .fail_many(vec![
+            (
+                leases[3].clone(),
+                "poison".to_owned(),
+                RetryDecision::RetryAt(later),
+            ),
+            (
+                leases[4].clone(),
+                "fine".to_owned(),
+                RetryDecision::RetryAt(later),
+            ),
+            (leases[5].clone(), "fine".to_owned(), RetryDecision::Dead),
+        ])
+        .await
+        .expect("the items the database takes are written");
+    assert!(matches!(answers[0], Err(Error::Database(_))), "{answers:?}");
+    assert!(answers[1].is_ok() && answers[2].is_ok(), "{answers:?}");
+    assert_eq!(state(store, leases[3].job).await, JobState::Running);
+    assert_eq!(state(store, leases[4].job).await, JobState::Retryable);
+    assert_eq!(state(store, leases[5].job).await, JobState::Dead);
 }

@@ -24,6 +24,9 @@ pub(crate) struct Params {
     pub(crate) burst: u64,
     /// Jitter margin in nanoseconds (see [`super::Meter::set_margin`]).
     pub(crate) margin: u64,
+    /// `gcd(capacity, window)`, for the fast path's units (see
+    /// `resource/fast.rs`); computed once, when the limit is set.
+    pub(crate) unit: u64,
 }
 
 impl Params {
@@ -75,11 +78,13 @@ pub(crate) struct Bucket {
 
 impl Bucket {
     pub(crate) fn new(limit: &Limit, now: Nanos) -> Self {
+        let (capacity, window) = (limit.capacity(), limit.window_nanos());
         let params = Params {
-            capacity: limit.capacity(),
-            window: limit.window_nanos(),
+            capacity,
+            window,
             burst: limit.effective_burst(),
             margin: 0,
+            unit: gcd(capacity, window).max(1),
         };
         Bucket {
             tat: params.scaled(now),
@@ -150,7 +155,13 @@ impl Bucket {
         let mut next = Bucket::new(limit, now);
         next.params.margin = margin;
         let p = &next.params;
-        let level = level * p.window as i128 / self.params.window as i128;
+        let (new, old) = (p.window as i128, self.params.window as i128);
+        let level = match level.checked_mul(new) {
+            Some(scaled) => scaled / old,
+            // Huge levels (near MAX_CAPACITY over a long window): a
+            // fraction of a token lost is nothing there.
+            None => (level / old).saturating_mul(new),
+        };
         let deepest = -(p.capacity as i128 * p.window as i128);
         let level = level.min(p.tau() as i128).max(deepest);
         next.tat = (p.scaled(now) as i128 + p.tau() as i128 - level) as u128;
@@ -160,6 +171,13 @@ impl Bucket {
     pub(crate) fn is_idle(&mut self, now: Nanos) -> bool {
         self.tat <= self.params.scaled(now)
     }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]

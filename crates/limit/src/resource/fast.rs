@@ -54,9 +54,6 @@ pub(crate) struct Fast {
     tau: AtomicU64,
     /// The jitter margin, in units.
     margin: AtomicU64,
-    /// `g`: scaled time (see `meter/bucket.rs`) per unit. Read only by
-    /// lock holders.
-    unit: AtomicU64,
 }
 
 /// What the fast path reads besides the word.
@@ -79,7 +76,6 @@ impl Fast {
             interval: AtomicU64::new(0),
             tau: AtomicU64::new(0),
             margin: AtomicU64::new(0),
-            unit: AtomicU64::new(1),
         }
     }
 
@@ -151,25 +147,31 @@ impl Fast {
         }
     }
 
+    /// The jitter margin in force, in nanoseconds (lock holders only).
+    pub(crate) fn margin_nanos(&self) -> Nanos {
+        let rate = self.rate.load(Ordering::Relaxed).max(1);
+        self.margin.load(Ordering::Relaxed) / rate
+    }
+
     /// Shuts the fast path (lock holders only): the arrival time, scaled as
     /// `meter/bucket.rs` keeps it, if the fast path had it; `None` if it
-    /// was shut already.
-    pub(crate) fn shut(&self) -> Option<u128> {
+    /// was shut already. `capacity` is the one it was opened with.
+    pub(crate) fn shut(&self, capacity: u64) -> Option<u128> {
         if self.word.load(Ordering::Acquire) & SHUT != 0 {
             return None;
         }
         let word = self.word.fetch_or(SHUT, Ordering::AcqRel);
         let base = self.base.load(Ordering::Relaxed) as u128;
-        let rate = self.rate.load(Ordering::Relaxed) as u128;
-        let unit = self.unit.load(Ordering::Relaxed) as u128;
-        Some((base * rate + (word & TAT_MASK) as u128) * unit)
+        let rate = self.rate.load(Ordering::Relaxed).max(1);
+        let unit = (capacity / rate) as u128;
+        Some((base * rate as u128 + (word & TAT_MASK) as u128) * unit)
     }
 
     /// Opens the fast path at `tat` (scaled) under `params` (lock holders
     /// only, the path shut); false, leaving it shut, when the limit's
     /// numbers do not fit it.
     pub(crate) fn open(&self, tat: u128, params: &Params) -> bool {
-        let unit = gcd(params.capacity, params.window).max(1);
+        let unit = params.unit;
         let rate = params.capacity / unit;
         let interval = params.window / unit;
         let tau = params.burst as u128 * interval as u128;
@@ -197,19 +199,11 @@ impl Fast {
         self.interval.store(interval, Ordering::Relaxed);
         self.tau.store(tau as u64, Ordering::Relaxed);
         self.margin.store(margin as u64, Ordering::Relaxed);
-        self.unit.store(unit, Ordering::Relaxed);
         let word = self.word.load(Ordering::Relaxed);
         let version = word.wrapping_add(VERSION_ONE) & VERSION_MASK;
         self.word.store(version | rest, Ordering::Release);
         true
     }
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 #[cfg(test)]
@@ -231,7 +225,7 @@ mod tests {
         let limit = Limit::new(1, Duration::from_millis(109)).burst(1);
         let (f, p) = opened(limit, 0);
         assert_eq!(f.try_take(0, 1), Some(Ok(())));
-        let tat = f.shut().unwrap();
+        let tat = f.shut(p.capacity).unwrap();
         assert_eq!(tat, 109_000_000);
         assert!(f.open(tat, &p));
         assert_eq!(f.try_take(0, 1), Some(Err(109_000_000)));
@@ -247,9 +241,9 @@ mod tests {
         assert_eq!(f.try_take(1_000_000_000_000, 1), Some(Ok(())));
         // Far enough ahead, the arrival time has no room left.
         assert_eq!(f.try_take(u64::MAX / 2, 1), None);
-        assert!(f.shut().is_some());
+        assert!(f.shut(p.capacity).is_some());
         assert_eq!(f.try_take(1_000_000_000_000, 1), None);
-        assert!(f.shut().is_none());
+        assert!(f.shut(p.capacity).is_none());
         // Numbers that do not reduce stay on the locked path.
         let odd = Limit::new(1_000_000_007, Duration::from_secs(1));
         assert!(!Fast::new().open(0, &Bucket::new(&odd, 0).params));

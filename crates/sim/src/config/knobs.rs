@@ -137,7 +137,7 @@ impl Latency {
 /// Faults to inject. A probability draws per admitted request (seeded by
 /// `seed` in [`crate::SimConfig`]); `*_every = N` hits every Nth admitted
 /// request, deterministically, for tests. Checked in the order hang, error,
-/// disconnect; the first that hits wins.
+/// disconnect, malformed; the first that hits wins.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Faults {
@@ -153,6 +153,12 @@ pub struct Faults {
     pub disconnect_every: Option<u64>,
     /// Events of a stream sent before the connection drops.
     pub disconnect_after_chunks: u32,
+    /// Probability of a malformed answer: a 200 whose JSON body is cut
+    /// in half (whole on the wire, `Content-Length` and all), or a stream
+    /// with an event that is not JSON and a line that is not SSE.
+    pub malformed_rate: f64,
+    /// Every Nth admitted request gets a malformed answer.
+    pub malformed_every: Option<u64>,
     /// Probability of a hang.
     pub hang_rate: f64,
     /// Every Nth admitted request hangs.
@@ -174,6 +180,8 @@ impl Default for Faults {
             disconnect_rate: 0.0,
             disconnect_every: None,
             disconnect_after_chunks: 2,
+            malformed_rate: 0.0,
+            malformed_every: None,
             hang_rate: 0.0,
             hang_every: None,
             hang_ms: 600_000,
@@ -193,6 +201,7 @@ impl Faults {
         for (name, rate) in [
             ("error_rate", self.error_rate),
             ("disconnect_rate", self.disconnect_rate),
+            ("malformed_rate", self.malformed_rate),
             ("hang_rate", self.hang_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
@@ -205,6 +214,7 @@ impl Faults {
         for (name, every) in [
             ("error_every", self.error_every),
             ("disconnect_every", self.disconnect_every),
+            ("malformed_every", self.malformed_every),
             ("hang_every", self.hang_every),
         ] {
             if every == Some(0) {

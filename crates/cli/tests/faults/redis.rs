@@ -1,0 +1,251 @@
+//! Redis killed and started again under load, two replicas in distributed
+//! mode, for `fail_open` and `fail_closed` (docs/distributed.md, "When
+//! Redis fails"). A swarm runs against both replicas the whole time; the
+//! sim counts what reached the upstream in each phase:
+//!
+//! - shared (before): within `burst + rate·t` of the one shared limit;
+//! - Redis away, `fail_open`: each replica on its share (1/N), so together
+//!   within `N·(burst/N + rate/N·t)`; `fail_closed`: nothing new is sent;
+//! - Redis back: shared again, within `burst + rate·t`.
+//!
+//! The time from the kill to every replica degraded and from the restart
+//! to every replica shared again is printed, not asserted.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_sim::{Latency, ModelConfig, SimConfig, SimHandle};
+
+use crate::procs::{self, Proc, TempDir};
+use crate::{chat, client, sim, span, write_config};
+
+const REPLICAS: usize = 2;
+const RATE: f64 = 10.0;
+const BURST: f64 = 10.0;
+const CLIENTS: usize = 16;
+/// Requests admitted just before a phase starts may reach the sim just
+/// after: at most one per client.
+const SLACK: f64 = CLIENTS as f64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_dies_and_returns_fail_open() {
+    outage("fail_open").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_dies_and_returns_fail_closed() {
+    outage("fail_closed").await;
+}
+
+/// Statuses the swarm got, by code (0: no answer).
+type Statuses = Arc<Mutex<BTreeMap<u16, u64>>>;
+
+async fn outage(failure: &str) {
+    let Ok(redis_bin) = std::env::var("SLUICE_TEST_REDIS_SERVER") else {
+        eprintln!("note: SLUICE_TEST_REDIS_SERVER is not set; skipping (scripts/test sets it)");
+        return;
+    };
+    let mut config = SimConfig::unlimited();
+    config.models.insert(
+        "m".into(),
+        ModelConfig {
+            latency: Some(Latency {
+                base_ms: 5,
+                ..Latency::default()
+            }),
+            ..ModelConfig::default()
+        },
+    );
+    let sim = sim(config).await;
+    let dir = TempDir::new(&format!("redis-{failure}"));
+    let redis_port = procs::free_port();
+    let mut redis = redis_server(&redis_bin, redis_port);
+    let mut replicas = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..REPLICAS {
+        let port = procs::free_port();
+        let rest = format!(
+            r#"[trace]
+enabled = false
+[jobs]
+enabled = false
+[[models]]
+prefix = "openai/m"
+requests_per_second = {RATE}
+burst = {BURST}
+[redis]
+url = "redis://127.0.0.1:{redis_port}"
+prefix = "faults-{failure}:"
+replica_id = "replica-{i}"
+timeout_ms = 250
+lease_ttl_ms = 2000
+failure = "{failure}"
+"#
+        );
+        let cfg = write_config(
+            &dir.0,
+            &format!("replica-{i}.toml"),
+            port,
+            &sim.url(),
+            &rest,
+        );
+        replicas.push(procs::serve(&cfg));
+        urls.push(format!("http://127.0.0.1:{port}"));
+    }
+    let http = client();
+    all_ready(&http, &urls, "every replica seen", |r| {
+        r["redis"]["replicas"] == REPLICAS as u64
+    })
+    .await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let statuses: Statuses = Arc::default();
+    let swarm = swarm(&http, &urls, &stop, &statuses);
+
+    // 1. Shared.
+    let (shared, secs) = window(&sim, span(Duration::from_secs(2))).await;
+    let bound = BURST + RATE * secs;
+    eprintln!(
+        "figure redis {failure}: shared: {shared} admitted in {secs:.2} s (bound {bound:.1})"
+    );
+    assert!(shared as f64 <= bound + SLACK, "{shared} > {bound}");
+
+    // 2. Redis dies.
+    let t_kill = Instant::now();
+    let before_kill = admitted(&sim);
+    redis.kill();
+    all_ready(&http, &urls, "every replica degraded", |r| {
+        r["redis"]["degraded"] == true
+    })
+    .await;
+    let detected = t_kill.elapsed();
+    let in_detection = admitted(&sim) - before_kill;
+    let (away, secs) = window(&sim, span(Duration::from_secs(3))).await;
+    // Each replica's share: 1/N of the rate and of the burst.
+    let share_rate = (RATE / REPLICAS as f64).floor().max(1.0);
+    let share_burst = (BURST / REPLICAS as f64).floor().max(1.0);
+    let bound = match failure {
+        "fail_open" => REPLICAS as f64 * (share_burst + share_rate * secs),
+        _ => 0.0,
+    };
+    eprintln!(
+        "figure redis {failure}: every replica degraded {:.0} ms after the kill ({in_detection} admitted meanwhile); \
+         away: {away} admitted in {secs:.2} s (bound {bound:.1})",
+        detected.as_secs_f64() * 1e3
+    );
+    assert!(away as f64 <= bound + SLACK, "{away} > {bound}");
+    if failure == "fail_open" {
+        assert!(away > 0, "fail_open keeps serving");
+    }
+
+    // 3. Redis is back, empty.
+    let before_back = admitted(&sim);
+    let t_back = Instant::now();
+    redis = redis_server(&redis_bin, redis_port);
+    all_ready(&http, &urls, "every replica shared again", |r| {
+        r["redis"]["degraded"] == false
+    })
+    .await;
+    let recovered = t_back.elapsed();
+    let in_recovery = admitted(&sim) - before_back;
+    let (back, secs) = window(&sim, span(Duration::from_secs(2))).await;
+    let bound = BURST + RATE * secs;
+    eprintln!(
+        "figure redis {failure}: every replica shared again {:.0} ms after the restart ({in_recovery} admitted meanwhile); \
+         back: {back} admitted in {secs:.2} s (bound {bound:.1})",
+        recovered.as_secs_f64() * 1e3
+    );
+    assert!(back as f64 <= bound + SLACK, "{back} > {bound}");
+    assert!(back > 0, "shared limits serve again");
+
+    stop.store(true, Ordering::SeqCst);
+    for t in swarm {
+        t.await.unwrap();
+    }
+    let statuses = statuses.lock().unwrap().clone();
+    eprintln!("figure redis {failure}: statuses {statuses:?}");
+    assert!(
+        statuses.keys().all(|s| [200, 429, 503, 504].contains(s)),
+        "only answers, refusals and deadlines: {statuses:?}"
+    );
+    drop(redis);
+    drop(replicas);
+    sim.shutdown().await;
+}
+
+fn redis_server(bin: &str, port: u16) -> Proc {
+    procs::redis_server(bin, port)
+}
+
+/// Calls of the model the sim has seen.
+fn admitted(sim: &SimHandle) -> u64 {
+    sim.stats().model("m").requests
+}
+
+/// What the sim saw during `dur`, and the seconds it really lasted.
+async fn window(sim: &SimHandle, dur: Duration) -> (u64, f64) {
+    let t0 = Instant::now();
+    let before = admitted(sim);
+    tokio::time::sleep(dur).await;
+    (admitted(sim) - before, t0.elapsed().as_secs_f64())
+}
+
+/// `CLIENTS` agents over every replica until `stop`.
+fn swarm(
+    http: &reqwest::Client,
+    urls: &[String],
+    stop: &Arc<AtomicBool>,
+    statuses: &Statuses,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..CLIENTS)
+        .map(|c| {
+            let (http, urls, stop, statuses) =
+                (http.clone(), urls.to_vec(), stop.clone(), statuses.clone());
+            tokio::spawn(async move {
+                let mut i = c;
+                while !stop.load(Ordering::SeqCst) {
+                    let url = &urls[i % urls.len()];
+                    i += 1;
+                    let status = http
+                        .post(format!("{url}/v1/chat/completions"))
+                        .header("x-sluice-timeout-ms", "300")
+                        .json(&chat("openai/m", false))
+                        .send()
+                        .await
+                        .map_or(0, |r| r.status().as_u16());
+                    *statuses.lock().unwrap().entry(status).or_default() += 1;
+                    if status != 200 {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+async fn all_ready(
+    http: &reqwest::Client,
+    urls: &[String],
+    what: &str,
+    f: impl Fn(&Value) -> bool,
+) {
+    let end = Instant::now() + procs::PATIENCE;
+    loop {
+        let mut all = true;
+        for u in urls {
+            let r = match http.get(format!("{u}/readyz")).send().await {
+                Ok(r) => r.json().await.unwrap_or(Value::Null),
+                Err(_) => Value::Null,
+            };
+            all &= f(&r);
+        }
+        if all {
+            return;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

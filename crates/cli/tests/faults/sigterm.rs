@@ -1,0 +1,365 @@
+//! SIGTERM under load.
+//!
+//! 1. Within the grace: 20 streams and 20 slow buffered requests are in
+//!    flight at the signal; every one finishes whole, new connections are
+//!    refused (or answered 503), every trace is written, the process exits
+//!    0, and the upstream saw each request once.
+//! 2. Past the grace: requests still queued behind a held in-flight slot
+//!    get a clear 503 (not a cut connection), jobs running against a hung
+//!    upstream go back to the store without using an attempt, and after a
+//!    restart every job completes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_sim::{ApiConfig, Faults, Latency, ModelConfig, Scope, SimConfig};
+
+use crate::procs::{self, TempDir};
+use crate::{body_of, chat, client, sim, write_config};
+
+const STREAMS: usize = 20;
+const BUFFERED: usize = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_every_request_in_flight_finish_and_refuses_new_ones() {
+    let mut config = SimConfig::unlimited();
+    // Streams of 40 tokens 50 ms apart (2 s); buffered answers after 2 s.
+    config.models.insert(
+        "slow-stream".into(),
+        ModelConfig {
+            latency: Some(Latency {
+                per_token_ms: 50,
+                ..Latency::default()
+            }),
+            output_tokens: Some(40),
+            ..ModelConfig::default()
+        },
+    );
+    config.models.insert(
+        "slow".into(),
+        ModelConfig {
+            latency: Some(Latency {
+                base_ms: 2_000,
+                ..Latency::default()
+            }),
+            ..ModelConfig::default()
+        },
+    );
+    let sim = sim(config).await;
+    let dir = TempDir::new("sigterm");
+    let port = procs::free_port();
+    let cfg = write_config(
+        &dir.0,
+        "sluice.toml",
+        port,
+        &sim.url(),
+        "[shutdown]\ndrain_timeout_ms = 30000\n[jobs]\nenabled = false\n",
+    );
+    let mut serve = procs::serve(&cfg);
+    let url = format!("http://127.0.0.1:{port}");
+    let http = client();
+
+    let mut tasks = Vec::new();
+    for i in 0..STREAMS + BUFFERED {
+        let (http, url) = (http.clone(), url.clone());
+        let stream = i < STREAMS;
+        let model = if stream {
+            "openai/slow-stream"
+        } else {
+            "openai/slow"
+        };
+        tasks.push(tokio::spawn(async move {
+            let res = http
+                .post(format!("{url}/v1/chat/completions"))
+                .json(&chat(model, stream))
+                .send()
+                .await
+                .map_err(|e| format!("send: {e}"))?;
+            let status = res.status().as_u16();
+            let body = body_of(res).await?;
+            Ok::<_, String>((stream, status, body))
+        }));
+    }
+    // Every request has reached the upstream: all are in flight.
+    let end = std::time::Instant::now() + procs::PATIENCE;
+    while sim.stats().model("slow-stream").requests + sim.stats().model("slow").requests
+        < (STREAMS + BUFFERED) as u64
+    {
+        assert!(std::time::Instant::now() < end, "requests never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    serve.terminate();
+
+    // New connections: refused, or 503 while the signal is on its way.
+    let mut refused = 0;
+    let mut unavailable = 0;
+    let mut served = 0;
+    let mut closed = 0;
+    while refused == 0 {
+        let fresh = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        match fresh
+            .post(format!("{url}/v1/chat/completions"))
+            .json(&chat("openai/fast", false))
+            .send()
+            .await
+        {
+            Err(e) if e.is_connect() => refused += 1,
+            Err(e) => panic!("a new request neither refused nor answered: {e:?}"),
+            Ok(r) if r.status() == 503 => {
+                let close = r.headers().get("connection").is_some_and(|v| v == "close");
+                let body: Value = r.json().await.unwrap();
+                assert_eq!(body["error"]["code"], "unavailable", "{body}");
+                unavailable += 1;
+                closed += usize::from(close);
+            }
+            Ok(r) if r.status() == 200 => served += 1,
+            Ok(r) => panic!("a new request got {}", r.status()),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let mut whole = 0;
+    for t in tasks {
+        let (stream, status, body) = t.await.unwrap().expect("a request in flight finished");
+        assert_eq!(status, 200, "{body}");
+        if stream {
+            assert!(body.contains("data: [DONE]"), "a stream cut: {body}");
+        } else {
+            let v: Value = serde_json::from_str(&body).expect("a whole JSON answer");
+            assert!(v["choices"][0]["message"]["content"].is_string());
+        }
+        whole += 1;
+    }
+    let status = serve.wait_exit();
+    assert!(status.success(), "exit status {status}");
+    let upstream = sim.stats().model("slow-stream").requests + sim.stats().model("slow").requests;
+    assert_eq!(
+        upstream,
+        (STREAMS + BUFFERED) as u64,
+        "each sent upstream once"
+    );
+    // The trace writer drained: one trace per answered request.
+    let traces = count_lines(&dir.join("data").join("traces"));
+    let answered = whole + served;
+    assert_eq!(traces, answered, "traces written at exit");
+    eprintln!(
+        "figure sigterm: {whole}/{} in flight finished whole, upstream saw {upstream}; \
+         after the signal {served} new requests served, {unavailable} answered 503 ({closed} with Connection: close), then refused; \
+         {traces} traces written",
+        STREAMS + BUFFERED
+    );
+    sim.shutdown().await;
+}
+
+/// Lines of every file under `dir`, recursively.
+fn count_lines(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                count_lines(&p)
+            } else {
+                std::fs::read_to_string(&p).map_or(0, |t| t.lines().count())
+            }
+        })
+        .sum()
+}
+
+const QUEUED: usize = 5;
+const JOBS: usize = 4;
+const ADMIN: &str = "sigterm-admin";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_grace_queued_requests_get_503_and_jobs_keep_their_attempts() {
+    let mut config = SimConfig::unlimited();
+    // Slack hangs until told otherwise: jobs are running at the signal.
+    config.apis.insert(
+        "slack".into(),
+        ApiConfig {
+            faults: Faults {
+                hang_every: Some(1),
+                ..Faults::none()
+            },
+            ..ApiConfig::default()
+        },
+    );
+    config.log_capacity = 10_000;
+    let sim = sim(config).await;
+    let dir = TempDir::new("sigterm-grace");
+    let port = procs::free_port();
+    let cfg = write_config(
+        &dir.0,
+        "sluice.toml",
+        port,
+        &sim.url(),
+        &format!(
+            r#"admin_token = "{ADMIN}"
+[shutdown]
+drain_timeout_ms = 1000
+[trace]
+enabled = false
+[[models]]
+prefix = "openai/held"
+requests_per_second = 1000.0
+burst = 1000
+max_in_flight = 1
+[jobs]
+lease_ms = 2000
+heartbeat_ms = 500
+[jobs.queues.default]
+concurrency = {JOBS}
+rate = 1000.0
+"#
+        ),
+    );
+    let mut serve = procs::serve(&cfg);
+    let url = format!("http://127.0.0.1:{port}");
+    let http = client();
+
+    // The only in-flight slot of openai/held is taken through the limiter
+    // API: requests for it wait.
+    let grant: Value = http
+        .post(format!("{url}/v1/limits/acquire"))
+        .json(&json!({"resource": "inflight:openai/held"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(grant["grant_id"].is_string(), "{grant}");
+    let mut waiting = Vec::new();
+    for _ in 0..QUEUED {
+        let (http, url) = (http.clone(), url.clone());
+        waiting.push(tokio::spawn(async move {
+            let res = http
+                .post(format!("{url}/v1/chat/completions"))
+                .header("x-sluice-timeout-ms", "60000")
+                .json(&chat("openai/held", false))
+                .send()
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            let status = res.status().as_u16();
+            let body = body_of(res).await?;
+            Ok::<_, String>((status, body))
+        }));
+    }
+    let mut ids = Vec::new();
+    for n in 0..JOBS {
+        let res = http
+            .post(format!("{url}/v1/jobs"))
+            .json(&json!({"queue": "default", "kind": "http",
+                "payload": {"api": "slack", "method": "POST", "path": format!("/job/{n}")}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        let v: Value = res.json().await.unwrap();
+        ids.push(v["id"].as_i64().expect("a job id"));
+    }
+    // Every job's call hangs at the upstream, every request waits.
+    let end = std::time::Instant::now() + procs::PATIENCE;
+    loop {
+        let limits: Value = http
+            .get(format!("{url}/v1/limits"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let waiting_now: u64 = limits["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["resource"] == "inflight:openai/held")
+            .map(|r| r["waiting"].as_u64().unwrap_or(0))
+            .sum();
+        let queued: Value = http
+            .get(format!("{url}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let held = waiting_now + queued["queued"].as_u64().unwrap_or(0);
+        if held == QUEUED as u64 && sim.stats().api("slack").requests == JOBS as u64 {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "never all waiting: {held}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    serve.terminate();
+    let mut refused = 0;
+    for w in waiting {
+        match w.await.unwrap() {
+            Ok((status, body)) => {
+                assert_eq!(status, 503, "{body}");
+                let v: Value = serde_json::from_str(&body).expect("a JSON error");
+                assert_eq!(v["error"]["code"], "unavailable", "{v}");
+                refused += 1;
+            }
+            Err(e) => panic!("a queued request was cut instead of answered: {e}"),
+        }
+    }
+    let status = serve.wait_exit();
+    assert!(status.success(), "exit status {status}");
+    let log = serve.log();
+
+    // Slack answers again; the jobs run again after a restart.
+    sim.set_faults(Scope::Api("slack".into()), Faults::none())
+        .unwrap();
+    let serve = procs::serve(&cfg);
+    let end = std::time::Instant::now() + procs::PATIENCE;
+    let mut attempts = Vec::new();
+    for id in &ids {
+        loop {
+            let job: Value = http
+                .get(format!("{url}/v1/jobs/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if job["state"] == "completed" {
+                attempts.push(job["attempts"].as_u64().unwrap_or(0));
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "job {id} never completed: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert!(
+        attempts.iter().all(|&a| a == 1),
+        "a job cut at shutdown used an attempt: {attempts:?}\n{log:#?}"
+    );
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    for e in sim.log(0).entries {
+        if let Some(n) = e.path.strip_prefix("/slack/job/") {
+            *calls.entry(n.to_owned()).or_default() += 1;
+        }
+    }
+    let repeated: usize = calls.values().map(|c| c - 1).sum();
+    assert_eq!(calls.len(), JOBS);
+    assert!(repeated <= JOBS, "only the calls cut at shutdown repeat");
+    eprintln!(
+        "figure sigterm-grace: {refused}/{QUEUED} queued requests answered 503 at the end of a 1 s grace; \
+         {JOBS} jobs cut at shutdown completed after the restart with attempts {attempts:?}, {repeated} upstream calls repeated"
+    );
+    drop(serve);
+    sim.shutdown().await;
+}

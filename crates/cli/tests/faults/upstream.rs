@@ -1,0 +1,402 @@
+//! Upstream faults from the sim, through a `sluice serve` process: hangs,
+//! connections reset mid-stream, malformed JSON and SSE, 5xx storms and a
+//! slow first byte. Each test counts what the clients got and what the
+//! sim saw.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_sim::{Faults, Latency, ModelConfig, Scope, SimConfig, SimHandle};
+
+use crate::procs::{self, Proc, TempDir};
+use crate::{body_of, chat, client, sim};
+
+/// Attempts per request (`retry.max_attempts`).
+const ATTEMPTS: u64 = 3;
+
+struct Setup {
+    sim: SimHandle,
+    _serve: Proc,
+    url: String,
+    http: reqwest::Client,
+    _dir: TempDir,
+}
+
+/// A sim with `models` and a gateway in front of it, `limits` being extra
+/// `[[models]]` TOML.
+async fn setup(what: &str, models: &[(&str, ModelConfig)], limits: &str) -> Setup {
+    let mut config = SimConfig::unlimited();
+    for (name, m) in models {
+        config.models.insert((*name).into(), m.clone());
+    }
+    let sim = sim(config).await;
+    let dir = TempDir::new(what);
+    let port = procs::free_port();
+    let rest = format!(
+        "[trace]\nenabled = false\n[jobs]\nenabled = false\n[retry]\nmax_attempts = {ATTEMPTS}\n\
+         initial_backoff_ms = 10\nmax_backoff_ms = 50\n{limits}"
+    );
+    let cfg: PathBuf = crate::write_config(&dir.0, "sluice.toml", port, &sim.url(), &rest);
+    let serve = procs::serve(&cfg);
+    Setup {
+        sim,
+        _serve: serve,
+        url: format!("http://127.0.0.1:{port}"),
+        http: client(),
+        _dir: dir,
+    }
+}
+
+fn faulty(faults: Faults) -> ModelConfig {
+    ModelConfig {
+        faults: Some(faults),
+        ..ModelConfig::default()
+    }
+}
+
+impl Setup {
+    /// Sends `n` requests at once; returns (status, body or transport error).
+    async fn burst(
+        &self,
+        path: &str,
+        body: Value,
+        n: usize,
+        timeout_ms: u64,
+    ) -> Vec<(u16, Result<String, String>)> {
+        let mut tasks = Vec::new();
+        for _ in 0..n {
+            let (http, url, body, path) = (
+                self.http.clone(),
+                self.url.clone(),
+                body.clone(),
+                path.to_owned(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let res = http
+                    .post(format!("{url}{path}"))
+                    .header("x-sluice-timeout-ms", timeout_ms.to_string())
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("the gateway answers");
+                let status = res.status().as_u16();
+                (status, body_of(res).await)
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+
+    /// A resource of `GET /v1/limits`.
+    async fn resource(&self, name: &str) -> Option<Value> {
+        let all: Value = self
+            .http
+            .get(format!("{}/v1/limits", self.url))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        all["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["resource"] == name)
+            .cloned()
+    }
+
+    /// Waits until nothing holds an in-flight slot of `resource`.
+    async fn slots_back(&self, resource: &str) {
+        let end = Instant::now() + procs::PATIENCE;
+        loop {
+            let r = self.resource(resource).await;
+            if r.as_ref().is_none_or(|r| r["in_flight"] == 0) {
+                return;
+            }
+            assert!(Instant::now() < end, "in-flight slots leaked: {r:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn error_code(body: &str) -> Value {
+    serde_json::from_str::<Value>(body).map_or(Value::Null, |v| v["error"]["code"].clone())
+}
+
+/// The last `data:` of an SSE body, as JSON.
+fn last_data(body: &str) -> Value {
+    body.split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .last()
+        .and_then(|d| serde_json::from_str(d).ok())
+        .unwrap_or(Value::Null)
+}
+
+const HANGS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hangs_end_at_the_deadline_and_give_every_slot_back() {
+    let s = setup(
+        "hang",
+        &[("hang", faulty(Faults { hang_every: Some(1), ..Faults::none() }))],
+        "[[models]]\nprefix = \"openai/hang\"\nrequests_per_second = 1000.0\nburst = 1000\nmax_in_flight = 4\n",
+    )
+    .await;
+    let mut answers = s
+        .burst(
+            "/v1/chat/completions",
+            chat("openai/hang", false),
+            HANGS / 2,
+            500,
+        )
+        .await;
+    answers.extend(
+        s.burst(
+            "/v1/chat/completions",
+            chat("openai/hang", true),
+            HANGS / 2,
+            500,
+        )
+        .await,
+    );
+    for (status, body) in &answers {
+        let body = body.as_ref().expect("an answer, not a cut");
+        assert_eq!(*status, 504, "{body}");
+        assert_eq!(error_code(body), "deadline_exceeded", "{body}");
+    }
+    s.slots_back("inflight:openai/hang").await;
+    let sent = s.sim.stats().model("hang").requests;
+    assert!(sent <= HANGS as u64 * ATTEMPTS, "{sent}");
+    // Every slot is usable again: more requests than slots, all served.
+    s.sim
+        .set_faults(Scope::Model("hang".into()), Faults::none())
+        .unwrap();
+    let after = s
+        .burst(
+            "/v1/chat/completions",
+            chat("openai/hang", false),
+            8,
+            30_000,
+        )
+        .await;
+    assert!(after.iter().all(|(st, _)| *st == 200), "{after:?}");
+    s.slots_back("inflight:openai/hang").await;
+    eprintln!(
+        "figure upstream hang: {HANGS}/{HANGS} answered 504 at a 500 ms deadline, {sent} sent upstream \
+         (4 in-flight slots), every slot back, then 8/8 served"
+    );
+    s.sim.shutdown().await;
+}
+
+const RESETS: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_mid_stream_is_an_error_event_in_the_streams_format() {
+    let cut = faulty(Faults {
+        disconnect_every: Some(1),
+        disconnect_after_chunks: 3,
+        ..Faults::none()
+    });
+    let s = setup(
+        "reset",
+        &[("cut", cut.clone()), ("claude-cut", cut)],
+        "[[models]]\nprefix = \"openai/cut\"\nrequests_per_second = 1000.0\nburst = 1000\n\
+         tokens_per_minute = 1000000\nmax_in_flight = 4\n",
+    )
+    .await;
+    let answers = s
+        .burst(
+            "/v1/chat/completions",
+            chat("openai/cut", true),
+            RESETS,
+            30_000,
+        )
+        .await;
+    for (status, body) in &answers {
+        let body = body.as_ref().expect("the stream ends cleanly, not cut");
+        assert_eq!(*status, 200);
+        assert!(!body.contains("[DONE]"), "{body}");
+        assert_eq!(last_data(body)["error"]["code"], "upstream_error", "{body}");
+    }
+    let anthropic = json!({"model": "anthropic/claude-cut", "max_tokens": 100, "stream": true,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let answers = s.burst("/v1/messages", anthropic, 2, 30_000).await;
+    for (status, body) in &answers {
+        let body = body.as_ref().expect("the stream ends cleanly, not cut");
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.contains("event: error\n"), "{body}");
+        assert_eq!(last_data(body)["error"]["type"], "api_error", "{body}");
+    }
+    s.slots_back("inflight:openai/cut").await;
+    let seen = s.sim.stats().model("cut");
+    assert_eq!(
+        (seen.requests, seen.disconnects),
+        (RESETS as u64, RESETS as u64),
+        "never resent"
+    );
+    let tokens = s.resource("tokens:openai/cut").await;
+    eprintln!(
+        "figure upstream reset: {RESETS}/{RESETS} OpenAI and 2/2 Anthropic streams ended with an error event; \
+         sent upstream once each; tokens resource after: {}",
+        tokens.map_or("-".into(), |t| format!(
+            "available {} of {}",
+            t["available"], t["capacity"]
+        ))
+    );
+    s.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answers_pass_through_and_leave_the_gateway_whole() {
+    let s = setup(
+        "malformed",
+        &[(
+            "bad",
+            faulty(Faults {
+                malformed_every: Some(1),
+                ..Faults::none()
+            }),
+        )],
+        "[[models]]\nprefix = \"openai/bad\"\nrequests_per_second = 1000.0\nburst = 1000\n\
+         tokens_per_minute = 1000000\nmax_in_flight = 4\n",
+    )
+    .await;
+    let whole = s
+        .burst("/v1/chat/completions", chat("openai/bad", false), 5, 30_000)
+        .await;
+    for (status, body) in &whole {
+        let body = body.as_ref().expect("an answer");
+        // Passed on as the upstream sent it: the client's parser decides.
+        assert_eq!(*status, 200, "{body}");
+        assert!(serde_json::from_str::<Value>(body).is_err(), "{body}");
+    }
+    let streams = s
+        .burst("/v1/chat/completions", chat("openai/bad", true), 5, 30_000)
+        .await;
+    for (status, body) in &streams {
+        let body = body.as_ref().expect("a whole stream");
+        assert_eq!(*status, 200);
+        assert!(
+            body.contains("this is not an event"),
+            "passed through untouched: {body}"
+        );
+        assert!(body.contains("data: [DONE]"), "{body}");
+    }
+    s.slots_back("inflight:openai/bad").await;
+    let seen = s.sim.stats().model("bad");
+    assert_eq!(seen.requests, 10, "a malformed 200 is not retried");
+    let health = s
+        .http
+        .get(format!("{}/healthz", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    eprintln!(
+        "figure upstream malformed: 5/5 broken JSON and 5/5 broken SSE passed through as sent, not retried, gateway healthy"
+    );
+    s.sim.shutdown().await;
+}
+
+const STORM: usize = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5xx_storm_is_retried_a_bounded_number_of_times() {
+    let s = setup(
+        "storm",
+        &[(
+            "storm",
+            faulty(Faults {
+                error_every: Some(1),
+                ..Faults::none()
+            }),
+        )],
+        "",
+    )
+    .await;
+    let answers = s
+        .burst(
+            "/v1/chat/completions",
+            chat("openai/storm", false),
+            STORM,
+            30_000,
+        )
+        .await;
+    for (status, body) in &answers {
+        let body = body.as_ref().expect("an answer");
+        assert_eq!(*status, 502, "{body}");
+        assert_eq!(error_code(body), "bad_gateway", "{body}");
+    }
+    let sent = s.sim.stats().model("storm").requests;
+    assert_eq!(
+        sent,
+        STORM as u64 * ATTEMPTS,
+        "each request tried max_attempts times, no more"
+    );
+    eprintln!(
+        "figure upstream 5xx storm: {STORM}/{STORM} answered 502 after {ATTEMPTS} attempts each; {sent} sent upstream"
+    );
+    s.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_first_byte_waits_within_the_deadline_only() {
+    let slow = ModelConfig {
+        latency: Some(Latency {
+            base_ms: 1_500,
+            ttft_ms: 1_500,
+            ..Latency::default()
+        }),
+        ..ModelConfig::default()
+    };
+    let s = setup("slow", &[("slow", slow)], "").await;
+    let short = s
+        .burst("/v1/chat/completions", chat("openai/slow", false), 4, 500)
+        .await;
+    for (status, body) in &short {
+        assert_eq!(*status, 504, "{body:?}");
+    }
+    // A stream's headers come at once, its first event late: the deadline
+    // ends it with an error event.
+    let short_streams = s
+        .burst("/v1/chat/completions", chat("openai/slow", true), 4, 500)
+        .await;
+    for (status, body) in &short_streams {
+        let body = body.as_ref().expect("ends cleanly");
+        // Or a 504, if the deadline passed before even the headers came
+        // (a busy machine).
+        let code = match status {
+            200 => last_data(body)["error"]["code"].clone(),
+            _ => error_code(body),
+        };
+        assert_eq!(code, "deadline_exceeded", "{status} {body}");
+    }
+    let long = s
+        .burst(
+            "/v1/chat/completions",
+            chat("openai/slow", false),
+            4,
+            20_000,
+        )
+        .await;
+    let long_streams = s
+        .burst("/v1/chat/completions", chat("openai/slow", true), 4, 20_000)
+        .await;
+    for (status, body) in long.iter().chain(&long_streams) {
+        assert_eq!(*status, 200, "{body:?}");
+    }
+    assert!(
+        long_streams
+            .iter()
+            .all(|(_, b)| b.as_ref().unwrap().contains("[DONE]"))
+    );
+    let sent = s.sim.stats().model("slow").requests;
+    eprintln!(
+        "figure upstream slow first byte (1.5 s): 8/8 ended at a 500 ms deadline (504 or a stream's error event), 8/8 served under a 20 s one; {sent} sent upstream"
+    );
+    s.sim.shutdown().await;
+}
