@@ -126,7 +126,8 @@ impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
     /// Refuses new tickets with [`Error::Closed`] and sends every queued
     /// entry away with it. Slots already held run to completion.
     pub fn close(&self) {
-        self.shared.with(|state, _, wakers| state.close(wakers));
+        self.shared
+            .with(|state, now, wakers| state.close(now, wakers));
     }
 }
 

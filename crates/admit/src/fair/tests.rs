@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use proptest::prelude::*;
+use tokio::time::Instant;
 
 use super::*;
 
@@ -32,13 +33,14 @@ impl Harness {
     /// Queues entry `k` of tenant `i` as id `i * 1000 + k`.
     fn push(&mut self, i: usize, k: u64) {
         self.fair.push(&self.names[i], i as u64 * 1000 + k);
-        self.service.join(&self.names[i]);
+        self.service.join(&self.names[i], Instant::now());
     }
 
     fn pop(&mut self) -> Option<EntryId> {
         let id = self.fair.pop(&self.service)?;
         let i = (id / 1000) as usize;
-        self.service.served(&self.names[i], self.weights[i]);
+        self.service
+            .served(&self.names[i], self.weights[i], Instant::now());
         Some(id)
     }
 
@@ -80,10 +82,10 @@ fn the_less_served_tenant_goes_first() {
     // is served twice there.
     h.push(1, 0);
     let t0 = h.names[0].clone();
-    h.service.join(&t0);
+    h.service.join(&t0, Instant::now());
     for _ in 0..2 {
-        h.service.join(&t0);
-        h.service.served("t0", 1);
+        h.service.join(&t0, Instant::now());
+        h.service.served("t0", 1, Instant::now());
     }
     h.push(0, 0);
     h.push(1, 1);
@@ -167,7 +169,7 @@ proptest! {
                     let victim = model.get(&t).and_then(|q| q.get(w as usize % q.len().max(1))).copied();
                     if let Some(id) = victim {
                         prop_assert!(h.fair.remove(&h.names[t].clone(), id));
-                        h.service.leave(&h.names[t].clone());
+                        h.service.leave(&h.names[t].clone(), Instant::now());
                         model.get_mut(&t).unwrap().retain(|&e| e != id);
                     }
                 }

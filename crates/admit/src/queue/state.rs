@@ -24,7 +24,7 @@ use crate::error::{Error, Scope};
 use crate::fair::EntryId;
 use crate::rate::DispatchRate;
 use crate::scheduler::Scheduler;
-use crate::service::Service;
+use crate::service::{ARRIVAL_GRACE, Service};
 use crate::{Priority, QueueConfig, Stats, Ticket};
 
 /// A deduplication key: scoped to its tenant.
@@ -107,7 +107,7 @@ impl<T> State<T> {
         State {
             config,
             lanes: HashMap::new(),
-            service: Service::default(),
+            service: Service::with_grace(ARRIVAL_GRACE),
             entries: HashMap::new(),
             next_id: 0,
             flights: HashMap::new(),
@@ -165,7 +165,7 @@ impl<T> State<T> {
             })
             .scheduler
             .push(ticket.priority, &ticket.tenant, id);
-        self.service.join(&ticket.tenant);
+        self.service.join(&ticket.tenant, now);
         self.entries.insert(
             id,
             Entry {
@@ -215,14 +215,14 @@ impl<T> State<T> {
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
             if entry.deadline <= now {
                 l.scheduler.remove(priority, &entry.tenant, id);
-                self.service.leave(&entry.tenant);
+                self.service.leave(&entry.tenant, now);
                 entry.status = Status::Expired;
                 self.counters.expired += 1;
             } else {
                 let popped = l.scheduler.pop(&self.service);
                 debug_assert_eq!(popped, Some(id));
                 let weight = self.config.weights.of(&entry.tenant).get();
-                self.service.served(&entry.tenant, weight);
+                self.service.served(&entry.tenant, weight, now);
                 entry.status = Status::Granted { at: now };
                 l.in_flight += 1;
                 self.in_flight += 1;
@@ -237,10 +237,10 @@ impl<T> State<T> {
     }
 
     /// Takes queued entry `id` out of its lane's scheduler.
-    fn unqueue(&mut self, entry: &Entry, id: EntryId) {
+    fn unqueue(&mut self, entry: &Entry, id: EntryId, now: Instant) {
         if let Some(l) = self.lanes.get_mut(&entry.lane) {
             if l.scheduler.remove(entry.priority, &entry.tenant, id) {
-                self.service.leave(&entry.tenant);
+                self.service.leave(&entry.tenant, now);
             }
             if l.in_flight == 0 && l.scheduler.len() == 0 {
                 self.lanes.remove(&entry.lane);
@@ -258,10 +258,10 @@ impl<T> State<T> {
     }
 
     /// Entry `id`'s deadline passed while it was queued.
-    pub(crate) fn expire(&mut self, id: EntryId) {
+    pub(crate) fn expire(&mut self, id: EntryId, now: Instant) {
         if let Some(entry) = self.entries.remove(&id) {
             debug_assert_eq!(entry.status, Status::Queued);
-            self.unqueue(&entry, id);
+            self.unqueue(&entry, id, now);
             self.counters.expired += 1;
         }
     }
@@ -273,7 +273,7 @@ impl<T> State<T> {
         };
         match entry.status {
             Status::Queued => {
-                self.unqueue(&entry, id);
+                self.unqueue(&entry, id, now);
                 self.counters.cancelled += 1;
             }
             Status::Granted { .. } => self.release(&entry.lane, now, wakers),
@@ -306,7 +306,7 @@ impl<T> State<T> {
     }
 
     /// Refuses new tickets and sends every queued entry away.
-    pub(crate) fn close(&mut self, wakers: &mut Vec<Waker>) {
+    pub(crate) fn close(&mut self, now: Instant, wakers: &mut Vec<Waker>) {
         self.closed = true;
         let queued: Vec<EntryId> = self
             .lanes
@@ -316,7 +316,7 @@ impl<T> State<T> {
         self.lanes.retain(|_, l| l.in_flight > 0);
         for id in queued {
             let entry = self.entries.get_mut(&id).expect("queued entry exists");
-            self.service.leave(&entry.tenant);
+            self.service.leave(&entry.tenant, now);
             entry.status = Status::Closed;
             wakers.extend(entry.waker.take());
         }

@@ -51,7 +51,7 @@ impl<T> Waiter<T> {
     ) -> Poll<Result<Permit<T>, Error>> {
         let id = self.id;
         let mut granted = None;
-        let result = self.shared.with(|state, _now, _| {
+        let result = self.shared.with(|state, now, _| {
             let status = state
                 .entry_mut(id)
                 .expect("armed waiter has an entry")
@@ -77,7 +77,7 @@ impl<T> Waiter<T> {
                 }
                 Status::Queued => {
                     if sleep.poll(cx).is_ready() {
-                        state.expire(id);
+                        state.expire(id, now);
                         return Poll::Ready(Err(Error::DeadlineExceeded));
                     }
                     let entry = state.entry_mut(id).expect("queued entry exists");
