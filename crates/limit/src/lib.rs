@@ -52,6 +52,8 @@
 //!   that nothing waits on or holds take one compare-and-swap and no lock.
 //! - [`Limiter::report_throttled`] and [`Limiter::observe`] adapt to what
 //!   upstreams say ([`AdaptiveConfig`], [`headers`]).
+//! - [`RateLimiter`] is what callers need of any limiter, in this process
+//!   or shared through Redis (`sluice-redis`); its grants are [`Permit`]s.
 //!
 //! # Errors
 //! Every fallible call returns [`Error`]; waiting ([`Error::RateLimited`],
@@ -69,8 +71,11 @@ mod handle;
 pub mod headers;
 mod leases;
 mod limit;
+mod limit_future;
 mod limiter;
 mod meter;
+mod permit;
+mod rate_limiter;
 mod registry;
 mod resource;
 mod rules;
@@ -83,7 +88,10 @@ pub use grant::Grant;
 pub use handle::Handle;
 pub use leases::GrantId;
 pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit, MAX_CAPACITY, MAX_WINDOW};
+pub use limit_future::LimitFuture;
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
+pub use permit::{HeldGrant, Permit};
+pub use rate_limiter::{RateLimiter, SharedLimiter};
 pub use rules::{
     API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
 };
