@@ -2,15 +2,16 @@
 //! startup and closed on shutdown, the retention cleaner, and the queue
 //! gauges read at scrape time.
 
-mod limits;
+#[cfg(test)]
+mod redis_tests;
 mod store;
 mod workers;
 
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SharedLimits, SqliteStore, StoreConfig,
-    WorkerPool, worker::ShutdownReport,
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+    worker::ShutdownReport,
 };
 use tokio::task::JoinHandle;
 
@@ -83,7 +84,7 @@ impl Jobs {
         &self,
         config: &Config,
         credentials: &crate::credentials::Upstreams,
-        limiter: SharedLimits,
+        limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
     ) -> Result<(), StartError> {
         let pool = workers::start(config, credentials, self.store.clone(), limiter, client)?;

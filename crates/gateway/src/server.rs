@@ -35,7 +35,7 @@ impl Gateway {
             if state.config.jobs.workers {
                 // The request path's limits: with `[redis]`, job rates and
                 // the API buckets jobs call through are every replica's.
-                let limits = state.limits.for_jobs();
+                let limits = state.limits.clone();
                 jobs.start_workers(
                     &state.config,
                     &state.credentials,

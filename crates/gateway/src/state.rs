@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice_admit::{AdmissionQueue, Bulkheads};
-use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, Policy, Rules, ToolClassifier};
+use sluice_limit::{
+    AdaptiveConfig, Algorithm, Limit, Limiter, Policy, Rules, SharedLimiter, ToolClassifier,
+};
 use sluice_redis::{Failure, Mode, RedisConfig, RedisLimiter};
 
 use crate::config::{AdaptivePolicy, Config, ModelLimits, RedisSettings};
 use crate::error::ApiError;
-use crate::limits::Limits;
 use crate::limits::holds::Holds;
 use crate::metrics::Metrics;
 use crate::response::Shared;
@@ -30,9 +31,12 @@ pub struct AppState {
 pub struct Inner {
     pub(crate) config: Config,
     pub(crate) limiter: Limiter,
-    /// Where the request path's limits live: `limiter` itself, or Redis
-    /// when `[redis]` is configured.
-    pub(crate) limits: Limits,
+    /// Where the request path's (and the job workers') limits live:
+    /// `limiter` itself, or Redis when `[redis]` is configured.
+    pub(crate) limits: SharedLimiter,
+    /// The shared limiter with `[redis]`, for what only it has (its
+    /// health, the capacity bus); `limits` is the same one.
+    pub(crate) redis: Option<RedisLimiter>,
     /// Grants held for callers of the limiter API.
     pub(crate) holds: Holds,
     pub(crate) queue: AdmissionQueue<Shared>,
@@ -154,9 +158,9 @@ impl AppState {
             .rules(rules(&config))
             .adaptive(adaptive(&config))
             .build()?;
-        let limits = match redis {
-            Some(r) => Limits::Shared(r),
-            None => Limits::Local(limiter.clone()),
+        let limits: SharedLimiter = match &redis {
+            Some(r) => Arc::new(r.clone()),
+            None => limiter.clone().into(),
         };
         limiter.spawn_maintenance(Duration::from_secs(1));
         limiter.on_change(capacity_changed);
@@ -190,7 +194,7 @@ impl AppState {
             .map_err(|e| StartError::Client(e.to_string()))?;
         let metrics = Metrics::install(config.metrics.tenant_labels)
             .map_err(|e| StartError::Metrics(e.to_string()))?;
-        if let Some(r) = limits.redis() {
+        if let Some(r) = &redis {
             crate::metrics::redis_degraded(r.is_degraded());
         }
         let (traces, trace_task) = if config.trace.enabled {
@@ -214,6 +218,7 @@ impl AppState {
                 config,
                 limiter,
                 limits,
+                redis,
                 holds,
                 queue,
                 bulkheads,

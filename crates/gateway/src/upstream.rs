@@ -11,10 +11,10 @@ use tokio::time::Instant;
 
 use crate::config::RetryConfig;
 use crate::error::ApiError;
-use crate::limits::AnyGrant;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::Trace;
+use sluice_limit::Permit;
 
 /// What to limit a call on.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub(crate) struct AttemptRecord {
 #[derive(Debug)]
 pub(crate) struct Answered {
     pub response: reqwest::Response,
-    pub grant: AnyGrant,
+    pub grant: Permit,
     pub permit: BulkheadPermit,
     pub attempts: u32,
     /// Time spent waiting for the limiter and the pool.
@@ -226,8 +226,8 @@ where
                 let limits = upstream_limits(response.headers());
                 let _ = state
                     .limits
-                    .observe_answer(
-                        &grant,
+                    .observe(
+                        Some(&grant),
                         Some(&plan.requests),
                         plan.tokens.as_deref(),
                         status,
@@ -330,7 +330,7 @@ pub(crate) fn record_attempts(
 }
 
 /// A failed attempt used no tokens.
-fn refund_tokens(grant: &mut AnyGrant, plan: &Plan) {
+fn refund_tokens(grant: &mut Permit, plan: &Plan) {
     if let Some(t) = &plan.tokens {
         let _ = grant.settle_part(t, 0);
     }

@@ -11,9 +11,9 @@ mod response;
 pub use credentials::{Credentials, NoCredential, Secret};
 pub use payload::PayloadError;
 
-use crate::SharedLimits;
 use crate::worker::Handlers;
 use serde_json::Value;
+use sluice_limit::SharedLimiter;
 
 /// The kind of a job that calls a configured HTTP API.
 pub const HTTP_KIND: &str = "http";
@@ -70,13 +70,13 @@ impl Handlers {
     /// `discord.*` kinds call Discord as `discord` says, all with `client`
     /// and through `limiter` (the gateway's, so that jobs share each API's
     /// bucket with interactive traffic): a `&`[`sluice_limit::Limiter`] or
-    /// any [`SharedLimits`].
+    /// any [`SharedLimiter`].
     ///
     /// # Errors
     /// [`sluice_limit::Error`] if Discord's global limit cannot be
     /// configured on the limiter.
     pub fn standard(
-        limiter: impl Into<SharedLimits>,
+        limiter: impl Into<SharedLimiter>,
         http_apis: http::HttpApis,
         discord: discord::DiscordConfig,
         client: reqwest::Client,

@@ -39,9 +39,10 @@
 //! [`Handlers`] of their kinds, under a shared limiter (the gateway's):
 //! `jobs:{queue}` holds each queue to its rate, and the standard kinds take
 //! from `api:{name}`, the bucket the gateway's proxy uses for the same API.
-//! The limiter is anything that implements [`JobLimits`]: an in-process
+//! The limiter is any [`sluice_limit::RateLimiter`]: an in-process
 //! [`sluice_limit::Limiter`] (pass it as it is), or limits kept elsewhere,
-//! such as the gateway's shared through Redis ([`SharedLimits::new`]).
+//! such as the gateway's shared through Redis (pass a
+//! [`sluice_limit::SharedLimiter`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -120,7 +121,6 @@ mod counts;
 mod error;
 mod job;
 pub mod kinds;
-mod limits;
 pub mod metrics;
 mod migrate;
 mod new_job;
@@ -139,7 +139,6 @@ pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
 pub use job::{Job, JobId, JobState, JobSummary, Lease, UnknownState};
 pub use kinds::{KINDS, PayloadError, validate_payload};
-pub use limits::{JobLimits, LimitGrant, SharedLimits};
 pub use new_job::{DEFAULT_GROUP, DEFAULT_MAX_ATTEMPTS, MAX_NAME_LEN, NewJob};
 pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;

@@ -178,6 +178,7 @@ impl SqliteBackend {
     /// transaction).
     async fn begin_at(&self, full: bool) -> Result<Transaction<'static, Sqlite>, Error> {
         let mut conn = self.write.acquire().await?;
+        settle_transactions(&mut conn).await?;
         if self.full_sync {
             if full {
                 if self.relaxed.swap(false, Ordering::SeqCst) {
@@ -202,6 +203,34 @@ impl SqliteBackend {
         // by another process writing meanwhile.
         Ok(Transaction::begin(conn, Some("BEGIN IMMEDIATE".into_sql_str())).await?)
     }
+}
+
+/// Brings sqlx's count of open transactions on `conn` back to SQLite's.
+///
+/// On a full disk (or an I/O error) SQLite rolls a transaction back by
+/// itself; sqlx's own ROLLBACK then fails ("no transaction is active"), so
+/// its count stays above zero and every later `BEGIN` on the connection is
+/// refused ("begin_with at non-zero transaction depth"). Measured: the job
+/// store stayed unusable after the space came back, until a restart. Here
+/// the count is repaired instead: a rollback that a dropped transaction
+/// queued runs first (the ping waits behind it); if the count is still
+/// above zero, each level is reopened in SQLite and rolled back through
+/// sqlx, which counts it down.
+async fn settle_transactions(conn: &mut SqliteConnection) -> Result<(), Error> {
+    use sqlx::Connection;
+    use sqlx::sqlite::SqliteTransactionManager as Manager;
+    use sqlx_core::transaction::TransactionManager;
+    if !conn.is_in_transaction() {
+        return Ok(());
+    }
+    conn.ping().await?;
+    while conn.is_in_transaction() {
+        tracing::warn!("jobs: repairing a connection whose transaction SQLite ended by itself");
+        // Refused if SQLite is in fact inside one: the rollback ends that.
+        let _ = sqlx::raw_sql("BEGIN").execute(&mut *conn).await;
+        Manager::rollback(conn).await?;
+    }
+    Ok(())
 }
 
 /// Rows a connection's thread may send ahead of the caller: one claim's

@@ -6,7 +6,7 @@
 //! - **Rates.** Before its handler starts, a run takes one unit from the
 //!   limiter resource `jobs:{queue}` (and `jobs:{queue}:{tenant}:{group}` with a
 //!   group rate), waiting in FIFO order while it keeps its lease alive.
-//!   The limiter is the gateway's ([`crate::JobLimits`]: in-process, or
+//!   The limiter is the gateway's ([`sluice_limit::RateLimiter`]: in-process, or
 //!   through Redis when distributed), so job calls and interactive calls
 //!   to the same API share its bucket as well, on every replica.
 //! - **Outcomes.** See [`Outcome`]: completed; retry with exponential

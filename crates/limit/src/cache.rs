@@ -16,7 +16,7 @@ use crate::limiter::Inner;
 use crate::meter::Nanos;
 use crate::resource::Resource;
 
-/// Slots per thread (direct-mapped by the name's hash).
+/// Slots per thread (direct-mapped by the name's hash; a power of two).
 const SLOTS: usize = 64;
 
 struct Slot {
@@ -33,7 +33,7 @@ impl Drop for Slot {
 }
 
 thread_local! {
-    static CACHE: RefCell<Vec<Option<Slot>>> = const { RefCell::new(Vec::new()) };
+    static CACHE: RefCell<[Option<Slot>; SLOTS]> = const { RefCell::new([const { None }; SLOTS]) };
 }
 
 /// Takes `cost` from `name` on its lock-free path if this thread has the
@@ -48,7 +48,7 @@ pub(crate) fn try_take(
     CACHE
         .try_with(|c| {
             let c = c.try_borrow().ok()?;
-            let slot = c.get(index(name))?.as_ref()?;
+            let slot = c[index(name)].as_ref()?;
             if slot.limiter != inner.id || !same(slot.resource.name.as_bytes(), name.as_bytes()) {
                 return None;
             }
@@ -64,9 +64,6 @@ pub(crate) fn remember(inner: &Inner, resource: Arc<Resource>) {
         let Ok(mut c) = c.try_borrow_mut() else {
             return;
         };
-        if c.is_empty() {
-            c.resize_with(SLOTS, || None);
-        }
         let slot = &mut c[index(&resource.name)];
         if let Some(s) = slot
             && Arc::ptr_eq(&s.resource, &resource)
@@ -94,7 +91,8 @@ fn index(name: &str) -> usize {
         _ => (small(b), 0),
     };
     let mixed = (head ^ tail.rotate_left(29) ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> 58) as usize % SLOTS
+    // The top bits, as many as SLOTS needs.
+    (mixed >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 #[inline]

@@ -57,6 +57,21 @@ impl Clock for StdClock {
 /// not run under tokio's paused time. It follows real time as [`StdClock`]
 /// does, to within the calibration's drift (parts per million): a waiter
 /// woken a moment early looks again and sleeps for the rest.
+///
+/// ```
+/// use sluice_limit::{Clock, FastClock, Limit, Limiter, Rules};
+///
+/// let clock = FastClock::new();
+/// let t0 = clock.now();
+/// assert!(clock.now() >= t0);
+/// let limiter = Limiter::builder()
+///     .clock(clock)
+///     .rules(Rules::new().exact("r", Limit::per_second(2)))
+///     .build()?;
+/// assert!(limiter.check("r", 2).is_ok());
+/// assert!(limiter.check("r", 1).is_err());
+/// # Ok::<(), sluice_limit::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct FastClock {
     clock: quanta::Clock,
@@ -76,8 +91,9 @@ impl FastClock {
         }
     }
 
+    /// Nanoseconds since this clock was made.
     #[inline]
-    fn elapsed(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
     }
 }
@@ -90,12 +106,12 @@ impl Default for FastClock {
 
 impl Clock for FastClock {
     fn now(&self) -> Instant {
-        self.origin + Duration::from_nanos(self.elapsed())
+        self.origin + Duration::from_nanos(self.count())
     }
 
     #[inline]
     fn count_nanos(&self) -> Option<u64> {
-        Some(self.elapsed())
+        Some(self.count())
     }
 }
 

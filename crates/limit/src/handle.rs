@@ -105,13 +105,19 @@ pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Erro
 #[inline]
 pub(crate) fn check_at(inner: &Inner, res: &Resource, now: Nanos, cost: u64) -> Result<(), Error> {
     match res.fast.try_take(now, cost) {
-        Some(taken) => taken.map_err(|wait| refused(&res.name, wait)),
-        None => {
-            let taken = inner.take_now(res, now, cost, false);
-            inner.shared.dispatch();
-            taken.map(|_| ())
-        }
+        Some(Ok(())) => Ok(()),
+        Some(Err(wait)) => Err(refused(&res.name, wait)),
+        None => check_locked(inner, res, now, cost),
     }
+}
+
+/// [`check_at`] under the lock: out of line, to keep the fast path small.
+#[cold]
+#[inline(never)]
+fn check_locked(inner: &Inner, res: &Resource, now: Nanos, cost: u64) -> Result<(), Error> {
+    let taken = inner.take_now(res, now, cost, false);
+    inner.shared.dispatch();
+    taken.map(|_| ())
 }
 
 /// A refusal on the lock-free path.

@@ -46,9 +46,14 @@
 //!   FIFO order up to a deadline. Both hand out a [`Grant`]: dropping it
 //!   releases in-flight slots; [`Grant::settle`] pays the actual cost.
 //! - Time comes from a [`Clock`]: tokio's by default, so tests run with
-//!   paused time.
+//!   paused time; [`FastClock`] reads the CPU's time-stamp counter, for
+//!   limiters that check at high rates.
+//! - [`Limiter::check`] and [`Handle::check`] on a token bucket or GCRA
+//!   that nothing waits on or holds take one compare-and-swap and no lock.
 //! - [`Limiter::report_throttled`] and [`Limiter::observe`] adapt to what
 //!   upstreams say ([`AdaptiveConfig`], [`headers`]).
+//! - [`RateLimiter`] is what callers need of any limiter, in this process
+//!   or shared through Redis (`sluice-redis`); its grants are [`Permit`]s.
 //!
 //! # Errors
 //! Every fallible call returns [`Error`]; waiting ([`Error::RateLimited`],
@@ -66,8 +71,11 @@ mod handle;
 pub mod headers;
 mod leases;
 mod limit;
+mod limit_future;
 mod limiter;
 mod meter;
+mod permit;
+mod rate_limiter;
 mod registry;
 mod resource;
 mod rules;
@@ -80,7 +88,10 @@ pub use grant::Grant;
 pub use handle::Handle;
 pub use leases::GrantId;
 pub use limit::{Algorithm, EXACT_WINDOW_MAX, Limit, MAX_CAPACITY, MAX_WINDOW};
+pub use limit_future::LimitFuture;
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
+pub use permit::{HeldGrant, Permit};
+pub use rate_limiter::{RateLimiter, SharedLimiter};
 pub use rules::{
     API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
 };

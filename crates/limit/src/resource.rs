@@ -16,7 +16,7 @@ pub(crate) use fast::Fast;
 pub(crate) use name::Name;
 
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
-use crate::clock::Clock;
+use crate::clock::{Clock, FastClock};
 use crate::meter::{Check, Meter, Nanos, Stamp, mul_div_ceil};
 use crate::{Capacity, Limit};
 
@@ -25,6 +25,9 @@ use crate::{Capacity, Limit};
 /// limiter's lease table does not keep the limiter alive.
 pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
+    /// `clock`, when it is a [`FastClock`], for reading without a virtual
+    /// call.
+    fast_clock: Option<FastClock>,
     pub(crate) epoch: Instant,
     /// The clock's own count at `epoch`, if it has one (see
     /// [`Clock::count_nanos`]).
@@ -46,11 +49,16 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(clock: Arc<dyn Clock>, adaptive: AdaptiveConfig) -> Self {
+    pub(crate) fn new(
+        clock: Arc<dyn Clock>,
+        fast_clock: Option<FastClock>,
+        adaptive: AdaptiveConfig,
+    ) -> Self {
         let epoch_count = clock.count_nanos();
         let epoch = clock.now();
         Shared {
             clock,
+            fast_clock,
             epoch,
             epoch_count,
             adaptive,
@@ -68,6 +76,9 @@ impl Shared {
     /// Nanoseconds since the epoch on the limiter's clock.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
+        if let (Some(clock), Some(epoch)) = (&self.fast_clock, self.epoch_count) {
+            return clock.count().saturating_sub(epoch);
+        }
         match self.epoch_count {
             Some(epoch) => self
                 .clock

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_limit::{Limit, Limiter, ManualClock, Rules};
+use sluice_limit::{FastClock, Limit, Limiter, ManualClock, Rules, StdClock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_and_rate_hold_under_contention() {
@@ -106,4 +106,26 @@ fn lock_free_and_locked_calls_admit_exactly_the_burst() {
     }
     assert_eq!(admitted.load(Ordering::Relaxed), BURST);
     assert_eq!(l.get_capacity("r").unwrap().available, 0.0);
+}
+
+/// On clocks that move (the time of a call is read before its resource is
+/// created), a fresh key still grants its whole burst at once.
+#[test]
+fn fresh_keys_grant_their_burst_on_moving_clocks() {
+    for fast in [false, true] {
+        let builder = Limiter::builder().rules(Rules::new().prefix("k:", Limit::per_second(5)));
+        let l = if fast {
+            builder.clock(FastClock::new())
+        } else {
+            builder.clock(StdClock)
+        }
+        .build()
+        .unwrap();
+        for k in 0..1_000 {
+            assert!(l.check(&format!("k:c{k}"), 5).is_ok(), "check by name");
+            let h = l.handle(&format!("k:h{k}")).unwrap();
+            assert!(h.check(5).is_ok(), "check by handle");
+            assert!(l.try_acquire(&format!("k:g{k}"), 5).is_ok(), "grant");
+        }
+    }
 }

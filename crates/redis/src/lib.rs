@@ -45,6 +45,9 @@
 //! - **Limits set at run time** ([`RedisLimiter::set_limit`]): resources
 //!   no rule names (a job queue's rate) get a limit ahead of the rules,
 //!   shared like any other; every replica sets the same one.
+//! - **One interface**: [`RedisLimiter`] is a
+//!   [`RateLimiter`](sluice_limit::RateLimiter), as the in-process limiter
+//!   is; its grants are [`Permit`](sluice_limit::Permit)s.
 //! - **Failure** ([`Failure`]): while Redis is away each replica limits on
 //!   its 1/N share locally, or refuses everything.
 //!
@@ -62,6 +65,7 @@ mod fallback;
 mod grant;
 mod leased;
 mod limiter;
+mod rate_limiter;
 
 pub use bus::CapacityUpdate;
 pub use config::{Failure, Mode, RedisConfig};

@@ -11,9 +11,10 @@
 //! `SLUICE_TEST_REDIS_SERVER` and `SLUICE_TEST_POSTGRES_URL` and installs
 //! the servers); without it they print a note and pass.
 //!
-//! `SLUICE_FAULTS_LONG=1` runs the long variants: each swarm runs ten
+//! `SLUICE_TEST_FAULTS_LONG=1` runs the long variants: each swarm runs ten
 //! times as long and outages last ten times as long.
 
+mod diskfull;
 mod postgres;
 mod procs;
 mod redis;
@@ -27,9 +28,9 @@ use serde_json::Value;
 use sluice_sim::{Sim, SimConfig, SimHandle};
 
 /// How many times longer swarms and outages run: 1, or 10 with
-/// `SLUICE_FAULTS_LONG=1`.
+/// `SLUICE_TEST_FAULTS_LONG=1`.
 pub fn scale() -> u32 {
-    match std::env::var("SLUICE_FAULTS_LONG").as_deref() {
+    match std::env::var("SLUICE_TEST_FAULTS_LONG").as_deref() {
         Ok("1") | Ok("true") | Ok("yes") => 10,
         _ => 1,
     }

@@ -54,11 +54,21 @@ impl Proc {
     }
 
     /// Waits until a line of stderr contains `what`; returns that line.
-    pub fn wait_line(&self, what: &str) -> String {
+    /// Fails at once if the process exits first.
+    pub fn wait_line(&mut self, what: &str) -> String {
         let end = Instant::now() + PATIENCE;
         loop {
             if let Some(l) = self.log().into_iter().find(|l| l.contains(what)) {
                 return l;
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                // Its last words may still be in the pipe.
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("exited ({status}) before {what:?}: {:#?}", self.log());
             }
             assert!(
                 Instant::now() < end,
@@ -164,7 +174,7 @@ pub fn serve(config: &Path) -> Proc {
         .env("SLUICE_LOG", "info")
         .env_remove("SLUICE_ADMIN_TOKEN")
         .env_remove("SLUICE_CONFIG");
-    let p = Proc::spawn(command);
+    let mut p = Proc::spawn(command);
     p.wait_line("listening on");
     p
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use sluice_jobs::kinds::discord::DiscordConfig;
 use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::{Handlers, QueueConfig, SharedLimits, WorkerPool};
+use sluice_jobs::{Handlers, QueueConfig, WorkerPool};
 use sluice_limit::Limit;
+use sluice_limit::SharedLimiter;
 
 use super::AnyStore;
 use crate::config::Config;
@@ -24,7 +25,7 @@ pub(super) fn start(
     config: &Config,
     credentials: &Upstreams,
     store: AnyStore,
-    limiter: SharedLimits,
+    limiter: SharedLimiter,
     client: reqwest::Client,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;

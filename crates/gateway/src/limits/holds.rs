@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::AnyGrant;
+use sluice_limit::Permit;
 
 /// The most grants held at once by one replica, over every tenant.
 const MAX_HOLDS: usize = 100_000;
@@ -81,7 +81,7 @@ struct Hold {
     owner: Arc<str>,
     resource: String,
     reserved: u64,
-    grant: AnyGrant,
+    grant: Permit,
     reported: bool,
     until: Instant,
 }
@@ -159,7 +159,7 @@ impl Holds {
         owner: &Arc<str>,
         resource: String,
         reserved: u64,
-        grant: AnyGrant,
+        grant: Permit,
         ttl: Duration,
     ) -> Result<HoldId, HoldError> {
         let now = Instant::now();
@@ -322,8 +322,8 @@ mod tests {
         .unwrap()
     }
 
-    fn grant(l: &Limiter, resource: &str, cost: u64) -> AnyGrant {
-        AnyGrant::Local(l.try_acquire(resource, cost).unwrap())
+    fn grant(l: &Limiter, resource: &str, cost: u64) -> Permit {
+        l.try_acquire(resource, cost).unwrap().into()
     }
 
     const TTL: Duration = Duration::from_secs(60);

@@ -233,7 +233,7 @@ async fn acquire_inner(
         Err(e) => return Err(e.into()),
     };
     let grant = if wait == 0 {
-        state.limits.try_acquire(&resource, b.cost).await
+        state.limits.try_acquire_many(&[(&resource, b.cost)]).await
     } else {
         state
             .limits
@@ -372,7 +372,13 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
     };
     state
         .limits
-        .observe(requests.as_deref(), tokens.as_deref(), b.status, &limits)
+        .observe(
+            None,
+            requests.as_deref(),
+            tokens.as_deref(),
+            b.status,
+            &limits,
+        )
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
     current(state, tenant.name(), &resource).await
@@ -396,7 +402,7 @@ pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
     // Other tenants' sessions are not even read.
     let all: Vec<Value> = state
         .limits
-        .capacities(|r| unscoped(tenant.name(), r).is_some())
+        .capacities(&|r| unscoped(tenant.name(), r).is_some())
         .await
         .iter()
         .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))
@@ -432,7 +438,7 @@ async fn set_inner(state: &AppState, resource: &str, body: &Bytes) -> Result<Val
             "must be at least 1 (to drop a limit, restart without it)",
         ));
     }
-    if state.limits.redis().is_some() {
+    if state.redis.is_some() {
         return Err(ApiError::BadRequest {
             message: "limits are shared through Redis ([redis] is set): change them in the \
                       config of every replica"

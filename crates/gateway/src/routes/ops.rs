@@ -24,7 +24,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     // Degraded Redis makes a replica unready only when it fails closed:
     // failing open it still serves (on its share), and pulling every
     // replica out of the balancer at once would be an outage.
-    let redis = state.limits.redis().map(|r| {
+    let redis = state.redis.as_ref().map(|r| {
         let degraded = r.is_degraded();
         if degraded && r.config().failure == sluice_redis::Failure::FailClosed {
             reasons.push("redis unreachable: failing closed");
@@ -89,7 +89,7 @@ async fn refresh_gauges(state: &AppState) {
     // Models, tokens and APIs only: sessions are per-key (cardinality),
     // and are not even read.
     let wanted = |r: &str| !r.starts_with(sluice_limit::SESSION_PREFIX);
-    for c in state.limits.capacities(wanted).await {
+    for c in state.limits.capacities(&wanted).await {
         crate::metrics::available_tokens(&c.resource, c.available);
     }
     if let Some(jobs) = state.jobs.get() {

@@ -87,10 +87,10 @@ pub(crate) fn pairs(headers: &HeaderMap) -> Vec<(&str, &str)> {
 /// Takes one call's worth of `resource`, waiting up to `wait`; a wait
 /// that would be longer reschedules the job (no attempt used).
 pub(crate) async fn take(
-    limiter: &crate::SharedLimits,
+    limiter: &sluice_limit::SharedLimiter,
     resource: &str,
     wait: Duration,
-) -> Result<crate::LimitGrant, crate::worker::Outcome> {
+) -> Result<sluice_limit::Permit, crate::worker::Outcome> {
     let deadline = tokio::time::Instant::now() + wait;
     limiter
         .acquire_many(&[(resource, 1)], Some(deadline))

@@ -152,3 +152,35 @@ async fn a_tenants_list_searches_its_index() {
         );
     }
 }
+
+/// A full disk makes SQLite roll a transaction back by itself; sqlx's own
+/// rollback then fails and it goes on counting the transaction as open,
+/// which refused every later `BEGIN` on the connection until a restart.
+/// Simulated exactly: the transaction is ended behind sqlx's back.
+#[tokio::test]
+async fn a_transaction_sqlite_ended_by_itself_leaves_the_store_usable() {
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-jobs-settle-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = SqliteStore::open(&dir.join("jobs.db"), StoreConfig::default())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let mut tx = store.backend.begin().await.unwrap();
+        sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        // Dropped: sqlx's ROLLBACK fails, its count stays at one.
+        drop(tx);
+        store
+            .enqueue(NewJob::new("q", "noop", json!({})))
+            .await
+            .expect("the next transaction begins");
+    }
+    let counts = store.counts().await.unwrap();
+    let q = counts.iter().find(|c| c.queue == "q").expect("queue q");
+    assert_eq!(q.counts.available, 3, "{counts:?}");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,7 +10,6 @@ use sluice_limit::Limit;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::limits::SharedLimits;
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
@@ -19,6 +18,7 @@ use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::run::run_job;
 use crate::worker::wake::{QueueWake, Wakes};
+use sluice_limit::SharedLimiter;
 
 /// Group rate resources a pool configures at most before it drops the
 /// idle ones: groups are user-chosen, so their number is not bounded.
@@ -30,7 +30,7 @@ const RELEASE_GRACE: Duration = Duration::from_secs(5);
 /// What every task of a pool shares.
 pub(crate) struct Ctx<S> {
     pub store: Arc<S>,
-    pub limiter: SharedLimits,
+    pub limiter: SharedLimiter,
     pub handlers: Handlers,
     pub config: PoolConfig,
     /// Turns true at shutdown's deadline: running jobs are given back.
@@ -76,7 +76,7 @@ pub(crate) struct GroupLimits {
 
 impl GroupLimits {
     /// Configures `resource` with `limit` unless it already is.
-    pub fn ensure(&self, limiter: &SharedLimits, resource: &str, limit: Limit) {
+    pub fn ensure(&self, limiter: &SharedLimiter, resource: &str, limit: Limit) {
         let mut set = self.configured.lock().unwrap_or_else(|p| p.into_inner());
         if set.contains(resource) && limiter.contains(resource) {
             return;
@@ -95,7 +95,7 @@ impl GroupLimits {
 }
 
 /// Runs jobs from a [`JobStore`] with the handlers of their kinds, under a
-/// shared limiter ([`SharedLimits`]). Built by [`WorkerPool::builder`].
+/// shared limiter ([`SharedLimiter`]). Built by [`WorkerPool::builder`].
 ///
 /// Dropping the pool stops every task at once, leaving the running jobs'
 /// leases to expire (as a crash would); [`shutdown`](Self::shutdown) is
@@ -163,11 +163,11 @@ impl WorkerPool {
     /// A builder for a pool on `store` whose rates go through `limiter`
     /// (share the gateway's, so that jobs and interactive traffic take from
     /// the same buckets): a [`sluice_limit::Limiter`], or any
-    /// [`JobLimits`](crate::JobLimits) as [`SharedLimits`] (the gateway's
+    /// [`RateLimiter`](sluice_limit::RateLimiter) as a [`SharedLimiter`] (the gateway's
     /// Redis-backed limits in distributed mode).
     pub fn builder<S: JobStore + 'static>(
         store: Arc<S>,
-        limiter: impl Into<SharedLimits>,
+        limiter: impl Into<SharedLimiter>,
     ) -> WorkerPoolBuilder<S> {
         WorkerPoolBuilder {
             store,
@@ -232,7 +232,7 @@ impl WorkerPool {
 #[derive(Debug)]
 pub struct WorkerPoolBuilder<S> {
     store: Arc<S>,
-    limiter: SharedLimits,
+    limiter: SharedLimiter,
     handlers: Handlers,
     queues: Vec<QueueConfig>,
     config: PoolConfig,

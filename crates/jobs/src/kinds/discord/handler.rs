@@ -9,7 +9,6 @@ use reqwest::header::HeaderValue;
 use serde_json::Value;
 use sluice_limit::Limit;
 
-use crate::SharedLimits;
 use crate::job::Job;
 use crate::kinds::discord::buckets::{Buckets, Learned};
 use crate::kinds::discord::{Call, Operation};
@@ -17,6 +16,7 @@ use crate::kinds::response;
 use crate::kinds::{Credentials, Secret};
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
+use sluice_limit::SharedLimiter;
 
 /// How to reach Discord.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,13 +79,13 @@ pub struct DiscordHandler {
 struct Inner {
     config: DiscordConfig,
     client: reqwest::Client,
-    limiter: SharedLimits,
+    limiter: SharedLimiter,
     buckets: Buckets,
 }
 
 impl DiscordHandler {
     /// Calls Discord as `config` says, through `limiter` (a
-    /// [`sluice_limit::Limiter`] or any [`SharedLimits`], whose
+    /// [`sluice_limit::Limiter`] or any [`SharedLimiter`], whose
     /// `api:discord` resource it configures with the global limit).
     ///
     /// # Errors
@@ -94,7 +94,7 @@ impl DiscordHandler {
     pub fn new(
         config: DiscordConfig,
         client: reqwest::Client,
-        limiter: impl Into<SharedLimits>,
+        limiter: impl Into<SharedLimiter>,
     ) -> Result<Self, sluice_limit::Error> {
         let limiter = limiter.into();
         if let Some(limit) = config.global_limit {

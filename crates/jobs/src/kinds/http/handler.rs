@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderName, HeaderValue};
 use sluice_limit::headers::RateLimitHeaders;
 
-use crate::SharedLimits;
 use crate::job::Job;
 use crate::kinds::http::{AuthHeader, HttpApis, HttpPayload};
 use crate::kinds::response;
 use crate::metrics;
 use crate::worker::{BoxFuture, JobHandler, Outcome};
+use sluice_limit::SharedLimiter;
 
 /// How long a call waits for its API's limiter before it is rescheduled.
 const LIMIT_WAIT: Duration = Duration::from_secs(30);
@@ -24,14 +24,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct HttpHandler {
     apis: Arc<HttpApis>,
     client: reqwest::Client,
-    limiter: SharedLimits,
+    limiter: SharedLimiter,
 }
 
 impl HttpHandler {
     /// Calls `apis` with `client`, each call through `limiter`'s
     /// `api:{name}` resource (the one the gateway's proxy uses): a
-    /// [`sluice_limit::Limiter`] or any [`SharedLimits`].
-    pub fn new(apis: HttpApis, client: reqwest::Client, limiter: impl Into<SharedLimits>) -> Self {
+    /// [`sluice_limit::Limiter`] or any [`SharedLimiter`].
+    pub fn new(apis: HttpApis, client: reqwest::Client, limiter: impl Into<SharedLimiter>) -> Self {
         Self {
             apis: Arc::new(apis),
             client,
@@ -100,7 +100,7 @@ impl HttpHandler {
         // 429 throttle it for interactive traffic as well.
         if let Err(e) = self
             .limiter
-            .observe_answer(&grant, &resource, status, &parsed)
+            .observe(Some(&grant), Some(&resource), None, status, &parsed)
             .await
         {
             tracing::debug!(%resource, error = %e, "jobs: cannot apply rate-limit headers");
