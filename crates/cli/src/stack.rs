@@ -198,6 +198,7 @@ pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Conf
                 burst,
                 tokens_per_minute: None,
                 max_in_flight: None,
+                guess: false,
             });
         }
     }

@@ -206,6 +206,12 @@ pub struct ModelLimits {
     /// Calls in flight at once, if limited.
     #[serde(default)]
     pub max_in_flight: Option<u64>,
+    /// Whether `requests_per_second` and `burst` are a guess (the embedded
+    /// defaults' are): then a provider that announces a higher rate in its
+    /// rate-limit headers is followed above them. A rate you configure
+    /// yourself is a ceiling: announcements only ever lower it.
+    #[serde(default)]
+    pub guess: bool,
 }
 
 /// A SaaS API behind `/proxy/{name}/…`.

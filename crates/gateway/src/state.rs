@@ -457,7 +457,8 @@ pub(crate) fn rate_limit(r: f64, burst: u64) -> Limit {
 pub(crate) fn rules(config: &Config) -> Rules {
     let mut rules = Rules::new();
     for m in &config.models {
-        rules = rules.prefix(m.prefix.clone(), rate_limit(m.requests_per_second, m.burst));
+        let rate = rate_limit(m.requests_per_second, m.burst).provisional(m.guess);
+        rules = rules.prefix(m.prefix.clone(), rate);
         if let Some(tpm) = m.tokens_per_minute {
             rules = rules.prefix(tokens_resource(&m.prefix), Limit::per_minute(tpm.max(1)));
         }
@@ -506,6 +507,21 @@ mod tests {
         // A tenant cannot name its way into another's scope.
         let sneaky = scoped("globex", "session:acme:t1");
         assert_eq!(unscoped("acme", &sneaky), None);
+    }
+
+    #[test]
+    fn embedded_model_rates_are_guesses_and_configured_ones_ceilings() {
+        let mut config = Config::default();
+        let guess = rules(&config).resolve("openai/gpt-4o-mini").unwrap();
+        assert!(guess.is_provisional(), "{guess:?}");
+        let own = config.models.iter_mut().find(|m| m.prefix == "openai/");
+        let own = own.expect("a default rule for openai/");
+        own.requests_per_second = 50.0;
+        own.guess = false;
+        let ceiling = rules(&config).resolve("openai/gpt-4o-mini").unwrap();
+        assert!(!ceiling.is_provisional(), "{ceiling:?}");
+        let api = rules(&config).resolve("api:slack").unwrap();
+        assert!(!api.is_provisional(), "{api:?}");
     }
 
     #[test]

@@ -46,7 +46,10 @@
 //!   FIFO order up to a deadline. Both hand out a [`Grant`]: dropping it
 //!   releases in-flight slots; [`Grant::settle`] pays the actual cost.
 //! - Time comes from a [`Clock`]: tokio's by default, so tests run with
-//!   paused time.
+//!   paused time; [`FastClock`] reads the CPU's time-stamp counter, for
+//!   limiters that check at high rates.
+//! - [`Limiter::check`] and [`Handle::check`] on a token bucket or GCRA
+//!   that nothing waits on or holds take one compare-and-swap and no lock.
 //! - [`Limiter::report_throttled`] and [`Limiter::observe`] adapt to what
 //!   upstreams say ([`AdaptiveConfig`], [`headers`]).
 //! - [`RateLimiter`] is what callers need of any limiter, in this process

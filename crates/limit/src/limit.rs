@@ -93,6 +93,7 @@ pub struct Limit {
     capacity: u64,
     window: Duration,
     burst: Option<u64>,
+    provisional: bool,
 }
 
 impl Limit {
@@ -103,6 +104,7 @@ impl Limit {
             capacity,
             window,
             burst: None,
+            provisional: false,
         }
     }
 
@@ -142,6 +144,21 @@ impl Limit {
     pub const fn burst(mut self, burst: u64) -> Self {
         self.burst = Some(burst);
         self
+    }
+
+    /// Marks the limit as a guess (a built-in default, not a number the
+    /// upstream published): when the upstream announces a higher rate in
+    /// its rate-limit headers, adaptive control follows it above this
+    /// limit. A limit that is not provisional (one a user configured) is a
+    /// ceiling: announcements only lower the rate below it.
+    pub const fn provisional(mut self, provisional: bool) -> Self {
+        self.provisional = provisional;
+        self
+    }
+
+    /// Whether the limit is a guess (see [`Limit::provisional`]).
+    pub const fn is_provisional(&self) -> bool {
+        self.provisional
     }
 
     /// The algorithm.
@@ -197,6 +214,7 @@ impl Limit {
             capacity,
             window,
             burst,
+            provisional: self.provisional,
         }
     }
 

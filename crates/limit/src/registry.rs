@@ -68,6 +68,11 @@ impl Shard {
             if Arc::strong_count(r).saturating_sub(cached) > 1 {
                 return true;
             }
+            // A resource in use keeps its state; a plain one is read from
+            // its word (see `Resource::sweep_plain`).
+            if let Some(idle) = r.sweep_plain(now) {
+                return !idle;
+            }
             match r.try_lock() {
                 Some(mut st) => {
                     st.tick(now, shared, name);

@@ -194,6 +194,39 @@ impl Resource {
     }
 }
 
+impl Resource {
+    /// For sweeps, a resource without state: whether it is idle (full),
+    /// read from its word without building its state, and if so dropped
+    /// from the map (`detached`, so that nothing takes from it again).
+    /// `None` when it has state or its lock is busy: the sweep locks it.
+    pub(crate) fn sweep_plain(&self, now: Nanos) -> Option<bool> {
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        if st.is_some() {
+            return None;
+        }
+        let Some(tat) = self.fast.shut(self.birth.capacity()) else {
+            // Not reached: without state, the path is open.
+            return None;
+        };
+        if tat > now as u128 * self.birth.capacity() as u128 {
+            self.fast.reopen();
+            return Some(false);
+        }
+        // Idle: the state records that it was dropped; it goes with the
+        // resource.
+        let mut meter = Meter::new(&self.birth, now);
+        meter.set_margin(self.fast.margin_nanos());
+        let mut state = State::new(*self.birth, meter, false);
+        state.detached = true;
+        *st = Some(Box::new(state));
+        Some(true)
+    }
+}
+
 /// A resource's state, locked. While it is held the fast path is shut and
 /// the bucket's arrival time is the one in the state; dropping it opens
 /// the fast path again at that time if nothing needs the lock, and drops

@@ -289,6 +289,44 @@ async fn an_unknown_limit_is_learned() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_guessed_limit_follows_a_higher_announced_one_and_a_configured_one_does_not() {
+    // A built-in default of 3/s, marked as a guess; the provider allows
+    // 30/s and says so in its headers. After 10 s: at least 95 % of 30/s.
+    let start = Instant::now();
+    let guess = Limit::per_second(3).burst(10).provisional(true);
+    let r = run(
+        guess,
+        with_margin(20),
+        Provider::new(30.0, 10.0, start + Duration::from_secs(10)),
+        30,
+        10,
+        |_| {},
+    )
+    .await;
+    r.provider.lock().unwrap().settled_at(30.0, 20.0);
+    let c = r.limiter.get_capacity("m").unwrap();
+    assert!((28.5..=30.0).contains(&c.per_second()), "{c:?}");
+    assert!(
+        c.reason.clone().unwrap_or_default().contains("announce"),
+        "{c:?}"
+    );
+
+    // The same 3/s configured by a user is a ceiling.
+    let r = run(
+        Limit::per_second(3).burst(10),
+        with_margin(20),
+        Provider::new(30.0, 10.0, start),
+        10,
+        10,
+        |_| {},
+    )
+    .await;
+    let c = r.limiter.get_capacity("m").unwrap();
+    assert_eq!(c.per_second(), 3.0, "{c:?}");
+    assert_eq!(r.provider.lock().unwrap().refused, 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_headers_429s_that_keep_coming_cut_and_clean_seconds_restore() {
     let l = Limiter::builder()
         .rules(Rules::new().exact("m", Limit::per_second(40)))

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use sluice_limit::{Algorithm, Limit, Limiter, ManualClock, Rules};
+use sluice_limit::{AdaptiveConfig, Algorithm, Limit, Limiter, ManualClock, Rules};
 
 fn limiter(limit: Limit) -> (Limiter, ManualClock) {
     let clock = ManualClock::new();
@@ -146,9 +146,23 @@ proptest! {
     /// The lock-free path (`check`, nothing held or queued) admits exactly
     /// what the locked path (`try_acquire`) admits, with the same waits.
     #[test]
-    fn fast_path_matches_locked_path(limit in limits(), steps in schedule()) {
-        let (a, ca) = limiter(limit);
-        let (b, cb) = limiter(limit);
+    fn fast_path_matches_locked_path(limit in limits(), steps in schedule(), margin_us in prop_oneof![Just(0u64), 0u64..50_000]) {
+        let margin = AdaptiveConfig {
+            jitter_margin: Duration::from_micros(margin_us),
+            ..AdaptiveConfig::default()
+        };
+        let with_margin = |limit| {
+            let clock = ManualClock::new();
+            let l = Limiter::builder()
+                .clock(clock.clone())
+                .adaptive(margin)
+                .rules(Rules::new().exact("r", limit))
+                .build()
+                .unwrap();
+            (l, clock)
+        };
+        let (a, ca) = with_margin(limit);
+        let (b, cb) = with_margin(limit);
         let h = b.handle("r").unwrap();
         for (i, (dt, cost)) in steps.into_iter().enumerate() {
             ca.advance(Duration::from_micros(dt));

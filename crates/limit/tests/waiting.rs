@@ -350,3 +350,24 @@ async fn idle_keys_are_evicted_without_losing_state() {
     // A recreated key is full, as the evicted one was.
     assert_eq!(l.get_capacity("session:5").unwrap().available, 2.0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn keys_only_checked_are_swept_from_their_word() {
+    let l = limiter(Rules::new().prefix("session:", Limit::per_second(1).burst(2)));
+    let names: Vec<String> = (0..1_000).map(|i| format!("session:{i}")).collect();
+    for n in &names {
+        assert!(l.check(n, 2).is_ok());
+    }
+    advance(Duration::from_millis(1_500)).await;
+    assert_eq!(l.sweep().evicted, 0, "not full yet");
+    // The sweep kept what each key had: a token and a half.
+    for n in &names {
+        assert!(l.check(n, 2).is_err());
+        assert!(l.check(n, 1).is_ok());
+    }
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(l.sweep().evicted, 1_000);
+    assert!(l.is_empty());
+    // Back from the rule, full.
+    assert!(l.check(&names[7], 2).is_ok());
+}

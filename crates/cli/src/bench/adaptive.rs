@@ -34,8 +34,13 @@ pub enum Scenario {
     /// a limit that never binds (1,000,000/s, as a user who knows nothing
     /// would write) and must learn the provider's from its answers. (With
     /// no `[[models]]` entry at all the built-in default rule, 2/s, would
-    /// apply and cap it.)
+    /// apply and cap it: that is `defaults`.)
     Unknown,
+    /// Nothing configured at all: the embedded default rule for the
+    /// provider's models applies (the seed's 3/s for `openai/`, a guess)
+    /// while the provider allows `--rate`. The gateway must follow the
+    /// provider's announced rate above its guess.
+    Defaults,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -177,10 +182,11 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
         Scenario::TooHigh => args.rate * 0.6,
         _ => args.rate,
     };
-    let configured = (args.scenario != Scenario::Unknown).then_some(args.rate);
+    let learns = matches!(args.scenario, Scenario::Unknown | Scenario::Defaults);
+    let configured = (!learns).then_some(args.rate);
     let warmup = match args.scenario {
         Scenario::TooHigh => 5.0_f64,
-        Scenario::Unknown => 10.0,
+        Scenario::Unknown | Scenario::Defaults => 10.0,
         _ => 0.0,
     }
     .min(secs / 2.0);
@@ -211,11 +217,20 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros())
     );
+    let embedded = sluice_gateway::config::Config::default()
+        .models
+        .into_iter()
+        .find(|m| m.prefix == prefix);
     let tweak = |c: &mut sluice_gateway::config::Config| {
         for m in &mut c.models {
             if m.prefix == prefix {
-                m.requests_per_second = rate;
-                m.burst = burst;
+                match (&embedded, args.scenario) {
+                    (Some(rule), Scenario::Defaults) => m.clone_from(rule),
+                    _ => {
+                        m.requests_per_second = rate;
+                        m.burst = burst;
+                    }
+                }
             }
         }
         if let Some(url) = redis {

@@ -2,8 +2,8 @@
 //! small tmpfs; the test needs to be allowed to mount one, as root in CI,
 //! and says so and passes otherwise): enqueues are answered 201 or 503,
 //! never a cut connection; model calls are still served (their traces are
-//! counted as dropped); once space returns, enqueues are stored again and
-//! every acknowledged job completes.
+//! counted as failed writes); once space returns, enqueues are stored
+//! again, every acknowledged job completes and traces are written again.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -128,9 +128,27 @@ async fn a_full_disk_is_a_503_and_the_store_recovers_when_space_returns() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    // The trace writer writes again: a model call's trace reaches the
+    // disk (traces are batched, hence the wait).
+    let traced_while_full = crate::sigterm::count_lines(&data.join("traces"));
+    let res = http
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&chat("openai/gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let end = Instant::now() + procs::PATIENCE;
+    while crate::sigterm::count_lines(&data.join("traces")) <= traced_while_full {
+        assert!(
+            Instant::now() < end,
+            "no trace written after space returned"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     eprintln!(
-        "figure disk full: while full, enqueues {full:?} (201 where SQLite still had room), a model call 200; \
-         after, {after}/10 stored; all {} acknowledged jobs completed",
+        "figure disk full: while full, enqueues {full:?} (201 where SQLite still had room), a model call 200 \
+         ({traced_while_full} traces on disk); after, {after}/10 stored, traces written again; all {} acknowledged jobs completed",
         acked.len()
     );
     drop(serve);

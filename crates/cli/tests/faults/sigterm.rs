@@ -157,7 +157,7 @@ async fn sigterm_lets_every_request_in_flight_finish_and_refuses_new_ones() {
 }
 
 /// Lines of every file under `dir`, recursively.
-fn count_lines(dir: &std::path::Path) -> usize {
+pub fn count_lines(dir: &std::path::Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

@@ -141,6 +141,8 @@ fn default_models() -> Vec<ModelLimits> {
             burst,
             tokens_per_minute: None,
             max_in_flight: None,
+            // The seed's numbers, not the provider's published ones.
+            guess: true,
         })
         .collect()
 }

@@ -147,6 +147,7 @@ pub fn model_limits(prefix: &str) -> ModelLimits {
         burst: 1_000,
         tokens_per_minute: None,
         max_in_flight: None,
+        guess: false,
     }
 }
 

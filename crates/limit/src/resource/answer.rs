@@ -81,16 +81,21 @@ impl State {
     }
 
     /// Moves the rate to what the upstream announces: down when it says
-    /// less than the rate in force, up (never above the configured rate)
-    /// when it says more. Always to the interval's low end, which the
-    /// upstream's rate is not below.
+    /// less than the rate in force, up when it says more (never above the
+    /// configured rate, unless that one is only a guess: see
+    /// [`Limit::provisional`]). Always to the interval's low end, which
+    /// the upstream's rate is not below.
     fn follow_estimate(&mut self, now: Nanos, shared: &Shared, name: &str) {
         let Some(a) = self.adaptive.as_ref() else {
             return;
         };
         let e = a.estimate;
         let current = self.limit.per_second_rate();
-        let ceiling = a.configured.per_second_rate();
+        let ceiling = if a.configured.is_provisional() {
+            f64::INFINITY
+        } else {
+            a.configured.per_second_rate()
+        };
         let narrow = e.hi - e.lo <= 0.05 * e.hi;
         // A low end far below the high one (a 429 that found the bucket
         // nearly full: the call was refused on another quota) says little
@@ -112,8 +117,14 @@ impl State {
         let configured = a.configured;
         let previous = self.limit;
         // Within a percent of the configured rate is the configured rate:
-        // a collision now and then costs less than a percent held back.
-        let next = if rate >= configured.per_second_rate() * 0.99 {
+        // a collision now and then costs less than a percent held back. (A
+        // guess is no ceiling: above it the announced rate is followed.)
+        let at_configured = if configured.is_provisional() {
+            (rate - configured.per_second_rate()).abs() <= configured.per_second_rate() * 0.01
+        } else {
+            rate >= configured.per_second_rate() * 0.99
+        };
+        let next = if at_configured {
             a.cut = Cut::None;
             configured
         } else {
@@ -278,11 +289,17 @@ fn announced_limit(configured: &Limit, rate: f64, burst: u64) -> Limit {
         .ceil()
         .clamp(1.0, 1_000.0);
     let window = Duration::from_secs_f64(window * k);
-    let capacity = ((rate * window.as_secs_f64()).floor() as u64).max(1);
-    let burst = configured.effective_burst().min(burst.max(1));
+    // Bounded however much is announced (a guess is no ceiling).
+    let capacity = ((rate * window.as_secs_f64()).floor() as u64).clamp(1, crate::MAX_CAPACITY);
+    // A guessed burst says nothing: the upstream's is the one to use.
+    let burst = if configured.is_provisional() {
+        burst.max(1)
+    } else {
+        configured.effective_burst().min(burst.max(1))
+    };
     Limit::new(capacity, window)
         .algorithm(configured.kind())
-        .burst(burst)
+        .burst(burst.min(crate::MAX_CAPACITY))
 }
 
 #[cfg(test)]

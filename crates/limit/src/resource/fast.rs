@@ -167,6 +167,15 @@ impl Fast {
         Some((base * rate as u128 + (word & TAT_MASK) as u128) * unit)
     }
 
+    /// Opens the fast path again as it was shut (lock holders only; the
+    /// arrival time and parameters untouched since).
+    pub(crate) fn reopen(&self) {
+        let word = self.word.load(Ordering::Relaxed);
+        let version = word.wrapping_add(VERSION_ONE) & VERSION_MASK;
+        self.word
+            .store(version | (word & TAT_MASK), Ordering::Release);
+    }
+
     /// Opens the fast path at `tat` (scaled) under `params` (lock holders
     /// only, the path shut); false, leaving it shut, when the limit's
     /// numbers do not fit it.

@@ -185,6 +185,7 @@ fn models_merge_by_prefix() {
             burst: 2,
             tokens_per_minute: None,
             max_in_flight: Some(4),
+            guess: false,
         }
     );
     assert_eq!(c.models[0], defaults.models[0]);
