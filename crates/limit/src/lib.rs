@@ -68,7 +68,9 @@ mod clock;
 mod error;
 mod grant;
 mod handle;
-pub mod headers;
+/// Upstream rate-limit headers: the `sluice-headers` crate, here under its
+/// old path.
+pub use sluice_headers as headers;
 mod leases;
 mod limit;
 mod limit_future;

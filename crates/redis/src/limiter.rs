@@ -116,6 +116,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The longest wait reported: a year.
 const MAX_WAIT_US: u64 = 365 * 24 * 3600 * 1_000_000;
 
+/// How long a waiter trusts a refusal whose end is not known (an in-flight
+/// slot comes back when another replica releases it, not at a time) before
+/// asking Redis again. The release notice normally wakes it at once, but
+/// Redis pub/sub delivers at most once: a notice lost to a reconnect, or
+/// published before this replica's subscription was up, must not hold a
+/// waiter until the holder's lease expires.
+const UNKNOWN_RECHECK: Duration = Duration::from_millis(250);
+
 /// Bounds on per-resource maps: past this, idle entries are dropped.
 const MAP_BOUND: usize = 4096;
 
@@ -996,6 +1004,11 @@ impl Inner {
         // one per century.
         let wait = Duration::from_micros(u64::try_from(r[1]).unwrap_or(0).clamp(1, MAX_WAIT_US));
         let known = r[3] == 0;
+        let wait = if known {
+            wait
+        } else {
+            wait.min(UNKNOWN_RECHECK)
+        };
         let mut deny = lock(&self.deny);
         if deny.len() >= MAP_BOUND {
             let now = Instant::now();

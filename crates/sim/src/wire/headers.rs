@@ -122,33 +122,15 @@ pub(crate) fn go_duration(d: Duration) -> String {
 }
 
 /// An instant as RFC 3339 in UTC, to the second (rounded up):
-/// `"2024-05-01T12:00:30Z"`.
+/// `"2024-05-01T12:00:30Z"`; past jiff's last instant (9999-12-30), that.
 pub(crate) fn rfc3339(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = ceil_secs(since);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, mo, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
-/// calendar (Howard Hinnant's algorithm, for days after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
+    let last = jiff::Timestamp::MAX.as_second();
+    let secs = i64::try_from(ceil_secs(since)).map_or(last, |s| s.min(last));
+    // Whole seconds, so jiff writes no fraction.
+    jiff::Timestamp::from_second(secs)
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[cfg(test)]

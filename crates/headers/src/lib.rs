@@ -1,12 +1,13 @@
-//! Upstream rate-limit response headers, read into quotas the limiter can
-//! bring its local buckets in step with.
+//! Upstream rate-limit response headers, read into quotas the limiter
+//! (`sluice-limit`, which re-exports this crate as `sluice_limit::headers`)
+//! can bring its local buckets in step with.
 //!
 //! A pure parser: no I/O and no clock of its own. Timestamps become waits
 //! relative to the `now` the caller passes.
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
-//! use sluice_limit::headers::RateLimitHeaders;
+//! use sluice_headers::RateLimitHeaders;
 //!
 //! let response = [
 //!     ("x-ratelimit-limit-requests", "60"),

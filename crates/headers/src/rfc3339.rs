@@ -1,7 +1,13 @@
-//! RFC 3339 timestamps, as Anthropic writes its resets, read by hand: a
-//! fixed layout and day arithmetic are all it takes.
+//! RFC 3339 timestamps, as Anthropic writes its resets: the fixed layout
+//! is read here, the calendar is jiff's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jiff::SignedDuration;
+use jiff::civil::DateTime;
+
+/// The Unix epoch as a civil date-time in UTC.
+const EPOCH: DateTime = DateTime::constant(1970, 1, 1, 0, 0, 0, 0);
 
 /// An RFC 3339 date-time (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, `T`/`Z`
 /// in either case or a space for `T`), as an instant. Seconds may be 60
@@ -20,14 +26,20 @@ pub(super) fn rfc3339(s: &str) -> Option<SystemTime> {
     }
     let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
     let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=days_in_month(year, month)).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
+    // jiff has no leap seconds: :60 is read as :59 and one second more,
+    // which lands on the next second.
+    let leap = i64::from(second == 60);
+    let field = |n: i64| i8::try_from(n).ok();
+    let civil = DateTime::new(
+        i16::try_from(year).ok()?,
+        field(month)?,
+        field(day)?,
+        field(hour)?,
+        field(minute)?,
+        field(second - leap)?,
+        0,
+    )
+    .ok()?;
 
     let mut i = 19;
     let mut nanos = 0u32;
@@ -60,8 +72,7 @@ pub(super) fn rfc3339(s: &str) -> Option<SystemTime> {
     };
 
     // Local time minus its offset is UTC.
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second - offset;
+    let secs = civil.duration_since(EPOCH).as_secs() + leap - offset;
     let since_epoch = Duration::from_secs(secs.unsigned_abs());
     let whole = if secs >= 0 {
         UNIX_EPOCH.checked_add(since_epoch)
@@ -74,56 +85,25 @@ pub(super) fn rfc3339(s: &str) -> Option<SystemTime> {
 /// `secs` seconds and `micros` microseconds since the Unix epoch as an
 /// RFC 3339 date-time in UTC with microseconds
 /// (`2026-11-23T10:34:56.000005Z`); the inverse of the parser above.
+/// Instants outside the years -9999 to 9999 are written as the nearest of
+/// those.
 pub fn format_rfc3339(secs: i64, micros: u32) -> String {
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
+    let at = EPOCH
+        .checked_add(SignedDuration::from_secs(secs))
+        .unwrap_or(if secs < 0 {
+            DateTime::MIN
+        } else {
+            DateTime::MAX
+        });
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
     )
-}
-
-/// A proleptic Gregorian date from days since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, the inverse of [`days_from_civil`]).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`): counted in 400-year eras that start on March 1st,
-/// so the leap day is the last day of its year.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]
@@ -215,11 +195,16 @@ mod tests {
 
     #[test]
     fn civil_day_numbers() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(1969, 12, 31), -1);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2024, 5, 1), 19_844);
-        assert_eq!(days_from_civil(0, 1, 1), -719_528);
+        let days = [
+            ("1970-01-01", 0),
+            ("1969-12-31", -1),
+            ("2000-03-01", 11_017),
+            ("2024-05-01", 19_844),
+            ("0000-01-01", -719_528),
+        ];
+        for (date, n) in days {
+            assert_eq!(rfc3339(&format!("{date}T00:00:00Z")), at(n * 86_400, 0));
+        }
     }
 
     proptest! {
