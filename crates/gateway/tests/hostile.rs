@@ -8,7 +8,9 @@
 //! Also: the configuration loader on mutated TOML never panics.
 //!
 //! A property test with a fixed number of cases per run (`PROPTEST_CASES`
-//! raises it); the long run by hand is in `docs/reliability.md`.
+//! raises it; `SLUICE_TEST_FUZZ_SECONDS` keeps the route test drawing
+//! fresh cases for that long); the long runs by hand are in
+//! `docs/reliability.md`.
 
 mod common;
 
@@ -252,22 +254,34 @@ fn no_route_answers_hostile_input_with_a_500_or_a_dropped_connection() {
                 headers,
             }
         });
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
     let statuses = std::sync::Mutex::new(std::collections::BTreeMap::<u16, u32>::new());
-    let outcome = runner.run(&strategy, |case| {
-        let route = &routes[case.route];
-        let status = rt
-            .block_on(send(&h, route, &case))
-            .map_err(|e| TestCaseError::fail(format!("{} {}: {e}", route.path, case.query)))?;
-        *statuses.lock().unwrap().entry(status).or_default() += 1;
-        Ok(())
-    });
-    if let Err(e) = outcome {
-        panic!("{e}");
+    // `SLUICE_TEST_FUZZ_SECONDS`: keep drawing fresh rounds of cases for
+    // that long (the long run by hand); otherwise one round.
+    let budget = std::env::var("SLUICE_TEST_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_secs);
+    let started = std::time::Instant::now();
+    loop {
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases: cases(),
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        let outcome = runner.run(&strategy, |case| {
+            let route = &routes[case.route];
+            let status = rt
+                .block_on(send(&h, route, &case))
+                .map_err(|e| TestCaseError::fail(format!("{} {}: {e}", route.path, case.query)))?;
+            *statuses.lock().unwrap().entry(status).or_default() += 1;
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{e}");
+        }
+        if budget.is_none_or(|b| started.elapsed() >= b) {
+            break;
+        }
     }
     eprintln!("statuses seen: {:?}", statuses.lock().unwrap());
     let alive = rt
