@@ -191,13 +191,15 @@ async fn two_pools_on_one_file_run_each_job_once() {
         count(&*a, "q", JobState::Completed).await == 200
     })
     .await;
-    let mut completed = 0;
+    // Usually both pools take part; on a starved machine one may claim
+    // every batch before the other's first poll (seen once), which is no
+    // fault: what matters is that no job ran twice and none was lost.
+    let mut completed = Vec::new();
     for pool in pools {
-        let report = pool.shutdown(Duration::from_secs(5)).await;
-        assert!(report.completed > 0, "both pools took part: {report:?}");
-        completed += report.completed;
+        completed.push(pool.shutdown(Duration::from_secs(5)).await.completed);
     }
-    assert_eq!(completed, 200);
+    eprintln!("completed by each pool: {completed:?}");
+    assert_eq!(completed.iter().sum::<u64>(), 200);
     let effects = effects.lock().unwrap().clone();
     assert_eq!(effects.len(), 200);
     assert!(effects.values().all(|n| *n == 1), "no job ran twice");
