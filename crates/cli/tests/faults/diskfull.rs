@@ -110,24 +110,7 @@ async fn a_full_disk_is_a_503_and_the_store_recovers_when_space_returns() {
         acked.push(v["id"].as_i64().unwrap());
         after += 1;
     }
-    let end = Instant::now() + procs::PATIENCE;
-    for id in &acked {
-        loop {
-            let job: Value = http
-                .get(format!("{url}/v1/jobs/{id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if job["state"] == "completed" {
-                break;
-            }
-            assert!(Instant::now() < end, "job {id} never completed: {job}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    crate::until_completed(&http, &url, acked.iter().copied()).await;
     // The trace writer writes again: a model call's trace reaches the
     // disk (traces are batched, hence the wait).
     let traced_while_full = crate::sigterm::count_lines(&data.join("traces"));

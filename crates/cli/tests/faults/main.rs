@@ -103,3 +103,40 @@ pub fn chat(model: &str, stream: bool) -> Value {
 pub async fn body_of(res: reqwest::Response) -> Result<String, String> {
     res.text().await.map_err(|e| format!("{e:?}"))
 }
+
+/// `GET url` as JSON; the call and the JSON must both succeed.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+}
+
+/// Polls the gateway at `url` until every job of `ids` is completed, all
+/// within [`procs::PATIENCE`]; the completed jobs, in order.
+pub async fn until_completed(
+    http: &reqwest::Client,
+    url: &str,
+    ids: impl IntoIterator<Item = i64>,
+) -> Vec<Value> {
+    let end = std::time::Instant::now() + procs::PATIENCE;
+    let mut done = Vec::new();
+    for id in ids {
+        loop {
+            let job = get_json(http, &format!("{url}/v1/jobs/{id}")).await;
+            if job["state"] == "completed" {
+                done.push(job);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "job {id} never completed: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    done
+}

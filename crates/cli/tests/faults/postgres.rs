@@ -158,28 +158,8 @@ rate = 100000.0
 
     // Every acknowledged job completes.
     let acked: Vec<&Sent> = sent.iter().filter(|s| s.status == 201).collect();
-    let end = Instant::now() + procs::PATIENCE;
-    for s in &acked {
-        let id = s.id.expect("a 201 carries the id");
-        loop {
-            let job: Value = http
-                .get(format!("{url}/v1/jobs/{id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if job["state"] == "completed" {
-                break;
-            }
-            assert!(
-                Instant::now() < end,
-                "acknowledged job {id} never completed: {job}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let ids = acked.iter().map(|s| s.id.expect("a 201 carries the id"));
+    crate::until_completed(&http, &url, ids).await;
     eprintln!(
         "figure postgres: every acknowledged job completed {:?} after the load stopped",
         t_wait.elapsed()

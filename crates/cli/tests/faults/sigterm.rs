@@ -269,14 +269,7 @@ rate = 1000.0
     // Every job's call hangs at the upstream, every request waits.
     let end = std::time::Instant::now() + procs::PATIENCE;
     loop {
-        let limits: Value = http
-            .get(format!("{url}/v1/limits"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let limits = crate::get_json(&http, &format!("{url}/v1/limits")).await;
         let waiting_now: u64 = limits["resources"]
             .as_array()
             .unwrap()
@@ -284,14 +277,7 @@ rate = 1000.0
             .filter(|r| r["resource"] == "inflight:openai/held")
             .map(|r| r["waiting"].as_u64().unwrap_or(0))
             .sum();
-        let queued: Value = http
-            .get(format!("{url}/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let queued = crate::get_json(&http, &format!("{url}/readyz")).await;
         let held = waiting_now + queued["queued"].as_u64().unwrap_or(0);
         if held == QUEUED as u64 && sim.stats().api("slack").requests == JOBS as u64 {
             break;
@@ -320,29 +306,11 @@ rate = 1000.0
     sim.set_faults(Scope::Api("slack".into()), Faults::none())
         .unwrap();
     let serve = procs::serve(&cfg);
-    let end = std::time::Instant::now() + procs::PATIENCE;
-    let mut attempts = Vec::new();
-    for id in &ids {
-        loop {
-            let job: Value = http
-                .get(format!("{url}/v1/jobs/{id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if job["state"] == "completed" {
-                attempts.push(job["attempts"].as_u64().unwrap_or(0));
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < end,
-                "job {id} never completed: {job}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let attempts: Vec<u64> = crate::until_completed(&http, &url, ids.iter().copied())
+        .await
+        .iter()
+        .map(|job| job["attempts"].as_u64().unwrap_or(0))
+        .collect();
     assert!(
         attempts.iter().all(|&a| a == 1),
         "a job cut at shutdown used an attempt: {attempts:?}\n{log:#?}"
