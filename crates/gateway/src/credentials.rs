@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use sluice_jobs::kinds::{Credentials, Secret};
+use sluice_jobs_http::{Credentials, Secret};
 
 use crate::config::{Config, TenantConfig};
 use crate::error::ApiError;

@@ -138,7 +138,7 @@ fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
             ("sluice_retry_after_seconds", RETRY_AFTER_BUCKETS),
             (sluice_jobs::metrics::DURATION, LATENCY_BUCKETS),
             (sluice_jobs::metrics::WAIT, WAIT_BUCKETS),
-            (sluice_jobs::metrics::RETRY_AFTER, RETRY_AFTER_BUCKETS),
+            (sluice_jobs_http::metrics::RETRY_AFTER, RETRY_AFTER_BUCKETS),
         ] {
             builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), buckets)?;
         }
@@ -235,6 +235,7 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
 
 fn describe() {
     sluice_jobs::metrics::describe();
+    sluice_jobs_http::metrics::describe();
     for &(name, kind, unit, help) in FAMILIES {
         match kind {
             Kind::Counter => describe_counter!(name, unit, help),

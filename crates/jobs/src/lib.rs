@@ -37,8 +37,9 @@
 //! # Workers
 //! A [`WorkerPool`] claims jobs per queue and runs them with the
 //! [`Handlers`] of their kinds, under a shared limiter (the gateway's):
-//! `jobs:{queue}` holds each queue to its rate, and the standard kinds take
-//! from `api:{name}`, the bucket the gateway's proxy uses for the same API.
+//! `jobs:{queue}` holds each queue to its rate. A kind is any
+//! [`JobHandler`]; the kinds that call HTTP APIs (`http`, `discord.*`)
+//! are in the `sluice-jobs-http` crate, beside their HTTP client.
 //! The limiter is any [`sluice_limit::RateLimiter`]: an in-process
 //! [`sluice_limit::Limiter`] (pass it as it is), or limits kept elsewhere,
 //! such as the gateway's shared through Redis (pass a
@@ -48,29 +49,18 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use serde_json::json;
-//! use sluice_jobs::kinds::{discord::DiscordConfig, http::HttpApis};
 //! use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
-//! use sluice_jobs::{JobStore, NewJob, SqliteStore, StoreConfig, validate_payload};
+//! use sluice_jobs::{JobStore, NewJob, SqliteStore, StoreConfig};
 //! use sluice_limit::{Limiter, Rules};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let _ = rustls::crypto::ring::default_provider().install_default();
 //! let store = Arc::new(SqliteStore::in_memory(StoreConfig::default()).await?);
 //! let limiter = Limiter::new(Rules::seed())?;
 //!
-//! // The gateway checks a payload before it stores the job.
-//! let payload = json!({"guild_id": "81384788765712384", "name": "moderators"});
-//! validate_payload("discord.create_role", &payload)?;
-//!
-//! // `http` and the seven `discord.*` kinds, plus one of our own.
-//! let handlers = Handlers::standard(
-//!     &limiter,
-//!     HttpApis::seed(),
-//!     DiscordConfig::default(),
-//!     reqwest::Client::new(),
-//! )?
-//! .on("noop", handler_fn(|job| async move { Outcome::Completed(job.payload) }));
+//! // A kind of our own: echo the payload back as the result.
+//! let handlers = Handlers::new()
+//!     .on("echo", handler_fn(|job| async move { Outcome::Completed(job.payload) }));
 //!
 //! // The seed's defaults: 5 at once, 10 starts in any second.
 //! let pool = WorkerPool::builder(Arc::clone(&store), limiter.clone())
@@ -78,7 +68,7 @@
 //!     .queue(QueueConfig::new("default"))
 //!     .start()?;
 //!
-//! store.enqueue(NewJob::new("default", "noop", json!({"n": 1}))).await?;
+//! store.enqueue(NewJob::new("default", "echo", json!({"n": 1}))).await?;
 //! // … on the way out: finish running jobs for up to 10 s, give back the rest.
 //! let report = pool.shutdown(Duration::from_secs(10)).await;
 //! assert_eq!(report.released, 0);
@@ -120,7 +110,6 @@ mod conn;
 mod counts;
 mod error;
 mod job;
-pub mod kinds;
 pub mod metrics;
 mod migrate;
 mod new_job;
@@ -138,7 +127,6 @@ pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
 pub use job::{Job, JobId, JobState, JobSummary, Lease, UnknownState};
-pub use kinds::{KINDS, PayloadError, validate_payload};
 pub use new_job::{DEFAULT_GROUP, DEFAULT_MAX_ATTEMPTS, MAX_NAME_LEN, NewJob};
 pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;

@@ -9,13 +9,10 @@
 //! | `sluice_job_duration_seconds` | histogram | `queue`, `kind` |
 //! | `sluice_job_wait_seconds` | histogram | `queue` |
 //! | `sluice_jobs_rate_limit_waits_total` | counter | `queue` |
-//! | `sluice_jobs_upstream_429_total` | counter | `endpoint` |
-//! | `sluice_jobs_global_429_total` | counter | — |
-//! | `sluice_jobs_retry_after_seconds` | histogram | — |
 //!
-//! Labels are queue and kind names (bounded by configuration) and, for
-//! 429s, the API name or Discord route template without ids, never a job
-//! id, tenant or group, to keep cardinality bounded.
+//! Labels are queue and kind names (bounded by configuration), never a
+//! job id, tenant or group, to keep cardinality bounded. Kinds that call
+//! upstreams count their 429s themselves (`sluice-jobs-http`).
 
 use std::time::Duration;
 
@@ -31,12 +28,6 @@ pub const DURATION: &str = "sluice_job_duration_seconds";
 pub const WAIT: &str = "sluice_job_wait_seconds";
 /// Runs that had to wait for the queue's or group's rate.
 pub const RATE_LIMIT_WAITS: &str = "sluice_jobs_rate_limit_waits_total";
-/// 429 answers from upstreams, by endpoint.
-pub const UPSTREAM_429: &str = "sluice_jobs_upstream_429_total";
-/// Discord's global 429s: critical, they lead to bans.
-pub const GLOBAL_429: &str = "sluice_jobs_global_429_total";
-/// The Retry-After of upstream 429s.
-pub const RETRY_AFTER: &str = "sluice_jobs_retry_after_seconds";
 
 /// Registers help text and units for every job metric with the installed
 /// recorder. Call once after installing it.
@@ -55,16 +46,6 @@ pub fn describe() {
     describe_counter!(
         RATE_LIMIT_WAITS,
         "Job runs that waited for their queue's or group's rate limit."
-    );
-    describe_counter!(UPSTREAM_429, "429 answers to job calls, by endpoint.");
-    describe_counter!(
-        GLOBAL_429,
-        "Discord global 429s (critical: repeated ones get a bot banned)."
-    );
-    describe_histogram!(
-        RETRY_AFTER,
-        Unit::Seconds,
-        "Retry-After of 429 answers to job calls."
     );
 }
 
@@ -88,15 +69,4 @@ pub(crate) fn wait(queue: &str, d: Duration) {
 
 pub(crate) fn rate_limit_wait(queue: &str) {
     counter!(RATE_LIMIT_WAITS, "queue" => queue.to_owned()).increment(1);
-}
-
-pub(crate) fn upstream_429(endpoint: &str, retry_after: Option<Duration>) {
-    counter!(UPSTREAM_429, "endpoint" => endpoint.to_owned()).increment(1);
-    if let Some(d) = retry_after {
-        histogram!(RETRY_AFTER).record(d.as_secs_f64());
-    }
-}
-
-pub(crate) fn global_429() {
-    counter!(GLOBAL_429).increment(1);
 }

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_jobs::kinds::discord::DiscordConfig;
-use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::{Handlers, QueueConfig, WorkerPool};
+use sluice_jobs::{QueueConfig, WorkerPool};
+use sluice_jobs_http::discord::DiscordConfig;
+use sluice_jobs_http::http::HttpApis;
 use sluice_limit::Limit;
 use sluice_limit::SharedLimiter;
 
@@ -30,8 +30,9 @@ pub(super) fn start(
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
-    let handlers = Handlers::standard(limiter.clone(), apis, discord(config, credentials), client)
-        .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+    let handlers =
+        sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
+            .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)
         .configure(|p| {

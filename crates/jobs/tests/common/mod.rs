@@ -62,10 +62,3 @@ pub async fn count(store: &impl JobStore, queue: &str, state: JobState) -> u64 {
         .find(|q| q.queue == queue)
         .map_or(0, |q| q.counts.get(state))
 }
-
-/// An HTTP client for handlers. In a workspace build reqwest may carry the
-/// gateway's `rustls-no-provider` feature, so a provider is installed first.
-pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}

@@ -76,8 +76,8 @@ impl JobSpec {
             ));
         };
         let kind = self.kind.ok_or_else(|| bad("kind", "is required".into()))?;
-        if !sluice_jobs::KINDS.contains(&kind.as_str()) {
-            let kinds = sluice_jobs::KINDS.join(", ");
+        if !sluice_jobs_http::KINDS.contains(&kind.as_str()) {
+            let kinds = sluice_jobs_http::KINDS.join(", ");
             return Err(bad(
                 "kind",
                 format!("unknown kind {kind:?}: one of {kinds}"),
@@ -87,10 +87,11 @@ impl JobSpec {
             .payload
             .ok_or_else(|| bad("payload", "is required".into()))?;
         // The error names the field from `payload` down: `payload.guild_id`.
-        sluice_jobs::validate_payload(&kind, &payload).map_err(|p| bad(&p.field, p.message))?;
+        sluice_jobs_http::validate_payload(&kind, &payload)
+            .map_err(|p| bad(&p.field, p.message))?;
         // An `http` job calls a configured API by name, never a URL of its
         // own; a name the gateway does not know would only fail later.
-        if kind == sluice_jobs::kinds::HTTP_KIND
+        if kind == sluice_jobs_http::HTTP_KIND
             && let Some(api) = payload.get("api").and_then(Value::as_str)
             && state.config.api(api).is_none()
         {
@@ -104,7 +105,7 @@ impl JobSpec {
         // API, and the shared one not shared) is refused now, not left to
         // die in the queue; the worker checks again when it runs.
         let api = match kind.as_str() {
-            sluice_jobs::kinds::HTTP_KIND => payload
+            sluice_jobs_http::HTTP_KIND => payload
                 .get("api")
                 .and_then(Value::as_str)
                 .map(|api| ("payload.api", api)),

@@ -9,13 +9,13 @@ use reqwest::header::HeaderValue;
 use serde_json::Value;
 use sluice_limit::Limit;
 
-use crate::job::Job;
-use crate::kinds::discord::buckets::{Buckets, Learned};
-use crate::kinds::discord::{Call, Operation};
-use crate::kinds::response;
-use crate::kinds::{Credentials, Secret};
+use crate::discord::buckets::{Buckets, Learned};
+use crate::discord::{Call, Operation};
 use crate::metrics;
-use crate::worker::{BoxFuture, JobHandler, Outcome};
+use crate::response;
+use crate::{Credentials, Secret};
+use sluice_jobs::Job;
+use sluice_jobs::worker::{BoxFuture, JobHandler, Outcome};
 use sluice_limit::SharedLimiter;
 
 /// How to reach Discord.

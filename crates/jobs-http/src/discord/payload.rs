@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::kinds::payload::{PayloadError, decode};
+use crate::payload::{PayloadError, decode};
 
 /// A Discord id: a string of 1 to 20 ASCII digits that fits in 64 bits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 //! tenant's credential never serves another.
 //!
 //! ```
-//! use sluice_jobs::kinds::{Credentials, Secret};
+//! use sluice_jobs_http::{Credentials, Secret};
 //!
 //! let slack = Credentials::shared(Secret::env("SLACK_TOKEN"))
 //!     .tenant("acme", Secret::value("xoxb-acme"))

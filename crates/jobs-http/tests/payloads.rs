@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use sluice_jobs::{KINDS, validate_payload};
+use sluice_jobs_http::{KINDS, validate_payload};
 
 /// The fields the kinds read, so that hostile values land where they are
 /// looked at.

@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderName, HeaderValue};
 use sluice_limit::headers::RateLimitHeaders;
 
-use crate::job::Job;
-use crate::kinds::http::{AuthHeader, HttpApis, HttpPayload};
-use crate::kinds::response;
+use crate::http::{AuthHeader, HttpApis, HttpPayload};
 use crate::metrics;
-use crate::worker::{BoxFuture, JobHandler, Outcome};
+use crate::response;
+use sluice_jobs::Job;
+use sluice_jobs::worker::{BoxFuture, JobHandler, Outcome};
 use sluice_limit::SharedLimiter;
 
 /// How long a call waits for its API's limiter before it is rescheduled.

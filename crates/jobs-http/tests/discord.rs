@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::{Limit, Rules, count, eventually, fast, sqlite};
 use serde_json::{Value, json};
-use sluice_jobs::kinds::discord::DiscordConfig;
-use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::kinds::{Credentials, Secret};
-use sluice_jobs::worker::{Handlers, QueueConfig, WorkerPool};
+use sluice_jobs::worker::{QueueConfig, WorkerPool};
 use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore};
+use sluice_jobs_http::discord::DiscordConfig;
+use sluice_jobs_http::http::HttpApis;
+use sluice_jobs_http::{Credentials, Secret};
 use sluice_limit::Limiter;
 use sluice_sim::discord::DiscordLimits;
 use sluice_sim::{Sim, SimConfig, SimHandle};
@@ -49,7 +49,8 @@ fn pool_with_token(
         base_url: format!("{}/discord/api/v10", sim.url()),
         ..discord
     };
-    let handlers = Handlers::standard(limiter, HttpApis::new(), discord, common::client()).unwrap();
+    let handlers =
+        sluice_jobs_http::handlers(limiter, HttpApis::new(), discord, common::client()).unwrap();
     WorkerPool::builder(Arc::clone(store), limiter.clone())
         .handlers(handlers)
         .queue(QueueConfig::new("discord").unlimited().concurrency(20))
@@ -101,7 +102,7 @@ async fn two_hundred_jobs_each_have_their_effect_once_without_a_global_429() {
     let mut jobs = HashMap::new();
     for n in 0..200 {
         let (kind, payload) = nth_job(n);
-        sluice_jobs::validate_payload(kind, &payload).expect("a valid payload");
+        sluice_jobs_http::validate_payload(kind, &payload).expect("a valid payload");
         let job = NewJob::new("discord", kind, payload).group(format!("guild-{}", n % 10));
         let id = store.enqueue(job).await.unwrap().job.id;
         jobs.insert(id.to_string(), kind);
@@ -190,7 +191,7 @@ async fn a_global_429_reschedules_without_using_attempts() {
     }
     let pool = WorkerPool::builder(Arc::clone(&store), limiter.clone())
         .handlers(
-            Handlers::standard(
+            sluice_jobs_http::handlers(
                 &limiter,
                 HttpApis::new(),
                 DiscordConfig {

@@ -7,7 +7,7 @@
 //! "body"}`; 429 → throttled (with its `Retry-After`, and the shared
 //! bucket throttled too); 408, 5xx and connection errors → retry; any
 //! other 4xx → dead. The credential sent is the job's tenant's own, or
-//! the API's shared one where it is shared ([`Credentials`](crate::kinds::Credentials));
+//! the API's shared one where it is shared ([`Credentials`](crate::Credentials));
 //! a job whose tenant may use neither goes dead without calling.
 
 mod apis;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kinds::payload::{PayloadError, decode};
+use crate::payload::{PayloadError, decode};
 
 /// The most headers an `http` payload may set.
 pub const MAX_HEADERS: usize = 32;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::kinds::{Credentials, Secret};
+use crate::{Credentials, Secret};
 
 /// One configured API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,13 +41,13 @@ pub struct InvalidBaseUrl {
 /// APIs by name.
 ///
 /// ```
-/// use sluice_jobs::kinds::http::HttpApis;
+/// use sluice_jobs_http::http::HttpApis;
 ///
 /// let apis = HttpApis::new()
 ///     .api("slack", "https://slack.com/")?
 ///     .bearer_from_env("slack", "SLACK_TOKEN");
 /// assert_eq!(apis.get("slack").unwrap().base_url, "https://slack.com");
-/// # Ok::<(), sluice_jobs::kinds::http::InvalidBaseUrl>(())
+/// # Ok::<(), sluice_jobs_http::http::InvalidBaseUrl>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpApis {

@@ -11,10 +11,10 @@ use common::{Limit, Rules, count, eventually, fast, sqlite};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use serde_json::json;
 use sluice_jobs::JobState;
-use sluice_jobs::kinds::discord::DiscordConfig;
-use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::worker::{Handlers, QueueConfig, WorkerPool};
+use sluice_jobs::worker::{QueueConfig, WorkerPool};
 use sluice_jobs::{JobStore, NewJob};
+use sluice_jobs_http::discord::DiscordConfig;
+use sluice_jobs_http::http::HttpApis;
 use sluice_limit::Limiter;
 use sluice_sim::discord::DiscordLimits;
 use sluice_sim::{Faults, Scope, Sim, SimConfig};
@@ -115,7 +115,7 @@ async fn runs_are_counted_by_queue_kind_reason_and_endpoint() {
         global_limit: Some(Limit::per_second(100)),
         ..DiscordConfig::at(format!("{}/discord/api/v10", sim.url()))
     };
-    let handlers = Handlers::standard(&limiter, apis, discord, common::client()).unwrap();
+    let handlers = sluice_jobs_http::handlers(&limiter, apis, discord, common::client()).unwrap();
     let store = Arc::new(sqlite().await);
     for n in 0..3 {
         let payload = json!({"api": "slack", "path": "/api/chat.postMessage", "body": {"n": n}});

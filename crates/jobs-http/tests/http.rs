@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use common::{Rules, eventually, fast, sqlite};
 use serde_json::json;
-use sluice_jobs::kinds::discord::DiscordConfig;
-use sluice_jobs::kinds::http::HttpApis;
-use sluice_jobs::kinds::{Credentials, Secret};
-use sluice_jobs::worker::{Handlers, QueueConfig, WorkerPool};
+use sluice_jobs::worker::{QueueConfig, WorkerPool};
 use sluice_jobs::{Job, JobId, JobState, JobStore, NewJob, SqliteStore};
+use sluice_jobs_http::discord::DiscordConfig;
+use sluice_jobs_http::http::HttpApis;
+use sluice_jobs_http::{Credentials, Secret};
 use sluice_limit::Limiter;
 use sluice_sim::{Faults, Scope, Sim, SimConfig, SimHandle};
 
@@ -38,7 +38,7 @@ async fn world_with(edit: impl FnOnce(HttpApis) -> HttpApis) -> World {
     let apis = edit(apis);
     let store = Arc::new(sqlite().await);
     let limiter = Limiter::new(Rules::seed()).unwrap();
-    let handlers = Handlers::standard(
+    let handlers = sluice_jobs_http::handlers(
         &limiter,
         apis,
         DiscordConfig::at(format!("{}/discord/api/v10", sim.url())),

@@ -90,16 +90,16 @@ pub(crate) async fn take(
     limiter: &sluice_limit::SharedLimiter,
     resource: &str,
     wait: Duration,
-) -> Result<sluice_limit::Permit, crate::worker::Outcome> {
+) -> Result<sluice_limit::Permit, sluice_jobs::worker::Outcome> {
     let deadline = tokio::time::Instant::now() + wait;
     limiter
         .acquire_many(&[(resource, 1)], Some(deadline))
         .await
         .map_err(|e| match e.retry_after() {
-            Some(after) => crate::worker::Outcome::Throttled {
+            Some(after) => sluice_jobs::worker::Outcome::Throttled {
                 error: format!("waiting for {resource}: {e}"),
                 retry_after: Some(after),
             },
-            None => crate::worker::Outcome::retry(format!("limiter: {e}")),
+            None => sluice_jobs::worker::Outcome::retry(format!("limiter: {e}")),
         })
 }
