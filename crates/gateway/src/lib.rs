@@ -24,6 +24,7 @@ pub mod error;
 pub mod jobs;
 mod limits;
 pub mod metrics;
+mod providers;
 pub mod response;
 pub mod routes;
 mod server;

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::config::RetryConfig;
 use crate::error::ApiError;
 use crate::metrics;
+use crate::providers::Provider;
 use crate::state::AppState;
 use crate::trace::Trace;
 use sluice_limit::Permit;
@@ -31,6 +32,9 @@ pub(crate) struct Plan {
     pub retryable: bool,
     /// The provider or API, for metrics.
     pub label: String,
+    /// The model provider's adapter, which reads its rate-limit headers;
+    /// `None` for APIs (generic headers).
+    pub provider: Option<&'static dyn Provider>,
 }
 
 /// One attempt, for traces: the limiter wait before it, then the call.
@@ -223,7 +227,10 @@ where
         let retry_wait = match result {
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
-                let limits = upstream_limits(response.headers());
+                let limits = match plan.provider {
+                    Some(p) => p.rate_limits(response.headers(), SystemTime::now()),
+                    None => upstream_limits(response.headers()),
+                };
                 let _ = state
                     .limits
                     .observe(

@@ -20,11 +20,12 @@ use tokio::time::Instant;
 
 use crate::auth::Tenant;
 use crate::body::Body;
-use crate::config::{ProviderConfig, WireFormat};
+use crate::config::ProviderConfig;
 use crate::context::Context;
 use crate::credentials;
 use crate::error::ApiError;
 use crate::metrics;
+use crate::providers;
 use crate::response::{Buffered, Meta, from_shared, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::trace::Trace;
@@ -51,15 +52,6 @@ pub async fn messages(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Bod
     handle(s, Endpoint::Messages, t, h, b.0).await
 }
 
-fn path(endpoint: Endpoint) -> &'static str {
-    match endpoint {
-        Endpoint::Chat => "/chat/completions",
-        Endpoint::Embeddings => "/embeddings",
-        Endpoint::Responses => "/responses",
-        Endpoint::Messages => "/messages",
-    }
-}
-
 fn route(endpoint: Endpoint) -> &'static str {
     match endpoint {
         Endpoint::Chat => "/v1/chat/completions",
@@ -71,13 +63,6 @@ fn route(endpoint: Endpoint) -> &'static str {
 
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
-
-fn format_of(endpoint: Endpoint) -> WireFormat {
-    match endpoint {
-        Endpoint::Messages => WireFormat::Anthropic,
-        _ => WireFormat::Openai,
-    }
-}
 
 /// What the request's observers (metrics, trace) learn along the way.
 #[derive(Default)]
@@ -292,16 +277,14 @@ fn provider<'a>(
             ),
         )
     })?;
-    if p.format != format_of(endpoint) {
-        let hint = match p.format {
-            WireFormat::Openai => "/v1/chat/completions",
-            WireFormat::Anthropic => "/v1/messages",
-        };
+    let adapter = providers::for_format(p.format);
+    if !adapter.serves(endpoint) {
         return Err(ApiError::bad_field(
             "model",
             format!(
-                "{model:?} is served by {} in another wire format: use {hint}",
-                p.name
+                "{model:?} is served by {} in another wire format: use {}",
+                p.name,
+                adapter.route()
             ),
         ));
     }
@@ -324,9 +307,8 @@ async fn attempt(
     obs: &mut Observed,
 ) -> Result<Reply, Failure> {
     let cfg = &state.config;
-    let format = prov.format;
-    let est = usage::estimate(
-        format,
+    let adapter = providers::for_format(prov.format);
+    let est = adapter.estimate(
         req.endpoint,
         &req.json,
         cfg.tokens.chars_per_token,
@@ -353,8 +335,8 @@ async fn attempt(
         pool: "model",
         retryable: true,
         label: prov.name.clone(),
+        provider: Some(adapter),
     };
-    let mut body = req.json.clone();
     let upstream_model = if prov.strip_prefix {
         model
             .strip_prefix(&format!("{}/", prov.name))
@@ -362,18 +344,6 @@ async fn attempt(
     } else {
         model
     };
-    body["model"] = Value::String(upstream_model.to_owned());
-    let client_wants_usage = if req.stream && req.endpoint == Endpoint::Chat {
-        usage::request_usage_in_stream(&mut body)
-    } else {
-        true
-    };
-    let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-    let url = format!(
-        "{}{}",
-        prov.base_url.trim_end_matches('/'),
-        path(req.endpoint)
-    );
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
         state.credentials.provider(&prov.name),
@@ -382,35 +352,21 @@ async fn attempt(
         &prov.name,
     )
     .map_err(Failure::Limited)?;
-    let send = || {
-        let mut r = state
-            .client
-            .post(&url)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.clone());
-        if req.stream {
-            r = r.header(header::ACCEPT, "text/event-stream");
-        }
-        match (format, &key) {
-            (WireFormat::Openai, Some(k)) => r = r.bearer_auth(k),
-            (WireFormat::Anthropic, k) => {
-                if let Some(k) = k {
-                    r = r.header("x-api-key", k.as_ref());
-                }
-                let version = req
-                    .headers
-                    .get("anthropic-version")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("2023-06-01");
-                r = r.header("anthropic-version", version);
-                if let Some(beta) = req.headers.get("anthropic-beta") {
-                    r = r.header("anthropic-beta", beta.as_bytes());
-                }
-            }
-            (WireFormat::Openai, None) => {}
-        }
-        r
+    let call = providers::Call {
+        endpoint: req.endpoint,
+        body: &req.json,
+        model: upstream_model,
+        stream: req.stream,
+        headers: req.headers,
+        key: key.as_deref(),
     };
+    let outbound = adapter
+        .request(&prov.base_url, &call)
+        .map_err(|message| Failure::Upstream {
+            message: format!("provider {}: {message}", prov.name),
+            attempts: 0,
+        })?;
+    let send = || outbound.send(&state.client);
     let mut log = Vec::new();
     // Cleared the limiter: the queue's slot goes to the next request while
     // this one waits for its answer.
@@ -438,11 +394,10 @@ async fn attempt(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if req.stream && status.is_success() && is_sse {
-        let mut scanner = usage::StreamScanner::new(format, req.endpoint, !client_wants_usage);
+        let mut scanner = adapter.stream(&outbound.exchange);
         let tokens = tokens.clone();
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
-        let endpoint = req.endpoint;
         let mut trace = obs.trace.take();
         if let Some(t) = trace.as_mut() {
             t.status = status.as_u16();
@@ -473,8 +428,7 @@ async fn attempt(
                         // and the stream ends cleanly after it: an SDK
                         // raises the error instead of a bare disconnect.
                         let message = format!("the upstream stream failed: {e}");
-                        let event =
-                            usage::error_event(format, endpoint, "upstream_error", &message);
+                        let event = scanner.error_event("upstream_error", &message);
                         let _ = tx.send(Ok(event)).await;
                         outcome = "upstream_error";
                         break;
@@ -487,9 +441,7 @@ async fn attempt(
                         break;
                     }
                     Err(_) => {
-                        let event = usage::error_event(
-                            format,
-                            endpoint,
+                        let event = scanner.error_event(
                             "deadline_exceeded",
                             "the request's deadline passed mid-stream",
                         );
@@ -528,20 +480,20 @@ async fn attempt(
             message: format!("reading the upstream body: {e}"),
             attempts,
         })?;
-    let used = usage::from_body(format, req.endpoint, &bytes);
-    if let (Some(t), Some(u)) = (&tokens, used) {
+    let answer = adapter.answer(&outbound.exchange, status, bytes);
+    if let (Some(t), Some(u)) = (&tokens, answer.usage) {
         let _ = grant.settle_part(t, u.total_tokens);
     }
     if let Some(t) = obs.trace.as_mut() {
-        t.usage = used;
-        t.tool_calls = usage::tool_calls(format, &bytes);
+        t.usage = answer.usage;
+        t.tool_calls = answer.tool_calls;
     }
     drop(grant);
     drop(pool_permit);
     Ok(Reply::Buffered(Buffered {
         status,
         headers,
-        body: bytes,
+        body: answer.body,
     }))
 }
 

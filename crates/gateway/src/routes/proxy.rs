@@ -143,6 +143,7 @@ async fn run(
         pool: "api",
         retryable: idempotent,
         label: api.to_owned(),
+        provider: None,
     };
     // The tenant's own token, else the shared one where it is shared;
     // never another tenant's.

@@ -1,0 +1,247 @@
+//! Providers as adapters: one [`Provider`] per wire format builds the
+//! upstream request (URL, auth headers, body), reads the answer and the
+//! stream (usage, tool calls), and reads the upstream's rate-limit headers.
+//! The request path above it (limits, retries, fallbacks) knows nothing of
+//! formats.
+//!
+//! A new wire format is one new file here, one arm in [`for_format`], and
+//! its usage fields in `sluice-usage`.
+
+mod anthropic;
+mod openai;
+
+use std::time::SystemTime;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use bytes::Bytes;
+use serde_json::Value;
+use sluice_limit::headers::RateLimitHeaders;
+use sluice_usage::{self as usage, Endpoint, Estimate, StreamScanner, Usage, WireFormat};
+
+/// The adapter of a wire format.
+pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
+    match format {
+        WireFormat::Openai => &openai::Openai,
+        WireFormat::Anthropic => &anthropic::Anthropic,
+    }
+}
+
+/// A call as the client made it, for a provider to send upstream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call<'a> {
+    /// The gateway endpoint the client called.
+    pub endpoint: Endpoint,
+    /// The client's JSON body (an object).
+    pub body: &'a Value,
+    /// The model name to send upstream (prefix stripped where configured).
+    pub model: &'a str,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// The client's request headers (for pass-through ones such as
+    /// `anthropic-version`).
+    pub headers: &'a HeaderMap,
+    /// The API key to authenticate with upstream, if any.
+    pub key: Option<&'a str>,
+}
+
+/// The upstream request, sent again as is on every attempt, and what
+/// reading its answer needs to know.
+#[derive(Debug, Clone)]
+pub(crate) struct Outbound {
+    /// Where it goes.
+    pub url: String,
+    /// Content type, accept, auth, version headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// How to read the answer.
+    pub exchange: Exchange,
+}
+
+impl Outbound {
+    /// One attempt's request.
+    pub(crate) fn send(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
+        client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(self.body.clone())
+    }
+}
+
+/// What reading an answer needs to know about the call that asked for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Exchange {
+    /// The gateway endpoint the client called: its answer has that shape.
+    pub endpoint: Endpoint,
+    /// Whether the client asked for usage in an OpenAI chat stream itself
+    /// (else the usage chunk the gateway asked for is taken out).
+    pub client_wants_usage: bool,
+}
+
+/// A whole (non-streamed) answer, as the client gets it.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    /// The body for the client.
+    pub body: Bytes,
+    /// The usage the provider reported.
+    pub usage: Option<Usage>,
+    /// How many tool calls the model made, for traces.
+    pub tool_calls: u32,
+}
+
+/// A wire format's adapter.
+pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
+    /// The wire format it speaks.
+    fn format(&self) -> WireFormat;
+
+    /// Whether it serves calls to the gateway's `endpoint`.
+    fn serves(&self, endpoint: Endpoint) -> bool;
+
+    /// The gateway route that serves its models, for refusals that point
+    /// clients the right way.
+    fn route(&self) -> &'static str;
+
+    /// The tokens a call is expected to use, reserved before it is sent.
+    fn estimate(
+        &self,
+        endpoint: Endpoint,
+        body: &Value,
+        chars_per_token: u64,
+        default_max_tokens: u64,
+    ) -> Estimate {
+        usage::estimate(
+            self.format(),
+            endpoint,
+            body,
+            chars_per_token,
+            default_max_tokens,
+        )
+    }
+
+    /// The upstream request for `call`, against the API at `base_url`.
+    ///
+    /// # Errors
+    /// A message when the key cannot be sent as a header.
+    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, String>;
+
+    /// Reads a whole answer with status `status`.
+    fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer;
+
+    /// A reader of the streamed answer, fed its chunks as they come.
+    fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader>;
+
+    /// The upstream's rate-limit headers.
+    fn rate_limits(&self, headers: &HeaderMap, now: SystemTime) -> RateLimitHeaders {
+        RateLimitHeaders::parse(
+            headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+            now,
+        )
+    }
+}
+
+/// Reads a streamed answer on its way to the client.
+pub(crate) trait StreamReader: Send {
+    /// Reads the next chunk; returns the bytes to send the client now.
+    fn feed(&mut self, chunk: Bytes) -> Bytes;
+    /// The stream ended: returns the bytes still to send.
+    fn finish(&mut self) -> Bytes;
+    /// The usage reported so far.
+    fn usage(&self) -> Option<Usage>;
+    /// The tool calls started so far.
+    fn tool_calls(&self) -> u32;
+    /// The event that ends a stream the gateway cannot finish, in the
+    /// client's format.
+    fn error_event(&self, code: &str, message: &str) -> Bytes;
+}
+
+/// A stream passed to the client as it came, scanned for usage.
+#[derive(Debug)]
+pub(crate) struct Passthrough {
+    scanner: StreamScanner,
+    format: WireFormat,
+    endpoint: Endpoint,
+}
+
+impl Passthrough {
+    pub(crate) fn new(format: WireFormat, exchange: &Exchange) -> Self {
+        Self {
+            scanner: StreamScanner::new(format, exchange.endpoint, !exchange.client_wants_usage),
+            format,
+            endpoint: exchange.endpoint,
+        }
+    }
+}
+
+impl StreamReader for Passthrough {
+    fn feed(&mut self, chunk: Bytes) -> Bytes {
+        self.scanner.feed(chunk)
+    }
+
+    fn finish(&mut self) -> Bytes {
+        self.scanner.finish()
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.scanner.usage()
+    }
+
+    fn tool_calls(&self) -> u32 {
+        self.scanner.tool_calls()
+    }
+
+    fn error_event(&self, code: &str, message: &str) -> Bytes {
+        usage::error_event(self.format, self.endpoint, code, message)
+    }
+}
+
+/// A whole answer passed to the client as it came.
+fn pass_answer(format: WireFormat, endpoint: Endpoint, body: Bytes) -> Answer {
+    Answer {
+        usage: usage::from_body(format, endpoint, &body),
+        tool_calls: usage::tool_calls(format, &body),
+        body,
+    }
+}
+
+/// `{base_url}{path}`, without a doubled slash.
+fn join(base_url: &str, path: &str) -> String {
+    format!("{}{path}", base_url.trim_end_matches('/'))
+}
+
+/// The headers every JSON call sends.
+fn json_headers(stream: bool) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if stream {
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+    }
+    h
+}
+
+/// Adds a secret header (never shown in debug output).
+fn secret(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Result<(), String> {
+    let mut v = HeaderValue::from_str(value)
+        .map_err(|_| "the API key is not a valid header value".to_owned())?;
+    v.set_sensitive(true);
+    headers.insert(name, v);
+    Ok(())
+}
+
+/// `body` with `model` replaced, as JSON bytes.
+fn with_model(body: &Value, model: &str) -> Value {
+    let mut body = body.clone();
+    body["model"] = Value::String(model.to_owned());
+    body
+}
+
+fn to_bytes(body: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(body).unwrap_or_default())
+}

@@ -1,0 +1,78 @@
+//! OpenAI's wire format: `/chat/completions`, `/embeddings`, `/responses`
+//! (also Google's, DeepSeek's and others' OpenAI-compatible endpoints).
+
+use axum::http::{StatusCode, header};
+use bytes::Bytes;
+use sluice_usage::{self as usage, Endpoint, WireFormat};
+
+use super::{
+    Answer, Call, Exchange, Outbound, Passthrough, Provider, StreamReader, join, json_headers,
+    pass_answer, secret, to_bytes, with_model,
+};
+
+/// The OpenAI adapter.
+#[derive(Debug)]
+pub(crate) struct Openai;
+
+fn path(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Embeddings => "/embeddings",
+        Endpoint::Responses => "/responses",
+        // Not served (see `serves`); chat is the nearest.
+        Endpoint::Chat | Endpoint::Messages => "/chat/completions",
+    }
+}
+
+impl Provider for Openai {
+    fn format(&self) -> WireFormat {
+        WireFormat::Openai
+    }
+
+    fn serves(&self, endpoint: Endpoint) -> bool {
+        matches!(
+            endpoint,
+            Endpoint::Chat | Endpoint::Embeddings | Endpoint::Responses
+        )
+    }
+
+    fn route(&self) -> &'static str {
+        "/v1/chat/completions"
+    }
+
+    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, String> {
+        let mut body = with_model(call.body, call.model);
+        // The usage of a chat stream comes in a last chunk only if asked
+        // for: the gateway asks, and takes the chunk out again if the
+        // client did not ask itself.
+        let client_wants_usage = if call.stream && call.endpoint == Endpoint::Chat {
+            usage::request_usage_in_stream(&mut body)
+        } else {
+            true
+        };
+        let mut headers = json_headers(call.stream);
+        if let Some(key) = call.key {
+            secret(
+                &mut headers,
+                header::AUTHORIZATION,
+                &format!("Bearer {key}"),
+            )?;
+        }
+        Ok(Outbound {
+            url: join(base_url, path(call.endpoint)),
+            headers,
+            body: to_bytes(&body),
+            exchange: Exchange {
+                endpoint: call.endpoint,
+                client_wants_usage,
+            },
+        })
+    }
+
+    fn answer(&self, exchange: &Exchange, _status: StatusCode, body: Bytes) -> Answer {
+        pass_answer(WireFormat::Openai, exchange.endpoint, body)
+    }
+
+    fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
+        Box::new(Passthrough::new(WireFormat::Openai, exchange))
+    }
+}
