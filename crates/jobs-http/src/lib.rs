@@ -11,13 +11,13 @@
 //! use sluice_jobs::worker::{Outcome, QueueConfig, WorkerPool, handler_fn};
 //! use sluice_jobs::{JobStore, NewJob, SqliteStore, StoreConfig};
 //! use sluice_jobs_http::{discord::DiscordConfig, http::HttpApis, validate_payload};
-//! use sluice_limit::{Limiter, Rules};
+//! use sluice_limit::{Limit, Limiter, Rules};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let _ = rustls::crypto::ring::default_provider().install_default();
 //! let store = Arc::new(SqliteStore::in_memory(StoreConfig::default()).await?);
-//! let limiter = Limiter::new(Rules::seed())?;
+//! let limiter = Limiter::new(Rules::new().exact("api:slack", Limit::per_second(3).burst(10)))?;
 //!
 //! // The gateway checks a payload before it stores the job.
 //! let payload = json!({"guild_id": "81384788765712384", "name": "moderators"});

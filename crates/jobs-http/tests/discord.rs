@@ -98,7 +98,7 @@ fn nth_job(n: u64) -> (&'static str, Value) {
 async fn two_hundred_jobs_each_have_their_effect_once_without_a_global_429() {
     let sim = sim().await;
     let store = Arc::new(sqlite().await);
-    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let limiter = Limiter::new(common::api_rules()).unwrap();
     let mut jobs = HashMap::new();
     for n in 0..200 {
         let (kind, payload) = nth_job(n);
@@ -233,7 +233,7 @@ async fn a_global_429_reschedules_without_using_attempts() {
 async fn an_invalid_payload_goes_dead_naming_the_field() {
     let sim = sim().await;
     let store = Arc::new(sqlite().await);
-    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let limiter = Limiter::new(common::api_rules()).unwrap();
     let bad = json!({"guild_id": "12ab", "name": "r"});
     let id = store
         .enqueue(NewJob::new("discord", "discord.create_role", bad))
@@ -257,7 +257,7 @@ async fn an_invalid_payload_goes_dead_naming_the_field() {
 async fn a_tenant_without_a_bot_token_of_its_own_is_refused_without_a_call() {
     let sim = sim().await;
     let store = Arc::new(sqlite().await);
-    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let limiter = Limiter::new(common::api_rules()).unwrap();
     let payload = json!({"guild_id": "1000", "name": "mods"});
     let mut ids = Vec::new();
     for tenant in ["acme", "globex"] {

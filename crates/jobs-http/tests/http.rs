@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Rules, eventually, fast, sqlite};
+use common::{eventually, fast, sqlite};
 use serde_json::json;
 use sluice_jobs::worker::{QueueConfig, WorkerPool};
 use sluice_jobs::{Job, JobId, JobState, JobStore, NewJob, SqliteStore};
@@ -37,7 +37,7 @@ async fn world_with(edit: impl FnOnce(HttpApis) -> HttpApis) -> World {
     }
     let apis = edit(apis);
     let store = Arc::new(sqlite().await);
-    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let limiter = Limiter::new(common::api_rules()).unwrap();
     let handlers = sluice_jobs_http::handlers(
         &limiter,
         apis,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{Limit, Rules, count, eventually, fast, sqlite};
+use common::{Limit, count, eventually, fast, sqlite};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use serde_json::json;
 use sluice_jobs::JobState;
@@ -110,7 +110,7 @@ async fn runs_are_counted_by_queue_kind_reason_and_endpoint() {
         .unwrap()
         .api("linear", &format!("{}/linear", sim.url()))
         .unwrap();
-    let limiter = Limiter::new(Rules::seed()).unwrap();
+    let limiter = Limiter::new(common::api_rules()).unwrap();
     let discord = DiscordConfig {
         global_limit: Some(Limit::per_second(100)),
         ..DiscordConfig::at(format!("{}/discord/api/v10", sim.url()))

@@ -56,7 +56,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Arc::new(SqliteStore::in_memory(StoreConfig::default()).await?);
-//! let limiter = Limiter::new(Rules::seed())?;
+//! let limiter = Limiter::new(Rules::new())?;
 //!
 //! // A kind of our own: echo the payload back as the result.
 //! let handlers = Handlers::new()

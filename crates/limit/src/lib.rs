@@ -8,9 +8,12 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Error> {
-//! // The seed's tables: `openai/…` 3 req/s burst 10, `api:github` 5/15,
-//! // `session:…` 10 per 60 s, … plus a tokens/min limit of our own.
-//! let rules = Rules::seed().prefix("tokens:openai/", Limit::per_minute(30_000));
+//! // Per model prefix and per API, 10 per 60 s per session, tokens per minute.
+//! let rules = Rules::new()
+//!     .prefix("openai/", Limit::per_second(3).burst(10))
+//!     .exact("api:github", Limit::per_second(5).burst(15))
+//!     .prefix("session:", Limit::sliding_window(10, Duration::from_secs(60)))
+//!     .prefix("tokens:openai/", Limit::per_minute(30_000));
 //! let limiter = Limiter::new(rules)?;
 //!
 //! // Wait (FIFO, up to 5 s) for one request and an estimate of its tokens.
@@ -94,9 +97,7 @@ pub use limit_future::LimitFuture;
 pub use limiter::{Limiter, LimiterBuilder, SweepStats};
 pub use permit::{HeldGrant, Permit};
 pub use rate_limiter::{RateLimiter, SharedLimiter};
-pub use rules::{
-    API_LIMITS, API_PREFIX, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier, api_resource,
-};
+pub use rules::{API_PREFIX, Rules, SESSION_PREFIX, ToolClassifier, api_resource};
 
 use std::time::Duration;
 

@@ -1,17 +1,13 @@
 //! The embedded defaults: the seed's tables and numbers, so `sluice serve`
-//! runs with no file at all.
-//!
-//! Limits come from `sluice_limit`'s seed tables rather than being retyped
-//! here, so the limiter's own defaults and the gateway's cannot drift apart.
+//! runs with no file at all. The provider and API tables live here, not in
+//! `sluice-limit`, which has the algorithms only.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use sluice_admit::{PoolConfig, QueueConfig};
-use sluice_limit::{
-    API_LIMITS, AdaptiveConfig, Limit, MODEL_LIMITS, Rules, SESSION_PREFIX, ToolClassifier,
-};
+use sluice_limit::AdaptiveConfig;
 
 use super::{
     AdaptiveSettings, ApiConfig, Config, HttpConfig, LimitsApiConfig, MetricsConfig, ModelLimits,
@@ -55,6 +51,47 @@ const PROVIDERS: &[(&str, &str, &str, WireFormat)] = &[
     ),
 ];
 
+/// The seed's per-model limits: (prefix, requests/s, burst).
+const MODEL_LIMITS: &[(&str, u64, u64)] = &[
+    ("google/", 5, 15),
+    ("anthropic/", 2, 8),
+    ("deepseek/", 3, 10),
+    ("minimax/", 3, 10),
+    ("openai/", 3, 10),
+];
+
+/// The seed's limit for a model no prefix matches: (requests/s, burst).
+const MODEL_FALLBACK: (u64, u64) = (2, 8);
+
+/// The seed's per-API limits: (api, requests/s, burst).
+const API_LIMITS: &[(&str, u64, u64)] = &[
+    ("google_calendar", 2, 5),
+    ("google_sheets", 2, 5),
+    ("google_drive", 2, 5),
+    ("gmail", 2, 5),
+    ("github", 5, 15),
+    ("linear", 3, 10),
+    ("slack", 3, 10),
+    ("clickup", 2, 5),
+];
+
+/// The seed's tool-name prefixes: (prefix, api), an API's longest first.
+const TOOL_PREFIXES: &[(&str, &str)] = &[
+    ("GOOGLEMAIL_", "gmail"),
+    ("GMAIL_", "gmail"),
+    ("GOOGLECALENDAR_", "google_calendar"),
+    ("GOOGLESHEETS_", "google_sheets"),
+    ("GOOGLEDRIVE_", "google_drive"),
+    ("GITHUB_", "github"),
+    ("LINEAR_", "linear"),
+    ("SLACK_", "slack"),
+    ("CLICKUP_", "clickup"),
+    (DISCORD_TOOLS, DISCORD.0),
+];
+
+/// The seed's session window: this many requests in any this many seconds.
+const SESSION_WINDOW: (u64, u64) = (10, 60);
+
 /// Where the seed's APIs live.
 const API_BASE_URLS: &[(&str, &str)] = &[
     ("google_calendar", "https://www.googleapis.com/calendar/v3"),
@@ -71,14 +108,6 @@ const API_BASE_URLS: &[(&str, &str)] = &[
 /// requests a second, and its tools are named `DISCORD_…` as the seed's are.
 const DISCORD: (&str, &str, u64, u64) = ("discord", "https://discord.com/api/v10", 50, 50);
 const DISCORD_TOOLS: &str = "DISCORD_";
-
-/// The seed's limit for a name no rule matches. The empty name matches no
-/// prefix, so the seed's rules answer with their fallback.
-fn seed_fallback() -> Limit {
-    Rules::seed()
-        .resolve("")
-        .expect("the seed's rules have a fallback")
-}
 
 impl Default for Config {
     fn default() -> Self {
@@ -130,14 +159,13 @@ fn default_providers() -> Vec<ProviderConfig> {
 /// The seed's per-prefix table, then the fallback under the empty prefix
 /// (every model name starts with it, and the longest prefix wins).
 fn default_models() -> Vec<ModelLimits> {
-    let fallback = seed_fallback();
     MODEL_LIMITS
         .iter()
-        .map(|&(prefix, rate, burst)| (prefix, rate as f64, burst))
-        .chain([("", fallback.per_second_rate(), fallback.effective_burst())])
+        .copied()
+        .chain([("", MODEL_FALLBACK.0, MODEL_FALLBACK.1)])
         .map(|(prefix, rate, burst)| ModelLimits {
             prefix: prefix.to_owned(),
-            requests_per_second: rate,
+            requests_per_second: rate as f64,
             burst,
             tokens_per_minute: None,
             max_in_flight: None,
@@ -148,17 +176,16 @@ fn default_models() -> Vec<ModelLimits> {
 }
 
 fn default_apis() -> Vec<ApiConfig> {
-    let tools = ToolClassifier::seed().with(DISCORD_TOOLS, DISCORD.0);
     let api = |name: &str, base_url: &str, rate: u64, burst: u64| ApiConfig {
         name: name.to_owned(),
         base_url: base_url.to_owned(),
         requests_per_second: rate as f64,
         burst,
         max_in_flight: None,
-        tool_prefixes: tools
-            .prefixes()
-            .filter(|&(_, a)| a == name)
-            .map(|(p, _)| p.to_owned())
+        tool_prefixes: TOOL_PREFIXES
+            .iter()
+            .filter(|&&(_, a)| a == name)
+            .map(|&(p, _)| p.to_owned())
             .collect(),
         auth_env: None,
         shared_auth: true,
@@ -189,14 +216,11 @@ fn default_bulkheads() -> BTreeMap<String, PoolConfig> {
 }
 
 impl Default for SessionLimits {
-    /// The seed's sliding window, as `sluice_limit::Rules::seed` has it.
+    /// The seed's sliding window.
     fn default() -> Self {
-        let window = Rules::seed()
-            .resolve(SESSION_PREFIX)
-            .expect("the seed has a session limit");
         SessionLimits {
-            requests: window.capacity(),
-            window_seconds: window.window().as_secs(),
+            requests: SESSION_WINDOW.0,
+            window_seconds: SESSION_WINDOW.1,
         }
     }
 }
@@ -299,5 +323,68 @@ impl Default for ShutdownConfig {
         ShutdownConfig {
             drain_timeout_ms: 25_000,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sluice_limit::{Algorithm, ToolClassifier};
+
+    use super::*;
+
+    /// (requests/s, burst) of the limit the default rules give `resource`.
+    fn limit(resource: &str) -> Option<(f64, u64)> {
+        crate::state::rules(&Config::default())
+            .resolve(resource)
+            .map(|l| (l.per_second_rate(), l.effective_burst()))
+    }
+
+    #[test]
+    fn seed_model_limits_by_longest_prefix() {
+        assert_eq!(limit("google/gemini-2.5-flash"), Some((5.0, 15)));
+        assert_eq!(limit("anthropic/claude-sonnet-4"), Some((2.0, 8)));
+        assert_eq!(limit("openai/gpt-4o-mini"), Some((3.0, 10)));
+        assert_eq!(limit("mistral/large"), Some((2.0, 8)));
+    }
+
+    #[test]
+    fn seed_api_and_session_limits() {
+        assert_eq!(limit("api:github"), Some((5.0, 15)));
+        assert_eq!(limit("api:slack"), Some((3.0, 10)));
+        assert_eq!(limit("api:gmail"), Some((2.0, 5)));
+        assert_eq!(limit("api:discord"), Some((50.0, 50)));
+        let rules = crate::state::rules(&Config::default());
+        let s = rules.resolve("session:abc").unwrap();
+        assert_eq!(s.kind(), Algorithm::SlidingWindow);
+        assert_eq!((s.capacity(), s.window()), (10, Duration::from_secs(60)));
+        assert!(rules.validate().is_ok());
+    }
+
+    #[test]
+    fn seed_tool_classification() {
+        let tools = Config::default()
+            .apis
+            .iter()
+            .flat_map(|a| a.tool_prefixes.iter().map(move |p| (p, &a.name)))
+            .fold(ToolClassifier::new(), |t, (p, a)| {
+                t.with(p.clone(), a.clone())
+            });
+        for (tool, api) in [
+            ("GMAIL_SEND", "gmail"),
+            ("GOOGLEMAIL_LIST", "gmail"),
+            ("GOOGLECALENDAR_CREATE_EVENT", "google_calendar"),
+            ("GOOGLESHEETS_APPEND", "google_sheets"),
+            ("GOOGLEDRIVE_UPLOAD", "google_drive"),
+            ("GITHUB_CREATE_ISSUE", "github"),
+            ("LINEAR_CREATE_ISSUE", "linear"),
+            ("slack_post_message", "slack"),
+            ("CLICKUP_TASK", "clickup"),
+            ("DISCORD_CREATE_ROLE", "discord"),
+        ] {
+            assert_eq!(tools.classify(tool), Some(api), "{tool}");
+        }
+        assert_eq!(tools.classify("WEB_SEARCH"), None);
     }
 }

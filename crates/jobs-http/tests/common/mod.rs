@@ -20,6 +20,16 @@ pub async fn sqlite() -> SqliteStore {
         .expect("open an in-memory store")
 }
 
+/// Limits for the APIs the tests call: the gateway's seed numbers
+/// (`crates/gateway/src/config/defaults.rs`), 2/s burst 5 for any other.
+pub fn api_rules() -> Rules {
+    Rules::new()
+        .exact("api:github", Limit::per_second(5).burst(15))
+        .exact("api:linear", Limit::per_second(3).burst(10))
+        .exact("api:slack", Limit::per_second(3).burst(10))
+        .prefix("api:", Limit::per_second(2).burst(5))
+}
+
 /// A limiter with no rules: queues configure their own resources.
 pub fn limiter() -> Limiter {
     Limiter::new(Rules::new()).expect("a limiter")
