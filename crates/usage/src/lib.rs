@@ -1,7 +1,9 @@
 //! Token usage of model calls, in OpenAI's and Anthropic's wire formats:
 //! an estimate before dispatch (what the tokens/min limiter reserves), the
 //! real figures after the call (what it settles with), from a JSON body or
-//! scanned out of a server-sent-event stream on its way to the client.
+//! scanned out of a server-sent-event stream on its way to the client;
+//! and the response cache ([`cache`]) that answers a repeated request
+//! without a call.
 //!
 //! Pure code: no I/O, nothing of HTTP but the body bytes. The gateway
 //! (`sluice-gateway`) estimates before it dispatches a call and settles
@@ -29,6 +31,7 @@
 //! ```
 
 mod bounds;
+pub mod cache;
 mod estimate;
 mod sse;
 mod stream;

@@ -1,0 +1,4 @@
+mod key;
+mod session;
+mod store;
+mod stream;
