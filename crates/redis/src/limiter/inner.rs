@@ -1,0 +1,123 @@
+//! The shared state's plumbing: the batch queue, specs, listeners, and
+//! lease renewal.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+
+use sluice_limit::{CapacityChange, Error};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::{Inner, MAP_BOUND, lock};
+use crate::batch::{Kind, Op, Reply, Spec};
+use crate::bus::CapacityUpdate;
+use crate::conn::Unavailable;
+
+impl Inner {
+    pub(crate) fn held_leases(&self) -> MutexGuard<'_, HashMap<String, Arc<Spec>>> {
+        lock(&self.held)
+    }
+
+    /// Queues an operation that needs no answer. A full queue drops it:
+    /// settles are then lost and releases wait for the lease to expire.
+    pub(crate) fn send(&self, op: Op) {
+        if self.ops.try_send(op).is_err() {
+            self.dropped_ops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs one operation in the next batch.
+    pub(crate) async fn request(&self, kind: Kind) -> Result<Reply, Unavailable> {
+        if self.conn.is_degraded() {
+            return Err(Unavailable);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.ops
+            .send(Op {
+                kind,
+                reply: Some(tx),
+            })
+            .await
+            .map_err(|_| Unavailable)?;
+        rx.await.unwrap_or(Err(Unavailable))
+    }
+
+    pub(crate) fn spec(&self, resource: &str) -> Result<Arc<Spec>, Error> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let mut specs = lock(&self.specs);
+        if let Some(s) = specs.get(resource) {
+            return Ok(s.clone());
+        }
+        let set = lock(&self.overrides).get(resource).copied();
+        let limit = set
+            .or_else(|| self.rules.resolve(resource))
+            .ok_or_else(|| Error::UnknownResource(resource.to_owned()))?;
+        if specs.len() >= MAP_BOUND {
+            specs.clear();
+        }
+        let s = Arc::new(Spec {
+            name: resource.to_owned(),
+            limit,
+        });
+        specs.insert(resource.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Forgets what this replica believed about `resource` (deny cache,
+    /// leased block) after its capacity changed.
+    pub(crate) fn forget(self: &Arc<Self>, resource: &str) {
+        self.blocks.drop_block(self, resource);
+        self.wake(resource);
+    }
+
+    pub(crate) fn changed(&self, change: &CapacityChange) {
+        let ls = lock(&self.listeners).clone();
+        for l in ls {
+            l(change);
+        }
+    }
+
+    pub(crate) fn updated(&self, update: &CapacityUpdate) {
+        let ls = lock(&self.update_listeners).clone();
+        for l in ls {
+            l(update);
+        }
+    }
+
+    pub(crate) fn member(&self, spec: &Spec, cost: u64) -> String {
+        if spec.algo() <= 2 {
+            return String::new();
+        }
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}:{cost}", self.cfg.replica_id)
+    }
+}
+
+/// Renews this replica's in-flight leases every third of their TTL, so a
+/// live grant never loses its slot and a dead replica's slots expire.
+pub(super) fn spawn_renewal(weak: std::sync::Weak<Inner>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = match weak.upgrade() {
+            Some(i) => i.cfg.lease_ttl / 3,
+            None => return,
+        };
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(inner) = weak.upgrade() else { return };
+            let held: Vec<(String, Arc<Spec>)> = inner
+                .held_leases()
+                .iter()
+                .map(|(m, s)| (m.clone(), s.clone()))
+                .collect();
+            for (member, spec) in held {
+                inner.send(Op {
+                    kind: Kind::Renew { spec, member },
+                    reply: None,
+                });
+            }
+        }
+    })
+}
