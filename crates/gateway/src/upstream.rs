@@ -144,6 +144,11 @@ where
         1
     };
     let needs: Vec<(&str, u64)> = plan.needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
+    // A call sent with a few milliseconds left cannot be answered in time
+    // but spends the upstream's quota all the same: waits end this long
+    // before the deadline, and a grant that comes later goes back.
+    let floor = Duration::from_millis(cfg.min_time_left_ms);
+    let last_send = deadline.checked_sub(floor).unwrap_or(deadline);
     let mut permit: Option<BulkheadPermit> = None;
     let mut waited = Duration::ZERO;
     let mut attempt = 0;
@@ -152,7 +157,7 @@ where
         // Wait for the limiter at most the Retry-After cap: past it, a fast
         // 429 tells the client when to come back instead of holding it.
         let cap = Instant::now() + Duration::from_millis(cfg.max_retry_after_ms);
-        let limit_deadline = deadline.min(cap);
+        let limit_deadline = last_send.min(cap);
         let t0 = Instant::now();
         let acquired = tokio::select! {
             biased;
@@ -188,6 +193,17 @@ where
                 metrics::limiter_refusal(&plan.requests, "pool_full");
                 Failure::Limited(e.into())
             })?);
+        }
+        if Instant::now() > last_send {
+            // Not sent: the request rate, tokens and slot go back to
+            // whoever can still use them.
+            let mut grant = grant;
+            grant.settle(0);
+            drop(grant);
+            metrics::limiter_refusal(&plan.requests, "too_late");
+            return Err(Failure::Timeout {
+                attempts: attempt - 1,
+            });
         }
         if attempt == 1 {
             on_granted();
@@ -300,7 +316,7 @@ where
         drop(grant);
         metrics::retry(&plan.label, outcome);
         if let Some(wait) = retry_wait {
-            if Instant::now() + wait >= deadline {
+            if Instant::now() + wait >= last_send {
                 return Err(Failure::Timeout { attempts: attempt });
             }
             tokio::select! {

@@ -195,10 +195,27 @@ async fn hangs_end_at_the_deadline_and_give_every_slot_back() {
         .await;
     assert!(after.iter().all(|(st, _)| *st == 200), "{after:?}");
     s.slots_back("inflight:openai/hang").await;
+    // Less time left than `retry.min_time_left_ms` (50 ms by default):
+    // never sent, a 504, and what the request took goes back.
+    let served = s.sim.stats().model("hang").requests;
+    let late = s
+        .burst("/v1/chat/completions", chat("openai/hang", false), 8, 20)
+        .await;
+    for (status, body) in &late {
+        let body = body.as_ref().expect("an answer, not a cut");
+        assert_eq!(*status, 504, "{body}");
+        assert_eq!(error_code(body), "deadline_exceeded", "{body}");
+    }
+    assert_eq!(
+        s.sim.stats().model("hang").requests,
+        served,
+        "a call with less than the floor left is not sent"
+    );
+    s.slots_back("inflight:openai/hang").await;
     eprintln!(
         "figure upstream hang: {HANGS}/{HANGS} answered at a 500 ms deadline ({timed_out} 504, the rest 429 \
          waiting for a slot), {sent} sent upstream \
-         (4 in-flight slots), every slot back, then 8/8 served"
+         (4 in-flight slots), every slot back, then 8/8 served; 8/8 with 20 ms left got 504 unsent"
     );
     s.sim.shutdown().await;
 }
