@@ -33,17 +33,18 @@ pub struct Dialect {
     pub set_key_jobs: &'static str,
 }
 
-/// How a backend inserts a batch of jobs, `RETURNING *`, with the
-/// enqueue's time in `$1` and, per job, its queue, kind, payload, tenant,
-/// group, priority, idempotency key, max attempts, run at, state and due.
+/// How a backend inserts a batch of jobs, `RETURNING *`: per job, its
+/// queue, kind, payload, tenant, group, priority, idempotency key, max
+/// attempts, run at, state and due, then the enqueue's time (`created_at`,
+/// `updated_at`).
 #[derive(Debug)]
 pub enum Insert {
     /// One multi-row `VALUES` statement per chunk of at most this many
-    /// jobs, the job's values as `$2`, `$3`, … row after row
+    /// jobs, every value of every row bound in order
     /// ([`insert_rows`](crate::sql::insert_rows)).
     Rows(usize),
     /// One statement for the whole batch, each value an array of one
-    /// element per job.
+    /// element per job but the time, one value in `$1`.
     Arrays(&'static str),
 }
 
@@ -204,7 +205,7 @@ pub const SQLITE: Dialect = Dialect {
         batch_leased!(),
         "RETURNING *"
     ),
-    // 11 variables a job: 512 jobs take 5,633 of SQLite's 32,766.
+    // 13 variables a job: 512 jobs take 6,656 of SQLite's 32,766.
     insert: Insert::Rows(512),
     // SQLite has no arrays: the JSON arrays are zipped by index. (`WHERE
     // TRUE` tells its parser that `ON CONFLICT` is not a join's.)
