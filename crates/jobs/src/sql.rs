@@ -72,28 +72,10 @@ pub const LIST_TENANT: &str = concat!(
      ORDER BY id LIMIT $4"
 );
 
-pub const IS_PAUSED: &str = "SELECT name FROM queues WHERE name = $1 AND paused";
-
 pub const PAUSED: &str = "SELECT name FROM queues WHERE paused";
 
 pub const SET_PAUSED: &str = "INSERT INTO queues (name, paused, updated_at) VALUES ($1, $2, $3) \
     ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at";
-
-pub const LAST_SERVED_GROUP: &str =
-    "SELECT COALESCE(MAX(served), 0) FROM queue_groups WHERE queue = $1";
-
-/// Group (`$2`, `$3`) of queue `$1` served at turn `$4`.
-pub const SERVE_GROUP: &str = "INSERT INTO queue_groups (queue, tenant, grp, served) \
-    VALUES ($1, $2, $3, $4) \
-    ON CONFLICT (queue, tenant, grp) DO UPDATE SET served = excluded.served";
-
-pub const LAST_SERVED_TENANT: &str =
-    "SELECT COALESCE(MAX(served), 0) FROM queue_tenants WHERE queue = $1";
-
-/// Tenant `$2` of queue `$1` served at turn `$3`.
-pub const SERVE_TENANT: &str = "INSERT INTO queue_tenants (queue, tenant, served) \
-    VALUES ($1, $2, $3) \
-    ON CONFLICT (queue, tenant) DO UPDATE SET served = excluded.served";
 
 /// The guard every call on a leased job shares: still running under the
 /// same claim of the same worker.
