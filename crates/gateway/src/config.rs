@@ -5,6 +5,7 @@
 
 mod defaults;
 mod jobs;
+mod keys;
 mod load;
 mod secrets;
 
@@ -19,6 +20,7 @@ pub use crate::trace::{Retention, Rotation};
 
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
+pub use keys::{KeysConfig, WITH_JOBS};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
 pub use secrets::Secrets;
@@ -82,6 +84,8 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// Tenants, API keys and tiers managed at run time.
+    pub keys: KeysConfig,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

@@ -22,6 +22,7 @@ pub mod context;
 mod credentials;
 pub mod error;
 pub mod jobs;
+pub mod keys;
 mod limits;
 pub mod metrics;
 mod providers;

@@ -3,6 +3,7 @@
 
 mod fallbacks;
 pub(crate) mod jobs;
+mod keys;
 mod lists;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     fallbacks(&c, config)?;
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
+    keys::keys(&c, config)?;
     sections(&c, config)
 }
 
