@@ -3,6 +3,7 @@
 //! overrides. Unknown keys are errors that name the key and where it came
 //! from.
 
+mod cache;
 mod defaults;
 mod jobs;
 mod keys;
@@ -18,6 +19,7 @@ use sluice_admit::{PoolConfig, QueueConfig};
 
 pub use crate::trace::{Retention, Rotation};
 
+pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
@@ -86,6 +88,8 @@ pub struct Config {
     pub jobs: JobsConfig,
     /// Tenants, API keys and tiers managed at run time.
     pub keys: KeysConfig,
+    /// The response cache.
+    pub cache: CacheSettings,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

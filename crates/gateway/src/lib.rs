@@ -15,14 +15,13 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod auth;
 pub mod body;
 pub mod config;
-pub mod context;
 mod credentials;
 pub mod error;
 pub mod jobs;
 pub mod keys;
+mod layers;
 mod limits;
 pub mod metrics;
 mod providers;
@@ -34,5 +33,6 @@ pub mod trace;
 mod upstream;
 pub mod warnings;
 
+pub use layers::{auth, context};
 pub use server::{Gateway, shutdown_signal};
 pub use state::{AppState, StartError};

@@ -25,6 +25,13 @@ pub enum Arg {
     Text(Option<String>),
     /// A boolean.
     Bool(bool),
+    /// An array of integers or NULLs: a `BIGINT[]` on PostgreSQL, a JSON
+    /// array (read with `json_each`) on SQLite.
+    Ints(Vec<Option<i64>>),
+    /// An array of strings or NULLs, bound as [`Ints`](Self::Ints) is.
+    Texts(Vec<Option<String>>),
+    /// An array of booleans, bound as [`Ints`](Self::Ints) is.
+    Bools(Vec<bool>),
 }
 
 impl From<i64> for Arg {
@@ -118,6 +125,12 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+    /// Runs `sql` and reads the first two columns of every row as strings.
+    fn pairs(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, Error>> + Send;
     /// Runs `sql` and reads rows of (string, string, integer).
     fn counts(
         &mut self,

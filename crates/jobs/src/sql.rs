@@ -8,27 +8,38 @@ mod dialect;
 
 #[cfg(test)]
 pub use dialect::SQLITE_WALKED;
-pub use dialect::{Dialect, POSTGRES, SQLITE};
+pub use dialect::{Dialect, Insert, POSTGRES, SQLITE};
 
-/// `$12`: whether `run_at` has passed (see [`Dialect::promote`]).
-pub const INSERT_JOB: &str = "INSERT INTO jobs \
-    (queue, kind, payload, tenant, grp, priority, idempotency_key, max_attempts, run_at, state, \
-     created_at, updated_at, due) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) RETURNING *";
+use std::sync::OnceLock;
 
-/// Takes key (`$1`, `$2`) until `$3` if it is free or expired at `$4`;
-/// returns a row only if it did.
-pub const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant, idem_key, job_id, expires_at) \
-    VALUES ($1, $2, NULL, $3) \
-    ON CONFLICT (tenant, idem_key) DO UPDATE SET job_id = NULL, expires_at = excluded.expires_at \
-    WHERE idempotency_keys.expires_at <= $4 \
-    RETURNING expires_at";
+/// Values an [`Insert::Rows`] row binds: every column of [`Insert`] but the time.
+pub const ROW_VALUES: usize = 11;
 
-pub const SET_KEY_JOB: &str =
-    "UPDATE idempotency_keys SET job_id = $3 WHERE tenant = $1 AND idem_key = $2";
-
-pub const JOB_BY_KEY: &str = "SELECT j.* FROM jobs j \
-    JOIN idempotency_keys k ON k.job_id = j.id WHERE k.tenant = $1 AND k.idem_key = $2";
+/// The multi-row insert of `rows` jobs ([`Insert::Rows`]), `rows` a power
+/// of two up to 512: the few sizes there are keep their prepared
+/// statements cached, where a statement per batch size would not.
+///
+/// # Panics
+/// If `rows` is not one of those sizes (a bug of the caller's).
+pub fn insert_rows(rows: usize) -> &'static str {
+    static SIZES: [OnceLock<String>; 10] = [const { OnceLock::new() }; 10];
+    assert!(rows.is_power_of_two() && rows <= 512, "{rows} rows");
+    let size = &SIZES[rows.trailing_zeros() as usize];
+    size.get_or_init(|| {
+        let mut sql = String::from(dialect::insert_columns!());
+        sql.push_str("VALUES ");
+        for row in 0..rows {
+            let first = 2 + row * ROW_VALUES;
+            sql.push_str(if row == 0 { "(" } else { ", (" });
+            for n in first..first + ROW_VALUES {
+                sql.push_str(&format!("${n}, "));
+            }
+            sql.push_str("$1, $1)");
+        }
+        sql.push_str(" RETURNING *");
+        sql
+    })
+}
 
 pub const GET: &str = "SELECT * FROM jobs WHERE id = $1";
 

@@ -1,4 +1,5 @@
-//! The simulated model provider: OpenAI's and Anthropic's endpoints with
+//! The simulated model provider: OpenAI's, Anthropic's and Gemini's
+//! native endpoints with
 //! deterministic fake completions, real `usage`, the provider's own
 //! limits and headers, and injected faults.
 
@@ -22,6 +23,7 @@ use crate::wire::headers;
 mod anthropic;
 mod catalog;
 mod embed;
+mod gemini;
 mod openai;
 mod request;
 mod text;
@@ -36,6 +38,12 @@ pub(crate) enum Endpoint {
     Embeddings,
     Messages,
     Models,
+    /// Gemini `models/{model}:generateContent`.
+    Generate,
+    /// Gemini `models/{model}:streamGenerateContent`.
+    StreamGenerate,
+    /// Gemini `GET models`.
+    GeminiModels,
 }
 
 impl Endpoint {
@@ -49,6 +57,21 @@ impl Endpoint {
             _ => return None,
         })
     }
+
+    /// A Gemini path after `/v1beta/`, with the model it names.
+    pub(crate) fn from_gemini_path(rest: &str) -> Option<(Self, Method, Option<String>)> {
+        let rest = rest.strip_prefix("models")?;
+        if rest.is_empty() {
+            return Some((Endpoint::GeminiModels, Method::GET, None));
+        }
+        let (model, method) = rest.strip_prefix('/')?.rsplit_once(':')?;
+        let endpoint = match method {
+            "generateContent" => Endpoint::Generate,
+            "streamGenerateContent" => Endpoint::StreamGenerate,
+            _ => return None,
+        };
+        (!model.is_empty()).then(|| (endpoint, Method::POST, Some(model.to_owned())))
+    }
 }
 
 /// One request to a model endpoint.
@@ -57,6 +80,10 @@ pub(crate) struct Call {
     pub endpoint: Endpoint,
     /// The provider named by a `/{provider}/v1/…` path.
     pub provider: Option<String>,
+    /// The model named by a Gemini path.
+    pub model: Option<String>,
+    /// Gemini's `alt=sse`: a stream as SSE rather than a JSON array.
+    pub sse: bool,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -89,6 +116,7 @@ impl Reply {
 pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     let format = match call.endpoint {
         Endpoint::Messages => Format::Anthropic,
+        Endpoint::Generate | Endpoint::StreamGenerate | Endpoint::GeminiModels => Format::Gemini,
         Endpoint::Models if call.headers.contains_key("anthropic-version") => Format::Anthropic,
         _ => Format::OpenAi,
     };
@@ -101,7 +129,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         let seq = shared.log_only(line, 401);
         return stamp(Problem::Unauthorized.response(format), format, seq);
     }
-    if call.endpoint == Endpoint::Models {
+    if matches!(call.endpoint, Endpoint::Models | Endpoint::GeminiModels) {
         let seq = shared.log_only(line, 200);
         return stamp(
             catalog::models(&shared, format, call.provider.as_deref()),
@@ -109,7 +137,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
             seq,
         );
     }
-    let parsed = match request::parse(call.endpoint, &call.body, &shared.config) {
+    let parsed = match request::parse(
+        call.endpoint,
+        call.model.as_deref(),
+        &call.body,
+        &shared.config,
+    ) {
         Ok(p) => p,
         Err(problem) => {
             let seq = shared.log_only(line, problem.status().as_u16());
@@ -148,7 +181,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
                 truncated,
                 seq: outcome.seq,
             };
-            admitted(&shared, call.endpoint, format, parsed, answer).await
+            let how = How {
+                endpoint: call.endpoint,
+                format,
+                sse: call.sse,
+            };
+            admitted(&shared, how, parsed, answer).await
         }
         Decision::Limited { retry_after, on } => {
             let mut r = Problem::RateLimited {
@@ -177,6 +215,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     stamp(response, format, outcome.seq)
 }
 
+/// Where an admitted request came in.
+struct How {
+    endpoint: Endpoint,
+    format: Format,
+    /// Gemini's `alt=sse`.
+    sse: bool,
+}
+
 /// How an admitted request is to be answered.
 struct Answer {
     fault: Fault,
@@ -186,13 +232,12 @@ struct Answer {
     seq: u64,
 }
 
-async fn admitted(
-    shared: &Shared,
-    endpoint: Endpoint,
-    format: Format,
-    parsed: Parsed,
-    a: Answer,
-) -> Response {
+async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Response {
+    let How {
+        endpoint,
+        format,
+        sse,
+    } = how;
     let mut shutdown = shared.shutdown.clone();
     if let Fault::Hang(wait) = a.fault
         && !sleep_unless_shutdown(wait, &mut shutdown).await
@@ -210,7 +255,8 @@ async fn admitted(
         Endpoint::Chat => "chatcmpl-sim",
         Endpoint::Responses => "resp_sim",
         Endpoint::Messages => "msg_sim",
-        Endpoint::Embeddings | Endpoint::Models => "sim",
+        Endpoint::Generate | Endpoint::StreamGenerate => "gen_sim",
+        Endpoint::Embeddings | Endpoint::Models | Endpoint::GeminiModels => "sim",
     };
     let reply = Reply {
         id: format!("{prefix}{}", a.seq),
@@ -228,19 +274,26 @@ async fn admitted(
         Endpoint::Chat => Some(openai::chat_events(&reply)),
         Endpoint::Responses => Some(openai::response_events(&reply)),
         Endpoint::Messages => Some(anthropic::events(&reply)),
-        Endpoint::Embeddings | Endpoint::Models => None,
+        Endpoint::StreamGenerate if sse => Some(gemini::sse_events(&reply)),
+        Endpoint::StreamGenerate => Some(gemini::array_events(&reply)),
+        Endpoint::Generate | Endpoint::Embeddings | Endpoint::Models | Endpoint::GeminiModels => {
+            None
+        }
     };
     if let Some(mut events) = events {
+        // Gemini's stream without `alt=sse` is one JSON array.
+        let content_type = if endpoint == Endpoint::StreamGenerate && !sse {
+            "application/json; charset=UTF-8"
+        } else {
+            "text/event-stream; charset=utf-8"
+        };
         if a.fault == Fault::Malformed {
             garble(&mut events);
         }
         let body = paced(pace(events, a.latency), cut, shutdown);
         let mut r = (axum::http::StatusCode::OK, body).into_response();
         let h = r.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         return r;
     }
@@ -250,6 +303,7 @@ async fn admitted(
     let json = match (&parsed.embed, endpoint) {
         (Some(ask), _) => embed::response(ask, &parsed.model, reply.prompt_tokens),
         (None, Endpoint::Messages) => anthropic::reply(&reply),
+        (None, Endpoint::Generate) => gemini::reply(&reply),
         (None, Endpoint::Responses) => openai::response(&reply, true),
         (None, _) => openai::chat(&reply),
     };
@@ -303,6 +357,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ")),
         Format::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()),
+        Format::Gemini => headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()),
     };
     given == Some(expected)
 }
@@ -310,7 +365,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
 /// The request id header each provider sends.
 fn stamp(mut response: Response, format: Format, seq: u64) -> Response {
     let name = match format {
-        Format::OpenAi => "x-request-id",
+        Format::OpenAi | Format::Gemini => "x-request-id",
         Format::Anthropic => "request-id",
     };
     headers::put(response.headers_mut(), name, format!("req_sim{seq}"));

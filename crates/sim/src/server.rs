@@ -175,8 +175,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-/// `/v1/…` and `/{provider}/v1/…` go to the model provider, `/{api}/…` to
-/// the SaaS APIs.
+/// `/v1/…` and `/{provider}/v1/…` go to the model provider (and
+/// `/v1beta/models/…`, `/{provider}/v1beta/models/…` to Gemini's native
+/// API), `/{api}/…` to the SaaS APIs.
 async fn dispatch(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -187,17 +188,14 @@ async fn dispatch(
     let path = uri.path().to_owned();
     let trimmed = path.trim_start_matches('/');
     let (first, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
-    let (provider, endpoint) = if first == "v1" {
-        (None, Some(rest))
+    let (provider, versioned) = if first == "v1" || first == "v1beta" {
+        (None, Some(trimmed))
     } else if shared.config.providers.contains_key(first) {
-        (
-            Some(first.to_owned()),
-            Some(rest.strip_prefix("v1/").unwrap_or("")),
-        )
+        (Some(first.to_owned()), Some(rest))
     } else {
         (None, None)
     };
-    let Some(endpoint) = endpoint else {
+    let Some(versioned) = versioned else {
         let call = saas::Call {
             api: first.to_owned(),
             rest: format!("/{rest}"),
@@ -208,11 +206,22 @@ async fn dispatch(
         };
         return saas::serve(shared, call).await;
     };
-    match Endpoint::from_path(endpoint) {
-        Some((endpoint, expected)) if expected == method => {
+    let found = if let Some(rest) = versioned.strip_prefix("v1beta/") {
+        Endpoint::from_gemini_path(rest)
+    } else {
+        let rest = versioned.strip_prefix("v1/").unwrap_or("");
+        Endpoint::from_path(rest).map(|(e, m)| (e, m, None))
+    };
+    match found {
+        Some((endpoint, expected, model)) if expected == method => {
+            let sse = uri
+                .query()
+                .is_some_and(|q| q.split('&').any(|kv| kv == "alt=sse"));
             let call = model::Call {
                 endpoint,
                 provider,
+                model,
+                sse,
                 method,
                 path,
                 headers,

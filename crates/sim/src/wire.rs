@@ -5,13 +5,15 @@ pub(crate) mod body;
 pub(crate) mod errors;
 pub(crate) mod headers;
 
-/// The two model wire formats.
+/// The model wire formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
     /// `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`.
     OpenAi,
     /// `/v1/messages`.
     Anthropic,
+    /// Gemini's native `/v1beta/models/{model}:generateContent`.
+    Gemini,
 }
 
 impl Format {
@@ -20,6 +22,7 @@ impl Format {
         match self {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
+            Format::Gemini => "google",
         }
     }
 }

@@ -137,6 +137,7 @@ impl Default for Config {
             redis: None,
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
+            cache: super::CacheSettings::default(),
             secrets: super::Secrets::default(),
         }
     }

@@ -19,6 +19,50 @@ pub struct Dialect {
     /// `{"id", "owner", "token", "result"}` (the result as JSON text) whose
     /// lease still holds; returns the completed jobs.
     pub complete_many: &'static str,
+    /// How a batch of jobs is inserted (see [`Insert`]).
+    pub insert: Insert,
+    /// Takes, until `$1`, the idempotency keys of the arrays `$3`
+    /// (tenants) and `$4` (keys) that are free or expired at `$2`; returns
+    /// the (tenant, key) pairs it took. The pairs must be distinct.
+    pub claim_keys: &'static str,
+    /// The jobs that the keys of the arrays `$1` (tenants) and `$2` (keys)
+    /// point at.
+    pub keyed_jobs: &'static str,
+    /// Points the keys of the arrays `$1` (tenants) and `$2` (keys) at the
+    /// jobs of the array `$3`.
+    pub set_key_jobs: &'static str,
+}
+
+/// How a backend inserts a batch of jobs, `RETURNING *`, with the
+/// enqueue's time in `$1` and, per job, its queue, kind, payload, tenant,
+/// group, priority, idempotency key, max attempts, run at, state and due.
+#[derive(Debug)]
+pub enum Insert {
+    /// One multi-row `VALUES` statement per chunk of at most this many
+    /// jobs, the job's values as `$2`, `$3`, … row after row
+    /// ([`insert_rows`](crate::sql::insert_rows)).
+    Rows(usize),
+    /// One statement for the whole batch, each value an array of one
+    /// element per job.
+    Arrays(&'static str),
+}
+
+/// The columns an insert of a batch writes, in the order of [`Insert`].
+macro_rules! insert_columns {
+    () => {
+        "INSERT INTO jobs (queue, kind, payload, tenant, grp, priority, idempotency_key, \
+         max_attempts, run_at, state, due, created_at, updated_at) "
+    };
+}
+pub(crate) use insert_columns;
+
+/// The `ON CONFLICT` of a key claim: a live key stays with its job.
+macro_rules! claim_keys_tail {
+    () => {
+        " ON CONFLICT (tenant, idem_key) DO UPDATE SET job_id = NULL, expires_at = excluded.expires_at \
+         WHERE idempotency_keys.expires_at <= $2 \
+         RETURNING tenant, idem_key"
+    };
 }
 
 /// The condition of `jobs_ready`: a job a claim may take once its
@@ -160,6 +204,24 @@ pub const SQLITE: Dialect = Dialect {
         batch_leased!(),
         "RETURNING *"
     ),
+    // 11 variables a job: 512 jobs take 5,633 of SQLite's 32,766.
+    insert: Insert::Rows(512),
+    // SQLite has no arrays: the JSON arrays are zipped by index. (`WHERE
+    // TRUE` tells its parser that `ON CONFLICT` is not a join's.)
+    claim_keys: concat!(
+        "INSERT INTO idempotency_keys (tenant, idem_key, job_id, expires_at) \
+         SELECT t.value, k.value, NULL, $1 FROM json_each($3) t JOIN json_each($4) k ON k.key = t.key \
+         WHERE TRUE",
+        claim_keys_tail!()
+    ),
+    keyed_jobs: "SELECT j.* FROM json_each($1) t JOIN json_each($2) k ON k.key = t.key \
+        JOIN idempotency_keys i ON i.tenant = t.value AND i.idem_key = k.value \
+        JOIN jobs j ON j.id = i.job_id",
+    set_key_jobs: "UPDATE idempotency_keys SET job_id = s.job_id \
+        FROM (SELECT t.value AS tenant, k.value AS idem_key, i.value AS job_id \
+              FROM json_each($1) t JOIN json_each($2) k ON k.key = t.key \
+              JOIN json_each($3) i ON i.key = t.key) AS s \
+        WHERE idempotency_keys.tenant = s.tenant AND idempotency_keys.idem_key = s.idem_key",
 };
 
 /// PostgreSQL: concurrent claimers lock what they pick and skip what others
@@ -227,4 +289,23 @@ pub const POSTGRES: Dialect = Dialect {
         batch_leased!(),
         "RETURNING jobs.*"
     ),
+    insert: Insert::Arrays(concat!(
+        insert_columns!(),
+        "SELECT u.*, $1, $1 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], \
+           $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], \
+           $12::boolean[]) AS u \
+         RETURNING *"
+    )),
+    claim_keys: concat!(
+        "INSERT INTO idempotency_keys (tenant, idem_key, job_id, expires_at) \
+         SELECT u.tenant, u.idem_key, NULL::bigint, $1::bigint \
+         FROM unnest($3::text[], $4::text[]) AS u(tenant, idem_key)",
+        claim_keys_tail!()
+    ),
+    keyed_jobs: "SELECT j.* FROM unnest($1::text[], $2::text[]) AS u(tenant, idem_key) \
+        JOIN idempotency_keys i ON i.tenant = u.tenant AND i.idem_key = u.idem_key \
+        JOIN jobs j ON j.id = i.job_id",
+    set_key_jobs: "UPDATE idempotency_keys SET job_id = u.job_id \
+        FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(tenant, idem_key, job_id) \
+        WHERE idempotency_keys.tenant = u.tenant AND idempotency_keys.idem_key = u.idem_key",
 };

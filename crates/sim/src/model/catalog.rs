@@ -4,7 +4,7 @@ use axum::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::{anthropic, openai};
+use super::{anthropic, gemini, openai};
 use crate::state::Shared;
 use crate::wire::Format;
 
@@ -28,6 +28,7 @@ pub(super) fn models(shared: &Shared, format: Format, only: Option<&str>) -> Res
     let body: Value = match format {
         Format::OpenAi => openai::models(&list),
         Format::Anthropic => anthropic::models(&list),
+        Format::Gemini => gemini::models(&list),
     };
     Json(body).into_response()
 }

@@ -124,15 +124,21 @@ fn messages(prompt: &mut Prompt, body: &Obj<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Parses and checks a request body for `endpoint`.
+/// Parses and checks a request body for `endpoint`; Gemini's endpoints
+/// take the model from the path (`path_model`), the others from the body.
 pub(crate) fn parse(
     endpoint: Endpoint,
+    path_model: Option<&str>,
     body: &[u8],
     config: &SimConfig,
 ) -> Result<Parsed, Problem> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| Problem::bad("", format!("could not parse the JSON body: {e}")))?;
     let body = object(&value, "body")?;
+    if matches!(endpoint, Endpoint::Generate | Endpoint::StreamGenerate) {
+        let model = path_model.unwrap_or_default().to_owned();
+        return gemini(&body, model, endpoint == Endpoint::StreamGenerate);
+    }
     let model = body.string("model")?.to_owned();
     let mut prompt = Prompt::default();
     let mut parsed = Parsed {
@@ -192,10 +198,85 @@ pub(crate) fn parse(
             parsed.max_tokens = body.count("max_output_tokens")?;
         }
         Endpoint::Embeddings => parsed.embed = Some(embeddings(&mut prompt, &body, config)?),
-        Endpoint::Models => {}
+        Endpoint::Models
+        | Endpoint::GeminiModels
+        | Endpoint::Generate
+        | Endpoint::StreamGenerate => {}
     }
     parsed.prompt = prompt;
     Ok(parsed)
+}
+
+/// The text of a Gemini `Content`'s parts: `text`, and function calls
+/// and responses as their JSON. Media parts (`inlineData`, `fileData`)
+/// carry no text.
+fn gemini_parts(prompt: &mut Prompt, content: &Value, field: &str) -> Result<(), Problem> {
+    let content = object(content, field)?;
+    let parts = content.array("parts").map_err(|p| prefixed(p, field))?;
+    for (i, part) in parts.iter().enumerate() {
+        let field = format!("{field}.parts[{i}]");
+        let part = object(part, &field)?;
+        match part.get("text") {
+            Some(Value::String(t)) => prompt.add(t),
+            Some(_) => return Err(Problem::bad(format!("{field}.text"), "must be a string")),
+            None => {}
+        }
+        for key in ["functionCall", "functionResponse"] {
+            if let Some(v) = part.get(key) {
+                prompt.add(&v.to_string());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A problem about a field inside `outer`, named from the top.
+fn prefixed(p: Problem, outer: &str) -> Problem {
+    match p {
+        Problem::BadRequest { field, message } => Problem::bad(format!("{outer}.{field}"), message),
+        other => other,
+    }
+}
+
+/// A Gemini `generateContent` body: `contents` (roles `user` and
+/// `model`), `systemInstruction`, `tools`, `generationConfig`.
+fn gemini(body: &Obj<'_>, model: String, stream: bool) -> Result<Parsed, Problem> {
+    let mut prompt = Prompt::default();
+    if let Some(system) = body.get("systemInstruction") {
+        gemini_parts(&mut prompt, system, "systemInstruction")?;
+    }
+    for (i, c) in body.array("contents")?.iter().enumerate() {
+        let field = format!("contents[{i}]");
+        match object(c, &field)?.get("role") {
+            None => {}
+            Some(Value::String(r)) if r == "user" || r == "model" => {}
+            Some(_) => {
+                return Err(Problem::bad(
+                    format!("{field}.role"),
+                    "must be \"user\" or \"model\"",
+                ));
+            }
+        }
+        gemini_parts(&mut prompt, c, &field)?;
+    }
+    if let Some(tools) = body.get("tools") {
+        prompt.add(&tools.to_string());
+    }
+    let max_tokens = match body.get("generationConfig") {
+        Some(c) => object(c, "generationConfig")?
+            .count("maxOutputTokens")
+            .map_err(|p| prefixed(p, "generationConfig"))?,
+        None => None,
+    };
+    Ok(Parsed {
+        model,
+        prompt,
+        max_tokens,
+        stream,
+        // Every Gemini response carries its usage.
+        include_usage: true,
+        embed: None,
+    })
 }
 
 fn embeddings(

@@ -118,6 +118,32 @@ impl Problem {
                 };
                 json!({"type": "error", "error": {"type": kind, "message": message}})
             }
+            Format::Gemini => {
+                // google.rpc.Status, with the HTTP code and its canonical
+                // status name.
+                let status = match self {
+                    Problem::BadRequest { .. } => "INVALID_ARGUMENT",
+                    Problem::Unauthorized => "UNAUTHENTICATED",
+                    Problem::NotFound { .. } => "NOT_FOUND",
+                    Problem::RateLimited { .. } | Problem::TooLarge { .. } => "RESOURCE_EXHAUSTED",
+                    Problem::Server(503) => "UNAVAILABLE",
+                    Problem::Server(_) => "INTERNAL",
+                };
+                let mut error = json!({
+                    "code": self.status().as_u16(),
+                    "message": message,
+                    "status": status,
+                });
+                if let Problem::BadRequest { field, .. } = self
+                    && !field.is_empty()
+                {
+                    error["details"] = json!([{
+                        "@type": "type.googleapis.com/google.rpc.BadRequest",
+                        "fieldViolations": [{"field": field, "description": message}],
+                    }]);
+                }
+                json!({ "error": error })
+            }
         }
     }
 
@@ -154,6 +180,17 @@ mod tests {
         assert_eq!(
             Problem::Server(529).body(Format::Anthropic)["error"]["type"],
             "overloaded_error"
+        );
+        let g = p.body(Format::Gemini);
+        assert_eq!(g["error"]["code"], 400);
+        assert_eq!(g["error"]["status"], "INVALID_ARGUMENT");
+        assert_eq!(
+            g["error"]["details"][0]["fieldViolations"][0]["field"],
+            "messages"
+        );
+        assert_eq!(
+            r.body(Format::Gemini)["error"]["status"],
+            "RESOURCE_EXHAUSTED"
         );
     }
 }

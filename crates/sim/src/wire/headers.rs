@@ -7,8 +7,12 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use super::Format;
 use crate::quota::{BucketView, QuotaView};
 
-/// The provider's headers for both buckets, on every response.
+/// The provider's headers for both buckets, on every response. Google
+/// sends none: a Gemini client learns its limits from 429s alone.
 pub(crate) fn rate_limit(format: Format, view: &QuotaView, headers: &mut HeaderMap) {
+    if format == Format::Gemini {
+        return;
+    }
     for (bucket, what) in [(&view.requests, "requests"), (&view.tokens, "tokens")] {
         let Some(b) = bucket else { continue };
         match format {
@@ -44,6 +48,7 @@ pub(crate) fn rate_limit(format: Format, view: &QuotaView, headers: &mut HeaderM
                 );
                 put(headers, &format!("anthropic-ratelimit-{what}-reset"), reset);
             }
+            Format::Gemini => {}
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Checks of the typed configuration: what types alone cannot rule out.
 //! Each failure names the key and where its value came from.
 
+mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
 mod keys;
@@ -28,6 +29,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;
+    cache::cache(&c, config)?;
     sections(&c, config)
 }
 
