@@ -50,10 +50,7 @@ async fn a_failed_model_falls_back_past_unknown_ones() {
     .await;
     assert_eq!(tried, ["openai/gpt-4o", "google/gemini-x"]);
     assert!(served.result.is_ok());
-    assert_eq!(
-        served.notes.meta.model.as_deref(),
-        Some("google/gemini-x")
-    );
+    assert_eq!(served.notes.meta.model.as_deref(), Some("google/gemini-x"));
     assert_eq!(served.notes.label.as_deref(), Some("google/gemini-x"));
     assert_eq!(served.notes.meta.attempts, 2);
 }
