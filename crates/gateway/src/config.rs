@@ -3,6 +3,7 @@
 //! overrides. Unknown keys are errors that name the key and where it came
 //! from.
 
+mod cache;
 mod defaults;
 mod jobs;
 mod load;
@@ -17,6 +18,7 @@ use sluice_admit::{PoolConfig, QueueConfig};
 
 pub use crate::trace::{Retention, Rotation};
 
+pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub(crate) use load::validate::jobs as validate_jobs;
@@ -82,6 +84,8 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// The response cache.
+    pub cache: CacheSettings,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

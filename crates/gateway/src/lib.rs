@@ -15,13 +15,12 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod auth;
 pub mod body;
 pub mod config;
-pub mod context;
 mod credentials;
 pub mod error;
 pub mod jobs;
+mod layers;
 mod limits;
 pub mod metrics;
 mod providers;
@@ -33,5 +32,6 @@ pub mod trace;
 mod upstream;
 pub mod warnings;
 
+pub use layers::{auth, context};
 pub use server::{Gateway, shutdown_signal};
 pub use state::{AppState, StartError};

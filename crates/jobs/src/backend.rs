@@ -25,6 +25,13 @@ pub enum Arg {
     Text(Option<String>),
     /// A boolean.
     Bool(bool),
+    /// An array of integers or NULLs: a `BIGINT[]` on PostgreSQL, a JSON
+    /// array (read with `json_each`) on SQLite.
+    Ints(Vec<Option<i64>>),
+    /// An array of strings or NULLs, bound as [`Ints`](Self::Ints) is.
+    Texts(Vec<Option<String>>),
+    /// An array of booleans, bound as [`Ints`](Self::Ints) is.
+    Bools(Vec<bool>),
 }
 
 impl From<i64> for Arg {
@@ -100,6 +107,13 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<Job>, Error>> + Send;
+    /// Runs `sql` and reads every row as a job with the integer columns
+    /// `group_served` and `tenant_served` ([`Dialect::claim`]).
+    fn claimed(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+    ) -> impl Future<Output = Result<Vec<(Job, i64, i64)>, Error>> + Send;
     /// Runs `sql` and reads every row as a job without payload and result.
     fn summaries(
         &mut self,
@@ -118,6 +132,12 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+    /// Runs `sql` and reads the first two columns of every row as strings.
+    fn pairs(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, Error>> + Send;
     /// Runs `sql` and reads rows of (string, string, integer).
     fn counts(
         &mut self,

@@ -74,6 +74,31 @@ fn required<T>(v: Option<T>, col: &str) -> Result<T, Error> {
     v.ok_or_else(|| Error::Corrupt(format!("column {col} is NULL")))
 }
 
+/// Binds an array argument the way the database takes one: PostgreSQL as
+/// an array of its type (`unnest($n::bigint[])`), SQLite, which has no
+/// arrays, as a JSON array (`json_each($n)`).
+pub trait BindArray<T>: Sized {
+    /// Binds `values` as the next argument.
+    fn bind_array(self, values: Vec<T>) -> Self;
+}
+
+type Query<DB> = sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>;
+
+impl<T> BindArray<T> for Query<sqlx::Postgres>
+where
+    Vec<T>: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + 'static,
+{
+    fn bind_array(self, values: Vec<T>) -> Self {
+        self.bind(values)
+    }
+}
+
+impl<T: Into<Value>> BindArray<T> for Query<sqlx::Sqlite> {
+    fn bind_array(self, values: Vec<T>) -> Self {
+        self.bind(Value::from(values).to_string())
+    }
+}
+
 /// Implements [`Conn`](crate::backend::Conn) for the sqlx connection type
 /// `$conn` of database `$db`, whose rows are `$row`.
 macro_rules! impl_conn {
@@ -96,6 +121,23 @@ macro_rules! impl_conn {
             ) -> Result<Vec<$crate::Job>, $crate::Error> {
                 let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
                 rows.iter().map($crate::conn::decode_job).collect()
+            }
+
+            async fn claimed(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<($crate::Job, i64, i64)>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                rows.iter()
+                    .map(|row| {
+                        let job = $crate::conn::decode_job(row)?;
+                        let served = |col| -> Result<i64, $crate::Error> {
+                            Ok(sqlx::Row::try_get::<i64, _>(row, col)?)
+                        };
+                        Ok((job, served("group_served")?, served("tenant_served")?))
+                    })
+                    .collect()
             }
 
             async fn summaries(
@@ -125,6 +167,18 @@ macro_rules! impl_conn {
                 let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
                 let first = |row: &$row| sqlx::Row::try_get(row, 0);
                 Ok(rows.iter().map(first).collect::<Result<_, _>>()?)
+            }
+
+            async fn pairs(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<(String, String)>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let pair = |row: &$row| -> Result<(String, String), sqlx::Error> {
+                    Ok((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?))
+                };
+                Ok(rows.iter().map(pair).collect::<Result<_, _>>()?)
             }
 
             async fn counts(
@@ -163,6 +217,9 @@ macro_rules! impl_conn {
                     $crate::backend::Arg::Int(v) => query.bind(v),
                     $crate::backend::Arg::Text(v) => query.bind(v),
                     $crate::backend::Arg::Bool(v) => query.bind(v),
+                    $crate::backend::Arg::Ints(v) => $crate::conn::BindArray::bind_array(query, v),
+                    $crate::backend::Arg::Texts(v) => $crate::conn::BindArray::bind_array(query, v),
+                    $crate::backend::Arg::Bools(v) => $crate::conn::BindArray::bind_array(query, v),
                 };
             }
             query

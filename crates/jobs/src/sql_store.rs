@@ -57,6 +57,7 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| enqueue::enqueue(
             tx,
+            B::DIALECT,
             job,
             now,
             self.idempotency_ttl
@@ -67,6 +68,7 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| enqueue::enqueue_batch(
             tx,
+            B::DIALECT,
             jobs,
             now,
             self.idempotency_ttl

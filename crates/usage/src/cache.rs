@@ -45,9 +45,12 @@
 //! # Ok::<(), sluice_usage::cache::NotStored>(())
 //! ```
 
+mod backend;
 mod capture;
 mod entry;
 mod key;
+#[cfg(feature = "redis")]
+mod redis;
 mod replay;
 mod rule;
 mod session;
@@ -59,9 +62,12 @@ mod tests;
 
 use std::time::Duration;
 
+pub use backend::{AnswerCache, CacheFuture};
 pub use capture::{CaptureError, StreamCapture};
 pub use entry::{Answer, ENTRY_OVERHEAD_BYTES, Entry, NewEntry, STORED_HEADERS};
 pub use key::{CacheKey, Scope, VOLATILE_FIELDS};
+#[cfg(feature = "redis")]
+pub use redis::{InvalidRedisUrl, RECONNECT_AFTER, RedisCache, RedisCacheConfig};
 pub use replay::{ReplayError, replay_stream};
 pub use rule::{Bypass, Policy, is_deterministic};
 pub use session::{InvalidSessionId, MAX_SESSION_ID_BYTES, SessionId};

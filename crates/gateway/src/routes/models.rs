@@ -12,25 +12,24 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
-use serde_json::Value;
 use sluice_admit::{Admission, Ticket};
 use tokio::time::Instant;
 
 use crate::auth::Tenant;
 use crate::body::Body;
 use crate::config::ProviderConfig;
-use crate::context::Context;
 use crate::credentials;
 use crate::error::ApiError;
+use crate::layers::models::{Call, Incoming, provider, route};
+use crate::layers::{self, BoxFuture, Notes, Reply as LayerReply, Req, Served};
 use crate::metrics;
 use crate::providers::{self, RequestError};
-use crate::response::{Buffered, Meta, from_shared, pass_headers};
+use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
-use crate::trace::Trace;
 use crate::upstream::{self, Answered, Failure, Plan};
-use sluice_usage::{self as usage, Endpoint};
+use sluice_usage::Endpoint;
 
 /// `POST /v1/chat/completions`.
 pub async fn chat(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
@@ -52,27 +51,7 @@ pub async fn messages(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Bod
     handle(s, Endpoint::Messages, t, h, b.0).await
 }
 
-fn route(endpoint: Endpoint) -> &'static str {
-    match endpoint {
-        Endpoint::Chat => "/v1/chat/completions",
-        Endpoint::Embeddings => "/v1/embeddings",
-        Endpoint::Responses => "/v1/responses",
-        Endpoint::Messages => "/v1/messages",
-    }
-}
-
-/// The thread name of traces for requests without `x-sluice-thread`.
-const NO_THREAD: &str = "unthreaded";
-
-/// What the request's observers (metrics, trace) learn along the way.
-#[derive(Default)]
-struct Observed {
-    model: Option<String>,
-    tenant: Option<String>,
-    /// Taken by a streamed answer, which finishes it when the stream ends.
-    trace: Option<Trace>,
-}
-
+/// The model routes' stack over the path below the context.
 async fn handle(
     state: AppState,
     endpoint: Endpoint,
@@ -80,103 +59,55 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let started = Instant::now();
-    let mut meta = Meta::default();
-    let mut obs = Observed::default();
-    let ran = run(
-        &state, endpoint, &tenant, &headers, body, &mut meta, &mut obs,
-    )
-    .await;
-    let (mut res, error) = match ran {
-        Ok(res) => (res, None),
-        Err(e) => {
-            if let ApiError::QueueFull { scope, .. } = &e {
-                metrics::queue_rejected(scope);
-            }
-            let msg = e.to_string();
-            (e.into_response(), Some(msg))
-        }
-    };
-    meta.apply(&mut res);
-    let status = res.status().as_u16();
-    let r = route(endpoint);
-    state.metrics.request(
-        r,
-        obs.model.as_deref().unwrap_or("-"),
-        status,
-        obs.tenant.as_deref(),
+    let stack = layers::models::stack(
+        &state,
+        Rest {
+            state: state.clone(),
+        },
     );
-    metrics::request_duration(r, started.elapsed().as_secs_f64());
-    if let Some(mut trace) = obs.trace.take() {
-        trace.status = status;
-        trace.attempts = meta.attempts;
-        trace.error = error;
-        submit(&state, trace);
-    }
-    res
-}
-
-fn submit(state: &AppState, trace: Trace) {
-    if let Some(w) = &state.traces {
-        w.submit(trace.finish());
-    }
-}
-
-/// The parts of a request every candidate model shares.
-struct Request<'a> {
-    ctx: Context,
-    endpoint: Endpoint,
-    json: Value,
-    headers: &'a HeaderMap,
-    stream: bool,
-}
-
-async fn run(
-    state: &AppState,
-    endpoint: Endpoint,
-    tenant: &Tenant,
-    headers: &HeaderMap,
-    body: Bytes,
-    meta: &mut Meta,
-    obs: &mut Observed,
-) -> Result<Response, ApiError> {
-    state.check_open()?;
-    let auth_start = Instant::now();
-    let ctx = Context::from_headers(state, tenant, headers)?;
-    meta.request_id = ctx.request_id.clone();
-    obs.tenant = Some(ctx.workspace.clone());
-    let auth_end = Instant::now();
-    let json: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
-        message: format!("malformed JSON body: {e}"),
-        param: None,
-    })?;
-    if !json.is_object() {
-        return Err(ApiError::BadRequest {
-            message: "the body must be a JSON object".into(),
-            param: None,
-        });
-    }
-    let model = match json.get("model") {
-        None | Some(Value::Null) => return Err(ApiError::bad_field("model", "is required")),
-        Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
-        Some(Value::String(_)) => return Err(ApiError::bad_field("model", "must not be empty")),
-        Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
+    let req = Incoming {
+        endpoint,
+        tenant,
+        headers,
+        body,
     };
-    provider(state, &model, endpoint)?;
-    usage::check_bounds(&json).map_err(|(field, message)| ApiError::bad_field(field, message))?;
-    obs.model = Some(model.clone());
-    // Traced from here on: a request refused for its body costs no disk
-    // (`sluice_requests_total` counts it by status).
-    let mut trace = Trace::start(
-        ctx.request_id.clone(),
-        ctx.workspace.clone(),
-        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
-        route(endpoint),
-    );
-    trace.record_span("auth", auth_start, auth_end, serde_json::Map::new());
-    trace.model = Some(model.clone());
-    obs.trace = Some(trace);
-    let stream = usage::is_stream(&json);
+    layers::call(stack, req).await
+}
+
+/// Dedup, admission, fallbacks and the attempts: the path below the
+/// context, until it is layers of its own.
+#[derive(Debug, Clone)]
+struct Rest {
+    state: AppState,
+}
+
+impl tower::Service<Req<Call>> for Rest {
+    type Response = Served<LayerReply>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<LayerReply>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Call>) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let Req { call, mut notes } = req;
+            Ok(match run(&state, call, &mut notes).await {
+                Ok(reply) => Served::ok(reply, notes),
+                Err(e) => Served::err(e, notes),
+            })
+        })
+    }
+}
+
+async fn run(state: &AppState, req: Call, notes: &mut Notes) -> Result<LayerReply, ApiError> {
+    let ctx = &req.ctx;
+    let model = req.model.clone();
     // The model's own lane: requests for a model at its limit wait
     // without holding the slots that requests for other models need.
     let mut ticket = Ticket::new(ctx.workspace.clone(), ctx.deadline)
@@ -184,27 +115,20 @@ async fn run(
         .with_lane(model.as_str());
     // A stream cannot be handed to a second client: only whole answers
     // are shared between requests with the same id.
-    if ctx.client_id && !stream {
+    if ctx.client_id && !req.stream {
         ticket = ticket.with_dedup_key(ctx.request_id.clone());
     }
     let queue_start = Instant::now();
     let mut permit = match state.queue.admit(ticket).await? {
         Admission::Run(p) => p,
-        Admission::Joined(shared) => return Ok(from_shared(&shared)),
+        Admission::Joined(shared) => return Ok(LayerReply::Joined(shared)),
     };
     metrics::queue_wait(ctx.priority.as_str(), permit.waited().as_secs_f64());
-    if let Some(t) = obs.trace.as_mut() {
+    if let Some(t) = notes.trace.as_mut() {
         let mut m = serde_json::Map::new();
         m.insert("priority".into(), ctx.priority.as_str().into());
         t.record_span("queue", queue_start, Instant::now(), m);
     }
-    let req = Request {
-        ctx,
-        endpoint,
-        json,
-        headers,
-        stream,
-    };
     let chain: Vec<String> = std::iter::once(model.clone())
         .chain(
             state
@@ -218,30 +142,29 @@ async fn run(
         .collect();
     let mut last: Option<ApiError> = None;
     for (i, candidate) in chain.iter().enumerate() {
-        let Ok(prov) = provider(state, candidate, endpoint) else {
+        let Ok(prov) = provider(state, candidate, req.endpoint) else {
             continue;
         };
         if i > 0 {
             metrics::fallback(&chain[i - 1], candidate);
-            obs.model = Some(candidate.clone());
+            notes.label = Some(candidate.clone());
         }
-        match attempt(state, &req, candidate, prov, &mut permit, meta, obs).await {
+        match attempt(state, &req, candidate, prov, &mut permit, notes).await {
             Ok(Reply::Buffered(b)) => {
                 if i > 0 {
-                    meta.model = Some(candidate.clone());
+                    notes.meta.model = Some(candidate.clone());
                 }
-                let res = b.to_response();
-                permit.complete(Arc::new(Ok(b)));
-                return Ok(res);
+                permit.complete(Arc::new(Ok(b.clone())));
+                return Ok(LayerReply::Buffered(b));
             }
             Ok(Reply::Stream(res)) => {
                 if i > 0 {
-                    meta.model = Some(candidate.clone());
+                    notes.meta.model = Some(candidate.clone());
                 }
-                return Ok(res);
+                return Ok(LayerReply::Stream(res));
             }
             Err(f) => {
-                meta.attempts += f.attempts();
+                notes.meta.attempts += f.attempts();
                 let fall_back = f.may_fall_back() && i + 1 < chain.len();
                 last = Some(f.into_error(candidate));
                 if !fall_back {
@@ -256,41 +179,6 @@ async fn run(
     Err(e)
 }
 
-/// The provider serving `model` in `endpoint`'s format.
-fn provider<'a>(
-    state: &'a AppState,
-    model: &str,
-    endpoint: Endpoint,
-) -> Result<&'a ProviderConfig, ApiError> {
-    let p = state.config.provider_for(model).ok_or_else(|| {
-        let known: Vec<String> = state
-            .config
-            .providers
-            .iter()
-            .map(|p| format!("{}/", p.name))
-            .collect();
-        ApiError::bad_field(
-            "model",
-            format!(
-                "unknown model prefix in {model:?}: expected one of {}",
-                known.join(", ")
-            ),
-        )
-    })?;
-    let adapter = providers::for_format(p.format);
-    if !adapter.serves(endpoint) {
-        return Err(ApiError::bad_field(
-            "model",
-            format!(
-                "{model:?} is served by {} in another wire format: use {}",
-                p.name,
-                adapter.route()
-            ),
-        ));
-    }
-    Ok(p)
-}
-
 enum Reply {
     Buffered(Buffered),
     Stream(Response),
@@ -299,12 +187,11 @@ enum Reply {
 /// One candidate model: limits, upstream with retries, the answer.
 async fn attempt(
     state: &AppState,
-    req: &Request<'_>,
+    req: &Call,
     model: &str,
     prov: &ProviderConfig,
     permit: &mut sluice_admit::Permit<crate::response::Shared>,
-    meta: &mut Meta,
-    obs: &mut Observed,
+    notes: &mut Notes,
 ) -> Result<Reply, Failure> {
     let cfg = &state.config;
     let adapter = providers::for_format(prov.format);
@@ -357,7 +244,7 @@ async fn attempt(
         body: &req.json,
         model: upstream_model,
         stream: req.stream,
-        headers: req.headers,
+        headers: &req.headers,
         key: key.as_deref(),
     };
     let outbound = adapter
@@ -375,7 +262,7 @@ async fn attempt(
     // this one waits for its answer.
     let mut granted = || permit.dispatched();
     let called = upstream::call(state, &plan, req.ctx.deadline, &mut log, &mut granted, send).await;
-    if let Some(t) = obs.trace.as_mut() {
+    if let Some(t) = notes.trace.as_mut() {
         upstream::record_attempts(t, &log, &prov.name, model);
         t.model = Some(model.to_owned());
     }
@@ -386,8 +273,8 @@ async fn attempt(
         attempts,
         waited,
     } = called?;
-    meta.attempts += attempts;
-    meta.queued = permit.waited() + waited;
+    notes.meta.attempts += attempts;
+    notes.meta.queued = permit.waited() + waited;
     let status =
         StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = pass_headers(response.headers());
@@ -401,10 +288,10 @@ async fn attempt(
         let tokens = tokens.clone();
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
-        let mut trace = obs.trace.take();
+        let mut trace = notes.trace.take();
         if let Some(t) = trace.as_mut() {
             t.status = status.as_u16();
-            t.attempts = meta.attempts;
+            t.attempts = notes.meta.attempts;
         }
         let writer = state.traces.clone();
         let r = route(req.endpoint);
@@ -487,7 +374,7 @@ async fn attempt(
     if let (Some(t), Some(u)) = (&tokens, answer.usage) {
         let _ = grant.settle_part(t, u.total_tokens);
     }
-    if let Some(t) = obs.trace.as_mut() {
+    if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;
     }

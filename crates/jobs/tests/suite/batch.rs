@@ -15,7 +15,7 @@ pub async fn batch_is_atomic(f: &impl Factory) {
     assert_eq!(queues, ["q", "q", "r"]);
     assert!(ok.windows(2).all(|w| w[0].job.id < w[1].job.id) && ok.iter().all(|e| !e.duplicate));
 
-    // The bad job is the last one: the first two were written, and roll back.
+    // The bad job is the last one: the two before it are not stored either.
     let batch = vec![job("b1"), job("b1"), job("b1").max_attempts(0)];
     let err = store.enqueue_batch(batch).await.unwrap_err();
     assert!(

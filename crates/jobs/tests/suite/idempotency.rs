@@ -103,6 +103,62 @@ pub async fn duplicate_within_a_batch(f: &impl Factory) {
     assert_eq!(out[0].job.id, out[1].job.id);
 }
 
+/// A batch larger than one insert statement, mixing new keys, a key held
+/// by an earlier job, a key given twice and jobs without keys: every job
+/// is answered in order, the new ones numbered in batch order.
+pub async fn large_batch_with_keys(f: &impl Factory) {
+    let (store, _clock) = open(f).await;
+    let earlier = enqueue(&store, job("q").tenant("acme").idempotency_key("held")).await;
+    let batch: Vec<_> = (0..1_300)
+        .map(|i| {
+            let j = job("q").tenant("acme").priority(i);
+            match i {
+                700 => j.idempotency_key("held"),
+                3 | 900 => j.idempotency_key("twice"),
+                i if i % 10 == 0 => j.idempotency_key(format!("k{i}")),
+                _ => j,
+            }
+        })
+        .collect();
+    let out = store.enqueue_batch(batch).await.unwrap();
+    assert_eq!(out.len(), 1_300);
+    assert_eq!(out[700].job.id, earlier.id);
+    assert!(out[700].duplicate);
+    assert!(out[900].duplicate && !out[3].duplicate);
+    assert_eq!(out[900].job.id, out[3].job.id);
+    let new: Vec<_> = out
+        .iter()
+        .filter(|e| !e.duplicate)
+        .map(|e| &e.job)
+        .collect();
+    assert_eq!(new.len(), 1_298);
+    assert!(
+        new.windows(2).all(|w| w[0].id < w[1].id),
+        "ids in batch order"
+    );
+    for (i, e) in out.iter().enumerate() {
+        if i != 700 && i != 900 {
+            assert_eq!(
+                e.job.priority,
+                i32::try_from(i).unwrap(),
+                "answer {i} is its own job"
+            );
+        }
+    }
+    assert_eq!(out[10].job.idempotency_key.as_deref(), Some("k10"));
+    let again = store
+        .enqueue(job("q").tenant("acme").idempotency_key("k10"))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.job.id, out[10].job.id, "the key points at its job");
+    let again = store
+        .enqueue(job("q").tenant("acme").idempotency_key("twice"))
+        .await
+        .unwrap();
+    assert_eq!(again.job.id, out[3].job.id);
+}
+
 pub async fn concurrent_enqueues_with_one_key<F: Factory>(f: &F) {
     let (store, _clock) = open(f).await;
     let store = Arc::new(store);

@@ -101,6 +101,7 @@ macro_rules! store_tests {
             idempotency::keys_are_per_tenant,
             idempotency::key_expires_after_ttl,
             idempotency::duplicate_within_a_batch,
+            idempotency::large_batch_with_keys,
             idempotency::concurrent_enqueues_with_one_key,
             fairness::groups_take_turns,
             fairness::one_claim_spreads_across_groups,

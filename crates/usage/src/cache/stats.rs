@@ -41,10 +41,15 @@ pub struct CacheStats {
     /// Answers refused: not a success, too large, or a stream that did not
     /// end properly.
     pub rejected: u64,
-    /// Entries removed to stay within the byte bound.
+    /// Entries removed to stay within the byte bound (in memory; Redis
+    /// evicts by its own `maxmemory` policy and is not counted here).
     pub evictions: u64,
-    /// Entries removed because their TTL or idle time ran out.
+    /// Entries removed because their TTL or idle time ran out (in memory;
+    /// Redis expires keys itself and is not counted here).
     pub expirations: u64,
+    /// Calls to a store outside the process (Redis) that failed or timed
+    /// out: the lookup counted as a miss, the answer was not stored.
+    pub store_errors: u64,
     /// Entries held in the shared store now.
     pub entries: u64,
     /// Bytes the shared store holds now (bodies, headers and overhead).
@@ -66,6 +71,7 @@ pub(super) struct Counters {
     pub(super) rejected: AtomicU64,
     pub(super) evictions: AtomicU64,
     pub(super) expirations: AtomicU64,
+    pub(super) store_errors: AtomicU64,
     models: Mutex<HashMap<String, ModelStats>>,
 }
 
@@ -105,6 +111,7 @@ impl Counters {
             rejected: self.rejected.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
             expirations: self.expirations.load(Relaxed),
+            store_errors: self.store_errors.load(Relaxed),
             models: models.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             ..CacheStats::default()
         }

@@ -41,7 +41,7 @@ pub struct Invalidate {
 }
 
 impl Invalidate {
-    fn matches(&self, key: &CacheKey, entry: &Entry) -> bool {
+    pub(super) fn matches(&self, key: &CacheKey, entry: &Entry) -> bool {
         self.scope.as_ref().is_none_or(|s| *s == entry.scope)
             && self.model.as_deref().is_none_or(|m| m == entry.model)
             && self
@@ -201,9 +201,20 @@ impl ResponseCache {
         session: Option<&SessionId>,
     ) -> Option<Hit> {
         let now = self.now();
-        let hit = in_store
-            .then(|| self.stored(key, now))
-            .flatten()
+        let stored = in_store.then(|| self.stored(key, now)).flatten();
+        self.served(stored, key, session, now)
+    }
+
+    /// The answer found in the shared store (`stored`), else the one in
+    /// the session's answers, counted as a hit; or a miss.
+    pub(super) fn served(
+        &self,
+        stored: Option<Arc<Entry>>,
+        key: &CacheKey,
+        session: Option<&SessionId>,
+        now: Instant,
+    ) -> Option<Hit> {
+        let hit = stored
             .map(|entry| (entry, false))
             .or_else(|| Some((self.session_entry(session?, key, now)?, true)));
         let Some((entry, from_session)) = hit else {
@@ -217,6 +228,34 @@ impl ResponseCache {
             entry,
             from_session,
         })
+    }
+
+    /// Counts an answer stored elsewhere (in Redis).
+    #[cfg(feature = "redis")]
+    pub(super) fn count_store(&self) {
+        Counters::bump(&self.counters.stores);
+    }
+
+    /// Counts a call to a store elsewhere that failed.
+    #[cfg(feature = "redis")]
+    pub(super) fn count_store_error(&self) {
+        Counters::bump(&self.counters.store_errors);
+    }
+
+    /// Removes the matching entries of every session only.
+    pub(super) fn invalidate_sessions(&self, filter: &Invalidate) -> u64 {
+        let mut removed = 0;
+        for (session, lru) in &self.sessions {
+            if filter.scope.as_ref().is_some_and(|s| s != session.scope()) {
+                continue;
+            }
+            let (kept, dropped) = lru.without(|k, e| filter.matches(k, e));
+            if dropped > 0 {
+                removed += dropped;
+                self.sessions.insert((*session).clone(), Arc::new(kept));
+            }
+        }
+        removed
     }
 
     fn stored(&self, key: &CacheKey, now: Instant) -> Option<Arc<Entry>> {
@@ -267,17 +306,7 @@ impl ResponseCache {
                 removed += 1;
             }
         }
-        for (session, lru) in &self.sessions {
-            if filter.scope.as_ref().is_some_and(|s| s != session.scope()) {
-                continue;
-            }
-            let (kept, dropped) = lru.without(|k, e| filter.matches(k, e));
-            if dropped > 0 {
-                removed += dropped;
-                self.sessions.insert((*session).clone(), Arc::new(kept));
-            }
-        }
-        removed
+        removed + self.invalidate_sessions(filter)
     }
 
     /// The counters and the sizes now (after moka's pending upkeep, so the

@@ -6,6 +6,7 @@ use sluice_admit::{PoolConfig, QueueConfig};
 use super::*;
 use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
+mod cache;
 mod credentials;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -854,6 +855,12 @@ fn the_example_files_commented_options_load() {
     assert_eq!(c.fallbacks.len(), 1);
     assert_eq!(c.queue.weights.of("acme").get(), 2);
     assert!(c.trace.dir.is_some());
+    assert_eq!(
+        c.cache.for_api("github"),
+        Some(std::time::Duration::from_secs(30))
+    );
+    assert_eq!(c.cache.idle_seconds, Some(3600));
+    assert_eq!(c.cache.namespaces["docs"], ["acme", "globex"]);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Checks of the typed configuration: what types alone cannot rule out.
 //! Each failure names the key and where its value came from.
 
+mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
 mod lists;
@@ -26,6 +27,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     fallbacks(&c, config)?;
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
+    cache::cache(&c, config)?;
     sections(&c, config)
 }
 

@@ -1,13 +1,20 @@
-//! What a request says about itself in its headers: who (tenant), how
-//! urgent (priority), which conversation (thread), which request (id), and
-//! how long it may take (deadline).
+//! Request id and context: what a request says about itself in its
+//! headers — who (tenant), how urgent (priority), which conversation
+//! (thread), which request (id), and how long it may take (deadline) —
+//! then what its route asks for ([`Parse`]), read once, here.
+//!
+//! The layer refuses a request while the gateway drains, and one whose
+//! headers or body are bad, before it costs a queue slot or a trace.
 
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
 use sluice_admit::Priority;
 use tokio::time::Instant;
+use tower::{Layer, Service};
 
+use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
 use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -125,3 +132,112 @@ impl Context {
 pub fn new_id() -> String {
     format!("req_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
 }
+
+/// A request as its handler hands it over: what the context layer needs
+/// to read it.
+pub(crate) trait Parse: Send + 'static {
+    /// What the route asks for, read and checked.
+    type Parsed: Send + 'static;
+
+    /// The caller, authenticated by its extractor.
+    fn tenant(&self) -> &Tenant;
+
+    /// The request's headers.
+    fn headers(&self) -> &HeaderMap;
+
+    /// Reads what the route asks for. `notes` learns the labels the route
+    /// knows even when it refuses (and the trace, once the request is
+    /// worth one).
+    ///
+    /// # Errors
+    /// The refusal, naming the field, header or path segment at fault.
+    fn parse(
+        self,
+        state: &AppState,
+        ctx: Context,
+        notes: &mut Notes,
+    ) -> Result<Self::Parsed, ApiError>;
+}
+
+/// Wraps a stack in [`WithContext`].
+#[derive(Debug, Clone)]
+pub(crate) struct ContextLayer {
+    state: AppState,
+}
+
+impl ContextLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        ContextLayer {
+            state: state.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for ContextLayer {
+    type Service = WithContext<S>;
+
+    fn layer(&self, inner: S) -> WithContext<S> {
+        WithContext {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct WithContext<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<R, S> Service<R> for WithContext<S>
+where
+    R: Parse,
+    S: Next<Req<R::Parsed>, Served<Reply>>,
+{
+    type Response = Served<Reply>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Reply>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let mut notes = Notes::default();
+            let ctx = match read(&state, &req, &mut notes) {
+                Ok(ctx) => ctx,
+                Err(e) => return Ok(Served::err(e, notes)),
+            };
+            let parsed = match req.parse(&state, ctx, &mut notes) {
+                Ok(p) => p,
+                Err(e) => return Ok(Served::err(e, notes)),
+            };
+            Ok(call(
+                inner,
+                Req {
+                    call: parsed,
+                    notes,
+                },
+            )
+            .await)
+        })
+    }
+}
+
+/// The context of `req`, its id and tenant noted for the answer.
+fn read<R: Parse>(state: &AppState, req: &R, notes: &mut Notes) -> Result<Context, ApiError> {
+    state.check_open()?;
+    let ctx = Context::from_headers(state, req.tenant(), req.headers())?;
+    notes.meta.request_id = ctx.request_id.clone();
+    notes.tenant = Some(ctx.workspace.clone());
+    Ok(ctx)
+}
+
+#[cfg(test)]
+#[path = "context/tests.rs"]
+mod tests;

@@ -1,0 +1,137 @@
+//! The request path as a stack of tower layers, composed in one place per
+//! family of routes ([`models`] for the model routes) in the order of the
+//! architecture's picture:
+//!
+//! ```text
+//! auth → observe → context → … → the upstream
+//! ```
+//!
+//! `auth` is the extractor a handler takes before it reads its body
+//! ([`auth`]); everything after it is a [`tower::Service`] wrapped by the
+//! [`tower::Layer`] of its file. A request goes down as a [`Req`], which
+//! carries its [`Notes`]: what the layers learn about it (request id, tenant, model, trace). The
+//! answer comes back up as a [`Served`] with the notes, so the layer that
+//! observes the request reads them in one place, with no lock and no
+//! shared state between layers.
+//!
+//! Every service here is always ready and cheap to clone; a refusal is an
+//! answer (`Served::result`), never a service error, so `Error` is
+//! [`Infallible`].
+
+pub mod auth;
+pub mod context;
+pub(crate) mod models;
+pub(crate) mod observe;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::response::{IntoResponse, Response};
+use tower::Service;
+
+use crate::error::ApiError;
+use crate::response::{Buffered, Meta, Shared, from_shared};
+use crate::trace::Trace;
+
+/// The future of every service of the stack.
+pub(crate) type BoxFuture<T> =
+    Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send + 'static>>;
+
+/// The service below a layer: always ready, cloned for every call, never
+/// failing (see the module doc).
+pub(crate) trait Next<Req, Res>:
+    Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static
+{
+}
+
+impl<Req, Res, S> Next<Req, Res> for S where
+    S: Service<Req, Response = Res, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Calls `inner` once: the stack's services are always ready, so there is
+/// nothing to wait for before the call.
+pub(crate) async fn call<Req, Res, S: Next<Req, Res>>(mut inner: S, req: Req) -> Res {
+    match inner.call(req).await {
+        Ok(res) => res,
+        Err(never) => match never {},
+    }
+}
+
+/// A request on its way down, past the context layer.
+#[derive(Debug)]
+pub(crate) struct Req<T> {
+    /// What the route asks for.
+    pub call: T,
+    /// What the request holds and what was learned so far.
+    pub notes: Notes,
+}
+
+/// An answer on its way up, with the request's notes.
+#[derive(Debug)]
+pub(crate) struct Served<T, E = ApiError> {
+    /// The answer, or why there is none.
+    pub result: Result<T, E>,
+    /// What the request held and what the layers learned.
+    pub notes: Notes,
+}
+
+impl<T, E> Served<T, E> {
+    /// An answer.
+    pub(crate) fn ok(value: T, notes: Notes) -> Self {
+        Served {
+            result: Ok(value),
+            notes,
+        }
+    }
+
+    /// A refusal.
+    pub(crate) fn err(error: impl Into<E>, notes: Notes) -> Self {
+        Served {
+            result: Err(error.into()),
+            notes,
+        }
+    }
+}
+
+/// What a request holds and what the layers learn about it on the way.
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
+    /// The gateway's own response headers.
+    pub meta: Meta,
+    /// The tenant, once known (a metrics label).
+    pub tenant: Option<String>,
+    /// The model (or API) served, once known (a metrics label).
+    pub label: Option<String>,
+    /// The trace, from when the request is worth one; a streamed answer
+    /// takes it and finishes it when the stream ends.
+    pub trace: Option<Trace>,
+}
+
+/// An answer for the client.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// A whole answer, which requests with the same id may share.
+    Buffered(Buffered),
+    /// A streamed answer, passed on as it comes.
+    Stream(Response),
+    /// The answer of an identical request that ran.
+    Joined(Shared),
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        match self {
+            Reply::Buffered(b) => b.to_response(),
+            Reply::Stream(res) => res,
+            Reply::Joined(shared) => from_shared(&shared),
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The model routes' stack (`/v1/chat/completions`, `/v1/embeddings`,
+//! `/v1/responses`, `/v1/messages`), composed here and nowhere else, and
+//! the request as each layer sees it.
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::Value;
+use tokio::time::Instant;
+use tower::ServiceBuilder;
+
+use super::context::{Context, ContextLayer, Parse};
+use super::observe::{ObserveLayer, Routed};
+use super::{Next, Notes, Reply, Req, Served};
+use crate::auth::Tenant;
+use crate::config::ProviderConfig;
+use crate::error::ApiError;
+use crate::providers;
+use crate::state::AppState;
+use crate::trace::Trace;
+use sluice_usage::{self as usage, Endpoint};
+
+/// The thread name of traces for requests without `x-sluice-thread`.
+const NO_THREAD: &str = "unthreaded";
+
+/// The stack of the model routes, over `rest` (the path below the
+/// context).
+pub(crate) fn stack<S>(state: &AppState, rest: S) -> impl Next<Incoming, axum::response::Response>
+where
+    S: Next<Req<Call>, Served<Reply>>,
+{
+    ServiceBuilder::new()
+        .layer(ObserveLayer::new(state))
+        .layer(ContextLayer::new(state))
+        .service(rest)
+}
+
+/// A model call as its handler hands it over.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    /// The route called.
+    pub endpoint: Endpoint,
+    /// The caller.
+    pub tenant: Tenant,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Its body, unread.
+    pub body: Bytes,
+}
+
+/// A model call, read and checked: what every candidate model shares.
+#[derive(Debug)]
+pub(crate) struct Call {
+    /// The request's context.
+    pub ctx: Context,
+    /// The route called.
+    pub endpoint: Endpoint,
+    /// The body, a JSON object with a `model`.
+    pub json: Value,
+    /// The client's headers.
+    pub headers: HeaderMap,
+    /// The model asked for.
+    pub model: String,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+}
+
+/// The route of `endpoint`, as metrics and traces name it.
+pub(crate) fn route(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Chat => "/v1/chat/completions",
+        Endpoint::Embeddings => "/v1/embeddings",
+        Endpoint::Responses => "/v1/responses",
+        Endpoint::Messages => "/v1/messages",
+    }
+}
+
+impl Routed for Incoming {
+    fn route(&self) -> &'static str {
+        route(self.endpoint)
+    }
+}
+
+impl Parse for Incoming {
+    type Parsed = Call;
+
+    fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    fn parse(self, state: &AppState, ctx: Context, notes: &mut Notes) -> Result<Call, ApiError> {
+        let checked = Instant::now();
+        let json: Value = serde_json::from_slice(&self.body).map_err(|e| ApiError::BadRequest {
+            message: format!("malformed JSON body: {e}"),
+            param: None,
+        })?;
+        if !json.is_object() {
+            return Err(ApiError::BadRequest {
+                message: "the body must be a JSON object".into(),
+                param: None,
+            });
+        }
+        let model = match json.get("model") {
+            None | Some(Value::Null) => return Err(ApiError::bad_field("model", "is required")),
+            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            Some(Value::String(_)) => {
+                return Err(ApiError::bad_field("model", "must not be empty"));
+            }
+            Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
+        };
+        provider(state, &model, self.endpoint)?;
+        usage::check_bounds(&json)
+            .map_err(|(field, message)| ApiError::bad_field(field, message))?;
+        notes.label = Some(model.clone());
+        // Traced from here on: a request refused for its body costs no
+        // disk (`sluice_requests_total` counts it by status).
+        let mut trace = Trace::start(
+            ctx.request_id.clone(),
+            ctx.workspace.clone(),
+            ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
+            route(self.endpoint),
+        );
+        trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
+        trace.model = Some(model.clone());
+        notes.trace = Some(trace);
+        Ok(Call {
+            stream: usage::is_stream(&json),
+            ctx,
+            endpoint: self.endpoint,
+            json,
+            headers: self.headers,
+            model,
+        })
+    }
+}
+
+/// The provider serving `model` in `endpoint`'s format.
+///
+/// # Errors
+/// 400 naming `model` when no provider serves it, or one does in another
+/// wire format.
+pub(crate) fn provider<'a>(
+    state: &'a AppState,
+    model: &str,
+    endpoint: Endpoint,
+) -> Result<&'a ProviderConfig, ApiError> {
+    let p = state.config.provider_for(model).ok_or_else(|| {
+        let known: Vec<String> = state
+            .config
+            .providers
+            .iter()
+            .map(|p| format!("{}/", p.name))
+            .collect();
+        ApiError::bad_field(
+            "model",
+            format!(
+                "unknown model prefix in {model:?}: expected one of {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    let adapter = providers::for_format(p.format);
+    if !adapter.serves(endpoint) {
+        return Err(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served by {} in another wire format: use {}",
+                p.name,
+                adapter.route()
+            ),
+        ));
+    }
+    Ok(p)
+}

@@ -1,0 +1,222 @@
+//! [`KeyCache`]: key checks off the database. Keys and tenants are kept
+//! for 60 s and tiers for an hour (the seed's quota and tier TTLs), and
+//! dropped at once when the operator changes them here
+//! ([`invalidate`](KeyCache::invalidate)); other gateways hear of it
+//! through whatever bus their owner runs and call the same.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use moka::sync::Cache;
+
+use crate::db::StoredKey;
+use crate::error::{Error, Refusal};
+use crate::limits::Limits;
+use crate::model::{TenantRecord, TenantState, Tier};
+use crate::secret;
+use crate::store::KeyStore;
+
+/// The seed's quota TTL: keys and tenants.
+pub const KEY_TTL: Duration = Duration::from_secs(60);
+/// The seed's tier TTL.
+pub const TIER_TTL: Duration = Duration::from_secs(3_600);
+/// Entries per cache; the least used go first.
+const CAPACITY: u64 = 100_000;
+
+fn bounded<V: Clone + Send + Sync + 'static>(ttl: Duration) -> Cache<String, V> {
+    Cache::builder()
+        .max_capacity(CAPACITY)
+        .time_to_live(ttl)
+        .build()
+}
+
+/// Who a key belongs to and what it may do, resolved through the tiers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// The key's id.
+    pub key_id: Arc<str>,
+    /// The key's own limits over its tier's: its own bucket.
+    pub key_limits: Limits,
+    /// The tenant's limits over its tier's: shared by its keys.
+    pub tenant_limits: Limits,
+    /// The key's tags, then the tenant's.
+    pub tags: Vec<String>,
+}
+
+impl Caller {
+    /// Whether both the key and its tenant allow `model`.
+    pub fn allows_model(&self, model: &str) -> bool {
+        self.key_limits.allows_model(model) && self.tenant_limits.allows_model(model)
+    }
+
+    /// Whether both the key and its tenant allow the API `api`.
+    pub fn allows_api(&self, api: &str) -> bool {
+        self.key_limits.allows_api(api) && self.tenant_limits.allows_api(api)
+    }
+
+    /// The default priority: the key's, else the tenant's.
+    pub fn priority(&self) -> Option<&str> {
+        (self.key_limits.priority.as_deref()).or(self.tenant_limits.priority.as_deref())
+    }
+
+    /// The fairness weight: the key's, else the tenant's.
+    pub fn weight(&self) -> Option<u32> {
+        self.key_limits.weight.or(self.tenant_limits.weight)
+    }
+}
+
+/// Why [`KeyCache::authenticate`] did not name a caller.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The key is refused.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The store could not be read (and nothing was cached).
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+/// What [`KeyCache::invalidate`] drops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A key (by id) was revoked, blocked, rotated or updated.
+    Key(String),
+    /// A tenant was blocked, unblocked or updated.
+    Tenant(String),
+    /// A tier was created or updated.
+    Tier(String),
+}
+
+/// A cache of keys, tenants and tiers in front of a [`KeyStore`].
+#[derive(Debug, Clone)]
+pub struct KeyCache {
+    store: KeyStore,
+    keys: Cache<String, Option<Arc<StoredKey>>>,
+    tenants: Cache<String, Option<Arc<TenantRecord>>>,
+    tiers: Cache<String, Option<Arc<Tier>>>,
+    /// Bumped by every invalidation: a read of the store that began
+    /// before one is not cached, so that a revocation racing a cache miss
+    /// cannot leave the revoked key cached for a whole TTL.
+    epoch: Arc<AtomicU64>,
+}
+
+impl KeyCache {
+    /// A cache with the seed's TTLs (keys and tenants 60 s, tiers 1 h).
+    pub fn new(store: KeyStore) -> KeyCache {
+        KeyCache::with_ttls(store, KEY_TTL, TIER_TTL)
+    }
+
+    /// A cache keeping keys and tenants for `keys`, tiers for `tiers`.
+    pub fn with_ttls(store: KeyStore, keys: Duration, tiers: Duration) -> KeyCache {
+        KeyCache {
+            store,
+            keys: bounded(keys),
+            tenants: bounded(keys),
+            tiers: bounded(tiers),
+            epoch: Arc::default(),
+        }
+    }
+
+    /// The store behind it.
+    pub fn store(&self) -> &KeyStore {
+        &self.store
+    }
+
+    /// Drops what `change` makes stale, so the next check reads the store.
+    pub fn invalidate(&self, change: &Change) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        match change {
+            Change::Key(id) => self.keys.invalidate(id),
+            Change::Tenant(name) => self.tenants.invalidate(name),
+            Change::Tier(name) => self.tiers.invalidate(name),
+        }
+    }
+
+    /// Drops everything (after a lost bus connection, say).
+    pub fn invalidate_all(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.keys.invalidate_all();
+        self.tenants.invalidate_all();
+        self.tiers.invalidate_all();
+    }
+
+    /// The caller that `key` names, if its key and tenant are usable now.
+    ///
+    /// # Errors
+    /// [`AuthError::Refused`] saying why not; [`AuthError::Store`] when
+    /// the store must be read and cannot be.
+    pub async fn authenticate(&self, key: &str) -> Result<Caller, AuthError> {
+        let id = secret::key_id(key).ok_or(Refusal::Malformed)?;
+        let stored = match self.keys.get(id) {
+            Some(k) => k,
+            None => {
+                let epoch = self.epoch.load(Ordering::SeqCst);
+                let k = self.store.stored_key(id).await?.map(Arc::new);
+                self.remember(epoch, || self.keys.insert(id.to_owned(), k.clone()));
+                k
+            }
+        };
+        let stored = stored.ok_or(Refusal::Unknown)?;
+        if !secret::verify(key, &stored.hash) {
+            return Err(Refusal::Unknown.into());
+        }
+        let k = &stored.record;
+        k.usable_at(self.store.now_ms())?;
+        let tenant = self.tenant(&k.tenant).await?.ok_or(Refusal::Unknown)?;
+        if tenant.state == TenantState::Blocked {
+            return Err(Refusal::TenantBlocked.into());
+        }
+        let key_limits = k.limits.over(&self.tier_limits(k.tier.as_deref()).await?);
+        let tenant_limits = tenant
+            .limits
+            .over(&self.tier_limits(tenant.tier.as_deref()).await?);
+        let mut tags = k.tags.clone();
+        tags.extend(tenant.tags.iter().cloned());
+        Ok(Caller {
+            tenant: Arc::from(tenant.name.as_str()),
+            key_id: Arc::from(k.id.as_str()),
+            key_limits,
+            tenant_limits,
+            tags,
+        })
+    }
+
+    /// Caches what was read if nothing was invalidated since `epoch`.
+    /// (An invalidation between this check and the insert can still slip
+    /// through; the window is a few instructions, not a database read.)
+    fn remember(&self, epoch: u64, insert: impl FnOnce()) {
+        if self.epoch.load(Ordering::SeqCst) == epoch {
+            insert();
+        }
+    }
+
+    async fn tenant(&self, name: &str) -> Result<Option<Arc<TenantRecord>>, Error> {
+        if let Some(t) = self.tenants.get(name) {
+            return Ok(t);
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let t = self.store.tenant(name).await?.map(Arc::new);
+        self.remember(epoch, || self.tenants.insert(name.to_owned(), t.clone()));
+        Ok(t)
+    }
+
+    /// A tier's limits; none (or one deleted under us) limits nothing.
+    async fn tier_limits(&self, name: Option<&str>) -> Result<Limits, Error> {
+        let Some(name) = name else {
+            return Ok(Limits::default());
+        };
+        let tier = match self.tiers.get(name) {
+            Some(t) => t,
+            None => {
+                let epoch = self.epoch.load(Ordering::SeqCst);
+                let t = self.store.tier(name).await?.map(Arc::new);
+                self.remember(epoch, || self.tiers.insert(name.to_owned(), t.clone()));
+                t
+            }
+        };
+        Ok(tier.map(|t| t.limits.clone()).unwrap_or_default())
+    }
+}
