@@ -216,8 +216,9 @@ async fn attempt(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if req.stream && status.is_success() && is_sse {
-        let mut scanner = adapter.stream(&outbound.exchange);
+        let scanner = adapter.stream(&outbound.exchange);
         let tokens = tokens.clone();
+        let (prompt_estimate, chars_per_token) = (est.prompt_tokens, cfg.tokens.chars_per_token);
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
         let mut trace = notes.trace.take();
@@ -231,6 +232,14 @@ async fn attempt(
         // drops it, which cancels the upstream call and releases the grant.
         let stream = async_stream(move |tx| async move {
             let _pool = pool_permit;
+            let mut meter = StreamTokens {
+                reader: scanner,
+                grant,
+                tokens,
+                prompt_estimate,
+                chars_per_token,
+                whole: false,
+            };
             let stream_start = Instant::now();
             let mut outcome = "complete";
             loop {
@@ -238,7 +247,7 @@ async fn attempt(
                     tokio::time::timeout_at(deadline.max(Instant::now()), upstream.next()).await;
                 match next {
                     Ok(Some(Ok(chunk))) => {
-                        let out = scanner.feed(chunk);
+                        let out = meter.reader.feed(chunk);
                         if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
                             metrics::stream_disconnect(r);
                             outcome = "client_disconnected";
@@ -250,20 +259,21 @@ async fn attempt(
                         // and the stream ends cleanly after it: an SDK
                         // raises the error instead of a bare disconnect.
                         let message = format!("the upstream stream failed: {e}");
-                        let event = scanner.error_event("upstream_error", &message);
+                        let event = meter.reader.error_event("upstream_error", &message);
                         let _ = tx.send(Ok(event)).await;
                         outcome = "upstream_error";
                         break;
                     }
                     Ok(None) => {
-                        let tail = scanner.finish();
+                        meter.whole = true;
+                        let tail = meter.reader.finish();
                         if !tail.is_empty() {
                             let _ = tx.send(Ok(tail)).await;
                         }
                         break;
                     }
                     Err(_) => {
-                        let event = scanner.error_event(
+                        let event = meter.reader.error_event(
                             "deadline_exceeded",
                             "the request's deadline passed mid-stream",
                         );
@@ -273,17 +283,15 @@ async fn attempt(
                     }
                 }
             }
-            let used = scanner.usage();
-            if let (Some(t), Some(u)) = (&tokens, used) {
-                let _ = grant.settle_part(t, u.total_tokens);
-            }
-            drop(grant);
+            let used = meter.reader.usage();
+            let tool_calls = meter.reader.tool_calls();
+            drop(meter);
             if let (Some(mut t), Some(w)) = (trace, writer) {
                 let mut m = serde_json::Map::new();
                 m.insert("outcome".into(), outcome.into());
                 t.record_span("stream", stream_start, Instant::now(), m);
                 t.usage = used;
-                t.tool_calls = scanner.tool_calls();
+                t.tool_calls = tool_calls;
                 if outcome != "complete" {
                     t.error = Some(format!("stream ended: {outcome}"));
                 }
@@ -342,5 +350,35 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// A streamed answer's reader and the grant whose tokens it settles,
+/// however the stream ends: a client that goes away drops the producer
+/// mid-await, so this is done on drop. A stream that ended whole settles
+/// at the usage it reported (none reported: the reservation stays); one
+/// cut before its end (upstream reset, deadline, client gone) at what it
+/// used so far, not at its whole `max_tokens`.
+struct StreamTokens {
+    reader: Box<dyn providers::StreamReader>,
+    grant: sluice_limit::Permit,
+    tokens: Option<String>,
+    prompt_estimate: u64,
+    chars_per_token: u64,
+    whole: bool,
+}
+
+impl Drop for StreamTokens {
+    fn drop(&mut self) {
+        let Some(t) = &self.tokens else { return };
+        let used = if self.whole {
+            self.reader.usage()
+        } else {
+            self.reader
+                .used_so_far(self.prompt_estimate, self.chars_per_token)
+        };
+        if let Some(u) = used {
+            let _ = self.grant.settle_part(t, u.total_tokens);
+        }
     }
 }
