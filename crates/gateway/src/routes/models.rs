@@ -21,7 +21,7 @@ use crate::credentials;
 use crate::layers::models::{Attempt, Call, Incoming, provider, route};
 use crate::layers::{self, BoxFuture, Notes, Reply as LayerReply, Req, Served};
 use crate::metrics;
-use crate::providers;
+use crate::providers::{self, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::upstream::{self, Answered, Failure, Plan};
@@ -180,9 +180,12 @@ async fn attempt(
     };
     let outbound = adapter
         .request(&prov.base_url, &call)
-        .map_err(|message| Failure::Upstream {
-            message: format!("provider {}: {message}", prov.name),
-            attempts: 0,
+        .map_err(|e| match e {
+            RequestError::BadField(b) => Failure::Limited(ApiError::bad_field(&b.field, b.message)),
+            RequestError::Setup(message) => Failure::Upstream {
+                message: format!("provider {}: {message}", prov.name),
+                attempts: 0,
+            },
         })?;
     let send = || outbound.send(&state.client);
     let mut log = Vec::new();
@@ -318,7 +321,7 @@ async fn attempt(
     drop(grant);
     drop(pool_permit);
     Ok(Reply::Buffered(Buffered {
-        status,
+        status: answer.status,
         headers,
         body: answer.body,
     }))
