@@ -18,6 +18,7 @@ use crate::auth::Tenant;
 use crate::body::Body;
 use crate::config::ProviderConfig;
 use crate::credentials;
+use crate::error::ApiError;
 use crate::layers::models::{Attempt, Call, Incoming, provider, route};
 use crate::layers::{self, BoxFuture, Notes, Reply as LayerReply, Req, Served};
 use crate::metrics;
