@@ -142,6 +142,11 @@ async fn attempt(
     if let Some(thread) = &req.ctx.thread {
         needs.push((session_resource(&req.ctx.workspace, thread), 1));
     }
+    // The key's and its tenant's own limits, taken with the model's.
+    let caller =
+        crate::keys::caller_needs(state, &req.ctx, Some(est.total)).map_err(Failure::Limited)?;
+    needs.extend(caller.needs);
+    let settle: Vec<String> = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
         needs,
         requests: model.to_owned(),
@@ -217,7 +222,7 @@ async fn attempt(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if req.stream && status.is_success() && is_sse {
         let scanner = adapter.stream(&outbound.exchange);
-        let tokens = tokens.clone();
+        let settle = settle.clone();
         let (prompt_estimate, chars_per_token) = (est.prompt_tokens, cfg.tokens.chars_per_token);
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
@@ -235,7 +240,7 @@ async fn attempt(
             let mut meter = StreamTokens {
                 reader: scanner,
                 grant,
-                tokens,
+                settle,
                 prompt_estimate,
                 chars_per_token,
                 whole: false,
@@ -311,8 +316,10 @@ async fn attempt(
             attempts,
         })?;
     let answer = adapter.answer(&outbound.exchange, status, bytes);
-    if let (Some(t), Some(u)) = (&tokens, answer.usage) {
-        let _ = grant.settle_part(t, u.total_tokens);
+    if let Some(u) = answer.usage {
+        for t in &settle {
+            let _ = grant.settle_part(t, u.total_tokens);
+        }
     }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
@@ -362,7 +369,8 @@ impl Drop for AbortOnDrop {
 struct StreamTokens {
     reader: Box<dyn providers::StreamReader>,
     grant: sluice_limit::Permit,
-    tokens: Option<String>,
+    /// The tokens resources to settle (the model's, the caller's).
+    settle: Vec<String>,
     prompt_estimate: u64,
     chars_per_token: u64,
     whole: bool,
@@ -370,7 +378,9 @@ struct StreamTokens {
 
 impl Drop for StreamTokens {
     fn drop(&mut self) {
-        let Some(t) = &self.tokens else { return };
+        if self.settle.is_empty() {
+            return;
+        }
         let used = if self.whole {
             self.reader.usage()
         } else {
@@ -378,7 +388,9 @@ impl Drop for StreamTokens {
                 .used_so_far(self.prompt_estimate, self.chars_per_token)
         };
         if let Some(u) = used {
-            let _ = self.grant.settle_part(t, u.total_tokens);
+            for t in &self.settle {
+                let _ = self.grant.settle_part(t, u.total_tokens);
+            }
         }
     }
 }
