@@ -19,7 +19,8 @@ use super::usage::Delivery;
 use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
 use crate::config::ProviderConfig;
 use crate::credentials;
-use crate::providers::{self, Outbound, Provider};
+use crate::error::ApiError;
+use crate::providers::{self, Outbound, Provider, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 
@@ -156,9 +157,12 @@ fn prepare(
     };
     let outbound = adapter
         .request(&prov.base_url, &call)
-        .map_err(|message| Failure::Upstream {
-            message: format!("provider {}: {message}", prov.name),
-            attempts: 0,
+        .map_err(|e| match e {
+            RequestError::BadField(b) => Failure::Limited(ApiError::bad_field(&b.field, b.message)),
+            RequestError::Setup(message) => Failure::Upstream {
+                message: format!("provider {}: {message}", prov.name),
+                attempts: 0,
+            },
         })?;
     Ok((adapter, outbound, plan))
 }
@@ -231,7 +235,7 @@ async fn read(
     }
     drop(d.pool);
     Ok(Reply::Buffered(Buffered {
-        status,
+        status: answer.status,
         headers,
         body: answer.body,
     }))
