@@ -130,10 +130,15 @@ fn prepare(
     if let Some(thread) = &c.ctx.thread {
         needs.push((session_resource(&c.ctx.workspace, thread), 1));
     }
+    // The key's and its tenant's own limits, taken with the model's.
+    let caller = crate::keys::caller_needs(state, &c.ctx, Some(est.total))?;
+    needs.extend(caller.needs);
+    let settle = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
         needs,
         requests: model.to_owned(),
         tokens,
+        settle,
         pool: "model",
         retryable: true,
         label: prov.name.clone(),

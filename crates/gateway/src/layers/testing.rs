@@ -177,6 +177,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
             needs: needs.iter().map(|(r, c)| ((*r).to_owned(), *c)).collect(),
             requests: needs[0].0.to_owned(),
             tokens: tokens.map(str::to_owned),
+            settle: tokens.into_iter().map(str::to_owned).collect(),
             pool: "model",
             retryable,
             label: "test".into(),

@@ -28,6 +28,9 @@ pub(crate) struct Plan {
     pub requests: String,
     /// The resource upstream token quotas apply to, if limited.
     pub tokens: Option<String>,
+    /// The token resources the answer's usage settles: the model's, the
+    /// key's and its tenant's.
+    pub settle: Vec<String>,
     /// The bulkhead pool.
     pub pool: &'static str,
     /// Whether the call may be sent again (non-idempotent calls are not).

@@ -23,16 +23,18 @@ use super::{BoxFuture, Next, Req, Served, call};
 #[derive(Debug)]
 pub(crate) struct Reserved {
     grant: Permit,
-    /// The resource the tokens were reserved on, if any.
-    tokens: Option<String>,
+    /// The resources the tokens were reserved on.
+    tokens: Vec<String>,
 }
 
 impl Reserved {
     /// Settles the reservation with `usage` (the estimate stands without
     /// it) and releases the grant.
     pub(crate) fn settle(mut self, usage: Option<Usage>) {
-        if let (Some(t), Some(u)) = (&self.tokens, usage) {
-            let _ = self.grant.settle_part(t, u.total_tokens);
+        if let Some(u) = usage {
+            for t in &self.tokens {
+                let _ = self.grant.settle_part(t, u.total_tokens);
+            }
         }
     }
 }
@@ -80,7 +82,7 @@ where
 
     fn call(&mut self, req: Req<Upstream>) -> Self::Future {
         let inner = self.inner.clone();
-        let tokens = req.call.plan.tokens.clone();
+        let tokens = req.call.plan.settle.clone();
         Box::pin(async move {
             let Served { result, notes } = call(inner, req).await;
             let result = result.map(|a| Delivery {
