@@ -179,7 +179,7 @@ async fn attempt(
             message: format!("provider {}: {message}", prov.name),
             attempts: 0,
         })?;
-    let send = || outbound.send(&state.client);
+    let send = || req.ctx.propagate(outbound.send(&state.client));
     let mut log = Vec::new();
     // Cleared the limiter: the queue's slot goes to the next request while
     // this one waits for its answer.
