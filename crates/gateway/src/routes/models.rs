@@ -18,10 +18,11 @@ use crate::auth::Tenant;
 use crate::body::Body;
 use crate::config::ProviderConfig;
 use crate::credentials;
+use crate::error::ApiError;
 use crate::layers::models::{Attempt, Call, Incoming, provider, route};
 use crate::layers::{self, BoxFuture, Notes, Reply as LayerReply, Req, Served};
 use crate::metrics;
-use crate::providers;
+use crate::providers::{self, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::upstream::{self, Answered, Failure, Plan};
@@ -141,6 +142,11 @@ async fn attempt(
     if let Some(thread) = &req.ctx.thread {
         needs.push((session_resource(&req.ctx.workspace, thread), 1));
     }
+    // The key's and its tenant's own limits, taken with the model's.
+    let caller =
+        crate::keys::caller_needs(state, &req.ctx, Some(est.total)).map_err(Failure::Limited)?;
+    needs.extend(caller.needs);
+    let settle: Vec<String> = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
         needs,
         requests: model.to_owned(),
@@ -175,9 +181,12 @@ async fn attempt(
     };
     let outbound = adapter
         .request(&prov.base_url, &call)
-        .map_err(|message| Failure::Upstream {
-            message: format!("provider {}: {message}", prov.name),
-            attempts: 0,
+        .map_err(|e| match e {
+            RequestError::BadField(b) => Failure::Limited(ApiError::bad_field(&b.field, b.message)),
+            RequestError::Setup(message) => Failure::Upstream {
+                message: format!("provider {}: {message}", prov.name),
+                attempts: 0,
+            },
         })?;
     let send = || req.ctx.propagate(outbound.send(&state.client));
     let mut log = Vec::new();
@@ -213,7 +222,7 @@ async fn attempt(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if req.stream && status.is_success() && is_sse {
         let mut scanner = adapter.stream(&outbound.exchange);
-        let tokens = tokens.clone();
+        let settle = settle.clone();
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
         let mut trace = notes.trace.take();
@@ -270,8 +279,10 @@ async fn attempt(
                 }
             }
             let used = scanner.usage();
-            if let (Some(t), Some(u)) = (&tokens, used) {
-                let _ = grant.settle_part(t, u.total_tokens);
+            if let Some(u) = used {
+                for t in &settle {
+                    let _ = grant.settle_part(t, u.total_tokens);
+                }
             }
             drop(grant);
             if let (Some(mut t), Some(w)) = (trace, writer) {
@@ -299,8 +310,10 @@ async fn attempt(
             attempts,
         })?;
     let answer = adapter.answer(&outbound.exchange, status, bytes);
-    if let (Some(t), Some(u)) = (&tokens, answer.usage) {
-        let _ = grant.settle_part(t, u.total_tokens);
+    if let Some(u) = answer.usage {
+        for t in &settle {
+            let _ = grant.settle_part(t, u.total_tokens);
+        }
     }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
@@ -309,7 +322,7 @@ async fn attempt(
     drop(grant);
     drop(pool_permit);
     Ok(Reply::Buffered(Buffered {
-        status,
+        status: answer.status,
         headers,
         body: answer.body,
     }))

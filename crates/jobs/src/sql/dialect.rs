@@ -27,6 +27,10 @@ pub struct Dialect {
     /// `{"id", "owner", "token", "result"}` (the result as JSON text) whose
     /// lease still holds; returns the completed jobs.
     pub complete_many: &'static str,
+    /// Extends to `$1`, at time `$2`, the leases whose jobs, owners and
+    /// tokens are the arrays `$3`, `$4` and `$5`, where they still hold;
+    /// returns the renewed jobs.
+    pub heartbeat_many: &'static str,
     /// How a batch of jobs is inserted (see [`Insert`]).
     pub insert: Insert,
     /// Takes, until `$1`, the idempotency keys of the arrays `$3`
@@ -308,6 +312,13 @@ pub const SQLITE: Dialect = Dialect {
         batch_leased!(),
         "RETURNING *"
     ),
+    heartbeat_many: concat!(
+        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 FROM ",
+        zip!("$3" AS "id", "$4" AS "owner", "$5" AS "token"),
+        " AS d",
+        batch_leased!(),
+        "RETURNING *"
+    ),
     // 13 variables a job: 512 jobs take 6,656 of SQLite's 32,766.
     insert: Insert::Rows(512),
     // SQLite has no arrays: the JSON arrays are zipped by index. (`WHERE
@@ -405,6 +416,12 @@ pub const POSTGRES: Dialect = Dialect {
     complete_many: concat!(
         completed!(),
         "FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, owner text, token bigint, result text)",
+        batch_leased!(),
+        "RETURNING jobs.*"
+    ),
+    heartbeat_many: concat!(
+        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
+         FROM unnest($3::bigint[], $4::text[], $5::bigint[]) AS d(id, owner, token)",
         batch_leased!(),
         "RETURNING jobs.*"
     ),
