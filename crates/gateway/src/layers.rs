@@ -19,6 +19,7 @@
 //! [`Infallible`].
 
 pub mod auth;
+pub(crate) mod cache;
 pub mod context;
 pub(crate) mod models;
 pub(crate) mod observe;
@@ -124,6 +125,9 @@ pub(crate) enum Reply {
     Stream(Response),
     /// The answer of an identical request that ran.
     Joined(Shared),
+    /// An answer from the response cache, or from an identical request's
+    /// answer shared by the cache's flight.
+    Cached(Response),
 }
 
 impl IntoResponse for Reply {
@@ -132,6 +136,7 @@ impl IntoResponse for Reply {
             Reply::Buffered(b) => b.to_response(),
             Reply::Stream(res) => res,
             Reply::Joined(shared) => from_shared(&shared),
+            Reply::Cached(res) => res,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! exist without a declared [`Owner`]; each handler takes that owner's
 //! extractor (see [`crate::auth`]) before it reads its body.
 
+pub mod cache;
 pub mod jobs;
 pub mod limits;
 pub mod models;
@@ -65,6 +66,9 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/queues/{queue}/resume", Admin, post(jobs::resume)),
         entry("POST", "/v1/queues/{queue}/dead/retry", Admin, post(jobs::dead_retry)),
         entry("DELETE", "/v1/queues/{queue}/dead", Admin, delete(jobs::dead_purge)),
+        entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
+        entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
+        entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tower::ServiceBuilder;
 
+use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
 use super::observe::{ObserveLayer, Routed};
 use super::{Next, Notes, Reply, Req, Served};
@@ -31,6 +32,7 @@ where
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
+        .layer(CacheLayer::new(state))
         .service(rest)
 }
 
