@@ -1,12 +1,14 @@
 //! `sluice jobs`: look at and steer the durable jobs of a running gateway
 //! through its HTTP API (`/v1/jobs`, `/v1/queues`).
 
-mod show;
+pub(crate) mod show;
 
 use std::process::ExitCode;
 
 use reqwest::Method;
 use serde_json::Value;
+
+use crate::client::{Failure, segment};
 
 /// Where the gateway is and who is asking.
 #[derive(Debug, Clone, clap::Args)]
@@ -115,13 +117,6 @@ pub async fn run(args: JobsArgs) -> ExitCode {
     }
 }
 
-enum Failure {
-    /// The arguments cannot make a request.
-    Usage(String),
-    /// The gateway was unreachable or said no.
-    Failed(String),
-}
-
 /// Whose credentials a call carries.
 #[derive(Clone, Copy)]
 enum Scope {
@@ -228,68 +223,26 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
     })
 }
 
-/// A path segment, percent-encoded.
-fn segment(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
-}
-
 async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Result<Value, Failure> {
-    let base = args.target.trim_end_matches('/');
-    let parsed = url::Url::parse(base)
-        .map_err(|e| Failure::Usage(format!("--target {base:?} is not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(Failure::Usage(format!(
-            "--target {base:?} must be an http:// or https:// URL"
-        )));
-    }
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(|e| Failure::Failed(format!("http client: {e}")))?;
-    let mut req = client.request(method, format!("{base}{path}"));
     let bearer = match scope {
         Scope::Admin => args.admin_token.as_ref().or(args.api_key.as_ref()),
         Scope::Tenant => args.api_key.as_ref(),
     };
-    if let Some(token) = bearer {
-        req = req.bearer_auth(token);
-    }
-    if let Some(ws) = &args.workspace {
-        req = req.header("x-sluice-workspace", ws);
-    }
-    let res = req.send().await.map_err(|e| {
-        Failure::Failed(format!(
-            "cannot reach the gateway at {base}: {} (is `sluice serve` running there? see --target)",
-            sluice_gateway::error::chain(&e)
-        ))
-    })?;
-    let status = res.status();
-    let text = res
-        .text()
-        .await
-        .map_err(|e| Failure::Failed(format!("reading the answer from {base}: {e}")))?;
-    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if !status.is_success() {
-        let message = body["error"]["message"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| text.chars().take(500).collect());
-        let hint = match status.as_u16() {
-            401 | 403 if matches!(scope, Scope::Admin) => {
-                " (queue-wide commands take --admin-token)"
-            }
-            401 => " (pass --api-key)",
+    let auth_hint: fn(u16) -> &'static str = match scope {
+        Scope::Admin => |s| match s {
+            401 | 403 => " (queue-wide commands take --admin-token)",
             _ => "",
-        };
-        return Err(Failure::Failed(format!("{status}: {message}{hint}")));
-    }
-    if body.is_null() {
-        return Err(Failure::Failed(format!(
-            "the answer from {base} is not JSON: {}",
-            text.chars().take(200).collect::<String>()
-        )));
-    }
-    Ok(body)
+        },
+        Scope::Tenant => |s| if s == 401 { " (pass --api-key)" } else { "" },
+    };
+    crate::client::send(crate::client::Call {
+        target: &args.target,
+        method,
+        path,
+        bearer: bearer.map(String::as_str),
+        workspace: args.workspace.as_deref(),
+        body: None,
+        auth_hint,
+    })
+    .await
 }

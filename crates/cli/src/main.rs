@@ -1,7 +1,9 @@
 //! `sluice`: traffic control for AI agents.
 
+mod admin;
 mod args;
 mod bench;
+mod client;
 mod demo;
 mod jobs;
 mod live;
@@ -54,6 +56,12 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Look at and steer the durable jobs of a running gateway.
     Jobs(jobs::JobsArgs),
+    /// Issue, list, rotate, revoke and block API keys (admin token).
+    Keys(admin::KeysArgs),
+    /// Create, list, change and block tenants (admin token).
+    Tenants(admin::TenantsArgs),
+    /// Create, list and change tiers: named limits tenants and keys share.
+    Tiers(admin::TiersArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -84,7 +92,12 @@ fn main() -> ExitCode {
     // errors from the servers inside them, unless asked.
     let quiet = matches!(
         cli.command,
-        Command::Demo(_) | Command::Bench { .. } | Command::Jobs(_)
+        Command::Demo(_)
+            | Command::Bench { .. }
+            | Command::Jobs(_)
+            | Command::Keys(_)
+            | Command::Tenants(_)
+            | Command::Tiers(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -100,6 +113,9 @@ fn main() -> ExitCode {
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
         Command::Jobs(args) => runtime().block_on(jobs::run(args)),
+        Command::Keys(args) => runtime().block_on(admin::keys(args)),
+        Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
+        Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),

@@ -6,6 +6,7 @@
 mod cache;
 mod defaults;
 mod jobs;
+mod keys;
 mod load;
 mod secrets;
 
@@ -21,6 +22,7 @@ pub use crate::trace::{Retention, Rotation};
 pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
+pub use keys::{KeysConfig, WITH_JOBS};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
 pub use secrets::Secrets;
@@ -84,6 +86,8 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Durable jobs: the store, retention and queues.
     pub jobs: JobsConfig,
+    /// Tenants, API keys and tiers managed at run time.
+    pub keys: KeysConfig,
     /// The response cache.
     pub cache: CacheSettings,
     /// The values of the credential variables named above, read when the

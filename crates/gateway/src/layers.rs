@@ -9,7 +9,8 @@
 //! `auth` is the extractor a handler takes before it reads its body
 //! ([`auth`]); everything after it is a [`tower::Service`] wrapped by the
 //! [`tower::Layer`] of its file. A request goes down as a [`Req`], which
-//! carries its [`Notes`]: what the layers learn about it (request id, tenant, model, trace). The
+//! carries its [`Notes`]: what the request holds (its admission slot) and
+//! what the layers learn about it (request id, tenant, model, trace). The
 //! answer comes back up as a [`Served`] with the notes, so the layer that
 //! observes the request reads them in one place, with no lock and no
 //! shared state between layers.
@@ -18,9 +19,12 @@
 //! answer (`Served::result`), never a service error, so `Error` is
 //! [`Infallible`].
 
+pub(crate) mod admission;
 pub mod auth;
 pub(crate) mod cache;
 pub mod context;
+pub(crate) mod dedup;
+pub(crate) mod fallback;
 pub(crate) mod models;
 pub(crate) mod observe;
 #[cfg(test)]
@@ -31,6 +35,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use axum::response::{IntoResponse, Response};
+use sluice_admit::Permit;
 use tower::Service;
 
 use crate::error::ApiError;
@@ -114,6 +119,9 @@ pub(crate) struct Notes {
     /// The trace, from when the request is worth one; a streamed answer
     /// takes it and finishes it when the stream ends.
     pub trace: Option<Trace>,
+    /// The admission slot, from admission until the answer is published
+    /// to the requests that joined it (or dropped with the notes).
+    pub admission: Option<Permit<Shared>>,
 }
 
 /// An answer for the client.

@@ -21,6 +21,7 @@ pub mod config;
 mod credentials;
 pub mod error;
 pub mod jobs;
+pub mod keys;
 mod layers;
 mod limits;
 pub mod metrics;

@@ -4,11 +4,17 @@
 //! The request path above it (limits, retries, fallbacks) knows nothing of
 //! formats.
 //!
+//! Anthropic and Gemini models also answer OpenAI clients at
+//! `/v1/chat/completions`: their adapters translate the request, the
+//! answer, the stream and errors (`translate.rs` holds the OpenAI side).
+//!
 //! A new wire format is one new file here, one arm in [`for_format`], and
 //! its usage fields in `sluice-usage`.
 
 mod anthropic;
+mod gemini;
 mod openai;
+mod translate;
 
 use std::time::SystemTime;
 
@@ -23,6 +29,41 @@ pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
     match format {
         WireFormat::Openai => &openai::Openai,
         WireFormat::Anthropic => &anthropic::Anthropic,
+        WireFormat::Gemini => &gemini::Gemini,
+    }
+}
+
+/// A request field the client got wrong, or that the provider cannot take:
+/// a 400 naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadField {
+    /// The field, e.g. `messages[2].content[0].type`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl BadField {
+    pub(crate) fn new(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Why the upstream request could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RequestError {
+    /// The client's body: a 400.
+    BadField(BadField),
+    /// The gateway's own setup (a key that is not a header value).
+    Setup(String),
+}
+
+impl From<BadField> for RequestError {
+    fn from(b: BadField) -> Self {
+        RequestError::BadField(b)
     }
 }
 
@@ -74,13 +115,20 @@ pub(crate) struct Exchange {
     /// The gateway endpoint the client called: its answer has that shape.
     pub endpoint: Endpoint,
     /// Whether the client asked for usage in an OpenAI chat stream itself
-    /// (else the usage chunk the gateway asked for is taken out).
+    /// (else the usage chunk the gateway asked for is taken out, or a
+    /// translated stream gets none).
     pub client_wants_usage: bool,
+    /// The model named upstream, for translated answers until the upstream
+    /// names its own.
+    pub model: String,
 }
 
 /// A whole (non-streamed) answer, as the client gets it.
 #[derive(Debug, Clone)]
 pub(crate) struct Answer {
+    /// The status for the client: the upstream's, unless its body could
+    /// not be read (a 502).
+    pub status: StatusCode,
     /// The body for the client.
     pub body: Bytes,
     /// The usage the provider reported.
@@ -121,8 +169,10 @@ pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
     /// The upstream request for `call`, against the API at `base_url`.
     ///
     /// # Errors
-    /// A message when the key cannot be sent as a header.
-    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, String>;
+    /// [`RequestError::BadField`] when a translated body has a field the
+    /// provider cannot take; [`RequestError::Setup`] when the key cannot
+    /// be sent as a header.
+    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError>;
 
     /// Reads a whole answer with status `status`.
     fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer;
@@ -197,8 +247,9 @@ impl StreamReader for Passthrough {
 }
 
 /// A whole answer passed to the client as it came.
-fn pass_answer(format: WireFormat, endpoint: Endpoint, body: Bytes) -> Answer {
+fn pass_answer(format: WireFormat, endpoint: Endpoint, status: StatusCode, body: Bytes) -> Answer {
     Answer {
+        status,
         usage: usage::from_body(format, endpoint, &body),
         tool_calls: usage::tool_calls(format, &body),
         body,
@@ -227,9 +278,9 @@ fn json_headers(stream: bool) -> HeaderMap {
 }
 
 /// Adds a secret header (never shown in debug output).
-fn secret(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Result<(), String> {
+fn secret(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Result<(), RequestError> {
     let mut v = HeaderValue::from_str(value)
-        .map_err(|_| "the API key is not a valid header value".to_owned())?;
+        .map_err(|_| RequestError::Setup("the API key is not a valid header value".to_owned()))?;
     v.set_sensitive(true);
     headers.insert(name, v);
     Ok(())

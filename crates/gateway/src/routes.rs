@@ -6,15 +6,17 @@
 
 pub mod cache;
 pub mod jobs;
+pub mod keys;
 pub mod limits;
 pub mod models;
 pub mod ops;
 pub mod proxy;
+pub mod tenants;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::routing::{MethodRouter, any, delete, get, post, put};
+use axum::routing::{MethodRouter, any, delete, get, patch, post, put};
 
 use crate::auth::Owner;
 use crate::error::ApiError;
@@ -66,6 +68,23 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/queues/{queue}/resume", Admin, post(jobs::resume)),
         entry("POST", "/v1/queues/{queue}/dead/retry", Admin, post(jobs::dead_retry)),
         entry("DELETE", "/v1/queues/{queue}/dead", Admin, delete(jobs::dead_purge)),
+        entry("POST", "/v1/tiers", Admin, post(tenants::create_tier)),
+        entry("GET", "/v1/tiers", Admin, get(tenants::list_tiers)),
+        entry("PUT", "/v1/tiers/{name}", Admin, put(tenants::update_tier)),
+        entry("POST", "/v1/tenants", Admin, post(tenants::create)),
+        entry("GET", "/v1/tenants", Admin, get(tenants::list)),
+        entry("GET", "/v1/tenants/{name}", Admin, get(tenants::show)),
+        entry("PATCH", "/v1/tenants/{name}", Admin, patch(tenants::update)),
+        entry("POST", "/v1/tenants/{name}/block", Admin, post(tenants::block)),
+        entry("POST", "/v1/tenants/{name}/unblock", Admin, post(tenants::unblock)),
+        entry("POST", "/v1/keys", Admin, post(keys::issue)),
+        entry("GET", "/v1/keys", Admin, get(keys::list)),
+        entry("GET", "/v1/keys/{id}", Admin, get(keys::show)),
+        entry("PATCH", "/v1/keys/{id}", Admin, patch(keys::update)),
+        entry("POST", "/v1/keys/{id}/rotate", Admin, post(keys::rotate)),
+        entry("POST", "/v1/keys/{id}/revoke", Admin, post(keys::revoke)),
+        entry("POST", "/v1/keys/{id}/block", Admin, post(keys::block)),
+        entry("POST", "/v1/keys/{id}/unblock", Admin, post(keys::unblock)),
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
         entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
         entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),

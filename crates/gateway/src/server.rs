@@ -46,6 +46,10 @@ impl Gateway {
             }
             let _ = state.jobs.set(jobs);
         }
+        if state.config.keys.enabled {
+            let keys = crate::keys::KeyRegistry::open(&state.config).await?;
+            let _ = state.keystore.set(keys);
+        }
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
@@ -124,6 +128,9 @@ impl Gateway {
         // read or enqueue jobs while the workers are long gone.
         if let Some(jobs) = state.jobs.get() {
             jobs.close().await;
+        }
+        if let Some(keys) = state.keystore.get() {
+            keys.close().await;
         }
         state.shutdown_writers().await;
         Ok(())

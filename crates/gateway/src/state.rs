@@ -68,6 +68,9 @@ pub struct Inner {
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
     pub(crate) jobs: std::sync::OnceLock<crate::jobs::Jobs>,
+    /// Tenants and keys managed at run time; set by `Gateway::bind` when
+    /// `[keys] enabled`.
+    pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
 }
 
@@ -126,6 +129,14 @@ pub enum StartError {
     /// The job store could not be opened.
     #[error("cannot open the job store {store}: {detail}")]
     Jobs {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
+    /// The key store could not be opened.
+    #[error("cannot open the key store {store}: {detail}")]
+    Keys {
         /// The SQLite file or PostgreSQL URL (password hidden).
         store: String,
         /// Why.
@@ -246,6 +257,7 @@ impl AppState {
                 traces,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
+                keystore: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         };

@@ -298,7 +298,14 @@ async fn a_stream_is_stored_when_it_ends_and_replayed_as_sse() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_short_is_not_stored() {
-    let h = Harness::with(sim_with("c8", 200), |_| {}).await;
+    // 12 tokens 50 ms apart: the stream lasts well past its first chunk.
+    let mut sim = sim_config();
+    let slow = Latency {
+        per_token_ms: 50,
+        ..Latency::default()
+    };
+    sim.models.insert("c8".into(), sim_model(slow, Some(12)));
+    let h = Harness::with(sim, |_| {}).await;
     let mut q = question("openai/c8", "cut");
     q["stream"] = json!(true);
     let res = h.send("/v1/chat/completions", &q).await;

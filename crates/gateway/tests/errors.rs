@@ -81,9 +81,9 @@ async fn an_unknown_prefix_is_a_400_listing_the_known_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wrong_wire_format_for_the_route_is_a_400() {
     let h = Harness::start().await;
-    let res = h
-        .send("/v1/chat/completions", &chat("anthropic/claude-sonnet-4-5"))
-        .await;
+    // Anthropic models answer chat by translation, but not embeddings.
+    let embed = json!({"model": "anthropic/claude-sonnet-4-5", "input": "x"});
+    let res = h.send("/v1/embeddings", &embed).await;
     let e = expect_error(res, 400, "invalid_request").await;
     assert!(
         e["message"].as_str().unwrap().contains("/v1/messages"),

@@ -107,6 +107,13 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<Job>, Error>> + Send;
+    /// Runs `sql` and reads every row as a job with the integer columns
+    /// `group_served` and `tenant_served` ([`Dialect::claim`]).
+    fn claimed(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+    ) -> impl Future<Output = Result<Vec<(Job, i64, i64)>, Error>> + Send;
     /// Runs `sql` and reads every row as a job without payload and result.
     fn summaries(
         &mut self,

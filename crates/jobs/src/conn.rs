@@ -123,6 +123,23 @@ macro_rules! impl_conn {
                 rows.iter().map($crate::conn::decode_job).collect()
             }
 
+            async fn claimed(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+            ) -> Result<Vec<($crate::Job, i64, i64)>, $crate::Error> {
+                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                rows.iter()
+                    .map(|row| {
+                        let job = $crate::conn::decode_job(row)?;
+                        let served = |col| -> Result<i64, $crate::Error> {
+                            Ok(sqlx::Row::try_get::<i64, _>(row, col)?)
+                        };
+                        Ok((job, served("group_served")?, served("tenant_served")?))
+                    })
+                    .collect()
+            }
+
             async fn summaries(
                 &mut self,
                 sql: &'static str,

@@ -104,6 +104,24 @@ impl<B: Backend> JobStore for Store<B> {
         in_tx!(self, |tx| lease::heartbeat(tx, held, extend, now))
     }
 
+    async fn heartbeat_many(
+        &self,
+        leases: Vec<Lease>,
+        extend: Duration,
+    ) -> Result<Vec<Result<Lease, Error>>, Error> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        in_tx!(self, |tx| lease::heartbeat_many(
+            tx,
+            B::DIALECT,
+            &leases,
+            extend,
+            now
+        ))
+    }
+
     async fn complete(&self, held: &Lease, result: Value) -> Result<Job, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::complete(tx, held, &result, now))

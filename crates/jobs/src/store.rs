@@ -82,6 +82,32 @@ pub trait JobStore: Send + Sync {
         extend: Duration,
     ) -> impl Future<Output = Result<Lease, Error>> + Send;
 
+    /// [`heartbeat`](Self::heartbeat) for many leases at once, in one
+    /// statement where the backend can: answers one result per lease, in
+    /// order, each guarded on its own, so a lease that no longer holds
+    /// fails alone ([`Error::LeaseLost`] or [`Error::NotFound`]). The
+    /// default renews them one by one.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a zero `extend`; [`Error::Database`] if the
+    /// batch as a whole could not be written (then none of it was).
+    fn heartbeat_many(
+        &self,
+        leases: Vec<Lease>,
+        extend: Duration,
+    ) -> impl Future<Output = Result<Vec<Result<Lease, Error>>, Error>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(leases.len());
+            for lease in leases {
+                out.push(match self.heartbeat(&lease, extend).await {
+                    Err(e @ Error::Invalid { .. }) => return Err(e),
+                    answer => answer,
+                });
+            }
+            Ok(out)
+        }
+    }
+
     /// Marks a leased job completed with its result; the attempt counts.
     ///
     /// # Errors

@@ -18,7 +18,8 @@
 //!   which writes every completion waiting with one transaction (each
 //!   still guarded by its lease); a run counts as done once its batch is
 //!   committed.
-//! - **Crashes.** Leases are renewed by heartbeat; a pool that dies leaves
+//! - **Crashes.** Leases are renewed by heartbeat, every running job's
+//!   of a pool at once (one statement per 1,000); a pool that dies leaves
 //!   them to expire and any pool's rescuer takes the jobs back.
 //! - **Shutdown.** [`WorkerPool::shutdown`] stops claiming, waits for
 //!   running jobs until its deadline, then gives the rest back at once
@@ -28,6 +29,7 @@ mod backoff;
 mod batch;
 mod config;
 mod handler;
+mod heartbeat;
 mod pool;
 mod run;
 mod wake;

@@ -401,6 +401,60 @@ async fn a_crashed_workers_job_is_rescued_after_its_lease_expires() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Jobs that run for several leases stay theirs: the pool's heartbeat
+/// renews every running job's lease, so the rescuer (every 20 ms) takes
+/// none back; a running job that is cancelled loses its lease at the next
+/// heartbeat, and its run stops without recording anything.
+#[tokio::test]
+async fn heartbeats_keep_long_runs_and_stop_cancelled_ones() {
+    let store = Arc::new(sqlite().await);
+    let started = Arc::new(AtomicU32::new(0));
+    let s = Arc::clone(&started);
+    let handlers = Handlers::new()
+        .on(
+            "long",
+            handler_fn(move |_| {
+                s.fetch_add(1, Ordering::SeqCst);
+                async {
+                    tokio::time::sleep(Duration::from_millis(1_000)).await;
+                    Outcome::Completed(json!("done"))
+                }
+            }),
+        )
+        .on("hang", handler_fn(|_| std::future::pending()));
+    let mut long = Vec::new();
+    for _ in 0..5 {
+        long.push(enqueue(&*store, NewJob::new("q", "long", json!({}))).await);
+    }
+    let hung = enqueue(&*store, NewJob::new("q", "hang", json!({}))).await;
+    let pool = WorkerPool::builder(Arc::clone(&store), limiter())
+        .handlers(handlers)
+        .queue(QueueConfig::new("q").unlimited())
+        .configure(|c| {
+            fast(c);
+            c.lease = Duration::from_millis(200);
+            c.heartbeat = Duration::from_millis(50);
+            c.rescue_every = Some(Duration::from_millis(20));
+        })
+        .start()
+        .unwrap();
+    wait_state(&*store, hung, JobState::Running).await;
+    store.cancel(hung).await.unwrap();
+    for id in &long {
+        let job = wait_state(&*store, *id, JobState::Completed).await;
+        assert_eq!(job.attempts, 1, "never rescued: {job:?}");
+        assert_eq!(job.result, Some(json!("done")));
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 5, "each ran once");
+    let report = pool.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        (report.completed, report.failed, report.released),
+        (5, 0, 0),
+        "the cancelled run ended without an outcome and was not given back"
+    );
+    assert_eq!(get(&*store, hung).await.state, JobState::Cancelled);
+}
+
 /// Start instants (tokio time) of every run, by group.
 type Starts = Arc<Mutex<Vec<(String, tokio::time::Instant)>>>;
 

@@ -50,7 +50,8 @@ pub struct Estimate {
 ///
 /// The completion is `max_completion_tokens` or else `max_tokens` (OpenAI
 /// chat, times `n`), `max_output_tokens` (`/responses`) or `max_tokens`
-/// (Anthropic), else `default_max_tokens`; 0 for embeddings.
+/// (Anthropic) or `generationConfig.maxOutputTokens` (Gemini, times
+/// `candidateCount`), else `default_max_tokens`; 0 for embeddings.
 pub fn estimate(
     format: WireFormat,
     endpoint: Endpoint,
@@ -65,7 +66,9 @@ pub fn estimate(
             count.tokens += REQUEST_OVERHEAD_TOKENS;
             count.items(body.get("messages"));
             count.items(body.get("input"));
-            for key in ["system", "instructions", "prompt"] {
+            // Gemini: `contents`, `systemInstruction`.
+            count.items(body.get("contents"));
+            for key in ["system", "instructions", "prompt", "systemInstruction"] {
                 count.value(body.get(key));
             }
             let schema = body.get("text").and_then(|t| t.get("format"));
@@ -99,6 +102,17 @@ fn completion_limit(format: WireFormat, endpoint: Endpoint, body: &Value, defaul
         (Endpoint::Responses, _) => field("max_output_tokens").unwrap_or(default),
         (Endpoint::Messages, _) | (Endpoint::Chat, WireFormat::Anthropic) => {
             field("max_tokens").unwrap_or(default)
+        }
+        (Endpoint::Chat, WireFormat::Gemini) => {
+            let config = |name: &str| {
+                body.get("generationConfig")
+                    .and_then(|c| c.get(name))
+                    .and_then(Value::as_u64)
+            };
+            let candidates = config("candidateCount").unwrap_or(1).clamp(1, MAX_CHOICES);
+            config("maxOutputTokens")
+                .unwrap_or(default)
+                .saturating_mul(candidates)
         }
         (Endpoint::Chat, WireFormat::Openai) => {
             // Every one of `n` choices may run to the limit.
@@ -189,7 +203,9 @@ impl Count {
 
     fn object(&mut self, fields: &Map<String, Value>) {
         let kind = fields.get("type").and_then(Value::as_str);
-        if kind.is_some_and(|k| MEDIA_TYPES.contains(&k)) {
+        // Gemini's media parts have no `type`, only their payload's key.
+        let gemini_media = fields.contains_key("inlineData") || fields.contains_key("fileData");
+        if gemini_media || kind.is_some_and(|k| MEDIA_TYPES.contains(&k)) {
             self.tokens += MEDIA_PART_TOKENS;
             return;
         }

@@ -1,4 +1,5 @@
-//! Token usage of model calls, in OpenAI's and Anthropic's wire formats:
+//! Token usage of model calls, in OpenAI's, Anthropic's and Google Gemini's
+//! wire formats:
 //! an estimate before dispatch (what the tokens/min limiter reserves), the
 //! real figures after the call (what it settles with), from a JSON body or
 //! scanned out of a server-sent-event stream on its way to the client;
@@ -47,6 +48,7 @@ pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
+pub use sse::SseEvents;
 pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 
 /// How a provider is spoken to.
@@ -58,6 +60,9 @@ pub enum WireFormat {
     Openai,
     /// Anthropic's: `/messages`.
     Anthropic,
+    /// Google Gemini's native API: `models/{model}:generateContent` and
+    /// `:streamGenerateContent?alt=sse`, with `usageMetadata`.
+    Gemini,
 }
 
 /// Which API a model call goes to; it decides which fields carry the
@@ -97,8 +102,16 @@ pub struct Usage {
 /// Reads `usage.prompt_tokens`/`completion_tokens`/`total_tokens` (chat,
 /// embeddings), `usage.input_tokens`/`output_tokens`/`total_tokens`
 /// (responses, Anthropic), and for Anthropic adds the cache tokens to the
-/// input. Embeddings have no completion: it is always 0 there.
+/// input. Embeddings have no completion: it is always 0 there. Gemini
+/// reports `usageMetadata` instead (see [`WireFormat::Gemini`]'s fields in
+/// `wire.rs`): the prompt is `promptTokenCount` plus
+/// `toolUsePromptTokenCount`, the completion `candidatesTokenCount` plus
+/// `thoughtsTokenCount`.
 pub fn from_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> Option<Usage> {
+    if format == WireFormat::Gemini {
+        let parsed: wire::GeminiResponse = serde_json::from_slice(body).ok()?;
+        return parsed.usage_metadata?.to_usage();
+    }
     // Typed parse: the fields we do not name (an embedding's vectors, a
     // completion's text) are skipped without being built into a tree.
     let parsed: wire::WithUsage = serde_json::from_slice(body).ok()?;
@@ -108,7 +121,8 @@ pub fn from_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> Option<
 /// How many tool calls a non-streamed response asked for, for traces:
 /// OpenAI `choices[].message.tool_calls` (a legacy `function_call` counts
 /// one) and `/responses` `output[]` items of type `function_call`;
-/// Anthropic `content[]` blocks of type `tool_use`. 0 for anything else.
+/// Anthropic `content[]` blocks of type `tool_use`; Gemini
+/// `candidates[].content.parts[]` with a `functionCall`. 0 for anything else.
 pub fn tool_calls(format: WireFormat, body: &[u8]) -> u32 {
     match format {
         WireFormat::Openai => serde_json::from_slice::<wire::OpenaiToolCalls>(body)
@@ -116,6 +130,9 @@ pub fn tool_calls(format: WireFormat, body: &[u8]) -> u32 {
             .unwrap_or(0),
         WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicToolCalls>(body)
             .map(|b| b.count())
+            .unwrap_or(0),
+        WireFormat::Gemini => serde_json::from_slice::<wire::GeminiResponse>(body)
+            .map(|b| b.function_calls())
             .unwrap_or(0),
     }
 }

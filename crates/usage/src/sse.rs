@@ -192,3 +192,58 @@ impl SseParser {
         self.dispatched = false;
     }
 }
+
+/// The data of each server-sent event in a stream fed in chunks of any
+/// size: what a translating reader needs to rewrite a stream event by
+/// event. Events longer than `max_event_bytes` are skipped whole, so
+/// memory stays bounded.
+///
+/// ```
+/// use sluice_usage::SseEvents;
+///
+/// let mut events = SseEvents::new(1 << 20);
+/// let mut seen = Vec::new();
+/// events.feed(b"data: {\"a\"", |d| seen.push(d.to_vec()));
+/// events.feed(b":1}\r\n\r\ndata: [DONE]", |d| seen.push(d.to_vec()));
+/// events.finish(|d| seen.push(d.to_vec()));
+/// assert_eq!(seen, [b"{\"a\":1}".to_vec(), b"[DONE]".to_vec()]);
+/// ```
+#[derive(Debug)]
+pub struct SseEvents {
+    parser: SseParser,
+}
+
+impl SseEvents {
+    /// A reader that keeps events of up to `max_event_bytes`.
+    pub fn new(max_event_bytes: usize) -> Self {
+        Self {
+            parser: SseParser::new(max_event_bytes),
+        }
+    }
+
+    /// Reads `chunk`, calling `on_data` with the data of each event that
+    /// ends in it.
+    pub fn feed(&mut self, chunk: &[u8], mut on_data: impl FnMut(&[u8])) {
+        let mut at = 0;
+        while at < chunk.len() {
+            let (consumed, ended) = self.parser.advance(&chunk[at..]);
+            at += consumed;
+            if !ended {
+                break;
+            }
+            if let Event::Data(data) = self.parser.event() {
+                on_data(data);
+            }
+        }
+    }
+
+    /// The stream ended: calls `on_data` with the last event if the stream
+    /// stopped before its blank line.
+    pub fn finish(&mut self, mut on_data: impl FnMut(&[u8])) {
+        if self.parser.finish()
+            && let Event::Data(data) = self.parser.event()
+        {
+            on_data(data);
+        }
+    }
+}

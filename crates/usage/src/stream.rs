@@ -6,7 +6,7 @@ use std::ops::Range;
 use bytes::{Bytes, BytesMut};
 
 use super::sse::{Event, SseParser};
-use super::wire::{self, AnthropicEvent, ChatChunk, RawUsage, ResponsesEvent};
+use super::wire::{self, AnthropicEvent, ChatChunk, GeminiResponse, RawUsage, ResponsesEvent};
 use super::{Endpoint, Usage};
 use crate::WireFormat;
 
@@ -17,7 +17,8 @@ pub const DEFAULT_MAX_EVENT_BYTES: usize = 1 << 20;
 
 /// Watches a streamed model response on its way to the client: it records
 /// the usage the provider reports (OpenAI's final usage chunk, Anthropic's
-/// `message_start` and `message_delta`, `/responses`' `response.completed`)
+/// `message_start` and `message_delta`, `/responses`' `response.completed`,
+/// Gemini's `usageMetadata` in its chunks)
 /// and the tool calls the model makes, and can remove OpenAI's usage-only
 /// chunk that the gateway asked for on the client's behalf.
 ///
@@ -120,7 +121,7 @@ impl StreamScanner {
 
     /// How many tool calls the model has started so far: OpenAI tool-call
     /// deltas that carry an `id`, Anthropic `tool_use` blocks, `/responses`
-    /// `function_call` output items.
+    /// `function_call` output items, Gemini `functionCall` parts.
     pub fn tool_calls(&self) -> u32 {
         self.tally.tool_calls
     }
@@ -173,6 +174,7 @@ impl Tally {
         }
         match (self.format, self.endpoint) {
             (WireFormat::Anthropic, _) => self.anthropic(data),
+            (WireFormat::Gemini, _) => self.gemini(data),
             (WireFormat::Openai, Endpoint::Responses) => self.responses(data),
             (WireFormat::Openai, _) => return self.chat(data),
         }
@@ -234,6 +236,20 @@ impl Tally {
             let calls = wire::count_typed(response.output.as_deref(), "function_call");
             self.tool_calls = wire::saturate(calls);
         }
+    }
+
+    fn gemini(&mut self, data: &[u8]) {
+        let Ok(chunk) = serde_json::from_slice::<GeminiResponse>(data) else {
+            return;
+        };
+        // Each chunk's `usageMetadata` is cumulative; the last one is whole.
+        if let Some(usage) = &chunk.usage_metadata {
+            self.prompt = usage.prompt().or(self.prompt);
+            self.completion = usage.completion().or(self.completion);
+            self.total = usage.total().or(self.total);
+        }
+        let calls = chunk.function_calls();
+        self.tool_calls = self.tool_calls.saturating_add(calls);
     }
 
     /// Later reports replace earlier ones, field by field: providers send

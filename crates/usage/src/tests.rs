@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::{Endpoint, Usage, from_body, is_stream, request_usage_in_stream, tool_calls};
-use crate::WireFormat::{Anthropic, Openai};
+use crate::WireFormat::{Anthropic, Gemini, Openai};
 
 fn usage(prompt_tokens: u64, completion_tokens: u64, total_tokens: u64) -> Option<Usage> {
     Some(Usage {
@@ -104,6 +104,52 @@ fn from_body_reads_each_kind_of_response() {
     // Cache writes and reads count as input.
     let messages = from_body(Anthropic, Endpoint::Messages, MESSAGES.as_bytes());
     assert_eq!(messages, usage(3995, 503, 4498));
+}
+
+const GEMINI: &str = r#"{
+  "candidates": [{
+    "content": {"parts": [
+      {"text": "Let me look that up."},
+      {"functionCall": {"name": "lookup", "args": {"q": "a"}}},
+      {"functionCall": {"name": "lookup", "args": {"q": "b"}}}
+    ], "role": "model"},
+    "finishReason": "STOP",
+    "index": 0
+  }],
+  "usageMetadata": {
+    "promptTokenCount": 120,
+    "cachedContentTokenCount": 100,
+    "toolUsePromptTokenCount": 7,
+    "candidatesTokenCount": 30,
+    "thoughtsTokenCount": 45,
+    "totalTokenCount": 202,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 120}]
+  },
+  "modelVersion": "gemini-2.5-flash",
+  "responseId": "abc"
+}"#;
+
+#[test]
+fn from_body_reads_gemini_usage_metadata() {
+    // Cached tokens are inside the prompt count; tool-use prompts add to
+    // it, thoughts to the output.
+    let gemini = from_body(Gemini, Endpoint::Chat, GEMINI.as_bytes());
+    assert_eq!(gemini, usage(127, 75, 202));
+    // Without a total, the sum; without anything, none.
+    let partial = br#"{"usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 2}}"#;
+    assert_eq!(from_body(Gemini, Endpoint::Chat, partial), usage(4, 2, 6));
+    assert_eq!(
+        from_body(Gemini, Endpoint::Chat, br#"{"usageMetadata": {}}"#),
+        None
+    );
+    assert_eq!(
+        from_body(Gemini, Endpoint::Chat, br#"{"candidates": []}"#),
+        None
+    );
+    // OpenAI's field names mean nothing in Gemini's format.
+    assert_eq!(from_body(Gemini, Endpoint::Chat, CHAT.as_bytes()), None);
+    assert_eq!(tool_calls(Gemini, GEMINI.as_bytes()), 2);
+    assert_eq!(tool_calls(Gemini, CHAT.as_bytes()), 0);
 }
 
 #[test]

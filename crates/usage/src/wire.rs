@@ -28,7 +28,7 @@ impl RawUsage {
     pub(super) fn prompt(&self, format: WireFormat) -> Option<u64> {
         let base = self.prompt_tokens.or(self.input_tokens);
         match format {
-            WireFormat::Openai => base,
+            WireFormat::Openai | WireFormat::Gemini => base,
             WireFormat::Anthropic => {
                 let parts = [
                     base,
@@ -199,4 +199,78 @@ pub(super) struct ResponsesEvent {
 pub(super) struct ResponseObject {
     pub(super) usage: Option<RawUsage>,
     pub(super) output: Option<Vec<Typed>>,
+}
+
+/// Gemini's `usageMetadata`. `cachedContentTokenCount` is a breakdown
+/// already inside `promptTokenCount`; tool-use prompts and thoughts are not,
+/// and count as input and output.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct GeminiUsage {
+    prompt_token_count: Option<u64>,
+    tool_use_prompt_token_count: Option<u64>,
+    candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+    total_token_count: Option<u64>,
+}
+
+impl GeminiUsage {
+    pub(super) fn prompt(&self) -> Option<u64> {
+        sum(self.prompt_token_count, self.tool_use_prompt_token_count)
+    }
+
+    pub(super) fn completion(&self) -> Option<u64> {
+        sum(self.candidates_token_count, self.thoughts_token_count)
+    }
+
+    pub(super) fn total(&self) -> Option<u64> {
+        self.total_token_count
+    }
+
+    pub(super) fn to_usage(&self) -> Option<Usage> {
+        assemble(self.prompt(), self.completion(), self.total())
+    }
+}
+
+/// The sum of the parts present, or `None` when neither is.
+fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    [a, b].into_iter().flatten().reduce(u64::saturating_add)
+}
+
+/// A Gemini `GenerateContentResponse`, whole or one streamed chunk of it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct GeminiResponse {
+    candidates: Option<Vec<GeminiCandidate>>,
+    pub(super) usage_metadata: Option<GeminiUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GeminiCandidate {
+    content: Option<GeminiContent>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GeminiContent {
+    parts: Option<Vec<GeminiPart>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiPart {
+    function_call: Option<IgnoredAny>,
+}
+
+impl GeminiResponse {
+    /// The `functionCall` parts of every candidate: each is a whole call
+    /// (a stream sends a call in one chunk, never in pieces).
+    pub(super) fn function_calls(&self) -> u32 {
+        let parts = self
+            .candidates
+            .iter()
+            .flatten()
+            .filter_map(|c| c.content.as_ref()?.parts.as_ref())
+            .flatten();
+        saturate(parts.filter(|p| p.function_call.is_some()).count())
+    }
 }

@@ -121,7 +121,7 @@ pub fn queues(body: &Value) -> String {
 }
 
 /// Left-aligned columns, two spaces apart.
-fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
     let mut widths = head.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -149,7 +149,7 @@ fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
 }
 
 /// A string value as is, `-` for null.
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
@@ -169,7 +169,7 @@ fn short(v: &Value, n: usize) -> String {
 }
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS`, `-` for null.
-fn time(v: &Value) -> String {
+pub(crate) fn time(v: &Value) -> String {
     let Some(ms) = v.as_i64() else {
         return text(v);
     };

@@ -136,6 +136,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             redis: None,
             jobs: super::JobsConfig::default(),
+            keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
             secrets: super::Secrets::default(),
         }

@@ -97,6 +97,12 @@ impl Config {
                 super::jobs::redact_url(&self.jobs.store).into(),
             );
         }
+        if let Some(Value::Table(keys)) = table.get_mut("keys") {
+            keys.insert(
+                "store".into(),
+                super::jobs::redact_url(&self.keys.store).into(),
+            );
+        }
         if let (Some(redis), Some(Value::Table(written))) = (&self.redis, table.get_mut("redis")) {
             written.insert("url".into(), super::jobs::redact_url(&redis.url).into());
         }

@@ -69,6 +69,14 @@ impl JobStore for AnyStore {
         each!(self, s => s.heartbeat(lease, extend))
     }
 
+    async fn heartbeat_many(
+        &self,
+        leases: Vec<Lease>,
+        extend: Duration,
+    ) -> Result<Vec<Result<Lease, Error>>, Error> {
+        each!(self, s => s.heartbeat_many(leases, extend))
+    }
+
     async fn complete(&self, lease: &Lease, result: Value) -> Result<Job, Error> {
         each!(self, s => s.complete(lease, result))
     }

@@ -2,14 +2,20 @@
 //! `/v1/responses`, `/v1/messages`), composed here and nowhere else, and
 //! the request as each layer sees it.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::Value;
+use sluice_admit::Ticket;
 use tokio::time::Instant;
 use tower::ServiceBuilder;
 
+use super::admission::{AdmissionLayer, Queued};
 use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
+use super::dedup::DedupLayer;
+use super::fallback::FallbackLayer;
 use super::observe::{ObserveLayer, Routed};
 use super::{Next, Notes, Reply, Req, Served};
 use crate::auth::Tenant;
@@ -18,21 +24,24 @@ use crate::error::ApiError;
 use crate::providers;
 use crate::state::AppState;
 use crate::trace::Trace;
+use crate::upstream::Failure;
 use sluice_usage::{self as usage, Endpoint};
 
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
 
-/// The stack of the model routes, over `rest` (the path below the
-/// context).
+/// The stack of the model routes, over `rest` (one candidate model).
 pub(crate) fn stack<S>(state: &AppState, rest: S) -> impl Next<Incoming, axum::response::Response>
 where
-    S: Next<Req<Call>, Served<Reply>>,
+    S: Next<Req<Attempt>, Served<Reply, Failure>>,
 {
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
         .layer(CacheLayer::new(state))
+        .layer(DedupLayer)
+        .layer(AdmissionLayer::new(state))
+        .layer(FallbackLayer::new(state))
         .service(rest)
 }
 
@@ -64,6 +73,36 @@ pub(crate) struct Call {
     pub model: String,
     /// Whether the client asked for a stream.
     pub stream: bool,
+    /// The key under which identical requests share this one's answer
+    /// (set by dedup).
+    pub share: Option<String>,
+}
+
+/// One candidate model for a call (the model asked for, or a fallback).
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    /// The call, shared by every candidate.
+    pub call: Arc<Call>,
+    /// The candidate.
+    pub model: String,
+}
+
+impl Queued for Call {
+    fn ticket(&self) -> Ticket {
+        // The model's own lane: requests for a model at its limit wait
+        // without holding the slots that requests for other models need.
+        let ticket = Ticket::new(self.ctx.workspace.clone(), self.ctx.deadline)
+            .with_priority(self.ctx.priority)
+            .with_lane(self.model.as_str());
+        match &self.share {
+            Some(key) => ticket.with_dedup_key(key.clone()),
+            None => ticket,
+        }
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 /// The route of `endpoint`, as metrics and traces name it.
@@ -135,6 +174,7 @@ impl Parse for Incoming {
             json,
             headers: self.headers,
             model,
+            share: None,
         })
     }
 }

@@ -7,12 +7,14 @@
 //! body; the trace exists only once a layer below started it.
 
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
+use sluice_admit::Priority;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::{BoxFuture, Next, Reply, Served, call};
+use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::metrics;
 use crate::state::AppState;
@@ -104,6 +106,24 @@ where
             Ok(res)
         })
     }
+}
+
+/// A request admitted after waiting `waited` in its class: the queue's
+/// histogram and the trace's `queue` span (from `started`, now).
+pub(crate) fn queued(notes: &mut Notes, priority: Priority, started: Instant, waited: Duration) {
+    metrics::queue_wait(priority.as_str(), waited.as_secs_f64());
+    if let Some(t) = notes.trace.as_mut() {
+        let mut m = serde_json::Map::new();
+        m.insert("priority".into(), priority.as_str().into());
+        t.record_span("queue", started, Instant::now(), m);
+    }
+}
+
+/// A call moves from model `from` to its fallback `to`.
+pub(crate) fn fell_back(notes: &mut Notes, from: &str, to: &str) {
+    metrics::fallback(from, to);
+    notes.label = Some(to.to_owned());
+    tracing::info!(from = %from, to = %to, "falling back");
 }
 
 /// Hands a finished trace to the writer, when traces are on.

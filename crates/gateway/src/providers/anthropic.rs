@@ -1,12 +1,18 @@
-//! Anthropic's wire format: `/messages`.
+//! Anthropic's wire format: `/messages`, passed through for `/v1/messages`
+//! and translated from and to OpenAI's chat format for
+//! `/v1/chat/completions` (`anthropic/chat.rs`).
+
+mod chat;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
-use sluice_usage::{Endpoint, WireFormat};
+use serde_json::Value;
+use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
 
+use super::translate::{self, Translated};
 use super::{
-    Answer, Call, Exchange, Outbound, Passthrough, Provider, StreamReader, join, json_headers,
-    pass_answer, secret, to_bytes, with_model,
+    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
+    json_headers, pass_answer, secret, to_bytes, with_model,
 };
 
 /// The API version sent when the client names none.
@@ -22,15 +28,37 @@ impl Provider for Anthropic {
     }
 
     fn serves(&self, endpoint: Endpoint) -> bool {
-        endpoint == Endpoint::Messages
+        matches!(endpoint, Endpoint::Messages | Endpoint::Chat)
     }
 
     fn route(&self) -> &'static str {
-        "/v1/messages"
+        "/v1/messages (or /v1/chat/completions, translated)"
     }
 
-    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, String> {
-        let body = with_model(call.body, call.model);
+    fn estimate(
+        &self,
+        endpoint: Endpoint,
+        body: &Value,
+        chars_per_token: u64,
+        default_max_tokens: u64,
+    ) -> Estimate {
+        // A translated call is read as the OpenAI body it is, and may run
+        // to the `max_tokens` sent for it.
+        let (format, default) = match endpoint {
+            Endpoint::Chat => (WireFormat::Openai, chat::DEFAULT_MAX_TOKENS),
+            _ => (WireFormat::Anthropic, default_max_tokens),
+        };
+        usage::estimate(format, endpoint, body, chars_per_token, default)
+    }
+
+    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
+        let translated = call.endpoint == Endpoint::Chat;
+        let (body, client_wants_usage) = if translated {
+            let chat = translate::parse(call.body, chat::ACCEPTS)?;
+            (chat::request(&chat, call.model), chat.include_usage)
+        } else {
+            (with_model(call.body, call.model), true)
+        };
         let mut headers = json_headers(call.stream);
         if let Some(key) = call.key {
             secret(&mut headers, HeaderName::from_static("x-api-key"), key)?;
@@ -53,16 +81,28 @@ impl Provider for Anthropic {
             body: to_bytes(&body),
             exchange: Exchange {
                 endpoint: call.endpoint,
-                client_wants_usage: true,
+                client_wants_usage,
+                model: call.model.to_owned(),
             },
         })
     }
 
-    fn answer(&self, exchange: &Exchange, _status: StatusCode, body: Bytes) -> Answer {
-        pass_answer(WireFormat::Anthropic, exchange.endpoint, body)
+    fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer {
+        if exchange.endpoint == Endpoint::Chat {
+            return chat::answer(status, &body, &exchange.model);
+        }
+        pass_answer(WireFormat::Anthropic, exchange.endpoint, status, body)
     }
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
+        if exchange.endpoint == Endpoint::Chat {
+            return Box::new(Translated::new(
+                WireFormat::Anthropic,
+                chat::Events::default(),
+                exchange.client_wants_usage,
+                &exchange.model,
+            ));
+        }
         Box::new(Passthrough::new(WireFormat::Anthropic, exchange))
     }
 }

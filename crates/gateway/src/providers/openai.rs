@@ -6,8 +6,8 @@ use bytes::Bytes;
 use sluice_usage::{self as usage, Endpoint, WireFormat};
 
 use super::{
-    Answer, Call, Exchange, Outbound, Passthrough, Provider, StreamReader, join, json_headers,
-    pass_answer, secret, to_bytes, with_model,
+    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
+    json_headers, pass_answer, secret, to_bytes, with_model,
 };
 
 /// The OpenAI adapter.
@@ -39,7 +39,7 @@ impl Provider for Openai {
         "/v1/chat/completions"
     }
 
-    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, String> {
+    fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         let mut body = with_model(call.body, call.model);
         // The usage of a chat stream comes in a last chunk only if asked
         // for: the gateway asks, and takes the chunk out again if the
@@ -64,12 +64,13 @@ impl Provider for Openai {
             exchange: Exchange {
                 endpoint: call.endpoint,
                 client_wants_usage,
+                model: call.model.to_owned(),
             },
         })
     }
 
-    fn answer(&self, exchange: &Exchange, _status: StatusCode, body: Bytes) -> Answer {
-        pass_answer(WireFormat::Openai, exchange.endpoint, body)
+    fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer {
+        pass_answer(WireFormat::Openai, exchange.endpoint, status, body)
     }
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {

@@ -7,14 +7,11 @@
 //! Streams pass through chunk by chunk; the usage they report settles the
 //! tokens reserved.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
-use sluice_admit::{Admission, Ticket};
 use tokio::time::Instant;
 
 use crate::auth::Tenant;
@@ -22,10 +19,10 @@ use crate::body::Body;
 use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
-use crate::layers::models::{Call, Incoming, provider, route};
+use crate::layers::models::{Attempt, Call, Incoming, provider, route};
 use crate::layers::{self, BoxFuture, Notes, Reply as LayerReply, Req, Served};
 use crate::metrics;
-use crate::providers;
+use crate::providers::{self, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 use crate::upstream::{self, Answered, Failure, Plan};
@@ -74,17 +71,17 @@ async fn handle(
     layers::call(stack, req).await
 }
 
-/// Dedup, admission, fallbacks and the attempts: the path below the
-/// context, until it is layers of its own.
+/// One candidate model: limits, upstream with retries, the answer; the
+/// path below the fallbacks, until it is layers of its own.
 #[derive(Debug, Clone)]
 struct Rest {
     state: AppState,
 }
 
-impl tower::Service<Req<Call>> for Rest {
-    type Response = Served<LayerReply>;
+impl tower::Service<Req<Attempt>> for Rest {
+    type Response = Served<LayerReply, Failure>;
     type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<LayerReply>>;
+    type Future = BoxFuture<Served<LayerReply, Failure>>;
 
     fn poll_ready(
         &mut self,
@@ -93,90 +90,21 @@ impl tower::Service<Req<Call>> for Rest {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
+    fn call(&mut self, req: Req<Attempt>) -> Self::Future {
         let state = self.state.clone();
         Box::pin(async move {
             let Req { call, mut notes } = req;
-            Ok(match run(&state, call, &mut notes).await {
-                Ok(reply) => Served::ok(reply, notes),
-                Err(e) => Served::err(e, notes),
+            let result = match provider(&state, &call.model, call.call.endpoint) {
+                Ok(prov) => attempt(&state, &call.call, &call.model, prov, &mut notes).await,
+                Err(e) => Err(Failure::Limited(e)),
+            };
+            Ok(match result {
+                Ok(Reply::Buffered(b)) => Served::ok(LayerReply::Buffered(b), notes),
+                Ok(Reply::Stream(res)) => Served::ok(LayerReply::Stream(res), notes),
+                Err(f) => Served::err(f, notes),
             })
         })
     }
-}
-
-async fn run(state: &AppState, req: Call, notes: &mut Notes) -> Result<LayerReply, ApiError> {
-    let ctx = &req.ctx;
-    let model = req.model.clone();
-    // The model's own lane: requests for a model at its limit wait
-    // without holding the slots that requests for other models need.
-    let mut ticket = Ticket::new(ctx.workspace.clone(), ctx.deadline)
-        .with_priority(ctx.priority)
-        .with_lane(model.as_str());
-    // A stream cannot be handed to a second client: only whole answers
-    // are shared between requests with the same id.
-    if ctx.client_id && !req.stream {
-        ticket = ticket.with_dedup_key(ctx.request_id.clone());
-    }
-    let queue_start = Instant::now();
-    let mut permit = match state.queue.admit(ticket).await? {
-        Admission::Run(p) => p,
-        Admission::Joined(shared) => return Ok(LayerReply::Joined(shared)),
-    };
-    metrics::queue_wait(ctx.priority.as_str(), permit.waited().as_secs_f64());
-    if let Some(t) = notes.trace.as_mut() {
-        let mut m = serde_json::Map::new();
-        m.insert("priority".into(), ctx.priority.as_str().into());
-        t.record_span("queue", queue_start, Instant::now(), m);
-    }
-    let chain: Vec<String> = std::iter::once(model.clone())
-        .chain(
-            state
-                .config
-                .fallbacks
-                .get(&model)
-                .into_iter()
-                .flatten()
-                .cloned(),
-        )
-        .collect();
-    let mut last: Option<ApiError> = None;
-    for (i, candidate) in chain.iter().enumerate() {
-        let Ok(prov) = provider(state, candidate, req.endpoint) else {
-            continue;
-        };
-        if i > 0 {
-            metrics::fallback(&chain[i - 1], candidate);
-            notes.label = Some(candidate.clone());
-        }
-        match attempt(state, &req, candidate, prov, &mut permit, notes).await {
-            Ok(Reply::Buffered(b)) => {
-                if i > 0 {
-                    notes.meta.model = Some(candidate.clone());
-                }
-                permit.complete(Arc::new(Ok(b.clone())));
-                return Ok(LayerReply::Buffered(b));
-            }
-            Ok(Reply::Stream(res)) => {
-                if i > 0 {
-                    notes.meta.model = Some(candidate.clone());
-                }
-                return Ok(LayerReply::Stream(res));
-            }
-            Err(f) => {
-                notes.meta.attempts += f.attempts();
-                let fall_back = f.may_fall_back() && i + 1 < chain.len();
-                last = Some(f.into_error(candidate));
-                if !fall_back {
-                    break;
-                }
-                tracing::info!(from = %candidate, to = %chain[i + 1], "falling back");
-            }
-        }
-    }
-    let e = last.unwrap_or_else(|| ApiError::bad_field("model", "no provider serves it"));
-    permit.complete(Arc::new(Err(e.clone())));
-    Err(e)
 }
 
 enum Reply {
@@ -190,7 +118,6 @@ async fn attempt(
     req: &Call,
     model: &str,
     prov: &ProviderConfig,
-    permit: &mut sluice_admit::Permit<crate::response::Shared>,
     notes: &mut Notes,
 ) -> Result<Reply, Failure> {
     let cfg = &state.config;
@@ -249,15 +176,22 @@ async fn attempt(
     };
     let outbound = adapter
         .request(&prov.base_url, &call)
-        .map_err(|message| Failure::Upstream {
-            message: format!("provider {}: {message}", prov.name),
-            attempts: 0,
+        .map_err(|e| match e {
+            RequestError::BadField(b) => Failure::Limited(ApiError::bad_field(&b.field, b.message)),
+            RequestError::Setup(message) => Failure::Upstream {
+                message: format!("provider {}: {message}", prov.name),
+                attempts: 0,
+            },
         })?;
     let send = || outbound.send(&state.client);
     let mut log = Vec::new();
     // Cleared the limiter: the queue's slot goes to the next request while
     // this one waits for its answer.
-    let mut granted = || permit.dispatched();
+    let mut granted = || {
+        if let Some(p) = notes.admission.as_mut() {
+            p.dispatched();
+        }
+    };
     let called = upstream::call(state, &plan, req.ctx.deadline, &mut log, &mut granted, send).await;
     if let Some(t) = notes.trace.as_mut() {
         upstream::record_attempts(t, &log, &prov.name, model);
@@ -271,7 +205,8 @@ async fn attempt(
         waited,
     } = called?;
     notes.meta.attempts += attempts;
-    notes.meta.queued = permit.waited() + waited;
+    let queued = notes.admission.as_ref().map(|p| p.waited());
+    notes.meta.queued = queued.unwrap_or_default() + waited;
     let status =
         StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = pass_headers(response.headers());
@@ -378,7 +313,7 @@ async fn attempt(
     drop(grant);
     drop(pool_permit);
     Ok(Reply::Buffered(Buffered {
-        status,
+        status: answer.status,
         headers,
         body: answer.body,
     }))

@@ -379,6 +379,7 @@ pub fn concrete(pattern: &str) -> String {
         .replace("{resource}", "openai%2Fgpt-4o")
         .replace("{id}", "1")
         .replace("{queue}", "default")
+        .replace("{name}", "acme")
 }
 
 /// A chat completions body for `model`.

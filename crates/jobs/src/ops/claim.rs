@@ -1,15 +1,15 @@
 //! Claiming due jobs: turns across tenants, then across a tenant's groups,
 //! priority within a group.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::backend::{Conn, args};
+use crate::backend::{Arg, Conn, args};
 use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::Job;
 use crate::new_job::{check_name, invalid};
-use crate::sql::{self, Dialect};
+use crate::sql::Dialect;
 
 /// The most jobs one claim hands out.
 pub const MAX_CLAIM: u32 = 1_000;
@@ -19,7 +19,10 @@ pub const MAX_CLAIM: u32 = 1_000;
 /// at once: the earliest go first, the rest with the next claims.
 pub(crate) const MAX_PROMOTE: i64 = 10_000;
 
-/// Leases up to `n` due jobs of `queue` to `worker` until `now + lease`.
+/// Leases up to `n` due jobs of `queue` to `worker` until `now + lease`,
+/// in three statements whatever `n` and however many groups it serves:
+/// the promotion, the claim itself, and the rotation (two on SQLite, one
+/// per table).
 pub async fn claim(
     c: &mut impl Conn,
     dialect: &Dialect,
@@ -35,71 +38,143 @@ pub async fn claim(
         return Err(invalid("lease", "must be longer than zero"));
     }
     let n = n.min(MAX_CLAIM);
-    if n == 0 || !c.texts(sql::IS_PAUSED, args![queue]).await?.is_empty() {
+    if n == 0 {
         return Ok(Vec::new());
     }
-    // The pick walks only jobs marked due: mark those whose time came.
+    // The claim walks only jobs marked due: mark those whose time came.
     c.execute(dialect.promote, args![queue, now, MAX_PROMOTE])
         .await?;
-    let picked = c
-        .ints(dialect.pick, args![queue, now, i64::from(n)])
+    let claimed = c
+        .claimed(
+            dialect.claim,
+            args![queue, now, i64::from(n), worker, now + lease],
+        )
         .await?;
-    if picked.is_empty() {
+    if claimed.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = serde_json::to_string(&picked).map_err(|e| Error::Corrupt(e.to_string()))?;
-    let mut jobs = c
-        .jobs(dialect.take, args![worker, now + lease, now, ids])
-        .await?;
-    // RETURNING gives no order: restore the claim order that `pick` chose.
-    let rank: HashMap<i64, usize> = picked.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    jobs.sort_by_key(|job| rank.get(&job.id.0).copied().unwrap_or(usize::MAX));
-    rotate(c, queue, &jobs).await?;
+    let jobs = claim_order(claimed);
+    rotate(c, dialect, queue, &jobs).await?;
     Ok(jobs)
+}
+
+/// The claimed jobs in the order the claim chose them (`RETURNING` keeps
+/// none), rebuilt from each job's group and tenant turns as
+/// [`Dialect::claim`] ranks them: a job's place in its group (highest
+/// priority, then earliest `run_at`, then id first) is `rn`; within a
+/// tenant, jobs go by `rn`, then the group served longest ago, then
+/// priority, `run_at` and id, which gives each its tenant rank `tr`;
+/// overall by `tr`, then the tenant served longest ago, then priority,
+/// `run_at` and id. The claim took a prefix of each group and of each
+/// tenant's ranking, so the ranks among the jobs taken are the ranks it
+/// computed.
+fn claim_order(claimed: Vec<(Job, i64, i64)>) -> Vec<Job> {
+    struct Ranked {
+        job: Job,
+        group_served: i64,
+        tenant_served: i64,
+        rn: usize,
+        tr: usize,
+    }
+    let within = |j: &Job| (std::cmp::Reverse(j.priority), j.run_at, j.id);
+    let mut all: Vec<Ranked> = claimed
+        .into_iter()
+        .map(|(job, group_served, tenant_served)| Ranked {
+            job,
+            group_served,
+            tenant_served,
+            rn: 0,
+            tr: 0,
+        })
+        .collect();
+    all.sort_by(|a, b| {
+        (&a.job.tenant, &a.job.group, within(&a.job)).cmp(&(
+            &b.job.tenant,
+            &b.job.group,
+            within(&b.job),
+        ))
+    });
+    for i in 0..all.len() {
+        let same = i > 0
+            && all[i - 1].job.tenant == all[i].job.tenant
+            && all[i - 1].job.group == all[i].job.group;
+        all[i].rn = if same { all[i - 1].rn + 1 } else { 1 };
+    }
+    all.sort_by(|a, b| {
+        (&a.job.tenant, a.rn, a.group_served, within(&a.job)).cmp(&(
+            &b.job.tenant,
+            b.rn,
+            b.group_served,
+            within(&b.job),
+        ))
+    });
+    for i in 0..all.len() {
+        let same = i > 0 && all[i - 1].job.tenant == all[i].job.tenant;
+        all[i].tr = if same { all[i - 1].tr + 1 } else { 1 };
+    }
+    all.sort_by(|a, b| {
+        (a.tr, a.tenant_served, within(&a.job)).cmp(&(b.tr, b.tenant_served, within(&b.job)))
+    });
+    all.into_iter().map(|r| r.job).collect()
 }
 
 /// Moves the tenants and groups just served behind every other of the
 /// queue, in the order they were served, so that the next claim starts
 /// with the tenant, and within it the group, that waited longest.
-async fn rotate(c: &mut impl Conn, queue: &str, jobs: &[Job]) -> Result<(), Error> {
+async fn rotate(
+    c: &mut impl Conn,
+    dialect: &Dialect,
+    queue: &str,
+    jobs: &[Job],
+) -> Result<(), Error> {
     let mut tenants: Vec<&str> = Vec::new();
     let mut groups: Vec<(&str, &str)> = Vec::new();
+    let mut seen = HashSet::new();
     for job in jobs {
         let group = (job.tenant.as_str(), job.group.as_str());
-        if !tenants.contains(&group.0) {
+        if seen.insert((group.0, None)) {
             tenants.push(group.0);
         }
-        if !groups.contains(&group) {
+        if seen.insert((group.0, Some(group.1))) {
             groups.push(group);
         }
     }
     // Concurrent claimers (PostgreSQL) lock these rows in one order,
     // tenants then groups, each by name, so that they cannot deadlock.
-    let last = last_served(c, sql::LAST_SERVED_TENANT, queue).await?;
-    for (tenant, ticket) in tickets(tenants, last) {
-        c.execute(sql::SERVE_TENANT, args![queue, tenant, ticket])
-            .await?;
+    let (names, tenant_turns): (Vec<_>, Vec<_>) = turns(tenants)
+        .into_iter()
+        .map(|(tenant, turn)| (Some(tenant.to_owned()), Some(turn)))
+        .unzip();
+    c.execute(
+        dialect.serve_tenants,
+        vec![Arg::from(queue), Arg::Texts(names), Arg::Ints(tenant_turns)],
+    )
+    .await?;
+    let mut owners = Vec::with_capacity(groups.len());
+    let mut names = Vec::with_capacity(groups.len());
+    let mut group_turns = Vec::with_capacity(groups.len());
+    for ((tenant, group), turn) in turns(groups) {
+        owners.push(Some(tenant.to_owned()));
+        names.push(Some(group.to_owned()));
+        group_turns.push(Some(turn));
     }
-    let last = last_served(c, sql::LAST_SERVED_GROUP, queue).await?;
-    for ((tenant, group), ticket) in tickets(groups, last) {
-        c.execute(sql::SERVE_GROUP, args![queue, tenant, group, ticket])
-            .await?;
-    }
+    c.execute(
+        dialect.serve_groups,
+        vec![
+            Arg::from(queue),
+            Arg::Texts(owners),
+            Arg::Texts(names),
+            Arg::Ints(group_turns),
+        ],
+    )
+    .await?;
     Ok(())
 }
 
-async fn last_served(c: &mut impl Conn, sql: &'static str, queue: &str) -> Result<i64, Error> {
-    Ok(c.ints(sql, args![queue])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0))
-}
-
-/// The turns after `last` of what was `served`, in serving order, sorted
+/// What was `served`, each with its turn (1 for the first served), sorted
 /// by name.
-fn tickets<T: Ord>(served: Vec<T>, last: i64) -> Vec<(T, i64)> {
-    let mut tickets: Vec<(T, i64)> = served.into_iter().zip(last + 1..).collect();
-    tickets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    tickets
+fn turns<T: Ord>(served: Vec<T>) -> Vec<(T, i64)> {
+    let mut turns: Vec<(T, i64)> = served.into_iter().zip(1..).collect();
+    turns.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    turns
 }

@@ -207,8 +207,7 @@ async fn insert_jobs(
                 // A power of two: few statements, each prepared once.
                 let rows = 1 << rest.len().min(max).ilog2();
                 let (chunk, after) = rest.split_at(rows);
-                let mut args = Vec::with_capacity(1 + rows * sql::ROW_VALUES);
-                args.push(Arg::from(now));
+                let mut args = Vec::with_capacity(rows * sql::ROW_VALUES);
                 for job in chunk {
                     let row = Row::of(job, now);
                     args.extend(args![
@@ -223,6 +222,8 @@ async fn insert_jobs(
                         row.run_at,
                         row.state,
                         row.state == JobState::Available,
+                        now,
+                        now,
                     ]);
                 }
                 stored.extend(c.jobs(sql::insert_rows(rows), args).await?);

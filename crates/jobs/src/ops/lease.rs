@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::backend::{Conn, args};
+use crate::backend::{Arg, Conn, args};
 use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState, Lease};
@@ -33,6 +33,50 @@ pub async fn heartbeat(
     let job = held(c, jobs, lease).await?;
     job.lease
         .ok_or_else(|| Error::Corrupt(format!("job {} is running without a lease", job.id)))
+}
+
+/// Extends every lease of `leases` that still holds to `now + extend`
+/// with one statement: answers one result per lease, in order.
+pub async fn heartbeat_many(
+    c: &mut impl Conn,
+    dialect: &Dialect,
+    leases: &[Lease],
+    extend: Duration,
+    now: Timestamp,
+) -> Result<Vec<Result<Lease, Error>>, Error> {
+    if extend.is_zero() {
+        return Err(invalid("lease", "must be longer than zero"));
+    }
+    let ids = leases.iter().map(|l| Some(l.job.0)).collect();
+    let owners = leases.iter().map(|l| Some(l.owner.clone())).collect();
+    let tokens = leases.iter().map(|l| Some(l.token)).collect();
+    let renewed: HashMap<JobId, Job> = c
+        .jobs(
+            dialect.heartbeat_many,
+            vec![
+                Arg::from(now + extend),
+                Arg::from(now),
+                Arg::Ints(ids),
+                Arg::Texts(owners),
+                Arg::Ints(tokens),
+            ],
+        )
+        .await?
+        .into_iter()
+        .map(|job| (job.id, job))
+        .collect();
+    let mut out = Vec::with_capacity(leases.len());
+    for lease in leases {
+        out.push(
+            match renewed.get(&lease.job).and_then(|j| j.lease.clone()) {
+                // The same job may be given twice with different tokens: only
+                // the one that holds it was renewed.
+                Some(held) if held.token == lease.token && held.owner == lease.owner => Ok(held),
+                _ => Err(not_held(c, lease).await),
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// Marks the leased job completed with `result`.

@@ -107,7 +107,7 @@ async fn claim_statements_search_their_indexes(store: &SqliteStore) {
     };
     for (name, sql, index) in [
         ("promote", sql::SQLITE.promote, "jobs_waiting"),
-        ("pick", sql::SQLITE.pick, "jobs_ready"),
+        ("claim", sql::SQLITE.claim, "jobs_ready"),
     ] {
         let steps = plan(sql).await;
         assert!(

@@ -16,6 +16,7 @@ use crate::worker::backoff::Backoff;
 use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
+use crate::worker::heartbeat::{self, Heartbeats};
 use crate::worker::run::run_job;
 use crate::worker::wake::{QueueWake, Wakes};
 use sluice_limit::SharedLimiter;
@@ -41,6 +42,8 @@ pub(crate) struct Ctx<S> {
     pub wakes: Arc<Wakes>,
     /// Where runs record their completions, batched.
     pub completer: Completer,
+    /// The leases of running jobs, renewed together.
+    pub heartbeats: Arc<Heartbeats>,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -303,6 +306,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
         let ctx = Arc::new(Ctx {
             wakes: Arc::clone(&wakes),
             completer,
+            heartbeats: Arc::default(),
             store: self.store,
             limiter: self.limiter,
             handlers: self.handlers,
@@ -320,7 +324,16 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
                 AbortOnDrop(Some(task))
             })
             .collect();
-        let mut maintenance = vec![AbortOnDrop(Some(batcher))];
+        let beats = heartbeat::run(
+            Arc::clone(&ctx.heartbeats),
+            Arc::clone(&ctx.store),
+            ctx.config.heartbeat,
+            ctx.config.lease,
+        );
+        let mut maintenance = vec![
+            AbortOnDrop(Some(batcher)),
+            AbortOnDrop(Some(tokio::spawn(beats))),
+        ];
         if let Some(every) = ctx.config.rescue_every {
             maintenance.push(AbortOnDrop(Some(tokio::spawn(rescuer(
                 Arc::clone(&ctx),

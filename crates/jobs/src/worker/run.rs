@@ -15,6 +15,7 @@ use crate::metrics;
 use crate::store::{JobStore, RetryDecision};
 use crate::worker::config::QueueConfig;
 use crate::worker::handler::Outcome;
+use crate::worker::heartbeat::Held;
 use crate::worker::pool::Ctx;
 
 /// Aborts the task when dropped, so that a job task that is itself
@@ -44,10 +45,12 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
     permit: OwnedSemaphorePermit,
 ) {
     let _permit = permit;
-    let Some(mut lease) = job.lease.clone() else {
+    let Some(lease) = job.lease.clone() else {
         tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
         return;
     };
+    // Renewed by the pool's heartbeat until this run ends.
+    let mut held = ctx.heartbeats.hold(&lease);
 
     // Wait for the queue's (and the group's) rate, holding the lease.
     let needs = rate_needs(&ctx, &queue, &job);
@@ -57,7 +60,7 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
             Ok(grant) => Ok(grant),
             Err(sluice_limit::Error::RateLimited { .. }) => {
                 metrics::rate_limit_wait(&queue.name);
-                match drive(&ctx, &mut lease, ctx.limiter.acquire_many(&pairs, None)).await {
+                match drive(&ctx, &mut held, ctx.limiter.acquire_many(&pairs, None)).await {
                     Driven::Done(r) => r,
                     Driven::Lost => return lost(&job),
                     Driven::Halted => return release(&ctx, &job, &lease).await,
@@ -94,7 +97,7 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
             // A task of its own, so that a panic is caught as a JoinError
             // instead of unwinding through the worker.
             let task = AbortOnDrop(tokio::spawn(async move { handler.run(&owned).await }));
-            match drive(&ctx, &mut lease, wait_task(task)).await {
+            match drive(&ctx, &mut held, wait_task(task)).await {
                 Driven::Done(Ok(outcome)) => outcome,
                 Driven::Done(Err(panic)) => Outcome::retry(panic),
                 Driven::Lost => return lost(&job),
@@ -137,16 +140,9 @@ fn rate_needs<S>(ctx: &Ctx<S>, queue: &QueueConfig, job: &Job) -> Vec<String> {
     needs
 }
 
-/// Drives `fut` while renewing `lease` by heartbeat, until it ends, the
-/// lease is lost, or shutdown halts running jobs.
-async fn drive<S: JobStore, F: Future>(
-    ctx: &Ctx<S>,
-    lease: &mut Lease,
-    fut: F,
-) -> Driven<F::Output> {
-    let period = ctx.config.heartbeat;
-    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Drives `fut` while the pool's heartbeat keeps `held` alive, until it
+/// ends, the lease is lost, or shutdown halts running jobs.
+async fn drive<S, F: Future>(ctx: &Ctx<S>, held: &mut Held, fut: F) -> Driven<F::Output> {
     let mut halt = ctx.halt.clone();
     let mut fut = std::pin::pin!(fut);
     loop {
@@ -155,13 +151,7 @@ async fn drive<S: JobStore, F: Future>(
         }
         tokio::select! {
             out = &mut fut => return Driven::Done(out),
-            _ = beat.tick() => match ctx.store.heartbeat(lease, ctx.config.lease).await {
-                Ok(renewed) => *lease = renewed,
-                Err(Error::LeaseLost(_) | Error::NotFound(_)) => return Driven::Lost,
-                // The lease may still hold; if the store stays down it
-                // expires and the job is rescued, never lost.
-                Err(e) => tracing::warn!(job = %lease.job, error = %e, "jobs: heartbeat failed"),
-            },
+            () = held.lost() => return Driven::Lost,
             changed = halt.changed() => {
                 if changed.is_err() {
                     // The pool is gone: as good as halted.

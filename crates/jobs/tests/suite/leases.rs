@@ -32,6 +32,66 @@ pub async fn heartbeat_extends_the_lease(f: &impl Factory) {
     assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
 }
 
+/// Many leases renewed at once: each guarded on its own, answered in order.
+pub async fn heartbeat_many_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(
+        store
+            .heartbeat_many(Vec::new(), LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stale_job = enqueue(&store, job("q")).await;
+    let (_, stale) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    assert_eq!(store.rescue().await.unwrap().len(), 1);
+    let (_, current) = claim_one(&store, "q", "w2").await;
+    assert_eq!(current.job, stale_job.id);
+    let a = enqueue(&store, job("q")).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    assert_eq!(la.job, a.id);
+    let missing = Lease {
+        job: JobId(i64::MAX),
+        ..la.clone()
+    };
+
+    clock.advance(Duration::from_secs(10));
+    let answers = store
+        .heartbeat_many(
+            vec![la.clone(), stale.clone(), current.clone(), missing],
+            LEASE,
+        )
+        .await
+        .expect("the batch as a whole is written");
+    assert_eq!(answers.len(), 4, "one answer per lease, in order");
+    let renewed = answers[0].as_ref().expect("a's lease holds");
+    assert_eq!(renewed.expires_at, clock.now() + LEASE);
+    assert_eq!((renewed.job, renewed.token), (la.job, la.token));
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
+        "{:?}",
+        answers[1]
+    );
+    let current_renewed = answers[2].as_ref().expect("the current lease holds");
+    assert_eq!(current_renewed.token, current.token);
+    assert!(
+        matches!(answers[3], Err(Error::NotFound(JobId(i64::MAX)))),
+        "{:?}",
+        answers[3]
+    );
+    clock.advance(LEASE - Duration::from_millis(1));
+    assert!(
+        store.rescue().await.unwrap().is_empty(),
+        "both renewed leases hold"
+    );
+    let zero = store.heartbeat_many(vec![la], Duration::ZERO).await;
+    assert!(
+        matches!(zero, Err(Error::Invalid { field: "lease", .. })),
+        "{zero:?}"
+    );
+}
+
 pub async fn expired_lease_is_rescued_and_old_worker_refused(f: &impl Factory) {
     let (store, clock) = open(f).await;
     let j = enqueue(&store, job("q")).await;

@@ -87,6 +87,7 @@ macro_rules! store_tests {
             batch::list_pages_by_cursor,
             batch::list_filters_by_tenant,
             leases::heartbeat_extends_the_lease,
+            leases::heartbeat_many_guards_each_lease,
             leases::expired_lease_is_rescued_and_old_worker_refused,
             leases::rescue_never_takes_a_live_lease,
             leases::rescue_of_last_attempt_is_dead,

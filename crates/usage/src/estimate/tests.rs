@@ -5,7 +5,7 @@ use super::{
     REQUEST_OVERHEAD_TOKENS as REQ, estimate,
 };
 use crate::Endpoint::{self, Chat, Embeddings, Messages, Responses};
-use crate::WireFormat::{self, Anthropic, Openai};
+use crate::WireFormat::{self, Anthropic, Gemini, Openai};
 
 const DEFAULT: u64 = 1_000;
 
@@ -173,4 +173,23 @@ fn legacy_prompt_and_odd_bodies() {
     );
     let huge = json!({"messages": [], "max_tokens": u64::MAX, "n": 1000});
     assert_eq!(est(Openai, Chat, huge).total, u64::MAX);
+}
+
+#[test]
+fn gemini_contents_system_instruction_and_generation_config() {
+    let image = "A".repeat(100_000);
+    let body = json!({
+        "systemInstruction": {"parts": [{"text": "Be terse."}]},          // 9 chars
+        "contents": [
+            {"role": "user", "parts": [
+                {"text": "Describe this"},                                 // 13 chars
+                {"inlineData": {"mimeType": "image/png", "data": image}},
+            ]},
+        ],
+        "generationConfig": {"maxOutputTokens": 64, "candidateCount": 2},
+    });
+    // 22 chars / 4 → 6; one content item; the image at the flat figure.
+    assert_eq!(est(Gemini, Chat, body), expect(6 + REQ + MSG + MEDIA, 128));
+    let bare = json!({"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]});
+    assert_eq!(est(Gemini, Chat, bare), expect(1 + REQ + MSG, DEFAULT));
 }

@@ -18,9 +18,15 @@ use crate::{Endpoint, WireFormat};
 /// - OpenAI `/responses`: `event: error` with `{"type": "error", "code",
 ///   "message"}`;
 /// - Anthropic: `event: error` with `{"type": "error", "error": {"type",
-///   "message"}}`.
+///   "message"}}`;
+/// - Gemini: `data: {"error": {"code", "message", "status"}}`, Google's
+///   error shape.
 pub fn error_event(format: WireFormat, endpoint: Endpoint, code: &str, message: &str) -> Bytes {
     let text = match (format, endpoint) {
+        (WireFormat::Gemini, _) => {
+            let data = json!({"error": {"code": 500, "message": message, "status": "INTERNAL", "details": [{"reason": code}]}});
+            format!("\n\ndata: {data}\n\n")
+        }
         (WireFormat::Anthropic, _) | (_, Endpoint::Messages) => {
             let data = json!({"type": "error", "error": {"type": "api_error", "message": message}});
             format!("\n\nevent: error\ndata: {data}\n\n")
@@ -70,5 +76,9 @@ mod tests {
         let msgs = error_event(WireFormat::Anthropic, Endpoint::Messages, "c", "m");
         let e: serde_json::Value = serde_json::from_str(&events(&msgs)[0]).unwrap();
         assert_eq!(e["error"]["type"], "api_error");
+        let gemini = error_event(WireFormat::Gemini, Endpoint::Chat, "c", "m");
+        let e: serde_json::Value = serde_json::from_str(&events(&gemini)[0]).unwrap();
+        assert_eq!(e["error"]["status"], "INTERNAL");
+        assert_eq!(e["error"]["message"], "m");
     }
 }

@@ -82,6 +82,17 @@ const RESPONSES_STREAM: &str = concat!(
 );
 
 /// A stream, how to scan it, and what must come out.
+/// Gemini's `streamGenerateContent?alt=sse`: `\r\n` separators, each
+/// chunk a whole `GenerateContentResponse` with cumulative usage.
+const GEMINI_STREAM: &str = concat!(
+    r#"data: {"candidates":[{"content":{"parts":[{"text":"Let me"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":2,"totalTokenCount":33},"modelVersion":"gemini-2.5-flash","responseId":"r1"}"#,
+    "\r\n\r\n",
+    r#"data: {"candidates":[{"content":{"parts":[{"text":" look."},{"functionCall":{"name":"lookup","args":{"q":"a"}}}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":9,"totalTokenCount":40},"modelVersion":"gemini-2.5-flash","responseId":"r1"}"#,
+    "\r\n\r\n",
+    r#"data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":12,"thoughtsTokenCount":20,"totalTokenCount":63},"modelVersion":"gemini-2.5-flash","responseId":"r1"}"#,
+    "\r\n\r\n",
+);
+
 struct Case {
     format: WireFormat,
     endpoint: Endpoint,
@@ -139,6 +150,18 @@ fn cases() -> Vec<Case> {
                 prompt_tokens: 39,
                 completion_tokens: 42,
                 total_tokens: 81,
+            },
+            1,
+        ),
+        passthrough(
+            WireFormat::Gemini,
+            Endpoint::Chat,
+            GEMINI_STREAM,
+            // Thoughts are output.
+            Usage {
+                prompt_tokens: 31,
+                completion_tokens: 32,
+                total_tokens: 63,
             },
             1,
         ),

@@ -245,6 +245,25 @@ fn tenants_and_fallbacks_come_from_the_file_alone() {
 }
 
 #[test]
+fn native_gemini_and_translated_fallbacks_load() {
+    let c = file(
+        r#"
+        [[providers]]
+        name = "google"
+        base_url = "https://generativelanguage.googleapis.com/v1beta"
+        format = "gemini"
+        [fallbacks]
+        "openai/gpt-4o" = ["anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash"]
+        "#,
+    );
+    let google = c.providers.iter().find(|p| p.name == "google").unwrap();
+    assert_eq!(google.format, WireFormat::Gemini);
+    // An OpenAI model may fall back to models that answer chat by
+    // translation.
+    assert_eq!(c.fallbacks["openai/gpt-4o"].len(), 2);
+}
+
+#[test]
 fn env_overrides_nested_keys() {
     let c = with_env(
         "[retry]\nmax_attempts = 4\n",
@@ -489,7 +508,7 @@ fn type_errors_name_the_key_and_the_file() {
     assert_eq!(
         e.to_string(),
         "invalid value for `providers[1].format` in cfg.toml: \
-         unknown variant `grpc`, expected `openai` or `anthropic`"
+         unknown variant `grpc`, expected one of `openai`, `anthropic`, `gemini`"
     );
     for (toml, key, message) in [
         (
@@ -647,8 +666,8 @@ fn validation_errors_name_the_key() {
             "no provider serves `nobody/b`",
         ),
         (
-            "[fallbacks]\n\"openai/a\" = [\"anthropic/b\"]".into(),
-            "fallbacks.\"openai/a\"[0]",
+            "[fallbacks]\n\"anthropic/a\" = [\"openai/b\"]".into(),
+            "fallbacks.\"anthropic/a\"[0]",
             "another wire format",
         ),
         (

@@ -4,6 +4,7 @@
 mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
+mod keys;
 mod lists;
 
 use std::collections::HashMap;
@@ -27,6 +28,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     fallbacks(&c, config)?;
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
+    keys::keys(&c, config)?;
     cache::cache(&c, config)?;
     sections(&c, config)
 }

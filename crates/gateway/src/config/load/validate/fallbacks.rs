@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{Checks, key};
-use crate::config::Config;
 use crate::config::load::{ConfigError, Seg};
+use crate::config::{Config, WireFormat};
 
 pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     let path = |model: &str| key(&["fallbacks", model]);
@@ -24,8 +24,11 @@ pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigErr
                 ));
             };
             // The gateway passes request bodies through: a fallback must
-            // speak the same wire format as the model it stands in for.
-            if format.is_some_and(|f| f != p.format) {
+            // speak the same wire format as the model it stands in for,
+            // or, for an OpenAI model, answer its chat calls by translation
+            // (its other calls skip that fallback).
+            let translates = format == Some(WireFormat::Openai) && p.format != WireFormat::Openai;
+            if format.is_some_and(|f| f != p.format) && !translates {
                 return Err(c.fail(
                     at,
                     format!(

@@ -1,0 +1,133 @@
+//! `sluice tiers`, `sluice tenants` and `sluice keys` against a running
+//! `sluice serve`: create, issue (the key printed once), list, rotate,
+//! revoke and block, and errors that name the field.
+
+mod serve;
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use serve::{Serve, TempDir};
+
+const ADMIN: &str = "s3cret";
+
+struct Fixture {
+    serve: Serve,
+    _dir: TempDir,
+}
+
+impl Fixture {
+    fn start() -> Fixture {
+        let dir = TempDir::new("cli-keys");
+        let config = dir.join("sluice.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
+                dir.join("data").display().to_string()
+            ),
+        )
+        .unwrap();
+        Fixture {
+            serve: Serve::start(&config),
+            _dir: dir,
+        }
+    }
+
+    /// Runs `sluice ARGS --target URL --admin-token TOKEN`.
+    fn run(&self, args: &[&str], token: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(args).args(["--target", &self.serve.url]);
+        if let Some(t) = token {
+            cmd.args(["--admin-token", t]);
+        }
+        cmd.env_remove("SLUICE_ADMIN_TOKEN")
+            .env_remove("SLUICE_TARGET")
+            .output()
+            .expect("sluice runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args, Some(ADMIN));
+        assert!(
+            out.status.success(),
+            "sluice {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).expect("JSON on stdout")
+    }
+
+    fn fails(&self, args: &[&str], token: Option<&str>) -> String {
+        let out = self.run(args, token);
+        assert_eq!(out.status.code(), Some(1), "sluice {args:?}: {out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    }
+}
+
+#[test]
+fn keys_tenants_and_tiers_from_the_command_line() {
+    let f = Fixture::start();
+    let out = f.ok(&[
+        "tiers", "create", "free", "--rpm", "60", "--model", "openai/*",
+    ]);
+    assert!(out.contains("requests_per_minute=60"), "{out}");
+    let out = f.ok(&["tiers", "list"]);
+    assert!(out.starts_with("NAME") && out.contains("free"), "{out}");
+    let err = f.fails(&["tiers", "create", "pro", "--rps", "0"], Some(ADMIN));
+    assert!(err.contains("limits.requests_per_second"), "{err}");
+
+    f.ok(&[
+        "tenants", "create", "acme", "--tier", "free", "--tag", "team-a",
+    ]);
+    let err = f.fails(
+        &["tenants", "create", "globex", "--tier", "gold"],
+        Some(ADMIN),
+    );
+    assert!(err.contains("400") && err.contains("`tier`"), "{err}");
+    let out = f.ok(&["tenants", "list"]);
+    assert!(out.contains("acme") && out.contains("active"), "{out}");
+
+    // The key is printed once, by the issue.
+    let out = f.ok(&[
+        "keys", "issue", "--tenant", "acme", "--name", "ci", "--tpm", "1000",
+    ]);
+    let key = out
+        .lines()
+        .find_map(|l| l.strip_prefix("key: "))
+        .expect("the key is printed")
+        .to_owned();
+    assert!(key.starts_with("sk-sluice-"), "{out}");
+    let id = key["sk-sluice-".len()..]
+        .split('_')
+        .next()
+        .unwrap()
+        .to_owned();
+    let listed = f.ok(&["keys", "list", "--tenant", "acme"]);
+    assert!(listed.contains(&id) && !listed.contains(&key), "{listed}");
+    assert!(listed.contains("tokens_per_minute=1000"), "{listed}");
+
+    let rotated = f.json(&["keys", "rotate", &id, "--grace", "120"]);
+    assert_eq!(rotated["previous"]["id"], id.as_str());
+    assert_eq!(rotated["previous"]["state"], "rotated");
+    let new_id = rotated["id"].as_str().unwrap().to_owned();
+    let out = f.ok(&["keys", "block", &new_id]);
+    assert!(out.contains("blocked"), "{out}");
+    let out = f.ok(&["keys", "revoke", &new_id]);
+    assert!(out.contains("revoked"), "{out}");
+    let err = f.fails(&["keys", "unblock", &new_id], Some(ADMIN));
+    assert!(err.contains("409"), "{err}");
+
+    let err = f.fails(&["keys", "list"], None);
+    assert!(
+        err.contains("401") && err.contains("--admin-token"),
+        "{err}"
+    );
+    let err = f.fails(&["keys", "list"], Some("wrong"));
+    assert!(err.contains("403"), "{err}");
+}

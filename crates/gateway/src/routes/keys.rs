@@ -1,0 +1,227 @@
+//! The admin API of keys managed at run time: issue (the key is in the
+//! answer once, never again), list, show, change, rotate with a grace
+//! period, revoke, block and unblock. Tenants and tiers are in
+//! [`super::tenants`]. All of it is the operator's (admin token).
+//!
+//! A change drops the cached key at once (see [`crate::keys`]), so the
+//! next request with it sees the change.
+
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use sluice_keys::{Change, KeyRecord, NewKey, Update};
+
+use crate::auth::Admin;
+use crate::body::Body;
+use crate::error::{ApiError, chain};
+use crate::keys::KeyRegistry;
+use crate::routes::limits::parse;
+use crate::state::AppState;
+
+/// A rotated key works this long beside its replacement unless the
+/// request says otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3_600);
+
+/// The key store, or why the keys API is off.
+pub(crate) fn registry(state: &AppState) -> Result<&KeyRegistry, ApiError> {
+    state.keystore.get().ok_or_else(|| {
+        ApiError::NotFound("keys managed at run time are disabled ([keys] enabled = false)".into())
+    })
+}
+
+/// A store error as an answer.
+pub(crate) fn store_error(e: sluice_keys::Error) -> ApiError {
+    use sluice_keys::Error as E;
+    match e {
+        E::Invalid { field, reason } => ApiError::bad_field(&field, reason),
+        E::NotFound { .. } => ApiError::NotFound(e.to_string()),
+        E::Conflict { .. } | E::WrongState { .. } => ApiError::Conflict(e.to_string()),
+        E::Database(_) => {
+            tracing::warn!(error = %chain(&e), "key store");
+            ApiError::Unavailable {
+                message: format!("the key store is unavailable: {}", chain(&e)),
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        }
+        other => ApiError::Internal(chain(&other)),
+    }
+}
+
+pub(crate) fn reply(r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub(crate) fn ok(v: &impl serde::Serialize) -> Result<Response, ApiError> {
+    Ok(axum::Json(v).into_response())
+}
+
+/// The body as `T`; an empty body is `T::default()`.
+pub(crate) fn parse_or_default<T: serde::de::DeserializeOwned + Default>(
+    body: &bytes::Bytes,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse(body)
+    }
+}
+
+/// `POST /v1/keys` `{"tenant", "name"?, "tier"?, "limits"?, "tags"?}`:
+/// 201 with the key (`key`, shown this once) and its record.
+pub async fn issue(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let new: NewKey = parse(&body)?;
+            let issued = r.store().issue_key(&new).await.map_err(store_error)?;
+            tracing::info!(key = %issued.record.id, tenant = %issued.record.tenant, "key issued");
+            Ok((StatusCode::CREATED, axum::Json(issued)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/keys[?tenant=NAME]`: keys without their secrets.
+pub async fn list(State(state): State<AppState>, _: Admin, RawQuery(q): RawQuery) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let mut tenant = None;
+            for (name, value) in url::form_urlencoded::parse(q.unwrap_or_default().as_bytes()) {
+                match name.as_ref() {
+                    "tenant" => tenant = Some(value.into_owned()).filter(|t| !t.is_empty()),
+                    other => {
+                        return Err(ApiError::bad_field(
+                            other,
+                            "unknown query parameter (tenant is the only one)",
+                        ));
+                    }
+                }
+            }
+            let keys = r
+                .store()
+                .keys(tenant.as_deref())
+                .await
+                .map_err(store_error)?;
+            ok(&json!({"keys": keys}))
+        }
+        .await,
+    )
+}
+
+fn found(id: &str, k: Option<KeyRecord>) -> Result<KeyRecord, ApiError> {
+    k.ok_or_else(|| ApiError::NotFound(format!("no key {id:?}")))
+}
+
+/// `GET /v1/keys/{id}`.
+pub async fn show(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
+    reply(
+        async {
+            let k = registry(&state)?.store().key(&id).await;
+            ok(&found(&id, k.map_err(store_error)?)?)
+        }
+        .await,
+    )
+}
+
+/// `PATCH /v1/keys/{id}` `{"tier"?, "limits"?, "tags"?}`.
+pub async fn update(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+    Body(body): Body,
+) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let u: Update = parse(&body)?;
+            let k = r.store().update_key(&id, &u).await.map_err(store_error)?;
+            r.changed(&Change::Key(id));
+            ok(&k)
+        }
+        .await,
+    )
+}
+
+/// What `POST /v1/keys/{id}/rotate` may say.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rotate {
+    /// How long the old key keeps working (default 1 h, at most 30 days).
+    grace_seconds: Option<u64>,
+}
+
+/// `POST /v1/keys/{id}/rotate` `{"grace_seconds"?}`: 201 with the new key
+/// (shown this once) and `previous`, the old key's record.
+pub async fn rotate(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+    Body(body): Body,
+) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let req: Rotate = parse_or_default(&body)?;
+            let grace = req.grace_seconds.map_or(DEFAULT_GRACE, Duration::from_secs);
+            let (new, old) = r
+                .store()
+                .rotate_key(&id, grace)
+                .await
+                .map_err(store_error)?;
+            r.changed(&Change::Key(id));
+            tracing::info!(old = %old.id, new = %new.record.id, ?grace, "key rotated");
+            let mut body =
+                serde_json::to_value(&new).map_err(|e| ApiError::Internal(e.to_string()))?;
+            body["previous"] = serde_json::to_value(&old).unwrap_or_default();
+            Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+        }
+        .await,
+    )
+}
+
+/// What a state change does.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Revoke,
+    Block,
+    Unblock,
+}
+
+async fn set_state(state: &AppState, id: String, action: Action) -> Response {
+    reply(
+        async {
+            let r = registry(state)?;
+            let s = r.store();
+            let k = match action {
+                Action::Revoke => s.revoke_key(&id).await,
+                Action::Block => s.block_key(&id).await,
+                Action::Unblock => s.unblock_key(&id).await,
+            }
+            .map_err(store_error)?;
+            r.changed(&Change::Key(id));
+            tracing::info!(key = %k.id, state = k.state.as_str(), "key state changed");
+            ok(&k)
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/keys/{id}/revoke`: refused from now on, for good.
+pub async fn revoke(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
+    set_state(&state, id, Action::Revoke).await
+}
+
+/// `POST /v1/keys/{id}/block`: refused until unblocked.
+pub async fn block(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
+    set_state(&state, id, Action::Block).await
+}
+
+/// `POST /v1/keys/{id}/unblock`.
+pub async fn unblock(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
+    set_state(&state, id, Action::Unblock).await
+}

@@ -1,0 +1,192 @@
+//! The admin API of tenants and tiers managed at run time: create, list,
+//! show, change, block and unblock tenants; create, list and change tiers
+//! (a tier's change applies to every tenant and key in it). The
+//! operator's (admin token).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use sluice_keys::{Change, Limits, NewTenant, Update};
+
+use super::keys::{ok, registry, reply, store_error};
+use crate::auth::Admin;
+use crate::body::Body;
+use crate::error::ApiError;
+use crate::routes::limits::parse;
+use crate::state::AppState;
+
+/// `POST /v1/tenants` `{"name", "tier"?, "limits"?, "tags"?}`: 201.
+pub async fn create(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let new: NewTenant = parse(&body)?;
+            let t = r.store().create_tenant(&new).await.map_err(store_error)?;
+            // A name looked up before it existed may be cached as absent.
+            r.changed(&Change::Tenant(t.name.clone()));
+            Ok((StatusCode::CREATED, axum::Json(t)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/tenants`: the tenants of the store (those of the config file
+/// are in the config).
+pub async fn list(State(state): State<AppState>, _: Admin) -> Response {
+    reply(
+        async {
+            let tenants = registry(&state)?
+                .store()
+                .tenants()
+                .await
+                .map_err(store_error)?;
+            ok(&json!({"tenants": tenants}))
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/tenants/{name}`.
+pub async fn show(State(state): State<AppState>, _: Admin, Path(name): Path<String>) -> Response {
+    reply(
+        async {
+            let t = registry(&state)?
+                .store()
+                .tenant(&name)
+                .await
+                .map_err(store_error)?;
+            ok(&t.ok_or_else(|| ApiError::NotFound(format!("no tenant {name:?}")))?)
+        }
+        .await,
+    )
+}
+
+/// `PATCH /v1/tenants/{name}` `{"tier"?, "limits"?, "tags"?}`.
+pub async fn update(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(name): Path<String>,
+    Body(body): Body,
+) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let u: Update = parse(&body)?;
+            let t = r
+                .store()
+                .update_tenant(&name, &u)
+                .await
+                .map_err(store_error)?;
+            r.changed(&Change::Tenant(name));
+            ok(&t)
+        }
+        .await,
+    )
+}
+
+async fn set_blocked(state: &AppState, name: String, blocked: bool) -> Response {
+    reply(
+        async {
+            let r = registry(state)?;
+            let t = if blocked {
+                r.store().block_tenant(&name).await
+            } else {
+                r.store().unblock_tenant(&name).await
+            }
+            .map_err(store_error)?;
+            r.changed(&Change::Tenant(name));
+            tracing::info!(tenant = %t.name, state = t.state.as_str(), "tenant state changed");
+            ok(&t)
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/tenants/{name}/block`: every key of it is refused.
+pub async fn block(State(state): State<AppState>, _: Admin, Path(name): Path<String>) -> Response {
+    set_blocked(&state, name, true).await
+}
+
+/// `POST /v1/tenants/{name}/unblock`.
+pub async fn unblock(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Response {
+    set_blocked(&state, name, false).await
+}
+
+/// A tier to create.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewTier {
+    name: String,
+    #[serde(default)]
+    limits: Limits,
+}
+
+/// A tier's new limits.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierUpdate {
+    limits: Limits,
+}
+
+/// `POST /v1/tiers` `{"name", "limits"}`: 201.
+pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let new: NewTier = parse(&body)?;
+            let t = r
+                .store()
+                .create_tier(&new.name, &new.limits)
+                .await
+                .map_err(store_error)?;
+            r.changed(&Change::Tier(t.name.clone()));
+            Ok((StatusCode::CREATED, axum::Json(t)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/tiers`.
+pub async fn list_tiers(State(state): State<AppState>, _: Admin) -> Response {
+    reply(
+        async {
+            let tiers = registry(&state)?
+                .store()
+                .tiers()
+                .await
+                .map_err(store_error)?;
+            ok(&json!({"tiers": tiers}))
+        }
+        .await,
+    )
+}
+
+/// `PUT /v1/tiers/{name}` `{"limits"}`: replaces its limits; every member
+/// follows at once.
+pub async fn update_tier(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(name): Path<String>,
+    Body(body): Body,
+) -> Response {
+    reply(
+        async {
+            let r = registry(&state)?;
+            let u: TierUpdate = parse(&body)?;
+            let t = r
+                .store()
+                .update_tier(&name, &u.limits)
+                .await
+                .map_err(store_error)?;
+            r.changed(&Change::Tier(name));
+            ok(&t)
+        }
+        .await,
+    )
+}
