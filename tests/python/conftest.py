@@ -50,6 +50,11 @@ base_url = "http://127.0.0.1:{sim_port}/openai/v1"
 name = "anthropic"
 base_url = "http://127.0.0.1:{sim_port}/anthropic/v1"
 format = "anthropic"
+
+[[providers]]
+name = "google"
+base_url = "http://127.0.0.1:{sim_port}/google/v1beta"
+format = "gemini"
 """
         )
     procs = [

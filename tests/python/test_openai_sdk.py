@@ -74,6 +74,56 @@ def test_limits_visible(gateway, client):
     assert "openai/gpt-4o-mini" in names
 
 
+# Anthropic and native Gemini models through /v1/chat/completions: the
+# gateway translates the request, the answer and the stream.
+TRANSLATED = ["anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash"]
+
+
+@pytest.mark.parametrize("model", TRANSLATED)
+def test_translated_chat(client, model):
+    r = client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Say hello"},
+        ],
+        max_tokens=16,
+    )
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.content
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens > 0
+    assert 0 < r.usage.completion_tokens <= 16
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+@pytest.mark.parametrize("model", TRANSLATED)
+def test_translated_streaming_chat_with_usage(client, model):
+    stream = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Count to five"}],
+        max_tokens=6,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, finish, usage = "", None, []
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage.append(chunk.usage)
+            continue
+        delta = chunk.choices[0].delta
+        text += delta.content or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert len(text.split()) == 6
+    assert finish == "length"
+    assert len(usage) == 1 and usage[0].completion_tokens == 6
+
+
+def test_models_list(client):
+    ids = [m.id for m in client.models.list()]
+    assert "google/*" in ids and "anthropic/*" in ids
+
+
 def test_a_cached_stream_is_replayed_as_sse(gateway, client):
     # temperature 0: cached. The first answer streams from the sim and is
     # stored once it ends; the second is replayed from the cache.

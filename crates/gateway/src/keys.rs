@@ -1,29 +1,70 @@
 //! Tenants, API keys and tiers managed at run time, in the gateway: the
-//! store `[keys]` names, opened at start-up, and the cache every key check
-//! reads. A change made through the admin API drops the cached entry here
-//! at once ([`KeyRegistry::changed`]).
+//! store `[keys]` names, opened at start-up; the cache every key check
+//! reads; and the per-key and per-tenant limits, enforced by the request
+//! path's own limiter (so in Redis when distributed) before the
+//! provider's.
+//!
+//! A change made through the admin API drops the cached entry here at
+//! once and, with `[redis]`, is announced on the bus
+//! ([`sluice_redis::RedisLimiter::publish_notice`]) so that every other
+//! replica drops it too: a revoked key is refused everywhere as soon as
+//! the notice arrives (milliseconds), not after the cache's TTL. A replica
+//! whose bus reconnects drops its whole cache, since notices sent while
+//! it was away are lost.
 
+mod limits;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_keys::{Change, KeyCache, KeyStore};
+use serde::{Deserialize, Serialize};
+use sluice_keys::{AuthError, Caller, Change, KeyCache, KeyStore, Refusal};
+use sluice_limit::Limit;
+use sluice_redis::{NoticeEvent, RedisLimiter};
 
 use crate::config::{Config, StoreLocation};
-use crate::error::chain;
+use crate::error::{ApiError, chain};
 use crate::state::StartError;
 
-/// The open key store and its cache.
+pub(crate) use limits::CALLER_PREFIX;
+
+/// The bus topic of key store changes.
+const TOPIC: &str = "keys";
+
+/// The open key store, its cache, and what it set in the limiter.
 #[derive(Debug, Clone)]
 pub struct KeyRegistry {
     cache: KeyCache,
+    /// Whether the store has tenants: then the gateway asks every caller
+    /// for a key, as with `[[tenants]]`.
+    has_tenants: Arc<AtomicBool>,
+    redis: Option<RedisLimiter>,
+    /// The limit last set on each caller resource, so that it is set
+    /// again only when it changes (setting a limit forgives its debt).
+    applied: Arc<Mutex<HashMap<String, Limit>>>,
+}
+
+/// A change as it travels on the bus.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Wire {
+    Key(String),
+    Tenant(String),
+    Tier(String),
 }
 
 impl KeyRegistry {
     /// Opens the store `config.keys` names (creating the data directory
-    /// for SQLite).
+    /// for SQLite) and, with `redis`, listens for other replicas' changes.
     ///
     /// # Errors
     /// [`StartError::Keys`] naming the file or URL (password hidden).
-    pub async fn open(config: &Config) -> Result<KeyRegistry, StartError> {
+    pub async fn open(
+        config: &Config,
+        redis: Option<RedisLimiter>,
+    ) -> Result<KeyRegistry, StartError> {
         let k = &config.keys;
         let location = k.location(&config.data_dir, &config.jobs);
         let fail = |detail: String| StartError::Keys {
@@ -40,12 +81,49 @@ impl KeyRegistry {
             StoreLocation::Postgres(url) => KeyStore::connect(url).await,
         }
         .map_err(|e| fail(chain(&e)))?;
+        let has_tenants = !store
+            .tenants()
+            .await
+            .map_err(|e| fail(chain(&e)))?
+            .is_empty();
         let cache = KeyCache::with_ttls(
             store,
             Duration::from_secs(k.cache_ttl_seconds),
             Duration::from_secs(k.tier_cache_ttl_seconds),
         );
-        Ok(KeyRegistry { cache })
+        let registry = KeyRegistry {
+            cache,
+            has_tenants: Arc::new(AtomicBool::new(has_tenants)),
+            redis,
+            applied: Arc::default(),
+        };
+        if let Some(r) = &registry.redis {
+            // Weak: the listener lives as long as the limiter, the cache
+            // only as long as the gateway.
+            let cache = registry.cache.clone();
+            let has_tenants = Arc::downgrade(&registry.has_tenants);
+            r.on_notice(move |e| {
+                if has_tenants.upgrade().is_none() {
+                    return;
+                }
+                match e {
+                    NoticeEvent::Notice(n) if n.topic == TOPIC => {
+                        match serde_json::from_str::<Wire>(&n.body) {
+                            Ok(w) => {
+                                if let (Wire::Tenant(_), Some(h)) = (&w, has_tenants.upgrade()) {
+                                    h.store(true, Ordering::SeqCst);
+                                }
+                                cache.invalidate(&from_wire(w));
+                            }
+                            Err(e) => tracing::warn!(error = %e, "ignoring a malformed key notice"),
+                        }
+                    }
+                    NoticeEvent::Notice(_) => {}
+                    NoticeEvent::Resubscribed => cache.invalidate_all(),
+                }
+            });
+        }
+        Ok(registry)
     }
 
     /// The store.
@@ -58,13 +136,87 @@ impl KeyRegistry {
         &self.cache
     }
 
-    /// Drops what `change` made stale.
-    pub fn changed(&self, change: &Change) {
-        self.cache.invalidate(change);
+    /// Whether the store has tenants (seen here or announced on the bus).
+    pub fn has_tenants(&self) -> bool {
+        self.has_tenants.load(Ordering::SeqCst)
+    }
+
+    /// Drops what `change` made stale here and tells the other replicas.
+    /// A replica the notice cannot reach (Redis away) drops it within the
+    /// cache's TTL, or at once when its bus comes back.
+    pub async fn changed(&self, change: Change) {
+        if matches!(change, Change::Tenant(_)) {
+            self.has_tenants.store(true, Ordering::SeqCst);
+        }
+        self.cache.invalidate(&change);
+        if let Some(r) = &self.redis {
+            let body = serde_json::to_string(&to_wire(change)).unwrap_or_default();
+            if let Err(e) = r.publish_notice(TOPIC, &body).await {
+                tracing::warn!(error = %e, "could not announce a key change to the other replicas");
+            }
+        }
+    }
+
+    /// The caller `key` names.
+    ///
+    /// # Errors
+    /// 401 for an unknown, revoked or expired key; 403 for a blocked key
+    /// or tenant; 503 when the store cannot be read.
+    pub async fn authenticate(&self, key: &str) -> Result<Arc<Caller>, ApiError> {
+        match self.cache.authenticate(key).await {
+            Ok(c) => Ok(Arc::new(c)),
+            Err(AuthError::Refused(r)) => Err(match r {
+                Refusal::KeyBlocked | Refusal::TenantBlocked => ApiError::Forbidden(r.to_string()),
+                Refusal::Malformed | Refusal::Unknown => {
+                    ApiError::Unauthorized("unknown API key".into())
+                }
+                Refusal::Revoked | Refusal::Expired => ApiError::Unauthorized(r.to_string()),
+            }),
+            Err(AuthError::Store(e)) => {
+                tracing::warn!(error = %chain(&e), "key store");
+                Err(ApiError::Unavailable {
+                    message: "the key store is unavailable".into(),
+                    retry_after: Some(Duration::from_secs(1)),
+                })
+            }
+        }
     }
 
     /// Closes the store's connections.
     pub async fn close(&self) {
         self.store().close().await;
+    }
+}
+
+/// What a request in `ctx` takes for its caller's own limits (nothing
+/// for a static key or an open gateway); `tokens` is its estimate, for a
+/// model call.
+///
+/// # Errors
+/// When the limiter refuses a limit.
+pub(crate) fn caller_needs(
+    state: &crate::state::AppState,
+    ctx: &crate::context::Context,
+    tokens: Option<u64>,
+) -> Result<limits::CallerNeeds, ApiError> {
+    match (&ctx.caller, state.keystore.get()) {
+        (Some(c), Some(r)) => r.needs(&state.limits, c, tokens),
+        _ => Ok(limits::CallerNeeds::default()),
+    }
+}
+
+fn to_wire(c: Change) -> Wire {
+    match c {
+        Change::Key(k) => Wire::Key(k),
+        Change::Tenant(t) => Wire::Tenant(t),
+        Change::Tier(t) => Wire::Tier(t),
+    }
+}
+
+fn from_wire(w: Wire) -> Change {
+    match w {
+        Wire::Key(k) => Change::Key(k),
+        Wire::Tenant(t) => Change::Tenant(t),
+        Wire::Tier(t) => Change::Tier(t),
     }
 }

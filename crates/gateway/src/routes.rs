@@ -5,6 +5,7 @@
 //! extractor (see [`crate::auth`]) before it reads its body.
 
 pub mod cache;
+pub mod catalog;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
@@ -51,6 +52,7 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
         entry("POST", "/v1/responses", Tenant, post(models::responses)),
         entry("POST", "/v1/messages", Tenant, post(models::messages)),
+        entry("GET", "/v1/models", Tenant, get(catalog::list)),
         entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
         entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
         entry("POST", "/v1/limits/release", Tenant, post(limits::release)),

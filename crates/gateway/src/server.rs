@@ -47,7 +47,7 @@ impl Gateway {
             let _ = state.jobs.set(jobs);
         }
         if state.config.keys.enabled {
-            let keys = crate::keys::KeyRegistry::open(&state.config).await?;
+            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
             let _ = state.keystore.set(keys);
         }
         let listener = TcpListener::bind(addr)

@@ -151,6 +151,12 @@ pub enum StartError {
 }
 
 impl AppState {
+    /// Whether no caller needs a key: no `[[tenants]]` and no tenant in
+    /// the key store.
+    pub(crate) fn is_open(&self) -> bool {
+        self.keys.is_open() && !self.keystore.get().is_some_and(|k| k.has_tenants())
+    }
+
     /// Builds the state; the limiter's maintenance task is spawned on the
     /// current runtime.
     ///
@@ -453,6 +459,11 @@ pub(crate) fn scoped(tenant: &str, resource: &str) -> String {
 /// The name `tenant` knows `resource` by, or `None` for another tenant's
 /// session (which it must not see).
 pub(crate) fn unscoped(tenant: &str, resource: &str) -> Option<String> {
+    // Per-key and per-tenant limits are the operator's: no tenant sees
+    // another's (nor learns its key ids).
+    if resource.starts_with(crate::keys::CALLER_PREFIX) {
+        return None;
+    }
     match resource.strip_prefix(sluice_limit::SESSION_PREFIX) {
         Some(rest) => rest
             .strip_prefix(&session_scope(tenant))

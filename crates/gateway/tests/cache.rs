@@ -475,3 +475,37 @@ fn fastrand_suffix() -> u64 {
     h.write_u8(0);
     h.finish()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translated_answer_is_cached_in_the_clients_format() {
+    let h = Harness::with(sim_with("c12", 0), |_| {}).await;
+    for model in ["anthropic/c12"] {
+        let mut q = question(model, "translated");
+        q["stream"] = json!(true);
+        let first = h.send("/v1/chat/completions", &q).await;
+        assert_eq!(first.status(), StatusCode::OK, "{model}");
+        assert_eq!(cache_header(&first), "miss");
+        let live = first.text().await.unwrap();
+        assert_eq!(
+            usage_chunks(&live),
+            0,
+            "{model}: usage only when asked: {live}"
+        );
+        q["stream_options"] = json!({"include_usage": true});
+        let hit = h.send("/v1/chat/completions", &q).await;
+        assert_eq!(cache_header(&hit), "hit", "{model}");
+        let replay = hit.text().await.unwrap();
+        assert_eq!(streamed_text(&replay), streamed_text(&live), "{model}");
+        assert_eq!(usage_chunks(&replay), 1, "{model}: {replay}");
+    }
+    h.stop().await;
+}
+
+/// Chunks of a chat stream that carry a usage object.
+fn usage_chunks(body: &str) -> usize {
+    events(body)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v["usage"].is_object())
+        .count()
+}

@@ -259,3 +259,42 @@ async fn anthropic_messages_still_pass_through() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_what_the_gateway_routes() {
+    let h = Harness::with(sim_config(), |c| {
+        native_gemini(c);
+        c.fallbacks
+            .insert("openai/gpt-4o".into(), vec![CLAUDE.into(), GEMINI.into()]);
+    })
+    .await;
+    let res = h.get("/v1/models").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let list: Value = res.json().await.unwrap();
+    assert_eq!(list["object"], "list");
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "openai/*",
+        "anthropic/*",
+        "google/*",
+        "openai/gpt-4o",
+        CLAUDE,
+        GEMINI,
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let gemini = &list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == GEMINI)
+        .unwrap();
+    assert_eq!(gemini["owned_by"], "google");
+    assert_eq!(gemini["format"], "gemini");
+    h.stop().await;
+}

@@ -1,7 +1,8 @@
 //! The capacity bus: Redis pub/sub on `{prefix}ratelimit.capacity`
 //! carrying [`CapacityUpdate`]s, and `{prefix}ratelimit.release` carrying
 //! the names of resources whose in-flight slots came back (to wake
-//! waiters without polling).
+//! waiters without polling), and `{prefix}notices` carrying
+//! [`Notice`](crate::Notice)s between replicas (see [`crate::notice`]).
 //!
 //! The shared capacity itself lives in Redis, so every replica's next
 //! decision already sees a reduction; the bus tells replicas to drop what
@@ -40,6 +41,7 @@ pub struct CapacityUpdate {
 /// told once the first subscription stands.
 pub(crate) fn spawn(weak: Weak<Inner>, ready: tokio::sync::oneshot::Sender<()>) -> JoinHandle<()> {
     let mut ready = Some(ready);
+    let mut subscribed_before = false;
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -49,6 +51,7 @@ pub(crate) fn spawn(weak: Weak<Inner>, ready: tokio::sync::oneshot::Sender<()>) 
                     [
                         i.keys.capacity_channel.clone(),
                         i.keys.release_channel.clone(),
+                        i.keys.notice_channel.clone(),
                     ],
                 ),
                 None => return,
@@ -60,12 +63,21 @@ pub(crate) fn spawn(weak: Weak<Inner>, ready: tokio::sync::oneshot::Sender<()>) 
                 if let Some(r) = ready.take() {
                     let _ = r.send(());
                 }
+                // Notices sent while the bus was away are lost: listeners
+                // must drop whatever those could have invalidated.
+                if std::mem::replace(&mut subscribed_before, true)
+                    && let Some(inner) = weak.upgrade()
+                {
+                    inner.noticed(&crate::NoticeEvent::Resubscribed);
+                }
                 let mut stream = ps.into_on_message();
                 while let Some(msg) = stream.next().await {
                     let Some(inner) = weak.upgrade() else { return };
                     let payload: String = msg.get_payload().unwrap_or_default();
                     if msg.get_channel_name() == channels[1] {
                         inner.wake(&payload);
+                    } else if msg.get_channel_name() == channels[2] {
+                        crate::notice::receive(&inner, &payload);
                     } else {
                         receive(&inner, &payload);
                     }

@@ -120,6 +120,7 @@ pub(crate) struct Keys {
     base: String,
     pub(crate) capacity_channel: String,
     pub(crate) release_channel: String,
+    pub(crate) notice_channel: String,
     pub(crate) replicas: String,
 }
 
@@ -129,6 +130,7 @@ impl Keys {
             base: format!("{prefix}{{rl}}:"),
             capacity_channel: format!("{prefix}ratelimit.capacity"),
             release_channel: format!("{prefix}ratelimit.release"),
+            notice_channel: format!("{prefix}notices"),
             replicas: format!("{prefix}{{rl}}:replicas"),
         }
     }

@@ -24,4 +24,7 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Redis could not be reached within the configured timeout.
+    #[error("redis is unavailable")]
+    Unavailable,
 }

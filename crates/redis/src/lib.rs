@@ -65,6 +65,7 @@ mod fallback;
 mod grant;
 mod leased;
 mod limiter;
+mod notice;
 mod rate_limiter;
 
 pub use bus::CapacityUpdate;
@@ -72,3 +73,4 @@ pub use config::{Failure, Mode, RedisConfig};
 pub use error::Error;
 pub use grant::RedisGrant;
 pub use limiter::{MAX_SET_LIMITS, RedisLimiter};
+pub use notice::{Notice, NoticeEvent};

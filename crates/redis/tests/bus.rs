@@ -245,3 +245,47 @@ fn shared_total(l: &RedisLimiter, resource: &str) -> u64 {
         handle.block_on(async { l.get_capacity(resource).await.map_or(0, |c| c.total) })
     })
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_reach_every_other_replica_and_not_the_sender() {
+    use sluice_redis::NoticeEvent;
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let heard: Arc<Mutex<Vec<(String, NoticeEvent)>>> = Arc::default();
+    let mut replicas = Vec::new();
+    for id in ["a", "b", "c"] {
+        let r = replica(&url, &p, id, AdaptiveConfig::default()).await;
+        let h = heard.clone();
+        let me = id.to_owned();
+        r.on_notice(move |e| h.lock().unwrap().push((me.clone(), e.clone())));
+        replicas.push(r);
+    }
+    // Another prefix is another deployment: it hears nothing.
+    let other = replica(&url, &prefix(), "x", AdaptiveConfig::default()).await;
+    let h = heard.clone();
+    other.on_notice(move |e| h.lock().unwrap().push(("x".into(), e.clone())));
+
+    replicas[0]
+        .publish_notice("keys", r#"{"key":"0123456789ab"}"#)
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || heard.lock().unwrap().len() >= 2).await);
+    // The others' notices may still be on their way: give them the same
+    // chance to arrive that the two had.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut got = heard.lock().unwrap().clone();
+    got.sort_by(|x, y| x.0.cmp(&y.0));
+    let who: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(who, ["b", "c"]);
+    for (_, e) in &got {
+        match e {
+            NoticeEvent::Notice(n) => {
+                assert_eq!(
+                    (n.topic.as_str(), n.body.as_str(), n.agent_id.as_str()),
+                    ("keys", r#"{"key":"0123456789ab"}"#, "a")
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

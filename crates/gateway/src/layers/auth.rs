@@ -10,8 +10,10 @@
 //! | [`Owner::Admin`] | [`Admin`] | the operator, by `admin_token` |
 //! | [`Owner::Scraper`] | [`Scraper`] | a metrics scraper, by `metrics.token` (or `admin_token`) |
 //!
-//! Without `[[tenants]]` the gateway is *open*: there is no tenant key, and
-//! `x-sluice-workspace` names the tenant. That is for one user on one
+//! Without `[[tenants]]` and without tenants in the key store the gateway
+//! is *open*: there is no tenant key, and `x-sluice-workspace` names the
+//! tenant (a key issued by the key store, `sk-sluice-…`, is still checked
+//! and names its own). That is for one user on one
 //! machine; the gateway says so at start-up and in `/readyz`. Admin calls
 //! still take `admin_token`, in every mode.
 //!
@@ -195,11 +197,15 @@ impl<S: Send + Sync> FromRequestParts<S> for Anyone {
     }
 }
 
-/// The tenant calling: by its key, or without tenants configured, by
+/// The tenant calling: by its key (a static one from `[[tenants]]`, or
+/// one issued through the key store), or, on an open gateway, by
 /// `x-sluice-workspace` (default `default`).
 #[derive(Debug, Clone)]
 pub struct Tenant {
     name: Arc<str>,
+    /// The key store's answer for a key issued through it: its limits
+    /// and allow-lists. `None` for static keys and open gateways.
+    caller: Option<Arc<sluice_keys::Caller>>,
 }
 
 impl Tenant {
@@ -208,13 +214,23 @@ impl Tenant {
         &self.name
     }
 
-    /// Authenticates the caller of `headers`.
+    /// What the key store says of the caller's key, if it was issued
+    /// through it.
+    pub fn caller(&self) -> Option<&Arc<sluice_keys::Caller>> {
+        self.caller.as_ref()
+    }
+
+    /// Authenticates the caller of `headers` by the static keys alone
+    /// (or, open, by its workspace).
     ///
     /// # Errors
     /// 401 for a missing or unknown key; 400 for a bad `x-sluice-workspace`.
     pub(crate) fn from_headers(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
-        if state.keys.is_open() {
-            return workspace(headers).map(|w| Tenant { name: Arc::from(w) });
+        if state.is_open() {
+            return workspace(headers).map(|w| Tenant {
+                name: Arc::from(w),
+                caller: None,
+            });
         }
         let key = bearer(headers)?.ok_or_else(|| {
             ApiError::Unauthorized("missing `Authorization: Bearer <key>`".into())
@@ -222,8 +238,32 @@ impl Tenant {
         state
             .keys
             .tenant(key.as_bytes())
-            .map(|name| Tenant { name })
+            .map(|name| Tenant { name, caller: None })
             .ok_or_else(|| ApiError::Unauthorized("unknown API key".into()))
+    }
+
+    /// Authenticates the caller of `headers`: a key of the key store's
+    /// form (`sk-sluice-…`) is checked there (through its cache), in every
+    /// mode; anything else as [`Tenant::from_headers`] does.
+    ///
+    /// # Errors
+    /// 401 for a missing, unknown, revoked or expired key; 403 for a
+    /// blocked key or tenant; 503 when the store must be read and cannot.
+    pub(crate) async fn authenticate(
+        state: &AppState,
+        headers: &HeaderMap,
+    ) -> Result<Tenant, ApiError> {
+        if let Some(registry) = state.keystore.get()
+            && let Some(key) = bearer(headers)?
+            && key.starts_with(sluice_keys::PREFIX)
+        {
+            let caller = registry.authenticate(key).await?;
+            return Ok(Tenant {
+                name: caller.tenant.clone(),
+                caller: Some(caller),
+            });
+        }
+        Tenant::from_headers(state, headers)
     }
 }
 
@@ -250,7 +290,7 @@ impl FromRequestParts<AppState> for Tenant {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Tenant::from_headers(state, &parts.headers)
+        Tenant::authenticate(state, &parts.headers).await
     }
 }
 
@@ -288,7 +328,7 @@ impl FromRequestParts<AppState> for Scraper {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let keys = &state.keys;
         let given = bearer(&parts.headers)?;
-        if keys.metrics.is_none() && keys.is_open() {
+        if keys.metrics.is_none() && state.is_open() {
             return Ok(Scraper);
         }
         if keys.metrics.is_none() && keys.admin.is_none() {

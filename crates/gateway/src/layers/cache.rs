@@ -27,6 +27,7 @@ use super::{BoxFuture, Next, Reply, Req, Served, call};
 use crate::state::AppState;
 use flight::Role;
 use lookup::{Asked, Looked, Pending, lookup};
+use sluice_usage::{Endpoint, WireFormat};
 
 pub(crate) use flight::Flights;
 
@@ -97,7 +98,13 @@ where
         endpoint: c.endpoint,
         tenant: &c.ctx.workspace,
         provider: &prov.name,
-        format: prov.format,
+        // What the client gets is in its route's format, whatever the
+        // provider speaks (the gateway translates chat for Anthropic and
+        // Gemini models).
+        format: match c.endpoint {
+            Endpoint::Messages => WireFormat::Anthropic,
+            _ => WireFormat::Openai,
+        },
         model: &c.model,
         json: &c.json,
         headers: &c.headers,

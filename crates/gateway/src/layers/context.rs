@@ -38,6 +38,9 @@ pub struct Context {
     pub deadline: Instant,
     /// When it arrived.
     pub started: Instant,
+    /// The key store's caller, for a key issued through it: its limits
+    /// and allow-lists.
+    pub caller: Option<std::sync::Arc<sluice_keys::Caller>>,
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
@@ -66,8 +69,16 @@ impl Context {
     ) -> Result<Context, ApiError> {
         let started = Instant::now();
         let workspace = tenant.name().to_owned();
+        let caller = tenant.caller().cloned();
+        // A key or tenant may set the priority of requests that name none
+        // (checked when it was stored).
+        let default_priority = caller
+            .as_ref()
+            .and_then(|c| c.priority())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(Priority::Normal);
         let priority = match header(headers, "x-sluice-priority")? {
-            None | Some("") => Priority::Normal,
+            None | Some("") => default_priority,
             Some(p) => p
                 .parse()
                 .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?,
@@ -119,7 +130,14 @@ impl Context {
             request_id: id.map_or_else(new_id, |(_, id)| id.to_owned()),
             deadline: started + Duration::from_millis(timeout_ms),
             started,
+            caller,
         })
+    }
+
+    /// Whether the caller's key and tenant allow `model` (everyone may
+    /// call every model but callers with an allow-list).
+    pub fn allows_model(&self, model: &str) -> bool {
+        self.caller.as_ref().is_none_or(|c| c.allows_model(model))
     }
 
     /// Time left before the deadline.

@@ -71,7 +71,10 @@ where
             let c = Arc::new(c);
             let mut last: Option<ApiError> = None;
             for (i, candidate) in chain.iter().enumerate() {
-                if provider(&state, candidate, c.endpoint).is_err() {
+                // A fallback the caller's key may not use is no fallback.
+                if provider(&state, candidate, c.endpoint).is_err()
+                    || !c.ctx.allows_model(candidate)
+                {
                     continue;
                 }
                 if i > 0 {

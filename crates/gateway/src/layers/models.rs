@@ -153,6 +153,11 @@ impl Parse for Incoming {
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
         provider(state, &model, self.endpoint)?;
+        if !ctx.allows_model(&model) {
+            return Err(ApiError::Forbidden(format!(
+                "model {model:?} is not allowed for this API key (its `models` allow-list)"
+            )));
+        }
         usage::check_bounds(&json)
             .map_err(|(field, message)| ApiError::bad_field(field, message))?;
         notes.label = Some(model.clone());

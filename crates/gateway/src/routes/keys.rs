@@ -140,7 +140,7 @@ pub async fn update(
             let r = registry(&state)?;
             let u: Update = parse(&body)?;
             let k = r.store().update_key(&id, &u).await.map_err(store_error)?;
-            r.changed(&Change::Key(id));
+            r.changed(Change::Key(id)).await;
             ok(&k)
         }
         .await,
@@ -173,7 +173,7 @@ pub async fn rotate(
                 .rotate_key(&id, grace)
                 .await
                 .map_err(store_error)?;
-            r.changed(&Change::Key(id));
+            r.changed(Change::Key(id)).await;
             tracing::info!(old = %old.id, new = %new.record.id, ?grace, "key rotated");
             let mut body =
                 serde_json::to_value(&new).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -203,7 +203,7 @@ async fn set_state(state: &AppState, id: String, action: Action) -> Response {
                 Action::Unblock => s.unblock_key(&id).await,
             }
             .map_err(store_error)?;
-            r.changed(&Change::Key(id));
+            r.changed(Change::Key(id)).await;
             tracing::info!(key = %k.id, state = k.state.as_str(), "key state changed");
             ok(&k)
         }

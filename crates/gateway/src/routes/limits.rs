@@ -76,6 +76,11 @@ impl Target<'_> {
     fn resolve(&self, state: &AppState, tenant: &str) -> Result<String, ApiError> {
         match (self.resource, self.model, self.tool) {
             (Some(r), None, None) => {
+                if r.starts_with(crate::keys::CALLER_PREFIX) {
+                    return Err(ApiError::NotFound(format!(
+                        "unknown resource {r:?}: per-key and per-tenant limits are not for the limiter API"
+                    )));
+                }
                 let known = state.config.provider_for(r).is_some()
                     || r.strip_prefix("api:")
                         .is_some_and(|a| state.config.api(a).is_some())

@@ -142,6 +142,11 @@ async fn attempt(
     if let Some(thread) = &req.ctx.thread {
         needs.push((session_resource(&req.ctx.workspace, thread), 1));
     }
+    // The key's and its tenant's own limits, taken with the model's.
+    let caller =
+        crate::keys::caller_needs(state, &req.ctx, Some(est.total)).map_err(Failure::Limited)?;
+    needs.extend(caller.needs);
+    let settle: Vec<String> = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
         needs,
         requests: model.to_owned(),
@@ -217,7 +222,7 @@ async fn attempt(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if req.stream && status.is_success() && is_sse {
         let mut scanner = adapter.stream(&outbound.exchange);
-        let tokens = tokens.clone();
+        let settle = settle.clone();
         let mut upstream = response.bytes_stream();
         let deadline = req.ctx.deadline;
         let mut trace = notes.trace.take();
@@ -274,8 +279,10 @@ async fn attempt(
                 }
             }
             let used = scanner.usage();
-            if let (Some(t), Some(u)) = (&tokens, used) {
-                let _ = grant.settle_part(t, u.total_tokens);
+            if let Some(u) = used {
+                for t in &settle {
+                    let _ = grant.settle_part(t, u.total_tokens);
+                }
             }
             drop(grant);
             if let (Some(mut t), Some(w)) = (trace, writer) {
@@ -303,8 +310,10 @@ async fn attempt(
             attempts,
         })?;
     let answer = adapter.answer(&outbound.exchange, status, bytes);
-    if let (Some(t), Some(u)) = (&tokens, answer.usage) {
-        let _ = grant.settle_part(t, u.total_tokens);
+    if let Some(u) = answer.usage {
+        for t in &settle {
+            let _ = grant.settle_part(t, u.total_tokens);
+        }
     }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;

@@ -45,7 +45,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     let queued = state.queue.stats().queued();
     // Not a reason to be unready (a local gateway without tenants is a
     // supported setup), but said here for whoever probes it.
-    let auth = if state.keys.is_open() {
+    let auth = if state.is_open() {
         "none: no [[tenants]], every caller is trusted"
     } else {
         "tenant keys"

@@ -126,11 +126,20 @@ async fn run(
         ApiError::NotFound(format!("unknown API {api:?}: configure it under [[apis]]"))
     })?;
     let url = target::upstream_url(&cfg.base_url, rest, query)?;
+    if let Some(c) = &ctx.caller
+        && !c.allows_api(api)
+    {
+        return Err(ApiError::Forbidden(format!(
+            "API {api:?} is not allowed for this API key (its `apis` allow-list)"
+        )));
+    }
     let resource = sluice_limit::api_resource(api);
     let mut needs = vec![(resource.clone(), 1)];
     if cfg.max_in_flight.is_some() {
         needs.push((inflight_resource(&resource), 1));
     }
+    // The key's and its tenant's own limits, taken with the API's.
+    needs.extend(crate::keys::caller_needs(state, &ctx, None)?.needs);
     // Only calls that are safe to repeat are retried.
     let idempotent = matches!(
         method,
@@ -150,7 +159,7 @@ async fn run(
     let token = credentials::value_for(state.credentials.api(api), &ctx.workspace, "API", api)?;
     // Without tenants, the client's own credentials go upstream; with
     // tenants, `Authorization` is the tenant's Sluice key and stays here.
-    let client_auth = if state.keys.is_open() {
+    let client_auth = if state.is_open() {
         headers.get("authorization").cloned()
     } else {
         None

@@ -25,7 +25,7 @@ pub async fn create(State(state): State<AppState>, _: Admin, Body(body): Body) -
             let new: NewTenant = parse(&body)?;
             let t = r.store().create_tenant(&new).await.map_err(store_error)?;
             // A name looked up before it existed may be cached as absent.
-            r.changed(&Change::Tenant(t.name.clone()));
+            r.changed(Change::Tenant(t.name.clone())).await;
             Ok((StatusCode::CREATED, axum::Json(t)).into_response())
         }
         .await,
@@ -79,7 +79,7 @@ pub async fn update(
                 .update_tenant(&name, &u)
                 .await
                 .map_err(store_error)?;
-            r.changed(&Change::Tenant(name));
+            r.changed(Change::Tenant(name)).await;
             ok(&t)
         }
         .await,
@@ -96,7 +96,7 @@ async fn set_blocked(state: &AppState, name: String, blocked: bool) -> Response 
                 r.store().unblock_tenant(&name).await
             }
             .map_err(store_error)?;
-            r.changed(&Change::Tenant(name));
+            r.changed(Change::Tenant(name)).await;
             tracing::info!(tenant = %t.name, state = t.state.as_str(), "tenant state changed");
             ok(&t)
         }
@@ -145,7 +145,7 @@ pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Bo
                 .create_tier(&new.name, &new.limits)
                 .await
                 .map_err(store_error)?;
-            r.changed(&Change::Tier(t.name.clone()));
+            r.changed(Change::Tier(t.name.clone())).await;
             Ok((StatusCode::CREATED, axum::Json(t)).into_response())
         }
         .await,
@@ -184,7 +184,7 @@ pub async fn update_tier(
                 .update_tier(&name, &u.limits)
                 .await
                 .map_err(store_error)?;
-            r.changed(&Change::Tier(name));
+            r.changed(Change::Tier(name)).await;
             ok(&t)
         }
         .await,

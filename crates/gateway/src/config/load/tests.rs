@@ -261,6 +261,15 @@ fn native_gemini_and_translated_fallbacks_load() {
     // An OpenAI model may fall back to models that answer chat by
     // translation.
     assert_eq!(c.fallbacks["openai/gpt-4o"].len(), 2);
+
+    let example = file(include_str!("../../../../../examples/gemini-native.toml"));
+    let google = example
+        .providers
+        .iter()
+        .find(|p| p.name == "google")
+        .unwrap();
+    assert_eq!(google.format, WireFormat::Gemini);
+    assert!(!google.base_url.ends_with("/openai"));
 }
 
 #[test]

@@ -69,6 +69,7 @@ pub(super) struct Asked<'a> {
     pub(super) endpoint: Endpoint,
     pub(super) tenant: &'a str,
     pub(super) provider: &'a str,
+    /// The format of the answer the client gets (its route's).
     pub(super) format: WireFormat,
     pub(super) model: &'a str,
     pub(super) json: &'a Value,
