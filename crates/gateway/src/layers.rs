@@ -3,8 +3,13 @@
 //! architecture's picture:
 //!
 //! ```text
-//! auth → observe → context → … → the upstream
+//! auth → observe → context → dedup → admission → fallback → provider
+//!      → usage → retry → limits → bulkhead → wire
 //! ```
+//!
+//! Retry and fallback sit above the limits and the pool, not below: every
+//! attempt clears the limiter again (a 429's Retry-After is a pause of the
+//! resource there), and every fallback model has limits of its own.
 //!
 //! `auth` is the extractor a handler takes before it reads its body
 //! ([`auth`]); everything after it is a [`tower::Service`] wrapped by the
@@ -21,14 +26,21 @@
 
 pub(crate) mod admission;
 pub mod auth;
+pub(crate) mod bulkhead;
 pub(crate) mod cache;
 pub mod context;
 pub(crate) mod dedup;
+pub(crate) mod failure;
 pub(crate) mod fallback;
+pub(crate) mod limits;
 pub(crate) mod models;
 pub(crate) mod observe;
+pub(crate) mod provider;
+pub(crate) mod retry;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod upstream;
+pub(crate) mod usage;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -99,16 +99,6 @@ pub(crate) struct Outbound {
     pub exchange: Exchange,
 }
 
-impl Outbound {
-    /// One attempt's request.
-    pub(crate) fn send(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
-        client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .body(self.body.clone())
-    }
-}
-
 /// What reading an answer needs to know about the call that asked for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Exchange {

@@ -6,11 +6,12 @@
 use std::time::{Duration, SystemTime};
 
 use sluice_admit::BulkheadPermit;
-use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 
-use crate::config::RetryConfig;
 use crate::error::ApiError;
+use crate::layers::failure::{Failure, describe};
+use crate::layers::limits::upstream_limits;
+use crate::layers::retry::backoff;
 use crate::metrics;
 use crate::providers::Provider;
 use crate::state::AppState;
@@ -57,70 +58,6 @@ pub(crate) struct Answered {
     pub attempts: u32,
     /// Time spent waiting for the limiter and the pool.
     pub waited: Duration,
-}
-
-/// Why a call gave up.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// The limiter would not grant in time (or the pool was full).
-    Limited(ApiError),
-    /// The upstream kept answering 429.
-    Throttled {
-        retry_after: Option<Duration>,
-        attempts: u32,
-    },
-    /// The upstream kept failing.
-    Upstream { message: String, attempts: u32 },
-    /// The deadline passed during an attempt.
-    Timeout { attempts: u32 },
-}
-
-impl Failure {
-    /// Whether another model may do better.
-    pub(crate) fn may_fall_back(&self) -> bool {
-        !matches!(self, Failure::Limited(ApiError::TooLarge(_)))
-    }
-
-    pub(crate) fn attempts(&self) -> u32 {
-        match self {
-            Failure::Limited(_) => 0,
-            Failure::Throttled { attempts, .. }
-            | Failure::Upstream { attempts, .. }
-            | Failure::Timeout { attempts } => *attempts,
-        }
-    }
-
-    pub(crate) fn into_error(self, what: &str) -> ApiError {
-        match self {
-            Failure::Limited(e) => e,
-            Failure::Throttled { retry_after, .. } => ApiError::RateLimited {
-                resource: what.to_owned(),
-                retry_after: retry_after.or(Some(Duration::from_secs(1))),
-                policy: None,
-            },
-            Failure::Upstream { message, .. } => ApiError::BadGateway(message),
-            Failure::Timeout { .. } => ApiError::Timeout(format!("waiting for {what}")),
-        }
-    }
-}
-
-/// Full jitter: uniform in [0, min(max, initial · 2^(attempt−1))].
-pub(crate) fn backoff(cfg: &RetryConfig, attempt: u32) -> Duration {
-    let exp = cfg
-        .initial_backoff_ms
-        .saturating_mul(1u64 << attempt.saturating_sub(1).min(30));
-    let cap = exp.min(cfg.max_backoff_ms);
-    Duration::from_millis(fastrand::u64(0..=cap))
-}
-
-/// The upstream's own rate-limit headers.
-pub(crate) fn upstream_limits(headers: &reqwest::header::HeaderMap) -> RateLimitHeaders {
-    RateLimitHeaders::parse(
-        headers
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
-        SystemTime::now(),
-    )
 }
 
 /// Runs `send` under `plan` until it answers, retrying as configured.
@@ -340,22 +277,5 @@ pub(crate) fn record_attempts(
 fn refund_tokens(grant: &mut Permit, plan: &Plan) {
     if let Some(t) = &plan.tokens {
         let _ = grant.settle_part(t, 0);
-    }
-}
-
-/// A transport error in a sentence, without URLs' secrets.
-fn describe(e: &reqwest::Error) -> String {
-    let kind = if e.is_connect() {
-        "cannot connect to upstream"
-    } else if e.is_timeout() {
-        "upstream timed out"
-    } else if e.is_body() || e.is_decode() {
-        "upstream sent a broken body"
-    } else {
-        "upstream request failed"
-    };
-    match std::error::Error::source(e) {
-        Some(src) => format!("{kind}: {src}"),
-        None => kind.to_owned(),
     }
 }

@@ -12,11 +12,11 @@ use std::task::{Context as TaskContext, Poll};
 
 use tower::{Layer, Service};
 
+use super::failure::Failure;
 use super::models::{Attempt, Call, provider};
 use super::{BoxFuture, Next, Reply, Req, Served, call, observe};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::upstream::Failure;
 
 /// Wraps a stack in [`Fallback`].
 #[derive(Debug, Clone)]

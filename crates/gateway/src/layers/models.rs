@@ -12,29 +12,31 @@ use tokio::time::Instant;
 use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
+use super::bulkhead::BulkheadLayer;
 use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
 use super::dedup::DedupLayer;
 use super::fallback::FallbackLayer;
+use super::limits::LimitsLayer;
 use super::observe::{ObserveLayer, Routed};
-use super::{Next, Notes, Reply, Req, Served};
+use super::provider::ProviderLayer;
+use super::retry::RetryLayer;
+use super::upstream::Wire;
+use super::usage::UsageLayer;
+use super::{Next, Notes};
 use crate::auth::Tenant;
 use crate::config::ProviderConfig;
 use crate::error::ApiError;
 use crate::providers;
 use crate::state::AppState;
 use crate::trace::Trace;
-use crate::upstream::Failure;
 use sluice_usage::{self as usage, Endpoint};
 
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
 
-/// The stack of the model routes, over `rest` (one candidate model).
-pub(crate) fn stack<S>(state: &AppState, rest: S) -> impl Next<Incoming, axum::response::Response>
-where
-    S: Next<Req<Attempt>, Served<Reply, Failure>>,
-{
+/// The stack of the model routes: the request path, top to bottom.
+pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Response> {
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
@@ -42,7 +44,12 @@ where
         .layer(DedupLayer)
         .layer(AdmissionLayer::new(state))
         .layer(FallbackLayer::new(state))
-        .service(rest)
+        .layer(ProviderLayer::new(state))
+        .layer(UsageLayer)
+        .layer(RetryLayer::new(state))
+        .layer(LimitsLayer::new(state))
+        .layer(BulkheadLayer::new(state))
+        .service(Wire::new(state))
 }
 
 /// A model call as its handler hands it over.

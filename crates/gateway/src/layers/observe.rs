@@ -14,11 +14,13 @@ use sluice_admit::Priority;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use super::upstream::{AttemptRecord, Plan};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
+use sluice_usage::Usage;
 
 /// A request that knows its route (the metrics label).
 pub(crate) trait Routed {
@@ -124,6 +126,85 @@ pub(crate) fn fell_back(notes: &mut Notes, from: &str, to: &str) {
     metrics::fallback(from, to);
     notes.label = Some(to.to_owned());
     tracing::info!(from = %from, to = %to, "falling back");
+}
+
+/// The limiter refused `resource` (`reason` is a metrics label).
+pub(crate) fn refused(resource: &str, reason: &'static str) {
+    metrics::limiter_refusal(resource, reason);
+}
+
+/// The limiter granted `plan`'s needs to an attempt that began to wait at
+/// `since`.
+pub(crate) fn granted(plan: &Plan, since: Instant) {
+    metrics::limiter_wait(&plan.requests, since.elapsed().as_secs_f64());
+    for (resource, cost) in &plan.needs {
+        metrics::tokens_acquired(resource, *cost);
+    }
+}
+
+/// One attempt at the upstream: its latency and outcome, and two trace
+/// spans (the limiter wait before it, then the call).
+pub(crate) fn attempt(notes: &mut Notes, plan: &Plan, a: &AttemptRecord) {
+    metrics::upstream_latency(&plan.label, (a.ended - a.sent).as_secs_f64());
+    metrics::upstream_attempt(&plan.label, a.outcome);
+    if a.status == Some(429) {
+        metrics::upstream_429(&plan.requests);
+    }
+    if let Some(trace) = notes.trace.as_mut() {
+        let attempt = serde_json::Value::from(a.attempt);
+        let mut m = serde_json::Map::new();
+        m.insert("attempt".into(), attempt.clone());
+        m.insert("resource".into(), plan.name.as_str().into());
+        trace.record_span("limiter", a.limiter_start, a.sent, m);
+        let mut m = serde_json::Map::new();
+        m.insert("attempt".into(), attempt);
+        m.insert("upstream".into(), plan.label.as_str().into());
+        m.insert("outcome".into(), a.outcome.into());
+        if let Some(s) = a.status {
+            m.insert("status".into(), s.into());
+        }
+        trace.record_span("upstream", a.sent, a.ended, m);
+    }
+}
+
+/// An upstream 429 asked to wait `wait`.
+pub(crate) fn retry_after(wait: Duration) {
+    metrics::retry_after(wait.as_secs_f64());
+}
+
+/// `plan`'s call goes again after an attempt that ended in `outcome`.
+pub(crate) fn retry(plan: &Plan, outcome: &'static str) {
+    metrics::retry(&plan.label, outcome);
+}
+
+/// The client of a stream on `route` went away before its end.
+pub(crate) fn disconnected(route: &'static str) {
+    metrics::stream_disconnect(route);
+}
+
+/// A streamed answer ended (`outcome`: `complete`, `client_disconnected`,
+/// `upstream_error`, `deadline`): its trace gets the `stream` span from
+/// `started`, the usage and tool calls read, and goes to the writer.
+pub(crate) fn stream_ended(
+    writer: Option<&TraceWriter>,
+    trace: Option<Trace>,
+    started: Instant,
+    outcome: &'static str,
+    usage: Option<Usage>,
+    tool_calls: u32,
+) {
+    let Some(mut t) = trace else {
+        return;
+    };
+    let mut m = serde_json::Map::new();
+    m.insert("outcome".into(), outcome.into());
+    t.record_span("stream", started, Instant::now(), m);
+    t.usage = usage;
+    t.tool_calls = tool_calls;
+    if outcome != "complete" {
+        t.error = Some(format!("stream ended: {outcome}"));
+    }
+    submit(writer, t);
 }
 
 /// Hands a finished trace to the writer, when traces are on.

@@ -13,9 +13,10 @@ use tower::Service;
 
 use super::context::{Context, Parse};
 use super::models::{Call, Incoming};
+use super::upstream::{AttemptRecord, Fault, Outgoing, Plan, Tried, Try, Upstream};
 use super::{BoxFuture, Notes, Reply, Req};
 use crate::auth::Tenant;
-use crate::config::Config;
+use crate::config::{Config, ModelLimits};
 use crate::response::Buffered;
 use crate::state::AppState;
 
@@ -151,5 +152,84 @@ pub(crate) fn body_of(reply: &Reply) -> Bytes {
         },
         Reply::Stream(_) => panic!("a stream"),
         Reply::Cached(_) => panic!("a cached answer"),
+    }
+}
+
+/// A model's limits: `rps` requests a second with a burst of `burst`,
+/// `tpm` tokens a minute.
+pub(crate) fn limited(model: &str, rps: f64, burst: u64, tpm: Option<u64>) -> AppState {
+    let mut config = Config::default();
+    config.trace.enabled = false;
+    config.models.push(ModelLimits {
+        prefix: model.to_owned(),
+        requests_per_second: rps,
+        burst,
+        tokens_per_minute: tpm,
+        max_in_flight: None,
+        guess: false,
+    });
+    state_with(config)
+}
+
+/// An upstream call to nowhere, limited on `needs` in the `model` pool.
+pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: bool) -> Upstream {
+    Upstream {
+        plan: Plan {
+            needs: needs.iter().map(|(r, c)| ((*r).to_owned(), *c)).collect(),
+            requests: needs[0].0.to_owned(),
+            tokens: tokens.map(str::to_owned),
+            settle: tokens.into_iter().map(str::to_owned).collect(),
+            pool: "model",
+            retryable,
+            label: "test".into(),
+            name: needs[0].0.to_owned(),
+            provider: None,
+        },
+        outgoing: Outgoing {
+            method: reqwest::Method::POST,
+            url: "http://127.0.0.1:9/".into(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        },
+        deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
+    }
+}
+
+/// The first attempt of `up`.
+pub(crate) fn first_try(up: Upstream) -> Req<Try> {
+    Req {
+        call: Try {
+            upstream: Arc::new(up),
+            attempt: 1,
+            pool: None,
+            limiter_start: tokio::time::Instant::now(),
+        },
+        notes: Notes::default(),
+    }
+}
+
+/// An upstream answer with `status` and `headers`, as if it came.
+pub(crate) fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> reqwest::Response {
+    let mut res = axum::http::Response::builder().status(status);
+    for (k, v) in headers {
+        res = res.header(*k, *v);
+    }
+    reqwest::Response::from(res.body(Vec::<u8>::new()).unwrap())
+}
+
+/// What the wire hands up for `sent`.
+pub(crate) fn tried(sent: Result<reqwest::Response, Fault>, attempt: u32) -> Tried {
+    let now = tokio::time::Instant::now();
+    let status = sent.as_ref().ok().map(|r| r.status().as_u16());
+    Tried {
+        sent,
+        record: AttemptRecord {
+            attempt,
+            limiter_start: now,
+            sent: now,
+            ended: now,
+            status,
+            outcome: "answered",
+        },
     }
 }

@@ -1,0 +1,78 @@
+//! Why one candidate's call gave up: what the fallback layer reads to
+//! decide whether another model may do better, and turns into the
+//! client's answer otherwise.
+
+use std::time::Duration;
+
+use crate::error::ApiError;
+
+/// Why a call gave up.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The limiter would not grant in time (or the pool was full, or the
+    /// call could not be made at all).
+    Limited(ApiError),
+    /// The upstream kept answering 429.
+    Throttled {
+        retry_after: Option<Duration>,
+        attempts: u32,
+    },
+    /// The upstream kept failing.
+    Upstream { message: String, attempts: u32 },
+    /// The deadline passed during an attempt.
+    Timeout { attempts: u32 },
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        Failure::Limited(e)
+    }
+}
+
+impl Failure {
+    /// Whether another model may do better.
+    pub(crate) fn may_fall_back(&self) -> bool {
+        !matches!(self, Failure::Limited(ApiError::TooLarge(_)))
+    }
+
+    /// The upstream attempts made before giving up.
+    pub(crate) fn attempts(&self) -> u32 {
+        match self {
+            Failure::Limited(_) => 0,
+            Failure::Throttled { attempts, .. }
+            | Failure::Upstream { attempts, .. }
+            | Failure::Timeout { attempts } => *attempts,
+        }
+    }
+
+    /// The client's answer, `what` naming the model or API.
+    pub(crate) fn into_error(self, what: &str) -> ApiError {
+        match self {
+            Failure::Limited(e) => e,
+            Failure::Throttled { retry_after, .. } => ApiError::RateLimited {
+                resource: what.to_owned(),
+                retry_after: retry_after.or(Some(Duration::from_secs(1))),
+                policy: None,
+            },
+            Failure::Upstream { message, .. } => ApiError::BadGateway(message),
+            Failure::Timeout { .. } => ApiError::Timeout(format!("waiting for {what}")),
+        }
+    }
+}
+
+/// A transport error in a sentence, without URLs' secrets.
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_connect() {
+        "cannot connect to upstream"
+    } else if e.is_timeout() {
+        "upstream timed out"
+    } else if e.is_body() || e.is_decode() {
+        "upstream sent a broken body"
+    } else {
+        "upstream request failed"
+    };
+    match std::error::Error::source(e) {
+        Some(src) => format!("{kind}: {src}"),
+        None => kind.to_owned(),
+    }
+}

@@ -1,0 +1,251 @@
+//! Provider: one candidate model's call in its provider's wire format.
+//! On the way down the adapter ([`crate::providers`]) estimates the
+//! tokens, and builds the upstream request with the tenant's key; what to
+//! limit it on is planned here. On the way up the adapter reads the
+//! answer — whole, or as a stream passed on chunk by chunk ([`stream`]) —
+//! and its usage settles the tokens reserved.
+
+mod stream;
+
+use std::task::{Context as TaskContext, Poll};
+
+use axum::http::{StatusCode, header};
+use tower::{Layer, Service};
+
+use super::failure::Failure;
+use super::models::{Attempt, provider, route};
+use super::upstream::{Outgoing, Plan, Upstream};
+use super::usage::Delivery;
+use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
+use crate::config::ProviderConfig;
+use crate::credentials;
+use crate::error::ApiError;
+use crate::providers::{self, Outbound, Provider, RequestError};
+use crate::response::{Buffered, pass_headers};
+use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
+
+/// Wraps a stack in [`Adapt`].
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderLayer {
+    state: AppState,
+}
+
+impl ProviderLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        ProviderLayer {
+            state: state.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for ProviderLayer {
+    type Service = Adapt<S>;
+
+    fn layer(&self, inner: S) -> Adapt<S> {
+        Adapt {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct Adapt<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Req<Attempt>> for Adapt<S>
+where
+    S: Next<Req<Upstream>, Served<Delivery, Failure>>,
+{
+    type Response = Served<Reply, Failure>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Reply, Failure>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Attempt>) -> Self::Future {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Req { call: a, mut notes } = req;
+            let (adapter, outbound, plan) = match prepare(&state, &a) {
+                Ok(prepared) => prepared,
+                Err(f) => return Ok(Served::err(f, notes)),
+            };
+            if let Some(t) = notes.trace.as_mut() {
+                t.model = Some(a.model.clone());
+            }
+            let up = Upstream {
+                plan,
+                outgoing: Outgoing {
+                    method: reqwest::Method::POST,
+                    url: outbound.url.clone(),
+                    headers: outbound.headers.clone(),
+                    body: outbound.body.clone(),
+                },
+                deadline: a.call.ctx.deadline,
+            };
+            let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
+            let delivery = match result {
+                Ok(d) => d,
+                Err(f) => return Ok(Served::err(f, notes)),
+            };
+            let result = read(&state, &a, adapter, &outbound, delivery, &mut notes).await;
+            Ok(Served { result, notes })
+        })
+    }
+}
+
+/// The adapter, the upstream request and the plan of `a`.
+fn prepare(
+    state: &AppState,
+    a: &Attempt,
+) -> Result<(&'static dyn Provider, Outbound, Plan), Failure> {
+    let (c, model) = (&*a.call, a.model.as_str());
+    let prov = provider(state, model, c.endpoint)?;
+    let adapter = providers::for_format(prov.format);
+    let cfg = &state.config;
+    let est = adapter.estimate(
+        c.endpoint,
+        &c.json,
+        cfg.tokens.chars_per_token,
+        cfg.tokens.default_max_tokens,
+    );
+    let mut needs = vec![(model.to_owned(), 1)];
+    let limits = state.model_limits(model);
+    let tokens = limits
+        .and_then(|l| l.tokens_per_minute)
+        .map(|_| tokens_resource(model));
+    if let Some(t) = &tokens {
+        needs.push((t.clone(), est.total));
+    }
+    if limits.and_then(|l| l.max_in_flight).is_some() {
+        needs.push((inflight_resource(model), 1));
+    }
+    if let Some(thread) = &c.ctx.thread {
+        needs.push((session_resource(&c.ctx.workspace, thread), 1));
+    }
+    // The key's and its tenant's own limits, taken with the model's.
+    let caller = crate::keys::caller_needs(state, &c.ctx, Some(est.total))?;
+    needs.extend(caller.needs);
+    let settle = tokens.iter().cloned().chain(caller.tokens).collect();
+    let plan = Plan {
+        needs,
+        requests: model.to_owned(),
+        tokens,
+        settle,
+        pool: "model",
+        retryable: true,
+        label: prov.name.clone(),
+        name: model.to_owned(),
+        provider: Some(adapter),
+    };
+    // The tenant's own key, else the shared one where it is shared.
+    let key = credentials::value_for(
+        state.credentials.provider(&prov.name),
+        &c.ctx.workspace,
+        "provider",
+        &prov.name,
+    )?;
+    let call = providers::Call {
+        endpoint: c.endpoint,
+        body: &c.json,
+        model: upstream_model(prov, model),
+        stream: c.stream,
+        headers: &c.headers,
+        key: key.as_deref(),
+    };
+    let outbound = adapter
+        .request(&prov.base_url, &call)
+        .map_err(|e| match e {
+            RequestError::BadField(b) => Failure::Limited(ApiError::bad_field(&b.field, b.message)),
+            RequestError::Setup(message) => Failure::Upstream {
+                message: format!("provider {}: {message}", prov.name),
+                attempts: 0,
+            },
+        })?;
+    Ok((adapter, outbound, plan))
+}
+
+/// The model's name as its provider knows it.
+fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
+    if prov.strip_prefix {
+        model
+            .strip_prefix(prov.name.as_str())
+            .and_then(|m| m.strip_prefix('/'))
+            .unwrap_or(model)
+    } else {
+        model
+    }
+}
+
+/// Reads the answer of `a`'s call: a stream passed on, or a whole answer.
+async fn read(
+    state: &AppState,
+    a: &Attempt,
+    adapter: &'static dyn Provider,
+    outbound: &Outbound,
+    d: Delivery,
+    notes: &mut Notes,
+) -> Result<Reply, Failure> {
+    let c = &*a.call;
+    notes.meta.attempts += d.attempts;
+    let queued = notes.admission.as_ref().map(|p| p.waited());
+    notes.meta.queued = queued.unwrap_or_default() + d.waited;
+    let status =
+        StatusCode::from_u16(d.response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = pass_headers(d.response.headers());
+    let is_sse = d
+        .response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if c.stream && status.is_success() && is_sse {
+        let mut trace = notes.trace.take();
+        if let Some(t) = trace.as_mut() {
+            t.status = status.as_u16();
+            t.attempts = notes.meta.attempts;
+        }
+        let relay = stream::Relay {
+            reader: adapter.stream(&outbound.exchange),
+            deadline: c.ctx.deadline,
+            route: route(c.endpoint),
+            trace,
+            writer: state.traces.clone(),
+        };
+        let mut res = relay.start(d);
+        *res.status_mut() = status;
+        *res.headers_mut() = headers;
+        return Ok(Reply::Stream(res));
+    }
+    let attempts = d.attempts;
+    let bytes = tokio::time::timeout_at(c.ctx.deadline, d.response.bytes())
+        .await
+        .map_err(|_| Failure::Timeout { attempts })?
+        .map_err(|e| Failure::Upstream {
+            message: format!("reading the upstream body: {e}"),
+            attempts,
+        })?;
+    let answer = adapter.answer(&outbound.exchange, status, bytes);
+    d.reserved.settle(answer.usage);
+    if let Some(t) = notes.trace.as_mut() {
+        t.usage = answer.usage;
+        t.tool_calls = answer.tool_calls;
+    }
+    drop(d.pool);
+    Ok(Reply::Buffered(Buffered {
+        status: answer.status,
+        headers,
+        body: answer.body,
+    }))
+}
+
+#[cfg(test)]
+#[path = "provider/tests.rs"]
+mod tests;

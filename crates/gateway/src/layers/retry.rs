@@ -1,0 +1,219 @@
+//! Retry: an upstream call is sent again on connect errors, timeouts,
+//! 408s and 5xx (after a full-jitter backoff) and on 429s (after the
+//! Retry-After, which the limiter now enforces as a pause of the
+//! resource), up to `retry.max_attempts`, never past the request's
+//! deadline nor the shutdown grace. Each attempt goes through the limits
+//! and the pool again; a failed attempt gives its reserved tokens back.
+//!
+//! # Why not `backon`
+//!
+//! `backon`'s exponential backoff adds a jitter *on top of* the delay
+//! (`d + rand·d`, which passes the configured maximum), where ours is full
+//! jitter (`rand·min(max, d)`), and its retry driver sleeps between
+//! attempts by itself: here a 429's wait is the limiter's pause (so every
+//! request for the resource waits, not only this one), each attempt must
+//! clear the limiter again, and the wait must stop at the request's
+//! deadline and at the end of the shutdown grace. What would remain of it
+//! is the delay sequence, which is [`backoff`]'s five lines.
+
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+use super::failure::{Failure, describe};
+use super::upstream::{Answered, Fault, Granted, Tried, Try, Upstream};
+use super::{BoxFuture, Next, Req, Served, call, observe};
+use crate::config::RetryConfig;
+use crate::state::AppState;
+
+/// Wraps a stack in [`Retry`].
+#[derive(Debug, Clone)]
+pub(crate) struct RetryLayer {
+    state: AppState,
+}
+
+impl RetryLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        RetryLayer {
+            state: state.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct Retry<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Req<Upstream>> for Retry<S>
+where
+    S: Next<Req<Try>, Served<Granted, Failure>>,
+{
+    type Response = Served<Answered, Failure>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Answered, Failure>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Upstream>) -> Self::Future {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Req {
+                call: up,
+                mut notes,
+            } = req;
+            let up = Arc::new(up);
+            let cfg = &state.config.retry;
+            let plan = &up.plan;
+            let max_attempts = if plan.retryable {
+                cfg.max_attempts.max(1)
+            } else {
+                1
+            };
+            let mut pool = None;
+            let mut waited = Duration::ZERO;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let t = Try {
+                    upstream: up.clone(),
+                    attempt,
+                    pool: pool.take(),
+                    limiter_start: Instant::now(),
+                };
+                let served = call(inner.clone(), Req { call: t, notes }).await;
+                notes = served.notes;
+                let Granted {
+                    tried: Tried { sent, record },
+                    pool: held,
+                    mut grant,
+                    limits,
+                } = match served.result {
+                    Ok(granted) => granted,
+                    Err(f) => return Ok(Served::err(f, notes)),
+                };
+                waited += record.sent - record.limiter_start;
+                observe::attempt(&mut notes, plan, &record);
+                let wait = match sent {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        let transient = status == 429 || status == 408 || status >= 500;
+                        // A call that may not be sent again passes on
+                        // whatever came.
+                        if !transient || !plan.retryable {
+                            let answered = Answered {
+                                response,
+                                grant,
+                                pool: held,
+                                attempts: attempt,
+                                waited,
+                            };
+                            return Ok(Served::ok(answered, notes));
+                        }
+                        refund_tokens(&mut grant, &up);
+                        if status == 429 {
+                            let retry_after = limits.retry_after;
+                            if let Some(r) = retry_after {
+                                observe::retry_after(r);
+                            }
+                            let too_long = retry_after
+                                .is_some_and(|r| r > Duration::from_millis(cfg.max_retry_after_ms));
+                            if attempt >= max_attempts || too_long {
+                                let f = Failure::Throttled {
+                                    retry_after,
+                                    attempts: attempt,
+                                };
+                                return Ok(Served::err(f, notes));
+                            }
+                            // The limiter now pauses the resource for the
+                            // Retry-After: the next acquire waits that long.
+                            None
+                        } else if attempt >= max_attempts {
+                            let f = Failure::Upstream {
+                                message: format!(
+                                    "upstream answered {status} after {attempt} attempts"
+                                ),
+                                attempts: attempt,
+                            };
+                            return Ok(Served::err(f, notes));
+                        } else {
+                            Some(backoff(cfg, attempt))
+                        }
+                    }
+                    Err(Fault::Transport(e)) => {
+                        refund_tokens(&mut grant, &up);
+                        if attempt >= max_attempts {
+                            let f = Failure::Upstream {
+                                message: describe(&e),
+                                attempts: attempt,
+                            };
+                            return Ok(Served::err(f, notes));
+                        }
+                        Some(backoff(cfg, attempt))
+                    }
+                    Err(Fault::Timeout) => {
+                        refund_tokens(&mut grant, &up);
+                        if Instant::now() >= up.deadline || attempt >= max_attempts {
+                            return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));
+                        }
+                        Some(backoff(cfg, attempt))
+                    }
+                };
+                drop(grant);
+                pool = Some(held);
+                observe::retry(plan, record.outcome);
+                if let Some(wait) = wait {
+                    if Instant::now() + wait >= up.deadline {
+                        return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));
+                    }
+                    tokio::select! {
+                        biased;
+                        () = state.grace_over() => {
+                            return Ok(Served::err(AppState::grace_ended(), notes));
+                        }
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Full jitter: uniform in [0, min(max, initial · 2^(attempt−1))].
+pub(crate) fn backoff(cfg: &RetryConfig, attempt: u32) -> Duration {
+    let exp = cfg
+        .initial_backoff_ms
+        .saturating_mul(1u64 << attempt.saturating_sub(1).min(30));
+    let cap = exp.min(cfg.max_backoff_ms);
+    Duration::from_millis(fastrand::u64(0..=cap))
+}
+
+/// A failed attempt used no tokens.
+fn refund_tokens(grant: &mut sluice_limit::Permit, up: &Upstream) {
+    if let Some(t) = &up.plan.tokens {
+        let _ = grant.settle_part(t, 0);
+    }
+}
+
+#[cfg(test)]
+#[path = "retry/tests.rs"]
+mod tests;

@@ -1,0 +1,217 @@
+//! The upstream call as the layers from retry down see it — what to limit
+//! it on ([`Plan`]), what to send ([`Outgoing`]), one attempt on its way
+//! down ([`Try`]) and up ([`Tried`]) — and the service at the bottom of
+//! every stack, [`Wire`]: one HTTP request, timed out and classified.
+
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_admit::BulkheadPermit;
+use sluice_limit::Permit;
+use sluice_limit::headers::RateLimitHeaders;
+use tokio::time::Instant;
+use tower::Service;
+
+use super::{BoxFuture, Req, Served};
+use crate::layers::failure::Failure;
+use crate::providers::Provider;
+use crate::state::AppState;
+
+/// What to limit a call on.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// `(resource, cost)` taken before every attempt.
+    pub needs: Vec<(String, u64)>,
+    /// The resource upstream request quotas (and 429s) apply to.
+    pub requests: String,
+    /// The resource upstream token quotas apply to, if limited.
+    pub tokens: Option<String>,
+    /// The token resources the answer's usage settles: the model's, the
+    /// key's and its tenant's.
+    pub settle: Vec<String>,
+    /// The bulkhead pool.
+    pub pool: &'static str,
+    /// Whether the call may be sent again (non-idempotent calls are not).
+    pub retryable: bool,
+    /// The provider or API, for metrics.
+    pub label: String,
+    /// The model or API asked for, as traces name it.
+    pub name: String,
+    /// The model provider's adapter, which reads its rate-limit headers;
+    /// `None` for APIs (generic headers).
+    pub provider: Option<&'static dyn Provider>,
+}
+
+/// The upstream request, sent again as is on every attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Outgoing {
+    /// The method.
+    pub method: reqwest::Method,
+    /// Where it goes.
+    pub url: String,
+    /// Every header it carries (auth included).
+    pub headers: reqwest::header::HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// An upstream call: what the retry layer is asked to get an answer to.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    /// What to limit it on.
+    pub plan: Plan,
+    /// What to send.
+    pub outgoing: Outgoing,
+    /// When the client's request must be answered by.
+    pub deadline: Instant,
+}
+
+/// One attempt on its way down.
+#[derive(Debug)]
+pub(crate) struct Try {
+    /// The call.
+    pub upstream: Arc<Upstream>,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// The pool slot an earlier attempt took (kept across attempts).
+    pub pool: Option<BulkheadPermit>,
+    /// When this attempt began to wait for the limiter.
+    pub limiter_start: Instant,
+}
+
+/// Why an attempt got no answer.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// Connecting or talking to the upstream failed.
+    Transport(reqwest::Error),
+    /// The attempt's timeout (or the deadline) passed.
+    Timeout,
+}
+
+/// One attempt for traces: the limiter wait before it, then the call.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptRecord {
+    pub attempt: u32,
+    pub limiter_start: Instant,
+    pub sent: Instant,
+    pub ended: Instant,
+    pub status: Option<u16>,
+    pub outcome: &'static str,
+}
+
+/// One attempt on its way up from the wire.
+#[derive(Debug)]
+pub(crate) struct Tried {
+    /// The answer, or why there is none.
+    pub sent: Result<reqwest::Response, Fault>,
+    /// For metrics and traces.
+    pub record: AttemptRecord,
+}
+
+/// An attempt past the bulkhead, with its pool slot.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub tried: Tried,
+    pub pool: BulkheadPermit,
+}
+
+/// An attempt past the limits, with its grant and the upstream's
+/// rate-limit headers.
+#[derive(Debug)]
+pub(crate) struct Granted {
+    pub tried: Tried,
+    pub pool: BulkheadPermit,
+    pub grant: Permit,
+    pub limits: RateLimitHeaders,
+}
+
+/// A call that got an answer worth passing on (2xx, or a 4xx that is the
+/// client's to see), with what it holds until the answer is delivered.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub response: reqwest::Response,
+    pub grant: Permit,
+    pub pool: BulkheadPermit,
+    pub attempts: u32,
+    /// Time spent waiting for the limiter and the pool.
+    pub waited: Duration,
+}
+
+/// The bottom of the stack: sends one attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Wire {
+    state: AppState,
+}
+
+impl Wire {
+    pub(crate) fn new(state: &AppState) -> Self {
+        Wire {
+            state: state.clone(),
+        }
+    }
+}
+
+impl Service<Req<Try>> for Wire {
+    type Response = Served<Tried, Failure>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Tried, Failure>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Try>) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let Req { call: t, notes } = req;
+            let up = &t.upstream;
+            let out = &up.outgoing;
+            let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
+                .min(up.deadline.saturating_duration_since(Instant::now()));
+            let sent = Instant::now();
+            let request = state
+                .client
+                .request(out.method.clone(), &out.url)
+                .headers(out.headers.clone())
+                .body(out.body.clone());
+            let result = tokio::time::timeout(timeout, request.send()).await;
+            let (status, outcome) = classify(&result);
+            let record = AttemptRecord {
+                attempt: t.attempt,
+                limiter_start: t.limiter_start,
+                sent,
+                ended: Instant::now(),
+                status,
+                outcome,
+            };
+            let sent = match result {
+                Ok(Ok(r)) => Ok(r),
+                Ok(Err(e)) => Err(Fault::Transport(e)),
+                Err(_) => Err(Fault::Timeout),
+            };
+            Ok(Served::ok(Tried { sent, record }, notes))
+        })
+    }
+}
+
+/// The status and the outcome's name (a metrics label).
+fn classify<E>(
+    result: &Result<Result<reqwest::Response, reqwest::Error>, E>,
+) -> (Option<u16>, &'static str) {
+    match result {
+        Ok(Ok(r)) => {
+            let s = r.status().as_u16();
+            let outcome = match s {
+                429 => "throttled",
+                408 | 500..=599 => "error",
+                _ => "answered",
+            };
+            (Some(s), outcome)
+        }
+        Ok(Err(e)) if e.is_connect() => (None, "connect_error"),
+        Ok(Err(_)) => (None, "transport_error"),
+        Err(_) => (None, "timeout"),
+    }
+}

@@ -1,0 +1,105 @@
+//! Usage settle: the tokens a call reserved (its estimate) are settled
+//! with what its answer reports it used, once the answer has been read —
+//! at once for a whole answer, when the stream ends for a streamed one.
+//! An answer that reports nothing leaves the estimate standing.
+//!
+//! The layer hands the call's grant up as a [`Reserved`], so that nothing
+//! above it can release the grant without settling it; the usage ledger
+//! and budgets settle here too.
+
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use sluice_admit::BulkheadPermit;
+use sluice_limit::Permit;
+use sluice_usage::Usage;
+use tower::{Layer, Service};
+
+use super::failure::Failure;
+use super::upstream::{Answered, Upstream};
+use super::{BoxFuture, Next, Req, Served, call};
+
+/// The tokens reserved for a call, held until its usage is known.
+#[derive(Debug)]
+pub(crate) struct Reserved {
+    grant: Permit,
+    /// The resources the tokens were reserved on.
+    tokens: Vec<String>,
+}
+
+impl Reserved {
+    /// Settles the reservation with `usage` (the estimate stands without
+    /// it) and releases the grant.
+    pub(crate) fn settle(mut self, usage: Option<Usage>) {
+        if let Some(u) = usage {
+            for t in &self.tokens {
+                let _ = self.grant.settle_part(t, u.total_tokens);
+            }
+        }
+    }
+}
+
+/// An answer to deliver, with what it holds until it is delivered.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    pub response: reqwest::Response,
+    pub reserved: Reserved,
+    pub pool: BulkheadPermit,
+    pub attempts: u32,
+    /// Time spent waiting for the limiter and the pool.
+    pub waited: Duration,
+}
+
+/// Wraps a stack in [`Settle`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UsageLayer;
+
+impl<S> Layer<S> for UsageLayer {
+    type Service = Settle<S>;
+
+    fn layer(&self, inner: S) -> Settle<S> {
+        Settle { inner }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct Settle<S> {
+    inner: S,
+}
+
+impl<S> Service<Req<Upstream>> for Settle<S>
+where
+    S: Next<Req<Upstream>, Served<Answered, Failure>>,
+{
+    type Response = Served<Delivery, Failure>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Delivery, Failure>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Upstream>) -> Self::Future {
+        let inner = self.inner.clone();
+        let tokens = req.call.plan.settle.clone();
+        Box::pin(async move {
+            let Served { result, notes } = call(inner, req).await;
+            let result = result.map(|a| Delivery {
+                response: a.response,
+                reserved: Reserved {
+                    grant: a.grant,
+                    tokens,
+                },
+                pool: a.pool,
+                attempts: a.attempts,
+                waited: a.waited,
+            });
+            Ok(Served { result, notes })
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "usage/tests.rs"]
+mod tests;

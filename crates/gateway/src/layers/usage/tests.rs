@@ -1,0 +1,68 @@
+use std::time::Duration;
+
+use super::*;
+use crate::layers::testing::{Later, answer, limited, upstream};
+use crate::state::{AppState, tokens_resource};
+
+const MODEL: &str = "m";
+
+/// A call reserving 500 tokens of 1,000 a minute, answered by the stack
+/// below; returns what the usage layer hands up.
+async fn delivered(state: &AppState) -> Delivery {
+    let tokens = tokens_resource(MODEL);
+    let below = {
+        let state = state.clone();
+        let tokens = tokens.clone();
+        Later::new(move |req: Req<Upstream>| {
+            let (state, tokens) = (state.clone(), tokens.clone());
+            async move {
+                let needs = [(MODEL, 1), (tokens.as_str(), 500)];
+                let grant = state.limits.acquire_many(&needs, None).await.unwrap();
+                let pool = state.bulkheads.get("model").try_acquire().unwrap();
+                let answered = Answered {
+                    response: answer(200, &[]),
+                    grant,
+                    pool,
+                    attempts: 1,
+                    waited: Duration::ZERO,
+                };
+                Served::ok(answered, req.notes)
+            }
+        })
+    };
+    let up = upstream(&[(MODEL, 1), (&tokens, 500)], Some(&tokens), true);
+    let req = Req {
+        call: up,
+        notes: Default::default(),
+    };
+    call(UsageLayer.layer(below), req)
+        .await
+        .result
+        .expect("answered")
+}
+
+async fn available(state: &AppState) -> f64 {
+    let c = state.limits.get_capacity(&tokens_resource(MODEL)).await;
+    c.unwrap().available
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_usage_reported_settles_the_tokens_reserved() {
+    let state = limited(MODEL, 100.0, 100, Some(1_000));
+    let d = delivered(&state).await;
+    assert_eq!(available(&state).await, 500.0);
+    d.reserved.settle(Some(Usage {
+        prompt_tokens: 60,
+        completion_tokens: 40,
+        total_tokens: 100,
+    }));
+    assert_eq!(available(&state).await, 900.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_report_the_estimate_stands() {
+    let state = limited(MODEL, 100.0, 100, Some(1_000));
+    let d = delivered(&state).await;
+    d.reserved.settle(None);
+    assert_eq!(available(&state).await, 500.0);
+}
