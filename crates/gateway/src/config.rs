@@ -404,7 +404,7 @@ pub struct LimitsApiConfig {
 }
 
 /// Request traces as JSON lines under `{dir}/{workspace}/{period}.jsonl`,
-/// kept within a size and a file count.
+/// kept within a size, a file count and an age.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceConfig {
@@ -425,6 +425,9 @@ pub struct TraceConfig {
     pub max_total_bytes: u64,
     /// Past this many files, the oldest are removed.
     pub max_files: usize,
+    /// Files whose newest trace started more than this many hours before
+    /// the newest trace written are removed; 0: no age limit.
+    pub max_age_hours: u64,
     /// Files the writer keeps open at once.
     pub max_open_files: usize,
 }
@@ -437,6 +440,8 @@ impl TraceConfig {
             max_file_bytes: self.max_file_bytes,
             max_total_bytes: self.max_total_bytes,
             max_files: self.max_files,
+            max_age: (self.max_age_hours > 0)
+                .then(|| std::time::Duration::from_secs(self.max_age_hours.saturating_mul(3_600))),
             max_open_files: self.max_open_files,
         }
     }

@@ -2,8 +2,10 @@
 //! as one JSON object per line to `{dir}/{workspace}/{period}.jsonl` (a UTC
 //! day or hour; the thread is a field of the line, never a file name) by a
 //! background [`TraceWriter`] that never blocks the request path. The
-//! directory is kept within a [`Retention`]: files are cut at a size, and
-//! the oldest removed past a total size or count.
+//! directory is kept within a [`Retention`]: files are cut at a size, the
+//! oldest removed past a total size or count, and files whose newest trace
+//! is older than a maximum age removed. The line's schema is documented
+//! in `docs/observability.md`.
 //!
 //! Only requests that got as far as admission are traced: one refused for
 //! its headers, key or body (400, 401, 404, 413) is counted in
@@ -50,7 +52,9 @@ pub use writer::{TraceWriter, TraceWriterTask};
 /// A request's trace while it runs.
 #[derive(Debug, Clone)]
 pub struct Trace {
-    /// 32 lowercase hex digits, random (the W3C trace-id shape).
+    /// 32 lowercase hex digits (the W3C trace-id shape): the client's
+    /// trace id when it sent a `traceparent`, else a random one, the
+    /// same one sent upstream.
     pub trace_id: String,
     /// The request id (`x-request-id`, `Idempotency-Key` or generated).
     pub request_id: String,

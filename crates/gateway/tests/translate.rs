@@ -298,3 +298,35 @@ async fn models_lists_what_the_gateway_routes() {
     assert_eq!(gemini["format"], "gemini");
     h.stop().await;
 }
+
+/// The upstream drops a translated stream after two events: the client
+/// reads an OpenAI error event and no `[DONE]`, and nothing is resent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translated_stream_cut_upstream_ends_with_an_openai_error() {
+    let h = harness().await;
+    let cut = sluice_sim::Faults {
+        disconnect_every: Some(1),
+        disconnect_after_chunks: 2,
+        ..sluice_sim::Faults::none()
+    };
+    for (model, upstream) in [
+        ("anthropic/claude-cut", "claude-cut"),
+        ("google/gemini-cut", "gemini-cut"),
+    ] {
+        h.sim
+            .set_faults(sluice_sim::Scope::Model(upstream.into()), cut.clone())
+            .unwrap();
+        let mut body = ask(model, 50);
+        body["stream"] = json!(true);
+        let res = h.send("/v1/chat/completions", &body).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let text = res.text().await.unwrap();
+        let data = sse_data(&text);
+        assert!(!data.iter().any(|d| d == "[DONE]"), "{model}: {text}");
+        let e: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+        assert_eq!(e["error"]["code"], "upstream_error", "{model}: {text}");
+        let seen = h.sim.stats().model(upstream);
+        assert_eq!((seen.requests, seen.disconnects), (1, 1), "{model}");
+    }
+    h.stop().await;
+}

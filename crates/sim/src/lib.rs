@@ -20,6 +20,11 @@
 //!   chunk with `stream_options.include_usage`), `POST /v1/embeddings`,
 //!   `POST /v1/responses`, `GET /v1/models`.
 //! - Anthropic: `POST /v1/messages` (SSE with the real event sequence).
+//! - Gemini's native API: `POST /v1beta/models/{model}:generateContent`,
+//!   `:streamGenerateContent` (SSE with `?alt=sse`, else one JSON array),
+//!   `usageMetadata` in every response, `x-goog-api-key`, errors as
+//!   `google.rpc.Status`, no rate-limit headers (unlike Google, a 429
+//!   still carries `Retry-After`), `GET /v1beta/models`.
 //! - The same under `/{provider}/v1/…` to pick the provider whose limits
 //!   apply; otherwise a model's provider comes from the config, a
 //!   `provider/` prefix, or the wire format.

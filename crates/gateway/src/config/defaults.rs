@@ -293,6 +293,7 @@ impl Default for TraceConfig {
             max_file_bytes: 64 << 20,
             max_total_bytes: 1 << 30,
             max_files: 1000,
+            max_age_hours: 7 * 24,
             max_open_files: 64,
         }
     }

@@ -87,6 +87,7 @@ where
                     url: outbound.url.clone(),
                     headers: outbound.headers.clone(),
                     body: outbound.body.clone(),
+                    context: Some(a.call.ctx.clone()),
                 },
                 deadline: a.call.ctx.deadline,
             };

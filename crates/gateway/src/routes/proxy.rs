@@ -185,7 +185,7 @@ async fn run(
         } else if let Some(a) = &client_auth {
             r = r.header("authorization", a.as_bytes());
         }
-        r
+        ctx.propagate(r)
     };
     // Traced from here on: a request refused for its path, method or API
     // costs no disk (`sluice_requests_total` counts it by status).
@@ -197,6 +197,9 @@ async fn run(
             .unwrap_or_else(|| "unthreaded".to_owned()),
         format!("{ROUTE}/{api}"),
     ));
+    if let Some(t) = trace.as_mut() {
+        t.trace_id = ctx.trace.trace_id_hex();
+    }
     // The same admission queue as model calls: priorities, per-tenant
     // fairness and depth limits, in the API's own lane. Proxied bodies
     // stream, so nothing is shared between duplicates here.

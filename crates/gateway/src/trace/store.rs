@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -21,7 +21,7 @@ use super::path::{Rotation, file_component, parse_segment, segment_name};
 
 /// What the trace directory may hold, and how it is cut into files
 /// (`[trace]`'s `rotate`, `max_file_bytes`, `max_total_bytes`,
-/// `max_files`, `max_open_files`; defaults in
+/// `max_files`, `max_age_hours`, `max_open_files`; defaults in
 /// [`TraceConfig`](crate::config::TraceConfig)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
@@ -34,6 +34,9 @@ pub struct Retention {
     pub max_total_bytes: u64,
     /// Past this many files, the oldest are removed.
     pub max_files: usize,
+    /// Files whose newest trace started longer ago than this (before the
+    /// newest trace written) are removed; `None`: no age limit.
+    pub max_age: Option<Duration>,
     /// Files kept open between writes; the least recently used is closed
     /// when another is needed.
     pub max_open_files: usize,
@@ -44,6 +47,9 @@ pub struct Retention {
 struct Stored {
     path: PathBuf,
     bytes: u64,
+    /// When the newest trace in it started (ms since the Unix epoch);
+    /// for a file found at start, when it was last modified.
+    newest_ms: u64,
     /// `(workspace component, period, segment)` for files of the writer's
     /// own shape, which it may append to.
     segment: Option<(String, String, u32)>,
@@ -62,7 +68,15 @@ pub(crate) struct Store {
     total_bytes: u64,
     next: u64,
     open: OpenFiles,
+    /// The start of the newest trace written: the store's "now", so that
+    /// it never reads a clock of its own.
+    now_ms: u64,
+    /// `now_ms` when files were last aged: at most once a minute.
+    aged_at_ms: u64,
 }
+
+/// How far `now_ms` moves before files are aged again.
+const AGE_EVERY_MS: u64 = 60_000;
 
 impl Store {
     /// Counts the `*.jsonl` files one level below each directory in `dir`
@@ -77,21 +91,27 @@ impl Store {
             latest: HashMap::new(),
             total_bytes: 0,
             next: 0,
+            now_ms: 0,
+            aged_at_ms: 0,
         };
         let mut found = scan(&store.dir);
         found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        for (_, path, bytes) in found {
+        for (modified, path, bytes) in found {
             let segment = segment_of(&path);
-            store.insert(path, bytes, segment);
+            let id = store.insert(path, bytes, segment);
+            if let Some(f) = store.files.get_mut(&id) {
+                f.newest_ms = unix_ms(modified);
+            }
         }
         store.enforce();
         store
     }
 
     /// Appends `lines` (whole JSON lines, of traces of `workspace` that
-    /// started in `period`) to the period's newest segment, going on in
-    /// a new one where they would pass `max_file_bytes`; then removes the
-    /// oldest files beyond the caps.
+    /// started in `period`, the newest at `newest_ms`) to the period's
+    /// newest segment, going on in a new one where they would pass
+    /// `max_file_bytes`; then removes the oldest files beyond the caps,
+    /// and those past `max_age`.
     ///
     /// # Errors
     /// Making the directory, opening or writing a file failed; the lines
@@ -101,7 +121,9 @@ impl Store {
         workspace: &str,
         period: &str,
         mut lines: &[u8],
+        newest_ms: u64,
     ) -> std::io::Result<()> {
+        self.now_ms = self.now_ms.max(newest_ms);
         let key = (file_component(workspace), period.to_owned());
         while !lines.is_empty() {
             let max = self.retention.max_file_bytes;
@@ -132,13 +154,13 @@ impl Store {
             let cut = fit(lines, room).unwrap_or(first) as usize;
             let (chunk, rest) = lines.split_at(cut);
             lines = rest;
-            self.write(id, chunk)?;
+            self.write(id, chunk, newest_ms)?;
         }
         Ok(())
     }
 
     /// Appends `chunk` to file `id`, then keeps the caps.
-    fn write(&mut self, id: u64, chunk: &[u8]) -> std::io::Result<()> {
+    fn write(&mut self, id: u64, chunk: &[u8], newest_ms: u64) -> std::io::Result<()> {
         let Some(path) = self.files.get(&id).map(|f| f.path.clone()) else {
             unreachable!("found or counted by the caller");
         };
@@ -150,6 +172,7 @@ impl Store {
                     // disk, so the count follows what is really there.
                     let before = f.bytes;
                     f.bytes = opened.unwrap_or(before) + chunk.len() as u64;
+                    f.newest_ms = f.newest_ms.max(newest_ms);
                     self.total_bytes = self.total_bytes - before + f.bytes;
                 }
             }
@@ -196,21 +219,50 @@ impl Store {
             Stored {
                 path,
                 bytes,
+                newest_ms: 0,
                 segment,
             },
         );
         id
     }
 
-    /// Removes the oldest files until both caps hold.
+    /// Removes the files past `max_age`, then the oldest files until both
+    /// caps hold.
     fn enforce(&mut self) {
         let r = self.retention;
+        if let Some(age) = r.max_age
+            && self.now_ms >= self.aged_at_ms.saturating_add(AGE_EVERY_MS)
+        {
+            self.aged_at_ms = self.now_ms;
+            let age = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+            let cutoff = self.now_ms.saturating_sub(age);
+            let expired: Vec<u64> = self
+                .files
+                .iter()
+                .filter(|(_, f)| f.newest_ms < cutoff)
+                .map(|(&id, _)| id)
+                .collect();
+            for id in expired {
+                self.remove(id);
+            }
+        }
         while self.files.len() > r.max_files || self.total_bytes > r.max_total_bytes {
             let Some(&id) = self.files.keys().next() else {
                 break;
             };
-            let Some(f) = self.forget(id) else {
+            if !self.remove(id) {
                 break;
+            }
+        }
+        crate::metrics::trace_disk(self.total_bytes, self.files.len());
+    }
+
+    /// Removes file `id` from the disk and the count; `false` if it was
+    /// not counted.
+    fn remove(&mut self, id: u64) -> bool {
+        {
+            let Some(f) = self.forget(id) else {
+                return false;
             };
             self.open.close(&f.path);
             match std::fs::remove_file(&f.path) {
@@ -227,7 +279,7 @@ impl Store {
                 let _ = std::fs::remove_dir(parent);
             }
         }
-        crate::metrics::trace_disk(self.total_bytes, self.files.len());
+        true
     }
 
     /// Stops counting file `id`.
@@ -263,6 +315,12 @@ fn segment_of(path: &Path) -> Option<(String, String, u32)> {
     let ws = path.parent()?.file_name()?.to_str()?;
     let (period, n) = parse_segment(path.file_name()?.to_str()?)?;
     Some((ws.to_owned(), period.to_owned(), n))
+}
+
+/// Milliseconds since the Unix epoch (0 before it).
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `(modified, path, bytes)` of every `*.jsonl` file one level below a

@@ -495,6 +495,9 @@ async fn files_found_at_start_count_against_the_caps() {
         8,
         Retention {
             max_files: 3,
+            // Files of 2023 against traces of 2025: the count is the cap
+            // under test here, not the age.
+            max_age: None,
             ..retention()
         },
     );
@@ -514,4 +517,64 @@ async fn files_found_at_start_count_against_the_caps() {
             "thread-4.jsonl"
         ]
     );
+}
+
+#[tokio::test]
+async fn files_older_than_max_age_go_when_newer_traces_come() {
+    let dir = TempDir::new();
+    let r = Retention {
+        rotate: Rotation::Hour,
+        max_age: Some(Duration::from_secs(2 * 3_600)),
+        ..retention()
+    };
+    // An hour's file each for hours 0..=5 of a day: with the newest trace
+    // at hour 5, the files whose newest trace is before hour 3 go (files
+    // are appended in the order of their first trace, so this holds
+    // however the traces are batched).
+    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 100, r);
+    for h in 0..=5 {
+        assert!(writer.submit(record_at("acme", &format!("h{h}"), DAY0 + h * HOUR + 1)));
+    }
+    task.shutdown().await;
+    let ids = request_ids(&workspace_lines(&dir.0, "acme"));
+    assert_eq!(ids, ["h3", "h4", "h5"]);
+
+    // Off: nothing goes for its age.
+    let dir = TempDir::new();
+    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 100, Retention { max_age: None, ..r });
+    for h in 0..=5 {
+        assert!(writer.submit(record_at("acme", &format!("h{h}"), DAY0 + h * HOUR)));
+    }
+    task.shutdown().await;
+    assert_eq!(request_ids(&workspace_lines(&dir.0, "acme")).len(), 6);
+}
+
+#[tokio::test]
+async fn files_found_at_start_age_by_their_modification_time() {
+    let dir = TempDir::new();
+    let old = dir.0.join("acme");
+    std::fs::create_dir_all(&old).unwrap();
+    let at = |ms: u64| std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    for (name, ms) in [
+        ("stale.jsonl", DAY0 - 3 * DAY),
+        ("fresh.jsonl", DAY0 - HOUR),
+    ] {
+        let path = old.join(name);
+        std::fs::write(&path, b"{}\n").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(at(ms)).unwrap();
+    }
+    let r = Retention {
+        max_age: Some(Duration::from_secs(24 * 3_600)),
+        ..retention()
+    };
+    let (writer, task) = TraceWriter::spawn(dir.0.clone(), 8, r);
+    assert!(writer.submit(record_at("acme", "new", DAY0)));
+    task.shutdown().await;
+    let mut left: Vec<_> = std::fs::read_dir(&old)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["2025-01-31.jsonl", "fresh.jsonl"]);
 }

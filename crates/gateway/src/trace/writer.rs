@@ -159,7 +159,8 @@ async fn run(
 /// it started in, one write per file per batch, keeping the order of
 /// records within each file.
 fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<TraceRecord>) {
-    let mut by_file: Vec<(String, String, Vec<u8>, u64)> = Vec::new();
+    // (workspace, period, lines, traces, newest start)
+    let mut by_file: Vec<(String, String, Vec<u8>, u64, u64)> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
     for record in batch.drain(..) {
         let key = (
@@ -167,10 +168,11 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<TraceRecord>
             period(record.started_unix_ms, rotate),
         );
         let i = *index.entry(key.clone()).or_insert_with(|| {
-            by_file.push((key.0, key.1, Vec::new(), 0));
+            by_file.push((key.0, key.1, Vec::new(), 0, 0));
             by_file.len() - 1
         });
-        let (_, _, buf, count) = &mut by_file[i];
+        let (_, _, buf, count, newest) = &mut by_file[i];
+        *newest = (*newest).max(record.started_unix_ms);
         match serde_json::to_writer(&mut *buf, &record) {
             Ok(()) => {
                 buf.push(b'\n');
@@ -182,8 +184,8 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<TraceRecord>
             }
         }
     }
-    for (workspace, period, buf, count) in by_file {
-        if let Err(e) = store.append(&workspace, &period, &buf) {
+    for (workspace, period, buf, count, newest) in by_file {
+        if let Err(e) = store.append(&workspace, &period, &buf, newest) {
             // Log and go on: a full or broken disk loses traces, never
             // the writer or the gateway.
             tracing::warn!(error = %e, workspace = ?workspace, traces = count, "trace write failed");
