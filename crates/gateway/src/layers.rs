@@ -27,6 +27,7 @@
 pub(crate) mod admission;
 pub mod auth;
 pub(crate) mod bulkhead;
+pub(crate) mod cache;
 pub mod context;
 pub(crate) mod dedup;
 pub(crate) mod failure;
@@ -144,6 +145,9 @@ pub(crate) enum Reply {
     Stream(Response),
     /// The answer of an identical request that ran.
     Joined(Shared),
+    /// An answer from the response cache, or from an identical request's
+    /// answer shared by the cache's flight.
+    Cached(Response),
 }
 
 impl IntoResponse for Reply {
@@ -152,6 +156,7 @@ impl IntoResponse for Reply {
             Reply::Buffered(b) => b.to_response(),
             Reply::Stream(res) => res,
             Reply::Joined(shared) => from_shared(&shared),
+            Reply::Cached(res) => res,
         }
     }
 }

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod body;
+mod cache;
 pub mod config;
 mod credentials;
 pub mod error;

@@ -151,6 +151,7 @@ pub(crate) fn body_of(reply: &Reply) -> Bytes {
             Err(e) => panic!("a shared refusal: {e}"),
         },
         Reply::Stream(_) => panic!("a stream"),
+        Reply::Cached(_) => panic!("a cached answer"),
     }
 }
 
