@@ -130,7 +130,7 @@ pub use job::{Job, JobId, JobState, JobSummary, Lease, UnknownState};
 pub use new_job::{DEFAULT_GROUP, DEFAULT_MAX_ATTEMPTS, MAX_NAME_LEN, NewJob};
 pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;
-pub use postgres::{PostgresBackend, PostgresStore};
+pub use postgres::{PostgresBackend, PostgresStore, without_jit};
 pub use retention::{Cleaned, Retention};
 pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};

@@ -34,6 +34,7 @@
 mod bounds;
 pub mod cache;
 mod estimate;
+mod price;
 mod sse;
 mod stream;
 mod wire;
@@ -48,6 +49,7 @@ pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
+pub use price::{Cost, Price, PriceError, PriceTable};
 pub use sse::SseEvents;
 pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 

@@ -188,8 +188,8 @@ async fn open_postgres(url: &str) -> Result<(Arc<PostgresStore>, String), BoxErr
         .execute(&mut conn)
         .await?;
     conn.close().await?;
-    let options =
-        sqlx::postgres::PgConnectOptions::from_str(url)?.options([("search_path", &schema)]);
+    let options = sluice_jobs::without_jit(sqlx::postgres::PgConnectOptions::from_str(url)?)
+        .options([("search_path", &schema)]);
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(10)
         .connect_with(options)

@@ -19,9 +19,14 @@ mod tests;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{Value, json};
+use sluice_usage::{Endpoint, WireFormat};
+
+use super::Answer;
 
 pub(crate) use chat::{Chat, Part, ToolCall, ToolChoice, Turn};
 pub(crate) use request::parse;
+#[cfg(test)]
+pub(crate) use stream::run;
 pub(crate) use stream::{Delta, Translated, Translator};
 
 /// What a target format accepts beyond the fields every one does.
@@ -120,6 +125,69 @@ pub(crate) fn error_body(
         "code": kind,
     }});
     Bytes::from(body.to_string())
+}
+
+/// An upstream's whole answer, read: its JSON, and the usage and tool
+/// calls sluice-usage finds in it.
+#[derive(Debug)]
+pub(crate) struct Read {
+    pub status: StatusCode,
+    pub json: Value,
+    pub usage: Option<sluice_usage::Usage>,
+    pub tool_calls: u32,
+}
+
+/// Reads the answer of `provider` (in `format`). `Err` is the answer to
+/// give at once when the body is not JSON: OpenAI's error shape, a 502 in
+/// place of a 200.
+pub(crate) fn read(
+    format: WireFormat,
+    provider: &str,
+    status: StatusCode,
+    body: &Bytes,
+) -> Result<Read, Answer> {
+    let usage = sluice_usage::from_body(format, Endpoint::Chat, body);
+    let tool_calls = sluice_usage::tool_calls(format, body);
+    match serde_json::from_slice::<Value>(body) {
+        Ok(json) => Ok(Read {
+            status,
+            json,
+            usage,
+            tool_calls,
+        }),
+        Err(_) => Err(Answer {
+            status: if status.is_success() {
+                StatusCode::BAD_GATEWAY
+            } else {
+                status
+            },
+            body: unreadable(status, provider, body),
+            usage,
+            tool_calls,
+        }),
+    }
+}
+
+impl Read {
+    /// The upstream's error in OpenAI's shape (see [`error_body`]).
+    pub(crate) fn error(&self, message: &str, kind: Option<&str>, param: Option<&str>) -> Answer {
+        self.answer(error_body(self.status, message, kind, param))
+    }
+
+    /// The translated `chat.completion` (see [`completion`]).
+    pub(crate) fn completion(&self, id: &str, model: &str, choices: &[Choice]) -> Answer {
+        let body = completion(id, model, choices, self.usage);
+        self.answer(Bytes::from(body.to_string()))
+    }
+
+    fn answer(&self, body: Bytes) -> Answer {
+        Answer {
+            status: self.status,
+            body,
+            usage: self.usage,
+            tool_calls: self.tool_calls,
+        }
+    }
 }
 
 /// A body that is not the JSON the upstream should send, in OpenAI's

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use sluice_usage::{self as usage, Endpoint, WireFormat};
+use sluice_usage::WireFormat;
 
 use crate::providers::Answer;
 use crate::providers::translate::{
@@ -135,31 +135,17 @@ fn finish_reason(stop: &str) -> &'static str {
 
 /// A whole answer (or error) as OpenAI's.
 pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
-    let used = usage::from_body(WireFormat::Anthropic, Endpoint::Messages, body);
-    let tool_calls = usage::tool_calls(WireFormat::Anthropic, body);
-    let Ok(json) = serde_json::from_slice::<Value>(body) else {
-        return Answer {
-            status: if status.is_success() {
-                StatusCode::BAD_GATEWAY
-            } else {
-                status
-            },
-            body: translate::unreadable(status, "Anthropic", body),
-            usage: used,
-            tool_calls,
-        };
+    let read = match translate::read(WireFormat::Anthropic, "Anthropic", status, body) {
+        Ok(read) => read,
+        Err(unreadable) => return unreadable,
     };
+    let json = &read.json;
     if !status.is_success() {
         let error = &json["error"];
         let message = error["message"]
             .as_str()
             .unwrap_or("Anthropic refused the request");
-        return Answer {
-            status,
-            body: translate::error_body(status, message, error["type"].as_str(), None),
-            usage: used,
-            tool_calls,
-        };
+        return read.error(message, error["type"].as_str(), None);
     }
     let mut choice = Choice {
         finish_reason: finish_reason(json["stop_reason"].as_str().unwrap_or("end_turn")),
@@ -181,13 +167,7 @@ pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
     }
     let id = json["id"].as_str().unwrap_or("chatcmpl-sluice");
     let model = json["model"].as_str().unwrap_or(model);
-    let completion = translate::completion(id, model, &[choice], used);
-    Answer {
-        status,
-        body: Bytes::from(completion.to_string()),
-        usage: used,
-        tool_calls,
-    }
+    read.completion(id, model, &[choice])
 }
 
 /// Reads Anthropic's stream events.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use sluice_usage::{self as usage, Endpoint, WireFormat};
+use sluice_usage::WireFormat;
 
 use crate::providers::translate::{self, Accepts, Chat, Choice, Part, ToolCall, ToolChoice, Turn};
 use crate::providers::{Answer, BadField};
@@ -202,20 +202,11 @@ pub(super) fn choices(json: &Value) -> Vec<(u32, Choice, Option<&str>)> {
 
 /// A whole answer (or error) as OpenAI's.
 pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
-    let used = usage::from_body(WireFormat::Gemini, Endpoint::Chat, body);
-    let tool_calls = usage::tool_calls(WireFormat::Gemini, body);
-    let Ok(json) = serde_json::from_slice::<Value>(body) else {
-        return Answer {
-            status: if status.is_success() {
-                StatusCode::BAD_GATEWAY
-            } else {
-                status
-            },
-            body: translate::unreadable(status, "Gemini", body),
-            usage: used,
-            tool_calls,
-        };
+    let read = match translate::read(WireFormat::Gemini, "Gemini", status, body) {
+        Ok(read) => read,
+        Err(unreadable) => return unreadable,
     };
+    let json = &read.json;
     if !status.is_success() {
         let error = &json["error"];
         let message = error["message"]
@@ -226,16 +217,11 @@ pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
             .into_iter()
             .flatten()
             .find_map(|d| d["fieldViolations"][0]["field"].as_str());
-        return Answer {
-            status,
-            body: translate::error_body(status, message, error["status"].as_str(), param),
-            usage: used,
-            tool_calls,
-        };
+        return read.error(message, error["status"].as_str(), param);
     }
     let mut out: Vec<Choice> = Vec::new();
     let mut calls = 0;
-    for (_, mut choice, reason) in choices(&json) {
+    for (_, mut choice, reason) in choices(json) {
         for c in &mut choice.tool_calls {
             if c.id.is_empty() {
                 c.id = format!("call_{calls}");
@@ -255,13 +241,7 @@ pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
     }
     let id = json["responseId"].as_str().unwrap_or("chatcmpl-sluice");
     let model = json["modelVersion"].as_str().unwrap_or(model);
-    let completion = translate::completion(id, model, &out, used);
-    Answer {
-        status,
-        body: Bytes::from(completion.to_string()),
-        usage: used,
-        tool_calls,
-    }
+    read.completion(id, model, &out)
 }
 
 #[cfg(test)]

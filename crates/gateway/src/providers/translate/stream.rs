@@ -175,3 +175,25 @@ impl<T: Translator> StreamReader for Translated<T> {
         usage::error_event(WireFormat::Openai, Endpoint::Chat, code, message)
     }
 }
+
+/// Test help: feeds `stream` to `reader` `size` bytes at a time and returns
+/// the chunks it wrote, checking that they end with `[DONE]`.
+#[cfg(test)]
+pub(crate) fn run(reader: &mut dyn StreamReader, stream: &str, size: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    for piece in stream.as_bytes().chunks(size) {
+        out.extend_from_slice(&reader.feed(Bytes::copy_from_slice(piece)));
+    }
+    out.extend_from_slice(&reader.finish());
+    let text = String::from_utf8(out).expect("UTF-8");
+    let data: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.strip_prefix("data: ").expect("data events only"))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).expect("JSON chunks"))
+        .collect()
+}

@@ -4,7 +4,7 @@ use sluice_usage::WireFormat;
 
 use super::*;
 use crate::providers::StreamReader;
-use crate::providers::translate::{Translated, parse};
+use crate::providers::translate::{Translated, parse, run};
 
 fn chat(body: Value) -> Chat {
     parse(&body, ACCEPTS).unwrap()
@@ -174,24 +174,10 @@ fn translate_stream(size: usize, include_usage: bool) -> Vec<Value> {
         include_usage,
         "claude",
     );
-    let mut out = Vec::new();
-    for piece in STREAM.as_bytes().chunks(size) {
-        out.extend_from_slice(&t.feed(Bytes::copy_from_slice(piece)));
-    }
-    out.extend_from_slice(&t.finish());
+    let chunks = run(&mut t, STREAM, size);
     assert_eq!(t.tool_calls(), 1);
     assert_eq!(t.usage().map(|u| u.total_tokens), Some(21));
-    let text = String::from_utf8(out).unwrap();
-    let data: Vec<&str> = text
-        .split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| e.strip_prefix("data: ").unwrap())
-        .collect();
-    assert_eq!(data.last(), Some(&"[DONE]"));
-    data[..data.len() - 1]
-        .iter()
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    chunks
 }
 
 #[test]
