@@ -54,7 +54,11 @@ impl Gateway {
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
         let bound = listener.local_addr().unwrap_or(addr);
-        let warnings = crate::warnings::startup_warnings(&state.config, bound);
+        let warnings = crate::warnings::startup_warnings(
+            &state.config,
+            bound,
+            state.keystore.get().is_some_and(|k| k.has_tenants()),
+        );
         for w in &warnings {
             tracing::warn!("{w}");
         }

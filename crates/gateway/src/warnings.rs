@@ -6,15 +6,17 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::Config;
 
-/// The warnings for `config` served on `listen`, each one sentence.
-pub fn startup_warnings(config: &Config, listen: SocketAddr) -> Vec<String> {
+/// The warnings for `config` served on `listen`, each one sentence;
+/// `store_tenants` says whether the key store holds tenants (then callers
+/// need keys, as with `[[tenants]]`).
+pub fn startup_warnings(config: &Config, listen: SocketAddr, store_tenants: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if config.tenants.is_empty() {
+    if config.tenants.is_empty() && !store_tenants {
         out.push(
-            "no [[tenants]] are configured: there is no authentication. Every caller is trusted, \
+            "no [[tenants]] are configured, nor tenants in the key store: there is no authentication. Every caller is trusted, \
              names its own workspace with x-sluice-workspace, can read and cancel any workspace's \
              jobs, join another's in-flight requests and spend this server's provider keys. \
-             Configure [[tenants]] before anyone else can reach this port"
+             Configure [[tenants]] (or create a tenant and keys: sluice tenants, sluice keys) before anyone else can reach this port"
                 .to_owned(),
         );
         if !listen.ip().is_loopback() {
@@ -70,21 +72,28 @@ mod tests {
     #[test]
     fn an_open_gateway_says_so() {
         let c = Config::default();
-        let w = startup_warnings(&c, LOCAL.parse().unwrap());
+        let w = startup_warnings(&c, LOCAL.parse().unwrap(), false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("no [[tenants]]"));
-        let w = startup_warnings(&c, "0.0.0.0:8080".parse().unwrap());
+        let w = startup_warnings(&c, "0.0.0.0:8080".parse().unwrap(), false);
         assert_eq!(w.len(), 2, "{w:?}");
+    }
+
+    #[test]
+    fn store_tenants_count_as_tenants() {
+        let c = Config::default();
+        assert!(!startup_warnings(&c, LOCAL.parse().unwrap(), false).is_empty());
+        assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap(), true).is_empty());
     }
 
     #[test]
     fn tenants_and_https_say_nothing() {
         let mut c = Config::default();
         c.tenants.push(TenantConfig::new("acme", "k"));
-        assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap()).is_empty());
+        assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap(), false).is_empty());
         c.providers[0].base_url = "http://10.0.0.7:9000/v1".into();
         c.apis[0].base_url = "http://localhost:9090/x".into();
-        let w = startup_warnings(&c, LOCAL.parse().unwrap());
+        let w = startup_warnings(&c, LOCAL.parse().unwrap(), false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("10.0.0.7"), "{w:?}");
     }
