@@ -122,3 +122,39 @@ def test_translated_streaming_chat_with_usage(client, model):
 def test_models_list(client):
     ids = [m.id for m in client.models.list()]
     assert "google/*" in ids and "anthropic/*" in ids
+
+
+def test_every_answer_carries_a_request_id(client):
+    """`x-request-id` on answers, streams and errors: the client's own when
+    it sends a valid one, else one the gateway made up."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="openai/gpt-4o-mini",
+        messages=[{"role": "user", "content": "Say hello"}],
+        max_tokens=4,
+        extra_headers={"x-request-id": "py-sdk-1"},
+    )
+    assert raw.headers["x-request-id"] == "py-sdk-1"
+    assert raw.parse().choices[0].message.content
+
+    made_up = client.embeddings.with_raw_response.create(
+        model="openai/text-embedding-3-small", input=["a"]
+    )
+    assert made_up.headers["x-request-id"].startswith("req_")
+
+    with client.chat.completions.with_streaming_response.create(
+        model="openai/gpt-4o-mini",
+        messages=[{"role": "user", "content": "Count to five"}],
+        stream=True,
+    ) as stream:
+        assert stream.headers["x-request-id"]
+        assert sum(1 for _ in stream.iter_lines()) > 0
+
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="nope/model",
+            messages=[{"role": "user", "content": "x"}],
+            extra_headers={"x-request-id": "py-sdk-bad"},
+        )
+    assert e.value.response.headers["x-request-id"] == "py-sdk-bad"
+    # The SDK reads it into the error too.
+    assert e.value.request_id == "py-sdk-bad"

@@ -86,7 +86,11 @@ impl Meta {
     /// Adds the headers to `res`.
     pub fn apply(&self, res: &mut Response) {
         let h = res.headers_mut();
-        if let Ok(v) = HeaderValue::from_str(&self.request_id) {
+        // Empty before the context was read (a refused header): the
+        // router's `stamp` gives that answer an id.
+        if !self.request_id.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&self.request_id)
+        {
             h.insert("x-request-id", v);
         }
         h.insert(

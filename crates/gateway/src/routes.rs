@@ -104,8 +104,9 @@ pub fn owners() -> Vec<RouteOwner> {
         .collect()
 }
 
-/// The router: [`table`], a JSON 404 and 405, and the body cap (bodies are
-/// read by the handlers, after the caller is known: see [`crate::body`]).
+/// The router: [`table`], a JSON 404 and 405, the body cap (bodies are
+/// read by the handlers, after the caller is known: see [`crate::body`]),
+/// and an `x-request-id` on every answer.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (_, path, _, handler) in table() {
@@ -119,5 +120,6 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(crate::body::close_if_unread))
+        .layer(axum::middleware::from_fn(crate::layers::context::stamp))
         .with_state(state)
 }

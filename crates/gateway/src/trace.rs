@@ -50,7 +50,9 @@ pub use writer::{TraceWriter, TraceWriterTask};
 /// A request's trace while it runs.
 #[derive(Debug, Clone)]
 pub struct Trace {
-    /// 32 lowercase hex digits, random (the W3C trace-id shape).
+    /// 32 lowercase hex digits (the W3C trace-id shape): the client's
+    /// trace id when it sent a `traceparent`, else a random one, the
+    /// same one sent upstream.
     pub trace_id: String,
     /// The request id (`x-request-id`, `Idempotency-Key` or generated).
     pub request_id: String,

@@ -34,7 +34,11 @@
 //!
 //! The generic IETF and `X-RateLimit-*` headers describe the request quota
 //! only when no provider-specific request header does.
+//!
+//! [`context`] reads the request context headers the gateway passes on:
+//! `x-request-id` and W3C Trace Context.
 
+pub mod context;
 mod ietf;
 mod rfc3339;
 #[cfg(test)]

@@ -44,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod context;
 mod credentials;
 pub mod discord;
 pub mod http;

@@ -4,9 +4,10 @@
 
 use std::collections::VecDeque;
 
+use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-/// Longest idempotency key kept; longer ones are cut (on a char boundary).
+/// Longest header value kept; longer ones are cut (on a char boundary).
 const MAX_KEY_LEN: usize = 256;
 
 /// One answered request.
@@ -24,6 +25,15 @@ pub struct LogEntry {
     pub target: Option<String>,
     /// The `Idempotency-Key` header, if any.
     pub idempotency_key: Option<String>,
+    /// The `x-request-id` header, if any (cut like the key).
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// The `traceparent` header (W3C Trace Context), if any.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    /// The `tracestate` header, if any.
+    #[serde(default)]
+    pub tracestate: Option<String>,
     /// The status answered.
     pub status: u16,
     /// The fault injected, if any: `error`, `disconnect`,
@@ -58,21 +68,33 @@ pub(crate) struct Line {
     pub method: String,
     pub path: String,
     pub idempotency_key: Option<String>,
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+}
+
+/// `name`'s value in `headers`, cut to [`MAX_KEY_LEN`] on a char boundary.
+fn kept(headers: &HeaderMap, name: &str) -> Option<String> {
+    // UTF-8 rather than visible ASCII: a test may send any bytes.
+    let v = std::str::from_utf8(headers.get(name)?.as_bytes()).ok()?;
+    let mut end = v.len().min(MAX_KEY_LEN);
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(v[..end].to_owned())
 }
 
 impl Line {
-    pub(crate) fn new(method: &str, path: &str, key: Option<&str>) -> Self {
-        let key = key.map(|k| {
-            let mut end = k.len().min(MAX_KEY_LEN);
-            while !k.is_char_boundary(end) {
-                end -= 1;
-            }
-            k[..end].to_owned()
-        });
+    /// The line of a request with `headers`: the ones tests check for
+    /// (idempotency key, request id, trace context) are kept.
+    pub(crate) fn new(method: &str, path: &str, headers: &HeaderMap) -> Self {
         Line {
             method: method.to_owned(),
             path: path.to_owned(),
-            idempotency_key: key,
+            idempotency_key: kept(headers, "idempotency-key"),
+            request_id: kept(headers, "x-request-id"),
+            traceparent: kept(headers, "traceparent"),
+            tracestate: kept(headers, "tracestate"),
         }
     }
 }
@@ -109,6 +131,9 @@ impl Log {
             path: line.path,
             target: target.map(str::to_owned),
             idempotency_key: line.idempotency_key,
+            request_id: line.request_id,
+            traceparent: line.traceparent,
+            tracestate: line.tracestate,
             status,
             fault: fault.map(str::to_owned),
         });
@@ -134,11 +159,22 @@ impl Log {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
 
     fn push(log: &mut Log, n: u64) {
         for i in 0..n {
-            log.push(Line::new("POST", "/x", Some("k")), i, None, 200, None);
+            let line = Line::new("POST", "/x", &headers(&[("idempotency-key", "k")]));
+            log.push(line, i, None, 200, None);
         }
     }
 
@@ -166,8 +202,30 @@ mod tests {
     #[test]
     fn long_keys_are_cut_on_char_boundaries() {
         let key = "é".repeat(300);
-        let line = Line::new("GET", "/", Some(&key));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "idempotency-key",
+            HeaderValue::from_bytes(key.as_bytes()).unwrap(),
+        );
+        let line = Line::new("GET", "/", &h);
         let kept = line.idempotency_key.unwrap();
         assert!(kept.len() <= MAX_KEY_LEN && key.starts_with(&kept));
+    }
+
+    #[test]
+    fn request_id_and_trace_context_are_kept() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let h = headers(&[
+            ("x-request-id", "req-1"),
+            ("traceparent", tp),
+            ("tracestate", "congo=t61rcWkgMzE"),
+        ]);
+        let line = Line::new("POST", "/v1/chat/completions", &h);
+        assert_eq!(line.request_id.as_deref(), Some("req-1"));
+        assert_eq!(line.traceparent.as_deref(), Some(tp));
+        assert_eq!(line.tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
+        assert_eq!(line.idempotency_key, None);
+        let empty = Line::new("GET", "/", &HeaderMap::new());
+        assert_eq!((empty.request_id, empty.traceparent), (None, None));
     }
 }

@@ -120,11 +120,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         Endpoint::Models if call.headers.contains_key("anthropic-version") => Format::Anthropic,
         _ => Format::OpenAi,
     };
-    let key = call
-        .headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok());
-    let line = Line::new(call.method.as_str(), &call.path, key);
+    let line = Line::new(call.method.as_str(), &call.path, &call.headers);
     if !authorized(shared.config.api_key.as_deref(), format, &call.headers) {
         let seq = shared.log_only(line, 401);
         return stamp(Problem::Unauthorized.response(format), format, seq);

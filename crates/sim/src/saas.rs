@@ -36,11 +36,7 @@ pub(crate) struct Call {
 
 /// Answers one API request.
 pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
-    let key = call
-        .headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok());
-    let line = Line::new(call.method.as_str(), &call.path, key);
+    let line = Line::new(call.method.as_str(), &call.path, &call.headers);
     if !shared.config.apis.contains_key(&call.api) {
         shared.log_only(line, 404);
         return not_found(&call.path);

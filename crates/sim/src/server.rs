@@ -235,7 +235,7 @@ async fn dispatch(
             } else {
                 StatusCode::NOT_FOUND
             };
-            let line = Line::new(method.as_str(), &path, None);
+            let line = Line::new(method.as_str(), &path, &headers);
             shared.log_only(line, status.as_u16());
             let problem = Problem::NotFound {
                 message: format!("Invalid URL ({method} {path})"),

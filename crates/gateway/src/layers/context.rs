@@ -5,12 +5,23 @@
 //!
 //! The layer refuses a request while the gateway drains, and one whose
 //! headers or body are bad, before it costs a queue slot or a trace.
+//!
+//! Two headers are never a reason to refuse: an `x-request-id` that is
+//! too long or holds other characters than ASCII letters, digits and
+//! `-_.:+=@` is replaced by a new id, and a `traceparent` that is not
+//! W3C Trace Context starts a new trace (its `tracestate` dropped with
+//! it). [`Context::propagate`] sends the id and the trace upstream;
+//! [`stamp`] makes sure every answer, errors included, carries an id.
 
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next as MiddlewareNext;
+use axum::response::Response;
 use sluice_admit::Priority;
+use sluice_limit::headers::context::{TraceParent, valid_request_id, valid_tracestate};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
@@ -34,6 +45,14 @@ pub struct Context {
     pub request_id: String,
     /// Whether the id came from the client (and so deduplicates).
     pub client_id: bool,
+    /// The request's span in Sluice: the client's trace (from its
+    /// `traceparent`) or a new one, and a span id of its own.
+    pub trace: TraceParent,
+    /// The span that sent the request, when the client sent a valid
+    /// `traceparent`.
+    pub parent_span: Option<[u8; 8]>,
+    /// The client's `tracestate`, passed on unchanged when valid.
+    pub tracestate: Option<String>,
     /// When the request must be answered by.
     pub deadline: Instant,
     /// When it arrived.
@@ -92,9 +111,9 @@ impl Context {
                 format!("longer than {MAX_ID}"),
             ));
         }
-        let id = match header(headers, "x-request-id")? {
-            Some(id) if !id.is_empty() => Some(("x-request-id", id)),
-            _ => header(headers, "idempotency-key")?
+        let id = match client_request_id(headers) {
+            Some(id) => Some(("x-request-id", id)),
+            None => header(headers, "idempotency-key")?
                 .filter(|k| !k.is_empty())
                 .map(|k| ("idempotency-key", k)),
         };
@@ -122,10 +141,14 @@ impl Context {
                 ms.min(cfg.max_timeout_ms)
             }
         };
+        let (trace, parent_span, tracestate) = trace_context(headers);
         Ok(Context {
             workspace,
             priority,
             thread,
+            trace,
+            parent_span,
+            tracestate,
             client_id: id.is_some(),
             request_id: id.map_or_else(new_id, |(_, id)| id.to_owned()),
             deadline: started + Duration::from_millis(timeout_ms),
@@ -144,11 +167,84 @@ impl Context {
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
+
+    /// `r` (one upstream attempt) with the request's context: its
+    /// `x-request-id`, a `traceparent` of the request's trace with a new
+    /// span id (each attempt is a span of its own) and the client's
+    /// `tracestate`.
+    pub fn propagate(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let span = self.trace.child(new_span_id());
+        let r = r
+            .header("x-request-id", self.request_id.as_str())
+            .header("traceparent", span.to_string());
+        match &self.tracestate {
+            Some(state) => r.header("tracestate", state.as_str()),
+            None => r,
+        }
+    }
+}
+
+/// The client's `x-request-id`, when it is one to keep (see the module
+/// doc).
+pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|id| valid_request_id(id))
+}
+
+/// The request's span, the client's span and `tracestate` (see
+/// [`Context::trace`]).
+fn trace_context(headers: &HeaderMap) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
+    let incoming = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| TraceParent::parse(v).ok());
+    match incoming {
+        Some(parent) => {
+            let state = headers
+                .get("tracestate")
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && valid_tracestate(s))
+                .map(str::to_owned);
+            (parent.child(new_span_id()), Some(parent.span_id), state)
+        }
+        // A new trace, not sampled: nothing records it unless an
+        // exporter is on.
+        None => (
+            TraceParent::new(fastrand::u128(..).to_be_bytes(), new_span_id(), 0),
+            None,
+            None,
+        ),
+    }
+}
+
+/// A random span id.
+pub fn new_span_id() -> [u8; 8] {
+    fastrand::u64(..).to_be_bytes()
 }
 
 /// A random request id.
 pub fn new_id() -> String {
     format!("req_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
+}
+
+/// Middleware over every route: an answer without an `x-request-id`
+/// (one given before any layer read the context: a 401, a 404, a route
+/// with no context) gets the client's id when it is one to keep, else a
+/// new one.
+pub(crate) async fn stamp(req: Request, next: MiddlewareNext) -> Response {
+    let given = client_request_id(req.headers()).map(str::to_owned);
+    let mut res = next.run(req).await;
+    if !res.headers().contains_key("x-request-id") {
+        let id = given.unwrap_or_else(new_id);
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            res.headers_mut().insert("x-request-id", v);
+        }
+    }
+    res
 }
 
 /// A request as its handler hands it over: what the context layer needs

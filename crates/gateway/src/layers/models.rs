@@ -174,6 +174,8 @@ impl Parse for Incoming {
             ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
             route(self.endpoint),
         );
+        // The client's trace when it sent one: its lines join its spans.
+        trace.trace_id = ctx.trace.trace_id_hex();
         trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
         trace.model = Some(model.clone());
         notes.trace = Some(trace);

@@ -97,6 +97,7 @@ where
                     url,
                     headers: outbound.headers.clone(),
                     body: outbound.body.clone(),
+                    context: Some(a.call.ctx.clone()),
                 },
                 deadline: a.call.ctx.deadline,
             };

@@ -171,15 +171,19 @@ impl Parse for Incoming {
             })?;
         // Traced from here on: a request refused for its path, method or
         // API costs no disk (`sluice_requests_total` counts it by status).
-        notes.trace = Some(Trace::start(
+        let mut trace = Trace::start(
             ctx.request_id.clone(),
             ctx.workspace.clone(),
             ctx.thread
                 .clone()
                 .unwrap_or_else(|| "unthreaded".to_owned()),
             format!("{ROUTE}/{api}"),
-        ));
+        );
+        // The client's trace when it sent one: its lines join its spans.
+        trace.trace_id = ctx.trace.trace_id_hex();
+        notes.trace = Some(trace);
         let deadline = ctx.deadline;
+        let context = Some(ctx.clone());
         Ok(Call {
             ctx,
             upstream: Upstream {
@@ -189,6 +193,7 @@ impl Parse for Incoming {
                     url,
                     headers,
                     body: self.body,
+                    context,
                 },
                 deadline,
             },

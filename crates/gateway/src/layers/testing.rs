@@ -189,6 +189,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
             url: reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
+            context: None,
         },
         deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
     }

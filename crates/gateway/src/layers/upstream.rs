@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tower::Service;
 
 use super::{BoxFuture, Req, Served};
+use crate::layers::context::Context;
 use crate::layers::failure::Failure;
 use crate::providers::Provider;
 use crate::state::AppState;
@@ -56,6 +57,9 @@ pub(crate) struct Outgoing {
     pub headers: reqwest::header::HeaderMap,
     /// The body.
     pub body: Bytes,
+    /// The client request's context, sent along on every attempt
+    /// (`x-request-id`, and a `traceparent` with a new span id each).
+    pub context: Option<Context>,
 }
 
 /// An upstream call: what the retry layer is asked to get an answer to.
@@ -177,6 +181,10 @@ impl Service<Req<Try>> for Wire {
                 .request(out.method.clone(), out.url.clone())
                 .headers(out.headers.clone())
                 .body(out.body.clone());
+            let request = match &out.context {
+                Some(ctx) => ctx.propagate(request),
+                None => request,
+            };
             let result = tokio::time::timeout(timeout, request.send()).await;
             let (status, outcome) = classify(&result);
             let record = AttemptRecord {

@@ -190,11 +190,12 @@ impl Inner {
     ) -> Result<reqwest::Response, Outcome> {
         let method = reqwest::Method::from_bytes(call.method.as_bytes())
             .map_err(|_| Outcome::fatal(format!("bad method {}", call.method)))?;
-        let mut request = self
+        let request = self
             .client
             .request(method, format!("{}{}", self.config.base_url, call.path))
             .timeout(self.config.timeout)
             .header("x-sluice-job-id", job.id.to_string());
+        let mut request = crate::context::attach(job, request);
         if let Some(value) = token {
             request = request.header("authorization", value);
         }

@@ -70,11 +70,12 @@ impl HttpHandler {
         };
         let method =
             reqwest::Method::from_bytes(p.method.as_bytes()).unwrap_or(reqwest::Method::POST);
-        let mut request = self
+        let request = self
             .client
             .request(method, format!("{}{}", api.base_url, p.path))
             .timeout(CALL_TIMEOUT)
             .header("x-sluice-job-id", job.id.to_string());
+        let mut request = crate::context::attach(job, request);
         for (name, value) in &p.headers {
             if let (Ok(n), Ok(v)) = (
                 HeaderName::from_bytes(name.as_bytes()),

@@ -108,3 +108,57 @@ async fn a_draining_gateway_refuses_with_503() {
     let e = served.result.expect_err("refused");
     assert_eq!(e.into_response().status(), StatusCode::SERVICE_UNAVAILABLE);
 }
+
+#[tokio::test]
+async fn a_bad_request_id_is_replaced_and_a_bad_traceparent_restarts_the_trace() {
+    let state = state();
+    let seen = std::sync::Arc::new(Mutex::new(None));
+    let probe = {
+        let seen = seen.clone();
+        Probe::new(move |req: Req<Context>| {
+            *seen.lock().unwrap() = Some(req.call.clone());
+            Served::ok(ok(), req.notes)
+        })
+    };
+    let svc = ContextLayer::new(&state).layer(probe);
+    let req = plain(
+        &state,
+        &[
+            ("x-request-id", "two words"),
+            (
+                "traceparent",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ),
+            ("tracestate", "congo=t61rcWkgMzE"),
+        ],
+    );
+    let served = call(svc.clone(), req).await;
+    assert!(served.result.is_ok(), "not a refusal");
+    let ctx = seen.lock().unwrap().take().expect("the inner service ran");
+    assert!(ctx.request_id.starts_with("req_"), "{}", ctx.request_id);
+    assert!(!ctx.client_id, "a made-up id does not deduplicate");
+    assert_eq!((ctx.parent_span, ctx.tracestate), (None, None));
+    assert_ne!(ctx.trace.trace_id, [0; 16]);
+
+    let req = plain(
+        &state,
+        &[
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+            ("tracestate", "congo=t61rcWkgMzE"),
+            ("idempotency-key", "k-1"),
+        ],
+    );
+    call(svc, req).await;
+    let ctx = seen.lock().unwrap().take().expect("the inner service ran");
+    assert_eq!((ctx.request_id.as_str(), ctx.client_id), ("k-1", true));
+    assert_eq!(ctx.trace.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        ctx.parent_span,
+        Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])
+    );
+    assert_ne!(ctx.trace.span_id, ctx.parent_span.unwrap());
+    assert_eq!(ctx.tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
+}

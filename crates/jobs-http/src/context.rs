@@ -1,0 +1,95 @@
+//! The context a job attempt carries upstream, as a request through the
+//! gateway does: an `x-request-id` naming the job and attempt, and a
+//! W3C `traceparent`.
+//!
+//! A job is its own trace: every attempt of it shares one trace id, made
+//! from the job's id and enqueue time (so it needs no column and is the
+//! same on every worker), and is a span of its own.
+
+use reqwest::RequestBuilder;
+use sluice_jobs::Job;
+use sluice_limit::headers::context::TraceParent;
+
+/// `r` with the context of `job`'s attempt under way.
+pub(crate) fn attach(job: &Job, r: RequestBuilder) -> RequestBuilder {
+    r.header("x-request-id", request_id(job)).header(
+        "traceparent",
+        traceparent(job, fastrand::u64(..)).to_string(),
+    )
+}
+
+/// `job-{id}-{attempt}`, counting the attempt under way.
+pub(crate) fn request_id(job: &Job) -> String {
+    format!("job-{}-{}", job.id, job.attempts.saturating_add(1))
+}
+
+/// The job's trace, sent by span `span`.
+pub(crate) fn traceparent(job: &Job, span: u64) -> TraceParent {
+    // The W3C recommends random-looking trace ids (samplers read their
+    // bits): mix the two numbers rather than concatenating them.
+    let created = job.created_at.as_millis() as u64;
+    let id = job.id.0 as u64;
+    let high = mix(id ^ mix(created));
+    let low = mix(created.rotate_left(32) ^ id ^ 0x9e37_79b9_7f4a_7c15);
+    let mut trace = [0; 16];
+    trace[..8].copy_from_slice(&high.to_be_bytes());
+    trace[8..].copy_from_slice(&low.to_be_bytes());
+    TraceParent::new(trace, span.to_be_bytes(), 0)
+}
+
+/// SplitMix64's finalizer: a bijection that spreads every input bit.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use sluice_jobs::{JobId, JobState, Timestamp};
+
+    use super::*;
+
+    fn job(id: i64, created: i64, attempts: u32) -> Job {
+        Job {
+            id: JobId(id),
+            queue: "default".into(),
+            kind: "http".into(),
+            payload: json!({}),
+            tenant: "acme".into(),
+            group: "acme".into(),
+            priority: 0,
+            idempotency_key: None,
+            attempts,
+            max_attempts: 3,
+            reschedules: 0,
+            run_at: Timestamp::from_millis(created),
+            state: JobState::Running,
+            last_error: None,
+            result: None,
+            lease: None,
+            created_at: Timestamp::from_millis(created),
+            updated_at: Timestamp::from_millis(created),
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn attempts_of_a_job_share_its_trace_and_not_their_spans() {
+        let first = traceparent(&job(7, 1_700_000_000_000, 0), 1);
+        let second = traceparent(&job(7, 1_700_000_000_000, 1), 2);
+        assert_eq!(first.trace_id, second.trace_id);
+        assert_ne!(first.span_id, second.span_id);
+        let other = traceparent(&job(8, 1_700_000_000_000, 0), 1);
+        assert_ne!(first.trace_id, other.trace_id);
+        let parsed = TraceParent::parse(&first.to_string()).expect("a valid traceparent");
+        assert_eq!(parsed, first);
+    }
+
+    #[test]
+    fn the_request_id_names_the_job_and_attempt() {
+        assert_eq!(request_id(&job(42, 0, 0)), "job-42-1");
+        assert_eq!(request_id(&job(42, 0, 2)), "job-42-3");
+    }
+}
