@@ -1,5 +1,6 @@
 //! The request path as a stack of tower layers, composed in one place per
-//! family of routes ([`models`] for the model routes) in the order of the
+//! family of routes ([`models`] for the model routes, [`proxy`] for
+//! `/proxy`) in the order of the
 //! architecture's picture:
 //!
 //! ```text
@@ -36,6 +37,7 @@ pub(crate) mod limits;
 pub(crate) mod models;
 pub(crate) mod observe;
 pub(crate) mod provider;
+pub(crate) mod proxy;
 pub(crate) mod retry;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -31,7 +31,6 @@ pub mod routes;
 mod server;
 mod state;
 pub mod trace;
-mod upstream;
 pub mod warnings;
 
 pub use layers::{auth, context};
