@@ -158,3 +158,44 @@ def test_every_answer_carries_a_request_id(client):
     assert e.value.response.headers["x-request-id"] == "py-sdk-bad"
     # The SDK reads it into the error too.
     assert e.value.request_id == "py-sdk-bad"
+
+
+def test_a_cached_stream_is_replayed_as_sse(gateway, client):
+    # temperature 0: cached. The first answer streams from the sim and is
+    # stored once it ends; the second is replayed from the cache.
+    ask = dict(
+        model="openai/gpt-4o-mini",
+        messages=[{"role": "user", "content": "Replay me, please"}],
+        temperature=0,
+        stream=True,
+    )
+    first = client.chat.completions.with_raw_response.create(**ask)
+    assert first.headers["x-sluice-cache"] == "miss"
+    live = "".join(c.choices[0].delta.content or "" for c in first.parse())
+
+    second = client.chat.completions.with_raw_response.create(
+        **ask, stream_options={"include_usage": True}
+    )
+    assert second.headers["x-sluice-cache"] == "hit"
+    assert second.headers["content-type"].startswith("text/event-stream")
+    text, usage, roles, finish = "", [], [], []
+    for chunk in second.parse():
+        if chunk.usage is not None:
+            usage.append(chunk.usage)
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            if choice.delta.role:
+                roles.append(choice.delta.role)
+            if choice.finish_reason:
+                finish.append(choice.finish_reason)
+    assert text == live and text
+    assert roles == ["assistant"]
+    assert len(finish) == 1
+    assert len(usage) == 1 and usage[0].completion_tokens > 0
+
+    # Not streamed, the same entry: the whole answer.
+    whole = client.chat.completions.with_raw_response.create(
+        **{**ask, "stream": False}
+    )
+    assert whole.headers["x-sluice-cache"] == "hit"
+    assert whole.parse().choices[0].message.content == live

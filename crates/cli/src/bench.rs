@@ -11,6 +11,10 @@
 //!     and the gateway: goodput as a share of capacity, upstream 429s,
 //!     Jain's fairness across equal-weight tenants.
 //!
+//! (a) and (b) also send a request the response cache answers (the same
+//! chat completion at `temperature` 0, stored by the warm-up): a hit's
+//! latency and throughput beside a proxied call to the 0 ms sim.
+//!
 //! With `--target URL`, (a) and (b) go through the gateway at URL instead
 //! of the in-process one (the direct baseline is still the in-process
 //! sim); (c) always runs in-process.
@@ -154,7 +158,28 @@ fn chat(
             format!("{PROVIDER}/{MODEL}"),
         )
     };
-    let body = json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]}).to_string();
+    let body = json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]});
+    request(client, url, body)
+}
+
+/// A chat completion at `temperature` 0 through a gateway: after the
+/// first, answered by its cache.
+fn cached_chat(
+    client: &reqwest::Client,
+    base: &str,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let url = format!("{base}/v1/chat/completions");
+    let model = format!("{PROVIDER}/{MODEL}");
+    let body = json!({"model": model, "max_tokens": 16, "temperature": 0, "messages": [{"role": "user", "content": "ping"}]});
+    request(client, url, body)
+}
+
+fn request(
+    client: &reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let body = body.to_string();
     let client = client.clone();
     move || {
         client
@@ -185,6 +210,12 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
             }
         }
     }
+    // Stores the answer the cached stream is served from.
+    if !open_loop::send(cached_chat(&gateway_client, &gateway)()).await {
+        return Err(format!(
+            "{gateway} does not answer a cached chat completion"
+        ));
+    }
 
     let max_outstanding = (args.rate as usize).max(64) * 10;
     note(
@@ -210,7 +241,18 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         chat(&gateway_client, &gateway, false),
     )
     .await;
-    let latency = LatencyPart::new(args.rate, args.duration, &direct, &through);
+    note(
+        args.json,
+        "(a) the same through the gateway, answered by its cache",
+    );
+    let cached = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        cached_chat(&gateway_client, &gateway),
+    )
+    .await;
+    let latency = LatencyPart::new(args.rate, args.duration, &direct, &through, &cached);
 
     let each = (args.duration / 2).max(Duration::from_secs(1));
     note(
@@ -229,7 +271,14 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         chat(&gateway_client, &gateway, false),
     )
     .await;
-    let throughput = ThroughputPart::new(args.connections, each, direct, through);
+    note(args.json, "(b) the same answered by the gateway's cache");
+    let cached = closed_loop::run(
+        args.connections,
+        each,
+        cached_chat(&gateway_client, &gateway),
+    )
+    .await;
+    let throughput = ThroughputPart::new(args.connections, each, direct, through, cached);
     stack.stop().await;
 
     note(

@@ -1,6 +1,9 @@
 //! `sluice demo`: the same agent swarm twice against simulated providers,
 //! first calling them directly with the retry loop agents typically use,
 //! then through Sluice, with a live view and a side-by-side summary.
+//! `--scenario cache` shows the response cache instead ([`cache`]).
+
+mod cache;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -36,6 +39,19 @@ pub struct DemoArgs {
     /// all, or `openai=3,anthropic=2,google=5` (the defaults).
     #[arg(long, value_parser = crate::args::provider_rates)]
     pub provider_rps: Option<ProviderRates>,
+    /// What to show: `swarm` (direct vs through Sluice) or `cache`
+    /// (agents that repeat questions, with the response cache off then on).
+    #[arg(long, value_enum, default_value_t = Scenario::Swarm)]
+    pub scenario: Scenario,
+}
+
+/// The demo's scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// The swarm, direct then through Sluice.
+    Swarm,
+    /// Agents repeating questions: calls and tokens the cache saves.
+    Cache,
 }
 
 /// The JSON summary.
@@ -78,7 +94,11 @@ fn sim_config(rates: Option<&ProviderRates>) -> SimConfig {
 }
 
 pub async fn run(args: DemoArgs) -> ExitCode {
-    match demo(args).await {
+    let ran = match args.scenario {
+        Scenario::Swarm => demo(args).await,
+        Scenario::Cache => cache::demo(args).await,
+    };
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice demo: {e}");

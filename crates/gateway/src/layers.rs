@@ -1,5 +1,6 @@
 //! The request path as a stack of tower layers, composed in one place per
-//! family of routes ([`models`] for the model routes) in the order of the
+//! family of routes ([`models`] for the model routes, [`proxy`] for
+//! `/proxy`) in the order of the
 //! architecture's picture:
 //!
 //! ```text
@@ -27,6 +28,7 @@
 pub(crate) mod admission;
 pub mod auth;
 pub(crate) mod bulkhead;
+pub(crate) mod cache;
 pub mod context;
 pub(crate) mod dedup;
 pub(crate) mod failure;
@@ -35,6 +37,7 @@ pub(crate) mod limits;
 pub(crate) mod models;
 pub(crate) mod observe;
 pub(crate) mod provider;
+pub(crate) mod proxy;
 pub(crate) mod retry;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -144,6 +147,9 @@ pub(crate) enum Reply {
     Stream(Response),
     /// The answer of an identical request that ran.
     Joined(Shared),
+    /// An answer from the response cache, or from an identical request's
+    /// answer shared by the cache's flight.
+    Cached(Response),
 }
 
 impl IntoResponse for Reply {
@@ -152,6 +158,7 @@ impl IntoResponse for Reply {
             Reply::Buffered(b) => b.to_response(),
             Reply::Stream(res) => res,
             Reply::Joined(shared) => from_shared(&shared),
+            Reply::Cached(res) => res,
         }
     }
 }

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod body;
+mod cache;
 pub mod config;
 mod credentials;
 pub mod error;
@@ -30,7 +31,6 @@ pub mod routes;
 mod server;
 mod state;
 pub mod trace;
-mod upstream;
 pub mod warnings;
 
 pub use layers::{auth, context};

@@ -229,6 +229,18 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Enqueues with an Idempotency-Key, by result: hit (the original job answered) or miss (stored) (enqueues)."),
     ("sluice_jobs", Kind::Gauge, Unit::Count,
         "Jobs in the store, by queue and state, as of the last refresh (jobs)."),
+    ("sluice_cache_lookups_total", Kind::Counter, Unit::Count,
+        "Model requests by what the response cache did (hit, miss or bypass), by model (requests)."),
+    ("sluice_cache_saved_tokens_total", Kind::Counter, Unit::Count,
+        "Tokens not sent upstream because the cache answered, by model and kind: prompt or completion (tokens)."),
+    ("sluice_cache_bytes", Kind::Gauge, Unit::Bytes,
+        "Bytes the response cache's shared store holds, as of the last refresh (bytes)."),
+    ("sluice_cache_entries", Kind::Gauge, Unit::Count,
+        "Answers the response cache's shared store holds, as of the last refresh (entries)."),
+    ("sluice_cache_evictions_total", Kind::Counter, Unit::Count,
+        "Answers evicted from the in-memory cache to stay within cache.max_bytes (entries)."),
+    ("sluice_cache_store_errors_total", Kind::Counter, Unit::Count,
+        "Calls to the Redis cache that failed or timed out; each lookup was a miss (calls)."),
     ("sluice_metrics_refresh_total", Kind::Counter, Unit::Count,
         "Refreshes of the gauges read from the job store and the limiter, at most one per metrics.refresh_interval_ms (refreshes)."),
 ];
@@ -384,6 +396,34 @@ pub fn job_idempotency(hit: bool) {
 /// Sets the number of jobs of `queue` in `state` (`JobState::as_str`).
 pub fn jobs(queue: &str, state: &'static str, n: u64) {
     gauge!("sluice_jobs", "queue" => bounded(queue), "state" => state).set(n as f64);
+}
+
+/// Counts a model request the cache missed or bypassed (`result` is
+/// `miss` or `bypass`).
+pub fn cache_lookup(result: &'static str, model: &str) {
+    counter!("sluice_cache_lookups_total", "result" => result, "model" => bounded(model))
+        .increment(1);
+}
+
+/// Counts a hit and the tokens it saved.
+pub fn cache_hit(model: &str, saved: Option<sluice_usage::Usage>) {
+    let model = bounded(model);
+    counter!("sluice_cache_lookups_total", "result" => "hit", "model" => model.clone())
+        .increment(1);
+    if let Some(u) = saved {
+        counter!("sluice_cache_saved_tokens_total", "model" => model.clone(), "kind" => "prompt")
+            .increment(u.prompt_tokens);
+        counter!("sluice_cache_saved_tokens_total", "model" => model, "kind" => "completion")
+            .increment(u.completion_tokens);
+    }
+}
+
+/// Sets the cache's size gauges and totals from its stats.
+pub fn cache_stats(stats: &sluice_usage::cache::CacheStats) {
+    gauge!("sluice_cache_bytes").set(stats.bytes as f64);
+    gauge!("sluice_cache_entries").set(stats.entries as f64);
+    counter!("sluice_cache_evictions_total").absolute(stats.evictions);
+    counter!("sluice_cache_store_errors_total").absolute(stats.store_errors);
 }
 
 fn bounded(value: &str) -> String {

@@ -80,6 +80,9 @@ pub struct Meta {
     pub attempts: u32,
     /// The model that answered, when a fallback did.
     pub model: Option<String>,
+    /// What the response cache did (`x-sluice-cache`: `miss` or
+    /// `bypass`; a hit sets its own headers), when it was asked.
+    pub cache: Option<&'static str>,
 }
 
 impl Meta {
@@ -102,6 +105,11 @@ impl Meta {
             && let Ok(v) = HeaderValue::from_str(m)
         {
             h.insert("x-sluice-model", v);
+        }
+        if let Some(c) = self.cache
+            && !h.contains_key("x-sluice-cache")
+        {
+            h.insert("x-sluice-cache", HeaderValue::from_static(c));
         }
     }
 }

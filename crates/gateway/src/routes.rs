@@ -4,6 +4,7 @@
 //! exist without a declared [`Owner`]; each handler takes that owner's
 //! extractor (see [`crate::auth`]) before it reads its body.
 
+pub mod cache;
 pub mod catalog;
 pub mod jobs;
 pub mod keys;
@@ -86,6 +87,9 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/keys/{id}/revoke", Admin, post(keys::revoke)),
         entry("POST", "/v1/keys/{id}/block", Admin, post(keys::block)),
         entry("POST", "/v1/keys/{id}/unblock", Admin, post(keys::unblock)),
+        entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
+        entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
+        entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),

@@ -56,6 +56,12 @@ pub struct Inner {
     /// The gauges `/metrics` reads from the job store and the limiter,
     /// refreshed at most once per `metrics.refresh_interval_ms`.
     pub(crate) gauges: crate::metrics::Refresh,
+    /// The response cache, in memory or in Redis (`[cache]`).
+    pub(crate) cache: crate::cache::SharedCache,
+    /// What the cache did for each tenant.
+    pub(crate) cache_tenants: Arc<crate::cache::TenantCounters>,
+    /// Identical cache misses in flight together.
+    pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
@@ -139,6 +145,9 @@ pub enum StartError {
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
+    /// The response cache could not be built.
+    #[error("response cache: {0}")]
+    Cache(String),
 }
 
 impl AppState {
@@ -228,6 +237,7 @@ impl AppState {
             config.limits_api.max_held_per_tenant,
             config.limits_api.max_settle_multiple,
         );
+        let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -247,6 +257,9 @@ impl AppState {
                 grace_over: tokio::sync::watch::Sender::new(false),
                 gauges,
                 metrics,
+                cache,
+                cache_tenants: Arc::default(),
+                cache_flights: Arc::default(),
                 traces,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),

@@ -109,8 +109,11 @@ async fn an_answer_stored_by_one_replica_is_a_hit_on_the_other() {
     assert!(!hit.from_session);
     assert!(hit.age < CacheConfig::default().ttl);
 
+    let peeked = a.peek(&k).await.expect("a second look finds it");
+    assert_eq!(peeked.entry.answer().body, Bytes::from(body));
+    assert!(a.peek(&key(&acme, "another")).await.is_none());
     let stats = b.stats().await;
-    assert_eq!((stats.hits, stats.misses), (1, 1));
+    assert_eq!((stats.hits, stats.misses), (1, 1), "peeks count nothing");
     assert_eq!(stats.models["gpt-4o-mini"].saved_prompt_tokens, 100);
     assert_eq!(stats.entries, 1, "what Redis holds, seen from either");
     assert_eq!(a.stats().await.stores, 1);

@@ -31,6 +31,8 @@ pub struct LatencyPart {
     pub gateway: StreamLatency,
     /// gateway − direct, percentile by percentile.
     pub added: Added,
+    /// Through the gateway, every request a cache hit.
+    pub cache_hit: StreamLatency,
 }
 
 /// One stream of (a).
@@ -64,7 +66,13 @@ impl StreamLatency {
 }
 
 impl LatencyPart {
-    pub fn new(rate: f64, duration: Duration, direct: &Measured, gateway: &Measured) -> Self {
+    pub fn new(
+        rate: f64,
+        duration: Duration,
+        direct: &Measured,
+        gateway: &Measured,
+        cached: &Measured,
+    ) -> Self {
         let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
         let added = Added {
             p50_ms: g.percentiles.p50_ms - d.percentiles.p50_ms,
@@ -77,6 +85,7 @@ impl LatencyPart {
             direct: d,
             gateway: g,
             added,
+            cache_hit: StreamLatency::new(cached),
         }
     }
 }
@@ -90,6 +99,8 @@ pub struct ThroughputPart {
     pub gateway: Throughput,
     /// gateway ÷ direct.
     pub ratio: f64,
+    /// Through the gateway, every request a cache hit.
+    pub cache_hit: Throughput,
 }
 
 impl ThroughputPart {
@@ -98,6 +109,7 @@ impl ThroughputPart {
         each: Duration,
         direct: Throughput,
         gateway: Throughput,
+        cache_hit: Throughput,
     ) -> Self {
         let ratio = if direct.requests_per_second > 0.0 {
             gateway.requests_per_second / direct.requests_per_second
@@ -110,6 +122,7 @@ impl ThroughputPart {
             direct,
             gateway,
             ratio,
+            cache_hit,
         }
     }
 }
@@ -147,7 +160,11 @@ impl Report {
             "{:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
             "", "p50", "p99", "p99.9", "max", "errors"
         );
-        for (name, r) in [("direct", &l.direct), ("gateway", &l.gateway)] {
+        for (name, r) in [
+            ("direct", &l.direct),
+            ("gateway", &l.gateway),
+            ("cache hit", &l.cache_hit),
+        ] {
             let p = &r.percentiles;
             let _ = writeln!(
                 s,
@@ -182,11 +199,16 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "{:<10}{:>11.0} req/s  ({} errors; {:.0}% of direct)\n",
+            "{:<10}{:>11.0} req/s  ({} errors; {:.0}% of direct)",
             "gateway",
             t.gateway.requests_per_second,
             t.gateway.errors,
             t.ratio * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11.0} req/s  ({} errors)\n",
+            "cache hit", t.cache_hit.requests_per_second, t.cache_hit.errors
         );
 
         let w = &self.swarm;

@@ -59,7 +59,7 @@ where
                 match &served.result {
                     Ok(Reply::Buffered(b)) => permit.complete(Arc::new(Ok(b.clone()))),
                     Err(e) => permit.complete(Arc::new(Err(e.clone()))),
-                    Ok(Reply::Stream(_) | Reply::Joined(_)) => drop(permit),
+                    Ok(Reply::Stream(_) | Reply::Joined(_) | Reply::Cached(_)) => drop(permit),
                 }
             }
             Ok(served)

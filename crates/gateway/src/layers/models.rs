@@ -13,6 +13,7 @@ use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
 use super::bulkhead::BulkheadLayer;
+use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
 use super::dedup::DedupLayer;
 use super::fallback::FallbackLayer;
@@ -39,6 +40,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
+        .layer(CacheLayer::new(state))
         .layer(DedupLayer)
         .layer(AdmissionLayer::new(state))
         .layer(FallbackLayer::new(state))

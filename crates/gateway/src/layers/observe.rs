@@ -26,6 +26,12 @@ use sluice_usage::Usage;
 pub(crate) trait Routed {
     /// The route, as metrics name it.
     fn route(&self) -> &'static str;
+
+    /// The model or API it names, as metrics label it, when known before
+    /// the request is read (a later layer may name it instead).
+    fn label(&self, _state: &AppState) -> Option<String> {
+        None
+    }
 }
 
 /// Wraps a stack in [`Observe`].
@@ -77,9 +83,13 @@ where
         let state = self.state.clone();
         let inner = self.inner.clone();
         let route = req.route();
+        let label = req.label(&state);
         Box::pin(async move {
             let started = Instant::now();
             let Served { result, mut notes } = call(inner, req).await;
+            if notes.label.is_none() {
+                notes.label = label;
+            }
             let (mut res, error) = match result {
                 Ok(reply) => (reply.into_response(), None),
                 Err(e) => {

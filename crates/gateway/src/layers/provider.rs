@@ -80,11 +80,21 @@ where
             if let Some(t) = notes.trace.as_mut() {
                 t.model = Some(a.model.clone());
             }
+            let url = match reqwest::Url::parse(&outbound.url) {
+                Ok(url) => url,
+                Err(e) => {
+                    let f = Failure::Upstream {
+                        message: format!("provider {}: its URL does not parse: {e}", plan.label),
+                        attempts: 0,
+                    };
+                    return Ok(Served::err(f, notes));
+                }
+            };
             let up = Upstream {
                 plan,
                 outgoing: Outgoing {
                     method: reqwest::Method::POST,
-                    url: outbound.url.clone(),
+                    url,
                     headers: outbound.headers.clone(),
                     body: outbound.body.clone(),
                     context: Some(a.call.ctx.clone()),

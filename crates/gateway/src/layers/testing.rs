@@ -151,6 +151,7 @@ pub(crate) fn body_of(reply: &Reply) -> Bytes {
             Err(e) => panic!("a shared refusal: {e}"),
         },
         Reply::Stream(_) => panic!("a stream"),
+        Reply::Cached(_) => panic!("a cached answer"),
     }
 }
 
@@ -186,7 +187,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
         },
         outgoing: Outgoing {
             method: reqwest::Method::POST,
-            url: "http://127.0.0.1:9/".into(),
+            url: reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
             context: None,

@@ -50,8 +50,9 @@ pub(crate) struct Plan {
 pub(crate) struct Outgoing {
     /// The method.
     pub method: reqwest::Method,
-    /// Where it goes.
-    pub url: String,
+    /// Where it goes, parsed once (a proxied path is never parsed from a
+    /// string again: see `proxy::target`).
+    pub url: reqwest::Url,
     /// Every header it carries (auth included).
     pub headers: reqwest::header::HeaderMap,
     /// The body.
@@ -196,7 +197,7 @@ impl Service<Req<Try>> for Wire {
             let sent = Instant::now();
             let request = state
                 .client
-                .request(out.method.clone(), &out.url)
+                .request(out.method.clone(), out.url.clone())
                 .headers(out.headers.clone())
                 .body(out.body.clone());
             let request = match &out.context {

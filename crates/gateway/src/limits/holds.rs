@@ -10,6 +10,15 @@
 //!
 //! Ids are this replica's: in distributed mode a release must reach the
 //! replica that granted (the lease frees the grant otherwise).
+//!
+//! # Why not `moka`
+//!
+//! A held grant is a limiter slot, not a cached value: when its lease
+//! runs out it must be released on the next sweep, where moka evicts
+//! lazily (a lapsed grant would keep its in-flight slot until moka's
+//! housekeeping runs); leases follow tokio's clock, so that tests pause
+//! and advance it, where moka reads its own; and the per-tenant counts
+//! and the once-per-grant report need the same lock as the table anyway.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -30,6 +30,16 @@ fn record_everything(m: &Metrics) {
     job_idempotency(true);
     jobs("fam-queue", "dead", 2);
     redis_degraded(false);
+    cache_lookup("miss", "fam-model");
+    cache_hit(
+        "fam-model",
+        Some(sluice_usage::Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            total_tokens: 7,
+        }),
+    );
+    cache_stats(&sluice_usage::cache::CacheStats::default());
 }
 
 #[test]
@@ -56,6 +66,9 @@ fn every_family_has_help_and_type() {
     assert!(text.contains(r#"sluice_limiter_capacity{resource="fam-resource"} 5"#));
     assert!(text.contains(r#"sluice_fallbacks_total{from="fam-model",to="fam-fallback"} 1"#));
     assert!(text.contains(r#"sluice_jobs{queue="fam-queue",state="dead"} 2"#));
+    assert!(
+        text.contains(r#"sluice_cache_saved_tokens_total{model="fam-model",kind="completion"} 4"#)
+    );
 }
 
 #[test]

@@ -83,9 +83,10 @@ pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
         .into_response()
 }
 
-/// The gauges that cost a query: limiter tokens and jobs by queue and
-/// state.
+/// The gauges that cost a query: limiter tokens, jobs by queue and
+/// state, and the cache's size (a SCAN when it is in Redis).
 async fn refresh_gauges(state: &AppState) {
+    crate::metrics::cache_stats(&state.cache.stats().await);
     // Models, tokens and APIs only: sessions are per-key (cardinality),
     // and are not even read.
     let wanted = |r: &str| !r.starts_with(sluice_limit::SESSION_PREFIX);

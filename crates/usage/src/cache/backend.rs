@@ -46,6 +46,11 @@ pub trait AnswerCache: Send + Sync + fmt::Debug {
         session: Option<&'a SessionId>,
     ) -> CacheFuture<'a, Option<Hit>>;
 
+    /// The shared store's entry for `key`, if fresh, without counting a
+    /// hit or a miss: for a second look by a request that already missed
+    /// (an identical request may have stored its answer meanwhile).
+    fn peek<'a>(&'a self, key: &'a CacheKey) -> CacheFuture<'a, Option<Hit>>;
+
     /// Stores `entry` in the shared store under `key`.
     fn put(&self, key: CacheKey, entry: Arc<Entry>) -> CacheFuture<'_, ()>;
 
@@ -82,6 +87,10 @@ impl AnswerCache for ResponseCache {
     ) -> CacheFuture<'a, Option<Hit>> {
         let hit = self.lookup(key, in_store, session);
         Box::pin(std::future::ready(hit))
+    }
+
+    fn peek<'a>(&'a self, key: &'a CacheKey) -> CacheFuture<'a, Option<Hit>> {
+        Box::pin(std::future::ready(ResponseCache::peek(self, key)))
     }
 
     fn put(&self, key: CacheKey, entry: Arc<Entry>) -> CacheFuture<'_, ()> {

@@ -393,6 +393,17 @@ impl AnswerCache for RedisCache {
         })
     }
 
+    fn peek<'a>(&'a self, key: &'a CacheKey) -> CacheFuture<'a, Option<Hit>> {
+        Box::pin(async move {
+            let entry = self.fetch(key).await?;
+            Some(Hit {
+                age: entry.age(self.local.now()),
+                entry,
+                from_session: false,
+            })
+        })
+    }
+
     fn put(&self, key: CacheKey, entry: Arc<Entry>) -> CacheFuture<'_, ()> {
         Box::pin(self.store(key, entry))
     }

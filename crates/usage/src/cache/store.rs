@@ -205,6 +205,17 @@ impl ResponseCache {
         self.served(stored, key, session, now)
     }
 
+    /// The shared store's fresh entry for `key`, counting nothing.
+    pub fn peek(&self, key: &CacheKey) -> Option<Hit> {
+        let now = self.now();
+        let entry = self.stored(key, now)?;
+        Some(Hit {
+            age: entry.age(now),
+            entry,
+            from_session: false,
+        })
+    }
+
     /// The answer found in the shared store (`stored`), else the one in
     /// the session's answers, counted as a hit; or a miss.
     pub(super) fn served(

@@ -72,6 +72,11 @@ fn a_stored_answer_is_a_hit_with_its_age() {
     assert_eq!(hit.entry.model(), "m");
     // Not looked up in the store: a miss even though it is there.
     assert!(cache.lookup(&key, false, None).is_none());
+    // A peek finds it and counts nothing.
+    assert_eq!(cache.peek(&key).expect("there").age, Duration::from_secs(3));
+    assert!(cache.peek(&key_of(&a, "other")).is_none());
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses), (1, 2));
 }
 
 #[test]

@@ -19,7 +19,7 @@ use crate::error::ApiError;
 ///
 /// # Errors
 /// 400 for a name that is not UTF-8 once decoded.
-pub(super) fn split(raw: &str) -> Result<(String, &str), ApiError> {
+pub(crate) fn split(raw: &str) -> Result<(String, &str), ApiError> {
     let below = raw.strip_prefix("/proxy/").unwrap_or(raw);
     let (api, rest) = below.split_once('/').unwrap_or((below, ""));
     let api = percent_decode_str(api)
@@ -33,7 +33,7 @@ pub(super) fn split(raw: &str) -> Result<(String, &str), ApiError> {
 /// # Errors
 /// 400 naming what is refused: a dot segment, an encoded separator or a
 /// backslash, a segment that is not UTF-8.
-pub(super) fn upstream_url(
+pub(crate) fn upstream_url(
     base: &str,
     raw_rest: &str,
     query: Option<&str>,

@@ -1,0 +1,189 @@
+//! Cache: answers a repeated model request from the response cache
+//! (docs/cache.md) before it reaches deduplication and admission, so that
+//! a hit spends no queue slot, no limiter token and no budget; stores the
+//! answer of a miss (a stream once it has ended properly); and lets
+//! identical misses in flight together send one upstream call between
+//! them ([`flight`]).
+//!
+//! The client steers it with `x-sluice-cache` (`off`, `refresh`,
+//! `only-if-cached`), `x-sluice-cache-ttl` and `x-sluice-session`; every
+//! answer says `x-sluice-cache: hit`, `miss` or `bypass`, and a hit its
+//! `age`. An answer from a fallback model is served, never stored: it is
+//! not the answer of the model asked for.
+
+mod flight;
+mod lookup;
+mod stream;
+
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use axum::http::StatusCode;
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+use super::models::{Call, provider};
+use super::{BoxFuture, Next, Reply, Req, Served, call};
+use crate::state::AppState;
+use flight::Role;
+use lookup::{Asked, Looked, Pending, lookup};
+use sluice_usage::{Endpoint, WireFormat};
+
+pub(crate) use flight::Flights;
+
+/// Wraps the path below in [`Cache`].
+#[derive(Debug, Clone)]
+pub(crate) struct CacheLayer {
+    state: AppState,
+}
+
+impl CacheLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        CacheLayer {
+            state: state.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for CacheLayer {
+    type Service = Cache<S>;
+
+    fn layer(&self, inner: S) -> Cache<S> {
+        Cache {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct Cache<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Req<Call>> for Cache<S>
+where
+    S: Next<Req<Call>, Served<Reply>>,
+{
+    type Response = Served<Reply>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Reply>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Call>) -> Self::Future {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(serve(&state, inner, req).await) })
+    }
+}
+
+async fn serve<S>(state: &AppState, inner: S, req: Req<Call>) -> Served<Reply>
+where
+    S: Next<Req<Call>, Served<Reply>>,
+{
+    let Req {
+        call: mut c,
+        mut notes,
+    } = req;
+    let prov = match provider(state, &c.model, c.endpoint) {
+        Ok(p) => p,
+        Err(e) => return Served::err(e, notes),
+    };
+    let asked = Asked {
+        endpoint: c.endpoint,
+        tenant: &c.ctx.workspace,
+        provider: &prov.name,
+        // What the client gets is in its route's format, whatever the
+        // provider speaks (the gateway translates chat for Anthropic and
+        // Gemini models).
+        format: match c.endpoint {
+            Endpoint::Messages => WireFormat::Anthropic,
+            _ => WireFormat::Openai,
+        },
+        model: &c.model,
+        json: &c.json,
+        headers: &c.headers,
+    };
+    let pending = match lookup(&state.cache, &state.cache_tenants, &state.config, asked).await {
+        Err(e) => return Served::err(e, notes),
+        Ok(Looked::Hit(res)) => return Served::ok(Reply::Cached(res), notes),
+        Ok(Looked::Bypass) => {
+            notes.meta.cache = Some("bypass");
+            return call(inner, Req { call: c, notes }).await;
+        }
+        Ok(Looked::Miss(p)) => {
+            notes.meta.cache = Some("miss");
+            p
+        }
+    };
+    let mut pending = pending;
+    pending.ask_usage(&mut c.json);
+    let leader = if pending.shared() {
+        match lead(state, &pending, c.ctx.deadline).await {
+            Led::Served(res) => return Served::ok(Reply::Cached(res), notes),
+            Led::Leader(l) => l,
+        }
+    } else {
+        None
+    };
+    let Served { result, notes } = call(inner, Req { call: c, notes }).await;
+    // A fallback model's answer is not the asked model's: served only.
+    let fallback = notes.meta.model.is_some();
+    let result = match result {
+        Ok(Reply::Buffered(b)) if !fallback => {
+            if let Some(answer) = Pending::whole(&b) {
+                pending.keep(answer.clone()).await;
+                if let Some(l) = leader {
+                    l.publish(Arc::new(answer));
+                }
+            }
+            Ok(Reply::Buffered(b))
+        }
+        Ok(Reply::Stream(res)) if !fallback && res.status() == StatusCode::OK => {
+            Ok(Reply::Stream(stream::tee(pending, leader, res)))
+        }
+        other => other,
+    };
+    Served { result, notes }
+}
+
+/// How a shared miss went into its flight.
+enum Led {
+    /// Served from an identical request's answer.
+    Served(axum::response::Response),
+    /// Goes upstream, leading a flight (or none, past the deadline).
+    Leader(Option<flight::Leader>),
+}
+
+/// Leads the flight of `pending`'s key, or waits for the one in progress
+/// and is served from its answer. A flight whose leader had nothing to
+/// share is followed by another, led by one of those who waited.
+async fn lead(state: &AppState, pending: &Pending, deadline: Instant) -> Led {
+    loop {
+        match state.cache_flights.enter(pending.key()) {
+            Role::Lead(leader) => {
+                // An identical request may have stored its answer since
+                // our lookup, its flight already over.
+                if let Some((res, answer)) = pending.recheck().await {
+                    leader.publish(Arc::new(answer));
+                    return Led::Served(res);
+                }
+                return Led::Leader(Some(leader));
+            }
+            Role::Join(rx) => {
+                if let Some(answer) = flight::wait(rx, deadline).await {
+                    return Led::Served(pending.serve(&answer));
+                }
+                if Instant::now() >= deadline {
+                    // The path below answers for the deadline.
+                    return Led::Leader(None);
+                }
+            }
+        }
+    }
+}

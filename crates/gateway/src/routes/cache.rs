@@ -1,0 +1,50 @@
+//! `DELETE /v1/cache` (the operator empties the response cache, by tenant,
+//! model or key prefix), `GET /v1/cache/stats` (the operator sees it all)
+//! and `GET /v1/cache/stats/tenant` (a tenant sees its own counters).
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::auth::{Admin, Tenant};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `DELETE /v1/cache?tenant=…&model=…&key_prefix=…`: removes the entries
+/// matching every parameter given (all of them with none), from the
+/// shared store and every session, and says how many.
+pub async fn invalidate(
+    State(state): State<AppState>,
+    _: Admin,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return ApiError::BadRequest {
+            message: "the query string is not `name=value` pairs".into(),
+            param: None,
+        }
+        .into_response();
+    };
+    match crate::cache::filter(&state.config, &query) {
+        Ok(filter) => {
+            let removed = state.cache.invalidate(&filter).await;
+            Json(json!({"removed": removed})).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /v1/cache/stats`: the whole cache's counters and size.
+pub async fn stats(State(state): State<AppState>, _: Admin) -> Response {
+    let stats = state.cache.stats().await;
+    Json(json!({"scope": "all", "stats": stats})).into_response()
+}
+
+/// `GET /v1/cache/stats/tenant`: the calling tenant's own counters.
+pub async fn tenant_stats(State(state): State<AppState>, tenant: Tenant) -> Response {
+    let own = state.cache_tenants.of(tenant.name());
+    Json(json!({"scope": "tenant", "tenant": tenant.name(), "stats": own})).into_response()
+}
