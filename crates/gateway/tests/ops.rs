@@ -112,6 +112,11 @@ async fn the_metrics_token_is_enforced_in_every_setup() {
     .await;
     assert_eq!(scrape(&h, None).await.0, 401);
     assert_eq!(scrape(&h, Some("guess")).await.0, 403);
+    // The request counters are registered by the first request this test
+    // binary makes: make one here, whichever test runs first.
+    let res = h.send("/v1/chat/completions", &chat("openai/gpt-4o")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    res.bytes().await.unwrap();
     let (status, text) = scrape(&h, Some("scrape-me")).await;
     assert_eq!(status, 200);
     assert!(text.contains("# TYPE sluice_requests_total"), "{text}");
