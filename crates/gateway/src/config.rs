@@ -334,6 +334,11 @@ pub struct RetryConfig {
     pub max_retry_after_ms: u64,
     /// Per-attempt timeout for the upstream's response headers.
     pub attempt_timeout_ms: u64,
+    /// An attempt is not sent with less than this left before the
+    /// request's deadline (default 50 ms): the request gets 504
+    /// `deadline_exceeded` and what it took from the limiter goes back.
+    /// Waits for the limiter end this long before the deadline too.
+    pub min_time_left_ms: u64,
 }
 
 /// Token estimates, reserved before a call and settled after it.

@@ -191,6 +191,10 @@ pub(crate) trait StreamReader: Send {
     fn usage(&self) -> Option<Usage>;
     /// The tool calls started so far.
     fn tool_calls(&self) -> u32;
+    /// What the stream used so far, for settling one cut before its end
+    /// (see [`StreamScanner::used_so_far`]); `None` when the reader cannot
+    /// tell, and the reservation stays charged.
+    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage>;
     /// The event that ends a stream the gateway cannot finish, in the
     /// client's format.
     fn error_event(&self, code: &str, message: &str) -> Bytes;
@@ -229,6 +233,10 @@ impl StreamReader for Passthrough {
 
     fn tool_calls(&self) -> u32 {
         self.scanner.tool_calls()
+    }
+
+    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
+        Some(self.scanner.used_so_far(prompt_estimate, chars_per_token))
     }
 
     fn error_event(&self, code: &str, message: &str) -> Bytes {

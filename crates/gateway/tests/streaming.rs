@@ -215,6 +215,41 @@ async fn a_client_leaving_mid_stream_releases_its_grant() {
     h.stop().await;
 }
 
+/// A client that leaves after the first chunk is charged the tokens it
+/// was sent, not the 50,000 its `max_tokens` reserved: the bucket (60,000
+/// a minute, 1,000 a second back) is nearly full again at once, where
+/// the reservation would take 50 s to come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_stream_is_charged_what_it_was_sent() {
+    let mut sim = sim_config();
+    sim.models.insert("left".into(), paced(200, 20));
+    let h = Harness::with(sim, |c| {
+        c.models.push(common::ModelLimits {
+            tokens_per_minute: Some(60_000),
+            ..model_limits("openai/left")
+        });
+    })
+    .await;
+    let mut body = stream_body("openai/left");
+    body["max_tokens"] = json!(50_000);
+    let mut res = h.send("/v1/chat/completions", &body).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    res.chunk().await.unwrap().expect("a first chunk");
+    let reserved = h.resource("tokens:openai/left").await.expect("in use");
+    assert!(
+        reserved["available"].as_f64().unwrap() < 20_000.0,
+        "{reserved}"
+    );
+    drop(res);
+    wait_until("the tokens not streamed come back", || async {
+        h.resource("tokens:openai/left")
+            .await
+            .is_some_and(|r| r["available"].as_f64().unwrap_or(0.0) >= 59_000.0)
+    })
+    .await;
+    h.stop().await;
+}
+
 /// The sim drops the connection after two events: the client gets an
 /// error event instead of `[DONE]`, and the stream is not sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,6 +59,7 @@ impl StreamScanner {
                 completion: None,
                 total: None,
                 tool_calls: 0,
+                output_chars: 0,
             },
             strip: strip_usage_chunk && chat,
             held: BytesMut::new(),
@@ -125,6 +126,32 @@ impl StreamScanner {
     pub fn tool_calls(&self) -> u32 {
         self.tally.tool_calls
     }
+
+    /// The characters of output streamed so far: text, reasoning, refusals
+    /// and tool-call arguments (OpenAI chat deltas, Anthropic
+    /// `content_block_delta`s, `/responses` `*.delta` events).
+    pub fn output_chars(&self) -> u64 {
+        self.tally.output_chars
+    }
+
+    /// What the stream has used so far, for a stream cut before its end
+    /// (the provider's final usage never came): the usage it reported,
+    /// its input completed by `prompt_estimate` when it reported none and
+    /// its output by the text streamed ([`StreamScanner::output_chars`]
+    /// over `chars_per_token`, rounded up) when that is more. Settling
+    /// this instead of keeping the whole reservation charges a cut stream
+    /// for what it used, not for its `max_tokens`.
+    pub fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Usage {
+        let t = &self.tally;
+        let prompt_tokens = t.prompt.unwrap_or(prompt_estimate);
+        let streamed = t.output_chars.div_ceil(chars_per_token.max(1));
+        let completion_tokens = t.completion.unwrap_or(0).max(streamed);
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
+        }
+    }
 }
 
 /// Parses `chunk`, calling `on_event` with the byte range of each event that
@@ -163,6 +190,7 @@ struct Tally {
     completion: Option<u64>,
     total: Option<u64>,
     tool_calls: u32,
+    output_chars: u64,
 }
 
 impl Tally {
@@ -185,12 +213,18 @@ impl Tally {
         let Ok(chunk) = serde_json::from_slice::<ChatChunk>(data) else {
             return false;
         };
-        let deltas = chunk
-            .choices
-            .iter()
-            .flatten()
-            .filter_map(|c| c.delta.as_ref());
-        let started = deltas
+        let deltas = || {
+            chunk
+                .choices
+                .iter()
+                .flatten()
+                .filter_map(|c| c.delta.as_ref())
+        };
+        let chars = deltas()
+            .map(wire::ChunkDelta::chars)
+            .fold(0, u64::saturating_add);
+        self.add_chars(chars);
+        let started = deltas()
             .flat_map(|d| d.tool_calls.iter().flatten())
             .filter(|call| call.id.is_some())
             .count();
@@ -214,6 +248,9 @@ impl Tally {
         if let Some(usage) = &event.usage {
             self.merge(usage);
         }
+        if let Some(delta) = &event.delta {
+            self.add_chars(delta.chars());
+        }
         let tool_use = event.content_block.and_then(|b| b.kind);
         if event.kind.as_deref() == Some("content_block_start")
             && tool_use.as_deref() == Some("tool_use")
@@ -223,10 +260,12 @@ impl Tally {
     }
 
     fn responses(&mut self, data: &[u8]) {
-        let Ok(ResponsesEvent {
-            response: Some(response),
-        }) = serde_json::from_slice::<ResponsesEvent>(data)
+        let Ok(ResponsesEvent { response, delta }) = serde_json::from_slice::<ResponsesEvent>(data)
         else {
+            return;
+        };
+        self.add_chars(delta.0);
+        let Some(response) = response else {
             return;
         };
         // Only the final response (completed, incomplete or failed) has
@@ -250,6 +289,7 @@ impl Tally {
         }
         let calls = chunk.function_calls();
         self.tool_calls = self.tool_calls.saturating_add(calls);
+        self.add_chars(chunk.chars());
     }
 
     /// Later reports replace earlier ones, field by field: providers send
@@ -259,6 +299,10 @@ impl Tally {
         self.prompt = prompt.or(self.prompt);
         self.completion = usage.completion().or(self.completion);
         self.total = usage.total().or(self.total);
+    }
+
+    fn add_chars(&mut self, n: u64) {
+        self.output_chars = self.output_chars.saturating_add(n);
     }
 
     fn add_tool_calls(&mut self, n: usize) {

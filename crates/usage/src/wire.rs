@@ -166,6 +166,29 @@ pub(super) struct ChunkChoice {
 #[derive(Debug, Deserialize)]
 pub(super) struct ChunkDelta {
     pub(super) tool_calls: Option<Vec<ToolCallDelta>>,
+    #[serde(default)]
+    pub(super) content: Chars,
+    /// DeepSeek's and others' reasoning text.
+    #[serde(default)]
+    pub(super) reasoning_content: Chars,
+    #[serde(default)]
+    pub(super) refusal: Chars,
+}
+
+impl ChunkDelta {
+    /// The output characters this piece carries.
+    pub(super) fn chars(&self) -> u64 {
+        let args = self
+            .tool_calls
+            .iter()
+            .flatten()
+            .filter_map(|c| c.function.as_ref())
+            .map(|f| f.arguments.0)
+            .fold(0, u64::saturating_add);
+        [self.content.0, self.reasoning_content.0, self.refusal.0]
+            .into_iter()
+            .fold(args, u64::saturating_add)
+    }
 }
 
 /// A tool call's piece in a chunk; the first piece of each call carries its
@@ -173,6 +196,64 @@ pub(super) struct ChunkDelta {
 #[derive(Debug, Deserialize)]
 pub(super) struct ToolCallDelta {
     pub(super) id: Option<IgnoredAny>,
+    pub(super) function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FunctionDelta {
+    #[serde(default)]
+    pub(super) arguments: Chars,
+}
+
+/// The characters of a text field, counted while it is parsed. A value
+/// that is not a string counts 0 and is not an error: an odd field must
+/// not cost the usage in the same event.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Chars(pub(super) u64);
+
+impl<'de> Deserialize<'de> for Chars {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Chars;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Chars, E> {
+                Ok(Chars(u64::try_from(s.chars().count()).unwrap_or(u64::MAX)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_unit<E>(self) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_none<E>(self) -> Result<Chars, E> {
+                Ok(Chars(0))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Chars, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Chars, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Chars(0))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Chars, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Chars(0))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// One Anthropic stream event.
@@ -186,6 +267,28 @@ pub(super) struct AnthropicEvent {
     pub(super) usage: Option<RawUsage>,
     /// `content_block_start`'s block.
     pub(super) content_block: Option<Typed>,
+    /// `content_block_delta`'s piece of text, JSON or thinking.
+    pub(super) delta: Option<AnthropicDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AnthropicDelta {
+    #[serde(default)]
+    pub(super) text: Chars,
+    #[serde(default)]
+    pub(super) partial_json: Chars,
+    #[serde(default)]
+    pub(super) thinking: Chars,
+}
+
+impl AnthropicDelta {
+    /// The output characters this piece carries.
+    pub(super) fn chars(&self) -> u64 {
+        self.text
+            .0
+            .saturating_add(self.partial_json.0)
+            .saturating_add(self.thinking.0)
+    }
 }
 
 /// One OpenAI `/responses` stream event; `response.completed` (or
@@ -193,6 +296,10 @@ pub(super) struct AnthropicEvent {
 #[derive(Debug, Deserialize)]
 pub(super) struct ResponsesEvent {
     pub(super) response: Option<ResponseObject>,
+    /// The text of `response.output_text.delta`,
+    /// `response.function_call_arguments.delta` and the like.
+    #[serde(default)]
+    pub(super) delta: Chars,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,6 +366,8 @@ struct GeminiContent {
 #[serde(rename_all = "camelCase")]
 struct GeminiPart {
     function_call: Option<IgnoredAny>,
+    #[serde(default)]
+    text: Chars,
 }
 
 impl GeminiResponse {
@@ -272,5 +381,18 @@ impl GeminiResponse {
             .filter_map(|c| c.content.as_ref()?.parts.as_ref())
             .flatten();
         saturate(parts.filter(|p| p.function_call.is_some()).count())
+    }
+
+    /// The characters of text in every candidate's parts (thoughts
+    /// included; a function call is counted by its own tokens upstream,
+    /// not here).
+    pub(super) fn chars(&self) -> u64 {
+        self.candidates
+            .iter()
+            .flatten()
+            .filter_map(|c| c.content.as_ref()?.parts.as_ref())
+            .flatten()
+            .map(|p| p.text.0)
+            .fold(0, u64::saturating_add)
     }
 }

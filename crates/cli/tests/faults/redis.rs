@@ -22,13 +22,13 @@ use sluice_sim::{Latency, ModelConfig, SimConfig, SimHandle};
 use crate::procs::{self, Proc, TempDir};
 use crate::{chat, client, sim, span, write_config};
 
-const REPLICAS: usize = 2;
-const RATE: f64 = 10.0;
-const BURST: f64 = 10.0;
-const CLIENTS: usize = 16;
+pub(crate) const REPLICAS: usize = 2;
+pub(crate) const RATE: f64 = 10.0;
+pub(crate) const BURST: f64 = 10.0;
+pub(crate) const CLIENTS: usize = 16;
 /// Requests admitted just before a phase starts may reach the sim just
 /// after: at most one per client.
-const SLACK: f64 = CLIENTS as f64;
+pub(crate) const SLACK: f64 = CLIENTS as f64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_dies_and_returns_fail_open() {
@@ -41,7 +41,7 @@ async fn redis_dies_and_returns_fail_closed() {
 }
 
 /// Statuses the swarm got, by code (0: no answer).
-type Statuses = Arc<Mutex<BTreeMap<u16, u64>>>;
+pub(crate) type Statuses = Arc<Mutex<BTreeMap<u16, u64>>>;
 
 async fn outage(failure: &str) {
     let Ok(redis_bin) = std::env::var("SLUICE_TEST_REDIS_SERVER") else {
@@ -181,12 +181,12 @@ fn redis_server(bin: &str, port: u16) -> Proc {
 }
 
 /// Calls of the model the sim has seen.
-fn admitted(sim: &SimHandle) -> u64 {
+pub(crate) fn admitted(sim: &SimHandle) -> u64 {
     sim.stats().model("m").requests
 }
 
 /// What the sim saw during `dur`, and the seconds it really lasted.
-async fn window(sim: &SimHandle, dur: Duration) -> (u64, f64) {
+pub(crate) async fn window(sim: &SimHandle, dur: Duration) -> (u64, f64) {
     let t0 = Instant::now();
     let before = admitted(sim);
     tokio::time::sleep(dur).await;
@@ -194,7 +194,7 @@ async fn window(sim: &SimHandle, dur: Duration) -> (u64, f64) {
 }
 
 /// `CLIENTS` agents over every replica until `stop`.
-fn swarm(
+pub(crate) fn swarm(
     http: &reqwest::Client,
     urls: &[String],
     stop: &Arc<AtomicBool>,
@@ -226,7 +226,7 @@ fn swarm(
         .collect()
 }
 
-async fn all_ready(
+pub(crate) async fn all_ready(
     http: &reqwest::Client,
     urls: &[String],
     what: &str,

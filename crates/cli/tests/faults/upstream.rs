@@ -195,15 +195,34 @@ async fn hangs_end_at_the_deadline_and_give_every_slot_back() {
         .await;
     assert!(after.iter().all(|(st, _)| *st == 200), "{after:?}");
     s.slots_back("inflight:openai/hang").await;
+    // Less time left than `retry.min_time_left_ms` (50 ms by default):
+    // never sent, a 504, and what the request took goes back.
+    let served = s.sim.stats().model("hang").requests;
+    let late = s
+        .burst("/v1/chat/completions", chat("openai/hang", false), 8, 20)
+        .await;
+    for (status, body) in &late {
+        let body = body.as_ref().expect("an answer, not a cut");
+        assert_eq!(*status, 504, "{body}");
+        assert_eq!(error_code(body), "deadline_exceeded", "{body}");
+    }
+    assert_eq!(
+        s.sim.stats().model("hang").requests,
+        served,
+        "a call with less than the floor left is not sent"
+    );
+    s.slots_back("inflight:openai/hang").await;
     eprintln!(
         "figure upstream hang: {HANGS}/{HANGS} answered at a 500 ms deadline ({timed_out} 504, the rest 429 \
          waiting for a slot), {sent} sent upstream \
-         (4 in-flight slots), every slot back, then 8/8 served"
+         (4 in-flight slots), every slot back, then 8/8 served; 8/8 with 20 ms left got 504 unsent"
     );
     s.sim.shutdown().await;
 }
 
 const RESETS: usize = 10;
+/// Tokens each cut stream reserves for its answer (`max_tokens`).
+const RESERVED: u64 = 50_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_mid_stream_is_an_error_event_in_the_streams_format() {
@@ -216,24 +235,24 @@ async fn a_reset_mid_stream_is_an_error_event_in_the_streams_format() {
         "reset",
         &[("cut", cut.clone()), ("claude-cut", cut)],
         "[[models]]\nprefix = \"openai/cut\"\nrequests_per_second = 1000.0\nburst = 1000\n\
-         tokens_per_minute = 1000000\nmax_in_flight = 4\n",
+         tokens_per_minute = 1000000\nmax_in_flight = 4\n\
+         [[models]]\nprefix = \"anthropic/claude-cut\"\nrequests_per_second = 1000.0\nburst = 1000\n\
+         tokens_per_minute = 1000000\n",
     )
     .await;
-    let answers = s
-        .burst(
-            "/v1/chat/completions",
-            chat("openai/cut", true),
-            RESETS,
-            30_000,
-        )
-        .await;
+    // Each stream reserves its prompt and `max_tokens`: 50,000 tokens,
+    // 500,000 for the ten, far more than the minute's refill during the
+    // test (1,000,000 a minute) can hide.
+    let mut big = chat("openai/cut", true);
+    big["max_tokens"] = json!(RESERVED);
+    let answers = s.burst("/v1/chat/completions", big, RESETS, 30_000).await;
     for (status, body) in &answers {
         let body = body.as_ref().expect("the stream ends cleanly, not cut");
         assert_eq!(*status, 200);
         assert!(!body.contains("[DONE]"), "{body}");
         assert_eq!(last_data(body)["error"]["code"], "upstream_error", "{body}");
     }
-    let anthropic = json!({"model": "anthropic/claude-cut", "max_tokens": 100, "stream": true,
+    let anthropic = json!({"model": "anthropic/claude-cut", "max_tokens": RESERVED, "stream": true,
         "messages": [{"role": "user", "content": "hello"}]});
     let answers = s.burst("/v1/messages", anthropic, 2, 30_000).await;
     for (status, body) in &answers {
@@ -249,14 +268,28 @@ async fn a_reset_mid_stream_is_an_error_event_in_the_streams_format() {
         (RESETS as u64, RESETS as u64),
         "never resent"
     );
-    let tokens = s.resource("tokens:openai/cut").await;
+    // Settled at what they streamed (a few words each), not at what they
+    // reserved: the bucket is nearly full again.
+    let mut charged = Vec::new();
+    for (resource, streams) in [
+        ("tokens:openai/cut", RESETS),
+        ("tokens:anthropic/claude-cut", 2),
+    ] {
+        let t = s.resource(resource).await.expect("the tokens resource");
+        let (available, capacity) = (
+            t["available"].as_f64().unwrap(),
+            t["capacity"].as_f64().unwrap(),
+        );
+        assert!(
+            capacity - available <= (streams * 1_000) as f64,
+            "{resource}: {available} of {capacity} after {streams} cut streams reserving {RESERVED} each"
+        );
+        charged.push(format!("{resource} {:.0} charged", capacity - available));
+    }
     eprintln!(
         "figure upstream reset: {RESETS}/{RESETS} OpenAI and 2/2 Anthropic streams ended with an error event; \
-         sent upstream once each; tokens resource after: {}",
-        tokens.map_or("-".into(), |t| format!(
-            "available {} of {}",
-            t["available"], t["capacity"]
-        ))
+         sent upstream once each; reserved {RESERVED} each, settled at what they streamed: {}",
+        charged.join(", ")
     );
     s.sim.shutdown().await;
 }

@@ -236,6 +236,7 @@ impl Default for RetryConfig {
             max_backoff_ms: 10_000,
             max_retry_after_ms: 30_000,
             attempt_timeout_ms: 60_000,
+            min_time_left_ms: 50,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! status (a 429, say) tell the limiter what the upstream thinks.
 //!
 //! The limiter is waited for at most the Retry-After cap: past it, a fast
-//! 429 tells the client when to come back instead of holding it.
+//! 429 tells the client when to come back instead of holding it; and
+//! only until `retry.min_time_left_ms` before the deadline.
 
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
@@ -77,7 +78,7 @@ where
                 () = state.grace_over() => {
                     return Ok(Served::err(AppState::grace_ended(), req.notes));
                 }
-                r = state.limits.acquire_many(&needs, Some(up.deadline.min(cap))) => r,
+                r = state.limits.acquire_many(&needs, Some(up.last_send(&state.config.retry).min(cap))) => r,
             };
             let grant = match acquired {
                 Ok(g) => g,
@@ -99,10 +100,15 @@ where
             };
             observe::granted(plan, req.call.limiter_start);
             let Served { result, notes } = call(inner, req).await;
-            // A refusal below (the pool) drops the grant here.
+            // Refused below (the pool full, granted too late): nothing was
+            // sent, so the requests and tokens go back with the grant.
             let Pooled { tried, pool } = match result {
                 Ok(pooled) => pooled,
-                Err(f) => return Ok(Served::err(f, notes)),
+                Err(f) => {
+                    let mut grant = grant;
+                    grant.settle(0);
+                    return Ok(Served::err(f, notes));
+                }
             };
             let mut limits = RateLimitHeaders::default();
             if let Ok(response) = &tried.sent {

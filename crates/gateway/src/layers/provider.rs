@@ -73,7 +73,7 @@ where
         let inner = self.inner.clone();
         Box::pin(async move {
             let Req { call: a, mut notes } = req;
-            let (adapter, outbound, plan) = match prepare(&state, &a) {
+            let (adapter, outbound, plan, prompt_estimate) = match prepare(&state, &a) {
                 Ok(prepared) => prepared,
                 Err(f) => return Ok(Served::err(f, notes)),
             };
@@ -106,17 +106,23 @@ where
                 Ok(d) => d,
                 Err(f) => return Ok(Served::err(f, notes)),
             };
-            let result = read(&state, &a, adapter, &outbound, delivery, &mut notes).await;
+            let answer = Answer {
+                adapter,
+                outbound: &outbound,
+                prompt_estimate,
+            };
+            let result = read(&state, &a, answer, delivery, &mut notes).await;
             Ok(Served { result, notes })
         })
     }
 }
 
-/// The adapter, the upstream request and the plan of `a`.
+/// The adapter, the upstream request and the plan of `a`, and its
+/// prompt's estimate.
 fn prepare(
     state: &AppState,
     a: &Attempt,
-) -> Result<(&'static dyn Provider, Outbound, Plan), Failure> {
+) -> Result<(&'static dyn Provider, Outbound, Plan, u64), Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
     let prov = provider(state, model, c.endpoint)?;
     let adapter = providers::for_format(prov.format);
@@ -180,7 +186,16 @@ fn prepare(
                 attempts: 0,
             },
         })?;
-    Ok((adapter, outbound, plan))
+    Ok((adapter, outbound, plan, est.prompt_tokens))
+}
+
+/// How to read the answer of a call.
+struct Answer<'a> {
+    adapter: &'static dyn Provider,
+    outbound: &'a Outbound,
+    /// The prompt's estimate: what a stream cut before its usage came is
+    /// charged for its input.
+    prompt_estimate: u64,
 }
 
 /// The model's name as its provider knows it.
@@ -199,11 +214,15 @@ fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
 async fn read(
     state: &AppState,
     a: &Attempt,
-    adapter: &'static dyn Provider,
-    outbound: &Outbound,
+    answer: Answer<'_>,
     d: Delivery,
     notes: &mut Notes,
 ) -> Result<Reply, Failure> {
+    let Answer {
+        adapter,
+        outbound,
+        prompt_estimate,
+    } = answer;
     let c = &*a.call;
     notes.meta.attempts += d.attempts;
     let queued = notes.admission.as_ref().map(|p| p.waited());
@@ -229,6 +248,8 @@ async fn read(
             route: route(c.endpoint),
             trace,
             writer: state.traces.clone(),
+            prompt_estimate,
+            chars_per_token: state.config.tokens.chars_per_token,
         };
         let mut res = relay.start(d);
         *res.status_mut() = status;

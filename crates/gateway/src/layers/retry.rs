@@ -182,7 +182,7 @@ where
                 pool = Some(held);
                 observe::retry(plan, record.outcome);
                 if let Some(wait) = wait {
-                    if Instant::now() + wait >= up.deadline {
+                    if Instant::now() + wait >= up.last_send(cfg) {
                         return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));
                     }
                     tokio::select! {

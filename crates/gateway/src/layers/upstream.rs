@@ -73,6 +73,16 @@ pub(crate) struct Upstream {
     pub deadline: Instant,
 }
 
+impl Upstream {
+    /// The last moment an attempt may be sent: `min_time_left_ms` before
+    /// the deadline. A call sent later cannot be answered in time but
+    /// spends the upstream's quota all the same.
+    pub(crate) fn last_send(&self, cfg: &crate::config::RetryConfig) -> Instant {
+        let floor = Duration::from_millis(cfg.min_time_left_ms);
+        self.deadline.checked_sub(floor).unwrap_or(self.deadline)
+    }
+}
+
 /// One attempt on its way down.
 #[derive(Debug)]
 pub(crate) struct Try {
@@ -172,6 +182,15 @@ impl Service<Req<Try>> for Wire {
         Box::pin(async move {
             let Req { call: t, notes } = req;
             let up = &t.upstream;
+            if Instant::now() > up.last_send(&state.config.retry) {
+                // Granted too late to be answered in time: not sent, and
+                // the limits above give back what it took.
+                super::observe::refused(&up.plan.requests, "too_late");
+                let f = Failure::Timeout {
+                    attempts: t.attempt - 1,
+                };
+                return Ok(Served::err(f, notes));
+            }
             let out = &up.outgoing;
             let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
                 .min(up.deadline.saturating_duration_since(Instant::now()));

@@ -1,7 +1,8 @@
 //! Usage settle: the tokens a call reserved (its estimate) are settled
 //! with what its answer reports it used, once the answer has been read —
 //! at once for a whole answer, when the stream ends for a streamed one.
-//! An answer that reports nothing leaves the estimate standing.
+//! An answer that reports nothing leaves the estimate standing; a stream
+//! cut before its end settles what it used so far ([`super::provider`]).
 //!
 //! The layer hands the call's grant up as a [`Reserved`], so that nothing
 //! above it can release the grant without settling it; the usage ledger

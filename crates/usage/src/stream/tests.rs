@@ -389,3 +389,72 @@ fn usage_is_readable_at_any_point() {
     assert_eq!(scanner.feed(Bytes::from(rest)), rest.as_bytes());
     assert_eq!(scanner.usage().map(|u| u.completion_tokens), Some(42));
 }
+
+#[test]
+fn a_cut_stream_is_charged_what_it_streamed_not_its_reservation() {
+    // OpenAI chat cut after "Hello, world" (12 characters): the input as
+    // estimated, the output as streamed.
+    let mut s = StreamScanner::new(WireFormat::Openai, Endpoint::Chat, true);
+    let _ = feed_all(
+        &mut s,
+        &[&format!("data: {CHAT_ROLE}\n\ndata: {CHAT_TEXT}\n\n")],
+    );
+    assert_eq!(s.usage(), None);
+    assert_eq!(s.output_chars(), 12);
+    let used = s.used_so_far(100, 4);
+    assert_eq!(
+        used,
+        Usage {
+            prompt_tokens: 100,
+            completion_tokens: 3,
+            total_tokens: 103,
+        }
+    );
+    // Anthropic cut after its first text: the input it reported
+    // (25 + 4 + 10 cache), the output streamed ("Let me check.", 13
+    // characters → 4 tokens) rather than the 1 its `message_start` said.
+    let cut = ANTHROPIC_STREAM
+        .split("event: content_block_stop")
+        .next()
+        .unwrap();
+    let mut s = StreamScanner::new(WireFormat::Anthropic, Endpoint::Messages, false);
+    let _ = feed_all(&mut s, &[cut]);
+    assert_eq!(s.output_chars(), 13);
+    assert_eq!(
+        s.used_so_far(1_000, 4),
+        Usage {
+            prompt_tokens: 39,
+            completion_tokens: 4,
+            total_tokens: 43,
+        }
+    );
+    // `/responses` cut after its first delta.
+    let cut = RESPONSES_STREAM
+        .split("event: response.completed")
+        .next()
+        .unwrap();
+    let mut s = StreamScanner::new(WireFormat::Openai, Endpoint::Responses, false);
+    let _ = feed_all(&mut s, &[cut]);
+    assert_eq!(s.output_chars(), 2);
+    assert_eq!(s.used_so_far(10, 4).total_tokens, 11);
+    // Gemini cut after its second chunk: "Let me" and " look." streamed,
+    // its cumulative usage so far reported (31 in, 9 out).
+    let cut = GEMINI_STREAM.rsplit_once("data: ").unwrap().0;
+    let mut s = StreamScanner::new(WireFormat::Gemini, Endpoint::Chat, false);
+    let _ = feed_all(&mut s, &[cut]);
+    assert_eq!(s.output_chars(), 12);
+    assert_eq!(s.used_so_far(1_000, 4).total_tokens, 40);
+    // A reported output larger than the text streamed wins.
+    let mut s = StreamScanner::new(WireFormat::Anthropic, Endpoint::Messages, false);
+    let _ = feed_all(&mut s, &[ANTHROPIC_STREAM]);
+    assert_eq!(s.used_so_far(1_000, 4).completion_tokens, 42);
+}
+
+#[test]
+fn text_of_an_odd_type_counts_nothing_and_keeps_the_usage() {
+    let odd = r#"{"choices":[{"delta":{"content":[1,{"a":"b"}],"refusal":7,"tool_calls":[{"function":{"arguments":null}}]}}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
+    let mut s = StreamScanner::new(WireFormat::Openai, Endpoint::Chat, false);
+    let _ = feed_all(&mut s, &[&format!("data: {odd}\n\n")]);
+    assert_eq!(s.output_chars(), 0);
+    assert_eq!(s.usage().map(|u| u.total_tokens), Some(3));
+}

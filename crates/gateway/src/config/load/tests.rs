@@ -690,6 +690,16 @@ fn validation_errors_name_the_key() {
         // The file set the max; the key it set is the one named.
         ("[retry]\nmax_backoff_ms = 500".into(), "retry.max_backoff_ms", "must not exceed"),
         ("[retry]\nattempt_timeout_ms = 0".into(), "retry.attempt_timeout_ms", "at least 1"),
+        (
+            "[retry]\nmin_time_left_ms = 120000".into(),
+            "retry.min_time_left_ms",
+            "no call would ever be sent",
+        ),
+        (
+            "default_timeout_ms = 40".into(),
+            "default_timeout_ms",
+            "must be less than default_timeout_ms",
+        ),
         ("default_timeout_ms = 0".into(), "default_timeout_ms", "at least 1"),
         ("default_timeout_ms = 700000".into(), "default_timeout_ms", "must not exceed"),
         ("[adaptive]\nreduce_factor = 1.0".into(), "adaptive.reduce_factor", "between 0 and 1"),

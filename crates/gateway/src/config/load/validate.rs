@@ -226,6 +226,19 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         r.attempt_timeout_ms,
         1,
     )?;
+    if r.min_time_left_ms >= config.default_timeout_ms {
+        return Err(c.fail_either(
+            [
+                key(&["retry", "min_time_left_ms"]),
+                key(&["default_timeout_ms"]),
+            ],
+            format!(
+                "min_time_left_ms ({}) must be less than default_timeout_ms ({}): \
+                 no call would ever be sent",
+                r.min_time_left_ms, config.default_timeout_ms
+            ),
+        ));
+    }
     if r.initial_backoff_ms > r.max_backoff_ms {
         return Err(c.fail_either(
             [

@@ -4,7 +4,8 @@
 //!
 //! Everything the call holds lives in the stream's producer: a client
 //! that goes away drops the body, which aborts the producer, which
-//! cancels the upstream call and releases the grant and the pool slot.
+//! cancels the upstream call, settles the tokens the stream used so far
+//! and releases the grant and the pool slot.
 
 use axum::response::Response;
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::layers::observe;
-use crate::layers::usage::Delivery;
+use crate::layers::usage::{Delivery, Reserved};
 use crate::providers::StreamReader;
 use crate::trace::{Trace, TraceWriter};
 
@@ -29,6 +30,10 @@ pub(super) struct Relay {
     /// The request's trace, finished when the stream ends.
     pub trace: Option<Trace>,
     pub writer: Option<TraceWriter>,
+    /// What a stream cut before its end is charged for its input.
+    pub prompt_estimate: u64,
+    /// What its output is charged at, by the characters streamed.
+    pub chars_per_token: u64,
 }
 
 impl Relay {
@@ -43,7 +48,7 @@ impl Relay {
         Response::new(axum::body::Body::from_stream(body))
     }
 
-    async fn run(mut self, d: Delivery, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
+    async fn run(self, d: Delivery, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
         let Delivery {
             response,
             reserved,
@@ -51,17 +56,32 @@ impl Relay {
             ..
         } = d;
         let _pool = pool;
+        let Relay {
+            reader,
+            deadline,
+            route,
+            trace,
+            writer,
+            prompt_estimate,
+            chars_per_token,
+        } = self;
+        let mut m = Metered {
+            reader,
+            reserved: Some(reserved),
+            prompt_estimate,
+            chars_per_token,
+            whole: false,
+        };
         let mut upstream = response.bytes_stream();
         let started = Instant::now();
         let mut outcome = "complete";
         loop {
-            let next =
-                tokio::time::timeout_at(self.deadline.max(Instant::now()), upstream.next()).await;
+            let next = tokio::time::timeout_at(deadline.max(Instant::now()), upstream.next()).await;
             match next {
                 Ok(Some(Ok(chunk))) => {
-                    let out = self.reader.feed(chunk);
+                    let out = m.reader.feed(chunk);
                     if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
-                        observe::disconnected(self.route);
+                        observe::disconnected(route);
                         outcome = "client_disconnected";
                         break;
                     }
@@ -71,20 +91,21 @@ impl Relay {
                     // the stream ends cleanly after it: an SDK raises the
                     // error instead of a bare disconnect.
                     let message = format!("the upstream stream failed: {e}");
-                    let event = self.reader.error_event("upstream_error", &message);
+                    let event = m.reader.error_event("upstream_error", &message);
                     let _ = tx.send(Ok(event)).await;
                     outcome = "upstream_error";
                     break;
                 }
                 Ok(None) => {
-                    let tail = self.reader.finish();
+                    m.whole = true;
+                    let tail = m.reader.finish();
                     if !tail.is_empty() {
                         let _ = tx.send(Ok(tail)).await;
                     }
                     break;
                 }
                 Err(_) => {
-                    let event = self.reader.error_event(
+                    let event = m.reader.error_event(
                         "deadline_exceeded",
                         "the request's deadline passed mid-stream",
                     );
@@ -94,15 +115,38 @@ impl Relay {
                 }
             }
         }
-        let used = self.reader.usage();
+        let used = m.reader.usage();
+        let tool_calls = m.reader.tool_calls();
+        drop(m);
+        observe::stream_ended(writer.as_ref(), trace, started, outcome, used, tool_calls);
+    }
+}
+
+/// A stream's reader and its reservation, settled however the stream
+/// ends: a client that goes away aborts the producer mid-await, so this
+/// is done on drop. A stream that ended whole settles at the usage it
+/// reported (none reported: the estimate stands); one cut before its end
+/// (upstream reset, deadline, client gone) at what it used so far, not at
+/// its whole `max_tokens`.
+struct Metered {
+    reader: Box<dyn StreamReader>,
+    reserved: Option<Reserved>,
+    prompt_estimate: u64,
+    chars_per_token: u64,
+    whole: bool,
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        let Some(reserved) = self.reserved.take() else {
+            return;
+        };
+        let used = if self.whole {
+            self.reader.usage()
+        } else {
+            self.reader
+                .used_so_far(self.prompt_estimate, self.chars_per_token)
+        };
         reserved.settle(used);
-        observe::stream_ended(
-            self.writer.as_ref(),
-            self.trace.take(),
-            started,
-            outcome,
-            used,
-            self.reader.tool_calls(),
-        );
     }
 }

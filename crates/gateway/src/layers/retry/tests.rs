@@ -114,6 +114,7 @@ fn backoff_is_full_jitter_under_the_cap() {
         max_backoff_ms: 1_000,
         max_retry_after_ms: 0,
         attempt_timeout_ms: 0,
+        min_time_left_ms: 0,
     };
     for attempt in 1..12 {
         let cap = (100u64 << (attempt - 1).min(30)).min(1_000);

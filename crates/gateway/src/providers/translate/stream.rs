@@ -171,6 +171,10 @@ impl<T: Translator> StreamReader for Translated<T> {
         self.scanner.tool_calls()
     }
 
+    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
+        Some(self.scanner.used_so_far(prompt_estimate, chars_per_token))
+    }
+
     fn error_event(&self, code: &str, message: &str) -> Bytes {
         usage::error_event(WireFormat::Openai, Endpoint::Chat, code, message)
     }
