@@ -517,15 +517,26 @@ impl Config {
     /// The provider serving `model` (`openai/gpt-4o` → openai), by longest
     /// prefix.
     pub fn provider_for(&self, model: &str) -> Option<&ProviderConfig> {
+        // On every model call: the length of each matching prefix (`name/`
+        // or a configured one), compared without building a string.
         self.providers
             .iter()
             .flat_map(|p| {
-                std::iter::once(format!("{}/", p.name))
-                    .chain(p.prefixes.iter().cloned())
-                    .map(move |prefix| (prefix, p))
+                let by_name = model
+                    .strip_prefix(p.name.as_str())
+                    .filter(|rest| rest.starts_with('/'))
+                    .map(|_| p.name.len() + 1);
+                let by_prefix = p
+                    .prefixes
+                    .iter()
+                    .filter(|prefix| model.starts_with(prefix.as_str()))
+                    .map(String::len);
+                by_name
+                    .into_iter()
+                    .chain(by_prefix)
+                    .map(move |len| (len, p))
             })
-            .filter(|(prefix, _)| model.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
+            .max_by_key(|&(len, _)| len)
             .map(|(_, p)| p)
     }
 

@@ -126,6 +126,13 @@ fn providers_merge_by_name() {
         c.provider_for("mistralai/large").map(|p| p.name.as_str()),
         Some("openrouter")
     );
+    // A provider's own name matches only up to its slash.
+    assert_eq!(
+        c.provider_for("openai/gpt-4o").map(|p| p.name.as_str()),
+        Some("openai")
+    );
+    assert!(c.provider_for("openaix/gpt-4o").is_none());
+    assert!(c.provider_for("openai").is_none());
 }
 
 #[test]
