@@ -68,7 +68,12 @@ async fn without_a_table_name_the_history_is_sqlx_default() {
 async fn a_later_release_applies_only_its_new_steps() {
     let pool = db().await;
     let table = "_a_migrations";
-    Schema::new(&[A1]).table(table).migrator().run(&pool).await.unwrap();
+    Schema::new(&[A1])
+        .table(table)
+        .migrator()
+        .run(&pool)
+        .await
+        .unwrap();
     sqlx::query("INSERT INTO a DEFAULT VALUES")
         .execute(&pool)
         .await
@@ -92,7 +97,11 @@ async fn a_later_release_applies_only_its_new_steps() {
 async fn an_edited_released_step_is_refused() {
     let pool = db().await;
     Schema::new(&[A1]).migrator().run(&pool).await.unwrap();
-    const EDITED: Step = Step::new(1, "a", "CREATE TABLE a (id INTEGER PRIMARY KEY, extra TEXT)");
+    const EDITED: Step = Step::new(
+        1,
+        "a",
+        "CREATE TABLE a (id INTEGER PRIMARY KEY, extra TEXT)",
+    );
     let err = Schema::new(&[EDITED])
         .migrator()
         .run(&pool)
