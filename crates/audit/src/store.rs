@@ -12,7 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
 };
-use sqlx::{QueryBuilder, Row, SqlSafeStr};
+use sqlx::{QueryBuilder, Row};
 
 use crate::{Entry, Error, Filter, NewEntry};
 

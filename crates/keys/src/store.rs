@@ -9,7 +9,7 @@ use std::time::Duration;
 use sluice_migrate::{Schema, Step};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use sqlx::{PgConnection, SqlSafeStr, SqliteConnection};
+use sqlx::{PgConnection, SqliteConnection};
 
 use crate::clock::{Clock, SystemClock};
 use crate::db::{Conn, StoredKey};
