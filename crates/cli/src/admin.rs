@@ -9,7 +9,8 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Call, Failure, segment};
-use crate::jobs::show::{table, text, time};
+use crate::jobs::show::{text, time};
+use crate::table::plain;
 
 /// Where the gateway is and the operator's token.
 #[derive(Debug, Clone, clap::Args)]
@@ -518,7 +519,7 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tenant => format!(
             "{}  {}  tier {}  {}\n",
@@ -539,7 +540,7 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tier => format!("{}  {}\n", text(&b["name"]), limits(&b["limits"])),
         Shape::Tiers => {
@@ -547,7 +548,7 @@ fn show(shape: Shape, b: &Value) -> String {
                 .iter()
                 .map(|t| [text(&t["name"]), limits(&t["limits"])])
                 .collect();
-            table(["NAME", "LIMITS"], &rows)
+            plain(["NAME", "LIMITS"], &rows)
         }
     }
 }
