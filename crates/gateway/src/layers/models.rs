@@ -36,4 +36,3 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(BulkheadLayer::new(state))
         .service(Wire::new(state))
 }
-
