@@ -9,7 +9,8 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Call, Failure, segment};
-use crate::jobs::show::{table, text, time};
+use crate::jobs::show::{text, time};
+use crate::table::plain;
 
 /// Where the gateway is and the operator's token.
 #[derive(Debug, Clone, clap::Args)]
@@ -581,7 +582,7 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tenant => format!(
             "{}  {}  tier {}  {}  budgets {}\n",
@@ -603,7 +604,7 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tier => format!(
             "{}  {}  budgets {}\n",
@@ -622,7 +623,7 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["NAME", "LIMITS", "BUDGETS"], &rows)
+            plain(["NAME", "LIMITS", "BUDGETS"], &rows)
         }
     }
 }
