@@ -176,7 +176,9 @@ impl Standing {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
     /// The budget has no room for the call before it resets.
-    #[error("budget {budget} has no room for the call ({dimension}: {spent} spent of {cap}, {ask} asked)")]
+    #[error(
+        "budget {budget} has no room for the call ({dimension}: {spent} spent of {cap}, {ask} asked)"
+    )]
     Exceeded {
         /// The rule's id.
         budget: String,

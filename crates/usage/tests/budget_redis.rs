@@ -53,8 +53,11 @@ async fn two_replicas_never_overshoot_a_shared_budget() {
     let barrier = Arc::new(tokio::sync::Barrier::new(50));
     let tasks: Vec<_> = (0..50u64)
         .map(|i| {
-            let (store, rule, barrier) =
-                (stores[(i % 2) as usize].clone(), rule.clone(), barrier.clone());
+            let (store, rule, barrier) = (
+                stores[(i % 2) as usize].clone(),
+                rule.clone(),
+                barrier.clone(),
+            );
             tokio::spawn(async move {
                 let got = store
                     .reserve(std::slice::from_ref(&rule), money(WORST), NOW)
@@ -144,10 +147,16 @@ async fn a_refusal_names_the_budget_and_its_reset_and_touches_nothing() {
     else {
         panic!("expected a refusal, got {e}");
     };
-    assert_eq!((budget.as_str(), dimension), ("key:k1:daily", Dimension::Requests));
+    assert_eq!(
+        (budget.as_str(), dimension),
+        ("key:k1:daily", Dimension::Requests)
+    );
     assert_eq!(resets_at_ms, NOW + 17 * 3_600_000); // midnight in New York
     // Refused whole: the token budget took nothing for it.
-    let (_, standing) = b.reserve(&[tokens.clone()], ask, NOW).await.unwrap();
+    let (_, standing) = b
+        .reserve(std::slice::from_ref(&tokens), ask, NOW)
+        .await
+        .unwrap();
     assert_eq!(standing[0].spent.tokens, 40);
     // Next day in New York: room again.
     assert!(b.reserve(&both[1..], ask, resets_at_ms).await.is_ok());

@@ -77,7 +77,9 @@ where
         Box::pin(async move {
             let Req { call: c, mut notes } = req;
             let rules = match &c.ctx.caller {
-                Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
+                Some(caller)
+                    if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() =>
+                {
                     budgets::rules(caller)
                 }
                 // No budget: nothing to count, nothing to wait for.

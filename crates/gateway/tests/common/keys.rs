@@ -101,4 +101,3 @@ pub fn shared(redis: &str, prefix: &str, id: &str, store: &str) -> impl FnOnce(&
         c.redis = Some(r);
     }
 }
-

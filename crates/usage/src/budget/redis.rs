@@ -164,7 +164,8 @@ impl BudgetStore for RedisBudgets {
             .zip(r.amount.amounts())
             .map(|(a, reserved)| i64::try_from(i128::from(a) - i128::from(reserved)).unwrap_or(0))
             .collect();
-        let parts: Vec<(String, i64)> = r.parts.iter().map(|p| (self.key(&p.id), p.slice)).collect();
+        let parts: Vec<(String, i64)> =
+            r.parts.iter().map(|p| (self.key(&p.id), p.slice)).collect();
         let inner = Arc::clone(&self.inner);
         // Never waits: the answer is already on its way to the client.
         // Redis away, the settle is lost and the worst case stays counted.

@@ -53,7 +53,9 @@ fn all_budgets_or_none() {
     );
     assert_eq!(m.spent(&key, 1).tokens, 60);
     // A call bigger than a cap can never fit: no wait is promised.
-    let e = m.reserve_now(&[key.clone()], tokens(101), 2).unwrap_err();
+    let e = m
+        .reserve_now(std::slice::from_ref(&key), tokens(101), 2)
+        .unwrap_err();
     assert!(matches!(e, BudgetError::TooLarge { cap: 100, .. }), "{e}");
 }
 

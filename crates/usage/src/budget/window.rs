@@ -97,7 +97,10 @@ fn calendar(period: Period, tz: &TimeZone, now_ms: i64) -> (i64, i64) {
         Period::Week => {
             let back = i64::from(today.weekday().to_monday_zero_offset());
             let monday = today.checked_sub(ToSpan::days(back)).ok();
-            (monday, monday.and_then(|m| m.checked_add(1_i64.weeks()).ok()))
+            (
+                monday,
+                monday.and_then(|m| m.checked_add(1_i64.weeks()).ok()),
+            )
         }
         Period::Month => {
             let first = today.first_of_month();

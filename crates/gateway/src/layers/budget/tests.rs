@@ -52,7 +52,7 @@ async fn a_spent_budget_refuses_with_its_name_and_reset() {
         assert_eq!(note.budget, "tenant:acme:daily");
     }
     let served = call(svc, call_with(&state, vec![daily])).await;
-    let e = served.result.err().expect("refused");
+    let e = served.result.expect_err("refused");
     assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(e.kind().1, "budget_exceeded");
     let m = e.to_string();
@@ -100,7 +100,7 @@ async fn the_worst_case_is_priced_and_bounded() {
         call_with(&state, vec![small]),
     )
     .await;
-    let e = served.result.err().expect("refused");
+    let e = served.result.expect_err("refused");
     assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
     assert!(e.to_string().contains("lower max_tokens"), "{e}");
 
@@ -119,7 +119,7 @@ async fn the_worst_case_is_priced_and_bounded() {
     let mut req = call_with(&state, vec![money]);
     req.call.model = "openai/gpt-unpriced".into();
     let served = call(BudgetLayer::new(&state).layer(answered(1)), req).await;
-    let e = served.result.err().expect("refused");
+    let e = served.result.expect_err("refused");
     assert_eq!(e.status(), axum::http::StatusCode::FORBIDDEN);
     assert!(e.to_string().contains("no price"), "{e}");
 }
