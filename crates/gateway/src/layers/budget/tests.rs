@@ -143,7 +143,11 @@ async fn callers_without_budgets_pass_untouched() {
 async fn a_keys_weight_from_the_store_goes_into_its_admission_ticket() {
     let state = state();
     let plain = model_call(&state, MODEL, false, &[]);
-    assert_eq!(plain.call.ctx.ticket().weight, None, "the tenant's, from the config");
+    assert_eq!(
+        plain.call.ctx.ticket().weight,
+        None,
+        "the tenant's, from the config"
+    );
     let mut req = call_with(&state, Vec::new());
     let mut caller = (**req.call.ctx.caller.as_ref().unwrap()).clone();
     caller.tenant_limits.weight = Some(2);
