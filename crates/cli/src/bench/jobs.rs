@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
 use sluice_jobs::{
     Clock, JobState, JobStore, NewJob, PostgresStore, SqliteOptions, SqliteStore, StoreConfig,
-    SystemClock,
+    SystemClock, Tally,
 };
 use sluice_limit::{Limit, Limiter, Rules};
 use sluice_sim::swarm::most_in_window;
@@ -121,11 +121,19 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
     let _cleanup = RemoveDir(dir.clone());
     let sqlite = open_sqlite(&dir.join("throughput.db"), args.sqlite_sync).await?;
     note(args.json, "throughput on SQLite");
-    let mut rates = vec![throughput(args, "sqlite", sqlite).await?];
+    let tally = {
+        let store = Arc::clone(&sqlite);
+        move || store.tally()
+    };
+    let mut rates = vec![throughput(args, "sqlite", sqlite, tally).await?];
     if let Some(url) = &args.postgres {
         note(args.json, "throughput on PostgreSQL");
         let (store, schema) = open_postgres(url).await?;
-        let result = throughput(args, "postgres", store.clone()).await;
+        let tally = {
+            let store = Arc::clone(&store);
+            move || store.tally()
+        };
+        let result = throughput(args, "postgres", store.clone(), tally).await;
         store.close().await;
         drop_schema(url, &schema).await;
         rates.push(result?);
@@ -245,12 +253,24 @@ async fn count(store: &impl JobStore, queue: &str, state: JobState) -> Result<u6
         .map_or(0, |q| q.counts.get(state)))
 }
 
+/// Per job, what a stretch of work cost the database (see [`Tally`]).
+fn per_job(cost: Tally, jobs: u64) -> Value {
+    let per = |n: u64| round3(n as f64 / jobs.max(1) as f64);
+    json!({
+        "statements": per(cost.statements),
+        "commits": per(cost.commits),
+        "synced_commits": per(cost.synced_commits),
+    })
+}
+
 async fn throughput<S: JobStore + 'static>(
     args: &JobsArgs,
     backend: &str,
     store: Arc<S>,
+    tally: impl Fn() -> Tally,
 ) -> Result<Value, BoxError> {
     let queue = "burn";
+    let before = tally();
     let start = Instant::now();
     let mut n = 0;
     while n < args.jobs {
@@ -262,6 +282,7 @@ async fn throughput<S: JobStore + 'static>(
         store.enqueue_batch(batch).await?;
     }
     let enqueue = start.elapsed();
+    let enqueued = tally();
 
     let start = Instant::now();
     let pool = WorkerPool::builder(Arc::clone(&store), Limiter::new(Rules::new())?)
@@ -278,6 +299,7 @@ async fn throughput<S: JobStore + 'static>(
         .start()?;
     until_completed(&pool, args.jobs).await?;
     let burn = start.elapsed();
+    let burnt = tally();
     pool.shutdown(Duration::from_secs(5)).await;
     let completed = count(&*store, queue, JobState::Completed).await?;
     let per_second = |d: Duration| args.jobs as f64 / d.as_secs_f64().max(1e-9);
@@ -288,6 +310,8 @@ async fn throughput<S: JobStore + 'static>(
         "burn_jobs_per_second": round(per_second(burn)),
         "burn_seconds": round3(burn.as_secs_f64()),
         "completed": completed,
+        "enqueue_per_job": per_job(enqueued - before, args.jobs),
+        "burn_per_job": per_job(burnt - enqueued, args.jobs),
     }))
 }
 
@@ -470,18 +494,26 @@ fn table(r: &Value) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<10} {:>14} {:>14} {:>10}",
-        "backend", "enqueue jobs/s", "burn jobs/s", "completed"
+        "\n{:<10} {:>14} {:>14} {:>10}   {}",
+        "backend",
+        "enqueue jobs/s",
+        "burn jobs/s",
+        "completed",
+        "burn-down per job: statements, commits (synced)"
     );
     let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     for t in r["throughput"].as_array().into_iter().flatten() {
+        let cost = &t["burn_per_job"];
         let _ = writeln!(
             out,
-            "{:<10} {:>14.0} {:>14.0} {:>10.0}",
+            "{:<10} {:>14.0} {:>14.0} {:>10.0}   {:.3}, {:.4} ({:.4})",
             t["backend"].as_str().unwrap_or(""),
             num(&t["enqueue_jobs_per_second"]),
             num(&t["burn_jobs_per_second"]),
-            num(&t["completed"])
+            num(&t["completed"]),
+            num(&cost["statements"]),
+            num(&cost["commits"]),
+            num(&cost["synced_commits"])
         );
     }
     let rate = &r["rate"];
