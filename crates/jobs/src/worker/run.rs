@@ -37,20 +37,33 @@ enum Driven<T> {
     Halted,
 }
 
-/// Runs one claimed job to its recorded end.
+/// What a claimed job holds from its claim until its outcome is recorded.
+pub(crate) struct Claimed {
+    /// Its lease, renewed by the pool's heartbeat.
+    pub held: Held,
+    /// Its place among the queue's jobs claimed and not yet run: freed
+    /// when its handler returns.
+    pub ahead: OwnedSemaphorePermit,
+    /// Its place among the queue's jobs whose outcome is not yet recorded.
+    pub unrecorded: OwnedSemaphorePermit,
+}
+
+/// Runs one claimed job, holding its `slot` while its handler runs (or
+/// waits for its rate), to its recorded end.
 pub(crate) async fn run_job<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
     job: Job,
-    permit: OwnedSemaphorePermit,
+    lease: Lease,
+    claimed: Claimed,
+    slot: OwnedSemaphorePermit,
 ) {
-    let _permit = permit;
-    let Some(lease) = job.lease.clone() else {
-        tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
-        return;
-    };
-    // Renewed by the pool's heartbeat until this run ends.
-    let mut held = ctx.heartbeats.hold(&lease);
+    let Claimed {
+        mut held,
+        ahead,
+        unrecorded,
+    } = claimed;
+    let _unrecorded = unrecorded;
 
     // Wait for the queue's (and the group's) rate, holding the lease.
     let needs = rate_needs(&ctx, &queue, &job);
@@ -106,7 +119,21 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
         }
     };
     metrics::duration(&queue.name, &job.kind, begin.elapsed());
+    // The handler is done: its slot can start the next job while this
+    // outcome waits for the group commit.
+    drop((slot, ahead));
     record(&ctx, &job, &lease, outcome).await;
+}
+
+/// Gives back, at shutdown, a job claimed ahead that never started.
+pub(crate) async fn give_back_unstarted<S: JobStore>(
+    ctx: Arc<Ctx<S>>,
+    job: Job,
+    lease: Lease,
+    claimed: Claimed,
+) {
+    release(&ctx, &job, &lease).await;
+    drop(claimed);
 }
 
 async fn wait_task(mut task: AbortOnDrop<Outcome>) -> Result<Outcome, String> {
