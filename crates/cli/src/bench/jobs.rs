@@ -42,6 +42,10 @@ pub struct JobsArgs {
     /// Jobs the burn-down pool runs at once.
     #[arg(long, default_value_t = 100)]
     pub concurrency: usize,
+    /// Jobs the burn-down pool claims ahead of free slots (default: as
+    /// many as `--concurrency`, the pool's default).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
     /// Also measure a PostgreSQL server at this URL (in a schema of its
     /// own, dropped afterwards).
     #[arg(long, env = "SLUICE_BENCH_POSTGRES_URL")]
@@ -100,8 +104,13 @@ pub async fn jobs(args: JobsArgs) -> ExitCode {
         eprintln!("sluice bench: --jobs must be 1 to {MAX_JOBS}");
         return ExitCode::from(2);
     }
-    if !(1..=10_000).contains(&args.batch) || !(1..=10_000).contains(&args.concurrency) {
-        eprintln!("sluice bench: --batch and --concurrency must be 1 to 10000");
+    if !(1..=10_000).contains(&args.batch)
+        || !(1..=10_000).contains(&args.concurrency)
+        || args.prefetch.is_some_and(|p| p > 10_000)
+    {
+        eprintln!(
+            "sluice bench: --batch and --concurrency must be 1 to 10000, --prefetch at most 10000"
+        );
         return ExitCode::from(2);
     }
     if !(1..=10_000).contains(&args.rate) || args.rate_seconds > 3_600 || args.retries > 100_000 {
@@ -159,6 +168,7 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
         "jobs": args.jobs,
         "batch": args.batch,
         "concurrency": args.concurrency,
+        "prefetch": args.prefetch.unwrap_or(args.concurrency),
         "sqlite_synchronous": args.sqlite_sync.as_str(),
         "throughput": rates,
         "rate": rate,
@@ -284,14 +294,16 @@ async fn throughput<S: JobStore + 'static>(
     let enqueue = start.elapsed();
     let enqueued = tally();
 
+    let mut config = QueueConfig::new(queue)
+        .unlimited()
+        .concurrency(args.concurrency);
+    if let Some(n) = args.prefetch {
+        config = config.prefetch(n);
+    }
     let start = Instant::now();
     let pool = WorkerPool::builder(Arc::clone(&store), Limiter::new(Rules::new())?)
         .handlers(noop_handlers())
-        .queue(
-            QueueConfig::new(queue)
-                .unlimited()
-                .concurrency(args.concurrency),
-        )
+        .queue(config)
         .configure(|c| {
             c.poll = Duration::from_millis(5);
             c.cleanup_every = None;
@@ -486,20 +498,17 @@ fn table(r: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, SQLite synchronous={}",
+        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, SQLite synchronous={}",
         r["jobs"],
         r["batch"],
         r["concurrency"],
+        r["prefetch"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
     let _ = writeln!(
         out,
-        "\n{:<10} {:>14} {:>14} {:>10}   {}",
-        "backend",
-        "enqueue jobs/s",
-        "burn jobs/s",
-        "completed",
-        "burn-down per job: statements, commits (synced)"
+        "\n{:<10} {:>14} {:>14} {:>10}   burn-down per job: statements, commits (synced)",
+        "backend", "enqueue jobs/s", "burn jobs/s", "completed"
     );
     let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     for t in r["throughput"].as_array().into_iter().flatten() {
