@@ -12,6 +12,7 @@
 //!   ms later; how late each retry starts against its scheduled time.
 
 use super::note;
+use crate::table::Table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -505,26 +506,32 @@ fn table(r: &Value) -> String {
         r["prefetch"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
-    let _ = writeln!(
-        out,
-        "\n{:<10} {:>14} {:>14} {:>10}   burn-down per job: statements, commits (synced)",
-        "backend", "enqueue jobs/s", "burn jobs/s", "completed"
-    );
-    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
-    for t in r["throughput"].as_array().into_iter().flatten() {
-        let cost = &t["burn_per_job"];
-        let _ = writeln!(
-            out,
-            "{:<10} {:>14.0} {:>14.0} {:>10.0}   {:.3}, {:.4} ({:.4})",
-            t["backend"].as_str().unwrap_or(""),
-            num(&t["enqueue_jobs_per_second"]),
-            num(&t["burn_jobs_per_second"]),
-            num(&t["completed"]),
-            num(&cost["statements"]),
-            num(&cost["commits"]),
-            num(&cost["synced_commits"])
-        );
+    let num = |v: &Value| format!("{:.0}", v.as_f64().unwrap_or(f64::NAN));
+    let per = |v: &Value, digits: usize| format!("{:.*}", digits, v.as_f64().unwrap_or(f64::NAN));
+    let mut t = Table::new([
+        "backend",
+        "enqueue jobs/s",
+        "burn jobs/s",
+        "completed",
+        "statements/job",
+        "commits/job",
+        "synced/job",
+    ])
+    .right(1..7);
+    for b in r["throughput"].as_array().into_iter().flatten() {
+        // What the burn-down asked of the database per job: load does not move these.
+        let cost = &b["burn_per_job"];
+        t.row([
+            b["backend"].as_str().unwrap_or("").to_owned(),
+            num(&b["enqueue_jobs_per_second"]),
+            num(&b["burn_jobs_per_second"]),
+            num(&b["completed"]),
+            per(&cost["statements"], 3),
+            per(&cost["commits"], 4),
+            per(&cost["synced_commits"], 4),
+        ]);
     }
+    let _ = write!(out, "\n{}", t.render());
     let rate = &r["rate"];
     if !rate.is_null() {
         let _ = writeln!(
