@@ -34,8 +34,8 @@ pub const DEFAULT_MAX_THROTTLES: u32 = 5;
 pub struct QueueConfig {
     /// The queue's name.
     pub name: String,
-    /// Jobs run at once (the seed's 5): handlers running or waiting for
-    /// their rate. A run's outcome is recorded after its slot is freed.
+    /// Jobs run at once (the seed's 5): waiting for their rate, running,
+    /// or waiting for their outcome's commit.
     pub concurrency: NonZeroUsize,
     /// Job starts allowed, as a limit on the limiter resource
     /// `jobs:{queue}` (the seed's 10 in any second, sliding window);
@@ -71,7 +71,7 @@ impl QueueConfig {
 
     /// Claims up to `n` jobs more than it has free slots, so that a slot
     /// that frees up starts a job at once instead of waiting for a claim,
-    /// and one claim (and one commit of outcomes) serves more jobs. As
+    /// and one claim serves more jobs. As
     /// many as [`concurrency`](Self::concurrency) by default; 0 claims only
     /// for free slots. A job claimed ahead is leased (and its lease
     /// renewed) from its claim; at shutdown it runs if a slot is free,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_limit::Limit;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::{Job, Lease};
@@ -365,13 +365,11 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
 /// what was claimed and finds a free slot, gives back the rest, and waits
 /// for the running jobs (which shutdown may halt).
 ///
-/// Three bounds: `slots` (the queue's concurrency) are the handlers
-/// running; `ahead` (concurrency + prefetch) the jobs claimed whose
-/// handler has not returned; `unrecorded` (twice that) the jobs claimed
-/// whose outcome is not yet committed. A finished run frees its slot
-/// before its outcome is written, so the next jobs run while one group
-/// commit writes the last ones; the third bound keeps that backlog of
-/// outcomes, and with it what a crash can repeat, bounded.
+/// Two bounds: `slots` (the queue's concurrency) are the runs started and
+/// not yet recorded, whose effects a crash could repeat; `room`
+/// (concurrency + prefetch) the jobs claimed and not yet recorded. So
+/// when a group commit frees slots, the jobs claimed ahead start at once
+/// while the next claim is made.
 async fn claim_loop<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
@@ -379,10 +377,7 @@ async fn claim_loop<S: JobStore + 'static>(
 ) {
     let concurrency = queue.concurrency.get();
     let slots = Arc::new(Semaphore::new(concurrency));
-    let room = Room {
-        ahead: Arc::new(Semaphore::new(concurrency + queue.ahead())),
-        unrecorded: Arc::new(Semaphore::new(2 * (concurrency + queue.ahead()))),
-    };
+    let room = Arc::new(Semaphore::new(concurrency + queue.ahead()));
     let (claimed, mut next) = mpsc::unbounded_channel();
     let claims = claimer(
         Arc::clone(&ctx),
@@ -449,13 +444,6 @@ async fn claim_loop<S: JobStore + 'static>(
 /// A job claimed and not yet started, with what it holds.
 type Waiting = (Job, Lease, Claimed);
 
-/// Where a queue's claims may go: room `ahead` of the handlers and room
-/// among the `unrecorded` outcomes (see [`claim_loop`]).
-struct Room {
-    ahead: Arc<Semaphore>,
-    unrecorded: Arc<Semaphore>,
-}
-
 /// Claims jobs of `queue` while there is room, and sends them in claim
 /// order (the tenants' and groups' turns) to be started; polls an idle
 /// queue. Stops, between claims, once told to.
@@ -463,7 +451,7 @@ async fn claimer<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
     mut stop: watch::Receiver<bool>,
-    room: Room,
+    room: Arc<Semaphore>,
     claimed: mpsc::UnboundedSender<Waiting>,
 ) {
     let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
@@ -471,9 +459,9 @@ async fn claimer<S: JobStore + 'static>(
         let first = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
-            first = room.one() => match first {
-                Some(first) => first,
-                None => break,
+            first = Arc::clone(&room).acquire_owned() => match first {
+                Ok(first) => first,
+                Err(_) => break,
             },
         };
         // Room frees up in bursts (a batch of completions commits at
@@ -481,7 +469,7 @@ async fn claimer<S: JobStore + 'static>(
         // it all instead of one claim per job.
         tokio::task::yield_now().await;
         let mut places = vec![first];
-        while let Some(place) = room.try_one() {
+        while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
             places.push(place);
         }
         let n = u32::try_from(places.len()).unwrap_or(u32::MAX);
@@ -510,38 +498,18 @@ async fn claimer<S: JobStore + 'static>(
             }
             continue;
         }
-        for (job, (ahead, unrecorded)) in jobs.into_iter().zip(places) {
+        for (job, room) in jobs.into_iter().zip(places) {
             let Some(lease) = job.lease.clone() else {
                 tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
                 continue;
             };
             // Renewed from the claim on, while it waits for a slot too.
             let held = ctx.heartbeats.hold(&lease);
-            let waiting = Claimed {
-                held,
-                ahead,
-                unrecorded,
-            };
+            let waiting = Claimed { held, room };
             if claimed.send((job, lease, waiting)).is_err() {
                 return;
             }
         }
-    }
-}
-
-impl Room {
-    /// Room for one more claimed job; `None` once the semaphores are closed.
-    async fn one(&self) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
-        let u = Arc::clone(&self.unrecorded).acquire_owned().await.ok()?;
-        let a = Arc::clone(&self.ahead).acquire_owned().await.ok()?;
-        Some((a, u))
-    }
-
-    /// [`one`](Self::one) if there is room now.
-    fn try_one(&self) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
-        let u = Arc::clone(&self.unrecorded).try_acquire_owned().ok()?;
-        let a = Arc::clone(&self.ahead).try_acquire_owned().ok()?;
-        Some((a, u))
     }
 }
 

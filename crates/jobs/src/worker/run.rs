@@ -41,15 +41,12 @@ enum Driven<T> {
 pub(crate) struct Claimed {
     /// Its lease, renewed by the pool's heartbeat.
     pub held: Held,
-    /// Its place among the queue's jobs claimed and not yet run: freed
-    /// when its handler returns.
-    pub ahead: OwnedSemaphorePermit,
-    /// Its place among the queue's jobs whose outcome is not yet recorded.
-    pub unrecorded: OwnedSemaphorePermit,
+    /// Its place among the queue's jobs claimed and not yet recorded.
+    pub room: OwnedSemaphorePermit,
 }
 
-/// Runs one claimed job, holding its `slot` while its handler runs (or
-/// waits for its rate), to its recorded end.
+/// Runs one claimed job, holding its `slot` while it waits for its rate,
+/// runs, and has its outcome recorded.
 pub(crate) async fn run_job<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
@@ -58,12 +55,13 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
     claimed: Claimed,
     slot: OwnedSemaphorePermit,
 ) {
+    // Both freed once the outcome is committed: a slot counts every run
+    // whose effect a crash could repeat.
+    let _slot = slot;
     let Claimed {
         mut held,
-        ahead,
-        unrecorded,
+        room: _room,
     } = claimed;
-    let _unrecorded = unrecorded;
 
     // Wait for the queue's (and the group's) rate, holding the lease.
     let needs = rate_needs(&ctx, &queue, &job);
@@ -119,9 +117,6 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
         }
     };
     metrics::duration(&queue.name, &job.kind, begin.elapsed());
-    // The handler is done: its slot can start the next job while this
-    // outcome waits for the group commit.
-    drop((slot, ahead));
     record(&ctx, &job, &lease, outcome).await;
 }
 
