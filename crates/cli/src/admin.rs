@@ -14,7 +14,7 @@ use crate::table::plain;
 
 /// Where the gateway is and the operator's token.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Target {
+pub(crate) struct Target {
     /// The gateway's base URL.
     #[arg(
         long,
@@ -34,6 +34,18 @@ pub struct Target {
     /// Print the gateway's JSON answer instead of a table.
     #[arg(long, global = true)]
     json: bool,
+}
+
+#[cfg(test)]
+impl Target {
+    /// The defaults, for tests of what a command sends.
+    pub(crate) fn default_for_tests() -> Target {
+        Target {
+            target: "http://127.0.0.1:8080".into(),
+            admin_token: None,
+            json: false,
+        }
+    }
 }
 
 /// Limits given on the command line; only those given are sent.
@@ -63,6 +75,35 @@ pub struct LimitArgs {
     /// The weight in fair queuing.
     #[arg(long)]
     weight: Option<u32>,
+    /// A budget, as `name=monthly,money=25,period=month,time_zone=Europe/Paris`
+    /// (fields: name, money in dollars, tokens, requests, period day|week|month,
+    /// time_zone, or window_seconds for a rolling window); repeat for more.
+    /// The budgets given replace its own.
+    #[arg(long = "budget", value_name = "SPEC", value_parser = budget_spec)]
+    budgets: Vec<Value>,
+}
+
+/// A `--budget` as the JSON object the API reads; the gateway checks
+/// the fields and names the bad one.
+fn budget_spec(spec: &str) -> Result<Value, String> {
+    let mut m = Map::new();
+    for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected field=value"))?;
+        let (k, v) = (k.trim(), v.trim());
+        let value = match k {
+            "tokens" | "requests" | "window_seconds" => match v.parse::<u64>() {
+                Ok(n) => json!(n),
+                Err(_) => return Err(format!("{k}: must be a whole number, not {v:?}")),
+            },
+            _ => json!(v),
+        };
+        if m.insert(k.to_owned(), value).is_some() {
+            return Err(format!("{k}: given twice"));
+        }
+    }
+    Ok(Value::Object(m))
 }
 
 impl LimitArgs {
@@ -97,6 +138,11 @@ impl LimitArgs {
             put("weight", json!(v));
         }
         (!m.is_empty()).then_some(Value::Object(m))
+    }
+
+    /// The `budgets` list, or `None` when no budget was given.
+    fn budgets(&self) -> Option<Value> {
+        (!self.budgets.is_empty()).then(|| json!(self.budgets))
     }
 }
 
@@ -264,7 +310,8 @@ enum TiersCommand {
 
 /// How an answer is shown.
 #[derive(Debug, Clone, Copy)]
-enum Shape {
+pub(crate) enum Shape {
+    Audit,
     Key,
     Keys,
     Tenant,
@@ -273,11 +320,11 @@ enum Shape {
     Tiers,
 }
 
-struct Request {
-    method: Method,
-    path: String,
-    body: Option<Value>,
-    shape: Shape,
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) body: Option<Value>,
+    pub(crate) shape: Shape,
 }
 
 fn req(method: Method, path: String, body: Option<Value>, shape: Shape) -> Request {
@@ -299,6 +346,9 @@ fn update_body(tier: Option<&String>, no_tier: bool, limits: &LimitArgs) -> Valu
     }
     if let Some(l) = limits.json() {
         m.insert("limits".into(), l);
+    }
+    if let Some(b) = limits.budgets() {
+        m.insert("budgets".into(), b);
     }
     Value::Object(m)
 }
@@ -325,6 +375,7 @@ fn keys_request(c: &KeysCommand) -> Request {
             b = with(b, "name", name.as_ref().map(|n| json!(n)));
             b = with(b, "tier", tier.as_ref().map(|t| json!(t)));
             b = with(b, "limits", limits.json());
+            b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/keys".into(), Some(b), Shape::Key)
         }
         C::List { tenant } => {
@@ -369,6 +420,7 @@ fn tenants_request(c: &TenantsCommand) -> Request {
             let mut b = json!({"name": name, "tags": tags});
             b = with(b, "tier", tier.as_ref().map(|t| json!(t)));
             b = with(b, "limits", limits.json());
+            b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/tenants".into(), Some(b), Shape::Tenant)
         }
         C::List => req(Method::GET, "/v1/tenants".into(), None, Shape::Tenants),
@@ -393,10 +445,15 @@ fn tiers_request(c: &TiersCommand) -> Request {
     match c {
         TiersCommand::Create { name, limits } => {
             let b = json!({"name": name, "limits": limits.json().unwrap_or(json!({}))});
+            let b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/tiers".into(), Some(b), Shape::Tier)
         }
         TiersCommand::Update { name, limits } => {
-            let b = json!({"limits": limits.json().unwrap_or(json!({}))});
+            // Budgets alone leave the limits as they are.
+            let b = match (limits.json(), limits.budgets()) {
+                (l, Some(b)) => with(json!({"budgets": b}), "limits", l),
+                (l, None) => json!({"limits": l.unwrap_or(json!({}))}),
+            };
             let path = format!("/v1/tiers/{}", segment(name));
             req(Method::PUT, path, Some(b), Shape::Tier)
         }
@@ -419,7 +476,9 @@ pub async fn tiers(args: TiersArgs) -> ExitCode {
     run("tiers", &args.target, tiers_request(&args.command)).await
 }
 
-async fn run(command: &str, target: &Target, r: Request) -> ExitCode {
+/// Sends `r` to the gateway `target` names and prints the answer (a
+/// table, or JSON with `--json`); `command` names the failure.
+pub(crate) async fn run(command: &str, target: &Target, r: Request) -> ExitCode {
     let answer = crate::client::send(Call {
         target: &target.target,
         method: r.method,
@@ -473,9 +532,28 @@ fn limits(v: &Value) -> String {
         .join(" ")
 }
 
+/// Budgets on one line: `monthly(money=25 period=month); daily(…)`.
+fn budgets(v: &Value) -> String {
+    let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
+        return "-".into();
+    };
+    list.iter()
+        .map(|b| {
+            let mut rest = b.clone();
+            let name = rest
+                .as_object_mut()
+                .and_then(|m| m.remove("name"))
+                .unwrap_or(Value::Null);
+            format!("{}({})", text(&name), limits(&rest))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn show(shape: Shape, b: &Value) -> String {
     let list = |k: &str| b[k].as_array().cloned().unwrap_or_default();
     match shape {
+        Shape::Audit => crate::audit::show(b),
         Shape::Key => {
             let mut out = String::new();
             if let Some(k) = b["key"].as_str() {
@@ -489,6 +567,7 @@ fn show(shape: Shape, b: &Value) -> String {
                 ("state", text(&b["state"])),
                 ("tier", text(&b["tier"])),
                 ("limits", limits(&b["limits"])),
+                ("budgets", budgets(&b["budgets"])),
                 ("created", time(&b["created_at"])),
                 ("grace until", time(&b["grace_until"])),
                 ("replaced by", text(&b["replaced_by"])),
@@ -522,11 +601,12 @@ fn show(shape: Shape, b: &Value) -> String {
             plain(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tenant => format!(
-            "{}  {}  tier {}  {}\n",
+            "{}  {}  tier {}  {}  budgets {}\n",
             text(&b["name"]),
             text(&b["state"]),
             text(&b["tier"]),
-            limits(&b["limits"])
+            limits(&b["limits"]),
+            budgets(&b["budgets"])
         ),
         Shape::Tenants => {
             let rows: Vec<[String; 4]> = list("tenants")
@@ -542,13 +622,24 @@ fn show(shape: Shape, b: &Value) -> String {
                 .collect();
             plain(["NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
-        Shape::Tier => format!("{}  {}\n", text(&b["name"]), limits(&b["limits"])),
+        Shape::Tier => format!(
+            "{}  {}  budgets {}\n",
+            text(&b["name"]),
+            limits(&b["limits"]),
+            budgets(&b["budgets"])
+        ),
         Shape::Tiers => {
-            let rows: Vec<[String; 2]> = list("tiers")
+            let rows: Vec<[String; 3]> = list("tiers")
                 .iter()
-                .map(|t| [text(&t["name"]), limits(&t["limits"])])
+                .map(|t| {
+                    [
+                        text(&t["name"]),
+                        limits(&t["limits"]),
+                        budgets(&t["budgets"]),
+                    ]
+                })
                 .collect();
-            plain(["NAME", "LIMITS"], &rows)
+            plain(["NAME", "LIMITS", "BUDGETS"], &rows)
         }
     }
 }

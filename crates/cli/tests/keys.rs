@@ -1,6 +1,7 @@
 //! `sluice tiers`, `sluice tenants` and `sluice keys` against a running
 //! `sluice serve`: create, issue (the key printed once), list, rotate,
-//! revoke and block, and errors that name the field.
+//! revoke and block, and errors that name the field; `sluice audit`
+//! shows what they did.
 
 mod serve;
 
@@ -130,4 +131,104 @@ fn keys_tenants_and_tiers_from_the_command_line() {
     );
     let err = f.fails(&["keys", "list"], Some("wrong"));
     assert!(err.contains("403"), "{err}");
+
+    // Every act above is in the audit trail; the writer is a batch behind.
+    let mut found = Value::Null;
+    for _ in 0..500 {
+        found = f.json(&["audit", "--kind", "key"]);
+        if found["entries"].as_array().map_or(0, Vec::len) >= 4 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kinds: Vec<&str> = found["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["key.revoke", "key.block", "key.rotate", "key.issue"],
+        "newest first: {found}"
+    );
+    let table = f.ok(&["audit", "--actor", "admin", "--limit", "2"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("TIME (UTC)") && lines[0].contains("CHANGE"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("key.revoke") && lines[1].contains(&new_id),
+        "{table}"
+    );
+    assert!(lines[1].contains("state: blocked→revoked"), "{table}");
+    assert!(lines[3].starts_with("more: --before "), "{table}");
+    let err = f.fails(&["audit", "--limit", "0"], Some(ADMIN));
+    assert!(err.contains("400") && err.contains("limit"), "{err}");
+    let err = f.fails(&["audit", "--from", "yesterday"], Some(ADMIN));
+    assert!(err.contains("`from`"), "{err}");
+}
+
+#[test]
+fn budgets_from_the_command_line() {
+    let f = Fixture::start();
+    let tier = f.json(&[
+        "tiers",
+        "create",
+        "pro",
+        "--rpm",
+        "60",
+        "--budget",
+        "name=monthly,money=25.50,period=month,time_zone=Europe/Paris",
+    ]);
+    assert_eq!(tier["budgets"][0]["money"], "25.5");
+    assert_eq!(tier["budgets"][0]["time_zone"], "Europe/Paris");
+    // Budgets alone leave the tier's limits as they were.
+    let out = f.ok(&[
+        "tiers",
+        "update",
+        "pro",
+        "--budget",
+        "name=daily,requests=1000,window_seconds=86400",
+    ]);
+    assert!(
+        out.contains("requests_per_minute=60") && out.contains("daily(requests=1000"),
+        "{out}"
+    );
+    let err = f.fails(
+        &[
+            "tenants",
+            "create",
+            "acme",
+            "--budget",
+            "name=m,tokens=5,period=day,time_zone=Mars/Olympus",
+        ],
+        Some(ADMIN),
+    );
+    assert!(
+        err.contains("400") && err.contains("budgets[0].time_zone"),
+        "{err}"
+    );
+    let err = f.fails(
+        &[
+            "tenants",
+            "create",
+            "acme",
+            "--budget",
+            "name=m,tokens=5,period=year",
+        ],
+        Some(ADMIN),
+    );
+    assert!(err.contains("budgets[0].period"), "{err}");
+    let t = f.json(&[
+        "tenants",
+        "create",
+        "acme",
+        "--tier",
+        "pro",
+        "--budget",
+        "name=weekly,tokens=100000,period=week",
+    ]);
+    assert_eq!(t["budgets"][0]["tokens"], 100_000);
 }

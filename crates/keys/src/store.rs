@@ -11,6 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::{PgConnection, SqliteConnection};
 
+use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::db::{Conn, StoredKey};
 use crate::error::Error;
@@ -24,18 +25,32 @@ use crate::ops;
 /// database and keeps its history in sqlx's default one.
 const MIGRATIONS_TABLE: &str = "_sluice_keys_migrations";
 
-const SQLITE: Schema = Schema::new(&[Step::new(
-    1,
-    "tiers, tenants, keys",
-    include_str!("../migrations/sqlite/0001_keys.sql"),
-)])
+const SQLITE: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "tiers, tenants, keys",
+        include_str!("../migrations/sqlite/0001_keys.sql"),
+    ),
+    Step::new(
+        2,
+        "budgets",
+        include_str!("../migrations/sqlite/0002_budgets.sql"),
+    ),
+])
 .table(MIGRATIONS_TABLE);
 
-const POSTGRES: Schema = Schema::new(&[Step::new(
-    1,
-    "tiers, tenants, keys",
-    include_str!("../migrations/postgres/0001_keys.sql"),
-)])
+const POSTGRES: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "tiers, tenants, keys",
+        include_str!("../migrations/postgres/0001_keys.sql"),
+    ),
+    Step::new(
+        2,
+        "budgets",
+        include_str!("../migrations/postgres/0002_budgets.sql"),
+    ),
+])
 .table(MIGRATIONS_TABLE);
 
 /// Longest wait for a pooled PostgreSQL connection (as the job store's).
@@ -207,8 +222,22 @@ impl KeyStore {
     /// [`Error::Invalid`] naming a bad field, [`Error::Conflict`] if it
     /// exists.
     pub async fn create_tier(&self, name: &str, limits: &Limits) -> Result<Tier, Error> {
+        self.create_tier_with(name, limits, &[]).await
+    }
+
+    /// Creates tier `name` with budgets: each member spends its own.
+    ///
+    /// # Errors
+    /// As [`create_tier`](Self::create_tier); a bad budget is named
+    /// (`budgets[0].period`).
+    pub async fn create_tier_with(
+        &self,
+        name: &str,
+        limits: &Limits,
+        budgets: &[Budget],
+    ) -> Result<Tier, Error> {
         let now = self.now_ms();
-        write!(self, |c| ops::create_tier(c, name, limits, now))
+        write!(self, |c| ops::create_tier(c, name, limits, budgets, now))
     }
 
     /// Replaces the limits of tier `name`: every member follows.
@@ -216,8 +245,22 @@ impl KeyStore {
     /// # Errors
     /// [`Error::Invalid`] naming a bad field, [`Error::NotFound`].
     pub async fn update_tier(&self, name: &str, limits: &Limits) -> Result<Tier, Error> {
+        self.update_tier_with(name, Some(limits), None).await
+    }
+
+    /// Replaces the limits and/or the budgets of tier `name` (`None`
+    /// keeps them): every member follows.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming a bad field, [`Error::NotFound`].
+    pub async fn update_tier_with(
+        &self,
+        name: &str,
+        limits: Option<&Limits>,
+        budgets: Option<&[Budget]>,
+    ) -> Result<Tier, Error> {
         let now = self.now_ms();
-        write!(self, |c| ops::update_tier(c, name, limits, now))
+        write!(self, |c| ops::update_tier(c, name, limits, budgets, now))
     }
 
     /// Tier `name`, if it exists.
