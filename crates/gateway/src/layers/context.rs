@@ -26,7 +26,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub use crate::auth::DEFAULT_WORKSPACE;
-pub(crate) use headers::stamp;
+pub(crate) use headers::{client_request_id, stamp};
 pub use headers::{Context, new_id, new_span_id};
 
 /// A request as its handler hands it over: what the context layer needs
