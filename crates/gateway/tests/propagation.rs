@@ -254,3 +254,63 @@ async fn job_attempts_carry_an_id_and_a_traceparent() {
     parts(&sent[0]);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_attempts_continue_the_enqueuers_trace() {
+    let h = Harness::start().await;
+    // The first attempt fails (a 500), the second succeeds.
+    let flaky = sluice_sim::Faults {
+        error_every: Some(2),
+        ..sluice_sim::Faults::none()
+    };
+    h.sim
+        .set_faults(sluice_sim::Scope::Api("slack".into()), flaky)
+        .unwrap();
+    // The sim's first slack call is #1, which succeeds: use it up.
+    let res = h
+        .post("/proxy/slack/chat.postMessage", &json!({"text": "warm"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let since = h.sim.log(0).next;
+    let res = h
+        .post(
+            "/v1/jobs",
+            &json!({
+                "queue": "default",
+                "kind": "http",
+                "max_attempts": 3,
+                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
+            }),
+        )
+        .header("traceparent", traceparent())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let job: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(job["traceparent"], traceparent().as_str(), "stored: {job}");
+    let sent = common::wait_for("both attempts", || async {
+        let sent = upstream(&h, since, "/slack/api/chat.postMessage");
+        (sent.len() >= 2).then_some(sent)
+    })
+    .await;
+    let id = job["id"].as_i64().unwrap();
+    let mut spans = std::collections::HashSet::new();
+    for (n, e) in sent.iter().enumerate() {
+        assert_eq!(e.request_id, Some(format!("job-{id}-{}", n + 1)));
+        let (trace, span, flags) = parts(e);
+        assert_eq!(
+            trace,
+            TRACE,
+            "attempt {} continues the enqueuer's trace",
+            n + 1
+        );
+        assert_eq!(flags, "01", "with its sampling decision");
+        assert_ne!(span, PARENT, "as a child span");
+        spans.insert(span);
+    }
+    assert_eq!(spans.len(), sent.len(), "a span per attempt");
+    h.stop().await;
+}
