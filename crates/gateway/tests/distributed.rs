@@ -47,6 +47,27 @@ fn prefix() -> String {
     format!("gw{:x}:", fastrand::u64(..))
 }
 
+/// Cuts `model`'s shared limit through `h`'s limiter API: a report is
+/// about the call made under a grant the caller holds; one 429 is a
+/// timing collision (a pause, no cut), three in a row, each a while after
+/// the last, prove the limit lower. The last report's answer.
+async fn cut(h: &Harness, model: &str) -> Value {
+    let mut body = Value::Null;
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let grant = h.hold(model).await;
+        let res = h
+            .send(
+                "/v1/limits/report",
+                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        body = res.json().await.unwrap();
+    }
+    body
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_share_one_limit() {
     let Some(url) = redis_url() else { return };
@@ -86,22 +107,7 @@ async fn a_429_reported_at_one_gateway_reduces_the_other() {
     let a = Harness::with(common::sim_config(), shared_at(&url, &p, "a", 10.0)).await;
     let b = a.replica(shared_at(&url, &p, "b", 10.0)).await;
     let model = "openai/gpt-4o";
-    // A report is about the call made under a grant the caller holds. One
-    // 429 is a timing collision (a pause, no cut); three in a row, each a
-    // while after the last, prove the limit lower.
-    let mut body = Value::Null;
-    for _ in 0..3 {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        let grant = a.hold(model).await;
-        let res = a
-            .send(
-                "/v1/limits/report",
-                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
-            )
-            .await;
-        assert_eq!(res.status(), StatusCode::OK);
-        body = res.json().await.unwrap();
-    }
+    let body = cut(&a, model).await;
     assert_eq!(body["capacity"], 5, "{body}");
     // The other gateway reads the shared state.
     let acquired: Value = a
@@ -397,19 +403,8 @@ async fn a_cut_heard_on_the_bus_is_in_the_other_gateways_audit_trail() {
     let a = Harness::with(common::sim_config(), with_admin(&url, &p, "a")).await;
     let b = a.replica(with_admin(&url, &p, "b")).await;
     let model = "openai/gpt-4o";
-    // Three 429s in a row, each a while after the last, cut the limit (see
-    // above); the cut is announced on the bus.
-    for _ in 0..3 {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        let grant = a.hold(model).await;
-        let res = a
-            .send(
-                "/v1/limits/report",
-                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
-            )
-            .await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    // The cut is announced on the bus.
+    cut(&a, model).await;
     // At a, the reporter (an open gateway's workspace) cut it; at b, the
     // bus told it that replica a did.
     let here = cut_by(&a, &a.url(""), "tenant:default").await;

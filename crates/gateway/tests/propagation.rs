@@ -229,22 +229,7 @@ async fn retried_attempts_are_spans_of_one_trace() {
 async fn job_attempts_carry_an_id_and_a_traceparent() {
     let h = Harness::start().await;
     let since = h.sim.log(0).next;
-    let res = h
-        .post(
-            "/v1/jobs",
-            &json!({
-                "queue": "default",
-                "kind": "http",
-                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
-            }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::CREATED);
-    let id = res.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let id = enqueue(&h, None).await["id"].as_i64().unwrap();
     let sent = common::wait_for("the job's call", || async {
         let sent = upstream(&h, since, "/slack/api/chat.postMessage");
         (!sent.is_empty()).then_some(sent)
@@ -274,22 +259,7 @@ async fn job_attempts_continue_the_enqueuers_trace() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let since = h.sim.log(0).next;
-    let res = h
-        .post(
-            "/v1/jobs",
-            &json!({
-                "queue": "default",
-                "kind": "http",
-                "max_attempts": 3,
-                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
-            }),
-        )
-        .header("traceparent", traceparent())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::CREATED);
-    let job: serde_json::Value = res.json().await.unwrap();
+    let job = enqueue(&h, Some(traceparent())).await;
     assert_eq!(job["traceparent"], traceparent().as_str(), "stored: {job}");
     let sent = common::wait_for("both attempts", || async {
         let sent = upstream(&h, since, "/slack/api/chat.postMessage");
@@ -313,4 +283,24 @@ async fn job_attempts_continue_the_enqueuers_trace() {
     }
     assert_eq!(spans.len(), sent.len(), "a span per attempt");
     h.stop().await;
+}
+
+/// Enqueues a job that posts to the sim's Slack (3 attempts), with
+/// `traceparent` when given: the job as answered.
+async fn enqueue(h: &Harness, traceparent: Option<String>) -> serde_json::Value {
+    let mut req = h.post(
+        "/v1/jobs",
+        &json!({
+            "queue": "default",
+            "kind": "http",
+            "max_attempts": 3,
+            "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
+        }),
+    );
+    if let Some(tp) = traceparent {
+        req = req.header("traceparent", tp);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    res.json().await.unwrap()
 }
