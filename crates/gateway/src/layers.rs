@@ -136,6 +136,8 @@ pub(crate) struct Notes {
     /// The admission slot, from admission until the answer is published
     /// to the requests that joined it (or dropped with the notes).
     pub admission: Option<Permit<Shared>>,
+    /// What the dashboard counts of the request.
+    pub pulse: crate::dashboard::pulse::Tally,
 }
 
 /// An answer for the client.

@@ -19,6 +19,7 @@ pub mod body;
 mod cache;
 pub mod config;
 mod credentials;
+pub mod dashboard;
 pub mod error;
 pub mod jobs;
 pub mod keys;

@@ -72,6 +72,8 @@ pub struct Inner {
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
+    /// The live dashboard's totals, history and stream.
+    pub(crate) board: crate::dashboard::Board,
 }
 
 impl std::ops::Deref for AppState {
@@ -102,6 +104,14 @@ pub enum StartError {
         tenant: String,
         /// The credential, e.g. `apis.slack.auth_env`.
         key: String,
+        /// The variable.
+        var: String,
+    },
+    /// A token's variable is not set.
+    #[error("{key}: environment variable {var} is not set")]
+    MissingToken {
+        /// The key that names it, e.g. `ui.token_env`.
+        key: &'static str,
         /// The variable.
         var: String,
     },
@@ -238,6 +248,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let board = crate::dashboard::Board::new(&config.ui);
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -265,8 +276,10 @@ impl AppState {
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
+                board,
             }),
         };
+        crate::dashboard::spawn_sampler(&state);
         // Grants held for the limiter API are released once their TTL
         // passes, whether or not anyone asks for another; the task ends
         // with the state.
