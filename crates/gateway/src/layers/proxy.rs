@@ -6,6 +6,7 @@
 //! appended to it segment by segment, decoded once, and can never leave it
 //! (see [`target`]).
 
+mod cache;
 mod forward;
 pub(crate) mod target;
 
@@ -27,6 +28,7 @@ use crate::credentials;
 use crate::error::ApiError;
 use crate::state::{AppState, inflight_resource};
 use crate::trace::Trace;
+use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
 
 /// The route, as metrics name it.
@@ -51,6 +53,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
+        .layer(ApiCacheLayer::new(state))
         .layer(AdmissionLayer::new(state))
         .layer(ForwardLayer)
         .layer(RetryLayer::new(state))
@@ -87,6 +90,8 @@ pub(crate) struct Call {
     pub api: String,
     /// The upstream call.
     pub upstream: Upstream,
+    /// What the response cache does for it.
+    pub cache: Ask,
 }
 
 impl Routed for Incoming {
@@ -162,6 +167,7 @@ impl Parse for Incoming {
             provider: None,
         };
         let headers = outgoing_headers(state, &ctx, api, &self.headers)?;
+        let cache = cache::ask(state, &ctx.workspace, &self, url.as_str(), &headers)?;
         let method =
             reqwest::Method::from_bytes(self.method.as_str().as_bytes()).map_err(|_| {
                 ApiError::BadRequest {
@@ -198,6 +204,7 @@ impl Parse for Incoming {
                 deadline,
             },
             api: self.api,
+            cache,
         })
     }
 }
