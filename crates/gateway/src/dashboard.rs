@@ -96,7 +96,7 @@ impl Board {
     /// Publishes a snapshot: kept as the latest, its point added to the
     /// history (the oldest dropped past its length), sent to the streams.
     fn publish(&self, snapshot: Snapshot) {
-        let point = sample::point(&snapshot);
+        let point = Point::of(&snapshot);
         {
             let mut h = self.history.lock().unwrap_or_else(PoisonError::into_inner);
             h.push_back(point);

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::pulse::{ResourceTotals, TenantTotals, Totals};
 use super::view::{
-    ByPriority, Point, QueueView, ResourceView, Section, Snapshot, TenantQueued, TenantView,
+    ByPriority, QueueView, ResourceView, Section, Snapshot, TenantQueued, TenantView,
 };
 use crate::state::AppState;
 
@@ -288,29 +288,4 @@ fn tenants(
     });
     out.truncate(MAX_TENANTS);
     out
-}
-
-/// The chart's point of a snapshot.
-pub(crate) fn point(s: &Snapshot) -> Point {
-    Point {
-        at_ms: s.at_ms,
-        queued: s.queue.queued.total(),
-        in_flight: s.queue.in_flight,
-        resources: s
-            .resources
-            .iter()
-            .filter(|r| r.requests_per_second > 0.0 || r.in_flight > 0 || r.queued.total() > 0)
-            .map(|r| {
-                (
-                    r.resource.clone(),
-                    [
-                        Some(r.admitted_per_second),
-                        r.per_second,
-                        r.p99_ms,
-                        Some(r.upstream_429_per_second),
-                    ],
-                )
-            })
-            .collect(),
-    }
 }

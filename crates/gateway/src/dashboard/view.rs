@@ -192,3 +192,31 @@ pub struct Point {
     /// no answer), upstream 429/s]`.
     pub resources: std::collections::BTreeMap<String, [Option<f64>; 4]>,
 }
+
+impl Point {
+    /// The point of a snapshot: the resources with traffic, queued or
+    /// in flight.
+    pub fn of(s: &Snapshot) -> Point {
+        Point {
+            at_ms: s.at_ms,
+            queued: s.queue.queued.total(),
+            in_flight: s.queue.in_flight,
+            resources: s
+                .resources
+                .iter()
+                .filter(|r| r.requests_per_second > 0.0 || r.in_flight > 0 || r.queued.total() > 0)
+                .map(|r| {
+                    (
+                        r.resource.clone(),
+                        [
+                            Some(r.admitted_per_second),
+                            r.per_second,
+                            r.p99_ms,
+                            Some(r.upstream_429_per_second),
+                        ],
+                    )
+                })
+                .collect(),
+        }
+    }
+}
