@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod body;
+mod budgets;
 mod cache;
 pub mod config;
 mod credentials;

@@ -64,6 +64,10 @@ pub struct Inner {
     pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
+    pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
+    /// What calls cost, for budgets.
+    pub(crate) prices: sluice_usage::PriceTable,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -158,6 +162,9 @@ pub enum StartError {
     /// The response cache could not be built.
     #[error("response cache: {0}")]
     Cache(String),
+    /// The budgets' count could not be set up.
+    #[error("budgets: {0}")]
+    Budgets(String),
 }
 
 impl AppState {
@@ -249,6 +256,7 @@ impl AppState {
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
         let board = crate::dashboard::Board::new(&config.ui);
+        let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -272,6 +280,8 @@ impl AppState {
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
                 traces,
+                budgets,
+                prices: sluice_usage::PriceTable::defaults(),
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),

@@ -7,6 +7,8 @@
 //! Each `tests/*.rs` file is its own crate and uses a part of this one.
 #![allow(dead_code)]
 
+pub mod keys;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
