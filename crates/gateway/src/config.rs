@@ -3,6 +3,7 @@
 //! overrides. Unknown keys are errors that name the key and where it came
 //! from.
 
+mod audit;
 mod cache;
 mod defaults;
 mod jobs;
@@ -19,6 +20,7 @@ use sluice_admit::{PoolConfig, QueueConfig};
 
 pub use crate::trace::{Retention, Rotation};
 
+pub use audit::AuditConfig;
 pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
@@ -92,6 +94,8 @@ pub struct Config {
     pub cache: CacheSettings,
     /// The live dashboard (`/ui`, `GET /v1/dashboard`, `sluice top`).
     pub ui: UiConfig,
+    /// The audit trail of administrative acts.
+    pub audit: AuditConfig,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

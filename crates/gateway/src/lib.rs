@@ -15,6 +15,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod body;
 mod budgets;
 mod cache;

@@ -4,6 +4,7 @@
 //! exist without a declared [`Owner`]; each handler takes that owner's
 //! extractor (see [`crate::auth`]) before it reads its body.
 
+pub mod audit;
 pub mod cache;
 pub mod catalog;
 pub mod dashboard;
@@ -98,6 +99,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/ui/assets/{file}", Anyone, get(dashboard::asset)),
         entry("POST", "/ui/login", Anyone, post(dashboard::login)),
         entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
+        entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),

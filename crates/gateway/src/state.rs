@@ -75,6 +75,8 @@ pub struct Inner {
     /// Tenants and keys managed at run time; set by `Gateway::bind` when
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
+    /// The audit trail; set by `Gateway::bind` when `[audit] enabled`.
+    pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
     /// The live dashboard's totals, history and stream.
     pub(crate) board: crate::dashboard::Board,
@@ -151,6 +153,14 @@ pub enum StartError {
     /// The key store could not be opened.
     #[error("cannot open the key store {store}: {detail}")]
     Keys {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
+    /// The audit trail's store could not be opened.
+    #[error("cannot open the audit store {store}: {detail}")]
+    Audit {
         /// The SQLite file or PostgreSQL URL (password hidden).
         store: String,
         /// Why.
@@ -285,6 +295,7 @@ impl AppState {
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
+                audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
                 board,
             }),
@@ -343,10 +354,14 @@ impl AppState {
         }
     }
 
-    /// Writes out every queued trace and stops the writer.
+    /// Writes out every queued trace and audit entry and stops the
+    /// writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
             task.shutdown().await;
+        }
+        if let Some(audit) = self.audit.get() {
+            audit.close().await;
         }
     }
 

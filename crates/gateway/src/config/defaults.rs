@@ -139,6 +139,7 @@ impl Default for Config {
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
+            audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }
     }

@@ -108,11 +108,10 @@ impl Config {
                 super::jobs::redact_url(&self.jobs.store).into(),
             );
         }
-        if let Some(Value::Table(keys)) = table.get_mut("keys") {
-            keys.insert(
-                "store".into(),
-                super::jobs::redact_url(&self.keys.store).into(),
-            );
+        for (section, store) in [("keys", &self.keys.store), ("audit", &self.audit.store)] {
+            if let Some(Value::Table(t)) = table.get_mut(section) {
+                t.insert("store".into(), super::jobs::redact_url(store).into());
+            }
         }
         if let (Some(redis), Some(Value::Table(written))) = (&self.redis, table.get_mut("redis")) {
             written.insert("url".into(), super::jobs::redact_url(&redis.url).into());

@@ -24,16 +24,20 @@ const MAX_ROWS: usize = 64;
 const MAX_TENANTS: usize = 50;
 /// Tenants listed by queue depth.
 const MAX_QUEUED_TENANTS: usize = 20;
-/// Job counts are a query over the jobs table: read this often at most.
-const JOBS_EVERY: Duration = Duration::from_secs(5);
-/// How long the job store may take to answer before the section says so.
-const JOBS_TIMEOUT: Duration = Duration::from_secs(2);
+/// Job counts and audit entries are queries of a database: read this
+/// often at most.
+const SLOW_EVERY: Duration = Duration::from_secs(5);
+/// How long a store may take to answer before its section says so.
+const SLOW_TIMEOUT: Duration = Duration::from_secs(2);
+/// Audit entries shown, newest first.
+const AUDIT_ENTRIES: u32 = 10;
 
 /// Takes snapshots; keeps the readings its rates are counted from.
 #[derive(Debug, Default)]
 pub(crate) struct Sampler {
     readings: VecDeque<(Instant, Totals)>,
-    jobs: Option<(Instant, Section<Vec<sluice_jobs::QueueCounts>>)>,
+    jobs: Slow<Vec<sluice_jobs::QueueCounts>>,
+    audit: Slow<Vec<serde_json::Value>>,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -193,6 +197,7 @@ impl Sampler {
         };
         let tenants = tenants(first, last, window_s, &depths);
         let jobs = self.jobs(state, now).await;
+        let audit = self.audit(state, now).await;
         Snapshot {
             at_ms: unix_ms(),
             window_s,
@@ -200,12 +205,12 @@ impl Sampler {
             queue,
             tenants,
             jobs,
-            audit: Section::not_configured(),
+            audit,
             spend: Section::not_configured(),
         }
     }
 
-    /// The job counts, read again when [`JOBS_EVERY`] has passed.
+    /// The job counts, read again when [`SLOW_EVERY`] has passed.
     async fn jobs(
         &mut self,
         state: &AppState,
@@ -214,13 +219,9 @@ impl Sampler {
         let Some(jobs) = state.jobs.get() else {
             return Section::not_configured();
         };
-        if let Some((at, last)) = &self.jobs
-            && now.duration_since(*at) < JOBS_EVERY
-        {
-            return last.clone();
-        }
-        let read = match tokio::time::timeout(JOBS_TIMEOUT, jobs.store().counts()).await {
-            Ok(Ok(mut queues)) => {
+        self.jobs
+            .read(now, async {
+                let mut queues = jobs.store().counts().await.map_err(|e| e.to_string())?;
                 for name in state.config.jobs.queues.keys() {
                     if !queues.iter().any(|q| &q.queue == name) {
                         queues.push(sluice_jobs::QueueCounts {
@@ -231,12 +232,59 @@ impl Sampler {
                     }
                 }
                 queues.sort_by(|a, b| a.queue.cmp(&b.queue));
-                Section::ok(queues)
-            }
-            Ok(Err(e)) => Section::error(e),
-            Err(_) => Section::error("the job store did not answer in time"),
+                Ok(queues)
+            })
+            .await
+    }
+
+    /// The newest audit entries, read again when [`SLOW_EVERY`] has passed.
+    async fn audit(&mut self, state: &AppState, now: Instant) -> Section<Vec<serde_json::Value>> {
+        let Some(audit) = state.audit.get() else {
+            return Section::not_configured();
         };
-        self.jobs = Some((now, read.clone()));
+        self.audit
+            .read(now, async {
+                let filter = sluice_audit::Filter {
+                    limit: AUDIT_ENTRIES,
+                    ..sluice_audit::Filter::default()
+                };
+                let entries = audit.store().query(&filter).await.map_err(|e| e.to_string())?;
+                Ok(entries.iter().map(crate::routes::audit::entry_json).collect())
+            })
+            .await
+    }
+}
+
+/// A section read from a store: at most once per [`SLOW_EVERY`], within
+/// [`SLOW_TIMEOUT`]; in between, the last reading.
+#[derive(Debug)]
+struct Slow<T> {
+    last: Option<(Instant, Section<T>)>,
+}
+
+impl<T> Default for Slow<T> {
+    fn default() -> Self {
+        Slow { last: None }
+    }
+}
+
+impl<T: Clone> Slow<T> {
+    async fn read(
+        &mut self,
+        now: Instant,
+        query: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Section<T> {
+        if let Some((at, last)) = &self.last
+            && now.duration_since(*at) < SLOW_EVERY
+        {
+            return last.clone();
+        }
+        let read = match tokio::time::timeout(SLOW_TIMEOUT, query).await {
+            Ok(Ok(data)) => Section::ok(data),
+            Ok(Err(e)) => Section::error(e),
+            Err(_) => Section::error("the store did not answer in time"),
+        };
+        self.last = Some((now, read.clone()));
         read
     }
 }
