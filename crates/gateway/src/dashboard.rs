@@ -132,7 +132,8 @@ impl AppState {
 }
 
 /// Samples `state` every [`INTERVAL`] until the gateway is dropped
-/// (the task holds it only while it takes a snapshot).
+/// (the task holds it only while it takes a snapshot). Started by
+/// `Gateway::bind` once the job store and the audit trail are open.
 pub(crate) fn spawn_sampler(state: &AppState) {
     if !state.config.ui.enabled {
         return;

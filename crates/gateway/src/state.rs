@@ -300,7 +300,6 @@ impl AppState {
                 board,
             }),
         };
-        crate::dashboard::spawn_sampler(&state);
         // Grants held for the limiter API are released once their TTL
         // passes, whether or not anyone asks for another; the task ends
         // with the state.

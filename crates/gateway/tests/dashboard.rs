@@ -166,15 +166,9 @@ async fn without_a_token_the_dashboard_is_closed_and_it_can_be_off() {
 async fn the_snapshot_follows_the_load_and_agrees_with_the_limits() {
     let h = start(|_| {}).await;
     let model = "openai/gpt-4o-mini";
-    // Missing sources say so rather than fail.
     let s = snapshot(&h).await;
-    assert_eq!(s.audit.state, "not configured");
-    assert_eq!(s.spend.state, "not configured");
-    assert!(
-        s.jobs.state == "ok" || s.jobs.state == "not configured",
-        "{:?}",
-        s.jobs
-    );
+    assert_eq!(s.jobs.state, "ok", "{:?}", s.jobs);
+    assert_eq!(s.audit.state, "ok", "{:?}", s.audit);
 
     // Traffic: acme three times as much as globex.
     let send = |key: &'static str| {
@@ -271,6 +265,57 @@ async fn the_snapshot_follows_the_load_and_agrees_with_the_limits() {
             .map(|_| ())
     })
     .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_sources_say_so_and_administrative_acts_show() {
+    // No job store, no audit trail: their sections say so, the rest is
+    // served.
+    let h = start(|c| {
+        c.jobs.enabled = false;
+        c.audit.enabled = false;
+    })
+    .await;
+    let s = snapshot(&h).await;
+    assert_eq!(s.jobs.state, "not configured");
+    assert_eq!(s.audit.state, "not configured");
+    assert_eq!(s.spend.state, "not configured");
+    // Configured APIs are listed idle, with their limits.
+    let slack = s.resources.iter().find(|r| r.resource == "api:slack");
+    assert!(
+        slack.is_some_and(|r| r.kind == "api" && r.per_second.is_some()),
+        "{s:?}"
+    );
+    h.stop().await;
+
+    // With them, an operator's act shows among the recent ones.
+    let h = start(|_| {}).await;
+    let res = h
+        .http
+        .put(h.url("/v1/limits/openai%2Fgpt-4o"))
+        .bearer_auth(ADMIN)
+        .json(&serde_json::json!({"capacity": 7}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let entry = until(&h, "the act shows", |s| {
+        s.audit
+            .data
+            .as_ref()
+            .and_then(|d| d.iter().find(|e| e["target"] == "openai/gpt-4o").cloned())
+    })
+    .await;
+    assert_eq!(entry["actor"], "admin", "{entry}");
+    let row = until(&h, "the new capacity shows", |s| {
+        s.resources
+            .iter()
+            .find(|r| r.resource == "openai/gpt-4o")
+            .cloned()
+    })
+    .await;
+    assert_eq!(row.per_second, Some(7.0), "{row:?}");
     h.stop().await;
 }
 

@@ -113,6 +113,10 @@ impl Sampler {
                 ..ResourceView::default()
             })
         }
+        // Every configured API, busy or not: a short, fixed list.
+        for api in &state.config.apis {
+            row(&mut rows, state, &sluice_limit::api_resource(&api.name));
+        }
         for c in state.limits.capacities(&listed).await {
             if let Some(model) = c.resource.strip_prefix("tokens:") {
                 let r = row(&mut rows, state, model);
@@ -248,8 +252,15 @@ impl Sampler {
                     limit: AUDIT_ENTRIES,
                     ..sluice_audit::Filter::default()
                 };
-                let entries = audit.store().query(&filter).await.map_err(|e| e.to_string())?;
-                Ok(entries.iter().map(crate::routes::audit::entry_json).collect())
+                let entries = audit
+                    .store()
+                    .query(&filter)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(entries
+                    .iter()
+                    .map(crate::routes::audit::entry_json)
+                    .collect())
             })
             .await
     }
