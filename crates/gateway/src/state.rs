@@ -56,6 +56,8 @@ pub struct Inner {
     /// The gauges `/metrics` reads from the job store and the limiter,
     /// refreshed at most once per `metrics.refresh_interval_ms`.
     pub(crate) gauges: crate::metrics::Refresh,
+    /// What models cost: the shipped prices with `[prices]` over them.
+    pub(crate) prices: sluice_usage::PriceTable,
     /// The response cache, in memory or in Redis (`[cache]`).
     pub(crate) cache: crate::cache::SharedCache,
     /// What the cache did for each tenant.
@@ -148,6 +150,9 @@ pub enum StartError {
     /// The response cache could not be built.
     #[error("response cache: {0}")]
     Cache(String),
+    /// A price in `[prices]` does not read.
+    #[error("{0}")]
+    Prices(#[from] sluice_usage::PriceError),
 }
 
 impl AppState {
@@ -238,6 +243,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let prices = crate::config::price_table(&config.prices)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -257,6 +263,7 @@ impl AppState {
                 grace_over: tokio::sync::watch::Sender::new(false),
                 gauges,
                 metrics,
+                prices,
                 cache,
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
@@ -318,6 +325,11 @@ impl AppState {
             message: "the gateway is shutting down: the request was still waiting when its grace ended; send it again".into(),
             retry_after: Some(Duration::from_secs(1)),
         }
+    }
+
+    /// What models cost: the shipped prices with `[prices]` over them.
+    pub fn prices(&self) -> &sluice_usage::PriceTable {
+        &self.prices
     }
 
     /// Writes out every queued trace and stops the writer.

@@ -138,6 +138,8 @@ impl Default for Config {
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
+            ledger: super::LedgerConfig::default(),
+            prices: BTreeMap::new(),
             secrets: super::Secrets::default(),
         }
     }

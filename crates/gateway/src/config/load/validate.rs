@@ -5,6 +5,7 @@ mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
 mod keys;
+mod ledger;
 mod lists;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;
     cache::cache(&c, config)?;
+    ledger::ledger(&c, config)?;
     sections(&c, config)
 }
 
