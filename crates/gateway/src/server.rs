@@ -30,6 +30,10 @@ impl Gateway {
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
         let state = AppState::start(config).await?;
+        if state.config.ledger.enabled {
+            let ledger = crate::ledger::UsageLedger::open(&state.config).await?;
+            let _ = state.ledger.set(ledger);
+        }
         if state.config.jobs.enabled {
             let jobs = crate::jobs::Jobs::open(&state.config).await?;
             if state.config.jobs.workers {
@@ -41,6 +45,7 @@ impl Gateway {
                     &state.credentials,
                     limits,
                     state.client.clone(),
+                    state.ledger.get(),
                 )
                 .await?;
             }

@@ -73,6 +73,8 @@ pub struct Inner {
     /// Tenants and keys managed at run time; set by `Gateway::bind` when
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
+    /// The usage ledger; set by `Gateway::bind` when `[ledger] enabled`.
+    pub(crate) ledger: std::sync::OnceLock<Arc<crate::ledger::UsageLedger>>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
 }
 
@@ -150,6 +152,14 @@ pub enum StartError {
     /// The response cache could not be built.
     #[error("response cache: {0}")]
     Cache(String),
+    /// The usage ledger's store could not be opened.
+    #[error("cannot open the usage ledger {store}: {detail}")]
+    Ledger {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
     /// A price in `[prices]` does not read.
     #[error("{0}")]
     Prices(#[from] sluice_usage::PriceError),
@@ -271,6 +281,7 @@ impl AppState {
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
+                ledger: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         };
@@ -332,10 +343,14 @@ impl AppState {
         &self.prices
     }
 
-    /// Writes out every queued trace and stops the writer.
+    /// Writes out every queued trace and ledger record and stops the
+    /// writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
             task.shutdown().await;
+        }
+        if let Some(ledger) = self.ledger.get() {
+            ledger.shutdown().await;
         }
     }
 
