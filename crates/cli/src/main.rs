@@ -10,6 +10,7 @@ mod live;
 mod stack;
 mod summary;
 mod table;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,6 +64,9 @@ enum Command {
     Tenants(admin::TenantsArgs),
     /// Create, list and change tiers: named limits tenants and keys share.
     Tiers(admin::TiersArgs),
+    /// Calls, tokens and spend from the usage ledger, by tenant, key,
+    /// model and feature (a table, --json or --csv).
+    Usage(usage::UsageArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
             | Command::Keys(_)
             | Command::Tenants(_)
             | Command::Tiers(_)
+            | Command::Usage(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -117,6 +122,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
+        Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),

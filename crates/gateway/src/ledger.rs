@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use sluice_ledger::{Granularity, Ledger, LedgerStore, Record};
 use sluice_spool::{SpoolConfig, SpoolTask};
-use sluice_usage::{PriceTable, Usage};
+use sluice_usage::{Details, PriceTable, Usage};
 use tokio::time::Instant;
 
 use crate::config::{Config, StoreLocation};
@@ -58,13 +58,9 @@ impl UsageLedger {
             store: location.display(),
             detail,
         };
+        location.create_dir().map_err(|e| fail(e.to_string()))?;
         let store = match &location {
-            StoreLocation::Sqlite(path) => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-                }
-                LedgerStore::open(path).await
-            }
+            StoreLocation::Sqlite(path) => LedgerStore::open(path).await,
             StoreLocation::Postgres(url) => LedgerStore::connect(url).await,
         }
         .map_err(|e| fail(chain(&e)))?;
@@ -213,15 +209,18 @@ impl Draft {
     }
 
     /// The call used `usage`: the provider's figures when it reported
-    /// them, else `estimate` (prompt, completion), marked estimated.
-    /// Priced from `prices`.
+    /// them (with `details`), else `estimate` (prompt, completion), marked
+    /// estimated. Priced from `prices`, cached input at its own price.
     pub(crate) fn used(
         &mut self,
         prices: &PriceTable,
         usage: Option<Usage>,
         estimate: Option<(u64, u64)>,
+        details: Details,
     ) {
         let r = &mut self.record;
+        r.cached_tokens = details.cached_tokens;
+        r.reasoning_tokens = details.reasoning_tokens;
         let (usage, estimated) = match (usage, estimate) {
             (Some(u), _) => (u, false),
             (None, Some((p, c))) => (

@@ -46,10 +46,8 @@ pub type Ledger = sluice_spool::Spool<Record>;
 /// What went wrong with the ledger store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The database refused or could not be reached.
+    /// The database refused, could not be reached, or its schema could
+    /// not be brought up to date.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
-    /// The schema could not be brought up to date.
-    #[error("migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
 }

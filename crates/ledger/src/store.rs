@@ -3,15 +3,10 @@
 //! job, key and audit stores may share the database).
 
 use std::path::Path;
-use std::str::FromStr;
-use std::time::Duration;
 
 use sluice_migrate::{Schema, Step};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
-};
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row as _};
 
 use crate::rollup::{Delta, Key, deltas};
@@ -66,26 +61,13 @@ pub struct LedgerStore {
 
 impl LedgerStore {
     /// Opens (creating if needed) the SQLite file at `path` in WAL mode
-    /// and brings the tables up to date.
+    /// and brings its tables up to date.
     ///
     /// # Errors
-    /// [`Error::Database`] if the file cannot be opened, [`Error::Migrate`]
-    /// if the schema cannot be migrated.
+    /// [`Error::Database`] if the file cannot be opened or the schema
+    /// cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<LedgerStore, Error> {
-        let connect = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // WAL with NORMAL: a committed batch survives a crash of the
-            // process (what `kill -9` does); only a power cut may lose
-            // the last transactions.
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(connect)
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
+        let pool = SQLITE.open_sqlite(path).await?;
         Ok(LedgerStore {
             db: Db::Sqlite(pool),
         })
@@ -96,34 +78,20 @@ impl LedgerStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<LedgerStore, Error> {
-        // One connection holds the whole database: never closed for idling.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(SqliteConnectOptions::new().in_memory(true))
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
+        let pool = SQLITE.sqlite_in_memory().await?;
         Ok(LedgerStore {
             db: Db::Sqlite(pool),
         })
     }
 
     /// Connects to PostgreSQL at `url` (a pool of up to 2 connections)
-    /// and brings the tables up to date.
+    /// and brings its tables up to date.
     ///
     /// # Errors
-    /// [`Error::Database`] if the URL is bad or the server unreachable,
-    /// [`Error::Migrate`] if the schema cannot be migrated.
+    /// [`Error::Database`] if the URL is bad, the server unreachable or
+    /// the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<LedgerStore, Error> {
-        let options = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(2))
-            .connect_with(options)
-            .await?;
-        POSTGRES.migrator().run(&pool).await?;
+        let pool = POSTGRES.connect_postgres(url).await?;
         Ok(LedgerStore {
             db: Db::Postgres(pool),
         })

@@ -33,6 +33,7 @@
 
 mod bounds;
 pub mod cache;
+mod details;
 mod estimate;
 mod price;
 mod sse;
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
+pub use details::{Details, details};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };

@@ -114,6 +114,36 @@ impl StoreLocation {
             StoreLocation::Postgres(url) => redact_url(url),
         }
     }
+
+    /// Where a store set to `store` lives (the key store, the usage
+    /// ledger): `"jobs"` where the job store is (the file `{data_dir}/{file}`
+    /// beside SQLite jobs, the same PostgreSQL database), `"sqlite"` that
+    /// file, anything else the PostgreSQL URL it is.
+    pub fn beside_jobs(store: &str, file: &str, data_dir: &Path, jobs: &JobsConfig) -> Self {
+        let sqlite = || StoreLocation::Sqlite(data_dir.join(file));
+        match store {
+            super::WITH_JOBS => match jobs.location(data_dir) {
+                StoreLocation::Sqlite(_) => sqlite(),
+                pg @ StoreLocation::Postgres(_) => pg,
+            },
+            SQLITE => sqlite(),
+            url => StoreLocation::Postgres(url.to_owned()),
+        }
+    }
+
+    /// Creates the directory of a SQLite file (nothing for PostgreSQL).
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn create_dir(&self) -> std::io::Result<()> {
+        match self {
+            StoreLocation::Sqlite(path) => match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+                _ => Ok(()),
+            },
+            StoreLocation::Postgres(_) => Ok(()),
+        }
+    }
 }
 
 impl JobsConfig {

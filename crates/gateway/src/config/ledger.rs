@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sluice_usage::{Price, PriceError, PriceTable};
 
-use super::jobs::{JobsConfig, SQLITE, StoreLocation};
+use super::jobs::{JobsConfig, StoreLocation};
 use super::keys::WITH_JOBS;
 
 /// The usage ledger. On by default: spend per tenant, key, model and
@@ -55,15 +55,7 @@ impl Default for LedgerConfig {
 impl LedgerConfig {
     /// Where the ledger lives, `data_dir` holding the SQLite file.
     pub fn location(&self, data_dir: &Path, jobs: &JobsConfig) -> StoreLocation {
-        let file = || StoreLocation::Sqlite(data_dir.join("ledger.db"));
-        match self.store.as_str() {
-            WITH_JOBS => match jobs.location(data_dir) {
-                StoreLocation::Sqlite(_) => file(),
-                pg @ StoreLocation::Postgres(_) => pg,
-            },
-            SQLITE => file(),
-            url => StoreLocation::Postgres(url.to_owned()),
-        }
+        StoreLocation::beside_jobs(&self.store, "ledger.db", data_dir, jobs)
     }
 }
 

@@ -280,12 +280,17 @@ async fn read(
             message: format!("reading the upstream body: {e}"),
             attempts,
         })?;
+    // Read from the provider's own body, before any translation.
+    let details = match notes.ledger {
+        Some(_) if status.is_success() => sluice_usage::details(adapter.format(), &bytes),
+        _ => sluice_usage::Details::default(),
+    };
     let answer = adapter.answer(&outbound.exchange, status, bytes);
     d.reserved.settle(answer.usage);
     if let Some(draft) = notes.ledger.as_mut() {
         // An answer without usage cost its estimate, a failure nothing.
         let estimate = answer.status.is_success().then_some(estimate);
-        draft.used(&state.prices, answer.usage, estimate);
+        draft.used(&state.prices, answer.usage, estimate, details);
     }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;

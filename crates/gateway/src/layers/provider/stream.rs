@@ -187,7 +187,10 @@ impl Pending {
         let Some(ledger) = self.state.ledger.get() else {
             return;
         };
-        self.draft.used(&self.state.prices, reported, so_far);
+        // Streams: the totals only (their details are not read yet).
+        let details = sluice_usage::Details::default();
+        self.draft
+            .used(&self.state.prices, reported, so_far, details);
         ledger.submit(self.draft.finish(self.status, self.queued, self.attempts));
     }
 }

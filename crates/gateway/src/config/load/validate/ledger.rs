@@ -3,27 +3,12 @@
 
 use super::{Checks, Seg, key};
 use crate::config::Config;
-use crate::config::WITH_JOBS;
-use crate::config::jobs::store_problem;
 use crate::config::load::ConfigError;
-use crate::config::redact_url;
 use sluice_usage::Price;
 
 pub(super) fn ledger(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     let l = &config.ledger;
-    if l.store != WITH_JOBS
-        && let Some(problem) = store_problem(&l.store)
-    {
-        let problem = if problem.starts_with("must be") {
-            format!(
-                "must be \"jobs\", \"sqlite\" or a postgres:// URL, not {:?}",
-                redact_url(&l.store)
-            )
-        } else {
-            problem
-        };
-        return Err(c.fail(key(&["ledger", "store"]), problem));
-    }
+    super::keys::store(c, "ledger", &l.store)?;
     c.at_least(key(&["ledger", "queue"]), l.queue as u64, 1)?;
     c.at_least(key(&["ledger", "batch"]), l.batch as u64, 1)?;
     if l.batch > 10_000 {
