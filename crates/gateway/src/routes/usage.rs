@@ -147,13 +147,13 @@ mod tests {
     fn a_query_reads_and_bad_parameters_are_named() {
         let q = parse(
             Some(
-                "group_by=model,tenant&from=2026-11-25T00:00:00Z&to=1764115200000&granularity=hour",
+                "group_by=model,tenant&from=2026-11-25T00:00:00Z&to=1795651200000&granularity=hour",
             ),
             true,
         )
         .unwrap();
         assert_eq!(q.group_by, [Dim::Tenant, Dim::Model]);
-        assert_eq!((q.from_ms, q.to_ms), (1_764_028_800_000, 1_764_115_200_000));
+        assert_eq!((q.from_ms, q.to_ms), (1_795_564_800_000, 1_795_651_200_000));
         assert_eq!(q.granularity, Granularity::Hour);
         let d = parse(None, false).unwrap();
         assert_eq!(d.to_ms - d.from_ms, DEFAULT_RANGE_MS);
