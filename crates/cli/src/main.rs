@@ -2,6 +2,7 @@
 
 mod admin;
 mod args;
+mod audit;
 mod bench;
 mod client;
 mod demo;
@@ -67,6 +68,8 @@ enum Command {
     /// Calls, tokens and spend from the usage ledger, by tenant, key,
     /// model and feature (a table, --json or --csv).
     Usage(usage::UsageArgs),
+    /// Who changed what: the audit trail of administrative acts (admin token).
+    Audit(audit::AuditArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
             | Command::Tenants(_)
             | Command::Tiers(_)
             | Command::Usage(_)
+            | Command::Audit(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
+        Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),

@@ -4,7 +4,7 @@
 //! architecture's picture:
 //!
 //! ```text
-//! auth → observe → context → dedup → admission → fallback → provider
+//! auth → observe → context → cache → dedup → admission → budget → fallback → provider
 //!      → usage → retry → limits → bulkhead → wire
 //! ```
 //!
@@ -27,6 +27,7 @@
 
 pub(crate) mod admission;
 pub mod auth;
+pub(crate) mod budget;
 pub(crate) mod bulkhead;
 pub(crate) mod cache;
 pub mod context;
@@ -140,6 +141,9 @@ pub(crate) struct Notes {
     /// call got as far as its body; a streamed answer takes it and hands
     /// it over when its stream ends.
     pub ledger: Option<crate::ledger::Draft>,
+    /// The call's budget reservation, from the budget layer until an
+    /// answer takes it to settle (see `usage`).
+    pub budget: Option<sluice_usage::budget::Hold>,
 }
 
 /// An answer for the client.

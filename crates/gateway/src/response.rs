@@ -43,8 +43,30 @@ pub fn from_shared(shared: &Shared) -> Response {
     }
 }
 
-/// Upstream response headers passed through to the client.
+/// Headers that describe a proxied API's body: passed on to the client
+/// (a gzip body without its `content-encoding`, or a GitHub page without
+/// its `link`, would be useless) and kept with a cached answer.
+pub const REPRESENTATION_HEADERS: &[&str] = &[
+    "content-type",
+    "content-encoding",
+    "content-language",
+    "etag",
+    "last-modified",
+    "link",
+];
+
+/// Upstream response headers passed through to the client of a model call.
 pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    pass(upstream, &[])
+}
+
+/// Upstream response headers passed through to the client of a proxied
+/// API call: a model call's and the [`REPRESENTATION_HEADERS`].
+pub fn pass_api_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    pass(upstream, REPRESENTATION_HEADERS)
+}
+
+fn pass(upstream: &reqwest::header::HeaderMap, also: &[&str]) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in upstream {
         let n = name.as_str();
@@ -56,7 +78,8 @@ pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
             || n.starts_with("anthropic-ratelimit-")
             || n.starts_with("ratelimit")
             || n == "openai-processing-ms"
-            || n == "request-id";
+            || n == "request-id"
+            || also.contains(&n);
         if keep
             && let (Ok(name), Ok(value)) = (
                 HeaderName::from_bytes(name.as_str().as_bytes()),
@@ -83,6 +106,43 @@ pub struct Meta {
     /// What the response cache did (`x-sluice-cache`: `miss` or
     /// `bypass`; a hit sets its own headers), when it was asked.
     pub cache: Option<&'static str>,
+    /// The tightest budget of the caller, when it has budgets.
+    pub budget: Option<BudgetNote>,
+}
+
+/// The budget with the least room left, as the call's reservation found
+/// it: `x-sluice-budget-remaining: 42%; budget="tenant:acme:monthly";
+/// reset=86400`, and from 80 % spent `x-sluice-budget-warning`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetNote {
+    /// The budget's id (`tenant:acme:monthly`, `key:{id}:daily`).
+    pub budget: String,
+    /// The share of its tightest cap spent, this call's worst case
+    /// included.
+    pub used: f64,
+    /// Until the spend of this call stops counting.
+    pub resets_in: std::time::Duration,
+}
+
+impl BudgetNote {
+    fn apply(&self, h: &mut axum::http::HeaderMap) {
+        let remaining = ((1.0 - self.used) * 100.0).floor().clamp(0.0, 100.0) as u8;
+        let value = format!(
+            "{remaining}%; budget={:?}; reset={}",
+            self.budget,
+            self.resets_in.as_secs()
+        );
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert("x-sluice-budget-remaining", v);
+        }
+        if self.used >= crate::budgets::WARN_AT {
+            let spent = (self.used * 100.0).round() as u64;
+            let warning = format!("budget {:?} is {spent}% spent", self.budget);
+            if let Ok(v) = HeaderValue::from_str(&warning) {
+                h.insert("x-sluice-budget-warning", v);
+            }
+        }
+    }
 }
 
 impl Meta {
@@ -110,6 +170,9 @@ impl Meta {
             && !h.contains_key("x-sluice-cache")
         {
             h.insert("x-sluice-cache", HeaderValue::from_static(c));
+        }
+        if let Some(b) = &self.budget {
+            b.apply(h);
         }
     }
 }

@@ -56,7 +56,8 @@ pub struct Inner {
     /// The gauges `/metrics` reads from the job store and the limiter,
     /// refreshed at most once per `metrics.refresh_interval_ms`.
     pub(crate) gauges: crate::metrics::Refresh,
-    /// What models cost: the shipped prices with `[prices]` over them.
+    /// What models cost: the shipped prices with `[prices]` over them
+    /// (the ledger's costs, budgets' reservations).
     pub(crate) prices: sluice_usage::PriceTable,
     /// The response cache, in memory or in Redis (`[cache]`).
     pub(crate) cache: crate::cache::SharedCache,
@@ -66,6 +67,8 @@ pub struct Inner {
     pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
+    pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -75,6 +78,8 @@ pub struct Inner {
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
     /// The usage ledger; set by `Gateway::bind` when `[ledger] enabled`.
     pub(crate) ledger: std::sync::OnceLock<Arc<crate::ledger::UsageLedger>>,
+    /// The audit trail; set by `Gateway::bind` when `[audit] enabled`.
+    pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
 }
 
@@ -146,6 +151,14 @@ pub enum StartError {
         /// Why.
         detail: String,
     },
+    /// The audit trail's store could not be opened.
+    #[error("cannot open the audit store {store}: {detail}")]
+    Audit {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
@@ -163,6 +176,9 @@ pub enum StartError {
     /// A price in `[prices]` does not read.
     #[error("{0}")]
     Prices(#[from] sluice_usage::PriceError),
+    /// The budgets' count could not be set up.
+    #[error("budgets: {0}")]
+    Budgets(String),
 }
 
 impl AppState {
@@ -254,6 +270,7 @@ impl AppState {
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
         let prices = crate::config::price_table(&config.prices)?;
+        let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -278,10 +295,12 @@ impl AppState {
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
                 traces,
+                budgets,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
                 ledger: std::sync::OnceLock::new(),
+                audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
             }),
         };
@@ -343,11 +362,15 @@ impl AppState {
         &self.prices
     }
 
-    /// Writes out every queued trace and ledger record and stops the
+    /// Writes out every queued trace, audit entry and ledger record and
+    /// stops the
     /// writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
             task.shutdown().await;
+        }
+        if let Some(audit) = self.audit.get() {
+            audit.close().await;
         }
         if let Some(ledger) = self.ledger.get() {
             ledger.shutdown().await;

@@ -32,10 +32,13 @@
 //! ```
 
 mod bounds;
+pub mod budget;
 pub mod cache;
 mod details;
 mod estimate;
 mod price;
+#[cfg(feature = "redis")]
+mod redis_link;
 mod sse;
 mod stream;
 mod wire;

@@ -140,6 +140,7 @@ impl Default for Config {
             cache: super::CacheSettings::default(),
             ledger: super::LedgerConfig::default(),
             prices: BTreeMap::new(),
+            audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }
     }

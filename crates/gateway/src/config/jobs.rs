@@ -115,23 +115,27 @@ impl StoreLocation {
         }
     }
 
-    /// Where a store set to `store` lives (the key store, the usage
-    /// ledger): `"jobs"` where the job store is (the file `{data_dir}/{file}`
-    /// beside SQLite jobs, the same PostgreSQL database), `"sqlite"` that
-    /// file, anything else the PostgreSQL URL it is.
-    pub fn beside_jobs(store: &str, file: &str, data_dir: &Path, jobs: &JobsConfig) -> Self {
-        let sqlite = || StoreLocation::Sqlite(data_dir.join(file));
+    /// Where a store configured as `store` lives: `"jobs"` (the file
+    /// `{data_dir}/{file}` beside SQLite jobs, or the job store's
+    /// PostgreSQL), `"sqlite"` (`{data_dir}/{file}`) or a PostgreSQL URL.
+    pub fn beside_jobs(
+        store: &str,
+        data_dir: &Path,
+        jobs: &JobsConfig,
+        file: &str,
+    ) -> StoreLocation {
+        let file = || StoreLocation::Sqlite(data_dir.join(file));
         match store {
             super::WITH_JOBS => match jobs.location(data_dir) {
-                StoreLocation::Sqlite(_) => sqlite(),
+                StoreLocation::Sqlite(_) => file(),
                 pg @ StoreLocation::Postgres(_) => pg,
             },
-            SQLITE => sqlite(),
+            SQLITE => file(),
             url => StoreLocation::Postgres(url.to_owned()),
         }
     }
 
-    /// Creates the directory of a SQLite file (nothing for PostgreSQL).
+    /// Creates the directory of a SQLite file (PostgreSQL needs none).
     ///
     /// # Errors
     /// The directory cannot be created.

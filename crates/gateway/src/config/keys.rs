@@ -42,6 +42,6 @@ impl Default for KeysConfig {
 impl KeysConfig {
     /// Where the store lives, `data_dir` holding the SQLite file.
     pub fn location(&self, data_dir: &Path, jobs: &JobsConfig) -> StoreLocation {
-        StoreLocation::beside_jobs(&self.store, "keys.db", data_dir, jobs)
+        StoreLocation::beside_jobs(&self.store, data_dir, jobs, "keys.db")
     }
 }

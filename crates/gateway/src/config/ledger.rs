@@ -55,7 +55,7 @@ impl Default for LedgerConfig {
 impl LedgerConfig {
     /// Where the ledger lives, `data_dir` holding the SQLite file.
     pub fn location(&self, data_dir: &Path, jobs: &JobsConfig) -> StoreLocation {
-        StoreLocation::beside_jobs(&self.store, "ledger.db", data_dir, jobs)
+        StoreLocation::beside_jobs(&self.store, data_dir, jobs, "ledger.db")
     }
 }
 

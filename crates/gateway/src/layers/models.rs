@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
+use super::budget::BudgetLayer;
 use super::bulkhead::BulkheadLayer;
 use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
@@ -44,9 +45,10 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(CacheLayer::new(state))
         .layer(DedupLayer)
         .layer(AdmissionLayer::new(state))
+        .layer(BudgetLayer::new(state))
         .layer(FallbackLayer::new(state))
         .layer(ProviderLayer::new(state))
-        .layer(UsageLayer)
+        .layer(UsageLayer::new(state))
         .layer(RetryLayer::new(state))
         .layer(LimitsLayer::new(state))
         .layer(BulkheadLayer::new(state))
@@ -99,9 +101,7 @@ impl Queued for Call {
     fn ticket(&self) -> Ticket {
         // The model's own lane: requests for a model at its limit wait
         // without holding the slots that requests for other models need.
-        let ticket = Ticket::new(self.ctx.workspace.clone(), self.ctx.deadline)
-            .with_priority(self.ctx.priority)
-            .with_lane(self.model.as_str());
+        let ticket = self.ctx.ticket().with_lane(self.model.as_str());
         match &self.share {
             Some(key) => ticket.with_dedup_key(key.clone()),
             None => ticket,

@@ -286,7 +286,8 @@ async fn read(
         _ => sluice_usage::Details::default(),
     };
     let answer = adapter.answer(&outbound.exchange, status, bytes);
-    d.reserved.settle(answer.usage);
+    d.reserved
+        .settle_answer(answer.usage, answer.status.is_success());
     if let Some(draft) = notes.ledger.as_mut() {
         // An answer without usage cost its estimate, a failure nothing.
         let estimate = answer.status.is_success().then_some(estimate);

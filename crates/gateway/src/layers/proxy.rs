@@ -6,6 +6,7 @@
 //! appended to it segment by segment, decoded once, and can never leave it
 //! (see [`target`]).
 
+mod cache;
 mod forward;
 pub(crate) mod target;
 
@@ -28,6 +29,7 @@ use crate::error::ApiError;
 use crate::ledger::Draft;
 use crate::state::{AppState, inflight_resource};
 use crate::trace::Trace;
+use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
 
 /// The route, as metrics name it.
@@ -52,6 +54,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
+        .layer(ApiCacheLayer::new(state))
         .layer(AdmissionLayer::new(state))
         .layer(ForwardLayer)
         .layer(RetryLayer::new(state))
@@ -88,6 +91,8 @@ pub(crate) struct Call {
     pub api: String,
     /// The upstream call.
     pub upstream: Upstream,
+    /// What the response cache does for it.
+    pub cache: Ask,
 }
 
 impl Routed for Incoming {
@@ -105,8 +110,8 @@ impl Queued for Call {
         // The same queue as model calls (priorities, per-tenant fairness,
         // depth limits) in the API's own lane. Proxied bodies stream, so
         // nothing is shared between duplicates: no dedup key.
-        Ticket::new(self.ctx.workspace.clone(), self.ctx.deadline)
-            .with_priority(self.ctx.priority)
+        self.ctx
+            .ticket()
             .with_lane(self.upstream.plan.requests.as_str())
     }
 
@@ -163,6 +168,7 @@ impl Parse for Incoming {
             provider: None,
         };
         let headers = outgoing_headers(state, &ctx, api, &self.headers)?;
+        let cache = cache::ask(state, &ctx.workspace, &self, url.as_str(), &headers)?;
         let method =
             reqwest::Method::from_bytes(self.method.as_str().as_bytes()).map_err(|_| {
                 ApiError::BadRequest {
@@ -202,6 +208,7 @@ impl Parse for Incoming {
                 deadline,
             },
             api: self.api,
+            cache,
         })
     }
 }

@@ -8,7 +8,7 @@ use sluice_usage::Price;
 
 pub(super) fn ledger(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     let l = &config.ledger;
-    super::keys::store(c, "ledger", &l.store)?;
+    super::keys::store_beside_jobs(c, "ledger", &l.store)?;
     c.at_least(key(&["ledger", "queue"]), l.queue as u64, 1)?;
     c.at_least(key(&["ledger", "batch"]), l.batch as u64, 1)?;
     if l.batch > 10_000 {
