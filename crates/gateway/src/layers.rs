@@ -141,6 +141,8 @@ pub(crate) struct Notes {
     /// call got as far as its body; a streamed answer takes it and hands
     /// it over when its stream ends.
     pub ledger: Option<crate::ledger::Draft>,
+    /// What the dashboard counts of the request.
+    pub pulse: crate::dashboard::pulse::Tally,
     /// The call's budget reservation, from the budget layer until an
     /// answer takes it to settle (see `usage`).
     pub budget: Option<sluice_usage::budget::Hold>,
