@@ -11,6 +11,7 @@ mod live;
 mod stack;
 mod summary;
 mod table;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,6 +65,9 @@ enum Command {
     Tenants(admin::TenantsArgs),
     /// Create, list and change tiers: named limits tenants and keys share.
     Tiers(admin::TiersArgs),
+    /// Calls, tokens and spend from the usage ledger, by tenant, key,
+    /// model and feature (a table, --json or --csv).
+    Usage(usage::UsageArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
     /// Measure Sluice on this machine.
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
             | Command::Keys(_)
             | Command::Tenants(_)
             | Command::Tiers(_)
+            | Command::Usage(_)
             | Command::Audit(_)
     );
     init_logging(if quiet {
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
+        Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),

@@ -8,6 +8,7 @@ mod cache;
 mod defaults;
 mod jobs;
 mod keys;
+mod ledger;
 mod load;
 mod secrets;
 
@@ -25,6 +26,7 @@ pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
+pub use ledger::{Dollars, LedgerConfig, PriceConfig, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
 pub use secrets::Secrets;
@@ -92,6 +94,13 @@ pub struct Config {
     pub keys: KeysConfig,
     /// The response cache.
     pub cache: CacheSettings,
+    /// The usage ledger: a record of every call and what it cost.
+    pub ledger: LedgerConfig,
+    /// Model prices over the shipped table (`crates/usage/prices.json`),
+    /// by model prefix: `[prices."openai/gpt-4o"] input = "2.50"`.
+    pub prices: BTreeMap<String, PriceConfig>,
+    /// The live dashboard (`/ui`, `GET /v1/dashboard`, `sluice top`).
+    pub ui: UiConfig,
     /// The audit trail of administrative acts.
     pub audit: AuditConfig,
     /// The values of the credential variables named above, read when the
@@ -472,6 +481,25 @@ pub struct MetricsConfig {
     /// read again at most this often, however often `/metrics` is
     /// scraped; in between a scrape shows the last values read.
     pub refresh_interval_ms: u64,
+}
+
+/// `[ui]`: the live dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// Serve `/ui` and `/v1/dashboard*`, and sample once a second.
+    pub enabled: bool,
+    /// A read-only token for the dashboard, given inline (the admin token
+    /// works too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The environment variable that holds the read-only token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Seconds of history kept for the charts (one point a second).
+    pub history_seconds: u64,
+    /// Live streams served at once; past it a new one gets 503.
+    pub max_streams: usize,
 }
 
 /// The HTTP server's own bounds, against clients that are slow on purpose.

@@ -9,6 +9,7 @@
 //! | [`Owner::Tenant`] | [`Tenant`] | a tenant by its key, acting on its own resources only |
 //! | [`Owner::Admin`] | [`Admin`] | the operator, by `admin_token` |
 //! | [`Owner::Scraper`] | [`Scraper`] | a metrics scraper, by `metrics.token` (or `admin_token`) |
+//! | [`Owner::Viewer`] | [`Viewer`] | a dashboard viewer, by `ui.token` (or `admin_token`), or a browser logged in at `/ui` |
 //!
 //! Without `[[tenants]]` and without tenants in the key store the gateway
 //! is *open*: there is no tenant key, and `x-sluice-workspace` names the
@@ -50,6 +51,9 @@ pub enum Owner {
     Admin,
     /// A metrics scraper (`metrics.token`, or `admin_token`).
     Scraper,
+    /// A dashboard viewer (`ui.token`, or `admin_token`, or a browser
+    /// session opened with either): read-only.
+    Viewer,
 }
 
 impl Owner {
@@ -60,6 +64,7 @@ impl Owner {
             Owner::Tenant => "tenant",
             Owner::Admin => "admin",
             Owner::Scraper => "scraper",
+            Owner::Viewer => "viewer",
         }
     }
 }
@@ -254,6 +259,38 @@ impl FromRequestParts<AppState> for Scraper {
             return Err(ApiError::Forbidden("wrong metrics token".into()));
         }
         Ok(Scraper)
+    }
+}
+
+/// A dashboard viewer: `Authorization: Bearer <ui.token or admin_token>`,
+/// or the session cookie a browser got from `POST /ui/login`. Read-only
+/// routes only: a cookie is sent by the browser on its own, so it must
+/// never authorize a change.
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer;
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let keys = &state.keys;
+        if !keys.dashboard_enabled() {
+            return Err(ApiError::Forbidden(
+                "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
+            ));
+        }
+        if let Some(given) = bearer(&parts.headers)? {
+            if !keys.is_viewer(given.as_bytes()) {
+                return Err(ApiError::Forbidden("wrong dashboard token".into()));
+            }
+            return Ok(Viewer);
+        }
+        if state.board.sessions.check(&parts.headers) {
+            return Ok(Viewer);
+        }
+        Err(ApiError::Unauthorized(
+            "missing `Authorization: Bearer <dashboard or admin token>` (or log in at /ui)".into(),
+        ))
     }
 }
 

@@ -19,6 +19,7 @@ use super::observe::Routed;
 use crate::auth::Tenant;
 use crate::config::ProviderConfig;
 use crate::error::ApiError;
+use crate::ledger::Draft;
 use crate::providers;
 use crate::state::AppState;
 use crate::trace::Trace;
@@ -132,7 +133,7 @@ impl Parse for Incoming {
             }
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
-        provider(state, &model, self.endpoint)?;
+        let prov = provider(state, &model, self.endpoint)?;
         if !ctx.allows_model(&model) {
             return Err(ApiError::Forbidden(format!(
                 "model {model:?} is not allowed for this API key (its `models` allow-list)"
@@ -154,6 +155,12 @@ impl Parse for Incoming {
         trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
         trace.model = Some(model.clone());
         notes.trace = Some(trace);
+        if state.ledger.get().is_some() {
+            let user = json.get("user").and_then(Value::as_str);
+            let mut draft = Draft::model(&ctx, route(self.endpoint), &model, user);
+            draft.record.provider.clone_from(&prov.name);
+            notes.ledger = Some(draft);
+        }
         Ok(Call {
             stream: usage::is_stream(&json),
             ctx,

@@ -17,6 +17,7 @@ use tower::{Layer, Service};
 use super::upstream::{AttemptRecord, Plan};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
+use crate::ledger::Draft;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
@@ -91,7 +92,14 @@ where
                 notes.label = label;
             }
             let (mut res, error) = match result {
-                Ok(reply) => (reply.into_response(), None),
+                Ok(reply) => {
+                    if let (Reply::Cached(_) | Reply::Joined(_), Some(d)) =
+                        (&reply, notes.ledger.as_mut())
+                    {
+                        d.cache_hit();
+                    }
+                    (reply.into_response(), None)
+                }
                 Err(e) => {
                     if let ApiError::QueueFull { scope, .. } = &e {
                         metrics::queue_rejected(scope);
@@ -108,7 +116,20 @@ where
                 status,
                 notes.tenant.as_deref(),
             );
-            metrics::request_duration(route, started.elapsed().as_secs_f64());
+            let elapsed = started.elapsed();
+            metrics::request_duration(route, elapsed.as_secs_f64());
+            if state.config.ui.enabled {
+                state.board.pulse.record(
+                    notes.pulse.lane.as_deref(),
+                    notes.tenant.as_deref(),
+                    &notes.pulse,
+                    status,
+                    elapsed,
+                );
+            }
+            if let Some(draft) = notes.ledger.take() {
+                settled(&state, draft, status, &notes);
+            }
             if let Some(mut trace) = notes.trace.take() {
                 trace.status = status;
                 trace.attempts = notes.meta.attempts;
@@ -120,10 +141,18 @@ where
     }
 }
 
+/// Hands a call's ledger record over, answered `status` now.
+pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &Notes) {
+    if let Some(ledger) = state.ledger.get() {
+        ledger.submit(draft.finish(status, notes.meta.queued, notes.meta.attempts));
+    }
+}
+
 /// A request admitted after waiting `waited` in its class: the queue's
 /// histogram and the trace's `queue` span (from `started`, now).
 pub(crate) fn queued(notes: &mut Notes, priority: Priority, started: Instant, waited: Duration) {
     metrics::queue_wait(priority.as_str(), waited.as_secs_f64());
+    notes.pulse.queue_wait = Some(waited);
     if let Some(t) = notes.trace.as_mut() {
         let mut m = serde_json::Map::new();
         m.insert("priority".into(), priority.as_str().into());
@@ -157,8 +186,14 @@ pub(crate) fn granted(plan: &Plan, since: Instant) {
 pub(crate) fn attempt(notes: &mut Notes, plan: &Plan, a: &AttemptRecord) {
     metrics::upstream_latency(&plan.label, (a.ended - a.sent).as_secs_f64());
     metrics::upstream_attempt(&plan.label, a.outcome);
+    notes.pulse.attempts += 1;
+    // A fallback model's attempts count against it, not the lane's model.
+    if notes.pulse.lane.as_deref() != Some(plan.requests.as_str()) {
+        notes.pulse.lane = Some(plan.requests.as_str().into());
+    }
     if a.status == Some(429) {
         metrics::upstream_429(&plan.requests);
+        notes.pulse.throttled += 1;
     }
     if let Some(trace) = notes.trace.as_mut() {
         let attempt = serde_json::Value::from(a.attempt);
@@ -183,8 +218,9 @@ pub(crate) fn retry_after(wait: Duration) {
 }
 
 /// `plan`'s call goes again after an attempt that ended in `outcome`.
-pub(crate) fn retry(plan: &Plan, outcome: &'static str) {
+pub(crate) fn retry(notes: &mut Notes, plan: &Plan, outcome: &'static str) {
     metrics::retry(&plan.label, outcome);
+    notes.pulse.retries += 1;
 }
 
 /// The client of a stream on `route` went away before its end.

@@ -8,6 +8,7 @@ use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
 mod cache;
 mod credentials;
+mod ledger;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -717,6 +718,15 @@ fn validation_errors_name_the_key() {
             "[metrics]\nrefresh_interval_ms = 0".into(),
             "metrics.refresh_interval_ms",
             "at least 1",
+        ),
+        ("[ui]\nhistory_seconds = 5".into(), "ui.history_seconds", "at least 10"),
+        ("[ui]\nhistory_seconds = 4000".into(), "ui.history_seconds", "at most 3600"),
+        ("[ui]\nmax_streams = 0".into(), "ui.max_streams", "at least 1"),
+        ("[ui]\ntoken = \"\"".into(), "ui.token", "empty"),
+        (
+            "[ui]\ntoken = \"a\"\ntoken_env = \"B\"".into(),
+            "ui.token_env",
+            "not both",
         ),
         ("[trace]\nmax_file_bytes = 0".into(), "trace.max_file_bytes", "at least 1"),
         ("[trace]\nmax_files = 0".into(), "trace.max_files", "at least 1"),

@@ -15,6 +15,8 @@ pub(crate) struct Keys {
     pub(super) tenants: Vec<(Box<[u8]>, Arc<str>)>,
     pub(super) admin: Option<Box<[u8]>>,
     pub(super) metrics: Option<Box<[u8]>>,
+    /// `ui.token`: reads the dashboard, nothing else.
+    pub(super) dashboard: Option<Box<[u8]>>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -25,6 +27,7 @@ impl std::fmt::Debug for Keys {
             .field("tenants", &names)
             .field("admin", &self.admin.is_some())
             .field("metrics", &self.metrics.is_some())
+            .field("dashboard", &self.dashboard.is_some())
             .finish()
     }
 }
@@ -60,10 +63,25 @@ impl Keys {
             ));
         }
         let secret = |s: &Option<String>| s.as_ref().map(|s| s.as_bytes().into());
+        let dashboard = match (&config.ui.token, &config.ui.token_env) {
+            (Some(t), _) => Some(t.as_bytes().into()),
+            (None, Some(var)) => Some(
+                config
+                    .secrets
+                    .get(var)
+                    .map(|t| t.as_bytes().into())
+                    .ok_or_else(|| StartError::MissingToken {
+                        key: "ui.token_env",
+                        var: var.clone(),
+                    })?,
+            ),
+            (None, None) => None,
+        };
         let keys = Keys {
             tenants,
             admin: secret(&config.admin_token),
             metrics: secret(&config.metrics.token),
+            dashboard,
         };
         // A tenant key that is also the admin token would make that tenant
         // the operator (and the reverse): refuse to start.
@@ -71,6 +89,11 @@ impl Keys {
             if keys.admin.as_deref() == Some(&**key) {
                 return Err(StartError::SharedKey(format!(
                     "tenant {name:?}'s key is also admin_token"
+                )));
+            }
+            if keys.dashboard.as_deref() == Some(&**key) {
+                return Err(StartError::SharedKey(format!(
+                    "tenant {name:?}'s key is also the dashboard's token"
                 )));
             }
         }
@@ -98,6 +121,20 @@ impl Keys {
         self.admin
             .as_deref()
             .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+
+    /// Whether `given` may read the dashboard: `ui.token` or the admin's.
+    pub(crate) fn is_viewer(&self, given: &[u8]) -> bool {
+        self.is_admin(given)
+            || self
+                .dashboard
+                .as_deref()
+                .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+
+    /// Whether any token can read the dashboard.
+    pub(crate) fn dashboard_enabled(&self) -> bool {
+        self.admin.is_some() || self.dashboard.is_some()
     }
 
     pub(super) fn is_scraper(&self, given: &[u8]) -> bool {

@@ -30,6 +30,7 @@ fn every_key_is_compared_and_roles_stay_apart() {
         ],
         admin: Some(b"root".as_slice().into()),
         metrics: Some(b"scrape".as_slice().into()),
+        dashboard: Some(b"look".as_slice().into()),
     };
     assert_eq!(keys.tenant(b"k-globex").as_deref(), Some("globex"));
     assert_eq!(keys.tenant(b"k-acm"), None);
@@ -37,5 +38,8 @@ fn every_key_is_compared_and_roles_stay_apart() {
     assert!(keys.is_admin(b"root") && !keys.is_admin(b"scrape"));
     assert!(keys.is_scraper(b"scrape") && keys.is_scraper(b"root"));
     assert!(!keys.is_scraper(b"k-acme"));
+    assert!(keys.is_viewer(b"look") && keys.is_viewer(b"root"));
+    assert!(!keys.is_viewer(b"scrape") && !keys.is_viewer(b"k-acme"));
+    assert!(!keys.is_admin(b"look") && !keys.is_scraper(b"look"));
     assert!(!format!("{keys:?}").contains("k-acme"));
 }

@@ -44,6 +44,22 @@ pub struct Context {
     /// The key store's caller, for a key issued through it: its limits
     /// and allow-lists.
     pub caller: Option<std::sync::Arc<sluice_keys::Caller>>,
+    /// `x-sluice-user`: the end user, for the usage ledger (a model
+    /// call's body `user` when the header is absent).
+    pub user: Option<String>,
+    /// `x-sluice-feature`: the feature that made the call, for the
+    /// usage ledger.
+    pub feature: Option<String>,
+}
+
+/// A tag header (`x-sluice-user`, `x-sluice-feature`): absent or empty is
+/// none; longer than [`MAX_ID`] is refused.
+fn tag(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    let value = header(headers, name)?.filter(|v| !v.is_empty());
+    if value.is_some_and(|v| v.len() > MAX_ID) {
+        return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
+    }
+    Ok(value.map(str::to_owned))
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
@@ -126,6 +142,8 @@ impl Context {
             }
         };
         let (trace, parent_span, tracestate) = trace_context(headers);
+        let user = tag(headers, "x-sluice-user")?;
+        let feature = tag(headers, "x-sluice-feature")?;
         Ok(Context {
             workspace,
             priority,
@@ -138,6 +156,8 @@ impl Context {
             deadline: started + Duration::from_millis(timeout_ms),
             started,
             caller,
+            user,
+            feature,
         })
     }
 
