@@ -26,8 +26,8 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub use crate::auth::DEFAULT_WORKSPACE;
-pub(crate) use headers::{client_request_id, stamp};
 pub use headers::{Context, new_id, new_span_id};
+pub(crate) use headers::{client_request_id, stamp};
 
 /// A request as its handler hands it over: what the context layer needs
 /// to read it.
