@@ -161,8 +161,8 @@ pub(crate) fn read(
                 status
             },
             body: unreadable(status, provider, body),
-            usage,
-            tool_calls,
+            usage: facts.usage,
+            tool_calls: facts.tool_calls,
         }),
     }
 }
