@@ -8,6 +8,7 @@ mod defaults;
 mod jobs;
 mod keys;
 mod load;
+pub(crate) mod otel;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
+pub use otel::{OtelSettings, OtlpProtocol};
 pub use secrets::Secrets;
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
@@ -90,6 +92,9 @@ pub struct Config {
     pub keys: KeysConfig,
     /// The response cache.
     pub cache: CacheSettings,
+    /// OpenTelemetry export over OTLP; off without the section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otel: Option<OtelSettings>,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

@@ -25,6 +25,7 @@ pub mod keys;
 mod layers;
 mod limits;
 pub mod metrics;
+mod otel;
 mod providers;
 pub mod response;
 pub mod routes;

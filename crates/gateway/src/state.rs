@@ -64,6 +64,8 @@ pub struct Inner {
     pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// The OpenTelemetry exporter; `None` without `[otel]`.
+    pub(crate) otel: Option<sluice_otel::Exporter>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -72,6 +74,7 @@ pub struct Inner {
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
+    otel_task: tokio::sync::Mutex<Option<sluice_otel::ExporterTask>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -112,6 +115,9 @@ pub enum StartError {
     /// The HTTP client could not be built.
     #[error("http client: {0}")]
     Client(String),
+    /// The OpenTelemetry exporter could not be started.
+    #[error("otel: {0}")]
+    Otel(String),
     /// The listener could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -216,8 +222,20 @@ impl AppState {
             // never follow a redirect to another host: redirects reach the
             // caller as they are.
             .redirect(reqwest::redirect::Policy::none())
+            // HTTP/2 is built in for the OTLP exporter's gRPC; upstream
+            // calls stay on HTTP/1.1, as before it.
+            .http1_only()
             .build()
             .map_err(|e| StartError::Client(e.to_string()))?;
+        let (otel, otel_task) = match &config.otel {
+            Some(o) => {
+                let export = o.export_config().map_err(StartError::Otel)?;
+                let (e, t) = sluice_otel::Exporter::spawn(export)
+                    .map_err(|e| StartError::Otel(e.to_string()))?;
+                (Some(e), Some(t))
+            }
+            None => (None, None),
+        };
         let metrics = Metrics::install(config.metrics.tenant_labels)
             .map_err(|e| StartError::Metrics(e.to_string()))?;
         if let Some(r) = &redis {
@@ -261,10 +279,12 @@ impl AppState {
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
                 traces,
+                otel,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
+                otel_task: tokio::sync::Mutex::new(otel_task),
             }),
         };
         // Grants held for the limiter API are released once their TTL
@@ -320,9 +340,12 @@ impl AppState {
         }
     }
 
-    /// Writes out every queued trace and stops the writer.
+    /// Writes out every queued trace and span and stops the writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
+            task.shutdown().await;
+        }
+        if let Some(task) = self.otel_task.lock().await.take() {
             task.shutdown().await;
         }
     }

@@ -138,6 +138,7 @@ impl Default for Config {
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
+            otel: None,
             secrets: super::Secrets::default(),
         }
     }

@@ -6,6 +6,7 @@ mod fallbacks;
 pub(crate) mod jobs;
 mod keys;
 mod lists;
+mod otel;
 
 use std::collections::HashMap;
 
@@ -30,6 +31,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;
     cache::cache(&c, config)?;
+    otel::otel(&c, config)?;
     sections(&c, config)
 }
 
