@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod redis_tests;
 mod store;
+mod traced;
 mod workers;
 
 use std::time::Duration;
@@ -76,7 +77,8 @@ impl Jobs {
 
     /// Starts workers for the configured queues on `limiter` (the
     /// gateway's: in-process, or shared through Redis with `[redis]`),
-    /// calling upstreams with `client`.
+    /// calling upstreams with `client`, each attempt a span of `otel`'s
+    /// when it exports.
     ///
     /// # Errors
     /// [`StartError::Workers`] naming what cannot be used.
@@ -86,8 +88,16 @@ impl Jobs {
         credentials: &crate::credentials::Upstreams,
         limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
+        otel: Option<&sluice_otel::Exporter>,
     ) -> Result<(), StartError> {
-        let pool = workers::start(config, credentials, self.store.clone(), limiter, client)?;
+        let pool = workers::start(
+            config,
+            credentials,
+            self.store.clone(),
+            limiter,
+            client,
+            otel,
+        )?;
         tracing::info!(
             worker = pool.worker_id(),
             queues = config.jobs.queues.len(),

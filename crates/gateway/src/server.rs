@@ -41,6 +41,7 @@ impl Gateway {
                     &state.credentials,
                     limits,
                     state.client.clone(),
+                    state.otel.as_ref(),
                 )
                 .await?;
             }

@@ -380,3 +380,49 @@ async fn what_is_not_sampled_is_not_exported() {
     assert_eq!(flags, ["00", "00", "01"], "the decision travels upstream");
     h.sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_attempt_is_a_span_and_the_upstreams_parent() {
+    let receiver = Receiver::start(true).await.expect("a receiver");
+    let h = harness(&receiver, OtlpProtocol::Grpc).await;
+    let res = h
+        .post(
+            "/v1/jobs",
+            &json!({
+                "queue": "default",
+                "kind": "http",
+                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
+            }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let id = res.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let spans = receiver.wait_for(1, Duration::from_secs(20)).await;
+    let job = one(&spans, "job http");
+    assert_eq!(job.kind, 5, "CONSUMER");
+    assert!(job.parent_span_id.is_empty(), "a job is a trace of its own");
+    assert_eq!(text(job, "messaging.message.id"), id.to_string());
+    assert_eq!(text(job, "messaging.destination.name"), "default");
+    assert_eq!(int(job, "sluice.job.attempt"), 1);
+    assert_eq!(text(job, "sluice.job.outcome"), "completed");
+    let sent: Vec<String> = h
+        .sim
+        .log(0)
+        .entries
+        .into_iter()
+        .filter(|e| e.path == "/slack/api/chat.postMessage")
+        .filter_map(|e| e.traceparent)
+        .collect();
+    assert_eq!(
+        sent,
+        [format!(
+            "00-{}-{}-01",
+            hex(&job.trace_id),
+            hex(&job.span_id)
+        )],
+        "the upstream's parent is the attempt's span, sampled"
+    );
+    h.stop().await;
+}

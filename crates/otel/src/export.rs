@@ -139,8 +139,12 @@ impl Exporter {
     /// Starts the exporter's task on the current runtime.
     ///
     /// # Errors
-    /// [`ExportError::Client`] when the HTTP client cannot be built (a
-    /// TLS provider missing for an `https` endpoint).
+    /// [`ExportError::Client`] when the HTTP client cannot be built.
+    ///
+    /// # Panics
+    /// When reqwest is built with `rustls-no-provider` (as in the
+    /// workspace, for the gateway) and no rustls crypto provider was
+    /// installed first: the gateway installs ring before it starts this.
     pub fn spawn(config: ExportConfig) -> Result<(Exporter, ExporterTask), ExportError> {
         let mut client = reqwest::Client::builder()
             .connect_timeout(config.timeout)

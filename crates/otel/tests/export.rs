@@ -7,6 +7,9 @@ use sluice_otel::{ExportConfig, Exporter, Kind, Protocol, Source, Span};
 use sluice_sim::otlp::{AttributeValue, Receiver};
 
 fn config(endpoint: &str, protocol: Protocol) -> ExportConfig {
+    // In a workspace build reqwest may carry the gateway's
+    // `rustls-no-provider` feature, which needs a provider installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("x-collector-key", "k".parse().unwrap());
     ExportConfig {
@@ -29,7 +32,6 @@ fn span(name: &'static str, n: u64) -> Span {
 }
 
 async fn round_trip(protocol: Protocol) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let receiver = Receiver::start(true).await.expect("a receiver");
     let (exporter, task) = Exporter::spawn(config(&receiver.url(), protocol)).expect("an exporter");
     // Three spans with batches of two: one full batch, one sent by the

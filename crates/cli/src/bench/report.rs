@@ -20,6 +20,7 @@ pub struct Report {
     pub latency: LatencyPart,
     pub throughput: ThroughputPart,
     pub swarm: SwarmPart,
+    pub otel: super::otel::OtelPart,
 }
 
 /// (a).
@@ -243,6 +244,8 @@ impl Report {
             r.fairness,
             tenants.join(", ")
         );
+        s.push('\n');
+        s.push_str(&self.otel.table());
         s
     }
 }

@@ -27,12 +27,16 @@ pub(super) fn start(
     store: AnyStore,
     limiter: SharedLimiter,
     client: reqwest::Client,
+    otel: Option<&sluice_otel::Exporter>,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
-    let handlers =
+    let mut handlers =
         sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
             .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+    if let Some(exporter) = otel {
+        handlers = super::traced::traced(handlers, exporter);
+    }
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)
         .configure(|p| {
