@@ -2,53 +2,35 @@
 //! schema embedded and its own migrations table (the job and key stores
 //! may share the database).
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sluice_migrate::{Schema, Step};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
 };
-use sqlx::{QueryBuilder, Row, SqlSafeStr};
+use sqlx::{QueryBuilder, Row};
 
 use crate::{Entry, Error, Filter, NewEntry};
 
 const MIGRATIONS_TABLE: &str = "_sluice_audit_migrations";
 
-const SQLITE: &[(i64, &str, &str)] = &[(
+const SQLITE: Schema = Schema::new(&[Step::new(
     1,
     "audit log",
     include_str!("../migrations/sqlite/0001_audit.sql"),
-)];
+)])
+.table(MIGRATIONS_TABLE);
 
-const POSTGRES: &[(i64, &str, &str)] = &[(
+const POSTGRES: Schema = Schema::new(&[Step::new(
     1,
     "audit log",
     include_str!("../migrations/postgres/0001_audit.sql"),
-)];
-
-fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
-    let mut m = Migrator::with_migrations(
-        migrations
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    );
-    m.dangerous_set_table_name(MIGRATIONS_TABLE);
-    m
-}
+)])
+.table(MIGRATIONS_TABLE);
 
 /// Rows per INSERT statement (well under both engines' bind limits:
 /// seven binds a row).
@@ -83,7 +65,7 @@ impl AuditStore {
             .max_connections(2)
             .connect_with(connect)
             .await?;
-        migrator(SQLITE).run(&pool).await?;
+        SQLITE.migrator().run(&pool).await?;
         Ok(AuditStore {
             db: Db::Sqlite(pool),
         })
@@ -102,7 +84,7 @@ impl AuditStore {
             .max_lifetime(None)
             .connect_with(SqliteConnectOptions::new().in_memory(true))
             .await?;
-        migrator(SQLITE).run(&pool).await?;
+        SQLITE.migrator().run(&pool).await?;
         Ok(AuditStore {
             db: Db::Sqlite(pool),
         })
@@ -121,7 +103,7 @@ impl AuditStore {
             .acquire_timeout(Duration::from_secs(2))
             .connect_with(options)
             .await?;
-        migrator(POSTGRES).run(&pool).await?;
+        POSTGRES.migrator().run(&pool).await?;
         Ok(AuditStore {
             db: Db::Postgres(pool),
         })

@@ -9,7 +9,8 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Call, Failure, segment};
-use crate::jobs::show::{table, text, time};
+use crate::jobs::show::{text, time};
+use crate::table::plain;
 
 /// Where the gateway is and the operator's token.
 #[derive(Debug, Clone, clap::Args)]
@@ -62,6 +63,35 @@ pub struct LimitArgs {
     /// The weight in fair queuing.
     #[arg(long)]
     weight: Option<u32>,
+    /// A budget, as `name=monthly,money=25,period=month,time_zone=Europe/Paris`
+    /// (fields: name, money in dollars, tokens, requests, period day|week|month,
+    /// time_zone, or window_seconds for a rolling window); repeat for more.
+    /// The budgets given replace its own.
+    #[arg(long = "budget", value_name = "SPEC", value_parser = budget_spec)]
+    budgets: Vec<Value>,
+}
+
+/// A `--budget` as the JSON object the API reads; the gateway checks
+/// the fields and names the bad one.
+fn budget_spec(spec: &str) -> Result<Value, String> {
+    let mut m = Map::new();
+    for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected field=value"))?;
+        let (k, v) = (k.trim(), v.trim());
+        let value = match k {
+            "tokens" | "requests" | "window_seconds" => match v.parse::<u64>() {
+                Ok(n) => json!(n),
+                Err(_) => return Err(format!("{k}: must be a whole number, not {v:?}")),
+            },
+            _ => json!(v),
+        };
+        if m.insert(k.to_owned(), value).is_some() {
+            return Err(format!("{k}: given twice"));
+        }
+    }
+    Ok(Value::Object(m))
 }
 
 impl LimitArgs {
@@ -96,6 +126,11 @@ impl LimitArgs {
             put("weight", json!(v));
         }
         (!m.is_empty()).then_some(Value::Object(m))
+    }
+
+    /// The `budgets` list, or `None` when no budget was given.
+    fn budgets(&self) -> Option<Value> {
+        (!self.budgets.is_empty()).then(|| json!(self.budgets))
     }
 }
 
@@ -299,6 +334,9 @@ fn update_body(tier: Option<&String>, no_tier: bool, limits: &LimitArgs) -> Valu
     if let Some(l) = limits.json() {
         m.insert("limits".into(), l);
     }
+    if let Some(b) = limits.budgets() {
+        m.insert("budgets".into(), b);
+    }
     Value::Object(m)
 }
 
@@ -324,6 +362,7 @@ fn keys_request(c: &KeysCommand) -> Request {
             b = with(b, "name", name.as_ref().map(|n| json!(n)));
             b = with(b, "tier", tier.as_ref().map(|t| json!(t)));
             b = with(b, "limits", limits.json());
+            b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/keys".into(), Some(b), Shape::Key)
         }
         C::List { tenant } => {
@@ -368,6 +407,7 @@ fn tenants_request(c: &TenantsCommand) -> Request {
             let mut b = json!({"name": name, "tags": tags});
             b = with(b, "tier", tier.as_ref().map(|t| json!(t)));
             b = with(b, "limits", limits.json());
+            b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/tenants".into(), Some(b), Shape::Tenant)
         }
         C::List => req(Method::GET, "/v1/tenants".into(), None, Shape::Tenants),
@@ -392,10 +432,15 @@ fn tiers_request(c: &TiersCommand) -> Request {
     match c {
         TiersCommand::Create { name, limits } => {
             let b = json!({"name": name, "limits": limits.json().unwrap_or(json!({}))});
+            let b = with(b, "budgets", limits.budgets());
             req(Method::POST, "/v1/tiers".into(), Some(b), Shape::Tier)
         }
         TiersCommand::Update { name, limits } => {
-            let b = json!({"limits": limits.json().unwrap_or(json!({}))});
+            // Budgets alone leave the limits as they are.
+            let b = match (limits.json(), limits.budgets()) {
+                (l, Some(b)) => with(json!({"budgets": b}), "limits", l),
+                (l, None) => json!({"limits": l.unwrap_or(json!({}))}),
+            };
             let path = format!("/v1/tiers/{}", segment(name));
             req(Method::PUT, path, Some(b), Shape::Tier)
         }
@@ -472,6 +517,24 @@ fn limits(v: &Value) -> String {
         .join(" ")
 }
 
+/// Budgets on one line: `monthly(money=25 period=month); daily(…)`.
+fn budgets(v: &Value) -> String {
+    let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
+        return "-".into();
+    };
+    list.iter()
+        .map(|b| {
+            let mut rest = b.clone();
+            let name = rest
+                .as_object_mut()
+                .and_then(|m| m.remove("name"))
+                .unwrap_or(Value::Null);
+            format!("{}({})", text(&name), limits(&rest))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn show(shape: Shape, b: &Value) -> String {
     let list = |k: &str| b[k].as_array().cloned().unwrap_or_default();
     match shape {
@@ -488,6 +551,7 @@ fn show(shape: Shape, b: &Value) -> String {
                 ("state", text(&b["state"])),
                 ("tier", text(&b["tier"])),
                 ("limits", limits(&b["limits"])),
+                ("budgets", budgets(&b["budgets"])),
                 ("created", time(&b["created_at"])),
                 ("grace until", time(&b["grace_until"])),
                 ("replaced by", text(&b["replaced_by"])),
@@ -518,14 +582,15 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["ID", "TENANT", "NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
         Shape::Tenant => format!(
-            "{}  {}  tier {}  {}\n",
+            "{}  {}  tier {}  {}  budgets {}\n",
             text(&b["name"]),
             text(&b["state"]),
             text(&b["tier"]),
-            limits(&b["limits"])
+            limits(&b["limits"]),
+            budgets(&b["budgets"])
         ),
         Shape::Tenants => {
             let rows: Vec<[String; 4]> = list("tenants")
@@ -539,15 +604,26 @@ fn show(shape: Shape, b: &Value) -> String {
                     ]
                 })
                 .collect();
-            table(["NAME", "STATE", "TIER", "LIMITS"], &rows)
+            plain(["NAME", "STATE", "TIER", "LIMITS"], &rows)
         }
-        Shape::Tier => format!("{}  {}\n", text(&b["name"]), limits(&b["limits"])),
+        Shape::Tier => format!(
+            "{}  {}  budgets {}\n",
+            text(&b["name"]),
+            limits(&b["limits"]),
+            budgets(&b["budgets"])
+        ),
         Shape::Tiers => {
-            let rows: Vec<[String; 2]> = list("tiers")
+            let rows: Vec<[String; 3]> = list("tiers")
                 .iter()
-                .map(|t| [text(&t["name"]), limits(&t["limits"])])
+                .map(|t| {
+                    [
+                        text(&t["name"]),
+                        limits(&t["limits"]),
+                        budgets(&t["budgets"]),
+                    ]
+                })
                 .collect();
-            table(["NAME", "LIMITS"], &rows)
+            plain(["NAME", "LIMITS", "BUDGETS"], &rows)
         }
     }
 }

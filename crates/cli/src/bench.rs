@@ -4,7 +4,12 @@
 //! (a) Added latency: the same fixed-rate open-loop stream of chat
 //!     completions, sent straight to the sim and through the gateway,
 //!     limits off; latency from each request's due time (coordinated
-//!     omission corrected).
+//!     omission corrected). Once against a sim that answers at once, at
+//!     `--rate` (1,000 a second), and once at 20 a second in front of a
+//!     sim that takes 20 ms, as a real provider nearby does.
+//!     The gateway's CPU time ÷ requests, for the non-streamed stream and
+//!     for the same stream of streamed completions (the gateway runs on
+//!     threads of its own: see `stack::gateway_cpu`).
 //! (b) Most requests a second with limits off, through the gateway and
 //!     straight to the sim, with a fixed number of connections.
 //! (c) A swarm at twice one model's limit, configured alike in the sim
@@ -42,7 +47,7 @@ use tokio::time::Instant;
 
 use crate::stack::Stack;
 use crate::summary::RunSummary;
-use report::{LatencyPart, Report, SwarmPart, ThroughputPart};
+use report::{Cpu, CpuPart, LatencyPart, Report, SlowPart, SwarmPart, ThroughputPart};
 
 /// What `sluice bench gateway` measures and how hard.
 #[derive(Debug, Clone, clap::Args)]
@@ -72,6 +77,10 @@ pub struct GatewayArgs {
 /// The model every request of (a) and (b) names.
 const PROVIDER: &str = "openai";
 const MODEL: &str = "gpt-4o-mini";
+/// (a) in front of a slow upstream: requests a second, and the
+/// upstream's time to answer.
+const SLOW_RATE: f64 = 20.0;
+const SLOW_UPSTREAM: Duration = Duration::from_millis(20);
 /// (c): the model's limit in the sim and the gateway, requests a second.
 const SWARM_LIMIT: f64 = 50.0;
 /// (c): tenants, equal weight; the first runs twice the agents of each
@@ -171,6 +180,18 @@ fn chat(
     request(client, url, body)
 }
 
+/// A streamed chat completion through a gateway, its usage asked for as
+/// a client that counts its tokens does.
+fn streamed_chat(
+    client: &reqwest::Client,
+    base: &str,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let url = format!("{base}/v1/chat/completions");
+    let model = format!("{PROVIDER}/{MODEL}");
+    let body = json!({"model": model, "max_tokens": 16, "stream": true, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": "ping"}]});
+    request(client, url, body)
+}
+
 /// A chat completion at `temperature` 0 through a gateway: after the
 /// first, answered by its cache.
 fn cached_chat(
@@ -243,6 +264,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     )
     .await;
     note(args.json, "(a) the same through the gateway");
+    let cpu_before = crate::stack::gateway_cpu();
     let through = open_loop::run(
         args.rate,
         args.duration,
@@ -250,6 +272,17 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         chat(&gateway_client, &gateway, false),
     )
     .await;
+    let cpu = Cpu::between(cpu_before, crate::stack::gateway_cpu(), &through);
+    note(args.json, "(a) the same streamed, through the gateway");
+    let cpu_before = crate::stack::gateway_cpu();
+    let streamed = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        streamed_chat(&gateway_client, &gateway),
+    )
+    .await;
+    let streamed_cpu = Cpu::between(cpu_before, crate::stack::gateway_cpu(), &streamed);
     note(
         args.json,
         "(a) the same through the gateway, answered by its cache",
@@ -261,7 +294,23 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         cached_chat(&gateway_client, &gateway),
     )
     .await;
-    let latency = LatencyPart::new(args.rate, args.duration, &direct, &through, &cached);
+    let mut latency = LatencyPart::new(
+        args.rate,
+        args.duration,
+        &direct,
+        &through,
+        &cached,
+        &streamed,
+    );
+    // An external gateway's threads are not ours to read.
+    if args.target.is_none()
+        && let (Some(non_streamed), Some(streamed)) = (cpu, streamed_cpu)
+    {
+        latency.cpu = Some(CpuPart {
+            non_streamed,
+            streamed,
+        });
+    }
 
     let each = (args.duration / 2).max(Duration::from_secs(1));
     note(
@@ -290,6 +339,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let throughput = ThroughputPart::new(args.connections, each, direct, through, cached);
     stack.stop().await;
 
+    let slow = slow_upstream(args).await?;
     note(
         args.json,
         &format!(
@@ -303,10 +353,65 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         target: args.target.clone(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         latency,
+        slow,
         throughput,
         swarm,
         otel,
     })
+}
+
+/// (a) in front of an upstream that takes [`SLOW_UPSTREAM`] to answer,
+/// at [`SLOW_RATE`]: what the gateway adds where a real provider sets
+/// the pace.
+async fn slow_upstream(args: &GatewayArgs) -> Result<SlowPart, String> {
+    let mut sim = SimConfig::unlimited();
+    sim.defaults.latency = Latency {
+        base_ms: SLOW_UPSTREAM.as_millis() as u64,
+        ..Latency::default()
+    };
+    let stack = Stack::start(sim, limits_off).await?;
+    let sim = stack.sim.url();
+    let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
+    let gateway = gateway.trim_end_matches('/').to_owned();
+    let client = client(args.connections);
+    for (base, direct) in [(&sim, true), (&gateway, false)] {
+        let make = chat(&client, base, direct);
+        for _ in 0..5 {
+            open_loop::send(make()).await;
+        }
+    }
+    let max_outstanding = 1_000;
+    note(
+        args.json,
+        &format!(
+            "(a) open loop at {SLOW_RATE} req/s for {:.0} s, {} ms upstream, direct",
+            args.duration.as_secs_f64(),
+            SLOW_UPSTREAM.as_millis()
+        ),
+    );
+    let direct = open_loop::run(
+        SLOW_RATE,
+        args.duration,
+        max_outstanding,
+        chat(&client, &sim, true),
+    )
+    .await;
+    note(args.json, "(a) the same through the gateway");
+    let through = open_loop::run(
+        SLOW_RATE,
+        args.duration,
+        max_outstanding,
+        chat(&client, &gateway, false),
+    )
+    .await;
+    stack.stop().await;
+    Ok(SlowPart::new(
+        SLOW_RATE,
+        SLOW_UPSTREAM,
+        args.duration,
+        &direct,
+        &through,
+    ))
 }
 
 /// (c): one model limited alike in the sim and the gateway, a swarm

@@ -9,6 +9,7 @@ mod jobs;
 mod live;
 mod stack;
 mod summary;
+mod table;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -26,25 +26,63 @@ pub struct Stack {
     data_dir: PathBuf,
 }
 
-/// One gateway serving until told to stop.
+/// The name of a gateway's threads (at most 15 bytes: Linux keeps no
+/// more), by which [`gateway_cpu`] finds them.
+pub const GATEWAY_THREADS: &str = "sluice-gateway";
+
+/// One gateway serving until told to stop, on a runtime of its own.
+///
+/// A gateway in production is a process of its own; here it shares the
+/// machine with the sim and the load, but not their worker threads: a
+/// request's gateway work never waits behind the sim's on the same
+/// worker, and the gateway's CPU time can be read apart from theirs
+/// ([`gateway_cpu`]).
 #[derive(Debug)]
 struct Running {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
     served: JoinHandle<std::io::Result<()>>,
+    runtime: OwnRuntime,
+}
+
+/// A runtime that, dropped, shuts down without blocking (dropping a
+/// tokio runtime inside another one's task panics).
+#[derive(Debug)]
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Running {
     async fn start(config: Config) -> Result<Running, String> {
-        let gateway = sluice_gateway::Gateway::bind(config, Some(loopback()))
+        let built = tokio::runtime::Builder::new_multi_thread()
+            .thread_name(GATEWAY_THREADS)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("the gateway's runtime: {e}"))?;
+        let rt = built.handle().clone();
+        let runtime = OwnRuntime(Some(built));
+        let gateway = rt
+            .spawn(sluice_gateway::Gateway::bind(config, Some(loopback())))
             .await
+            .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         let addr = gateway.local_addr();
         let (stop, stopped) = oneshot::channel();
-        let served = tokio::spawn(gateway.serve(async move {
+        let served = rt.spawn(gateway.serve(async move {
             let _ = stopped.await;
         }));
-        Ok(Running { addr, stop, served })
+        Ok(Running {
+            addr,
+            stop,
+            served,
+            runtime,
+        })
     }
 
     async fn stop(self) {
@@ -57,7 +95,35 @@ impl Running {
         {
             eprintln!("sluice: gateway {}: {e}", self.addr);
         }
+        // Its tasks are done: the runtime goes with them.
+        drop(self.runtime);
     }
+}
+
+/// CPU time the in-process gateways' threads have spent so far (the
+/// kernel's per-thread run time, in nanoseconds); `None` where the
+/// kernel does not say (not Linux).
+pub fn gateway_cpu() -> Option<std::time::Duration> {
+    let mut total = 0u64;
+    let mut found = false;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        if name.trim_end() != GATEWAY_THREADS {
+            continue;
+        }
+        // `schedstat`: time on the CPU (ns), time waiting for one, slices.
+        let ran = std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+        if let Some(ns) = ran {
+            total += ns;
+            found = true;
+        }
+    }
+    found.then(|| std::time::Duration::from_nanos(total))
 }
 
 fn loopback() -> SocketAddr {

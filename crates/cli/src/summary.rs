@@ -1,12 +1,13 @@
 //! A swarm run scored: what the agents saw plus what the upstreams
 //! counted, and the side-by-side table of two runs.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 use sluice_sim::swarm::{Goodput, Percentiles, SwarmReport, TenantProgress, UpstreamGoodput};
 use sluice_sim::{SimConfig, Stats};
+
+use crate::table::Table;
 
 /// One run's figures.
 #[derive(Debug, Clone, Serialize)]
@@ -150,25 +151,11 @@ pub fn side_by_side(a: &RunSummary, b: &RunSummary, titles: (&str, &str)) -> Str
         let get = |r: &RunSummary| r.tenants.get(i).map_or(0, |t| t.ok).to_string();
         rows.push((label, get(a), get(b)));
     }
-    let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
-    let w1 = rows
-        .iter()
-        .map(|r| r.1.len())
-        .max()
-        .unwrap_or(0)
-        .max(titles.0.len());
-    let w2 = rows
-        .iter()
-        .map(|r| r.2.len())
-        .max()
-        .unwrap_or(0)
-        .max(titles.1.len());
-    let mut out = String::new();
-    let _ = writeln!(out, "{:w0$}  {:>w1$}  {:>w2$}", "", titles.0, titles.1);
+    let mut t = Table::new(["", titles.0, titles.1]).right([1, 2]);
     for (label, x, y) in rows {
-        let _ = writeln!(out, "{label:w0$}  {x:>w1$}  {y:>w2$}");
+        t.row([label, x, y]);
     }
-    out
+    t.render()
 }
 
 fn row(
@@ -189,5 +176,12 @@ mod tests {
         assert_eq!(ms(0.412), "0.41 ms");
         assert_eq!(ms(42.4), "42 ms");
         assert_eq!(ms(1_234.0), "1.23 s");
+    }
+
+    #[test]
+    fn indented_labels_keep_their_indent() {
+        let mut t = Table::new(["", "a"]).right([1]);
+        t.row(["total", "10"]).row(["  part", "4"]);
+        assert_eq!(t.render(), "         a\ntotal   10\n  part   4\n");
     }
 }

@@ -29,6 +29,29 @@ fn bench_gateway_reports_every_part() {
     for key in ["p50_ms", "p99_ms", "p999_ms"] {
         assert!(latency["added"][key].is_number(), "added.{key}");
     }
+    assert_eq!(latency["streamed"]["sent"], 200, "{r}");
+    // The in-process gateway's threads are read from /proc: every request
+    // cost it some CPU, a streamed one too.
+    for kind in ["non_streamed", "streamed"] {
+        let cpu = &latency["cpu"][kind];
+        assert_eq!(cpu["requests"], 200, "cpu.{kind}: {r}");
+        assert!(
+            cpu["us_per_request"].as_f64().is_some_and(|us| us > 0.0),
+            "cpu.{kind}: {r}"
+        );
+    }
+    let slow = &r["slow"];
+    assert_eq!(slow["rate_per_second"], 20.0);
+    assert_eq!(slow["upstream_ms"], 20.0);
+    for side in ["direct", "gateway"] {
+        assert_eq!(slow[side]["sent"], 20, "slow.{side}: {r}");
+        // Every answer took the upstream's 20 ms at least.
+        assert!(
+            slow[side]["p50_ms"].as_f64().is_some_and(|ms| ms >= 20.0),
+            "slow.{side}: {r}"
+        );
+    }
+    assert!(slow["added"]["p50_ms"].is_number());
     assert!(r["throughput"]["ratio"].is_number());
     let swarm = &r["swarm"];
     for key in [

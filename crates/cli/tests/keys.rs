@@ -131,3 +131,66 @@ fn keys_tenants_and_tiers_from_the_command_line() {
     let err = f.fails(&["keys", "list"], Some("wrong"));
     assert!(err.contains("403"), "{err}");
 }
+
+#[test]
+fn budgets_from_the_command_line() {
+    let f = Fixture::start();
+    let tier = f.json(&[
+        "tiers",
+        "create",
+        "pro",
+        "--rpm",
+        "60",
+        "--budget",
+        "name=monthly,money=25.50,period=month,time_zone=Europe/Paris",
+    ]);
+    assert_eq!(tier["budgets"][0]["money"], "25.5");
+    assert_eq!(tier["budgets"][0]["time_zone"], "Europe/Paris");
+    // Budgets alone leave the tier's limits as they were.
+    let out = f.ok(&[
+        "tiers",
+        "update",
+        "pro",
+        "--budget",
+        "name=daily,requests=1000,window_seconds=86400",
+    ]);
+    assert!(
+        out.contains("requests_per_minute=60") && out.contains("daily(requests=1000"),
+        "{out}"
+    );
+    let err = f.fails(
+        &[
+            "tenants",
+            "create",
+            "acme",
+            "--budget",
+            "name=m,tokens=5,period=day,time_zone=Mars/Olympus",
+        ],
+        Some(ADMIN),
+    );
+    assert!(
+        err.contains("400") && err.contains("budgets[0].time_zone"),
+        "{err}"
+    );
+    let err = f.fails(
+        &[
+            "tenants",
+            "create",
+            "acme",
+            "--budget",
+            "name=m,tokens=5,period=year",
+        ],
+        Some(ADMIN),
+    );
+    assert!(err.contains("budgets[0].period"), "{err}");
+    let t = f.json(&[
+        "tenants",
+        "create",
+        "acme",
+        "--tier",
+        "pro",
+        "--budget",
+        "name=weekly,tokens=100000,period=week",
+    ]);
+    assert_eq!(t["budgets"][0]["tokens"], 100_000);
+}

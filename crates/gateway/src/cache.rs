@@ -3,6 +3,7 @@
 //! the admin filter. The request path's part is the cache layer
 //! (`layers/cache.rs`).
 
+pub(crate) mod control;
 mod tenants;
 
 use std::sync::Arc;
@@ -45,8 +46,8 @@ pub(crate) fn build(config: &Config) -> Result<SharedCache, String> {
     }
 }
 
-/// `DELETE /v1/cache`'s filter from its query: `tenant`, `model`,
-/// `key_prefix` (hex), each optional.
+/// `DELETE /v1/cache`'s filter from its query: `tenant`, `model` or
+/// `api` (a proxied API's entries), `key_prefix` (hex), each optional.
 ///
 /// # Errors
 /// 400 naming an unknown parameter or a prefix that is not hex.
@@ -58,7 +59,19 @@ pub(crate) fn filter(
     for (name, value) in query {
         match name.as_str() {
             "tenant" => filter.scope = Some(config.cache.scope(value)),
-            "model" => filter.model = Some(value.clone()),
+            "model" | "api" => {
+                if filter.model.is_some() {
+                    return Err(ApiError::BadRequest {
+                        message: "give model or api, not both".into(),
+                        param: Some(name.clone()),
+                    });
+                }
+                filter.model = Some(if name == "api" {
+                    format!("api:{value}")
+                } else {
+                    value.clone()
+                });
+            }
             "key_prefix" => {
                 if value.is_empty()
                     || value.len() > 64
@@ -74,7 +87,7 @@ pub(crate) fn filter(
             other => {
                 return Err(ApiError::BadRequest {
                     message: format!(
-                        "unknown query parameter {other:?}: expected tenant, model or key_prefix"
+                        "unknown query parameter {other:?}: expected tenant, model, api or key_prefix"
                     ),
                     param: Some(other.to_owned()),
                 });

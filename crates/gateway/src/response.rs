@@ -43,8 +43,30 @@ pub fn from_shared(shared: &Shared) -> Response {
     }
 }
 
-/// Upstream response headers passed through to the client.
+/// Headers that describe a proxied API's body: passed on to the client
+/// (a gzip body without its `content-encoding`, or a GitHub page without
+/// its `link`, would be useless) and kept with a cached answer.
+pub const REPRESENTATION_HEADERS: &[&str] = &[
+    "content-type",
+    "content-encoding",
+    "content-language",
+    "etag",
+    "last-modified",
+    "link",
+];
+
+/// Upstream response headers passed through to the client of a model call.
 pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    pass(upstream, &[])
+}
+
+/// Upstream response headers passed through to the client of a proxied
+/// API call: a model call's and the [`REPRESENTATION_HEADERS`].
+pub fn pass_api_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    pass(upstream, REPRESENTATION_HEADERS)
+}
+
+fn pass(upstream: &reqwest::header::HeaderMap, also: &[&str]) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in upstream {
         let n = name.as_str();
@@ -56,7 +78,8 @@ pub fn pass_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
             || n.starts_with("anthropic-ratelimit-")
             || n.starts_with("ratelimit")
             || n == "openai-processing-ms"
-            || n == "request-id";
+            || n == "request-id"
+            || also.contains(&n);
         if keep
             && let (Ok(name), Ok(value)) = (
                 HeaderName::from_bytes(name.as_str().as_bytes()),

@@ -509,3 +509,144 @@ fn usage_chunks(body: &str) -> usize {
         .filter(|v| v["usage"].is_object())
         .count()
 }
+
+/// `[cache.apis]`: proxied GETs of a cached API are answered from the
+/// cache per tenant and per varying header; writes, conditional reads,
+/// uncached APIs and answers the upstream forbids storing are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxied_gets_of_a_cached_api_are_answered_from_the_cache() {
+    let mut sim = sim_config();
+    sim.apis.get_mut("github").unwrap().cache_control = Some("private, max-age=60".into());
+    sim.apis.get_mut("gmail").unwrap().cache_control = Some("no-store".into());
+    let h = Harness::with(sim, |c| {
+        two_tenants(c);
+        c.admin_token = Some("root-token".into());
+        for api in ["github", "gmail"] {
+            c.cache
+                .apis
+                .insert(api.into(), sluice_gateway::config::ApiCache::default());
+        }
+    })
+    .await;
+    let get = |key: &'static str, path: &str, extra: &[(&'static str, &'static str)]| {
+        let mut req = h.get(path).bearer_auth(key);
+        for (n, v) in extra {
+            req = req.header(*n, *v);
+        }
+        req.send()
+    };
+    let ok = |api: &str| h.sim.stats().api(api).ok;
+    let issues = "/proxy/github/repos/o/r/issues?state=open";
+
+    let first = get(ACME, issues, &[]).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(cache_header(&first), "miss");
+    assert_eq!(header(&first, "cache-control"), "private, max-age=60");
+    let first_body: Value = first.json().await.unwrap();
+    let again = get(ACME, issues, &[]).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(cache_header(&again), "hit");
+    assert!(header(&again, "age").parse::<u64>().is_ok());
+    assert!(header(&again, "content-type").starts_with("application/json"));
+    assert_eq!(again.json::<Value>().await.unwrap(), first_body);
+    assert_eq!(ok("github"), 1, "one upstream call for two answers");
+
+    // Another query, another accept header, another tenant: misses.
+    let other = get(ACME, "/proxy/github/repos/o/r/issues?state=closed", &[])
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&other), "miss");
+    let raw = get(
+        ACME,
+        issues,
+        &[("accept", "application/vnd.github.raw+json")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(cache_header(&raw), "miss");
+    let globex = get(GLOBEX, issues, &[]).await.unwrap();
+    assert_eq!(cache_header(&globex), "miss", "globex has its own entries");
+    assert_eq!(ok("github"), 4);
+
+    // Writes and conditional reads go upstream, said so.
+    let write = h
+        .post(issues, &json!({"title": "t"}))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&write), "bypass");
+    let conditional = get(ACME, issues, &[("if-none-match", "\"abc\"")])
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&conditional), "bypass");
+    let off = get(ACME, issues, &[("x-sluice-cache", "off")])
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&off), "bypass");
+    assert_eq!(ok("github"), 7);
+    // `refresh` goes upstream and stores; `only-if-cached` never does.
+    let refreshed = get(ACME, issues, &[("x-sluice-cache", "refresh")])
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&refreshed), "miss");
+    assert_eq!(ok("github"), 8);
+    let cached_only = get(ACME, issues, &[("x-sluice-cache", "only-if-cached")])
+        .await
+        .unwrap();
+    assert_eq!(cache_header(&cached_only), "hit");
+    let nothing = get(
+        ACME,
+        "/proxy/github/never",
+        &[("x-sluice-cache", "only-if-cached")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(nothing.status(), StatusCode::GATEWAY_TIMEOUT);
+    let bad = get(ACME, issues, &[("x-sluice-cache", "maybe")])
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(bad.text().await.unwrap().contains("x-sluice-cache"));
+    assert_eq!(ok("github"), 8);
+
+    // The upstream said no-store: never stored.
+    for _ in 0..2 {
+        let res = get(ACME, "/proxy/gmail/messages", &[]).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(cache_header(&res), "miss");
+        res.bytes().await.unwrap();
+    }
+    assert_eq!(ok("gmail"), 2);
+    // An API not under [cache.apis] is not looked up at all.
+    let slack = get(ACME, "/proxy/slack/users.list", &[]).await.unwrap();
+    assert_eq!(slack.status(), StatusCode::OK);
+    assert!(slack.headers().get("x-sluice-cache").is_none());
+    let slack = get(
+        ACME,
+        "/proxy/slack/users.list",
+        &[("x-sluice-cache", "only-if-cached")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(slack.status(), StatusCode::GATEWAY_TIMEOUT);
+
+    // The admin empties one API's entries.
+    let removed: Value = h
+        .http
+        .delete(h.url("/v1/cache?api=github&tenant=acme"))
+        .bearer_auth("root-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(removed["removed"], 3, "{removed}");
+    assert_eq!(cache_header(&get(ACME, issues, &[]).await.unwrap()), "miss");
+    assert_eq!(
+        cache_header(&get(GLOBEX, issues, &[]).await.unwrap()),
+        "hit"
+    );
+    h.stop().await;
+}

@@ -61,7 +61,7 @@ impl Store<PostgresBackend> {
     /// # Errors
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn from_pool(pool: PgPool, config: StoreConfig) -> Result<Self, Error> {
-        migrate::migrator(migrate::POSTGRES).run(&pool).await?;
+        migrate::POSTGRES.migrator().run(&pool).await?;
         Ok(Store::new(PostgresBackend { pool }, config))
     }
 

@@ -132,7 +132,7 @@ impl Store<SqliteBackend> {
             Some(path) => {
                 let connect = connect.filename(path).journal_mode(SqliteJournalMode::Wal);
                 let write = pool(1).connect_with(connect.clone()).await?;
-                migrate::migrator(migrate::SQLITE).run(&write).await?;
+                migrate::SQLITE.migrator().run(&write).await?;
                 let read = pool(options.readers).connect_with(connect).await?;
                 SqliteBackend {
                     write,
@@ -151,7 +151,7 @@ impl Store<SqliteBackend> {
                     .max_lifetime(None)
                     .connect_with(memory)
                     .await?;
-                migrate::migrator(migrate::SQLITE).run(&write).await?;
+                migrate::SQLITE.migrator().run(&write).await?;
                 SqliteBackend {
                     read: write.clone(),
                     write,

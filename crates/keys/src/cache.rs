@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use moka::sync::Cache;
 
+use crate::budget::{Budget, budgets_over};
 use crate::db::StoredKey;
 use crate::error::{Error, Refusal};
 use crate::limits::Limits;
@@ -42,6 +43,10 @@ pub struct Caller {
     pub key_limits: Limits,
     /// The tenant's limits over its tier's: shared by its keys.
     pub tenant_limits: Limits,
+    /// The key's own budgets over its tier's: spent by it alone.
+    pub key_budgets: Arc<[Budget]>,
+    /// The tenant's budgets over its tier's: spent by all its keys.
+    pub tenant_budgets: Arc<[Budget]>,
     /// The key's tags, then the tenant's.
     pub tags: Vec<String>,
 }
@@ -169,10 +174,11 @@ impl KeyCache {
         if tenant.state == TenantState::Blocked {
             return Err(Refusal::TenantBlocked.into());
         }
-        let key_limits = k.limits.over(&self.tier_limits(k.tier.as_deref()).await?);
-        let tenant_limits = tenant
-            .limits
-            .over(&self.tier_limits(tenant.tier.as_deref()).await?);
+        let key_tier = self.tier(k.tier.as_deref()).await?;
+        let tenant_tier = self.tier(tenant.tier.as_deref()).await?;
+        let (key_limits, key_budgets) = resolve(&k.limits, &k.budgets, key_tier.as_deref());
+        let (tenant_limits, tenant_budgets) =
+            resolve(&tenant.limits, &tenant.budgets, tenant_tier.as_deref());
         let mut tags = k.tags.clone();
         tags.extend(tenant.tags.iter().cloned());
         Ok(Caller {
@@ -180,6 +186,8 @@ impl KeyCache {
             key_id: Arc::from(k.id.as_str()),
             key_limits,
             tenant_limits,
+            key_budgets,
+            tenant_budgets,
             tags,
         })
     }
@@ -203,10 +211,10 @@ impl KeyCache {
         Ok(t)
     }
 
-    /// A tier's limits; none (or one deleted under us) limits nothing.
-    async fn tier_limits(&self, name: Option<&str>) -> Result<Limits, Error> {
+    /// A tier; none (or one deleted under us) limits nothing.
+    async fn tier(&self, name: Option<&str>) -> Result<Option<Arc<Tier>>, Error> {
         let Some(name) = name else {
-            return Ok(Limits::default());
+            return Ok(None);
         };
         let tier = match self.tiers.get(name) {
             Some(t) => t,
@@ -217,6 +225,17 @@ impl KeyCache {
                 t
             }
         };
-        Ok(tier.map(|t| t.limits.clone()).unwrap_or_default())
+        Ok(tier)
+    }
+}
+
+/// Own limits and budgets over those of `tier`.
+fn resolve(limits: &Limits, budgets: &[Budget], tier: Option<&Tier>) -> (Limits, Arc<[Budget]>) {
+    match tier {
+        Some(t) => (
+            limits.over(&t.limits),
+            budgets_over(budgets, &t.budgets).into(),
+        ),
+        None => (limits.clone(), budgets.into()),
     }
 }

@@ -105,6 +105,7 @@ pub(crate) fn decode_tier(row: &impl Columns) -> Result<Tier, Error> {
     Ok(Tier {
         name: t("name")?,
         limits: json::<Limits>(&t("limits")?, "tiers", "limits")?,
+        budgets: json(&t("budgets")?, "tiers", "budgets")?,
         created_at: i("created_at")?,
         updated_at: i("updated_at")?,
     })
@@ -118,6 +119,7 @@ pub(crate) fn decode_tenant(row: &impl Columns) -> Result<TenantRecord, Error> {
         name: t("name")?,
         tier: row.text("tier")?,
         limits: json(&t("limits")?, "tenants", "limits")?,
+        budgets: json(&t("budgets")?, "tenants", "budgets")?,
         tags: json(&t("tags")?, "tenants", "tags")?,
         state: TenantState::parse(&state)
             .ok_or_else(|| Error::Corrupt(format!("tenants.state {state:?}")))?,
@@ -138,6 +140,7 @@ pub(crate) fn decode_key(row: &impl Columns) -> Result<StoredKey, Error> {
             name: row.text("name")?,
             tier: row.text("tier")?,
             limits: json(&t("limits")?, "api_keys", "limits")?,
+            budgets: json(&t("budgets")?, "api_keys", "budgets")?,
             tags: json(&t("tags")?, "api_keys", "tags")?,
             state: KeyState::parse(&state)
                 .ok_or_else(|| Error::Corrupt(format!("api_keys.state {state:?}")))?,

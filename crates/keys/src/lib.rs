@@ -41,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 mod cache;
 mod clock;
 mod db;
@@ -53,6 +54,10 @@ mod secret;
 mod sql;
 mod store;
 
+pub use budget::{
+    Budget, MAX_BUDGETS, MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS, Money, Period, budgets_over,
+    validate_budgets,
+};
 pub use cache::{AuthError, Caller, Change, KEY_TTL, KeyCache, TIER_TTL};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Refusal};

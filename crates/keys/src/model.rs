@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Budget;
 use crate::error::Error;
 use crate::limits::Limits;
 
@@ -14,6 +15,8 @@ pub struct Tier {
     pub name: String,
     /// Its limits.
     pub limits: Limits,
+    /// Its budgets: each member (tenant or key) spends its own.
+    pub budgets: Vec<Budget>,
     /// When it was created (ms since the epoch).
     pub created_at: i64,
     /// When it last changed.
@@ -39,6 +42,8 @@ pub struct TenantRecord {
     pub tier: Option<String>,
     /// Its own limits, over its tier's; shared by all its keys.
     pub limits: Limits,
+    /// Its own budgets, over its tier's; spent by all its keys together.
+    pub budgets: Vec<Budget>,
     /// Free-form tags (team, cost centre).
     pub tags: Vec<String>,
     /// Active or blocked.
@@ -116,6 +121,8 @@ pub struct KeyRecord {
     pub tier: Option<String>,
     /// Its own limits, over its tier's; its alone.
     pub limits: Limits,
+    /// Its own budgets, over its tier's; its alone.
+    pub budgets: Vec<Budget>,
     /// Free-form tags.
     pub tags: Vec<String>,
     /// Its state.
@@ -178,6 +185,9 @@ pub struct NewTenant {
     /// Its own limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Its own budgets.
+    #[serde(default)]
+    pub budgets: Vec<Budget>,
     /// Tags.
     #[serde(default)]
     pub tags: Vec<String>,
@@ -198,13 +208,17 @@ pub struct NewKey {
     /// Its own limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Its own budgets.
+    #[serde(default)]
+    pub budgets: Vec<Budget>,
     /// Tags.
     #[serde(default)]
     pub tags: Vec<String>,
 }
 
 /// Changes to a tenant or key; absent fields stay as they are. `tier:
-/// null` removes the tier, `limits` replaces the limits whole.
+/// null` removes the tier, `limits` and `budgets` replace the old ones
+/// whole.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Update {
@@ -214,6 +228,9 @@ pub struct Update {
     /// The new limits.
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// The new budgets.
+    #[serde(default)]
+    pub budgets: Option<Vec<Budget>>,
     /// The new tags.
     #[serde(default)]
     pub tags: Option<Vec<String>>,

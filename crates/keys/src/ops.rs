@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::budget::{Budget, validate_budgets};
 use crate::db::{Conn, StoredKey, args};
 use crate::error::Error;
 use crate::limits::Limits;
@@ -29,12 +30,17 @@ pub(crate) async fn create_tier<C: Conn>(
     c: &mut C,
     name: &str,
     limits: &Limits,
+    budgets: &[Budget],
     now: i64,
 ) -> Result<Tier, Error> {
     validate_name("name", name)?;
     limits.validate("limits")?;
+    validate_budgets("budgets", budgets)?;
     let rows = c
-        .tiers(sql::INSERT_TIER, args![name, json(limits), now])
+        .tiers(
+            sql::INSERT_TIER,
+            args![name, json(limits), now, json(&budgets)],
+        )
         .await?;
     first(rows).ok_or_else(|| Error::Conflict {
         what: "tier",
@@ -42,15 +48,28 @@ pub(crate) async fn create_tier<C: Conn>(
     })
 }
 
+/// Replaces the limits and/or the budgets of tier `name` (`None`: as
+/// they are).
 pub(crate) async fn update_tier<C: Conn>(
     c: &mut C,
     name: &str,
-    limits: &Limits,
+    limits: Option<&Limits>,
+    budgets: Option<&[Budget]>,
     now: i64,
 ) -> Result<Tier, Error> {
+    let cur = tier(c, name).await?.ok_or_else(|| Error::NotFound {
+        what: "tier",
+        name: name.to_owned(),
+    })?;
+    let limits = limits.unwrap_or(&cur.limits);
+    let budgets = budgets.unwrap_or(&cur.budgets);
     limits.validate("limits")?;
+    validate_budgets("budgets", budgets)?;
     let rows = c
-        .tiers(sql::UPDATE_TIER, args![name, json(limits), now])
+        .tiers(
+            sql::UPDATE_TIER,
+            args![name, json(limits), now, json(&budgets)],
+        )
         .await?;
     first(rows).ok_or_else(|| Error::NotFound {
         what: "tier",
@@ -79,6 +98,7 @@ pub(crate) async fn create_tenant<C: Conn>(
 ) -> Result<TenantRecord, Error> {
     validate_name("name", &new.name)?;
     new.limits.validate("limits")?;
+    validate_budgets("budgets", &new.budgets)?;
     validate_tags(&new.tags)?;
     check_tier(c, "tier", new.tier.as_deref()).await?;
     let rows = c
@@ -89,7 +109,8 @@ pub(crate) async fn create_tenant<C: Conn>(
                 new.tier.as_deref(),
                 json(&new.limits),
                 json(&new.tags),
-                now
+                now,
+                json(&new.budgets)
             ],
         )
         .await?;
@@ -117,12 +138,19 @@ pub(crate) async fn update_tenant<C: Conn>(
     now: i64,
 ) -> Result<TenantRecord, Error> {
     let cur = existing_tenant(c, name).await?;
-    let (tier, limits, tags) = apply(update, cur.tier, cur.limits, cur.tags)?;
-    check_tier(c, "tier", tier.as_deref()).await?;
+    let a = apply(update, cur.tier, cur.limits, cur.budgets, cur.tags)?;
+    check_tier(c, "tier", a.tier.as_deref()).await?;
     let rows = c
         .tenants(
             sql::UPDATE_TENANT,
-            args![name, tier, json(&limits), json(&tags), now],
+            args![
+                name,
+                a.tier,
+                json(&a.limits),
+                json(&a.tags),
+                now,
+                json(&a.budgets)
+            ],
         )
         .await?;
     first(rows).ok_or_else(|| Error::NotFound {
@@ -131,19 +159,32 @@ pub(crate) async fn update_tenant<C: Conn>(
     })
 }
 
+/// A tenant's or key's fields after an [`Update`].
+struct Applied {
+    tier: Option<String>,
+    limits: Limits,
+    budgets: Vec<Budget>,
+    tags: Vec<String>,
+}
+
 /// The fields of `update` over the current ones, checked.
 fn apply(
     update: &Update,
     tier: Option<String>,
     limits: Limits,
+    budgets: Vec<Budget>,
     tags: Vec<String>,
-) -> Result<(Option<String>, Limits, Vec<String>), Error> {
-    let tier = update.tier.clone().unwrap_or(tier);
-    let limits = update.limits.clone().unwrap_or(limits);
-    let tags = update.tags.clone().unwrap_or(tags);
-    limits.validate("limits")?;
-    validate_tags(&tags)?;
-    Ok((tier, limits, tags))
+) -> Result<Applied, Error> {
+    let a = Applied {
+        tier: update.tier.clone().unwrap_or(tier),
+        limits: update.limits.clone().unwrap_or(limits),
+        budgets: update.budgets.clone().unwrap_or(budgets),
+        tags: update.tags.clone().unwrap_or(tags),
+    };
+    a.limits.validate("limits")?;
+    validate_budgets("budgets", &a.budgets)?;
+    validate_tags(&a.tags)?;
+    Ok(a)
 }
 
 /// Moves tenant `name` to `to`; already there is not an error.
@@ -177,6 +218,7 @@ pub(crate) async fn issue_key<C: Conn>(
 ) -> Result<IssuedKey, Error> {
     validate_label("name", new.name.as_deref())?;
     new.limits.validate("limits")?;
+    validate_budgets("budgets", &new.budgets)?;
     validate_tags(&new.tags)?;
     existing_tenant(c, &new.tenant).await?;
     check_tier(c, "tier", new.tier.as_deref()).await?;
@@ -199,7 +241,8 @@ async fn insert_key<C: Conn>(c: &mut C, new: &NewKey, now: i64) -> Result<Issued
                     new.tier.as_deref(),
                     json(&new.limits),
                     json(&new.tags),
-                    now
+                    now,
+                    json(&new.budgets)
                 ],
             )
             .await?;
@@ -245,12 +288,19 @@ pub(crate) async fn update_key<C: Conn>(
     now: i64,
 ) -> Result<KeyRecord, Error> {
     let cur = existing_key(c, id).await?;
-    let (tier, limits, tags) = apply(update, cur.tier, cur.limits, cur.tags)?;
-    check_tier(c, "tier", tier.as_deref()).await?;
+    let a = apply(update, cur.tier, cur.limits, cur.budgets, cur.tags)?;
+    check_tier(c, "tier", a.tier.as_deref()).await?;
     let rows = c
         .keys(
             sql::UPDATE_KEY,
-            args![id, tier, json(&limits), json(&tags), now],
+            args![
+                id,
+                a.tier,
+                json(&a.limits),
+                json(&a.tags),
+                now,
+                json(&a.budgets)
+            ],
         )
         .await?;
     match first(rows) {
@@ -259,7 +309,8 @@ pub(crate) async fn update_key<C: Conn>(
     }
 }
 
-/// Issues a key like `id` (tenant, label, tier, limits, tags) and lets
+/// Issues a key like `id` (tenant, label, tier, limits, budgets, tags)
+/// and lets
 /// `id` work for `grace` more.
 pub(crate) async fn rotate_key<C: Conn>(
     c: &mut C,
@@ -282,6 +333,7 @@ pub(crate) async fn rotate_key<C: Conn>(
         name: old.name.clone(),
         tier: old.tier.clone(),
         limits: old.limits.clone(),
+        budgets: old.budgets.clone(),
         tags: old.tags.clone(),
     };
     let new = insert_key(c, &like, now).await?;

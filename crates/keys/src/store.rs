@@ -1,17 +1,17 @@
 //! [`KeyStore`]: tiers, tenants and keys in SQLite (one machine) or
 //! PostgreSQL (several gateways), with the schema embedded.
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sluice_migrate::{Schema, Step};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use sqlx::{PgConnection, SqlSafeStr, SqliteConnection};
+use sqlx::{PgConnection, SqliteConnection};
 
+use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::db::{Conn, StoredKey};
 use crate::error::Error;
@@ -25,37 +25,33 @@ use crate::ops;
 /// database and keeps its history in sqlx's default one.
 const MIGRATIONS_TABLE: &str = "_sluice_keys_migrations";
 
-const SQLITE: &[(i64, &str, &str)] = &[(
-    1,
-    "tiers, tenants, keys",
-    include_str!("../migrations/sqlite/0001_keys.sql"),
-)];
+const SQLITE: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "tiers, tenants, keys",
+        include_str!("../migrations/sqlite/0001_keys.sql"),
+    ),
+    Step::new(
+        2,
+        "budgets",
+        include_str!("../migrations/sqlite/0002_budgets.sql"),
+    ),
+])
+.table(MIGRATIONS_TABLE);
 
-const POSTGRES: &[(i64, &str, &str)] = &[(
-    1,
-    "tiers, tenants, keys",
-    include_str!("../migrations/postgres/0001_keys.sql"),
-)];
-
-/// A migrator over `migrations`, built by hand (no sqlx proc macros).
-fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
-    let mut m = Migrator::with_migrations(
-        migrations
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    );
-    m.dangerous_set_table_name(MIGRATIONS_TABLE);
-    m
-}
+const POSTGRES: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "tiers, tenants, keys",
+        include_str!("../migrations/postgres/0001_keys.sql"),
+    ),
+    Step::new(
+        2,
+        "budgets",
+        include_str!("../migrations/postgres/0002_budgets.sql"),
+    ),
+])
+.table(MIGRATIONS_TABLE);
 
 /// Longest wait for a pooled PostgreSQL connection (as the job store's).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -143,7 +139,7 @@ impl KeyStore {
             .max_connections(4)
             .connect_with(connect)
             .await?;
-        migrator(SQLITE).run(&pool).await?;
+        SQLITE.migrator().run(&pool).await?;
         Ok(KeyStore::new(Db::Sqlite(pool)))
     }
 
@@ -163,7 +159,7 @@ impl KeyStore {
             .max_lifetime(None)
             .connect_with(connect)
             .await?;
-        migrator(SQLITE).run(&pool).await?;
+        SQLITE.migrator().run(&pool).await?;
         Ok(KeyStore::new(Db::Sqlite(pool)))
     }
 
@@ -189,7 +185,7 @@ impl KeyStore {
     /// # Errors
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn from_pool(pool: PgPool) -> Result<KeyStore, Error> {
-        migrator(POSTGRES).run(&pool).await?;
+        POSTGRES.migrator().run(&pool).await?;
         Ok(KeyStore::new(Db::Postgres(pool)))
     }
 
@@ -226,8 +222,22 @@ impl KeyStore {
     /// [`Error::Invalid`] naming a bad field, [`Error::Conflict`] if it
     /// exists.
     pub async fn create_tier(&self, name: &str, limits: &Limits) -> Result<Tier, Error> {
+        self.create_tier_with(name, limits, &[]).await
+    }
+
+    /// Creates tier `name` with budgets: each member spends its own.
+    ///
+    /// # Errors
+    /// As [`create_tier`](Self::create_tier); a bad budget is named
+    /// (`budgets[0].period`).
+    pub async fn create_tier_with(
+        &self,
+        name: &str,
+        limits: &Limits,
+        budgets: &[Budget],
+    ) -> Result<Tier, Error> {
         let now = self.now_ms();
-        write!(self, |c| ops::create_tier(c, name, limits, now))
+        write!(self, |c| ops::create_tier(c, name, limits, budgets, now))
     }
 
     /// Replaces the limits of tier `name`: every member follows.
@@ -235,8 +245,22 @@ impl KeyStore {
     /// # Errors
     /// [`Error::Invalid`] naming a bad field, [`Error::NotFound`].
     pub async fn update_tier(&self, name: &str, limits: &Limits) -> Result<Tier, Error> {
+        self.update_tier_with(name, Some(limits), None).await
+    }
+
+    /// Replaces the limits and/or the budgets of tier `name` (`None`
+    /// keeps them): every member follows.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming a bad field, [`Error::NotFound`].
+    pub async fn update_tier_with(
+        &self,
+        name: &str,
+        limits: Option<&Limits>,
+        budgets: Option<&[Budget]>,
+    ) -> Result<Tier, Error> {
         let now = self.now_ms();
-        write!(self, |c| ops::update_tier(c, name, limits, now))
+        write!(self, |c| ops::update_tier(c, name, limits, budgets, now))
     }
 
     /// Tier `name`, if it exists.

@@ -111,6 +111,11 @@ pub struct ApiConfig {
     pub jitter_ms: u64,
     /// Faults it injects.
     pub faults: Faults,
+    /// A `Cache-Control` header on its successful answers, as a real API
+    /// sends one (GitHub: `private, max-age=60, s-maxage=60`); none when
+    /// unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
 }
 
 /// What one model does, all layers applied.

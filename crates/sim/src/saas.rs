@@ -128,7 +128,17 @@ async fn admitted(shared: &Shared, call: &Call, fault: Fault, base: Duration) ->
         );
         return r;
     }
-    Json(body).into_response()
+    let mut r = Json(body).into_response();
+    let cache_control = shared
+        .config
+        .apis
+        .get(&call.api)
+        .and_then(|a| a.cache_control.as_deref())
+        .and_then(|v| HeaderValue::from_str(v).ok());
+    if let Some(v) = cache_control {
+        r.headers_mut().insert(header::CACHE_CONTROL, v);
+    }
+    r
 }
 
 fn server_error(api: &str, status: u16) -> Response {

@@ -12,6 +12,7 @@
 //!   ms later; how late each retry starts against its scheduled time.
 
 use super::note;
+use crate::table::Table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -468,22 +469,17 @@ fn table(r: &Value) -> String {
         r["concurrency"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
-    let _ = writeln!(
-        out,
-        "\n{:<10} {:>14} {:>14} {:>10}",
-        "backend", "enqueue jobs/s", "burn jobs/s", "completed"
-    );
-    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
-    for t in r["throughput"].as_array().into_iter().flatten() {
-        let _ = writeln!(
-            out,
-            "{:<10} {:>14.0} {:>14.0} {:>10.0}",
-            t["backend"].as_str().unwrap_or(""),
-            num(&t["enqueue_jobs_per_second"]),
-            num(&t["burn_jobs_per_second"]),
-            num(&t["completed"])
-        );
+    let num = |v: &Value| format!("{:.0}", v.as_f64().unwrap_or(f64::NAN));
+    let mut t = Table::new(["backend", "enqueue jobs/s", "burn jobs/s", "completed"]).right(1..4);
+    for b in r["throughput"].as_array().into_iter().flatten() {
+        t.row([
+            b["backend"].as_str().unwrap_or("").to_owned(),
+            num(&b["enqueue_jobs_per_second"]),
+            num(&b["burn_jobs_per_second"]),
+            num(&b["completed"]),
+        ]);
     }
+    let _ = write!(out, "\n{}", t.render());
     let rate = &r["rate"];
     if !rate.is_null() {
         let _ = writeln!(

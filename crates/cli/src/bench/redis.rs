@@ -14,6 +14,7 @@
 //! `rate · t + burst`: the over-admission.
 
 use super::note;
+use crate::table::Table;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -417,41 +418,54 @@ fn table(r: &Value) -> String {
         r["duration_s"],
         r["url"].as_str().unwrap_or("")
     );
-    s.push_str(&format!(
-        "{:<16} {:>16} {:>14} {:>10} {:>16}\n",
-        "mode", "decisions/s", "per replica", "p99 ms", "over-admission"
-    ));
+    let mut t = Table::new([
+        "mode",
+        "decisions/s",
+        "per replica",
+        "p99 ms",
+        "over-admission",
+    ])
+    .right(1..5);
     for m in ["naive", "exact", "leased"] {
         let v = &r[m];
         let over = v["over_admission"]["over_admission_percent"]
             .as_f64()
             .map_or("-".to_owned(), |o| format!("{o:.3} %"));
-        s.push_str(&format!(
-            "{:<16} {:>16.0} {:>14.0} {:>10.3} {:>16}\n",
-            m,
-            v["total_decisions_per_second"].as_f64().unwrap_or(0.0),
-            v["per_replica_decisions_per_second"]
-                .as_f64()
-                .unwrap_or(0.0),
-            v["p99_ms"].as_f64().unwrap_or(0.0),
-            over
-        ));
+        t.row([
+            m.to_owned(),
+            format!(
+                "{:.0}",
+                v["total_decisions_per_second"].as_f64().unwrap_or(0.0)
+            ),
+            format!(
+                "{:.0}",
+                v["per_replica_decisions_per_second"]
+                    .as_f64()
+                    .unwrap_or(0.0)
+            ),
+            format!("{:.3}", v["p99_ms"].as_f64().unwrap_or(0.0)),
+            over,
+        ]);
     }
     let b = &r["redis_benchmark"];
-    match b["requests_per_second"].as_f64() {
-        Some(rps) => s.push_str(&format!(
-            "{:<16} {:>16.0} {:>14} {:>10.3} {:>16}\n",
-            "redis-benchmark",
-            rps,
-            "-",
-            b["p99_ms"].as_f64().unwrap_or(0.0),
-            "-"
-        )),
-        None => s.push_str(&format!(
+    let note = match b["requests_per_second"].as_f64() {
+        Some(rps) => {
+            t.row([
+                "redis-benchmark".to_owned(),
+                format!("{rps:.0}"),
+                "-".to_owned(),
+                format!("{:.3}", b["p99_ms"].as_f64().unwrap_or(0.0)),
+                "-".to_owned(),
+            ]);
+            String::new()
+        }
+        None => format!(
             "redis-benchmark: {}\n",
             b["note"].as_str().unwrap_or("not run")
-        )),
-    }
+        ),
+    };
+    s.push_str(&t.render());
+    s.push_str(&note);
     let ratios = &r["ratios"];
     s.push_str(&format!(
         "\nexact / EVALSHA ceiling: {}   leased / naive: {}\n",

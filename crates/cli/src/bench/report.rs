@@ -18,6 +18,8 @@ pub struct Report {
     /// CPUs of this machine, load generator included.
     pub cpus: usize,
     pub latency: LatencyPart,
+    /// (a) in front of a slow upstream.
+    pub slow: SlowPart,
     pub throughput: ThroughputPart,
     pub swarm: SwarmPart,
     pub otel: super::otel::OtelPart,
@@ -34,6 +36,80 @@ pub struct LatencyPart {
     pub added: Added,
     /// Through the gateway, every request a cache hit.
     pub cache_hit: StreamLatency,
+    /// Through the gateway, every request a streamed completion.
+    pub streamed: StreamLatency,
+    /// The in-process gateway's CPU time per request (none for a
+    /// `--target`).
+    pub cpu: Option<CpuPart>,
+}
+
+/// The gateway's CPU time per request, non-streamed and streamed.
+#[derive(Debug, Serialize)]
+pub struct CpuPart {
+    pub non_streamed: Cpu,
+    pub streamed: Cpu,
+}
+
+/// The gateway's CPU time over one stream of (a).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Cpu {
+    /// CPU seconds of the gateway's threads, user and system.
+    pub seconds: f64,
+    /// Requests of the stream.
+    pub requests: u64,
+    /// seconds ÷ requests, in µs.
+    pub us_per_request: f64,
+}
+
+impl Cpu {
+    /// The CPU time between two readings of [`crate::stack::gateway_cpu`]
+    /// over `stream`'s requests.
+    pub fn between(
+        before: Option<Duration>,
+        after: Option<Duration>,
+        stream: &Measured,
+    ) -> Option<Cpu> {
+        let spent = after?.checked_sub(before?)?;
+        let requests = stream.sent.max(1);
+        Some(Cpu {
+            seconds: spent.as_secs_f64(),
+            requests: stream.sent,
+            us_per_request: spent.as_secs_f64() * 1e6 / requests as f64,
+        })
+    }
+}
+
+/// (a) in front of a slow upstream.
+#[derive(Debug, Serialize)]
+pub struct SlowPart {
+    pub rate_per_second: f64,
+    /// How long the upstream takes to answer.
+    pub upstream_ms: f64,
+    pub duration_s: f64,
+    pub direct: StreamLatency,
+    pub gateway: StreamLatency,
+    /// gateway − direct, percentile by percentile.
+    pub added: Added,
+}
+
+impl SlowPart {
+    pub fn new(
+        rate: f64,
+        upstream: Duration,
+        duration: Duration,
+        direct: &Measured,
+        gateway: &Measured,
+    ) -> Self {
+        let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
+        SlowPart {
+            rate_per_second: rate,
+            upstream_ms: upstream.as_secs_f64() * 1e3,
+            duration_s: duration.as_secs_f64(),
+            added: Added::between(&d, &g),
+            direct: d,
+            gateway: g,
+        }
+    }
 }
 
 /// One stream of (a).
@@ -55,6 +131,17 @@ pub struct Added {
     pub p999_ms: f64,
 }
 
+impl Added {
+    fn between(direct: &StreamLatency, gateway: &StreamLatency) -> Self {
+        let (d, g) = (&direct.percentiles, &gateway.percentiles);
+        Added {
+            p50_ms: g.p50_ms - d.p50_ms,
+            p99_ms: g.p99_ms - d.p99_ms,
+            p999_ms: g.p999_ms - d.p999_ms,
+        }
+    }
+}
+
 impl StreamLatency {
     fn new(m: &Measured) -> Self {
         StreamLatency {
@@ -73,20 +160,18 @@ impl LatencyPart {
         direct: &Measured,
         gateway: &Measured,
         cached: &Measured,
+        streamed: &Measured,
     ) -> Self {
         let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
-        let added = Added {
-            p50_ms: g.percentiles.p50_ms - d.percentiles.p50_ms,
-            p99_ms: g.percentiles.p99_ms - d.percentiles.p99_ms,
-            p999_ms: g.percentiles.p999_ms - d.percentiles.p999_ms,
-        };
         LatencyPart {
             rate_per_second: rate,
             duration_s: duration.as_secs_f64(),
+            added: Added::between(&d, &g),
             direct: d,
             gateway: g,
-            added,
             cache_hit: StreamLatency::new(cached),
+            streamed: StreamLatency::new(streamed),
+            cpu: None,
         }
     }
 }
@@ -156,36 +241,48 @@ impl Report {
             "(a) latency, open loop at {} req/s for {:.0} s each, from each request's due time\n    (coordinated omission corrected), limits off; gateway: {via}",
             l.rate_per_second, l.duration_s
         );
-        let _ = writeln!(
-            s,
-            "{:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
-            "", "p50", "p99", "p99.9", "max", "errors"
-        );
+        header_row(&mut s);
         for (name, r) in [
             ("direct", &l.direct),
             ("gateway", &l.gateway),
             ("cache hit", &l.cache_hit),
+            ("streamed", &l.streamed),
         ] {
-            let p = &r.percentiles;
-            let _ = writeln!(
-                s,
-                "{name:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
-                ms(p.p50_ms),
-                ms(p.p99_ms),
-                ms(p.p999_ms),
-                ms(p.max_ms),
-                r.errors + r.dropped
-            );
+            latency_row(&mut s, name, r);
         }
-        let a = &l.added;
+        added_row(&mut s, &l.added);
+        match &l.cpu {
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "gateway CPU per request: {} non-streamed, {} streamed ({:.2} s ÷ {} and {:.2} s ÷ {} requests)",
+                    us(c.non_streamed.us_per_request),
+                    us(c.streamed.us_per_request),
+                    c.non_streamed.seconds,
+                    c.non_streamed.requests,
+                    c.streamed.seconds,
+                    c.streamed.requests,
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "gateway CPU per request: not measured (not in this process)"
+                );
+            }
+        }
+        let w = &self.slow;
         let _ = writeln!(
             s,
-            "{:<10}{:>11}{:>11}{:>11}\n",
-            "added",
-            ms(a.p50_ms),
-            ms(a.p99_ms),
-            ms(a.p999_ms)
+            "\n(a) the same at {} req/s for {:.0} s in front of an upstream that takes {:.0} ms",
+            w.rate_per_second, w.duration_s, w.upstream_ms
         );
+        header_row(&mut s);
+        for (name, r) in [("direct", &w.direct), ("gateway", &w.gateway)] {
+            latency_row(&mut s, name, r);
+        }
+        added_row(&mut s, &w.added);
+        s.push('\n');
 
         let t = &self.throughput;
         let _ = writeln!(
@@ -248,4 +345,41 @@ impl Report {
         s.push_str(&self.otel.table());
         s
     }
+}
+
+fn header_row(s: &mut String) {
+    let _ = writeln!(
+        s,
+        "{:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
+        "", "p50", "p99", "p99.9", "max", "errors"
+    );
+}
+
+fn latency_row(s: &mut String, name: &str, r: &StreamLatency) {
+    let p = &r.percentiles;
+    let _ = writeln!(
+        s,
+        "{name:<10}{:>11}{:>11}{:>11}{:>11}{:>9}",
+        ms(p.p50_ms),
+        ms(p.p99_ms),
+        ms(p.p999_ms),
+        ms(p.max_ms),
+        r.errors + r.dropped
+    );
+}
+
+fn added_row(s: &mut String, a: &Added) {
+    let _ = writeln!(
+        s,
+        "{:<10}{:>11}{:>11}{:>11}",
+        "added",
+        ms(a.p50_ms),
+        ms(a.p99_ms),
+        ms(a.p999_ms)
+    );
+}
+
+/// Microseconds, as the CPU figures are read.
+fn us(v: f64) -> String {
+    format!("{v:.0} µs")
 }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::DemoArgs;
 use crate::stack::Stack;
+use crate::table::Table;
 
 /// The model every agent asks.
 const MODEL: &str = "openai/gpt-4o-mini";
@@ -221,10 +222,11 @@ fn table(off: &CacheRun, on: &CacheRun) -> String {
             format!("{:.1} / {:.1}", on.p50_ms, on.p99_ms),
         ),
     ];
-    let mut out = format!("\n{:<26}{:>18}{:>22}\n", "", "cache off", "cache on");
+    let mut t = Table::new(["", "cache off", "cache on"]).right([1, 2]);
     for (name, a, b) in rows {
-        out.push_str(&format!("{name:<26}{a:>18}{b:>22}\n"));
+        t.row([name.to_owned(), a, b]);
     }
+    let mut out = format!("\n{}", t.render());
     out.push_str(
         "\ncalls saved: answers that made no upstream call, cache hits and identical requests that \
          shared one call in flight.\nA hit spends no provider quota, no limiter token and no budget: \

@@ -4,6 +4,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use crate::table::plain;
+
 /// The jobs of a list, one line each, and the cursor of the next page.
 pub fn list(body: &Value) -> String {
     let jobs = body["jobs"].as_array().cloned().unwrap_or_default();
@@ -21,7 +23,7 @@ pub fn list(body: &Value) -> String {
             ]
         })
         .collect();
-    let mut out = table(
+    let mut out = plain(
         [
             "ID",
             "STATE",
@@ -104,7 +106,7 @@ pub fn queues(body: &Value) -> String {
             row
         })
         .collect();
-    table(
+    plain(
         [
             "QUEUE",
             "STATUS",
@@ -118,34 +120,6 @@ pub fn queues(body: &Value) -> String {
         ],
         &rows,
     )
-}
-
-/// Left-aligned columns, two spaces apart.
-pub(crate) fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
-    let mut widths = head.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == N {
-                l.push_str(cell);
-            } else {
-                let _ = write!(l, "{cell:<w$}  ");
-            }
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(head.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
 }
 
 /// A string value as is, `-` for null.

@@ -6,6 +6,7 @@
 //! appended to it segment by segment, decoded once, and can never leave it
 //! (see [`target`]).
 
+mod cache;
 mod forward;
 pub(crate) mod target;
 
@@ -26,6 +27,7 @@ use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
 use crate::state::{AppState, inflight_resource};
+use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
 
 /// The route, as metrics name it.
@@ -50,6 +52,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
     ServiceBuilder::new()
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
+        .layer(ApiCacheLayer::new(state))
         .layer(AdmissionLayer::new(state))
         .layer(ForwardLayer)
         .layer(RetryLayer::new(state))
@@ -86,6 +89,8 @@ pub(crate) struct Call {
     pub api: String,
     /// The upstream call.
     pub upstream: Upstream,
+    /// What the response cache does for it.
+    pub cache: Ask,
 }
 
 impl Routed for Incoming {
@@ -161,6 +166,7 @@ impl Parse for Incoming {
             provider: None,
         };
         let headers = outgoing_headers(state, &ctx, api, &self.headers)?;
+        let cache = cache::ask(state, &ctx.workspace, &self, url.as_str(), &headers)?;
         let method =
             reqwest::Method::from_bytes(self.method.as_str().as_bytes()).map_err(|_| {
                 ApiError::BadRequest {
@@ -193,6 +199,7 @@ impl Parse for Incoming {
                 deadline,
             },
             api: self.api,
+            cache,
         })
     }
 }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
-use sluice_keys::{Change, Limits, NewTenant, Update};
+use sluice_keys::{Budget, Change, Limits, NewTenant, Update};
 
 use super::keys::{ok, registry, reply, store_error};
 use crate::auth::Admin;
@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 
-/// `POST /v1/tenants` `{"name", "tier"?, "limits"?, "tags"?}`: 201.
+/// `POST /v1/tenants` `{"name", "tier"?, "limits"?, "budgets"?, "tags"?}`: 201.
 pub async fn create(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
     reply(
         async {
@@ -63,7 +63,7 @@ pub async fn show(State(state): State<AppState>, _: Admin, Path(name): Path<Stri
     )
 }
 
-/// `PATCH /v1/tenants/{name}` `{"tier"?, "limits"?, "tags"?}`.
+/// `PATCH /v1/tenants/{name}` `{"tier"?, "limits"?, "budgets"?, "tags"?}`.
 pub async fn update(
     State(state): State<AppState>,
     _: Admin,
@@ -125,16 +125,21 @@ struct NewTier {
     name: String,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    budgets: Vec<Budget>,
 }
 
-/// A tier's new limits.
+/// A tier's new limits and/or budgets (each replaced whole).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TierUpdate {
-    limits: Limits,
+    #[serde(default)]
+    limits: Option<Limits>,
+    #[serde(default)]
+    budgets: Option<Vec<Budget>>,
 }
 
-/// `POST /v1/tiers` `{"name", "limits"}`: 201.
+/// `POST /v1/tiers` `{"name", "limits"?, "budgets"?}`: 201.
 pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
     reply(
         async {
@@ -142,7 +147,7 @@ pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Bo
             let new: NewTier = parse(&body)?;
             let t = r
                 .store()
-                .create_tier(&new.name, &new.limits)
+                .create_tier_with(&new.name, &new.limits, &new.budgets)
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tier(t.name.clone())).await;
@@ -167,8 +172,8 @@ pub async fn list_tiers(State(state): State<AppState>, _: Admin) -> Response {
     )
 }
 
-/// `PUT /v1/tiers/{name}` `{"limits"}`: replaces its limits; every member
-/// follows at once.
+/// `PUT /v1/tiers/{name}` `{"limits"?, "budgets"?}`: replaces its limits
+/// and/or its budgets; every member follows at once.
 pub async fn update_tier(
     State(state): State<AppState>,
     _: Admin,
@@ -181,7 +186,7 @@ pub async fn update_tier(
             let u: TierUpdate = parse(&body)?;
             let t = r
                 .store()
-                .update_tier(&name, &u.limits)
+                .update_tier_with(&name, u.limits.as_ref(), u.budgets.as_deref())
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tier(name)).await;

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use sluice_keys::{
-    AuthError, Change, Error, KeyCache, KeyState, KeyStore, Limits, ManualClock, NewKey, NewTenant,
-    Refusal, TenantState, Update,
+    AuthError, Budget, Change, Error, KeyCache, KeyState, KeyStore, Limits, ManualClock, Money,
+    NewKey, NewTenant, Period, Refusal, TenantState, Update,
 };
 
 /// 2026-01-01T00:00:00Z.
@@ -28,6 +28,7 @@ macro_rules! store_tests {
             revoke_and_block,
             a_tier_change_applies_to_its_members,
             concurrent_rotations_issue_one_key,
+            budgets_are_kept_and_follow_their_tier,
         );
     };
     (@each $factory:expr; $($name:ident),* $(,)?) => {
@@ -148,6 +149,7 @@ pub async fn tenants_refer_to_tiers_and_can_be_blocked(f: &impl Factory) {
         tier: Some(None),
         limits: Some(limits_rpm(5)),
         tags: Some(vec!["team-a".into()]),
+        ..Update::default()
     };
     let t = s.update_tenant("acme", &u).await.unwrap();
     assert_eq!(t.tier, None);
@@ -413,4 +415,97 @@ pub async fn concurrent_rotations_issue_one_key(f: &impl Factory) {
     assert_eq!(keys.len(), 10);
     let rotated = keys.iter().filter(|k| k.state == KeyState::Rotated).count();
     assert_eq!(rotated, 5);
+}
+
+fn budget(name: &str, requests: u64) -> Budget {
+    Budget {
+        name: name.into(),
+        money: None,
+        tokens: None,
+        requests: Some(requests),
+        period: Some(Period::Month),
+        time_zone: Some("Europe/Paris".into()),
+        window_seconds: None,
+    }
+}
+
+pub async fn budgets_are_kept_and_follow_their_tier(f: &impl Factory) {
+    let s = f.make(ManualClock::new(T0)).await;
+    let mut monthly = budget("monthly", 1_000);
+    monthly.money = Some(Money::from_nanodollars(25_000_000_000));
+    let t = s
+        .create_tier_with("pro", &Limits::default(), std::slice::from_ref(&monthly))
+        .await
+        .unwrap();
+    assert_eq!(t.budgets, [monthly.clone()]);
+    // A bad budget is refused by its field, and nothing is created.
+    let mut bad = budget("daily", 10);
+    bad.time_zone = Some("Nowhere/Atlantis".into());
+    assert_eq!(
+        field_of(
+            s.create_tier_with("gold", &Limits::default(), &[bad.clone()])
+                .await
+                .unwrap_err()
+        ),
+        "budgets[0].time_zone"
+    );
+    assert!(s.tier("gold").await.unwrap().is_none());
+    let mut new = tenant("acme", Some("pro"));
+    new.budgets = vec![budget("daily", 50)];
+    let acme = s.create_tenant(&new).await.unwrap();
+    assert_eq!(acme.budgets, new.budgets);
+    let k = s.issue_key(&key_for("acme")).await.unwrap();
+    let cache = KeyCache::with_ttls(
+        s.clone(),
+        Duration::from_secs(3_600),
+        Duration::from_secs(3_600),
+    );
+    let c = cache.authenticate(&k.key).await.unwrap();
+    let names = |b: &[Budget]| b.iter().map(|b| b.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&c.tenant_budgets), ["daily", "monthly"]);
+    assert!(c.key_budgets.is_empty());
+
+    // The tier's change reaches its members (once the cache hears of it).
+    let mut cheaper = budget("monthly", 10);
+    cheaper.window_seconds = Some(86_400);
+    cheaper.period = None;
+    cheaper.time_zone = None;
+    s.update_tier_with("pro", None, Some(std::slice::from_ref(&cheaper)))
+        .await
+        .unwrap();
+    cache.invalidate(&Change::Tier("pro".into()));
+    let c = cache.authenticate(&k.key).await.unwrap();
+    assert_eq!(c.tenant_budgets[1], cheaper);
+
+    // A tenant's own budget of a name wins over its tier's; updates
+    // replace the list whole and are checked by field.
+    let u = Update {
+        budgets: Some(vec![budget("monthly", 3)]),
+        ..Update::default()
+    };
+    let acme = s.update_tenant("acme", &u).await.unwrap();
+    assert_eq!(names(&acme.budgets), ["monthly"]);
+    cache.invalidate(&Change::Tenant("acme".into()));
+    let c = cache.authenticate(&k.key).await.unwrap();
+    assert_eq!(c.tenant_budgets.len(), 1);
+    assert_eq!(c.tenant_budgets[0].requests, Some(3));
+    let u = Update {
+        budgets: Some(vec![budget("a", 1), budget("a", 2)]),
+        ..Update::default()
+    };
+    assert_eq!(
+        field_of(s.update_key(&k.record.id, &u).await.unwrap_err()),
+        "budgets[1].name"
+    );
+    // A key's budgets travel with it through a rotation.
+    let u = Update {
+        budgets: Some(vec![budget("mine", 7)]),
+        ..Update::default()
+    };
+    s.update_key(&k.record.id, &u).await.unwrap();
+    let (rotated, _) = s
+        .rotate_key(&k.record.id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(names(&rotated.record.budgets), ["mine"]);
 }

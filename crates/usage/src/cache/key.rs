@@ -91,6 +91,29 @@ impl CacheKey {
         CacheKey(hasher.finalize().into())
     }
 
+    /// The key of a proxied `GET` to a SaaS API: `url` is the full
+    /// upstream URL (base, path and query as sent), `vary` the request
+    /// headers sent upstream that can change the answer (`accept`, the
+    /// API's version header, the credential), as (lowercase name, value)
+    /// in a fixed order. Two callers with different credentials never
+    /// share an entry, even in a shared namespace.
+    pub fn for_api_get(scope: &Scope, api: &str, url: &str, vary: &[(&str, &[u8])]) -> Self {
+        let mut hasher = Sha256::new();
+        let (kind, name) = scope.tag();
+        let mut part = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        for p in ["sluice-cache/api/1", kind, name, api, "GET", url] {
+            part(p.as_bytes());
+        }
+        for (header, value) in vary {
+            part(header.as_bytes());
+            part(value);
+        }
+        CacheKey(hasher.finalize().into())
+    }
+
     /// The key's lowercase hex digits.
     pub fn to_hex(&self) -> String {
         self.to_string()

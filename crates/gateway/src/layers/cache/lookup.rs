@@ -14,24 +14,12 @@ use sluice_usage::cache::{
 };
 use sluice_usage::{Endpoint, WireFormat};
 
-use crate::cache::{CACHE_HEADER, SESSION_HEADER, SharedCache, TTL_HEADER, TenantCounters};
+use crate::cache::control::{Control, control, header, not_cached, requested_ttl};
+use crate::cache::{CACHE_HEADER, SESSION_HEADER, SharedCache, TenantCounters};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::response::Buffered;
-
-/// What the client asked of the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Control {
-    /// Look up, and store a miss's answer.
-    Use,
-    /// Neither look up nor store.
-    Off,
-    /// Do not look up, but store the new answer.
-    Refresh,
-    /// Answer from the cache or not at all (504).
-    OnlyIfCached,
-}
 
 /// What the cache made of a request.
 pub(super) enum Looked {
@@ -74,50 +62,6 @@ pub(super) struct Asked<'a> {
     pub(super) model: &'a str,
     pub(super) json: &'a Value,
     pub(super) headers: &'a HeaderMap,
-}
-
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(|s| Some(s.trim()).filter(|s| !s.is_empty()))
-            .map_err(|_| ApiError::bad_header(name, "not visible ASCII")),
-    }
-}
-
-fn control(headers: &HeaderMap) -> Result<Control, ApiError> {
-    Ok(match header(headers, CACHE_HEADER)? {
-        None => Control::Use,
-        Some(v) if v.eq_ignore_ascii_case("off") => Control::Off,
-        Some(v) if v.eq_ignore_ascii_case("refresh") => Control::Refresh,
-        Some(v) if v.eq_ignore_ascii_case("only-if-cached") => Control::OnlyIfCached,
-        Some(v) => {
-            return Err(ApiError::bad_header(
-                CACHE_HEADER,
-                format!("must be off, refresh or only-if-cached, not {v:?}"),
-            ));
-        }
-    })
-}
-
-fn requested_ttl(headers: &HeaderMap, max: u64) -> Result<Option<Duration>, ApiError> {
-    let Some(v) = header(headers, TTL_HEADER)? else {
-        return Ok(None);
-    };
-    let seconds: u64 = v
-        .parse()
-        .map_err(|_| ApiError::bad_header(TTL_HEADER, "not a whole number of seconds"))?;
-    if seconds == 0 {
-        return Err(ApiError::bad_header(TTL_HEADER, "must be at least 1"));
-    }
-    if seconds > max {
-        return Err(ApiError::bad_header(
-            TTL_HEADER,
-            format!("must be at most {max} (cache.max_ttl_seconds)"),
-        ));
-    }
-    Ok(Some(Duration::from_secs(seconds)))
 }
 
 /// Looks the request up. Every bad cache header is a 400 naming it, even
@@ -195,12 +139,6 @@ pub(super) async fn lookup(
         refresh: control == Control::Refresh,
         strip_usage: false,
     }))
-}
-
-fn not_cached() -> ApiError {
-    ApiError::Timeout(format!(
-        "{CACHE_HEADER}: only-if-cached, and no cached answer matches this request"
-    ))
 }
 
 /// The response to a hit: the stored answer, or its replay as the stream

@@ -13,7 +13,7 @@ use super::Call;
 use crate::layers::failure::Failure;
 use crate::layers::upstream::{Answered, Upstream};
 use crate::layers::{BoxFuture, Next, Reply, Req, Served, call};
-use crate::response::pass_headers;
+use crate::response::pass_api_headers;
 
 /// Wraps a stack in [`Forward`].
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +80,7 @@ where
 fn stream(a: Answered) -> Response {
     let status =
         StatusCode::from_u16(a.response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let headers = pass_headers(a.response.headers());
+    let headers = pass_api_headers(a.response.headers());
     let (grant, pool) = (a.grant, a.pool);
     let body = a.response.bytes_stream().map(move |chunk| {
         // Held until the body is done (or the client leaves).

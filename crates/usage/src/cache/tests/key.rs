@@ -217,3 +217,104 @@ proptest! {
         prop_assert_eq!(key(&body), key(&again));
     }
 }
+
+#[test]
+fn api_keys_differ_by_scope_url_and_every_varying_header() {
+    let url = "https://api.github.com/repos/o/r/issues?page=2";
+    let base = CacheKey::for_api_get(
+        &tenant("a"),
+        "github",
+        url,
+        &[
+            ("accept", b"application/json"),
+            ("authorization", b"Bearer t1"),
+        ],
+    );
+    let same = CacheKey::for_api_get(
+        &tenant("a"),
+        "github",
+        url,
+        &[
+            ("accept", b"application/json"),
+            ("authorization", b"Bearer t1"),
+        ],
+    );
+    assert_eq!(base, same);
+    let others = [
+        CacheKey::for_api_get(
+            &tenant("b"),
+            "github",
+            url,
+            &[
+                ("accept", b"application/json"),
+                ("authorization", b"Bearer t1"),
+            ],
+        ),
+        CacheKey::for_api_get(
+            &Scope::Shared("a".into()),
+            "github",
+            url,
+            &[
+                ("accept", b"application/json"),
+                ("authorization", b"Bearer t1"),
+            ],
+        ),
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "gitlab",
+            url,
+            &[
+                ("accept", b"application/json"),
+                ("authorization", b"Bearer t1"),
+            ],
+        ),
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "github",
+            "https://api.github.com/repos/o/r/issues?page=3",
+            &[
+                ("accept", b"application/json"),
+                ("authorization", b"Bearer t1"),
+            ],
+        ),
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "github",
+            url,
+            &[("accept", b"text/html"), ("authorization", b"Bearer t1")],
+        ),
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "github",
+            url,
+            &[
+                ("accept", b"application/json"),
+                ("authorization", b"Bearer t2"),
+            ],
+        ),
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "github",
+            url,
+            &[("accept", b"application/json")],
+        ),
+        // A header's value cannot slide into the next header's name.
+        CacheKey::for_api_get(
+            &tenant("a"),
+            "github",
+            url,
+            &[
+                ("accept", b"application/jsonauthorization"),
+                ("", b"Bearer t1"),
+            ],
+        ),
+    ];
+    for (i, other) in others.iter().enumerate() {
+        assert_ne!(base, *other, "variant {i} must miss");
+    }
+    // Never the key of a model request with the same parts.
+    assert_ne!(
+        base,
+        CacheKey::for_request(&tenant("a"), "github", Endpoint::Chat, &json!({}))
+    );
+}

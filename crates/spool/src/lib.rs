@@ -1,0 +1,367 @@
+//! A background writer for records that must not be lost: the audit
+//! trail's and the usage ledger's.
+//!
+//! A [`Spool`] hands records to a task through a bounded queue and never
+//! waits: the task writes them into a [`Sink`] in batches. When the queue
+//! is full (or the task has stopped), or a batch cannot be written,
+//! records are appended to a spill file (one JSON line each) and counted
+//! ([`Spool::spilled`]); the task writes the spill file into the sink
+//! after its next good batch, at start and at shutdown. Only when the
+//! spill file itself cannot be written (or there is none) is a record
+//! lost: counted ([`Spool::lost`]) and logged whole at `error`, so that it
+//! still reaches the operator's logs. [`SpoolTask::shutdown`] is the
+//! poison pill: later records spill, the queue is written out, then the
+//! spill file.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use sluice_spool::{Sink, Spool, SpoolConfig};
+//!
+//! #[derive(Clone, Default)]
+//! struct Memory(Arc<Mutex<Vec<u32>>>);
+//!
+//! impl Sink<u32> for Memory {
+//!     type Error = std::convert::Infallible;
+//!     async fn write(&self, batch: &[u32]) -> Result<(), Self::Error> {
+//!         self.0.lock().unwrap().extend_from_slice(batch);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let sink = Memory::default();
+//! let (spool, task) = Spool::spawn(sink.clone(), SpoolConfig::new("numbers"));
+//! for n in 0..10 {
+//!     spool.push(n);
+//! }
+//! task.shutdown().await; // drains the queue
+//! assert_eq!(sink.0.lock().unwrap().len(), 10);
+//! assert_eq!(spool.written(), 10);
+//! # }
+//! ```
+
+mod file;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// The queue's default depth (the seed's 1,000).
+pub const DEFAULT_QUEUE: usize = 1_000;
+
+/// Records written per batch by default.
+pub const DEFAULT_BATCH: usize = 256;
+
+/// Where a [`Spool`] writes its records.
+pub trait Sink<T>: Send + Sync + 'static {
+    /// Why a batch was not written.
+    type Error: Display + Send;
+
+    /// Stores `batch`, in order, all or nothing (a batch that fails is
+    /// spilled and written again later, whole).
+    fn write(&self, batch: &[T]) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// How a [`Spool`] runs.
+#[derive(Debug, Clone)]
+pub struct SpoolConfig {
+    /// What it writes, for logs (`audit`, `ledger`).
+    pub name: &'static str,
+    /// The queue's depth (at least 1).
+    pub capacity: usize,
+    /// At most this many records per [`Sink::write`] (at least 1).
+    pub batch: usize,
+    /// The spill file (JSON lines); `None`: records that do not fit are
+    /// lost, counted and logged.
+    pub spill: Option<PathBuf>,
+}
+
+impl SpoolConfig {
+    /// [`DEFAULT_QUEUE`], [`DEFAULT_BATCH`], no spill file.
+    pub fn new(name: &'static str) -> SpoolConfig {
+        SpoolConfig {
+            name,
+            capacity: DEFAULT_QUEUE,
+            batch: DEFAULT_BATCH,
+            spill: None,
+        }
+    }
+
+    /// With a queue of `capacity` records.
+    #[must_use]
+    pub fn capacity(mut self, capacity: usize) -> SpoolConfig {
+        self.capacity = capacity;
+        self
+    }
+
+    /// With batches of at most `batch` records.
+    #[must_use]
+    pub fn batch(mut self, batch: usize) -> SpoolConfig {
+        self.batch = batch;
+        self
+    }
+
+    /// Spilling to `path`.
+    #[must_use]
+    pub fn spill(mut self, path: Option<PathBuf>) -> SpoolConfig {
+        self.spill = path;
+        self
+    }
+}
+
+/// Hands records to the writer task without waiting; cheap to clone.
+#[derive(Debug)]
+pub struct Spool<T> {
+    tx: mpsc::Sender<T>,
+    shared: Arc<Shared>,
+}
+
+impl<T> Clone for Spool<T> {
+    fn clone(&self) -> Self {
+        Spool {
+            tx: self.tx.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    name: &'static str,
+    batch: usize,
+    spill: Option<PathBuf>,
+    /// Held while the spill file is appended to or taken for import.
+    lock: std::sync::Mutex<()>,
+    spilled: AtomicU64,
+    lost: AtomicU64,
+    written: AtomicU64,
+    /// Whether the spill file may hold records.
+    pending: AtomicBool,
+}
+
+/// The writer task; [`SpoolTask::shutdown`] drains it.
+#[derive(Debug)]
+pub struct SpoolTask {
+    name: &'static str,
+    close: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl<T> Spool<T>
+where
+    T: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Starts a writer into `sink` (a spill file left by a crash is
+    /// written first).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn spawn<S: Sink<T>>(sink: S, config: SpoolConfig) -> (Spool<T>, SpoolTask) {
+        let (tx, rx) = mpsc::channel(config.capacity.max(1));
+        let (close, close_rx) = oneshot::channel();
+        let pending = config.spill.as_deref().is_some_and(file::exists);
+        let shared = Arc::new(Shared {
+            name: config.name,
+            batch: config.batch.max(1),
+            spill: config.spill,
+            lock: std::sync::Mutex::new(()),
+            spilled: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            pending: AtomicBool::new(pending),
+        });
+        let task = tokio::spawn(run(sink, shared.clone(), rx, close_rx));
+        let task = SpoolTask {
+            name: config.name,
+            close,
+            task,
+        };
+        (Spool { tx, shared }, task)
+    }
+
+    /// Queues `record` and returns at once (see the crate doc for a full
+    /// queue).
+    pub fn push(&self, record: T) {
+        match self.tx.try_send(record) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
+                self.shared.spill(std::slice::from_ref(&r));
+            }
+        }
+    }
+}
+
+impl<T> Spool<T> {
+    /// Records written to the spill file so far.
+    pub fn spilled(&self) -> u64 {
+        self.shared.spilled.load(Ordering::Relaxed)
+    }
+
+    /// Records that could be neither queued nor spilled (each logged).
+    pub fn lost(&self) -> u64 {
+        self.shared.lost.load(Ordering::Relaxed)
+    }
+
+    /// Records the sink has taken so far (spilled ones when written back).
+    pub fn written(&self) -> u64 {
+        self.shared.written.load(Ordering::Relaxed)
+    }
+
+    /// Records waiting in the queue now.
+    pub fn queued(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+}
+
+impl SpoolTask {
+    /// Stops taking records (later ones spill), writes out the queue and
+    /// the spill file, and waits for the task to end.
+    pub async fn shutdown(self) {
+        let _ = self.close.send(());
+        if let Err(e) = self.task.await {
+            tracing::error!(spool = self.name, error = %e, "writer task failed");
+        }
+    }
+}
+
+impl Shared {
+    /// Appends `records` to the spill file; counts them spilled or lost.
+    fn spill<T: Serialize>(&self, records: &[T]) {
+        let n = records.len() as u64;
+        let written = match &self.spill {
+            Some(path) => {
+                let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                file::append(path, records)
+            }
+            None => Err(std::io::Error::other("no spill file")),
+        };
+        match written {
+            Ok(()) => {
+                self.spilled.fetch_add(n, Ordering::Relaxed);
+                self.pending.store(true, Ordering::Release);
+                tracing::warn!(
+                    spool = self.name,
+                    records = n,
+                    "queue full or store failing: spilled"
+                );
+            }
+            Err(e) => {
+                self.lost.fetch_add(n, Ordering::Relaxed);
+                for r in records {
+                    let line = serde_json::to_string(r).unwrap_or_default();
+                    tracing::error!(spool = self.name, error = %e, record = %line, "record lost");
+                }
+            }
+        }
+    }
+
+    /// Writes the spill file into `sink`; on failure it stays for the
+    /// next try.
+    async fn import<T, S>(&self, sink: &S)
+    where
+        T: DeserializeOwned,
+        S: Sink<T>,
+    {
+        let Some(spill) = &self.spill else {
+            return;
+        };
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let taken = file::importing(spill);
+        {
+            // Records spilled from now on go to a fresh file.
+            let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !taken.exists()
+                && let Err(e) = std::fs::rename(spill, &taken)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(spool = self.name, error = %e, "spill file not taken");
+                self.pending.store(true, Ordering::Release);
+                return;
+            }
+        }
+        let records: Vec<T> = match file::read(&taken, self.name) {
+            Ok(records) => records,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                tracing::warn!(spool = self.name, error = %e, "spill file unreadable");
+                self.pending.store(true, Ordering::Release);
+                return;
+            }
+        };
+        for chunk in records.chunks(self.batch) {
+            if let Err(e) = sink.write(chunk).await {
+                // The whole file is tried again: a batch may be stored
+                // twice only if the remove below fails.
+                tracing::warn!(spool = self.name, error = %e, "spill not written yet");
+                self.pending.store(true, Ordering::Release);
+                return;
+            }
+        }
+        self.written
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        if let Err(e) = std::fs::remove_file(&taken) {
+            tracing::warn!(spool = self.name, error = %e, "spill file not removed");
+        }
+        tracing::info!(
+            spool = self.name,
+            records = records.len(),
+            "spill written to the store"
+        );
+    }
+}
+
+async fn run<T, S>(
+    sink: S,
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<T>,
+    mut close: oneshot::Receiver<()>,
+) where
+    T: Serialize + DeserializeOwned + Send,
+    S: Sink<T>,
+{
+    shared.import(&sink).await;
+    let mut batch = Vec::with_capacity(shared.batch);
+    let mut watching_close = true;
+    loop {
+        tokio::select! {
+            // Drain first: a close must not overtake queued records.
+            biased;
+            n = rx.recv_many(&mut batch, shared.batch) => {
+                if n == 0 {
+                    break;
+                }
+                match sink.write(&batch).await {
+                    Ok(()) => {
+                        shared.written.fetch_add(n as u64, Ordering::Relaxed);
+                        shared.import(&sink).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(spool = shared.name, error = %e, records = n, "batch not written");
+                        shared.spill(&batch);
+                    }
+                }
+                batch.clear();
+            }
+            closed = &mut close, if watching_close => {
+                watching_close = false;
+                if closed.is_ok() {
+                    rx.close();
+                }
+            }
+        }
+    }
+    shared.import(&sink).await;
+}
+
+#[cfg(test)]
+mod tests;
