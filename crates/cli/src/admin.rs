@@ -14,7 +14,7 @@ use crate::table::plain;
 
 /// Where the gateway is and the operator's token.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Target {
+pub(crate) struct Target {
     /// The gateway's base URL.
     #[arg(
         long,
@@ -34,6 +34,18 @@ pub struct Target {
     /// Print the gateway's JSON answer instead of a table.
     #[arg(long, global = true)]
     json: bool,
+}
+
+#[cfg(test)]
+impl Target {
+    /// The defaults, for tests of what a command sends.
+    pub(crate) fn default_for_tests() -> Target {
+        Target {
+            target: "http://127.0.0.1:8080".into(),
+            admin_token: None,
+            json: false,
+        }
+    }
 }
 
 /// Limits given on the command line; only those given are sent.
@@ -298,7 +310,8 @@ enum TiersCommand {
 
 /// How an answer is shown.
 #[derive(Debug, Clone, Copy)]
-enum Shape {
+pub(crate) enum Shape {
+    Audit,
     Key,
     Keys,
     Tenant,
@@ -307,11 +320,11 @@ enum Shape {
     Tiers,
 }
 
-struct Request {
-    method: Method,
-    path: String,
-    body: Option<Value>,
-    shape: Shape,
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) body: Option<Value>,
+    pub(crate) shape: Shape,
 }
 
 fn req(method: Method, path: String, body: Option<Value>, shape: Shape) -> Request {
@@ -463,7 +476,9 @@ pub async fn tiers(args: TiersArgs) -> ExitCode {
     run("tiers", &args.target, tiers_request(&args.command)).await
 }
 
-async fn run(command: &str, target: &Target, r: Request) -> ExitCode {
+/// Sends `r` to the gateway `target` names and prints the answer (a
+/// table, or JSON with `--json`); `command` names the failure.
+pub(crate) async fn run(command: &str, target: &Target, r: Request) -> ExitCode {
     let answer = crate::client::send(Call {
         target: &target.target,
         method: r.method,
@@ -538,6 +553,7 @@ fn budgets(v: &Value) -> String {
 fn show(shape: Shape, b: &Value) -> String {
     let list = |k: &str| b[k].as_array().cloned().unwrap_or_default();
     match shape {
+        Shape::Audit => crate::audit::show(b),
         Shape::Key => {
             let mut out = String::new();
             if let Some(k) = b["key"].as_str() {

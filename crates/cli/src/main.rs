@@ -2,6 +2,7 @@
 
 mod admin;
 mod args;
+mod audit;
 mod bench;
 mod client;
 mod demo;
@@ -63,6 +64,8 @@ enum Command {
     Tenants(admin::TenantsArgs),
     /// Create, list and change tiers: named limits tenants and keys share.
     Tiers(admin::TiersArgs),
+    /// Who changed what: the audit trail of administrative acts (admin token).
+    Audit(audit::AuditArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
             | Command::Keys(_)
             | Command::Tenants(_)
             | Command::Tiers(_)
+            | Command::Audit(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
+        Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),
         } => runtime().block_on(bench::gateway(args)),

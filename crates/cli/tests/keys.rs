@@ -1,6 +1,7 @@
 //! `sluice tiers`, `sluice tenants` and `sluice keys` against a running
 //! `sluice serve`: create, issue (the key printed once), list, rotate,
-//! revoke and block, and errors that name the field.
+//! revoke and block, and errors that name the field; `sluice audit`
+//! shows what they did.
 
 mod serve;
 
@@ -130,6 +131,43 @@ fn keys_tenants_and_tiers_from_the_command_line() {
     );
     let err = f.fails(&["keys", "list"], Some("wrong"));
     assert!(err.contains("403"), "{err}");
+
+    // Every act above is in the audit trail; the writer is a batch behind.
+    let mut found = Value::Null;
+    for _ in 0..500 {
+        found = f.json(&["audit", "--kind", "key"]);
+        if found["entries"].as_array().map_or(0, Vec::len) >= 4 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kinds: Vec<&str> = found["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["key.revoke", "key.block", "key.rotate", "key.issue"],
+        "newest first: {found}"
+    );
+    let table = f.ok(&["audit", "--actor", "admin", "--limit", "2"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("TIME (UTC)") && lines[0].contains("CHANGE"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("key.revoke") && lines[1].contains(&new_id),
+        "{table}"
+    );
+    assert!(lines[1].contains("state: blocked→revoked"), "{table}");
+    assert!(lines[3].starts_with("more: --before "), "{table}");
+    let err = f.fails(&["audit", "--limit", "0"], Some(ADMIN));
+    assert!(err.contains("400") && err.contains("limit"), "{err}");
+    let err = f.fails(&["audit", "--from", "yesterday"], Some(ADMIN));
+    assert!(err.contains("`from`"), "{err}");
 }
 
 #[test]

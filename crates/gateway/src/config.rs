@@ -3,6 +3,7 @@
 //! overrides. Unknown keys are errors that name the key and where it came
 //! from.
 
+mod audit;
 mod cache;
 mod defaults;
 mod jobs;
@@ -20,6 +21,7 @@ use sluice_admit::{PoolConfig, QueueConfig};
 
 pub use crate::trace::{Retention, Rotation};
 
+pub use audit::AuditConfig;
 pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
@@ -95,6 +97,8 @@ pub struct Config {
     /// OpenTelemetry export over OTLP; off without the section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otel: Option<OtelSettings>,
+    /// The audit trail of administrative acts.
+    pub audit: AuditConfig,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]

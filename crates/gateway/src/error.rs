@@ -56,6 +56,15 @@ pub enum ApiError {
         /// Capacity per window and the window, for `RateLimit-Policy`.
         policy: Option<(u64, Duration)>,
     },
+    /// A budget of the caller's key or tenant has no room for the call
+    /// until it resets.
+    #[error("{message}")]
+    BudgetExceeded {
+        /// Which budget, what is spent and when it resets.
+        message: String,
+        /// Until the reset.
+        retry_after: Duration,
+    },
     /// The admission queue is full.
     #[error("queue full ({scope}): try again later")]
     QueueFull {
@@ -114,9 +123,9 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::RateLimited { .. } | ApiError::QueueFull { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::QueueFull { .. }
+            | ApiError::BudgetExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -139,6 +148,8 @@ impl ApiError {
             ApiError::BodyTimeout(_) => ("invalid_request_error", "body_timeout"),
             ApiError::RateLimited { .. } => ("rate_limit_error", "rate_limited"),
             ApiError::QueueFull { .. } => ("rate_limit_error", "queue_full"),
+            // OpenAI's own type for a spent quota, so SDKs show it as such.
+            ApiError::BudgetExceeded { .. } => ("insufficient_quota", "budget_exceeded"),
             ApiError::BadGateway(_) => ("upstream_error", "bad_gateway"),
             ApiError::Unavailable { .. } => ("service_unavailable", "unavailable"),
             ApiError::Timeout(_) => ("timeout_error", "deadline_exceeded"),
@@ -152,6 +163,7 @@ impl ApiError {
             ApiError::RateLimited { retry_after, .. }
             | ApiError::QueueFull { retry_after, .. }
             | ApiError::Unavailable { retry_after, .. } => *retry_after,
+            ApiError::BudgetExceeded { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }

@@ -50,17 +50,13 @@ impl Jobs {
         };
         let store_config =
             StoreConfig::default().idempotency_ttl(Duration::from_secs(j.idempotency_ttl_seconds));
+        location.create_dir().map_err(|e| fail(e.to_string()))?;
         let store = match &location {
-            StoreLocation::Sqlite(path) => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-                }
-                AnyStore::Sqlite(
-                    SqliteStore::open(path, store_config)
-                        .await
-                        .map_err(|e| fail(chain(&e)))?,
-                )
-            }
+            StoreLocation::Sqlite(path) => AnyStore::Sqlite(
+                SqliteStore::open(path, store_config)
+                    .await
+                    .map_err(|e| fail(chain(&e)))?,
+            ),
             StoreLocation::Postgres(url) => AnyStore::Postgres(
                 PostgresStore::connect(url, store_config)
                     .await

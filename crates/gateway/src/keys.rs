@@ -71,13 +71,9 @@ impl KeyRegistry {
             store: location.display(),
             detail,
         };
+        location.create_dir().map_err(|e| fail(e.to_string()))?;
         let store = match &location {
-            StoreLocation::Sqlite(path) => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-                }
-                KeyStore::open(path).await
-            }
+            StoreLocation::Sqlite(path) => KeyStore::open(path).await,
             StoreLocation::Postgres(url) => KeyStore::connect(url).await,
         }
         .map_err(|e| fail(chain(&e)))?;

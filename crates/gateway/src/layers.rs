@@ -4,7 +4,7 @@
 //! architecture's picture:
 //!
 //! ```text
-//! auth → observe → context → dedup → admission → fallback → provider
+//! auth → observe → context → cache → dedup → admission → budget → fallback → provider
 //!      → usage → retry → limits → bulkhead → wire
 //! ```
 //!
@@ -27,6 +27,7 @@
 
 pub(crate) mod admission;
 pub mod auth;
+pub(crate) mod budget;
 pub(crate) mod bulkhead;
 pub(crate) mod cache;
 pub mod context;
@@ -136,6 +137,9 @@ pub(crate) struct Notes {
     /// The admission slot, from admission until the answer is published
     /// to the requests that joined it (or dropped with the notes).
     pub admission: Option<Permit<Shared>>,
+    /// The call's budget reservation, from the budget layer until an
+    /// answer takes it to settle (see `usage`).
+    pub budget: Option<sluice_usage::budget::Hold>,
 }
 
 /// An answer for the client.

@@ -15,7 +15,9 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod body;
+mod budgets;
 mod cache;
 pub mod config;
 mod credentials;

@@ -201,6 +201,10 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Time spent in the admission queue, by priority (seconds)."),
     ("sluice_queue_rejected_total", Kind::Counter, Unit::Count,
         "Requests refused admission, by reason (requests)."),
+    ("sluice_budget_refusals_total", Kind::Counter, Unit::Count,
+        "Model calls refused by a budget of their key or tenant, by scope (key, tenant) and reason (exceeded, too_large, unpriced, store) (requests)."),
+    ("sluice_budget_warnings_total", Kind::Counter, Unit::Count,
+        "Model calls admitted with a budget of their key or tenant at 80 % or more of a cap, by scope (requests)."),
     ("sluice_redis_degraded", Kind::Gauge, Unit::Count,
         "1 while Redis cannot be reached and shared limits follow the failure mode, else 0 (boolean)."),
     ("sluice_busy", Kind::Gauge, Unit::Count,
@@ -327,6 +331,17 @@ pub fn queue_wait(priority: &'static str, seconds: f64) {
 /// `workspace_full`, `deadline`).
 pub fn queue_rejected(reason: &'static str) {
     counter!("sluice_queue_rejected_total", "reason" => reason).increment(1);
+}
+
+/// Counts a call refused by a budget of `scope` (`key`, `tenant`) for
+/// `reason` (`exceeded`, `too_large`, `unpriced`, `store`).
+pub fn budget_refused(scope: &'static str, reason: &'static str) {
+    counter!("sluice_budget_refusals_total", "scope" => scope, "reason" => reason).increment(1);
+}
+
+/// Counts a call admitted with a budget of `scope` at 80 % or more.
+pub fn budget_warned(scope: &'static str) {
+    counter!("sluice_budget_warnings_total", "scope" => scope).increment(1);
 }
 
 /// Sets the busy signal (the backlog exceeds twice the dispatch concurrency per waiting lane).

@@ -106,6 +106,43 @@ pub struct Meta {
     /// What the response cache did (`x-sluice-cache`: `miss` or
     /// `bypass`; a hit sets its own headers), when it was asked.
     pub cache: Option<&'static str>,
+    /// The tightest budget of the caller, when it has budgets.
+    pub budget: Option<BudgetNote>,
+}
+
+/// The budget with the least room left, as the call's reservation found
+/// it: `x-sluice-budget-remaining: 42%; budget="tenant:acme:monthly";
+/// reset=86400`, and from 80 % spent `x-sluice-budget-warning`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetNote {
+    /// The budget's id (`tenant:acme:monthly`, `key:{id}:daily`).
+    pub budget: String,
+    /// The share of its tightest cap spent, this call's worst case
+    /// included.
+    pub used: f64,
+    /// Until the spend of this call stops counting.
+    pub resets_in: std::time::Duration,
+}
+
+impl BudgetNote {
+    fn apply(&self, h: &mut axum::http::HeaderMap) {
+        let remaining = ((1.0 - self.used) * 100.0).floor().clamp(0.0, 100.0) as u8;
+        let value = format!(
+            "{remaining}%; budget={:?}; reset={}",
+            self.budget,
+            self.resets_in.as_secs()
+        );
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert("x-sluice-budget-remaining", v);
+        }
+        if self.used >= crate::budgets::WARN_AT {
+            let spent = (self.used * 100.0).round() as u64;
+            let warning = format!("budget {:?} is {spent}% spent", self.budget);
+            if let Ok(v) = HeaderValue::from_str(&warning) {
+                h.insert("x-sluice-budget-warning", v);
+            }
+        }
+    }
 }
 
 impl Meta {
@@ -133,6 +170,9 @@ impl Meta {
             && !h.contains_key("x-sluice-cache")
         {
             h.insert("x-sluice-cache", HeaderValue::from_static(c));
+        }
+        if let Some(b) = &self.budget {
+            b.apply(h);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! exist without a declared [`Owner`]; each handler takes that owner's
 //! extractor (see [`crate::auth`]) before it reads its body.
 
+pub mod audit;
 pub mod cache;
 pub mod catalog;
 pub mod jobs;
@@ -90,6 +91,7 @@ fn table() -> Vec<Entry> {
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
         entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
         entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
+        entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),

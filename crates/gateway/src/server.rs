@@ -51,6 +51,14 @@ impl Gateway {
             let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
             let _ = state.keystore.set(keys);
         }
+        if state.config.audit.enabled {
+            let audit = crate::audit::Audit::open(&state.config).await?;
+            state.limiter.on_change(audit.reductions());
+            if let Some(r) = &state.redis {
+                r.on_change(audit.reductions());
+            }
+            let _ = state.audit.set(audit);
+        }
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;

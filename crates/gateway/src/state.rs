@@ -66,6 +66,10 @@ pub struct Inner {
     pub(crate) traces: Option<TraceWriter>,
     /// The OpenTelemetry exporter; `None` without `[otel]`.
     pub(crate) otel: Option<sluice_otel::Exporter>,
+    /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
+    pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
+    /// What calls cost, for budgets.
+    pub(crate) prices: sluice_usage::PriceTable,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -73,6 +77,8 @@ pub struct Inner {
     /// Tenants and keys managed at run time; set by `Gateway::bind` when
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
+    /// The audit trail; set by `Gateway::bind` when `[audit] enabled`.
+    pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
     otel_task: tokio::sync::Mutex<Option<sluice_otel::ExporterTask>>,
 }
@@ -148,12 +154,23 @@ pub enum StartError {
         /// Why.
         detail: String,
     },
+    /// The audit trail's store could not be opened.
+    #[error("cannot open the audit store {store}: {detail}")]
+    Audit {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
     /// The response cache could not be built.
     #[error("response cache: {0}")]
     Cache(String),
+    /// The budgets' count could not be set up.
+    #[error("budgets: {0}")]
+    Budgets(String),
 }
 
 impl AppState {
@@ -256,6 +273,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -280,9 +298,12 @@ impl AppState {
                 cache_flights: Arc::default(),
                 traces,
                 otel,
+                budgets,
+                prices: sluice_usage::PriceTable::defaults(),
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
+                audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
                 otel_task: tokio::sync::Mutex::new(otel_task),
             }),
@@ -340,13 +361,17 @@ impl AppState {
         }
     }
 
-    /// Writes out every queued trace and span and stops the writers.
+    /// Writes out every queued trace, span and audit entry and stops
+    /// the writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
             task.shutdown().await;
         }
         if let Some(task) = self.otel_task.lock().await.take() {
             task.shutdown().await;
+        }
+        if let Some(audit) = self.audit.get() {
+            audit.close().await;
         }
     }
 

@@ -6,52 +6,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Harness, expect_error, header, sim_config};
+use common::{Harness, expect_error, header, postgres_server, sim_config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sluice_jobs::{JobStore, PostgresStore, RetryDecision, StoreConfig};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
-
-/// The server, or `None` (with a note) when none is configured.
-fn server() -> Option<String> {
-    let url = std::env::var("SLUICE_TEST_POSTGRES_URL").ok();
-    if url.is_none() {
-        eprintln!(
-            "note: SLUICE_TEST_POSTGRES_URL is not set; skipping the PostgreSQL jobs API test \
-             (scripts/test starts a server and sets it)"
-        );
-    }
-    url
-}
-
-/// A new, empty database on `server`, as a URL.
-async fn fresh_database(server: &str) -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = format!(
-        "jobs_api_{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let mut conn = PgConnection::connect(server)
-        .await
-        .expect("connect to SLUICE_TEST_POSTGRES_URL");
-    for ddl in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        sqlx::raw_sql(AssertSqlSafe(ddl))
-            .execute(&mut conn)
-            .await
-            .expect("create a database");
-    }
-    conn.close().await.expect("close");
-    let mut url = url::Url::parse(server).expect("a postgres:// URL");
-    url.set_path(&name);
-    url.to_string()
-}
 
 fn http_job() -> Value {
     json!({
@@ -112,7 +73,7 @@ async fn fail_all_for_good(store: &PostgresStore) -> usize {
 /// A gateway without workers (job states stay put) on a fresh database;
 /// the database's URL with it.
 async fn api_only(server: &str) -> (String, Harness) {
-    let url = fresh_database(server).await;
+    let url = common::fresh_database(server, "jobs_api").await;
     let store_url = url.clone();
     let h = Harness::with(sim_config(), move |c| {
         c.jobs.workers = false;
@@ -126,7 +87,9 @@ async fn api_only(server: &str) -> (String, Harness) {
 #[tokio::test]
 async fn the_core_flow_on_postgresql() {
     use reqwest::Method as M;
-    let Some(server) = server() else { return };
+    let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
+        return;
+    };
     let (url, h) = api_only(&server).await;
     assert!(!h.data_dir.join("jobs.db").exists(), "no SQLite file");
 
@@ -251,7 +214,9 @@ async fn the_core_flow_on_postgresql() {
 
 #[tokio::test]
 async fn an_unreachable_postgresql_stops_the_start_naming_the_url_without_its_password() {
-    let Some(server) = server() else { return };
+    let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
+        return;
+    };
     // The server's own URL with a database that does not exist and a password.
     let mut url = url::Url::parse(&server).unwrap();
     url.set_path("no_such_database_here");
@@ -270,8 +235,10 @@ async fn an_unreachable_postgresql_stops_the_start_naming_the_url_without_its_pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_jobs_from_postgresql() {
     use reqwest::Method as M;
-    let Some(server) = server() else { return };
-    let store_url = fresh_database(&server).await;
+    let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
+        return;
+    };
+    let store_url = common::fresh_database(&server, "jobs_api").await;
     let h = Harness::with(sim_config(), move |c| c.jobs.store = store_url).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -302,7 +269,9 @@ async fn workers_run_jobs_from_postgresql() {
 #[tokio::test]
 async fn a_store_that_goes_away_is_a_503_not_a_lost_job() {
     use reqwest::Method as M;
-    let Some(server) = server() else { return };
+    let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
+        return;
+    };
     let (url, h) = api_only(&server).await;
     let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
     json_of(res, StatusCode::CREATED).await;

@@ -45,7 +45,7 @@ mod rfc3339;
 mod tests;
 mod time;
 
-pub use rfc3339::format_rfc3339;
+pub use rfc3339::{format_rfc3339, rfc3339 as parse_rfc3339};
 pub use time::{parse_reset, parse_retry_after};
 
 use std::time::{Duration, SystemTime};

@@ -12,7 +12,7 @@ const EPOCH: DateTime = DateTime::constant(1970, 1, 1, 0, 0, 0, 0);
 /// An RFC 3339 date-time (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, `T`/`Z`
 /// in either case or a space for `T`), as an instant. Seconds may be 60
 /// (a leap second), which lands on the next second.
-pub(super) fn rfc3339(s: &str) -> Option<SystemTime> {
+pub fn rfc3339(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
     let num = |from: usize, to: usize| -> Option<i64> {
         let digits = b.get(from..to)?;

@@ -183,6 +183,9 @@ pub struct CapacityChange {
     /// When, on the limiter's clock (recovery steps are applied lazily and
     /// carry the time they were due).
     pub at: Instant,
+    /// The peer that announced the change (another replica, on a shared
+    /// limiter's capacity bus); `None` for a change this limiter made.
+    pub announced_by: Option<String>,
 }
 
 /// What set the capacity in force below the configured one.

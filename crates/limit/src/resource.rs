@@ -415,6 +415,7 @@ impl State {
                 window: self.limit.window(),
                 reason: ChangeReason::Recovered,
                 at: shared.instant(at),
+                announced_by: None,
             });
         }
         if self.limit == a.configured
@@ -536,6 +537,7 @@ impl State {
             window: self.limit.window(),
             reason: ChangeReason::Throttled,
             at: shared.instant(now),
+            announced_by: None,
         };
         shared.emit(change.clone());
         Some(change)
@@ -572,6 +574,7 @@ impl State {
             window: limit.window(),
             reason: ChangeReason::Configured,
             at: shared.instant(now),
+            announced_by: None,
         });
         // The head may fit now, or may need a different wait.
         self.wake_head();

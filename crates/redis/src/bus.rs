@@ -117,5 +117,6 @@ pub(crate) fn receive(inner: &std::sync::Arc<Inner>, payload: &str) {
         window: limit.window(),
         reason: ChangeReason::Throttled,
         at: std::time::Instant::now(),
+        announced_by: Some(update.agent_id.clone()),
     });
 }

@@ -32,9 +32,12 @@
 //! ```
 
 mod bounds;
+pub mod budget;
 pub mod cache;
 mod estimate;
 mod price;
+#[cfg(feature = "redis")]
+mod redis_link;
 mod sse;
 mod stream;
 mod wire;

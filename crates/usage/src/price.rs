@@ -59,6 +59,20 @@ impl Price {
     }
 }
 
+impl Price {
+    /// What `usage` cost at this price, `cached_prompt` of its prompt
+    /// tokens read from the provider's cache. Rounded once, to the
+    /// nearest nanodollar.
+    pub fn cost(&self, usage: &crate::Usage, cached_prompt: u64) -> Cost {
+        let cached = cached_prompt.min(usage.prompt_tokens);
+        let pico = u128::from(usage.prompt_tokens - cached) * u128::from(self.input)
+            + u128::from(cached) * u128::from(self.cached_input)
+            + u128::from(usage.completion_tokens) * u128::from(self.output);
+        let nanos = (pico + 500) / 1_000;
+        Cost(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
+
 /// A cost, in nanodollars.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Cost(u64);
@@ -208,13 +222,7 @@ impl PriceTable {
     /// read from the provider's cache; `None` for a model without a price.
     /// Rounded once, to the nearest nanodollar.
     pub fn cost(&self, model: &str, usage: &crate::Usage, cached_prompt: u64) -> Option<Cost> {
-        let p = self.price(model)?;
-        let cached = cached_prompt.min(usage.prompt_tokens);
-        let pico = u128::from(usage.prompt_tokens - cached) * u128::from(p.input)
-            + u128::from(cached) * u128::from(p.cached_input)
-            + u128::from(usage.completion_tokens) * u128::from(p.output);
-        let nanos = (pico + 500) / 1_000;
-        Some(Cost(u64::try_from(nanos).unwrap_or(u64::MAX)))
+        Some(self.price(model)?.cost(usage, cached_prompt))
     }
 }
 

@@ -139,6 +139,7 @@ impl Default for Config {
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
             otel: None,
+            audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }
     }

@@ -114,6 +114,40 @@ impl StoreLocation {
             StoreLocation::Postgres(url) => redact_url(url),
         }
     }
+
+    /// Where a store configured as `store` lives: `"jobs"` (the file
+    /// `{data_dir}/{file}` beside SQLite jobs, or the job store's
+    /// PostgreSQL), `"sqlite"` (`{data_dir}/{file}`) or a PostgreSQL URL.
+    pub fn beside_jobs(
+        store: &str,
+        data_dir: &Path,
+        jobs: &JobsConfig,
+        file: &str,
+    ) -> StoreLocation {
+        let file = || StoreLocation::Sqlite(data_dir.join(file));
+        match store {
+            super::WITH_JOBS => match jobs.location(data_dir) {
+                StoreLocation::Sqlite(_) => file(),
+                pg @ StoreLocation::Postgres(_) => pg,
+            },
+            SQLITE => file(),
+            url => StoreLocation::Postgres(url.to_owned()),
+        }
+    }
+
+    /// Creates the directory of a SQLite file (PostgreSQL needs none).
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn create_dir(&self) -> std::io::Result<()> {
+        match self {
+            StoreLocation::Sqlite(path) => match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+                _ => Ok(()),
+            },
+            StoreLocation::Postgres(_) => Ok(()),
+        }
+    }
 }
 
 impl JobsConfig {

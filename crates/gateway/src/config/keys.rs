@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{JobsConfig, SQLITE, StoreLocation};
+use super::jobs::{JobsConfig, StoreLocation};
 
 /// `store` for "wherever the job store is".
 pub const WITH_JOBS: &str = "jobs";
@@ -42,14 +42,6 @@ impl Default for KeysConfig {
 impl KeysConfig {
     /// Where the store lives, `data_dir` holding the SQLite file.
     pub fn location(&self, data_dir: &Path, jobs: &JobsConfig) -> StoreLocation {
-        let file = || StoreLocation::Sqlite(data_dir.join("keys.db"));
-        match self.store.as_str() {
-            WITH_JOBS => match jobs.location(data_dir) {
-                StoreLocation::Sqlite(_) => file(),
-                pg @ StoreLocation::Postgres(_) => pg,
-            },
-            SQLITE => file(),
-            url => StoreLocation::Postgres(url.to_owned()),
-        }
+        StoreLocation::beside_jobs(&self.store, data_dir, jobs, "keys.db")
     }
 }

@@ -220,6 +220,15 @@ impl Tenant {
         self.caller.as_ref()
     }
 
+    /// Who the caller is in the audit trail: `key:{id}` for a key of the
+    /// key store, else `tenant:{name}`.
+    pub fn actor(&self) -> String {
+        match &self.caller {
+            Some(c) => format!("key:{}", c.key_id),
+            None => format!("tenant:{}", self.name),
+        }
+    }
+
     /// Authenticates the caller of `headers` by the static keys alone
     /// (or, open, by its workspace).
     ///

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
+use super::budget::BudgetLayer;
 use super::bulkhead::BulkheadLayer;
 use super::cache::CacheLayer;
 use super::context::{Context, ContextLayer, Parse};
@@ -39,9 +40,10 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(CacheLayer::new(state))
         .layer(DedupLayer)
         .layer(AdmissionLayer::new(state))
+        .layer(BudgetLayer::new(state))
         .layer(FallbackLayer::new(state))
         .layer(ProviderLayer::new(state))
-        .layer(UsageLayer)
+        .layer(UsageLayer::new(state))
         .layer(RetryLayer::new(state))
         .layer(LimitsLayer::new(state))
         .layer(BulkheadLayer::new(state))

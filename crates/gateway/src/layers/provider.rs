@@ -283,7 +283,8 @@ async fn read(
             attempts,
         })?;
     let answer = adapter.answer(&outbound.exchange, status, bytes);
-    d.reserved.settle(answer.usage);
+    d.reserved
+        .settle_answer(answer.usage, answer.status.is_success());
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;

@@ -5,8 +5,9 @@
 //! cut before its end settles what it used so far ([`super::provider`]).
 //!
 //! The layer hands the call's grant up as a [`Reserved`], so that nothing
-//! above it can release the grant without settling it; the usage ledger
-//! and budgets settle here too.
+//! above it can release the grant without settling it. An answer takes
+//! the call's budget reservation from the notes with it (priced at the
+//! model that answered), settled with the same usage.
 
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
@@ -19,6 +20,8 @@ use tower::{Layer, Service};
 use super::failure::Failure;
 use super::upstream::{Answered, Upstream};
 use super::{BoxFuture, Next, Req, Served, call};
+use crate::budgets::Priced;
+use crate::state::AppState;
 
 /// The tokens reserved for a call, held until its usage is known.
 #[derive(Debug)]
@@ -26,16 +29,27 @@ pub(crate) struct Reserved {
     grant: Permit,
     /// The resources the tokens were reserved on.
     tokens: Vec<String>,
+    /// The call's budget reservation, if its caller has budgets.
+    budget: Option<Priced>,
 }
 
 impl Reserved {
-    /// Settles the reservation with `usage` (the estimate stands without
-    /// it) and releases the grant.
-    pub(crate) fn settle(mut self, usage: Option<Usage>) {
+    /// Settles the reservation of a call that succeeded with `usage` (the
+    /// estimate stands without it) and releases the grant.
+    pub(crate) fn settle(self, usage: Option<Usage>) {
+        self.settle_answer(usage, true);
+    }
+
+    /// [`settle`](Self::settle) for an answer that may be a failure: one
+    /// that reports no usage cost nothing against the budgets.
+    pub(crate) fn settle_answer(mut self, usage: Option<Usage>, success: bool) {
         if let Some(u) = usage {
             for t in &self.tokens {
                 let _ = self.grant.settle_part(t, u.total_tokens);
             }
+        }
+        if let Some(b) = self.budget.take() {
+            b.settle(usage, success);
         }
     }
 }
@@ -52,20 +66,34 @@ pub(crate) struct Delivery {
 }
 
 /// Wraps a stack in [`Settle`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UsageLayer;
+#[derive(Debug, Clone)]
+pub(crate) struct UsageLayer {
+    state: AppState,
+}
+
+impl UsageLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        UsageLayer {
+            state: state.clone(),
+        }
+    }
+}
 
 impl<S> Layer<S> for UsageLayer {
     type Service = Settle<S>;
 
     fn layer(&self, inner: S) -> Settle<S> {
-        Settle { inner }
+        Settle {
+            state: self.state.clone(),
+            inner,
+        }
     }
 }
 
 /// See the module doc.
 #[derive(Debug, Clone)]
 pub(crate) struct Settle<S> {
+    state: AppState,
     inner: S,
 }
 
@@ -84,13 +112,22 @@ where
     fn call(&mut self, req: Req<Upstream>) -> Self::Future {
         let inner = self.inner.clone();
         let tokens = req.call.plan.settle.clone();
+        let price = self.state.prices.price(&req.call.plan.name).copied();
         Box::pin(async move {
-            let Served { result, notes } = call(inner, req).await;
+            let Served { result, mut notes } = call(inner, req).await;
+            // An answer came: it settles the budgets (a failure leaves the
+            // reservation in the notes, for another candidate or the
+            // budget layer to give back).
+            let budget = match &result {
+                Ok(_) => notes.budget.take().map(|hold| Priced { hold, price }),
+                Err(_) => None,
+            };
             let result = result.map(|a| Delivery {
                 response: a.response,
                 reserved: Reserved {
                     grant: a.grant,
                     tokens,
+                    budget,
                 },
                 pool: a.pool,
                 attempts: a.attempts,

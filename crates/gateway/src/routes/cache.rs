@@ -9,6 +9,7 @@ use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::audit::{ADMIN, Act};
 use crate::auth::{Admin, Tenant};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -19,22 +20,31 @@ use crate::state::AppState;
 pub async fn invalidate(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Query(query)) = query else {
-        return ApiError::BadRequest {
-            message: "the query string is not `name=value` pairs".into(),
-            param: None,
-        }
-        .into_response();
+        return act.answer(
+            ApiError::BadRequest {
+                message: "the query string is not `name=value` pairs".into(),
+                param: None,
+            }
+            .into_response(),
+        );
     };
-    match crate::cache::filter(&state.config, &query) {
+    act.answer(match crate::cache::filter(&state.config, &query) {
         Ok(filter) => {
             let removed = state.cache.invalidate(&filter).await;
+            // What was asked for, in a stable order.
+            let asked: std::collections::BTreeMap<_, _> = query.iter().collect();
+            state.record(
+                act.entry(ADMIN, "cache.purge", "cache")
+                    .after(json!({"filter": asked, "removed": removed})),
+            );
             Json(json!({"removed": removed})).into_response()
         }
         Err(e) => e.into_response(),
-    }
+    })
 }
 
 /// `GET /v1/cache/stats`: the whole cache's counters and size.

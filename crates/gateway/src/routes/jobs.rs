@@ -21,6 +21,7 @@ use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
+use crate::audit::Act;
 use crate::auth::Tenant;
 use crate::body::Body;
 use crate::error::{ApiError, chain};
@@ -224,7 +225,7 @@ async fn owned(store: &AnyStore, tenant: &Tenant, id: JobId) -> Result<Job, ApiE
 
 /// What a call does to one of the caller's jobs.
 #[derive(Clone, Copy)]
-enum Act {
+enum JobCall {
     Read,
     Retry,
     Cancel,
@@ -236,16 +237,17 @@ pub async fn get_job(
     tenant: Tenant,
     Path(id): Path<String>,
 ) -> Response {
-    act(state, tenant, id, Act::Read).await
+    call(state, tenant, None, id, JobCall::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
 pub async fn retry(
     State(state): State<AppState>,
     tenant: Tenant,
+    act: Act,
     Path(id): Path<String>,
 ) -> Response {
-    act(state, tenant, id, Act::Retry).await
+    call(state, tenant, Some(act), id, JobCall::Retry).await
 }
 
 /// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
@@ -253,30 +255,63 @@ pub async fn retry(
 pub async fn cancel(
     State(state): State<AppState>,
     tenant: Tenant,
+    act: Act,
     Path(id): Path<String>,
 ) -> Response {
-    act(state, tenant, id, Act::Cancel).await
+    call(state, tenant, Some(act), id, JobCall::Cancel).await
 }
 
-/// Finds the caller's job `id` (404 for another tenant's) and does `what`.
-async fn act(state: AppState, tenant: Tenant, id: String, what: Act) -> Response {
-    reply(
+/// Finds the caller's job `id` (404 for another tenant's) and does `what`
+/// (a change recorded in the audit trail as made in `act`).
+async fn call(
+    state: AppState,
+    tenant: Tenant,
+    act: Option<Act>,
+    id: String,
+    what: JobCall,
+) -> Response {
+    let answer = reply(
         async {
             let store = store(&state)?;
-            let job = owned(store, &tenant, job_id(&id)?).await?;
-            let job = match what {
-                Act::Read => job,
-                Act::Retry => {
-                    let job = store.retry(job.id).await.map_err(store_error)?;
+            let was = owned(store, &tenant, job_id(&id)?).await?;
+            let (job, kind) = match what {
+                JobCall::Read => return Ok(axum::Json(job_json(&was)).into_response()),
+                JobCall::Retry => {
+                    let job = store.retry(was.id).await.map_err(store_error)?;
                     notify(&state, &job.queue);
-                    job
+                    (job, "job.retry")
                 }
-                Act::Cancel => store.cancel(job.id).await.map_err(store_error)?,
+                JobCall::Cancel => (
+                    store.cancel(was.id).await.map_err(store_error)?,
+                    "job.cancel",
+                ),
             };
+            if let Some(act) = &act {
+                state.record(
+                    act.entry(&tenant.actor(), kind, &job.id.to_string())
+                        .before(job_summary(&was))
+                        .after(job_summary(&job)),
+                );
+            }
             Ok(axum::Json(job_json(&job)).into_response())
         }
         .await,
-    )
+    );
+    match &act {
+        Some(act) => act.answer(answer),
+        None => answer,
+    }
+}
+
+/// What the audit trail keeps of a job: where it is, not its payload.
+fn job_summary(job: &Job) -> Value {
+    json!({
+        "queue": job.queue,
+        "kind": job.kind,
+        "tenant": job.tenant,
+        "state": job.state.as_str(),
+        "attempts": job.attempts,
+    })
 }
 
 #[cfg(test)]

@@ -12,9 +12,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use sluice_keys::{Change, KeyRecord, NewKey, Update};
 
+use crate::audit::{ADMIN, Act, snapshot};
 use crate::auth::Admin;
 use crate::body::Body;
 use crate::error::{ApiError, chain};
@@ -72,17 +73,27 @@ pub(crate) fn parse_or_default<T: serde::de::DeserializeOwned + Default>(
 
 /// `POST /v1/keys` `{"tenant", "name"?, "tier"?, "limits"?, "tags"?}`:
 /// 201 with the key (`key`, shown this once) and its record.
-pub async fn issue(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
-    reply(
+pub async fn issue(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Body(body): Body,
+) -> Response {
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let new: NewKey = parse(&body)?;
             let issued = r.store().issue_key(&new).await.map_err(store_error)?;
             tracing::info!(key = %issued.record.id, tenant = %issued.record.tenant, "key issued");
+            // The record, never the key itself.
+            state.record(
+                act.entry(ADMIN, "key.issue", &issued.record.id)
+                    .after(snapshot(&issued.record)),
+            );
             Ok((StatusCode::CREATED, axum::Json(issued)).into_response())
         }
         .await,
-    )
+    ))
 }
 
 /// `GET /v1/keys[?tenant=NAME]`: keys without their secrets.
@@ -128,23 +139,39 @@ pub async fn show(State(state): State<AppState>, _: Admin, Path(id): Path<String
     )
 }
 
+/// The key `id` as it is before a change, when the audit trail wants it.
+async fn before(state: &AppState, r: &KeyRegistry, id: &str) -> Result<Value, ApiError> {
+    if !state.audited() {
+        return Ok(Value::Null);
+    }
+    let k = r.store().key(id).await.map_err(store_error)?;
+    Ok(snapshot(&k))
+}
+
 /// `PATCH /v1/keys/{id}` `{"tier"?, "limits"?, "tags"?}`.
 pub async fn update(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(id): Path<String>,
     Body(body): Body,
 ) -> Response {
-    reply(
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let u: Update = parse(&body)?;
+            let was = before(&state, r, &id).await?;
             let k = r.store().update_key(&id, &u).await.map_err(store_error)?;
-            r.changed(Change::Key(id)).await;
+            r.changed(Change::Key(id.clone())).await;
+            state.record(
+                act.entry(ADMIN, "key.update", &id)
+                    .before(was)
+                    .after(snapshot(&k)),
+            );
             ok(&k)
         }
         .await,
-    )
+    ))
 }
 
 /// What `POST /v1/keys/{id}/rotate` may say.
@@ -160,10 +187,11 @@ struct Rotate {
 pub async fn rotate(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(id): Path<String>,
     Body(body): Body,
 ) -> Response {
-    reply(
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let req: Rotate = parse_or_default(&body)?;
@@ -173,15 +201,20 @@ pub async fn rotate(
                 .rotate_key(&id, grace)
                 .await
                 .map_err(store_error)?;
-            r.changed(Change::Key(id)).await;
+            r.changed(Change::Key(id.clone())).await;
             tracing::info!(old = %old.id, new = %new.record.id, ?grace, "key rotated");
+            state.record(
+                act.entry(ADMIN, "key.rotate", &id)
+                    .before(snapshot(&old))
+                    .after(snapshot(&new.record)),
+            );
             let mut body =
                 serde_json::to_value(&new).map_err(|e| ApiError::Internal(e.to_string()))?;
             body["previous"] = serde_json::to_value(&old).unwrap_or_default();
             Ok((StatusCode::CREATED, axum::Json(body)).into_response())
         }
         .await,
-    )
+    ))
 }
 
 /// What a state change does.
@@ -192,10 +225,11 @@ enum Action {
     Unblock,
 }
 
-async fn set_state(state: &AppState, id: String, action: Action) -> Response {
-    reply(
+async fn set_state(state: &AppState, act: &Act, id: String, action: Action) -> Response {
+    act.answer(reply(
         async {
             let r = registry(state)?;
+            let was = before(state, r, &id).await?;
             let s = r.store();
             let k = match action {
                 Action::Revoke => s.revoke_key(&id).await,
@@ -203,25 +237,46 @@ async fn set_state(state: &AppState, id: String, action: Action) -> Response {
                 Action::Unblock => s.unblock_key(&id).await,
             }
             .map_err(store_error)?;
-            r.changed(Change::Key(id)).await;
+            r.changed(Change::Key(id.clone())).await;
             tracing::info!(key = %k.id, state = k.state.as_str(), "key state changed");
+            let kind = match action {
+                Action::Revoke => "key.revoke",
+                Action::Block => "key.block",
+                Action::Unblock => "key.unblock",
+            };
+            state.record(act.entry(ADMIN, kind, &id).before(was).after(snapshot(&k)));
             ok(&k)
         }
         .await,
-    )
+    ))
 }
 
 /// `POST /v1/keys/{id}/revoke`: refused from now on, for good.
-pub async fn revoke(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
-    set_state(&state, id, Action::Revoke).await
+pub async fn revoke(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(id): Path<String>,
+) -> Response {
+    set_state(&state, &act, id, Action::Revoke).await
 }
 
 /// `POST /v1/keys/{id}/block`: refused until unblocked.
-pub async fn block(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
-    set_state(&state, id, Action::Block).await
+pub async fn block(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(id): Path<String>,
+) -> Response {
+    set_state(&state, &act, id, Action::Block).await
 }
 
 /// `POST /v1/keys/{id}/unblock`.
-pub async fn unblock(State(state): State<AppState>, _: Admin, Path(id): Path<String>) -> Response {
-    set_state(&state, id, Action::Unblock).await
+pub async fn unblock(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(id): Path<String>,
+) -> Response {
+    set_state(&state, &act, id, Action::Unblock).await
 }

@@ -23,6 +23,7 @@ use sluice_limit::Capacity;
 use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 
+use crate::audit::{ADMIN, Act};
 use crate::auth::{Admin, Tenant};
 use crate::body::Body;
 use crate::context::Context;
@@ -375,15 +376,22 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
             .map(|_| tokens_resource(&resource));
         (Some(resource.clone()), tokens)
     };
-    state
-        .limits
-        .observe(
-            None,
-            requests.as_deref(),
-            tokens.as_deref(),
-            b.status,
-            &limits,
-        )
+    // A reduction this report causes is the reporter's in the audit trail.
+    // The call is made inside the scope: the in-process limiter does its
+    // work when called, not when polled.
+    let observed = async {
+        state
+            .limits
+            .observe(
+                None,
+                requests.as_deref(),
+                tokens.as_deref(),
+                b.status,
+                &limits,
+            )
+            .await
+    };
+    crate::audit::caused_by(tenant.actor().into(), observed)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
     current(state, tenant.name(), &resource).await
@@ -429,13 +437,19 @@ struct SetBody {
 pub async fn set(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(resource): Path<String>,
     Body(body): Body,
 ) -> Response {
-    reply(set_inner(&state, &resource, &body).await)
+    act.answer(reply(set_inner(&state, &act, &resource, &body).await))
 }
 
-async fn set_inner(state: &AppState, resource: &str, body: &Bytes) -> Result<Value, ApiError> {
+async fn set_inner(
+    state: &AppState,
+    act: &Act,
+    resource: &str,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
     let b: SetBody = parse(body)?;
     if b.capacity == 0 {
         return Err(ApiError::bad_field(
@@ -451,14 +465,11 @@ async fn set_inner(state: &AppState, resource: &str, body: &Bytes) -> Result<Val
             param: Some("capacity".into()),
         });
     }
+    let was = state.limiter.get_capacity(resource).ok();
     let window = match b.window_ms {
         Some(0) => return Err(ApiError::bad_field("window_ms", "must be at least 1")),
         Some(ms) => Duration::from_millis(ms),
-        None => state
-            .limiter
-            .get_capacity(resource)
-            .map(|c| c.window)
-            .unwrap_or(Duration::from_secs(1)),
+        None => was.as_ref().map_or(Duration::from_secs(1), |c| c.window),
     };
     state
         .limiter
@@ -469,5 +480,12 @@ async fn set_inner(state: &AppState, resource: &str, body: &Bytes) -> Result<Val
         .get_capacity(resource)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
+    let limit =
+        |c: &Capacity| json!({"capacity": c.total, "window_ms": c.window.as_millis() as u64});
+    let mut entry = act.entry(ADMIN, "limit.set", resource).after(limit(&cap));
+    if let Some(was) = &was {
+        entry = entry.before(limit(was));
+    }
+    state.record(entry);
     Ok(capacity_json(&cap, resource))
 }

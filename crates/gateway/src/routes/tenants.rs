@@ -7,10 +7,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use sluice_keys::{Budget, Change, Limits, NewTenant, Update};
 
 use super::keys::{ok, registry, reply, store_error};
+use crate::audit::{ADMIN, Act, snapshot};
 use crate::auth::Admin;
 use crate::body::Body;
 use crate::error::ApiError;
@@ -18,18 +19,41 @@ use crate::routes::limits::parse;
 use crate::state::AppState;
 
 /// `POST /v1/tenants` `{"name", "tier"?, "limits"?, "budgets"?, "tags"?}`: 201.
-pub async fn create(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
-    reply(
+pub async fn create(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Body(body): Body,
+) -> Response {
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let new: NewTenant = parse(&body)?;
             let t = r.store().create_tenant(&new).await.map_err(store_error)?;
             // A name looked up before it existed may be cached as absent.
             r.changed(Change::Tenant(t.name.clone())).await;
+            state.record(
+                act.entry(ADMIN, "tenant.create", &t.name)
+                    .after(snapshot(&t)),
+            );
             Ok((StatusCode::CREATED, axum::Json(t)).into_response())
         }
         .await,
-    )
+    ))
+}
+
+/// The tenant `name` as it is before a change, when the audit trail
+/// wants it.
+async fn tenant_before(state: &AppState, name: &str) -> Result<Value, ApiError> {
+    if !state.audited() {
+        return Ok(Value::Null);
+    }
+    let t = registry(state)?
+        .store()
+        .tenant(name)
+        .await
+        .map_err(store_error)?;
+    Ok(snapshot(&t))
 }
 
 /// `GET /v1/tenants`: the tenants of the store (those of the config file
@@ -67,55 +91,79 @@ pub async fn show(State(state): State<AppState>, _: Admin, Path(name): Path<Stri
 pub async fn update(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(name): Path<String>,
     Body(body): Body,
 ) -> Response {
-    reply(
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let u: Update = parse(&body)?;
+            let was = tenant_before(&state, &name).await?;
             let t = r
                 .store()
                 .update_tenant(&name, &u)
                 .await
                 .map_err(store_error)?;
-            r.changed(Change::Tenant(name)).await;
+            r.changed(Change::Tenant(name.clone())).await;
+            state.record(
+                act.entry(ADMIN, "tenant.update", &name)
+                    .before(was)
+                    .after(snapshot(&t)),
+            );
             ok(&t)
         }
         .await,
-    )
+    ))
 }
 
-async fn set_blocked(state: &AppState, name: String, blocked: bool) -> Response {
-    reply(
+async fn set_blocked(state: &AppState, act: &Act, name: String, blocked: bool) -> Response {
+    act.answer(reply(
         async {
             let r = registry(state)?;
+            let was = tenant_before(state, &name).await?;
             let t = if blocked {
                 r.store().block_tenant(&name).await
             } else {
                 r.store().unblock_tenant(&name).await
             }
             .map_err(store_error)?;
-            r.changed(Change::Tenant(name)).await;
+            r.changed(Change::Tenant(name.clone())).await;
             tracing::info!(tenant = %t.name, state = t.state.as_str(), "tenant state changed");
+            let kind = if blocked {
+                "tenant.block"
+            } else {
+                "tenant.unblock"
+            };
+            state.record(
+                act.entry(ADMIN, kind, &name)
+                    .before(was)
+                    .after(snapshot(&t)),
+            );
             ok(&t)
         }
         .await,
-    )
+    ))
 }
 
 /// `POST /v1/tenants/{name}/block`: every key of it is refused.
-pub async fn block(State(state): State<AppState>, _: Admin, Path(name): Path<String>) -> Response {
-    set_blocked(&state, name, true).await
+pub async fn block(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(name): Path<String>,
+) -> Response {
+    set_blocked(&state, &act, name, true).await
 }
 
 /// `POST /v1/tenants/{name}/unblock`.
 pub async fn unblock(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(name): Path<String>,
 ) -> Response {
-    set_blocked(&state, name, false).await
+    set_blocked(&state, &act, name, false).await
 }
 
 /// A tier to create.
@@ -140,8 +188,13 @@ struct TierUpdate {
 }
 
 /// `POST /v1/tiers` `{"name", "limits"?, "budgets"?}`: 201.
-pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Body) -> Response {
-    reply(
+pub async fn create_tier(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Body(body): Body,
+) -> Response {
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let new: NewTier = parse(&body)?;
@@ -151,10 +204,11 @@ pub async fn create_tier(State(state): State<AppState>, _: Admin, Body(body): Bo
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tier(t.name.clone())).await;
+            state.record(act.entry(ADMIN, "tier.create", &t.name).after(snapshot(&t)));
             Ok((StatusCode::CREATED, axum::Json(t)).into_response())
         }
         .await,
-    )
+    ))
 }
 
 /// `GET /v1/tiers`.
@@ -177,21 +231,32 @@ pub async fn list_tiers(State(state): State<AppState>, _: Admin) -> Response {
 pub async fn update_tier(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(name): Path<String>,
     Body(body): Body,
 ) -> Response {
-    reply(
+    act.answer(reply(
         async {
             let r = registry(&state)?;
             let u: TierUpdate = parse(&body)?;
+            let was = if state.audited() {
+                snapshot(&r.store().tier(&name).await.map_err(store_error)?)
+            } else {
+                Value::Null
+            };
             let t = r
                 .store()
                 .update_tier_with(&name, u.limits.as_ref(), u.budgets.as_deref())
                 .await
                 .map_err(store_error)?;
-            r.changed(Change::Tier(name)).await;
+            r.changed(Change::Tier(name.clone())).await;
+            state.record(
+                act.entry(ADMIN, "tier.update", &name)
+                    .before(was)
+                    .after(snapshot(&t)),
+            );
             ok(&t)
         }
         .await,
-    )
+    ))
 }

@@ -7,6 +7,8 @@
 //! Each `tests/*.rs` file is its own crate and uses a part of this one.
 #![allow(dead_code)]
 
+pub mod keys;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -512,4 +514,44 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The PostgreSQL server of `SLUICE_TEST_POSTGRES_URL`, or `None` with a
+/// note that `what` is skipped (`scripts/test` starts one and sets it).
+pub fn postgres_server(what: &str) -> Option<String> {
+    let url = std::env::var("SLUICE_TEST_POSTGRES_URL").ok();
+    if url.is_none() {
+        eprintln!(
+            "note: SLUICE_TEST_POSTGRES_URL is not set; skipping {what} \
+             (scripts/test starts a server and sets it)"
+        );
+    }
+    url
+}
+
+/// A new, empty database named after `prefix` on `server`, as a URL.
+pub async fn fresh_database(server: &str, prefix: &str) -> String {
+    use sqlx::{AssertSqlSafe, Connection, PgConnection};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut conn = PgConnection::connect(server)
+        .await
+        .expect("connect to SLUICE_TEST_POSTGRES_URL");
+    for ddl in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(ddl))
+            .execute(&mut conn)
+            .await
+            .expect("create a database");
+    }
+    conn.close().await.expect("close");
+    let mut url = url::Url::parse(server).expect("a postgres:// URL");
+    url.set_path(&name);
+    url.to_string()
 }

@@ -144,6 +144,7 @@ impl State {
             window: next.window(),
             reason: ChangeReason::Announced,
             at: shared.instant(now),
+            announced_by: None,
         });
         self.wake_head();
     }
@@ -234,6 +235,7 @@ impl State {
             window: self.limit.window(),
             reason: ChangeReason::Throttled,
             at: shared.instant(now),
+            announced_by: None,
         });
     }
 

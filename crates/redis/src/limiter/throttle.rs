@@ -196,6 +196,7 @@ impl RedisLimiter {
             window: spec.limit.window(),
             reason: ChangeReason::Throttled,
             at: std::time::Instant::now(),
+            announced_by: None,
         };
         inner.changed(&change);
         Ok(Some(change))

@@ -14,8 +14,11 @@ use crate::Usage;
 pub const STORED_HEADERS: &[&str] = &["content-type", "openai-model", "openai-version"];
 
 /// Bytes counted per entry beyond its body and headers (key, bookkeeping,
-/// the map's own node), so that many tiny entries still fill the bound.
-pub const ENTRY_OVERHEAD_BYTES: u64 = 256;
+/// the map's own node, the allocator's rounding), so that `max_bytes`
+/// bounds the memory the cache takes whatever the answers' size: measured
+/// at 820–1,110 bytes per entry (`cargo bench -p sluice-usage --bench
+/// cache_memory`).
+pub const ENTRY_OVERHEAD_BYTES: u64 = 1_024;
 
 /// A whole answer as the client would receive it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,11 +31,11 @@
 
 mod codec;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisResult, Script};
+use redis::{RedisResult, Script};
 use sluice_limit::{Clock, TokioClock};
 
 use super::backend::{AnswerCache, CacheFuture};
@@ -44,10 +44,8 @@ use super::{
     Scope, SessionId,
 };
 
-/// After a failed call, how long calls fail fast (as misses) before a new
-/// connection is tried: a request never waits on a Redis that is away for
-/// longer than one call's timeout once per this period.
-pub const RECONNECT_AFTER: Duration = Duration::from_millis(500);
+pub use crate::redis_link::RECONNECT_AFTER;
+use crate::redis_link::RedisLink;
 
 /// Keys examined per `SCAN` step of invalidation and stats.
 const SCAN_COUNT: usize = 500;
@@ -79,21 +77,13 @@ impl RedisCacheConfig {
 #[error("invalid redis url for the response cache")]
 pub struct InvalidRedisUrl(#[source] redis::RedisError);
 
-struct Link {
-    conn: Option<MultiplexedConnection>,
-    /// No new connection is tried before this, after a failure.
-    retry_at: Option<Instant>,
-}
-
 /// A response cache whose shared answers live in Redis, seen by every
 /// replica with the same URL and prefix; per-session answers, counters
 /// and the injected clock are this process's.
 pub struct RedisCache {
     local: ResponseCache,
-    client: redis::Client,
-    link: Mutex<Link>,
+    link: RedisLink,
     prefix: String,
-    timeout: Duration,
     get: Script,
     put: Script,
     invalidate: Script,
@@ -131,16 +121,12 @@ impl RedisCache {
         redis: RedisCacheConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, InvalidRedisUrl> {
-        let client = redis::Client::open(redis.url.as_str()).map_err(InvalidRedisUrl)?;
+        let link = RedisLink::new(&redis.url, redis.timeout, Arc::clone(&clock))
+            .map_err(InvalidRedisUrl)?;
         Ok(RedisCache {
             local: ResponseCache::with_clock(config, clock),
-            client,
-            link: Mutex::new(Link {
-                conn: None,
-                retry_at: None,
-            }),
+            link,
             prefix: redis.prefix,
-            timeout: redis.timeout,
             get: Script::new(include_str!("redis/get.lua")),
             put: Script::new(include_str!("redis/put.lua")),
             invalidate: Script::new(include_str!("redis/invalidate.lua")),
@@ -153,10 +139,7 @@ impl RedisCache {
     ///
     /// Redis's error when it cannot be reached.
     pub async fn ping(&self) -> RedisResult<()> {
-        let mut c = self.open().await?;
-        redis::cmd("PING").query_async::<()>(&mut c).await?;
-        self.lock().conn = Some(c);
-        Ok(())
+        self.link.ping().await
     }
 
     /// The Redis key of `key`'s entry.
@@ -164,70 +147,16 @@ impl RedisCache {
         format!("{}cache:{key}", self.prefix)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Link> {
-        self.link.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    async fn open(&self) -> RedisResult<MultiplexedConnection> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(100))))
-            .set_response_timeout(Some(self.timeout));
-        self.client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-    }
-
-    /// The connection, opened if need be; `None` while failing fast.
-    async fn conn(&self) -> Option<MultiplexedConnection> {
-        {
-            let link = self.lock();
-            if let Some(c) = &link.conn {
-                return Some(c.clone());
-            }
-            if link.retry_at.is_some_and(|at| self.local.now() < at) {
-                return None;
-            }
-        }
-        match self.open().await {
-            Ok(c) => {
-                let mut link = self.lock();
-                link.retry_at = None;
-                Some(link.conn.get_or_insert(c).clone())
-            }
-            Err(_) => {
-                self.lock().retry_at = Some(self.local.now() + RECONNECT_AFTER);
-                None
-            }
-        }
-    }
-
-    /// Runs `call` on the connection; a failure is counted, and one that
-    /// says the connection is broken drops it for a new one later.
+    /// Runs `call` on the connection; a failure is counted (and is a miss).
     async fn call<T, F>(&self, call: impl FnOnce(MultiplexedConnection) -> F) -> Option<T>
     where
         F: Future<Output = RedisResult<T>>,
     {
-        let Some(conn) = self.conn().await else {
+        let out = self.link.call(call).await;
+        if out.is_none() {
             self.local.count_store_error();
-            return None;
-        };
-        match call(conn).await {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.local.count_store_error();
-                if e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
-                    || e.is_unrecoverable_error()
-                {
-                    let mut link = self.lock();
-                    link.conn = None;
-                    link.retry_at = Some(self.local.now() + RECONNECT_AFTER);
-                }
-                None
-            }
         }
+        out
     }
 
     fn idle_ms(&self) -> u64 {

@@ -30,6 +30,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;
+    keys::audit(&c, config)?;
     cache::cache(&c, config)?;
     otel::otel(&c, config)?;
     sections(&c, config)

@@ -35,7 +35,7 @@ async fn delivered(state: &AppState) -> Delivery {
         call: up,
         notes: Default::default(),
     };
-    call(UsageLayer.layer(below), req)
+    call(UsageLayer::new(state).layer(below), req)
         .await
         .result
         .expect("answered")

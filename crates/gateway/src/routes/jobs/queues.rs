@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
 use super::{notify, reply, store, store_error};
+use crate::audit::{ADMIN, Act};
 use crate::auth::Admin;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -58,21 +59,27 @@ pub async fn list_queues(State(state): State<AppState>, _: Admin) -> Response {
 
 /// `POST /v1/queues/{queue}/pause`: workers stop claiming from it; running
 /// jobs go on.
-pub async fn pause(State(state): State<AppState>, _: Admin, Path(queue): Path<String>) -> Response {
-    set_paused(state, queue, true).await
+pub async fn pause(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(queue): Path<String>,
+) -> Response {
+    set_paused(state, act, queue, true).await
 }
 
 /// `POST /v1/queues/{queue}/resume`.
 pub async fn resume(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(queue): Path<String>,
 ) -> Response {
-    set_paused(state, queue, false).await
+    set_paused(state, act, queue, false).await
 }
 
-async fn set_paused(state: AppState, queue: String, paused: bool) -> Response {
-    reply(
+async fn set_paused(state: AppState, act: Act, queue: String, paused: bool) -> Response {
+    act.answer(reply(
         async {
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
@@ -85,10 +92,19 @@ async fn set_paused(state: AppState, queue: String, paused: bool) -> Response {
             if !paused {
                 notify(&state, queue);
             }
+            let kind = if paused {
+                "queue.pause"
+            } else {
+                "queue.resume"
+            };
+            state.record(
+                act.entry(ADMIN, kind, queue)
+                    .after(json!({"paused": paused})),
+            );
             Ok(axum::Json(json!({"queue": queue, "paused": paused})).into_response())
         }
         .await,
-    )
+    ))
 }
 
 /// `POST /v1/queues/{queue}/dead/retry`: every dead job of the queue runs
@@ -96,9 +112,10 @@ async fn set_paused(state: AppState, queue: String, paused: bool) -> Response {
 pub async fn dead_retry(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(queue): Path<String>,
 ) -> Response {
-    dead_letters(state, queue, false).await
+    dead_letters(state, act, queue, false).await
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead jobs;
@@ -106,14 +123,15 @@ pub async fn dead_retry(
 pub async fn dead_purge(
     State(state): State<AppState>,
     _: Admin,
+    act: Act,
     Path(queue): Path<String>,
 ) -> Response {
-    dead_letters(state, queue, true).await
+    dead_letters(state, act, queue, true).await
 }
 
 /// Retries or purges every dead job of `queue`.
-async fn dead_letters(state: AppState, queue: String, purge: bool) -> Response {
-    reply(
+async fn dead_letters(state: AppState, act: Act, queue: String, purge: bool) -> Response {
+    act.answer(reply(
         async {
             let store = store(&state)?;
             let queue = configured(&state, &queue)?;
@@ -125,8 +143,10 @@ async fn dead_letters(state: AppState, queue: String, purge: bool) -> Response {
                 notify(&state, queue);
                 json!({"queue": queue, "retried": n})
             };
+            let kind = if purge { "dead.purge" } else { "dead.retry" };
+            state.record(act.entry(ADMIN, kind, queue).after(answer.clone()));
             Ok(axum::Json(answer).into_response())
         }
         .await,
-    )
+    ))
 }

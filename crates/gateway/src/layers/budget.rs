@@ -1,0 +1,262 @@
+//! Budget: once admitted, a model call of a key with budgets (its own,
+//! its tenant's, their tiers') reserves its worst case in all of them at
+//! once — its prompt's estimate plus its `max_tokens` (or the configured
+//! default), at the dearest price of its model and fallbacks — or is
+//! refused with a 429 that names the budget and when it resets
+//! (`Retry-After`). The reservation goes down in the notes; the usage
+//! layer hands it to the answer, which settles it to what the call used.
+//! A call that fails before an answer gives it all back here.
+//!
+//! It sits below admission so that a request that joins an identical one
+//! in flight spends nothing, and below the cache, whose hits spend
+//! nothing either.
+
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sluice_usage::Usage;
+use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
+use tower::{Layer, Service};
+
+use super::models::{Call, provider};
+use super::{BoxFuture, Next, Reply, Req, Served, call};
+use crate::budgets::{self, Scope, WARN_AT};
+use crate::error::ApiError;
+use crate::metrics;
+use crate::providers;
+use crate::response::BudgetNote;
+use crate::state::AppState;
+
+/// Wraps a stack in [`Budget`].
+#[derive(Debug, Clone)]
+pub(crate) struct BudgetLayer {
+    state: AppState,
+}
+
+impl BudgetLayer {
+    pub(crate) fn new(state: &AppState) -> Self {
+        BudgetLayer {
+            state: state.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for BudgetLayer {
+    type Service = Budget<S>;
+
+    fn layer(&self, inner: S) -> Budget<S> {
+        Budget {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Req<Call>> for Budget<S>
+where
+    S: Next<Req<Call>, Served<Reply>>,
+{
+    type Response = Served<Reply>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Served<Reply>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req<Call>) -> Self::Future {
+        let state = self.state.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Req { call: c, mut notes } = req;
+            let rules = match &c.ctx.caller {
+                Some(caller)
+                    if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() =>
+                {
+                    budgets::rules(caller)
+                }
+                // No budget: nothing to count, nothing to wait for.
+                _ => return Ok(call(inner, Req { call: c, notes }).await),
+            };
+            match reserve(&state, &c, &rules).await {
+                Ok(Some((hold, note))) => {
+                    notes.budget = Some(hold);
+                    notes.meta.budget = Some(note);
+                }
+                Ok(None) => {}
+                Err(e) => return Ok(Served::err(e, notes)),
+            }
+            let mut served = call(inner, Req { call: c, notes }).await;
+            // An answer takes the reservation (and settles it); one still
+            // here had none: the call failed without costing anything.
+            if let Some(h) = served.notes.budget.take() {
+                h.release();
+            }
+            Ok(served)
+        })
+    }
+}
+
+/// Reserves `c`'s worst case in `rules`. `None` when the shared count
+/// cannot be reached and `[redis] failure` is `fail_open`: the call goes
+/// on uncounted.
+async fn reserve(
+    state: &AppState,
+    c: &Call,
+    rules: &[Rule],
+) -> Result<Option<(Hold, BudgetNote)>, ApiError> {
+    let ask = worst_case(state, c, rules)?;
+    let now_ms = now_ms();
+    match state.budgets.reserve(rules, ask, now_ms).await {
+        Ok((reservation, standing)) => {
+            let tightest = standing
+                .iter()
+                .map(|s| (s.used(ask), s))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let note = tightest.map(|(used, s)| BudgetNote {
+                budget: s.id.clone(),
+                used,
+                resets_in: Duration::from_millis(
+                    u64::try_from(s.resets_at_ms - now_ms).unwrap_or(0),
+                ),
+            });
+            if let Some(n) = &note
+                && n.used >= WARN_AT
+            {
+                metrics::budget_warned(Scope::of(&n.budget).as_str());
+            }
+            let hold = Hold::new(state.budgets.clone(), reservation);
+            Ok(note.map(|n| (hold, n)))
+        }
+        Err(BudgetError::Exceeded {
+            budget,
+            dimension,
+            spent,
+            cap,
+            ask,
+            resets_at_ms,
+        }) => {
+            metrics::budget_refused(Scope::of(&budget).as_str(), "exceeded");
+            let wait = Duration::from_millis(u64::try_from(resets_at_ms - now_ms).unwrap_or(0));
+            let resets = jiff::Timestamp::from_millisecond(resets_at_ms)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            Err(ApiError::BudgetExceeded {
+                message: format!(
+                    "{} has no room for this call: {} spent of {}, and the call may use up to {}; \
+                     it resets at {resets}",
+                    named(&budget),
+                    amount(dimension, spent),
+                    amount(dimension, cap),
+                    amount(dimension, ask),
+                ),
+                retry_after: wait.max(Duration::from_secs(1)),
+            })
+        }
+        Err(BudgetError::TooLarge {
+            budget,
+            dimension,
+            ask,
+            cap,
+        }) => {
+            metrics::budget_refused(Scope::of(&budget).as_str(), "too_large");
+            Err(ApiError::TooLarge(format!(
+                "this call may use up to {}, above the whole of {} ({}): lower max_tokens or \
+                 shorten the prompt",
+                amount(dimension, ask),
+                named(&budget),
+                amount(dimension, cap),
+            )))
+        }
+        Err(BudgetError::Store(e)) => {
+            let scope = Scope::of(&rules[0].id).as_str();
+            metrics::budget_refused(scope, "store");
+            let closed = state
+                .config
+                .redis
+                .as_ref()
+                .is_some_and(|r| r.failure == "fail_closed");
+            tracing::warn!(error = %e, fail_closed = closed, "budgets cannot be counted");
+            if closed {
+                return Err(ApiError::Unavailable {
+                    message: "budgets cannot be counted (the shared store is away)".into(),
+                    retry_after: Some(Duration::from_secs(1)),
+                });
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The most `c` can cost: its prompt's estimate plus its completion's
+/// limit, at the dearest price among its model and fallbacks.
+fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiError> {
+    let cfg = &state.config.tokens;
+    let prov = provider(state, &c.model, c.endpoint)?;
+    let est = providers::for_format(prov.format).estimate(
+        c.endpoint,
+        &c.json,
+        cfg.chars_per_token,
+        cfg.default_max_tokens,
+    );
+    let usage = Usage {
+        prompt_tokens: est.prompt_tokens,
+        completion_tokens: est.max_completion_tokens,
+        total_tokens: est.total,
+    };
+    let mut money = 0;
+    if budgets::counts_money(rules) {
+        let price = state.prices.price(&c.model).ok_or_else(|| {
+            metrics::budget_refused(Scope::of(&rules[0].id).as_str(), "unpriced");
+            ApiError::Forbidden(format!(
+                "model {:?} has no price, so a money budget cannot be kept for it",
+                c.model
+            ))
+        })?;
+        money = price.cost(&usage, 0).nanodollars();
+        for m in state.config.fallbacks.get(&c.model).into_iter().flatten() {
+            if let Some(p) = state.prices.price(m) {
+                money = money.max(p.cost(&usage, 0).nanodollars());
+            }
+        }
+    }
+    Ok(Spend {
+        money,
+        tokens: est.total,
+        requests: 1,
+    })
+}
+
+fn now_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// `budget "monthly" of tenant "acme"` from `tenant:acme:monthly`.
+fn named(id: &str) -> String {
+    let (owner, name) = id.rsplit_once(':').unwrap_or(("", id));
+    let (scope, who) = owner.split_once(':').unwrap_or((owner, ""));
+    format!("budget {name:?} of {scope} {who:?}")
+}
+
+/// An amount as people read it: dollars for money.
+fn amount(d: Dimension, n: u64) -> String {
+    match d {
+        Dimension::Money => sluice_usage::Cost::from_nanodollars(n).to_string(),
+        Dimension::Tokens => format!("{n} tokens"),
+        Dimension::Requests => format!("{n} requests"),
+    }
+}
+
+#[cfg(test)]
+#[path = "budget/tests.rs"]
+mod tests;

@@ -1,0 +1,140 @@
+use std::sync::Arc;
+
+use sluice_keys::{Budget, Caller, Limits, Money};
+
+use super::*;
+use crate::layers::testing::{Later, buffered, model_call, state};
+
+const MODEL: &str = "openai/gpt-4o-mini";
+
+fn budget(json: serde_json::Value) -> Budget {
+    serde_json::from_value(json).unwrap()
+}
+
+/// A call of a key whose tenant has `budgets`.
+fn call_with(state: &AppState, budgets: Vec<Budget>) -> Req<Call> {
+    let mut req = model_call(state, MODEL, false, &[]);
+    req.call.ctx.caller = Some(Arc::new(Caller {
+        tenant: "acme".into(),
+        key_id: "0123456789ab".into(),
+        key_limits: Limits::default(),
+        tenant_limits: Limits::default(),
+        key_budgets: Arc::from([]),
+        tenant_budgets: budgets.into(),
+        tags: Vec::new(),
+    }));
+    req
+}
+
+/// Below the layer: an answer that settles at `used` tokens, as the
+/// usage layer does.
+fn answered(used: u64) -> impl Next<Req<Call>, Served<Reply>> {
+    Later::new(move |mut req: Req<Call>| async move {
+        let hold = req.notes.budget.take().expect("a reservation goes down");
+        hold.settle(Spend {
+            tokens: used,
+            requests: 1,
+            ..Spend::default()
+        });
+        Served::ok(buffered("{}"), req.notes)
+    })
+}
+
+#[tokio::test]
+async fn a_spent_budget_refuses_with_its_name_and_reset() {
+    let state = state();
+    let daily = budget(serde_json::json!({"name": "daily", "requests": 2, "period": "day"}));
+    let svc = BudgetLayer::new(&state).layer(answered(10));
+    for _ in 0..2 {
+        let served = call(svc.clone(), call_with(&state, vec![daily.clone()])).await;
+        assert!(served.result.is_ok());
+        let note = served.notes.meta.budget.expect("a note for the header");
+        assert_eq!(note.budget, "tenant:acme:daily");
+    }
+    let served = call(svc, call_with(&state, vec![daily])).await;
+    let e = served.result.expect_err("refused");
+    assert_eq!(e.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(e.kind().1, "budget_exceeded");
+    let m = e.to_string();
+    assert!(
+        m.contains(r#"budget "daily" of tenant "acme""#)
+            && m.contains("2 requests spent of 2 requests"),
+        "{m}"
+    );
+    let wait = e.retry_after().expect("Retry-After");
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_secs(86_400),
+        "{wait:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_that_fails_gives_its_reservation_back() {
+    let state = state();
+    let b = budget(serde_json::json!({"name": "b", "requests": 1, "window_seconds": 3600}));
+    let failing = Later::new(|req: Req<Call>| async move {
+        assert!(req.notes.budget.is_some());
+        Served::err(ApiError::BadGateway("down".into()), req.notes)
+    });
+    let svc = BudgetLayer::new(&state).layer(failing);
+    // A budget of one request, and ten calls that each failed.
+    for _ in 0..10 {
+        let served = call(svc.clone(), call_with(&state, vec![b.clone()])).await;
+        assert!(matches!(served.result, Err(ApiError::BadGateway(_))));
+    }
+    let served = call(
+        BudgetLayer::new(&state).layer(answered(5)),
+        call_with(&state, vec![b]),
+    )
+    .await;
+    assert!(served.result.is_ok());
+}
+
+#[tokio::test]
+async fn the_worst_case_is_priced_and_bounded() {
+    let state = state();
+    // The default max_tokens alone is above a 100-token budget.
+    let small = budget(serde_json::json!({"name": "tiny", "tokens": 100, "period": "month"}));
+    let served = call(
+        BudgetLayer::new(&state).layer(answered(1)),
+        call_with(&state, vec![small]),
+    )
+    .await;
+    let e = served.result.expect_err("refused");
+    assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
+    assert!(e.to_string().contains("lower max_tokens"), "{e}");
+
+    // Money: reserved at the model's price; the note says how much is left.
+    let mut money = budget(serde_json::json!({"name": "m", "requests": 1000, "period": "week"}));
+    money.money = Some(Money::from_nanodollars(1_000_000_000));
+    let served = call(
+        BudgetLayer::new(&state).layer(answered(1)),
+        call_with(&state, vec![money.clone()]),
+    )
+    .await;
+    let note = served.notes.meta.budget.expect("a note");
+    assert!(note.used > 0.0 && note.used < 0.01, "{note:?}");
+
+    // A model without a price cannot be held to a money budget.
+    let mut req = call_with(&state, vec![money]);
+    req.call.model = "openai/gpt-unpriced".into();
+    let served = call(BudgetLayer::new(&state).layer(answered(1)), req).await;
+    let e = served.result.expect_err("refused");
+    assert_eq!(e.status(), axum::http::StatusCode::FORBIDDEN);
+    assert!(e.to_string().contains("no price"), "{e}");
+}
+
+#[tokio::test]
+async fn callers_without_budgets_pass_untouched() {
+    let state = state();
+    let probe = Later::new(|req: Req<Call>| async move {
+        assert!(req.notes.budget.is_none());
+        Served::ok(buffered("{}"), req.notes)
+    });
+    let served = call(
+        BudgetLayer::new(&state).layer(probe),
+        model_call(&state, MODEL, false, &[]),
+    )
+    .await;
+    assert!(served.result.is_ok() && served.notes.meta.budget.is_none());
+}
