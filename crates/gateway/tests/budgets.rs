@@ -90,7 +90,11 @@ fn cost_of(body: &Value) -> u64 {
 }
 
 /// Sends 50 calls at once, `bases` taking turns; returns the answers.
-async fn fifty_at_once(h: &Arc<Harness>, bases: &[String], key: &str) -> Vec<(StatusCode, Value, String)> {
+async fn fifty_at_once(
+    h: &Arc<Harness>,
+    bases: &[String],
+    key: &str,
+) -> Vec<(StatusCode, Value, String)> {
     let tasks: Vec<_> = (0..50)
         .map(|i| {
             let (h, base, key) = (h.clone(), bases[i % bases.len()].clone(), key.to_owned());
@@ -243,7 +247,10 @@ async fn a_tier_change_reaches_its_members_and_answers_say_what_is_left() {
     let res = chat_as(&h, &base, Some(&key), "openai/gpt-4o-mini").await;
     assert_eq!(res.status(), StatusCode::OK);
     let left = header(&res, "x-sluice-budget-remaining");
-    assert!(left.starts_with("50%; budget=\"tenant:acme:daily\"; reset="), "{left}");
+    assert!(
+        left.starts_with("50%; budget=\"tenant:acme:daily\"; reset="),
+        "{left}"
+    );
     let res = chat_as(&h, &base, Some(&key), "openai/gpt-4o-mini").await;
     assert!(header(&res, "x-sluice-budget-warning").contains("100% spent"));
     let res = chat_as(&h, &base, Some(&key), "openai/gpt-4o-mini").await;
