@@ -1,5 +1,6 @@
 //! What a caller asks admission for.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -27,6 +28,11 @@ pub struct Ticket {
     /// so requests for a slow resource never hold the slots that requests
     /// for an idle one need. `None`: the one shared lane.
     pub lane: Option<Arc<str>>,
+    /// Its weight in fair queuing, when the caller has one of its own (an
+    /// API key's, set at run time); `None`: its tenant's from
+    /// [`QueueConfig::weights`](crate::QueueConfig::weights). Each
+    /// dispatch of it advances its tenant's share by `1 / weight`.
+    pub weight: Option<NonZeroU32>,
 }
 
 impl Ticket {
@@ -38,6 +44,7 @@ impl Ticket {
             dedup_key: None,
             deadline,
             lane: None,
+            weight: None,
         }
     }
 
@@ -52,6 +59,14 @@ impl Ticket {
     #[must_use]
     pub fn with_lane(mut self, lane: impl Into<Arc<str>>) -> Self {
         self.lane = Some(lane.into());
+        self
+    }
+
+    /// This ticket, weighing `weight` in fair queuing (see
+    /// [`Ticket::weight`]).
+    #[must_use]
+    pub fn with_weight(mut self, weight: NonZeroU32) -> Self {
+        self.weight = Some(weight);
         self
     }
 

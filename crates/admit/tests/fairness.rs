@@ -69,3 +69,25 @@ async fn a_tenant_cannot_take_more_than_its_share_by_arriving_first() {
     let order = order_of_a_then_b(Weights::default(), 5).await;
     assert_eq!(order, ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tickets_own_weight_wins_over_its_tenants() {
+    // `b` weighs 1 in the config, but its tickets say 3 (an API key's
+    // weight, set at run time): it takes 3 of every 4.
+    let queue: AdmissionQueue = AdmissionQueue::new(config(1, 100, 200));
+    let tickets = ["a", "b"].into_iter().flat_map(|t| {
+        (0..40).map(move |_| {
+            let tk = ticket(t, Priority::Normal);
+            let tk = if t == "b" {
+                tk.with_weight(weight(3))
+            } else {
+                tk
+            };
+            (tk, t)
+        })
+    });
+    let order = dispatch_order(&queue, tickets).await;
+    assert_shares(&order, 1, 3, 52);
+    let first_40_a = order[..40].iter().filter(|t| **t == "a").count();
+    assert_eq!(first_40_a, 10);
+}

@@ -44,6 +44,9 @@ pub struct KeyRegistry {
     /// The limit last set on each caller resource, so that it is set
     /// again only when it changes (setting a limit forgives its debt).
     applied: Arc<Mutex<HashMap<String, Limit>>>,
+    /// Keys and tenants changed here or on another replica, whose limits
+    /// are to leave the limiter.
+    retired: Arc<limits::Retired>,
 }
 
 /// A change as it travels on the bus.
@@ -92,11 +95,13 @@ impl KeyRegistry {
             has_tenants: Arc::new(AtomicBool::new(has_tenants)),
             redis,
             applied: Arc::default(),
+            retired: Arc::default(),
         };
         if let Some(r) = &registry.redis {
             // Weak: the listener lives as long as the limiter, the cache
             // only as long as the gateway.
             let cache = registry.cache.clone();
+            let retired = Arc::downgrade(&registry.retired);
             let has_tenants = Arc::downgrade(&registry.has_tenants);
             r.on_notice(move |e| {
                 if has_tenants.upgrade().is_none() {
@@ -109,7 +114,11 @@ impl KeyRegistry {
                                 if let (Wire::Tenant(_), Some(h)) = (&w, has_tenants.upgrade()) {
                                     h.store(true, Ordering::SeqCst);
                                 }
-                                cache.invalidate(&from_wire(w));
+                                let change = from_wire(w);
+                                if let Some(r) = retired.upgrade() {
+                                    r.push(&change);
+                                }
+                                cache.invalidate(&change);
                             }
                             Err(e) => tracing::warn!(error = %e, "ignoring a malformed key notice"),
                         }
@@ -145,6 +154,7 @@ impl KeyRegistry {
             self.has_tenants.store(true, Ordering::SeqCst);
         }
         self.cache.invalidate(&change);
+        self.retired.push(&change);
         if let Some(r) = &self.redis {
             let body = serde_json::to_string(&to_wire(change)).unwrap_or_default();
             if let Err(e) = r.publish_notice(TOPIC, &body).await {

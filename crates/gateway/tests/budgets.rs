@@ -89,6 +89,19 @@ fn cost_of(body: &Value) -> u64 {
         .nanodollars()
 }
 
+/// A call of `MODEL` allowing `MAX_TOKENS`, as `key`, to `base`.
+async fn send(h: &Harness, base: &str, key: &str) -> reqwest::Response {
+    let mut body = chat(MODEL);
+    body["max_tokens"] = json!(MAX_TOKENS);
+    h.http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Sends 50 calls at once, `bases` taking turns; returns the answers.
 async fn fifty_at_once(
     h: &Arc<Harness>,
@@ -99,16 +112,7 @@ async fn fifty_at_once(
         .map(|i| {
             let (h, base, key) = (h.clone(), bases[i % bases.len()].clone(), key.to_owned());
             tokio::spawn(async move {
-                let mut body = chat(MODEL);
-                body["max_tokens"] = json!(MAX_TOKENS);
-                let res = h
-                    .http
-                    .post(format!("{base}/v1/chat/completions"))
-                    .bearer_auth(&key)
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
+                let res = send(&h, &base, &key).await;
                 let status = res.status();
                 let left = res
                     .headers()
@@ -174,16 +178,7 @@ async fn fifty_calls_at_once_never_spend_more_than_the_budget() {
     // one at a time go on until the budget itself is near spent.
     let mut more = 0;
     loop {
-        let mut body = chat(MODEL);
-        body["max_tokens"] = json!(MAX_TOKENS);
-        let res = h
-            .http
-            .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth(&key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let res = send(&h, &base, &key).await;
         if res.status() != StatusCode::OK {
             assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
             break;
@@ -282,5 +277,45 @@ async fn a_tier_change_reaches_its_members_and_answers_say_what_is_left() {
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["param"], "budgets[0].time_zone", "{body}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_call_settles_to_what_it_used() {
+    let h = Harness::with(slow_sim(), with_admin).await;
+    let base = h.url("");
+    // Three worst cases (10 + 1,000 tokens) of room.
+    admin(
+        &base,
+        "POST",
+        "/v1/tenants",
+        json!({"name": "acme", "budgets": [{"name": "t", "tokens": 3_030, "window_seconds": 3600}]}),
+    )
+    .await;
+    let (key, _) = issue(&base, json!({"tenant": "acme"})).await;
+    let mut body = chat("openai/gpt-4o-mini");
+    body["max_tokens"] = json!(MAX_TOKENS);
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let res = h
+        .http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // Reserved with its worst case: a third of the budget.
+    assert!(header(&res, "x-sluice-budget-remaining").starts_with("66%"));
+    let streamed = res.text().await.unwrap();
+    assert!(streamed.contains("\"usage\""), "{streamed}");
+    // Once the stream ended it counts what it used (a few dozen tokens),
+    // not its worst case: the next call finds about two thirds left, not
+    // one.
+    let res = send(&h, &base, &key).await;
+    let left = header(&res, "x-sluice-budget-remaining");
+    let pct: u32 = left.split('%').next().unwrap().parse().unwrap();
+    assert!((60..66).contains(&pct), "{left}");
     h.stop().await;
 }

@@ -120,6 +120,7 @@ mod sql;
 mod sql_store;
 mod sqlite;
 mod store;
+mod tally;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -135,4 +136,5 @@ pub use retention::{Cleaned, Retention};
 pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};
 pub use store::{Enqueued, JobStore, ListFilter, MAX_PAGE, Page, RetryDecision};
+pub use tally::Tally;
 pub use worker::{Handlers, JobHandler, Outcome, QueueConfig, WorkerPool};

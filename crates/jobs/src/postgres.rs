@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, Transaction};
+use sqlx::{Postgres, SqlSafeStr, Transaction};
 
 use crate::backend::Backend;
 use crate::config::StoreConfig;
@@ -93,6 +93,17 @@ impl Backend for PostgresBackend {
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
         Ok(self.pool.begin().await?)
+    }
+
+    /// A claim does not wait for its commit to reach the disk, as on
+    /// SQLite: lost to a crash of the server, it leaves its jobs available
+    /// to run again, as a rescue would (at least once, as documented). The
+    /// server writes its log in order, so a later commit that waits (the
+    /// completion of one of those jobs) makes the claim durable first.
+    async fn begin_claim(&self) -> Result<Self::Tx, Error> {
+        let conn = self.pool.acquire().await?;
+        let begin = "BEGIN; SET LOCAL synchronous_commit = off".into_sql_str();
+        Ok(Transaction::begin(conn, Some(begin)).await?)
     }
 
     async fn commit(tx: Self::Tx) -> Result<(), Error> {

@@ -15,6 +15,7 @@ use crate::new_job::NewJob;
 use crate::ops::{admin, claim, enqueue, lease};
 use crate::retention::{Cleaned, Retention};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
+use crate::tally::{Counted, Counter, Tally};
 
 /// A job store on a SQL database; use [`SqliteStore`](crate::SqliteStore)
 /// or [`PostgresStore`](crate::PostgresStore). Cheap to clone: clones share
@@ -24,6 +25,7 @@ pub struct Store<B> {
     pub(crate) backend: Arc<B>,
     clock: Arc<dyn Clock>,
     idempotency_ttl: Duration,
+    counter: Arc<Counter>,
 }
 
 impl<B: Backend> Store<B> {
@@ -32,11 +34,27 @@ impl<B: Backend> Store<B> {
             backend: Arc::new(backend),
             clock: config.clock,
             idempotency_ttl: config.idempotency_ttl,
+            counter: Arc::default(),
         }
     }
 
     fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// The statements and commits this store (and its clones) has run so
+    /// far: what a stretch of work cost, read as the difference of two
+    /// tallies.
+    pub fn tally(&self) -> Tally {
+        self.counter.read()
+    }
+
+    /// `conn`, counting its statements.
+    fn counted<'a, C>(&'a self, conn: &'a mut C) -> Counted<'a, C> {
+        Counted {
+            conn,
+            counter: &self.counter,
+        }
     }
 }
 
@@ -45,9 +63,10 @@ impl<B: Backend> Store<B> {
 macro_rules! in_tx {
     ($store:ident, |$tx:ident| $op:expr) => {{
         let mut tx = $store.backend.begin().await?;
-        let $tx = &mut *tx;
+        let $tx = &mut $store.counted(&mut *tx);
         let out = $op.await?;
         B::commit(tx).await?;
+        $store.counter.commit(true);
         Ok(out)
     }};
 }
@@ -77,12 +96,12 @@ impl<B: Backend> JobStore for Store<B> {
 
     async fn get(&self, id: JobId) -> Result<Option<Job>, Error> {
         let mut conn = self.backend.read().await?;
-        admin::get(&mut *conn, id).await
+        admin::get(&mut self.counted(&mut *conn), id).await
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Page, Error> {
         let mut conn = self.backend.read().await?;
-        admin::list(&mut *conn, filter).await
+        admin::list(&mut self.counted(&mut *conn), filter).await
     }
 
     async fn claim(
@@ -94,8 +113,18 @@ impl<B: Backend> JobStore for Store<B> {
     ) -> Result<Vec<Job>, Error> {
         let now = self.now();
         let mut tx = self.backend.begin_claim().await?;
-        let jobs = claim::claim(&mut *tx, B::DIALECT, queue, worker, n, lease, now).await?;
+        let jobs = claim::claim(
+            &mut self.counted(&mut *tx),
+            B::DIALECT,
+            queue,
+            worker,
+            n,
+            lease,
+            now,
+        )
+        .await?;
         B::commit(tx).await?;
+        self.counter.commit(false);
         Ok(jobs)
     }
 
@@ -214,7 +243,7 @@ impl<B: Backend> JobStore for Store<B> {
 
     async fn counts(&self) -> Result<Vec<QueueCounts>, Error> {
         let mut conn = self.backend.read().await?;
-        admin::counts(&mut *conn).await
+        admin::counts(&mut self.counted(&mut *conn)).await
     }
 
     async fn cleanup(&self, retention: &Retention) -> Result<Cleaned, Error> {

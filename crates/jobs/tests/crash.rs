@@ -18,6 +18,9 @@ use sluice_limit::{Limiter, Rules};
 
 const JOBS: u64 = 300;
 const CONCURRENCY: usize = 10;
+/// Jobs leased at most: the runs of the concurrency, and as many claimed
+/// ahead of a free slot (the default prefetch), which have no effect yet.
+const LEASED: usize = 2 * CONCURRENCY;
 
 /// Effects by job: a handler "acts" (records its job), then takes a while
 /// before it reports completion, so that a crash can fall in between.
@@ -88,7 +91,7 @@ async fn a_crash_loses_no_job_and_repeats_only_those_in_flight() {
         .into_iter()
         .map(|j| j.id)
         .collect();
-    assert!(in_flight.len() <= CONCURRENCY);
+    assert!(in_flight.len() <= LEASED, "{}", in_flight.len());
     drop(store);
 
     // The restart: the same file, a new store and pool.

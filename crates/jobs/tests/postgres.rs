@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
-use sluice_jobs::{JobState, JobStore, ManualClock, PostgresStore, StoreConfig};
+use sluice_jobs::{JobState, JobStore, ManualClock, PostgresStore, StoreConfig, Tally};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use suite::{Factory, T0, claim_one, enqueue, job};
@@ -66,6 +66,10 @@ impl Factory for Postgres {
 
     async fn make(&self, clock: ManualClock) -> PostgresStore {
         store_in(&fresh_schema().await, clock).await
+    }
+
+    fn tally(store: &PostgresStore) -> Tally {
+        store.tally()
     }
 }
 

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
-use sluice_jobs::{JobState, JobStore, ManualClock, SqliteOptions, SqliteStore, StoreConfig};
+use sluice_jobs::{
+    JobState, JobStore, ManualClock, SqliteOptions, SqliteStore, StoreConfig, Tally,
+};
 use suite::{Factory, T0, claim_one, enqueue, job};
 
 /// A path for a new database file under cargo's scratch directory, with
@@ -36,6 +38,10 @@ impl Factory for SqliteFile {
         SqliteStore::open(&path, StoreConfig::default().clock(clock))
             .await
             .expect("open SQLite")
+    }
+
+    fn tally(store: &SqliteStore) -> Tally {
+        store.tally()
     }
 }
 

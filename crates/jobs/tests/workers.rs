@@ -265,6 +265,77 @@ async fn concurrency_is_never_exceeded() {
 }
 
 #[tokio::test]
+async fn jobs_claimed_ahead_wait_for_a_slot_and_go_back_at_shutdown() {
+    let store = Arc::new(sqlite().await);
+    let started = Arc::new(AtomicU32::new(0));
+    // Each run waits for a permit of the gate: the test lets them end.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (s, g) = (Arc::clone(&started), Arc::clone(&gate));
+    let handlers = Handlers::new().on(
+        "gated",
+        handler_fn(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+            let gate = Arc::clone(&g);
+            async move {
+                gate.acquire().await.expect("the gate stays open").forget();
+                Outcome::Completed(json!(null))
+            }
+        }),
+    );
+    for _ in 0..5 {
+        enqueue(&*store, NewJob::new("q", "gated", json!({}))).await;
+    }
+    let queue = QueueConfig::new("q").unlimited().concurrency(1).prefetch(2);
+    let pool = pool(&store, queue, handlers);
+    // One runs, two more are leased ahead of a slot; none beyond that.
+    eventually("one running, two claimed ahead", || async {
+        count(&*store, "q", JobState::Running).await == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(started.load(Ordering::SeqCst), 1, "one slot");
+    assert_eq!(count(&*store, "q", JobState::Available).await, 2);
+
+    // The run ends: a job claimed ahead takes its slot, and the claim
+    // tops up what waits.
+    gate.add_permits(1);
+    eventually("the next one started", || async {
+        started.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    eventually("claimed ahead again", || async {
+        count(&*store, "q", JobState::Running).await == 3
+            && count(&*store, "q", JobState::Completed).await == 1
+    })
+    .await;
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+
+    // The run that never ends is halted at the deadline; the two that
+    // never started go back at once. No attempt is used by any.
+    let report = pool.shutdown(Duration::from_millis(200)).await;
+    assert_eq!((report.completed, report.released), (1, 3));
+    assert_eq!(count(&*store, "q", JobState::Scheduled).await, 3);
+    assert_eq!(count(&*store, "q", JobState::Available).await, 1);
+    let jobs = store
+        .list(&sluice_jobs::ListFilter {
+            state: Some(JobState::Scheduled),
+            ..sluice_jobs::ListFilter::default()
+        })
+        .await
+        .expect("list");
+    assert!(
+        jobs.jobs
+            .iter()
+            .all(|j| j.attempts == 0 && j.lease.is_none())
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        2,
+        "none started at shutdown"
+    );
+}
+
+#[tokio::test]
 async fn a_paused_queue_is_not_claimed_until_resumed() {
     let store = Arc::new(sqlite().await);
     store.pause("q").await.unwrap();

@@ -52,6 +52,8 @@ pub(crate) struct Entry {
     pub(crate) tenant: Arc<str>,
     pub(crate) lane: Arc<str>,
     pub(crate) priority: Priority,
+    /// Its weight in fair queuing: its ticket's, else its tenant's.
+    pub(crate) weight: u32,
     pub(crate) deadline: Instant,
     pub(crate) enqueued: Instant,
     pub(crate) status: Status,
@@ -166,12 +168,17 @@ impl<T> State<T> {
             .scheduler
             .push(ticket.priority, &ticket.tenant, id);
         self.service.join(&ticket.tenant, now);
+        let weight = ticket
+            .weight
+            .unwrap_or_else(|| self.config.weights.of(&ticket.tenant))
+            .get();
         self.entries.insert(
             id,
             Entry {
                 tenant: ticket.tenant,
                 lane: Arc::clone(&lane_name),
                 priority: ticket.priority,
+                weight,
                 deadline: ticket.deadline,
                 enqueued: now,
                 status: Status::Queued,
@@ -221,8 +228,7 @@ impl<T> State<T> {
             } else {
                 let popped = l.scheduler.pop(&self.service);
                 debug_assert_eq!(popped, Some(id));
-                let weight = self.config.weights.of(&entry.tenant).get();
-                self.service.served(&entry.tenant, weight, now);
+                self.service.served(&entry.tenant, entry.weight, now);
                 entry.status = Status::Granted { at: now };
                 l.in_flight += 1;
                 self.in_flight += 1;

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
 use sluice_jobs::{
     Clock, JobState, JobStore, NewJob, PostgresStore, SqliteOptions, SqliteStore, StoreConfig,
-    SystemClock,
+    SystemClock, Tally,
 };
 use sluice_limit::{Limit, Limiter, Rules};
 use sluice_sim::swarm::most_in_window;
@@ -43,6 +43,10 @@ pub struct JobsArgs {
     /// Jobs the burn-down pool runs at once.
     #[arg(long, default_value_t = 100)]
     pub concurrency: usize,
+    /// Jobs the burn-down pool claims ahead of free slots (default: as
+    /// many as `--concurrency`, the pool's default).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
     /// Also measure a PostgreSQL server at this URL (in a schema of its
     /// own, dropped afterwards).
     #[arg(long, env = "SLUICE_BENCH_POSTGRES_URL")]
@@ -101,8 +105,13 @@ pub async fn jobs(args: JobsArgs) -> ExitCode {
         eprintln!("sluice bench: --jobs must be 1 to {MAX_JOBS}");
         return ExitCode::from(2);
     }
-    if !(1..=10_000).contains(&args.batch) || !(1..=10_000).contains(&args.concurrency) {
-        eprintln!("sluice bench: --batch and --concurrency must be 1 to 10000");
+    if !(1..=10_000).contains(&args.batch)
+        || !(1..=10_000).contains(&args.concurrency)
+        || args.prefetch.is_some_and(|p| p > 10_000)
+    {
+        eprintln!(
+            "sluice bench: --batch and --concurrency must be 1 to 10000, --prefetch at most 10000"
+        );
         return ExitCode::from(2);
     }
     if !(1..=10_000).contains(&args.rate) || args.rate_seconds > 3_600 || args.retries > 100_000 {
@@ -122,11 +131,19 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
     let _cleanup = RemoveDir(dir.clone());
     let sqlite = open_sqlite(&dir.join("throughput.db"), args.sqlite_sync).await?;
     note(args.json, "throughput on SQLite");
-    let mut rates = vec![throughput(args, "sqlite", sqlite).await?];
+    let tally = {
+        let store = Arc::clone(&sqlite);
+        move || store.tally()
+    };
+    let mut rates = vec![throughput(args, "sqlite", sqlite, tally).await?];
     if let Some(url) = &args.postgres {
         note(args.json, "throughput on PostgreSQL");
         let (store, schema) = open_postgres(url).await?;
-        let result = throughput(args, "postgres", store.clone()).await;
+        let tally = {
+            let store = Arc::clone(&store);
+            move || store.tally()
+        };
+        let result = throughput(args, "postgres", store.clone(), tally).await;
         store.close().await;
         drop_schema(url, &schema).await;
         rates.push(result?);
@@ -152,6 +169,7 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
         "jobs": args.jobs,
         "batch": args.batch,
         "concurrency": args.concurrency,
+        "prefetch": args.prefetch.unwrap_or(args.concurrency),
         "sqlite_synchronous": args.sqlite_sync.as_str(),
         "throughput": rates,
         "rate": rate,
@@ -246,12 +264,24 @@ async fn count(store: &impl JobStore, queue: &str, state: JobState) -> Result<u6
         .map_or(0, |q| q.counts.get(state)))
 }
 
+/// Per job, what a stretch of work cost the database (see [`Tally`]).
+fn per_job(cost: Tally, jobs: u64) -> Value {
+    let per = |n: u64| round3(n as f64 / jobs.max(1) as f64);
+    json!({
+        "statements": per(cost.statements),
+        "commits": per(cost.commits),
+        "synced_commits": per(cost.synced_commits),
+    })
+}
+
 async fn throughput<S: JobStore + 'static>(
     args: &JobsArgs,
     backend: &str,
     store: Arc<S>,
+    tally: impl Fn() -> Tally,
 ) -> Result<Value, BoxError> {
     let queue = "burn";
+    let before = tally();
     let start = Instant::now();
     let mut n = 0;
     while n < args.jobs {
@@ -263,15 +293,18 @@ async fn throughput<S: JobStore + 'static>(
         store.enqueue_batch(batch).await?;
     }
     let enqueue = start.elapsed();
+    let enqueued = tally();
 
+    let mut config = QueueConfig::new(queue)
+        .unlimited()
+        .concurrency(args.concurrency);
+    if let Some(n) = args.prefetch {
+        config = config.prefetch(n);
+    }
     let start = Instant::now();
     let pool = WorkerPool::builder(Arc::clone(&store), Limiter::new(Rules::new())?)
         .handlers(noop_handlers())
-        .queue(
-            QueueConfig::new(queue)
-                .unlimited()
-                .concurrency(args.concurrency),
-        )
+        .queue(config)
         .configure(|c| {
             c.poll = Duration::from_millis(5);
             c.cleanup_every = None;
@@ -279,6 +312,7 @@ async fn throughput<S: JobStore + 'static>(
         .start()?;
     until_completed(&pool, args.jobs).await?;
     let burn = start.elapsed();
+    let burnt = tally();
     pool.shutdown(Duration::from_secs(5)).await;
     let completed = count(&*store, queue, JobState::Completed).await?;
     let per_second = |d: Duration| args.jobs as f64 / d.as_secs_f64().max(1e-9);
@@ -289,6 +323,8 @@ async fn throughput<S: JobStore + 'static>(
         "burn_jobs_per_second": round(per_second(burn)),
         "burn_seconds": round3(burn.as_secs_f64()),
         "completed": completed,
+        "enqueue_per_job": per_job(enqueued - before, args.jobs),
+        "burn_per_job": per_job(burnt - enqueued, args.jobs),
     }))
 }
 
@@ -463,20 +499,36 @@ fn table(r: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, SQLite synchronous={}",
+        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, SQLite synchronous={}",
         r["jobs"],
         r["batch"],
         r["concurrency"],
+        r["prefetch"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
     let num = |v: &Value| format!("{:.0}", v.as_f64().unwrap_or(f64::NAN));
-    let mut t = Table::new(["backend", "enqueue jobs/s", "burn jobs/s", "completed"]).right(1..4);
+    let per = |v: &Value, digits: usize| format!("{:.*}", digits, v.as_f64().unwrap_or(f64::NAN));
+    let mut t = Table::new([
+        "backend",
+        "enqueue jobs/s",
+        "burn jobs/s",
+        "completed",
+        "statements/job",
+        "commits/job",
+        "synced/job",
+    ])
+    .right(1..7);
     for b in r["throughput"].as_array().into_iter().flatten() {
+        // What the burn-down asked of the database per job: load does not move these.
+        let cost = &b["burn_per_job"];
         t.row([
             b["backend"].as_str().unwrap_or("").to_owned(),
             num(&b["enqueue_jobs_per_second"]),
             num(&b["burn_jobs_per_second"]),
             num(&b["completed"]),
+            per(&cost["statements"], 3),
+            per(&cost["commits"], 4),
+            per(&cost["synced_commits"], 4),
         ]);
     }
     let _ = write!(out, "\n{}", t.render());

@@ -10,10 +10,18 @@
 //! | `…:concurrent` | `max_concurrent` (held until the answer is delivered) |
 //!
 //! The limits are set in the limiter when first used and again only when
-//! they change (a tier or key update). Callers of the limiter API cannot
-//! name these resources, nor see them in `GET /v1/limits`.
+//! they change (a tier or key update). A key's or tenant's are dropped
+//! from the limiter when it changes — revoked, blocked, rotated, updated,
+//! here or on another replica (the bus's notice) — so that keys that will
+//! never call again do not stay registered (in Redis mode a replica may
+//! set at most 65,536); one still in use is set again at its next call.
+//! Callers of the limiter API cannot name these resources, nor see them
+//! in `GET /v1/limits`.
 
-use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, PoisonError};
+
+use sluice_keys::Change;
 
 use sluice_keys::{Caller, Limits};
 use sluice_limit::{Limit, SharedLimiter};
@@ -28,6 +36,41 @@ pub(crate) const CALLER_PREFIX: &str = "caller:";
 /// How many set limits are remembered; past it the memory starts over
 /// (the limits are then set once more, which forgives what they owed).
 const MAX_APPLIED: usize = 100_000;
+
+/// The limit suffixes of a caller scope.
+const SUFFIXES: [&str; 4] = ["rps", "rpm", "tpm", "concurrent"];
+
+/// Most scopes waiting to be dropped; past it the oldest are forgotten
+/// (and stay set until their next change).
+const MAX_RETIRED: usize = 10_000;
+
+/// Caller scopes whose limits are to be dropped from the limiter at the
+/// next request (which holds the limiter): bus notices arrive where it is
+/// not at hand.
+#[derive(Debug, Default)]
+pub(crate) struct Retired {
+    any: std::sync::atomic::AtomicBool,
+    scopes: Mutex<Vec<String>>,
+}
+
+impl Retired {
+    /// Queues the scope `change` names (`key:{id}`, `tenant:{name}`).
+    pub(crate) fn push(&self, change: &Change) {
+        let scope = match change {
+            Change::Key(id) => format!("key:{id}"),
+            Change::Tenant(name) => format!("tenant:{name}"),
+            // Its members' limits are compared, and set again if changed,
+            // at their next call.
+            Change::Tier(_) => return,
+        };
+        let mut scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
+        if scopes.len() >= MAX_RETIRED {
+            scopes.remove(0);
+        }
+        scopes.push(scope);
+        self.any.store(true, Ordering::Release);
+    }
+}
 
 /// What a caller's request takes besides the upstream's resources.
 #[derive(Debug, Default)]
@@ -50,6 +93,9 @@ impl KeyRegistry {
         caller: &Caller,
         tokens: Option<u64>,
     ) -> Result<CallerNeeds, ApiError> {
+        if self.retired.any.load(Ordering::Acquire) {
+            self.drop_retired(limits);
+        }
         let mut out = CallerNeeds::default();
         let scopes = [
             (format!("key:{}", caller.key_id), &caller.key_limits),
@@ -66,6 +112,44 @@ impl KeyRegistry {
             }
         }
         Ok(out)
+    }
+
+    /// Drops the limits of the retired scopes from `limits`; one still
+    /// busy (a call of a just-revoked key in flight) is tried again at the
+    /// next request.
+    pub(crate) fn drop_retired(&self, limits: &SharedLimiter) {
+        let scopes = {
+            let mut s = self
+                .retired
+                .scopes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.retired.any.store(false, Ordering::Release);
+            std::mem::take(&mut *s)
+        };
+        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut busy = Vec::new();
+        for scope in scopes {
+            let mut kept = false;
+            for suffix in SUFFIXES {
+                let resource = format!("{CALLER_PREFIX}{scope}:{suffix}");
+                applied.remove(&resource);
+                kept |= limits.contains(&resource) && !limits.remove_idle(&resource);
+            }
+            if kept {
+                busy.push(scope);
+            }
+        }
+        drop(applied);
+        if !busy.is_empty() {
+            let mut s = self
+                .retired
+                .scopes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            s.extend(busy);
+            self.retired.any.store(true, Ordering::Release);
+        }
     }
 
     /// Sets `limit` on `resource` unless it is set already.
@@ -107,7 +191,69 @@ fn wanted(l: &Limits, tokens: Option<u64>) -> Vec<(&'static str, Limit, u64)> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::config::Config;
+
+    fn caller(key: &str, tenant: &str, rpm: u64) -> Caller {
+        let l = Limits {
+            requests_per_minute: Some(rpm),
+            ..Limits::default()
+        };
+        Caller {
+            tenant: tenant.into(),
+            key_id: key.into(),
+            key_limits: l.clone(),
+            tenant_limits: l,
+            key_budgets: Arc::from([]),
+            tenant_budgets: Arc::from([]),
+            tags: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_changed_keys_limits_leave_the_limiter() {
+        let mut config = Config {
+            data_dir: std::env::temp_dir().join(format!(
+                "sluice-retired-{}-{:x}",
+                std::process::id(),
+                fastrand::u64(..)
+            )),
+            ..Config::default()
+        };
+        config.keys.store = "sqlite".into();
+        let r = KeyRegistry::open(&config, None).await.unwrap();
+        let limiter: SharedLimiter = sluice_limit::Limiter::builder().build().unwrap().into();
+        r.needs(&limiter, &caller("k1", "acme", 60), None).unwrap();
+        r.needs(&limiter, &caller("k2", "acme", 60), None).unwrap();
+        for res in [
+            "caller:key:k1:rpm",
+            "caller:key:k2:rpm",
+            "caller:tenant:acme:rpm",
+        ] {
+            assert!(limiter.contains(res), "{res}");
+        }
+        // Revoked (or blocked, rotated, changed): gone at the next call,
+        // whoever makes it; the others stay.
+        r.changed(Change::Key("k1".into())).await;
+        r.needs(&limiter, &caller("k2", "acme", 60), None).unwrap();
+        assert!(!limiter.contains("caller:key:k1:rpm"));
+        assert!(limiter.contains("caller:key:k2:rpm"));
+        // One in use stays until it is idle.
+        let grant = limiter
+            .acquire_many(&[("caller:key:k2:rpm", 1)], None)
+            .await
+            .unwrap();
+        r.changed(Change::Key("k2".into())).await;
+        r.needs(&limiter, &caller("k3", "acme", 60), None).unwrap();
+        assert!(limiter.contains("caller:key:k2:rpm"), "busy: kept");
+        drop(grant);
+        r.needs(&limiter, &caller("k3", "acme", 60), None).unwrap();
+        assert!(!limiter.contains("caller:key:k2:rpm"));
+        r.close().await;
+        let _ = std::fs::remove_dir_all(&config.data_dir);
+    }
 
     #[test]
     fn each_limit_is_a_resource() {

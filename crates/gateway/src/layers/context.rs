@@ -157,6 +157,23 @@ impl Context {
         })
     }
 
+    /// Its admission ticket: tenant, deadline, priority, and the fairness
+    /// weight of its key (else its tenant) in the key store, when set
+    /// there; else the tenant's `[[tenants]] weight` applies.
+    pub fn ticket(&self) -> sluice_admit::Ticket {
+        let ticket = sluice_admit::Ticket::new(self.workspace.clone(), self.deadline)
+            .with_priority(self.priority);
+        match self
+            .caller
+            .as_ref()
+            .and_then(|c| c.weight())
+            .and_then(std::num::NonZeroU32::new)
+        {
+            Some(w) => ticket.with_weight(w),
+            None => ticket,
+        }
+    }
+
     /// Whether the caller's key and tenant allow `model` (everyone may
     /// call every model but callers with an allow-list).
     pub fn allows_model(&self, model: &str) -> bool {

@@ -96,9 +96,7 @@ impl Queued for Call {
     fn ticket(&self) -> Ticket {
         // The model's own lane: requests for a model at its limit wait
         // without holding the slots that requests for other models need.
-        let ticket = Ticket::new(self.ctx.workspace.clone(), self.ctx.deadline)
-            .with_priority(self.ctx.priority)
-            .with_lane(self.model.as_str());
+        let ticket = self.ctx.ticket().with_lane(self.model.as_str());
         match &self.share {
             Some(key) => ticket.with_dedup_key(key.clone()),
             None => ticket,

@@ -108,8 +108,8 @@ impl Queued for Call {
         // The same queue as model calls (priorities, per-tenant fairness,
         // depth limits) in the API's own lane. Proxied bodies stream, so
         // nothing is shared between duplicates: no dedup key.
-        Ticket::new(self.ctx.workspace.clone(), self.ctx.deadline)
-            .with_priority(self.ctx.priority)
+        self.ctx
+            .ticket()
             .with_lane(self.upstream.plan.requests.as_str())
     }
 

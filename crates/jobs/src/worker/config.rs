@@ -34,7 +34,8 @@ pub const DEFAULT_MAX_THROTTLES: u32 = 5;
 pub struct QueueConfig {
     /// The queue's name.
     pub name: String,
-    /// Jobs run at once (the seed's 5).
+    /// Jobs run at once (the seed's 5): waiting for their rate, running,
+    /// or waiting for their outcome's commit.
     pub concurrency: NonZeroUsize,
     /// Job starts allowed, as a limit on the limiter resource
     /// `jobs:{queue}` (the seed's 10 in any second, sliding window);
@@ -43,6 +44,10 @@ pub struct QueueConfig {
     /// Job starts allowed per group, on `jobs:{queue}:{tenant}:{group}`; none by
     /// default.
     pub group_rate: Option<Limit>,
+    /// Jobs claimed ahead of free slots at most (see
+    /// [`prefetch`](Self::prefetch)); `None` for as many as
+    /// [`concurrency`](Self::concurrency).
+    pub prefetch: Option<usize>,
 }
 
 impl QueueConfig {
@@ -53,6 +58,7 @@ impl QueueConfig {
             concurrency: NonZeroUsize::new(DEFAULT_CONCURRENCY).unwrap_or(NonZeroUsize::MIN),
             rate: Some(Limit::sliding_window(DEFAULT_RATE, Duration::from_secs(1))),
             group_rate: None,
+            prefetch: None,
         }
     }
 
@@ -61,6 +67,25 @@ impl QueueConfig {
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
         self
+    }
+
+    /// Claims up to `n` jobs more than it has free slots, so that a slot
+    /// that frees up starts a job at once instead of waiting for a claim,
+    /// and one claim serves more jobs. As
+    /// many as [`concurrency`](Self::concurrency) by default; 0 claims only
+    /// for free slots. A job claimed ahead is leased (and its lease
+    /// renewed) from its claim; at shutdown it runs if a slot is free,
+    /// else it is given back at once without using an attempt; after a
+    /// crash it is rescued as a running job is, which counts an attempt.
+    #[must_use]
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
+        self
+    }
+
+    /// How many jobs the queue claims ahead of free slots at most.
+    pub fn ahead(&self) -> usize {
+        self.prefetch.unwrap_or(self.concurrency.get())
     }
 
     /// Starts jobs at most as `limit` allows.

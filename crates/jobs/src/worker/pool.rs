@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_limit::Limit;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::job::{Job, Lease};
 use crate::metrics;
 use crate::store::JobStore;
 use crate::worker::backoff::Backoff;
@@ -17,7 +18,7 @@ use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::heartbeat::{self, Heartbeats};
-use crate::worker::run::run_job;
+use crate::worker::run::{Claimed, give_back_unstarted, run_job};
 use crate::worker::wake::{QueueWake, Wakes};
 use sluice_limit::SharedLimiter;
 
@@ -358,36 +359,121 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
     }
 }
 
-/// Claims jobs of one queue as slots free up, until told to stop; then
-/// waits for its running jobs (which shutdown may halt).
+/// Works one queue: a claimer task claims jobs ahead of the queue's free
+/// slots, as far as its prefetch allows, and this task starts them in
+/// claim order as slots free up, until told to stop; then it starts
+/// what was claimed and finds a free slot, gives back the rest, and waits
+/// for the running jobs (which shutdown may halt).
+///
+/// Two bounds: `slots` (the queue's concurrency) are the runs started and
+/// not yet recorded, whose effects a crash could repeat; `room`
+/// (concurrency + prefetch) the jobs claimed and not yet recorded. So
+/// when a group commit frees slots, the jobs claimed ahead start at once
+/// while the next claim is made.
 async fn claim_loop<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(queue.concurrency.get()));
-    let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
-    // Owned here: aborting this task (the pool dropped) aborts every run.
+    let concurrency = queue.concurrency.get();
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let room = Arc::new(Semaphore::new(concurrency + queue.ahead()));
+    let (claimed, mut next) = mpsc::unbounded_channel();
+    let claims = claimer(
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+        stop.clone(),
+        room,
+        claimed,
+    );
+    // Owned here: aborting this task (the pool dropped) aborts the
+    // claimer and every run.
+    let mut claimer = AbortOnDrop(Some(tokio::spawn(claims)));
     let mut running = JoinSet::new();
+    let mut unstarted = Vec::new();
     loop {
         while running.try_join_next().is_some() {}
+        let job = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            job = next.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let slot = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => {
+                unstarted.push(job);
+                break;
+            }
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+        };
+        let (Ok(slot), (job, lease, claimed)) = (slot, job) else {
+            break;
+        };
+        running.spawn(run_job(
+            Arc::clone(&ctx),
+            Arc::clone(&queue),
+            job,
+            lease,
+            claimed,
+            slot,
+        ));
+    }
+    // The claimer stops after the claim it may be making: then every job
+    // it claimed is in the channel.
+    if let Some(task) = claimer.0.take() {
+        let _ = task.await;
+    }
+    while let Ok(job) = next.try_recv() {
+        unstarted.push(job);
+    }
+    // Claimed and not started: those that find a free slot run within
+    // the grace period like the others, the rest go back at once.
+    for (job, lease, claimed) in unstarted {
+        let ctx = Arc::clone(&ctx);
+        match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => running.spawn(run_job(ctx, Arc::clone(&queue), job, lease, claimed, slot)),
+            Err(_) => running.spawn(give_back_unstarted(ctx, job, lease, claimed)),
+        };
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// A job claimed and not yet started, with what it holds.
+type Waiting = (Job, Lease, Claimed);
+
+/// Claims jobs of `queue` while there is room, and sends them in claim
+/// order (the tenants' and groups' turns) to be started; polls an idle
+/// queue. Stops, between claims, once told to.
+async fn claimer<S: JobStore + 'static>(
+    ctx: Arc<Ctx<S>>,
+    queue: Arc<QueueConfig>,
+    mut stop: watch::Receiver<bool>,
+    room: Arc<Semaphore>,
+    claimed: mpsc::UnboundedSender<Waiting>,
+) {
+    let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
+    loop {
         let first = tokio::select! {
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(p) => p,
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            first = Arc::clone(&room).acquire_owned() => match first {
+                Ok(first) => first,
                 Err(_) => break,
             },
-            _ = stop.wait_for(|s| *s) => break,
         };
-        // Slots free up in bursts (a batch of completions commits at
+        // Room frees up in bursts (a batch of completions commits at
         // once): let the rest of the burst land so that one claim fills
-        // them all instead of one claim per slot.
+        // it all instead of one claim per job.
         tokio::task::yield_now().await;
-        let mut permits = vec![first];
-        while let Ok(p) = Arc::clone(&slots).try_acquire_owned() {
-            permits.push(p);
+        let mut places = vec![first];
+        while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
+            places.push(place);
         }
-        let n = u32::try_from(permits.len()).unwrap_or(u32::MAX);
-        let claimed = match ctx
+        let n = u32::try_from(places.len()).unwrap_or(u32::MAX);
+        let jobs = match ctx
             .store
             .claim(&queue.name, &ctx.config.worker_id, n, ctx.config.lease)
             .await
@@ -398,24 +484,33 @@ async fn claim_loop<S: JobStore + 'static>(
                 Vec::new()
             }
         };
-        if claimed.is_empty() {
-            drop(permits);
+        if jobs.is_empty() {
+            drop(places);
             let now = tokio::time::Instant::now();
             // A retry this pool scheduled may fall due before the next poll.
             if let Some(at) = wake.next(now, now + ctx.config.poll) {
                 tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => break,
                     _ = tokio::time::sleep_until(at) => {}
                     _ = wake.notified() => {}
-                    _ = stop.wait_for(|s| *s) => break,
                 }
             }
             continue;
         }
-        for (job, permit) in claimed.into_iter().zip(permits) {
-            running.spawn(run_job(Arc::clone(&ctx), Arc::clone(&queue), job, permit));
+        for (job, room) in jobs.into_iter().zip(places) {
+            let Some(lease) = job.lease.clone() else {
+                tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
+                continue;
+            };
+            // Renewed from the claim on, while it waits for a slot too.
+            let held = ctx.heartbeats.hold(&lease);
+            let waiting = Claimed { held, room };
+            if claimed.send((job, lease, waiting)).is_err() {
+                return;
+            }
         }
     }
-    while running.join_next().await.is_some() {}
 }
 
 /// Takes back jobs whose lease expired (their worker died).

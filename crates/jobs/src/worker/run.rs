@@ -37,20 +37,31 @@ enum Driven<T> {
     Halted,
 }
 
-/// Runs one claimed job to its recorded end.
+/// What a claimed job holds from its claim until its outcome is recorded.
+pub(crate) struct Claimed {
+    /// Its lease, renewed by the pool's heartbeat.
+    pub held: Held,
+    /// Its place among the queue's jobs claimed and not yet recorded.
+    pub room: OwnedSemaphorePermit,
+}
+
+/// Runs one claimed job, holding its `slot` while it waits for its rate,
+/// runs, and has its outcome recorded.
 pub(crate) async fn run_job<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
     job: Job,
-    permit: OwnedSemaphorePermit,
+    lease: Lease,
+    claimed: Claimed,
+    slot: OwnedSemaphorePermit,
 ) {
-    let _permit = permit;
-    let Some(lease) = job.lease.clone() else {
-        tracing::error!(job = %job.id, "claimed job has no lease; leaving it to the rescuer");
-        return;
-    };
-    // Renewed by the pool's heartbeat until this run ends.
-    let mut held = ctx.heartbeats.hold(&lease);
+    // Both freed once the outcome is committed: a slot counts every run
+    // whose effect a crash could repeat.
+    let _slot = slot;
+    let Claimed {
+        mut held,
+        room: _room,
+    } = claimed;
 
     // Wait for the queue's (and the group's) rate, holding the lease.
     let needs = rate_needs(&ctx, &queue, &job);
@@ -107,6 +118,17 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
     };
     metrics::duration(&queue.name, &job.kind, begin.elapsed());
     record(&ctx, &job, &lease, outcome).await;
+}
+
+/// Gives back, at shutdown, a job claimed ahead that never started.
+pub(crate) async fn give_back_unstarted<S: JobStore>(
+    ctx: Arc<Ctx<S>>,
+    job: Job,
+    lease: Lease,
+    claimed: Claimed,
+) {
+    release(&ctx, &job, &lease).await;
+    drop(claimed);
 }
 
 async fn wait_task(mut task: AbortOnDrop<Outcome>) -> Result<Outcome, String> {

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod batch;
+pub mod cost;
 pub mod fairness;
 pub mod idempotency;
 pub mod leases;
@@ -16,7 +17,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use serde_json::json;
-use sluice_jobs::{Job, JobId, JobState, JobStore, Lease, ManualClock, NewJob, Timestamp};
+use sluice_jobs::{Job, JobId, JobState, JobStore, Lease, ManualClock, NewJob, Tally, Timestamp};
 
 /// Makes a fresh, empty store that reads time from `clock`.
 pub trait Factory: Sync {
@@ -24,6 +25,8 @@ pub trait Factory: Sync {
     type Store: JobStore + 'static;
     /// A new store with no jobs.
     fn make(&self, clock: ManualClock) -> impl Future<Output = Self::Store> + Send;
+    /// What `store` has asked of its database so far.
+    fn tally(store: &Self::Store) -> Tally;
 }
 
 /// Where every test's clock starts (November 2023).
@@ -118,6 +121,7 @@ macro_rules! store_tests {
             admin::retention_deletes_old_finished_jobs,
             admin::retention_keeps_jobs_with_live_keys,
             stress::concurrent_claimers_never_share_a_job,
+            cost::a_cycle_costs_the_same_for_any_number_of_jobs,
         );
     };
     (@each $factory:expr; $($module:ident :: $test:ident),* $(,)?) => {

@@ -138,3 +138,23 @@ async fn callers_without_budgets_pass_untouched() {
     .await;
     assert!(served.result.is_ok() && served.notes.meta.budget.is_none());
 }
+
+#[tokio::test]
+async fn a_keys_weight_from_the_store_goes_into_its_admission_ticket() {
+    let state = state();
+    let plain = model_call(&state, MODEL, false, &[]);
+    assert_eq!(
+        plain.call.ctx.ticket().weight,
+        None,
+        "the tenant's, from the config"
+    );
+    let mut req = call_with(&state, Vec::new());
+    let mut caller = (**req.call.ctx.caller.as_ref().unwrap()).clone();
+    caller.tenant_limits.weight = Some(2);
+    req.call.ctx.caller = Some(Arc::new(caller.clone()));
+    assert_eq!(req.call.ctx.ticket().weight.map(|w| w.get()), Some(2));
+    // The key's own weight wins over its tenant's.
+    caller.key_limits.weight = Some(5);
+    req.call.ctx.caller = Some(Arc::new(caller));
+    assert_eq!(req.call.ctx.ticket().weight.map(|w| w.get()), Some(5));
+}
