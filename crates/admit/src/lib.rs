@@ -55,5 +55,5 @@ pub use error::{Error, ParsePriorityError, Scope};
 pub use permit::{Admission, Permit};
 pub use priority::Priority;
 pub use queue::AdmissionQueue;
-pub use stats::Stats;
+pub use stats::{LaneStats, Stats};
 pub use ticket::Ticket;

@@ -10,7 +10,7 @@ use std::task::Waker;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Admission, Error, QueueConfig, Stats, Ticket};
+use crate::{Admission, Error, LaneStats, QueueConfig, Stats, Ticket};
 pub(crate) use state::FlightKey;
 use state::{Enqueued, State};
 use waiter::{Waiter, join};
@@ -116,6 +116,18 @@ impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
     /// Entries `tenant` has waiting.
     pub fn tenant_depth(&self, tenant: &str) -> usize {
         self.shared.lock().tenant_depth(tenant)
+    }
+
+    /// The tenants with entries waiting and how many each has, most
+    /// first, at most `limit` of them (a dashboard's view; see
+    /// [`Stats`] for why metrics do not label by tenant).
+    pub fn tenant_depths(&self, limit: usize) -> Vec<(Arc<str>, usize)> {
+        self.shared.lock().tenant_depths(limit)
+    }
+
+    /// Every lane with entries waiting or slots held, busiest first.
+    pub fn lanes(&self) -> Vec<LaneStats> {
+        self.shared.lock().lanes()
     }
 
     /// A snapshot for metrics.

@@ -43,3 +43,22 @@ impl Stats {
         self.queued_by_priority[priority.index()]
     }
 }
+
+/// One lane of the admission queue (a model or API), for dashboards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LaneStats {
+    /// The lane: the resource its tickets named.
+    pub lane: std::sync::Arc<str>,
+    /// Entries waiting in each class, highest first.
+    pub queued_by_priority: [usize; 3],
+    /// Slots held in the lane.
+    pub in_flight: usize,
+}
+
+impl LaneStats {
+    /// Entries waiting, all classes.
+    pub fn queued(&self) -> usize {
+        self.queued_by_priority.iter().sum()
+    }
+}

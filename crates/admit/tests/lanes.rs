@@ -134,3 +134,40 @@ async fn service_in_one_lane_counts_in_every_lane() {
         ["a@y", "a@y", "b@x", "b@x", "a@x", "a@x"]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn lanes_and_tenants_are_counted_for_dashboards() {
+    let queue: AdmissionQueue = AdmissionQueue::new(config(1, 100, 200));
+    let t = |tenant: &'static str, p, lane: &'static str| ticket(tenant, p).with_lane(lane);
+    let _running = queue.admit(t("a", Priority::Normal, "m")).await.unwrap();
+    let q = queue.clone();
+    let waiting: Vec<_> = [
+        ("a", Priority::High, "m"),
+        ("b", Priority::Low, "m"),
+        ("b", Priority::Normal, "m"),
+    ]
+    .into_iter()
+    .map(|(tenant, p, lane)| {
+        let q = q.clone();
+        tokio::spawn(async move { q.admit(t(tenant, p, lane)).await.map(|_| ()) })
+    })
+    .collect();
+    settle().await;
+    let lanes = queue.lanes();
+    assert_eq!(lanes.len(), 1, "{lanes:?}");
+    assert_eq!(&*lanes[0].lane, "m");
+    assert_eq!(lanes[0].queued_by_priority, [1, 1, 1]);
+    assert_eq!(lanes[0].queued(), 3);
+    assert_eq!(lanes[0].in_flight, 1);
+    // Deepest tenant first; the limit cuts the list.
+    let depths = queue.tenant_depths(10);
+    let named: Vec<(&str, usize)> = depths.iter().map(|(t, n)| (&**t, *n)).collect();
+    assert_eq!(named, [("b", 2), ("a", 1)]);
+    assert_eq!(queue.tenant_depths(1).len(), 1);
+    queue.close();
+    for w in waiting {
+        assert!(w.await.unwrap().is_err());
+    }
+    drop(_running);
+    assert!(queue.lanes().is_empty());
+}

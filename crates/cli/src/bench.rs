@@ -15,7 +15,13 @@
 //! (c) A swarm at twice one model's limit, configured alike in the sim
 //!     and the gateway: goodput as a share of capacity, upstream 429s,
 //!     Jain's fairness across equal-weight tenants.
-//! (d) OpenTelemetry export off and on: latency and CPU per request
+//! (d) What keys and budgets cost: (a)'s non-streamed stream through the
+//!     gateway without a key, then with a key of the key store whose
+//!     tenant has budgets of money, tokens and requests and a per-key
+//!     request limit (authentication from the cache, the per-key limit,
+//!     a reserve and a settle per call): latency and CPU per request side
+//!     by side. In-process only (it creates the tenant and key).
+//! (e) OpenTelemetry export off and on: latency and CPU per request
 //!     ([`otel`]); `--otel-only` runs this part alone.
 //!
 //! (a) and (b) also send a request the response cache answers (the same
@@ -47,7 +53,7 @@ use tokio::time::Instant;
 
 use crate::stack::Stack;
 use crate::summary::RunSummary;
-use report::{Cpu, CpuPart, LatencyPart, Report, SlowPart, SwarmPart, ThroughputPart};
+use report::{Cpu, CpuPart, KeysPart, LatencyPart, Report, SlowPart, SwarmPart, ThroughputPart};
 
 /// What `sluice bench gateway` measures and how hard.
 #[derive(Debug, Clone, clap::Args)]
@@ -86,6 +92,8 @@ const SWARM_LIMIT: f64 = 50.0;
 /// (c): tenants, equal weight; the first runs twice the agents of each
 /// other.
 const SWARM_TENANTS: usize = 4;
+/// (d): the in-process gateway's operator token, to issue the key.
+const BENCH_ADMIN: &str = "sluice-bench";
 /// (c): the agents' pause between calls, uniform; its mean (1 s) times
 /// twice the limit gives the number of agents.
 const SWARM_THINK: (Duration, Duration) =
@@ -141,6 +149,7 @@ pub(crate) fn note(json: bool, what: &str) {
 /// Every limit, queue and pool far above the offered load: the gateway's
 /// own cost, not its policy, is measured.
 fn limits_off(config: &mut Config) {
+    config.admin_token = Some(BENCH_ADMIN.into());
     let big = NonZeroUsize::new(100_000).expect("non-zero");
     config.queue.max_depth_per_tenant = big;
     config.queue.max_depth_total = big;
@@ -209,14 +218,105 @@ fn request(
     url: String,
     body: serde_json::Value,
 ) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    keyed_request(client, url, body, None)
+}
+
+/// [`request`] as the holder of `key`, when given.
+fn keyed_request(
+    client: &reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+    key: Option<String>,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
     let body = body.to_string();
     let client = client.clone();
     move || {
-        client
+        let r = client
             .post(&url)
             .header("content-type", "application/json")
-            .body(body.clone())
+            .body(body.clone());
+        match &key {
+            Some(k) => r.bearer_auth(k),
+            None => r,
+        }
     }
+}
+
+/// (a)'s non-streamed chat completion through the gateway, as `key`.
+fn keyed_chat(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let url = format!("{base}/v1/chat/completions");
+    let body = json!({"model": format!("{PROVIDER}/{MODEL}"), "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]});
+    keyed_request(client, url, body, Some(key.to_owned()))
+}
+
+/// A tenant with budgets far above the load (so every call reserves and
+/// settles, none is refused) and a key of it with a request limit, issued
+/// through the admin API; the key.
+async fn bench_key(client: &reqwest::Client, base: &str) -> Result<String, String> {
+    let post = |path: &str, body: serde_json::Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(BENCH_ADMIN)
+            .json(&body)
+            .send()
+    };
+    let tenant = json!({"name": "bench", "budgets": [
+        {"name": "monthly", "money": "1000000", "period": "month", "time_zone": "Europe/Paris"},
+        {"name": "daily", "tokens": 1_000_000_000_000u64, "requests": 1_000_000_000u64, "window_seconds": 86_400}
+    ]});
+    let key = json!({"tenant": "bench", "limits": {"requests_per_minute": 100_000_000u64}});
+    let failed = |what: &str, e: String| format!("(d) cannot create the bench's {what}: {e}");
+    let res = post("/v1/tenants", tenant)
+        .await
+        .map_err(|e| failed("tenant", e.to_string()))?;
+    if !res.status().is_success() {
+        return Err(failed("tenant", res.text().await.unwrap_or_default()));
+    }
+    let res = post("/v1/keys", key)
+        .await
+        .map_err(|e| failed("key", e.to_string()))?;
+    let body: serde_json::Value = res.json().await.map_err(|e| failed("key", e.to_string()))?;
+    body["key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| failed("key", body.to_string()))
+}
+
+/// (d): (a)'s stream through the in-process gateway without a key, then
+/// with a key and budgets.
+async fn keys_and_budgets(
+    args: &GatewayArgs,
+    client: &reqwest::Client,
+    base: &str,
+    max_outstanding: usize,
+) -> Result<KeysPart, String> {
+    note(args.json, "(d) (a) through the gateway again, no key");
+    let before = crate::stack::gateway_cpu();
+    let off = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        chat(client, base, false),
+    )
+    .await;
+    let off_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &off);
+    let key = bench_key(client, base).await?;
+    // Warm the key, tenant and tier caches and open the budgets.
+    let make = keyed_chat(client, base, &key);
+    for _ in 0..50 {
+        if !open_loop::send(make()).await {
+            return Err("(d) the gateway does not answer the bench's key".into());
+        }
+    }
+    note(args.json, "(d) the same with a key, its limit and budgets");
+    let before = crate::stack::gateway_cpu();
+    let on = open_loop::run(args.rate, args.duration, max_outstanding, make).await;
+    let on_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &on);
+    Ok(KeysPart::new(&off, &on, off_cpu, on_cpu))
 }
 
 async fn run(args: &GatewayArgs) -> Result<Report, String> {
@@ -337,6 +437,14 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     )
     .await;
     let throughput = ThroughputPart::new(args.connections, each, direct, through, cached);
+    // Last on this stack: once the store has a tenant, calls need a key.
+    let keys = if args.target.is_none() {
+        let base = stack.gateway_url();
+        let base = base.trim_end_matches('/');
+        Some(keys_and_budgets(args, &gateway_client, base, max_outstanding).await?)
+    } else {
+        None
+    };
     stack.stop().await;
 
     let slow = slow_upstream(args).await?;
@@ -357,6 +465,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         throughput,
         swarm,
         otel,
+        keys,
     })
 }
 

@@ -65,4 +65,20 @@ fn bench_gateway_reports_every_part() {
     }
     assert!(swarm["goodput"]["share"].is_number());
     assert!(swarm["tenants"].as_array().is_some_and(|t| t.len() == 4));
+    // (d): every call with a key and budgets was answered (none refused),
+    // and cost the gateway some CPU.
+    let keys = &r["keys"];
+    for side in ["off", "on"] {
+        assert_eq!(keys[side]["sent"], 200, "keys.{side}: {r}");
+        assert_eq!(keys[side]["errors"], 0, "keys.{side}: {r}");
+    }
+    assert!(keys["added"]["p50_ms"].is_number());
+    for side in ["cpu_off", "cpu_on"] {
+        assert!(
+            keys[side]["us_per_request"]
+                .as_f64()
+                .is_some_and(|us| us > 0.0),
+            "keys.{side}: {r}"
+        );
+    }
 }

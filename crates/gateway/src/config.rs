@@ -97,6 +97,8 @@ pub struct Config {
     /// OpenTelemetry export over OTLP; off without the section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otel: Option<OtelSettings>,
+    /// The live dashboard (`/ui`, `GET /v1/dashboard`, `sluice top`).
+    pub ui: UiConfig,
     /// The audit trail of administrative acts.
     pub audit: AuditConfig,
     /// The values of the credential variables named above, read when the
@@ -477,6 +479,25 @@ pub struct MetricsConfig {
     /// read again at most this often, however often `/metrics` is
     /// scraped; in between a scrape shows the last values read.
     pub refresh_interval_ms: u64,
+}
+
+/// `[ui]`: the live dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// Serve `/ui` and `/v1/dashboard*`, and sample once a second.
+    pub enabled: bool,
+    /// A read-only token for the dashboard, given inline (the admin token
+    /// works too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The environment variable that holds the read-only token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Seconds of history kept for the charts (one point a second).
+    pub history_seconds: u64,
+    /// Live streams served at once; past it a new one gets 503.
+    pub max_streams: usize,
 }
 
 /// The HTTP server's own bounds, against clients that are slow on purpose.

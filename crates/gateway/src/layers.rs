@@ -137,6 +137,8 @@ pub(crate) struct Notes {
     /// The admission slot, from admission until the answer is published
     /// to the requests that joined it (or dropped with the notes).
     pub admission: Option<Permit<Shared>>,
+    /// What the dashboard counts of the request.
+    pub pulse: crate::dashboard::pulse::Tally,
     /// The call's budget reservation, from the budget layer until an
     /// answer takes it to settle (see `usage`).
     pub budget: Option<sluice_usage::budget::Hold>,

@@ -21,6 +21,7 @@ mod budgets;
 mod cache;
 pub mod config;
 mod credentials;
+pub mod dashboard;
 pub mod error;
 pub mod jobs;
 pub mod keys;

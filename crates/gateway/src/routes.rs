@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod cache;
 pub mod catalog;
+pub mod dashboard;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
@@ -47,7 +48,7 @@ fn entry(method: &str, path: &'static str, owner: Owner, h: MethodRouter<AppStat
 /// Every route: method, path, owner, handler.
 #[rustfmt::skip] // a table: one route a line
 fn table() -> Vec<Entry> {
-    use Owner::{Admin, Anyone, Scraper, Tenant};
+    use Owner::{Admin, Anyone, Scraper, Tenant, Viewer};
     vec![
         entry("POST", "/v1/chat/completions", Tenant, post(models::chat)),
         entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
@@ -91,6 +92,13 @@ fn table() -> Vec<Entry> {
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
         entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
         entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
+        entry("GET", "/v1/dashboard", Viewer, get(dashboard::snapshot)),
+        entry("GET", "/v1/dashboard/history", Viewer, get(dashboard::history)),
+        entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),
+        entry("GET", "/ui", Anyone, get(dashboard::page)),
+        entry("GET", "/ui/assets/{file}", Anyone, get(dashboard::asset)),
+        entry("POST", "/ui/login", Anyone, post(dashboard::login)),
+        entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
         entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),

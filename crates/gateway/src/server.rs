@@ -59,6 +59,8 @@ impl Gateway {
             }
             let _ = state.audit.set(audit);
         }
+        // Once every source it reads is open: the first snapshot is whole.
+        crate::dashboard::spawn_sampler(&state);
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;

@@ -81,6 +81,8 @@ pub struct Inner {
     pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
     otel_task: tokio::sync::Mutex<Option<sluice_otel::ExporterTask>>,
+    /// The live dashboard's totals, history and stream.
+    pub(crate) board: crate::dashboard::Board,
 }
 
 impl std::ops::Deref for AppState {
@@ -111,6 +113,14 @@ pub enum StartError {
         tenant: String,
         /// The credential, e.g. `apis.slack.auth_env`.
         key: String,
+        /// The variable.
+        var: String,
+    },
+    /// A token's variable is not set.
+    #[error("{key}: environment variable {var} is not set")]
+    MissingToken {
+        /// The key that names it, e.g. `ui.token_env`.
+        key: &'static str,
         /// The variable.
         var: String,
     },
@@ -273,6 +283,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let board = crate::dashboard::Board::new(&config.ui);
         let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
@@ -306,6 +317,7 @@ impl AppState {
                 audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
                 otel_task: tokio::sync::Mutex::new(otel_task),
+                board,
             }),
         };
         // Grants held for the limiter API are released once their TTL

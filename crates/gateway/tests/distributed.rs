@@ -47,6 +47,27 @@ fn prefix() -> String {
     format!("gw{:x}:", fastrand::u64(..))
 }
 
+/// Cuts `model`'s shared limit through `h`'s limiter API: a report is
+/// about the call made under a grant the caller holds; one 429 is a
+/// timing collision (a pause, no cut), three in a row, each a while after
+/// the last, prove the limit lower. The last report's answer.
+async fn cut(h: &Harness, model: &str) -> Value {
+    let mut body = Value::Null;
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let grant = h.hold(model).await;
+        let res = h
+            .send(
+                "/v1/limits/report",
+                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        body = res.json().await.unwrap();
+    }
+    body
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_share_one_limit() {
     let Some(url) = redis_url() else { return };
@@ -86,22 +107,7 @@ async fn a_429_reported_at_one_gateway_reduces_the_other() {
     let a = Harness::with(common::sim_config(), shared_at(&url, &p, "a", 10.0)).await;
     let b = a.replica(shared_at(&url, &p, "b", 10.0)).await;
     let model = "openai/gpt-4o";
-    // A report is about the call made under a grant the caller holds. One
-    // 429 is a timing collision (a pause, no cut); three in a row, each a
-    // while after the last, prove the limit lower.
-    let mut body = Value::Null;
-    for _ in 0..3 {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        let grant = a.hold(model).await;
-        let res = a
-            .send(
-                "/v1/limits/report",
-                &json!({"grant_id": grant, "status": 429, "retry_after": "0"}),
-            )
-            .await;
-        assert_eq!(res.status(), StatusCode::OK);
-        body = res.json().await.unwrap();
-    }
+    let body = cut(&a, model).await;
     assert_eq!(body["capacity"], 5, "{body}");
     // The other gateway reads the shared state.
     let acquired: Value = a
@@ -355,5 +361,59 @@ async fn metrics_read_no_sessions_from_redis() {
         })
         .count();
     assert_eq!(sessions, 200);
+    a.stop().await;
+}
+
+/// As [`shared_at`] (10/s), with an admin token.
+fn with_admin<'a>(url: &'a str, prefix: &'a str, id: &'a str) -> impl FnOnce(&mut Config) + 'a {
+    let shared = shared_at(url, prefix, id, 10.0);
+    move |c: &mut Config| {
+        shared(c);
+        c.admin_token = Some("the-operator".into());
+    }
+}
+
+/// `GET {base}/v1/audit?kind=capacity` as the operator, once it holds an
+/// entry by `actor`: that entry.
+async fn cut_by(h: &Harness, base: &str, actor: &str) -> Value {
+    common::wait_for(&format!("a capacity cut by {actor} at {base}"), || async {
+        let body: Value = h
+            .http
+            .get(format!("{base}/v1/audit?kind=capacity"))
+            .bearer_auth("the-operator")
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        body["entries"]
+            .as_array()?
+            .iter()
+            .find(|e| e["actor"] == actor)
+            .cloned()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_heard_on_the_bus_is_in_the_other_gateways_audit_trail() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let a = Harness::with(common::sim_config(), with_admin(&url, &p, "a")).await;
+    let b = a.replica(with_admin(&url, &p, "b")).await;
+    let model = "openai/gpt-4o";
+    // The cut is announced on the bus.
+    cut(&a, model).await;
+    // At a, the reporter (an open gateway's workspace) cut it; at b, the
+    // bus told it that replica a did.
+    let here = cut_by(&a, &a.url(""), "tenant:default").await;
+    assert_eq!(here["target"], model, "{here}");
+    let there = cut_by(&a, &b.url(""), "bus:a").await;
+    assert_eq!(there["target"], model, "{there}");
+    assert_eq!(
+        there["after"]["capacity"], here["after"]["capacity"],
+        "{there}"
+    );
     a.stop().await;
 }

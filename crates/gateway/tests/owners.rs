@@ -17,6 +17,7 @@ use sluice_gateway::routes::{RouteOwner, owners};
 const TENANT: &str = "key-acme";
 const ADMIN: &str = "the-operator";
 const SCRAPER: &str = "the-scraper";
+const VIEWER: &str = "the-viewer";
 
 fn method(r: &RouteOwner) -> Method {
     r.method.clone().unwrap_or(Method::GET)
@@ -44,6 +45,7 @@ async fn every_route_answers_its_owner_only() {
         c.tenants.push(TenantConfig::new("acme", TENANT));
         c.admin_token = Some(ADMIN.into());
         c.metrics.token = Some(SCRAPER.into());
+        c.ui.token = Some(VIEWER.into());
     })
     .await;
     let routes = owners();
@@ -55,6 +57,7 @@ async fn every_route_answers_its_owner_only() {
         let tenant = call(&h, r, Some(TENANT)).await;
         let admin = call(&h, r, Some(ADMIN)).await;
         let scraper = call(&h, r, Some(SCRAPER)).await;
+        let viewer = call(&h, r, Some(VIEWER)).await;
         match r.owner {
             Owner::Anyone => {
                 assert!(!denied(nobody), "{what}: anyone may call it, got {nobody}");
@@ -69,12 +72,21 @@ async fn every_route_answers_its_owner_only() {
                 assert_eq!(nobody, 401, "{what}: anonymous");
                 assert_eq!(tenant, 403, "{what}: a tenant");
                 assert_eq!(scraper, 403, "{what}: the scraper");
+                assert_eq!(viewer, 403, "{what}: the dashboard's viewer");
                 assert!(!denied(admin), "{what}: the admin got {admin}");
             }
             Owner::Scraper => {
                 assert_eq!(nobody, 401, "{what}: anonymous");
                 assert_eq!(tenant, 403, "{what}: a tenant");
+                assert_eq!(viewer, 403, "{what}: the dashboard's viewer");
                 assert!(!denied(scraper), "{what}: the scraper got {scraper}");
+                assert!(!denied(admin), "{what}: the admin got {admin}");
+            }
+            Owner::Viewer => {
+                assert_eq!(nobody, 401, "{what}: anonymous");
+                assert_eq!(tenant, 403, "{what}: a tenant");
+                assert_eq!(scraper, 403, "{what}: the scraper");
+                assert!(!denied(viewer), "{what}: the viewer got {viewer}");
                 assert!(!denied(admin), "{what}: the admin got {admin}");
             }
         }

@@ -229,22 +229,7 @@ async fn retried_attempts_are_spans_of_one_trace() {
 async fn job_attempts_carry_an_id_and_a_traceparent() {
     let h = Harness::start().await;
     let since = h.sim.log(0).next;
-    let res = h
-        .post(
-            "/v1/jobs",
-            &json!({
-                "queue": "default",
-                "kind": "http",
-                "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
-            }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::CREATED);
-    let id = res.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let id = enqueue(&h, None).await["id"].as_i64().unwrap();
     let sent = common::wait_for("the job's call", || async {
         let sent = upstream(&h, since, "/slack/api/chat.postMessage");
         (!sent.is_empty()).then_some(sent)
@@ -253,4 +238,69 @@ async fn job_attempts_carry_an_id_and_a_traceparent() {
     assert_eq!(sent[0].request_id, Some(format!("job-{id}-1")));
     parts(&sent[0]);
     h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_attempts_continue_the_enqueuers_trace() {
+    let h = Harness::start().await;
+    // The first attempt fails (a 500), the second succeeds.
+    let flaky = sluice_sim::Faults {
+        error_every: Some(2),
+        ..sluice_sim::Faults::none()
+    };
+    h.sim
+        .set_faults(sluice_sim::Scope::Api("slack".into()), flaky)
+        .unwrap();
+    // The sim's first slack call is #1, which succeeds: use it up.
+    let res = h
+        .post("/proxy/slack/chat.postMessage", &json!({"text": "warm"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let since = h.sim.log(0).next;
+    let job = enqueue(&h, Some(traceparent())).await;
+    assert_eq!(job["traceparent"], traceparent().as_str(), "stored: {job}");
+    let sent = common::wait_for("both attempts", || async {
+        let sent = upstream(&h, since, "/slack/api/chat.postMessage");
+        (sent.len() >= 2).then_some(sent)
+    })
+    .await;
+    let id = job["id"].as_i64().unwrap();
+    let mut spans = std::collections::HashSet::new();
+    for (n, e) in sent.iter().enumerate() {
+        assert_eq!(e.request_id, Some(format!("job-{id}-{}", n + 1)));
+        let (trace, span, flags) = parts(e);
+        assert_eq!(
+            trace,
+            TRACE,
+            "attempt {} continues the enqueuer's trace",
+            n + 1
+        );
+        assert_eq!(flags, "01", "with its sampling decision");
+        assert_ne!(span, PARENT, "as a child span");
+        spans.insert(span);
+    }
+    assert_eq!(spans.len(), sent.len(), "a span per attempt");
+    h.stop().await;
+}
+
+/// Enqueues a job that posts to the sim's Slack (3 attempts), with
+/// `traceparent` when given: the job as answered.
+async fn enqueue(h: &Harness, traceparent: Option<String>) -> serde_json::Value {
+    let mut req = h.post(
+        "/v1/jobs",
+        &json!({
+            "queue": "default",
+            "kind": "http",
+            "max_attempts": 3,
+            "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage", "body": {}}
+        }),
+    );
+    if let Some(tp) = traceparent {
+        req = req.header("traceparent", tp);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    res.json().await.unwrap()
 }

@@ -2,9 +2,11 @@
 //! gateway does: an `x-request-id` naming the job and attempt, and a
 //! W3C `traceparent`.
 //!
-//! A job is its own trace: every attempt of it shares one trace id, made
-//! from the job's id and enqueue time (so it needs no column and is the
-//! same on every worker), and is a span of its own.
+//! A job enqueued with a `traceparent` continues that trace: each attempt
+//! is a child of the enqueuer's span (same trace id and sampling flags, a
+//! span of its own). A job enqueued without one is its own trace: every
+//! attempt of it shares one trace id, made from the job's id and enqueue
+//! time (the same on every worker), and is a span of its own.
 //!
 //! Whoever records the attempt as a span (the gateway's OpenTelemetry
 //! export) runs it [`in_span`], so that the span it exports is the one
@@ -51,8 +53,15 @@ pub(crate) fn request_id(job: &Job) -> String {
     format!("job-{}-{}", job.id, job.attempts.saturating_add(1))
 }
 
-/// The job's trace, sent by span `span`.
+/// The job's trace, sent by span `span`: the enqueuer's when it gave one.
 pub(crate) fn traceparent(job: &Job, span: u64) -> TraceParent {
+    if let Some(parent) = job
+        .traceparent
+        .as_deref()
+        .and_then(|tp| TraceParent::parse(tp).ok())
+    {
+        return parent.child(span.to_be_bytes());
+    }
     // The W3C recommends random-looking trace ids (samplers read their
     // bits): mix the two numbers rather than concatenating them.
     let created = job.created_at.as_millis() as u64;
@@ -100,7 +109,25 @@ mod tests {
             created_at: Timestamp::from_millis(created),
             updated_at: Timestamp::from_millis(created),
             finished_at: None,
+            traceparent: None,
         }
+    }
+
+    #[test]
+    fn attempts_continue_the_enqueuers_trace() {
+        const ENQUEUER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut j = job(7, 1_700_000_000_000, 0);
+        j.traceparent = Some(ENQUEUER.into());
+        let first = traceparent(&j, 1);
+        j.attempts = 1;
+        let second = traceparent(&j, 2);
+        let parent = TraceParent::parse(ENQUEUER).unwrap();
+        for attempt in [first, second] {
+            assert_eq!(attempt.trace_id, parent.trace_id);
+            assert_eq!(attempt.flags, parent.flags, "the enqueuer's sampling");
+            assert_ne!(attempt.span_id, parent.span_id);
+        }
+        assert_ne!(first.span_id, second.span_id);
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
     };
     let payload = json("payload", required(row.text("payload")?, "payload")?)?;
     let result = row.text("result")?.map(|s| json("result", s)).transpose()?;
-    Ok(Job::from_summary(summary, payload, result))
+    let traceparent = row.text("traceparent")?;
+    Ok(Job::from_summary(summary, payload, result, traceparent))
 }
 
 /// Reads a row of `jobs` as a [`JobSummary`]: every column but `payload`

@@ -179,6 +179,10 @@ pub struct Job {
     pub updated_at: Timestamp,
     /// When it reached `completed`, `dead` or `cancelled`.
     pub finished_at: Option<Timestamp>,
+    /// The W3C `traceparent` of the request that enqueued it, if any: its
+    /// attempts continue that trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A job as a list shows it: every field of [`Job`] but its payload and
@@ -224,7 +228,12 @@ pub struct JobSummary {
 
 impl Job {
     /// The job with `payload` and `result` added to `summary`.
-    pub(crate) fn from_summary(s: JobSummary, payload: Value, result: Option<Value>) -> Self {
+    pub(crate) fn from_summary(
+        s: JobSummary,
+        payload: Value,
+        result: Option<Value>,
+        traceparent: Option<String>,
+    ) -> Self {
         Self {
             id: s.id,
             queue: s.queue,
@@ -245,6 +254,7 @@ impl Job {
             created_at: s.created_at,
             updated_at: s.updated_at,
             finished_at: s.finished_at,
+            traceparent,
         }
     }
 }

@@ -24,6 +24,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "jobs by tenant with filters",
         include_str!("../migrations/sqlite/0004_jobs_tenant_filters.sql"),
     ),
+    Step::new(
+        5,
+        "the enqueuer's traceparent",
+        include_str!("../migrations/sqlite/0005_job_traceparent.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -47,5 +52,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         4,
         "jobs by tenant with filters",
         include_str!("../migrations/postgres/0004_jobs_tenant_filters.sql"),
+    ),
+    Step::new(
+        5,
+        "the enqueuer's traceparent",
+        include_str!("../migrations/postgres/0005_job_traceparent.sql"),
     ),
 ]);

@@ -45,6 +45,8 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Not before this instant; now if `None`.
     pub run_at: Option<Timestamp>,
+    /// See [`Job::traceparent`](crate::Job::traceparent).
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {
@@ -60,7 +62,15 @@ impl NewJob {
             idempotency_key: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             run_at: None,
+            traceparent: None,
         }
+    }
+
+    /// Sets the trace its attempts continue (a W3C `traceparent`).
+    #[must_use]
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
     }
 
     /// Sets the tenant.
@@ -109,7 +119,8 @@ impl NewJob {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for an empty or over-long name, one with a
-    /// control character, or zero `max_attempts`.
+    /// control character, zero `max_attempts`, or a `traceparent` that is
+    /// not one.
     pub fn validate(&self) -> Result<(), crate::Error> {
         check_name("queue", &self.queue)?;
         check_name("kind", &self.kind)?;
@@ -120,6 +131,14 @@ impl NewJob {
         }
         if self.max_attempts == 0 {
             return Err(invalid("max_attempts", "must be at least 1"));
+        }
+        if let Some(tp) = &self.traceparent
+            && sluice_limit::headers::context::TraceParent::parse(tp).is_err()
+        {
+            return Err(invalid(
+                "traceparent",
+                "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)",
+            ));
         }
         Ok(())
     }

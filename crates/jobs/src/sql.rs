@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 /// Values an [`Insert::Rows`] row binds: every column of [`Insert`], the
 /// time twice (`created_at`, `updated_at`).
-pub const ROW_VALUES: usize = 13;
+pub const ROW_VALUES: usize = 14;
 
 /// The multi-row insert of `rows` jobs ([`Insert::Rows`]), `rows` a power
 /// of two up to 512: the few sizes there are keep their prepared

@@ -25,7 +25,7 @@ use crate::fair::EntryId;
 use crate::rate::DispatchRate;
 use crate::scheduler::Scheduler;
 use crate::service::{ARRIVAL_GRACE, Service};
-use crate::{Priority, QueueConfig, Stats, Ticket};
+use crate::{LaneStats, Priority, QueueConfig, Stats, Ticket};
 
 /// A deduplication key: scoped to its tenant.
 pub(crate) type FlightKey = (Arc<str>, String);
@@ -368,6 +368,36 @@ impl<T> State<T> {
         tenants.sort_unstable();
         tenants.dedup();
         tenants
+    }
+
+    pub(crate) fn tenant_depths(&self, limit: usize) -> Vec<(Arc<str>, usize)> {
+        let mut depths: Vec<(Arc<str>, usize)> = self
+            .waiting_tenants()
+            .into_iter()
+            .map(|t| (Arc::clone(t), self.tenant_depth(t)))
+            .collect();
+        // Deepest first, then by name, so that the cut is stable.
+        depths.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        depths.truncate(limit);
+        depths
+    }
+
+    pub(crate) fn lanes(&self) -> Vec<LaneStats> {
+        let mut lanes: Vec<LaneStats> = self
+            .lanes
+            .iter()
+            .map(|(name, l)| LaneStats {
+                lane: Arc::clone(name),
+                queued_by_priority: Priority::ALL.map(|p| l.scheduler.class_len(p)),
+                in_flight: l.in_flight,
+            })
+            .collect();
+        lanes.sort_unstable_by(|a, b| {
+            (b.queued() + b.in_flight)
+                .cmp(&(a.queued() + a.in_flight))
+                .then_with(|| a.lane.cmp(&b.lane))
+        });
+        lanes
     }
 
     pub(crate) fn stats(&self) -> Stats {

@@ -1,14 +1,15 @@
-//! (d) What OpenTelemetry export costs a request: the same open-loop
+//! (e) What OpenTelemetry export costs a request: the same open-loop
 //! stream through two in-process gateways in front of one sim, one with
 //! `[otel]` off, one exporting every request (sampling ratio 1, OTLP
 //! HTTP/protobuf) to a local receiver that answers without decoding (a
 //! collector's work is not the gateway's). The sides alternate in rounds
 //! so that both see the same machine.
 //!
-//! CPU per request is the process's CPU time (user + system, every
-//! thread: load generator, sim, gateway, receiver) over the requests
-//! sent, from `/proc/self/stat`; on a shared machine it moves far less
-//! than wall-clock latency does, and "on − off" is the export's share.
+//! CPU per request is the CPU time of the gateways' own threads (where
+//! the exporter's task runs too; `stack::gateway_cpu`, 0 where the
+//! kernel does not say) over the requests sent; on a shared machine it
+//! moves far less than wall-clock latency does, and "on − off" is the
+//! export's share.
 
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use crate::stack::Stack;
 /// Rounds of (off, on); each side runs `duration / ROUNDS` per round.
 const ROUNDS: u32 = 4;
 
-/// (d).
+/// (e).
 #[derive(Debug, Serialize)]
 pub struct OtelPart {
     pub rate_per_second: f64,
@@ -41,14 +42,14 @@ pub struct OtelPart {
     pub exports: u64,
 }
 
-/// One side of (d).
+/// One side of (e).
 #[derive(Debug, Serialize)]
 pub struct Side {
     #[serde(flatten)]
     pub percentiles: Percentiles,
     pub sent: u64,
     pub errors: u64,
-    /// Process CPU time per request sent, microseconds.
+    /// The gateway threads' CPU time per request sent, microseconds.
     pub cpu_us_per_request: f64,
 }
 
@@ -122,7 +123,7 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<OtelPart, String> {
     note(
         args.json,
         &format!(
-            "(d) OpenTelemetry export off and on, {ROUNDS} rounds of {:.1} s each at {} req/s",
+            "(e) OpenTelemetry export off and on, {ROUNDS} rounds of {:.1} s each at {} req/s",
             each.as_secs_f64(),
             args.rate
         ),
@@ -130,10 +131,13 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<OtelPart, String> {
     let (mut t_off, mut t_on) = (Totals::new(), Totals::new());
     for _ in 0..ROUNDS {
         for (base, totals) in [(&off_url, &mut t_off), (&on_url, &mut t_on)] {
-            let before = cpu_time()?;
+            let before = crate::stack::gateway_cpu();
             let m =
                 open_loop::run(args.rate, each, max_outstanding, chat(&http, base, false)).await;
-            totals.add(&m, cpu_time()?.saturating_sub(before));
+            let spent = crate::stack::gateway_cpu()
+                .zip(before)
+                .map(|(after, before)| after.saturating_sub(before));
+            totals.add(&m, spent.unwrap_or_default());
         }
     }
     // The last batch goes out before the count is read.
@@ -151,34 +155,13 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<OtelPart, String> {
     })
 }
 
-/// This process's CPU time so far, every thread, user and system.
-fn cpu_time() -> Result<Duration, String> {
-    let stat = std::fs::read_to_string("/proc/self/stat")
-        .map_err(|e| format!("reading /proc/self/stat: {e}"))?;
-    // The command name (field 2) may hold spaces: count after its `)`.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("/proc/self/stat has no `)`")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15, the 12th and 13th after `)`,
-    // in clock ticks: USER_HZ, 100 on every Linux ABI.
-    let ticks = |i: usize| -> Result<u64, String> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| "/proc/self/stat: no CPU times".to_owned())
-    };
-    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
-}
-
 impl OtelPart {
     pub(super) fn table(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "(d) OpenTelemetry export, open loop at {} req/s, {:.0} s each side in alternating rounds:\n    [otel] off vs on (every request sampled, OTLP HTTP/protobuf to a local receiver)",
+            "(e) OpenTelemetry export, open loop at {} req/s, {:.0} s each side in alternating rounds:\n    [otel] off vs on (every request sampled, OTLP HTTP/protobuf to a local receiver)",
             self.rate_per_second, self.duration_s
         );
         let _ = writeln!(

@@ -22,7 +22,55 @@ pub struct Report {
     pub slow: SlowPart,
     pub throughput: ThroughputPart,
     pub swarm: SwarmPart,
+    /// (d), for the in-process gateway.
+    pub keys: Option<KeysPart>,
+    /// (e).
     pub otel: super::otel::OtelPart,
+}
+
+/// (d): the same stream through the gateway without a key, and with a
+/// key whose tenant has budgets.
+#[derive(Debug, Serialize)]
+pub struct KeysPart {
+    pub off: StreamLatency,
+    pub on: StreamLatency,
+    /// on − off, percentile by percentile.
+    pub added: Added,
+    pub cpu_off: Option<Cpu>,
+    pub cpu_on: Option<Cpu>,
+}
+
+impl KeysPart {
+    pub fn new(off: &Measured, on: &Measured, cpu_off: Option<Cpu>, cpu_on: Option<Cpu>) -> Self {
+        let (off, on) = (StreamLatency::new(off), StreamLatency::new(on));
+        KeysPart {
+            added: Added::between(&off, &on),
+            off,
+            on,
+            cpu_off,
+            cpu_on,
+        }
+    }
+
+    fn table(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "\n(d) keys and budgets: (a)'s stream through the gateway without a key, then as a key\n    with a request limit whose tenant has money, token and request budgets"
+        );
+        header_row(s);
+        latency_row(s, "no key", &self.off);
+        latency_row(s, "key+budget", &self.on);
+        added_row(s, &self.added);
+        if let (Some(off), Some(on)) = (self.cpu_off, self.cpu_on) {
+            let _ = writeln!(
+                s,
+                "gateway CPU per request: {} without a key, {} with (+{})",
+                us(off.us_per_request),
+                us(on.us_per_request),
+                us(on.us_per_request - off.us_per_request),
+            );
+        }
+    }
 }
 
 /// (a).
@@ -341,6 +389,9 @@ impl Report {
             r.fairness,
             tenants.join(", ")
         );
+        if let Some(k) = &self.keys {
+            k.table(&mut s);
+        }
         s.push('\n');
         s.push_str(&self.otel.table());
         s

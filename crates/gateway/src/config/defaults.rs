@@ -11,7 +11,7 @@ use sluice_limit::AdaptiveConfig;
 
 use super::{
     AdaptiveSettings, ApiConfig, Config, HttpConfig, LimitsApiConfig, MetricsConfig, ModelLimits,
-    ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig,
+    ProviderConfig, RetryConfig, SessionLimits, ShutdownConfig, TokenConfig, TraceConfig, UiConfig,
     WireFormat,
 };
 use crate::trace::Rotation;
@@ -132,6 +132,7 @@ impl Default for Config {
             limits_api: LimitsApiConfig::default(),
             trace: TraceConfig::default(),
             metrics: MetricsConfig::default(),
+            ui: UiConfig::default(),
             shutdown: ShutdownConfig::default(),
             http: HttpConfig::default(),
             redis: None,
@@ -310,6 +311,18 @@ impl Default for MetricsConfig {
             tenant_labels: false,
             token: None,
             refresh_interval_ms: 5_000,
+        }
+    }
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        UiConfig {
+            enabled: true,
+            token: None,
+            token_env: None,
+            history_seconds: 300,
+            max_streams: 16,
         }
     }
 }

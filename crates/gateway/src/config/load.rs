@@ -99,6 +99,9 @@ impl Config {
         {
             metrics.insert("token".into(), REDACTED.into());
         }
+        if let (Some(_), Some(Value::Table(ui))) = (&self.ui.token, table.get_mut("ui")) {
+            ui.insert("token".into(), REDACTED.into());
+        }
         if let Some(Value::Table(jobs)) = table.get_mut("jobs") {
             jobs.insert(
                 "store".into(),

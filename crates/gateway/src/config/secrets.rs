@@ -48,7 +48,7 @@ impl fmt::Debug for Secrets {
 }
 
 /// The keys whose value names a credential's variable.
-const CREDENTIAL_KEYS: &[&str] = &["api_key_env", "auth_env"];
+const CREDENTIAL_KEYS: &[&str] = &["api_key_env", "auth_env", "token_env"];
 
 /// Every variable a configuration (as TOML, before it is typed) names for
 /// a credential: providers' and APIs' shared ones, tenants' keys, and

@@ -1,7 +1,8 @@
 //! Job attempts as OpenTelemetry spans: every kind's handler wrapped so
 //! that a sampled attempt is exported as one span (`job {kind}`, kind
-//! CONSUMER: the processing of a queued job) in the job's own trace, and
-//! is the parent the upstream sees in the attempt's `traceparent`.
+//! CONSUMER: the processing of a queued job) in the job's trace (the
+//! enqueuer's, as a child of its span, when it sent a `traceparent`),
+//! and is the parent the upstream sees in the attempt's `traceparent`.
 
 use std::sync::Arc;
 
@@ -36,7 +37,13 @@ impl JobHandler for Traced {
     fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let mut span = sluice_jobs_http::context::attempt_span(job);
-            if !self.exporter.sampled(&span.trace_id, None) {
+            // The enqueuer's span, when it sent one: its flags decide.
+            let parent = job
+                .traceparent
+                .as_deref()
+                .and_then(|tp| sluice_limit::headers::context::TraceParent::parse(tp).ok());
+            let decided = parent.map(|p| p.flags & 1 == 1);
+            if !self.exporter.sampled(&span.trace_id, decided) {
                 return self.inner.run(job).await;
             }
             span.flags = 1;
@@ -45,13 +52,14 @@ impl JobHandler for Traced {
             let outcome = sluice_jobs_http::context::in_span(span, self.inner.run(job)).await;
             let mut s = Span::new(
                 span.trace_id,
-                None,
+                parent.map(|p| p.span_id),
                 format!("job {}", job.kind),
                 Kind::Consumer,
                 clock.unix_nanos(started),
                 clock.unix_nanos(Instant::now()),
             );
             s.span_id = span.span_id;
+            s.remote_parent = parent.is_some();
             s.set("messaging.system", "sluice")
                 .set("messaging.operation.type", "process")
                 .set("messaging.destination.name", job.queue.clone())

@@ -78,7 +78,9 @@ where
         Box::pin(async move {
             let Req { call: c, mut notes } = req;
             let started = Instant::now();
-            let permit = match state.queue.admit(c.ticket()).await {
+            let ticket = c.ticket();
+            notes.pulse.lane.clone_from(&ticket.lane);
+            let permit = match state.queue.admit(ticket).await {
                 Ok(Admission::Run(p)) => p,
                 Ok(Admission::Joined(shared)) => {
                     return Ok(Served::ok(Reply::Joined(shared), notes));

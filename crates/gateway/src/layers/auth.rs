@@ -9,6 +9,7 @@
 //! | [`Owner::Tenant`] | [`Tenant`] | a tenant by its key, acting on its own resources only |
 //! | [`Owner::Admin`] | [`Admin`] | the operator, by `admin_token` |
 //! | [`Owner::Scraper`] | [`Scraper`] | a metrics scraper, by `metrics.token` (or `admin_token`) |
+//! | [`Owner::Viewer`] | [`Viewer`] | a dashboard viewer, by `ui.token` (or `admin_token`), or a browser logged in at `/ui` |
 //!
 //! Without `[[tenants]]` and without tenants in the key store the gateway
 //! is *open*: there is no tenant key, and `x-sluice-workspace` names the
@@ -48,6 +49,9 @@ pub enum Owner {
     Admin,
     /// A metrics scraper (`metrics.token`, or `admin_token`).
     Scraper,
+    /// A dashboard viewer (`ui.token`, or `admin_token`, or a browser
+    /// session opened with either): read-only.
+    Viewer,
 }
 
 impl Owner {
@@ -58,6 +62,7 @@ impl Owner {
             Owner::Tenant => "tenant",
             Owner::Admin => "admin",
             Owner::Scraper => "scraper",
+            Owner::Viewer => "viewer",
         }
     }
 }
@@ -68,6 +73,8 @@ pub(crate) struct Keys {
     tenants: Vec<(Box<[u8]>, Arc<str>)>,
     admin: Option<Box<[u8]>>,
     metrics: Option<Box<[u8]>>,
+    /// `ui.token`: reads the dashboard, nothing else.
+    dashboard: Option<Box<[u8]>>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -78,6 +85,7 @@ impl std::fmt::Debug for Keys {
             .field("tenants", &names)
             .field("admin", &self.admin.is_some())
             .field("metrics", &self.metrics.is_some())
+            .field("dashboard", &self.dashboard.is_some())
             .finish()
     }
 }
@@ -113,10 +121,25 @@ impl Keys {
             ));
         }
         let secret = |s: &Option<String>| s.as_ref().map(|s| s.as_bytes().into());
+        let dashboard = match (&config.ui.token, &config.ui.token_env) {
+            (Some(t), _) => Some(t.as_bytes().into()),
+            (None, Some(var)) => Some(
+                config
+                    .secrets
+                    .get(var)
+                    .map(|t| t.as_bytes().into())
+                    .ok_or_else(|| StartError::MissingToken {
+                        key: "ui.token_env",
+                        var: var.clone(),
+                    })?,
+            ),
+            (None, None) => None,
+        };
         let keys = Keys {
             tenants,
             admin: secret(&config.admin_token),
             metrics: secret(&config.metrics.token),
+            dashboard,
         };
         // A tenant key that is also the admin token would make that tenant
         // the operator (and the reverse): refuse to start.
@@ -124,6 +147,11 @@ impl Keys {
             if keys.admin.as_deref() == Some(&**key) {
                 return Err(StartError::SharedKey(format!(
                     "tenant {name:?}'s key is also admin_token"
+                )));
+            }
+            if keys.dashboard.as_deref() == Some(&**key) {
+                return Err(StartError::SharedKey(format!(
+                    "tenant {name:?}'s key is also the dashboard's token"
                 )));
             }
         }
@@ -151,6 +179,20 @@ impl Keys {
         self.admin
             .as_deref()
             .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+
+    /// Whether `given` may read the dashboard: `ui.token` or the admin's.
+    pub(crate) fn is_viewer(&self, given: &[u8]) -> bool {
+        self.is_admin(given)
+            || self
+                .dashboard
+                .as_deref()
+                .is_some_and(|t| bool::from(t.ct_eq(given)))
+    }
+
+    /// Whether any token can read the dashboard.
+    pub(crate) fn dashboard_enabled(&self) -> bool {
+        self.admin.is_some() || self.dashboard.is_some()
     }
 
     fn is_scraper(&self, given: &[u8]) -> bool {
@@ -355,6 +397,38 @@ impl FromRequestParts<AppState> for Scraper {
     }
 }
 
+/// A dashboard viewer: `Authorization: Bearer <ui.token or admin_token>`,
+/// or the session cookie a browser got from `POST /ui/login`. Read-only
+/// routes only: a cookie is sent by the browser on its own, so it must
+/// never authorize a change.
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer;
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let keys = &state.keys;
+        if !keys.dashboard_enabled() {
+            return Err(ApiError::Forbidden(
+                "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
+            ));
+        }
+        if let Some(given) = bearer(&parts.headers)? {
+            if !keys.is_viewer(given.as_bytes()) {
+                return Err(ApiError::Forbidden("wrong dashboard token".into()));
+            }
+            return Ok(Viewer);
+        }
+        if state.board.sessions.check(&parts.headers) {
+            return Ok(Viewer);
+        }
+        Err(ApiError::Unauthorized(
+            "missing `Authorization: Bearer <dashboard or admin token>` (or log in at /ui)".into(),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +463,7 @@ mod tests {
             ],
             admin: Some(b"root".as_slice().into()),
             metrics: Some(b"scrape".as_slice().into()),
+            dashboard: Some(b"look".as_slice().into()),
         };
         assert_eq!(keys.tenant(b"k-globex").as_deref(), Some("globex"));
         assert_eq!(keys.tenant(b"k-acm"), None);
@@ -396,6 +471,9 @@ mod tests {
         assert!(keys.is_admin(b"root") && !keys.is_admin(b"scrape"));
         assert!(keys.is_scraper(b"scrape") && keys.is_scraper(b"root"));
         assert!(!keys.is_scraper(b"k-acme"));
+        assert!(keys.is_viewer(b"look") && keys.is_viewer(b"root"));
+        assert!(!keys.is_viewer(b"scrape") && !keys.is_viewer(b"k-acme"));
+        assert!(!keys.is_admin(b"look") && !keys.is_scraper(b"look"));
         assert!(!format!("{keys:?}").contains("k-acme"));
     }
 }

@@ -211,6 +211,15 @@ pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
         .filter(|id| valid_request_id(id))
 }
 
+/// The client's `traceparent`, when it sent a valid one (an invalid one
+/// starts a new trace, as if none was sent).
+pub(crate) fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| TraceParent::parse(v).ok())
+}
+
 /// The request's span, the client's span and `tracestate` (see
 /// [`Context::trace`]). A new trace is sampled (flag `01`, sent upstream)
 /// when `otel` exports it; a client's trace keeps the client's flags.
@@ -218,11 +227,7 @@ fn trace_context(
     headers: &HeaderMap,
     otel: Option<&sluice_otel::Exporter>,
 ) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
-    let incoming = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| TraceParent::parse(v).ok());
-    match incoming {
+    match client_traceparent(headers) {
         Some(parent) => {
             let state = headers
                 .get("tracestate")

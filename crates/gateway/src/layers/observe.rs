@@ -109,7 +109,17 @@ where
                 status,
                 notes.tenant.as_deref(),
             );
-            metrics::request_duration(route, started.elapsed().as_secs_f64());
+            let elapsed = started.elapsed();
+            metrics::request_duration(route, elapsed.as_secs_f64());
+            if state.config.ui.enabled {
+                state.board.pulse.record(
+                    notes.pulse.lane.as_deref(),
+                    notes.tenant.as_deref(),
+                    &notes.pulse,
+                    status,
+                    elapsed,
+                );
+            }
             if let Some(mut trace) = notes.trace.take() {
                 trace.status = status;
                 trace.attempts = notes.meta.attempts;
@@ -149,6 +159,7 @@ const NO_THREAD: &str = "unthreaded";
 /// histogram and the trace's `queue` span (from `started`, now).
 pub(crate) fn queued(notes: &mut Notes, priority: Priority, started: Instant, waited: Duration) {
     metrics::queue_wait(priority.as_str(), waited.as_secs_f64());
+    notes.pulse.queue_wait = Some(waited);
     if let Some(t) = notes.trace.as_mut() {
         let now = Instant::now();
         let mut m = serde_json::Map::new();
@@ -195,8 +206,14 @@ pub(crate) fn attempt(notes: &mut Notes, up: &Upstream, a: &AttemptRecord) {
     let plan = &up.plan;
     metrics::upstream_latency(&plan.label, (a.ended - a.sent).as_secs_f64());
     metrics::upstream_attempt(&plan.label, a.outcome);
+    notes.pulse.attempts += 1;
+    // A fallback model's attempts count against it, not the lane's model.
+    if notes.pulse.lane.as_deref() != Some(plan.requests.as_str()) {
+        notes.pulse.lane = Some(plan.requests.as_str().into());
+    }
     if a.status == Some(429) {
         metrics::upstream_429(&plan.requests);
+        notes.pulse.throttled += 1;
     }
     if let Some(trace) = notes.trace.as_mut() {
         let attempt = serde_json::Value::from(a.attempt);
@@ -224,8 +241,9 @@ pub(crate) fn retry_after(wait: Duration) {
 }
 
 /// `plan`'s call goes again after an attempt that ended in `outcome`.
-pub(crate) fn retry(plan: &Plan, outcome: &'static str) {
+pub(crate) fn retry(notes: &mut Notes, plan: &Plan, outcome: &'static str) {
     metrics::retry(&plan.label, outcome);
+    notes.pulse.retries += 1;
 }
 
 /// The client of a stream on `route` went away before its end.

@@ -180,7 +180,7 @@ where
                 };
                 drop(grant);
                 pool = Some(held);
-                observe::retry(plan, record.outcome);
+                observe::retry(&mut notes, plan, record.outcome);
                 if let Some(wait) = wait {
                     if Instant::now() + wait >= up.last_send(cfg) {
                         return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));

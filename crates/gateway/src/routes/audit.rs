@@ -94,7 +94,7 @@ fn instant(name: &str, value: &str) -> Result<i64, ApiError> {
 }
 
 /// An entry as the API shows it: as stored, with its time in RFC 3339.
-fn entry_json(e: &Entry) -> Value {
+pub(crate) fn entry_json(e: &Entry) -> Value {
     let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
     let (secs, ms) = (e.at_ms.div_euclid(1_000), e.at_ms.rem_euclid(1_000));
     let micros = u32::try_from(ms * 1_000).unwrap_or(0);

@@ -74,6 +74,11 @@ fn job_json(job: &impl serde::Serialize) -> Value {
 }
 
 /// Wakes the workers of `queue`.
+/// The enqueuing request's trace, which the job's attempts continue.
+fn enqueuer_trace(headers: &HeaderMap) -> Option<String> {
+    crate::context::client_traceparent(headers).map(|tp| tp.to_string())
+}
+
 fn notify(state: &AppState, queue: &str) {
     if let Some(jobs) = state.jobs.get() {
         jobs.notify(queue);
@@ -121,6 +126,9 @@ pub async fn enqueue(
                 ));
             }
             let mut job = spec.into_job(&state, tenant.name(), "")?;
+            if let Some(tp) = enqueuer_trace(&headers) {
+                job = job.traceparent(tp);
+            }
             if let Some(key) = header_key {
                 job = job.idempotency_key(key);
                 job.validate().map_err(|_| {
@@ -187,6 +195,10 @@ pub async fn enqueue_batch(
                 .into_iter()
                 .enumerate()
                 .map(|(i, s)| s.into_job(&state, tenant.name(), &format!("jobs[{i}].")))
+                .map(|job| match enqueuer_trace(&headers) {
+                    Some(tp) => job.map(|j| j.traceparent(tp)),
+                    None => job,
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
             let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();

@@ -382,6 +382,7 @@ pub fn concrete(pattern: &str) -> String {
         .replace("{id}", "1")
         .replace("{queue}", "default")
         .replace("{name}", "acme")
+        .replace("{file}", "app.js")
 }
 
 /// A chat completions body for `model`.

@@ -222,6 +222,7 @@ async fn insert_jobs(
                         row.run_at,
                         row.state,
                         row.state == JobState::Available,
+                        job.traceparent.as_deref(),
                         now,
                         now,
                     ]);
@@ -275,6 +276,7 @@ fn array_args(jobs: &[&NewJob], now: Timestamp) -> Vec<Arg> {
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    let mut trace = Vec::with_capacity(n);
     for job in jobs {
         let row = Row::of(job, now);
         queue.push(Some(job.queue.clone()));
@@ -288,6 +290,7 @@ fn array_args(jobs: &[&NewJob], now: Timestamp) -> Vec<Arg> {
         run_at.push(Some(row.run_at.as_millis()));
         state.push(Some(row.state.as_str().to_owned()));
         due.push(row.state == JobState::Available);
+        trace.push(job.traceparent.clone());
     }
     vec![
         Arg::from(now),
@@ -302,6 +305,7 @@ fn array_args(jobs: &[&NewJob], now: Timestamp) -> Vec<Arg> {
         Arg::Ints(run_at),
         Arg::Texts(state),
         Arg::Bools(due),
+        Arg::Texts(trace),
     ]
 }
 

@@ -64,7 +64,7 @@ pub enum Insert {
 macro_rules! insert_columns {
     () => {
         "INSERT INTO jobs (queue, kind, payload, tenant, grp, priority, idempotency_key, \
-         max_attempts, run_at, state, due, created_at, updated_at) "
+         max_attempts, run_at, state, due, traceparent, created_at, updated_at) "
     };
 }
 pub(crate) use insert_columns;
@@ -429,7 +429,7 @@ pub const POSTGRES: Dialect = Dialect {
         insert_columns!(),
         "SELECT u.*, $1, $1 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], \
            $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], \
-           $12::boolean[]) AS u \
+           $12::boolean[], $13::text[]) AS u \
          RETURNING *"
     )),
     claim_keys: concat!(

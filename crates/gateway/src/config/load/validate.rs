@@ -362,6 +362,27 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
     if let Some(token) = &config.metrics.token {
         c.not_empty(key(&["metrics", "token"]), token)?;
     }
+    let ui = &config.ui;
+    c.at_least(key(&["ui", "history_seconds"]), ui.history_seconds, 10)?;
+    if ui.history_seconds > 3_600 {
+        return Err(c.fail(
+            key(&["ui", "history_seconds"]),
+            format!("must be at most 3600, not {}", ui.history_seconds),
+        ));
+    }
+    c.at_least(key(&["ui", "max_streams"]), ui.max_streams as u64, 1)?;
+    if let Some(token) = &ui.token {
+        c.not_empty(key(&["ui", "token"]), token)?;
+        if ui.token_env.is_some() {
+            return Err(c.fail(
+                key(&["ui", "token_env"]),
+                "give ui.token or ui.token_env, not both",
+            ));
+        }
+    }
+    if let Some(var) = &ui.token_env {
+        c.not_empty(key(&["ui", "token_env"]), var)?;
+    }
     if let Some(dir) = &config.trace.dir {
         c.not_empty(key(&["trace", "dir"]), &dir.to_string_lossy())?;
     }

@@ -1,0 +1,239 @@
+//! The live dashboard: the page (`/ui`, its assets, login and logout)
+//! and its data (`GET /v1/dashboard`, `/history`, `/stream`).
+//!
+//! The page and its assets hold no data and are anyone's; the data is a
+//! [`Viewer`]'s. A browser logs in by posting a token to `/ui/login`,
+//! which answers with an `HttpOnly; SameSite=Strict` session cookie: the
+//! token never appears in a URL, and page script never holds it.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::auth::{Anyone, Viewer};
+use crate::body::Body;
+use crate::dashboard::sessions::{COOKIE_NAME, SESSION_TTL};
+use crate::dashboard::{INTERVAL, sse_event};
+use crate::error::ApiError;
+use crate::routes::limits::parse;
+use crate::state::AppState;
+
+const PAGE: &str = include_str!("../../assets/ui/index.html");
+const SCRIPT: &str = include_str!("../../assets/ui/app.js");
+const STYLE: &str = include_str!("../../assets/ui/app.css");
+
+/// Only the page's own files, no inline script, no framing.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+    base-uri 'none'";
+
+fn enabled(state: &AppState) -> Result<(), ApiError> {
+    if state.config.ui.enabled {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(
+            "the dashboard is off (ui.enabled = false)".into(),
+        ))
+    }
+}
+
+fn file(state: &AppState, content_type: &'static str, body: &'static str) -> Response {
+    if let Err(e) = enabled(state) {
+        return e.into_response();
+    }
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /ui`: the page.
+pub async fn page(State(state): State<AppState>, _: Anyone) -> Response {
+    file(&state, "text/html; charset=utf-8", PAGE)
+}
+
+/// `GET /ui/assets/{file}`: the page's script and style, embedded in the
+/// binary.
+pub async fn asset(State(state): State<AppState>, _: Anyone, Path(name): Path<String>) -> Response {
+    match name.as_str() {
+        "app.js" => file(&state, "text/javascript; charset=utf-8", SCRIPT),
+        "app.css" => file(&state, "text/css; charset=utf-8", STYLE),
+        _ => ApiError::NotFound(format!("no asset {name:?}")).into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: String,
+}
+
+/// `POST /ui/login` with `{"token": …}` (the dashboard's or the admin's):
+/// a session cookie.
+pub async fn login(State(state): State<AppState>, _: Anyone, Body(body): Body) -> Response {
+    let opened = (|| {
+        enabled(&state)?;
+        let b: LoginBody = parse(&body)?;
+        if !state.keys.dashboard_enabled() {
+            return Err(ApiError::Forbidden(
+                "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
+            ));
+        }
+        if !state.keys.is_viewer(b.token.as_bytes()) {
+            return Err(ApiError::Unauthorized(
+                "`token`: wrong dashboard token".into(),
+            ));
+        }
+        state
+            .board
+            .sessions
+            .open()
+            .ok_or_else(|| ApiError::Unavailable {
+                message: "no random source for a session id".into(),
+                retry_after: None,
+            })
+    })();
+    match opened {
+        Ok(id) => {
+            let cookie = format!(
+                "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+                SESSION_TTL.as_secs()
+            );
+            (
+                [(header::SET_COOKIE, cookie)],
+                Json(json!({"logged_in": true, "expires_in_s": SESSION_TTL.as_secs()})),
+            )
+                .into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /ui/logout`: ends the browser's session.
+pub async fn logout(State(state): State<AppState>, _: Anyone, headers: HeaderMap) -> Response {
+    state.board.sessions.close(&headers);
+    let gone = format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    (
+        [(header::SET_COOKIE, gone)],
+        Json(json!({"logged_in": false})),
+    )
+        .into_response()
+}
+
+/// `GET /v1/dashboard`: the latest snapshot (taken every second).
+pub async fn snapshot(State(state): State<AppState>, _: Viewer) -> Response {
+    if let Err(e) = enabled(&state) {
+        return e.into_response();
+    }
+    match state.board.latest() {
+        Some(s) => Json(&*s).into_response(),
+        None => ApiError::Unavailable {
+            message: "no snapshot taken yet".into(),
+            retry_after: Some(INTERVAL),
+        }
+        .into_response(),
+    }
+}
+
+/// `GET /v1/dashboard/history`: one point a second, oldest first, for
+/// the last `ui.history_seconds`.
+pub async fn history(State(state): State<AppState>, _: Viewer) -> Response {
+    if let Err(e) = enabled(&state) {
+        return e.into_response();
+    }
+    Json(json!({
+        "interval_ms": INTERVAL.as_millis() as u64,
+        "points": state.board.history(),
+    }))
+    .into_response()
+}
+
+/// Where a stream is.
+enum Step {
+    /// The history and the latest snapshot, at once.
+    Start,
+    /// Snapshots as they are taken.
+    Live,
+}
+
+/// `GET /v1/dashboard/stream`: server-sent events: `history` first (as
+/// `/history` answers), the latest `snapshot`, then a `snapshot` every
+/// second. A client more than a few snapshots behind is dropped (it
+/// reconnects and starts again from the history); the stream ends when
+/// the gateway drains.
+pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
+    if let Err(e) = enabled(&state) {
+        return e.into_response();
+    }
+    let Some(slot) = state.stream_slot() else {
+        return ApiError::Unavailable {
+            message: format!(
+                "{} dashboard streams are open (ui.max_streams)",
+                state.config.ui.max_streams
+            ),
+            retry_after: Some(INTERVAL * 5),
+        }
+        .into_response();
+    };
+    let rx = state.board.subscribe();
+    let events = stream::unfold(
+        (Step::Start, rx, state, slot),
+        |(step, mut rx, state, slot)| async move {
+            match step {
+                Step::Start => {
+                    let history = json!({
+                        "interval_ms": INTERVAL.as_millis() as u64,
+                        "points": state.board.history(),
+                    });
+                    let mut first = sse_event("history", &history).to_vec();
+                    if let Some(s) = state.board.latest() {
+                        first.extend_from_slice(&sse_event("snapshot", &*s));
+                    }
+                    Some((Ok(Bytes::from(first)), (Step::Live, rx, state, slot)))
+                }
+                Step::Live => {
+                    if state.is_draining() {
+                        return None;
+                    }
+                    match rx.recv().await {
+                        Ok(event) if !state.is_draining() => Some((
+                            Ok::<_, std::io::Error>(event),
+                            (Step::Live, rx, state, slot),
+                        )),
+                        Ok(_) | Err(RecvError::Closed) => None,
+                        Err(RecvError::Lagged(n)) => {
+                            tracing::info!(
+                                behind = n,
+                                "dashboard stream dropped: the client reads too slowly"
+                            );
+                            None
+                        }
+                    }
+                }
+            }
+        },
+    );
+    let mut res = axum::body::Body::from_stream(events).into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    *res.status_mut() = StatusCode::OK;
+    res
+}
