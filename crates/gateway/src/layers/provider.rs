@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use tower::{Layer, Service};
 
 use super::failure::Failure;
-use super::models::{Attempt, provider, route};
+use super::model_call::{Attempt, provider, route};
 use super::upstream::{Outgoing, Plan, Upstream};
 use super::usage::Delivery;
 use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
