@@ -11,6 +11,7 @@ mod live;
 mod stack;
 mod summary;
 mod table;
+mod top;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,6 +67,9 @@ enum Command {
     Tiers(admin::TiersArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
+    /// The live dashboard in the terminal (`/ui` in a browser), from a
+    /// gateway's `GET /v1/dashboard/stream`.
+    Top(top::TopArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
             | Command::Tenants(_)
             | Command::Tiers(_)
             | Command::Audit(_)
+            | Command::Top(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -117,6 +122,7 @@ fn main() -> ExitCode {
         Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Top(args) => runtime().block_on(top::run(args)),
         Command::Jobs(args) => runtime().block_on(jobs::run(args)),
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
