@@ -12,6 +12,7 @@ mod stack;
 mod summary;
 mod table;
 mod top;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,6 +66,9 @@ enum Command {
     Tenants(admin::TenantsArgs),
     /// Create, list and change tiers: named limits tenants and keys share.
     Tiers(admin::TiersArgs),
+    /// Calls, tokens and spend from the usage ledger, by tenant, key,
+    /// model and feature (a table, --json or --csv).
+    Usage(usage::UsageArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
     /// The live dashboard in the terminal (`/ui` in a browser), from a
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
             | Command::Keys(_)
             | Command::Tenants(_)
             | Command::Tiers(_)
+            | Command::Usage(_)
             | Command::Audit(_)
             | Command::Top(_)
     );
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
+        Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),

@@ -82,8 +82,16 @@ impl Jobs {
         credentials: &crate::credentials::Upstreams,
         limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
+        ledger: Option<&std::sync::Arc<crate::ledger::UsageLedger>>,
     ) -> Result<(), StartError> {
-        let pool = workers::start(config, credentials, self.store.clone(), limiter, client)?;
+        let pool = workers::start(
+            config,
+            credentials,
+            self.store.clone(),
+            limiter,
+            client,
+            ledger,
+        )?;
         tracing::info!(
             worker = pool.worker_id(),
             queues = config.jobs.queues.len(),

@@ -139,6 +139,8 @@ impl Default for Config {
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
+            ledger: super::LedgerConfig::default(),
+            prices: BTreeMap::new(),
             audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }

@@ -26,6 +26,7 @@ use super::{Next, Notes};
 use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
+use crate::ledger::Draft;
 use crate::state::{AppState, inflight_resource};
 use crate::trace::Trace;
 use cache::{ApiCacheLayer, Ask};
@@ -188,6 +189,9 @@ impl Parse for Incoming {
         // The client's trace when it sent one: its lines join its spans.
         trace.trace_id = ctx.trace.trace_id_hex();
         notes.trace = Some(trace);
+        if state.ledger.get().is_some() {
+            notes.ledger = Some(Draft::api(&ctx, api, &format!("{ROUTE}/{api}")));
+        }
         let deadline = ctx.deadline;
         let context = Some(ctx.clone());
         Ok(Call {

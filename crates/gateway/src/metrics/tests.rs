@@ -40,6 +40,11 @@ fn record_everything(m: &Metrics) {
         }),
     );
     cache_stats(&sluice_usage::cache::CacheStats::default());
+    let mut r = sluice_ledger::Record::new("r", "fam-tenant", "model", "openai", "fam-model", "/");
+    (r.prompt_tokens, r.completion_tokens, r.cached_tokens) = (10, 5, 2);
+    (r.reasoning_tokens, r.cost_nanos) = (1, 3_000);
+    usage_spent("fam-tenant", "fam-model", &r);
+    ledger_writer(1, 0, 3);
 }
 
 #[test]
@@ -63,6 +68,12 @@ fn every_family_has_help_and_type() {
         );
     }
     assert!(text.contains(r#"sluice_limiter_tokens_acquired_total{resource="fam-resource"} 7"#));
+    assert!(text.contains(
+        r#"sluice_usage_tokens_total{tenant="fam-tenant",model="fam-model",kind="cached"} 2"#
+    ));
+    assert!(text.contains(
+        r#"sluice_usage_cost_nanodollars_total{tenant="fam-tenant",model="fam-model"} 3000"#
+    ));
     assert!(text.contains(r#"sluice_limiter_capacity{resource="fam-resource"} 5"#));
     assert!(text.contains(r#"sluice_fallbacks_total{from="fam-model",to="fam-fallback"} 1"#));
     assert!(text.contains(r#"sluice_jobs{queue="fam-queue",state="dead"} 2"#));

@@ -8,6 +8,7 @@ use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
 mod cache;
 mod credentials;
+mod ledger;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs

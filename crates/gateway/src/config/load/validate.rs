@@ -5,6 +5,7 @@ mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
 mod keys;
+mod ledger;
 mod lists;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     keys::keys(&c, config)?;
     keys::audit(&c, config)?;
     cache::cache(&c, config)?;
+    ledger::ledger(&c, config)?;
     sections(&c, config)
 }
 
