@@ -3,15 +3,11 @@
 //! may share the database).
 
 use std::path::Path;
-use std::str::FromStr;
-use std::time::Duration;
 
 use serde_json::Value;
 use sluice_migrate::{Schema, Step};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-};
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row};
 
 use crate::{Entry, Error, Filter, NewEntry};
@@ -50,22 +46,13 @@ pub struct AuditStore {
 
 impl AuditStore {
     /// Opens (creating if needed) the SQLite file at `path` in WAL mode
-    /// and brings the table up to date.
+    /// and brings its tables up to date.
     ///
     /// # Errors
-    /// [`Error::Database`] if the file cannot be opened, [`Error::Migrate`]
-    /// if the schema cannot be migrated.
+    /// [`Error::Database`] if the file cannot be opened or the schema
+    /// cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<AuditStore, Error> {
-        let connect = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(connect)
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
+        let pool = SQLITE.open_sqlite(path).await?;
         Ok(AuditStore {
             db: Db::Sqlite(pool),
         })
@@ -76,34 +63,20 @@ impl AuditStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<AuditStore, Error> {
-        // One connection holds the whole database: never closed for idling.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(SqliteConnectOptions::new().in_memory(true))
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
+        let pool = SQLITE.sqlite_in_memory().await?;
         Ok(AuditStore {
             db: Db::Sqlite(pool),
         })
     }
 
     /// Connects to PostgreSQL at `url` (a pool of up to 2 connections)
-    /// and brings the table up to date.
+    /// and brings its tables up to date.
     ///
     /// # Errors
-    /// [`Error::Database`] if the URL is bad or the server unreachable,
-    /// [`Error::Migrate`] if the schema cannot be migrated.
+    /// [`Error::Database`] if the URL is bad, the server unreachable or
+    /// the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<AuditStore, Error> {
-        let options = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(2))
-            .connect_with(options)
-            .await?;
-        POSTGRES.migrator().run(&pool).await?;
+        let pool = POSTGRES.connect_postgres(url).await?;
         Ok(AuditStore {
             db: Db::Postgres(pool),
         })

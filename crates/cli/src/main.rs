@@ -11,6 +11,8 @@ mod live;
 mod stack;
 mod summary;
 mod table;
+mod top;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,8 +66,14 @@ enum Command {
     Tenants(admin::TenantsArgs),
     /// Create, list and change tiers: named limits tenants and keys share.
     Tiers(admin::TiersArgs),
+    /// Calls, tokens and spend from the usage ledger, by tenant, key,
+    /// model and feature (a table, --json or --csv).
+    Usage(usage::UsageArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
+    /// The live dashboard in the terminal (`/ui` in a browser), from a
+    /// gateway's `GET /v1/dashboard/stream`.
+    Top(top::TopArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -102,7 +110,9 @@ fn main() -> ExitCode {
             | Command::Keys(_)
             | Command::Tenants(_)
             | Command::Tiers(_)
+            | Command::Usage(_)
             | Command::Audit(_)
+            | Command::Top(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -117,10 +127,12 @@ fn main() -> ExitCode {
         Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Top(args) => runtime().block_on(top::run(args)),
         Command::Jobs(args) => runtime().block_on(jobs::run(args)),
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
+        Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Bench {
             what: BenchCommand::Gateway(args),

@@ -8,6 +8,7 @@ mod cache;
 mod defaults;
 mod jobs;
 mod keys;
+mod ledger;
 mod load;
 pub(crate) mod otel;
 mod secrets;
@@ -26,6 +27,7 @@ pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
+pub use ledger::{Dollars, LedgerConfig, PriceConfig, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
 pub use otel::{OtelSettings, OtlpProtocol};
@@ -97,6 +99,11 @@ pub struct Config {
     /// OpenTelemetry export over OTLP; off without the section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otel: Option<OtelSettings>,
+    /// The usage ledger: a record of every call and what it cost.
+    pub ledger: LedgerConfig,
+    /// Model prices over the shipped table (`crates/usage/prices.json`),
+    /// by model prefix: `[prices."openai/gpt-4o"] input = "2.50"`.
+    pub prices: BTreeMap<String, PriceConfig>,
     /// The live dashboard (`/ui`, `GET /v1/dashboard`, `sluice top`).
     pub ui: UiConfig,
     /// The audit trail of administrative acts.

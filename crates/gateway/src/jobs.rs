@@ -85,6 +85,7 @@ impl Jobs {
         limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
         otel: Option<&sluice_otel::Exporter>,
+        ledger: Option<&std::sync::Arc<crate::ledger::UsageLedger>>,
     ) -> Result<(), StartError> {
         let pool = workers::start(
             config,
@@ -93,6 +94,7 @@ impl Jobs {
             limiter,
             client,
             otel,
+            ledger,
         )?;
         tracing::info!(
             worker = pool.worker_id(),

@@ -35,6 +35,7 @@ pub(crate) mod dedup;
 pub(crate) mod failure;
 pub(crate) mod fallback;
 pub(crate) mod limits;
+pub(crate) mod model_call;
 pub(crate) mod models;
 pub(crate) mod observe;
 pub(crate) mod provider;
@@ -137,6 +138,10 @@ pub(crate) struct Notes {
     /// The admission slot, from admission until the answer is published
     /// to the requests that joined it (or dropped with the notes).
     pub admission: Option<Permit<Shared>>,
+    /// The call's usage ledger record, when the ledger is on and the
+    /// call got as far as its body; a streamed answer takes it and hands
+    /// it over when its stream ends.
+    pub ledger: Option<crate::ledger::Draft>,
     /// What the dashboard counts of the request.
     pub pulse: crate::dashboard::pulse::Tally,
     /// The call's budget reservation, from the budget layer until an

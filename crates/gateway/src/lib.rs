@@ -26,6 +26,7 @@ pub mod error;
 pub mod jobs;
 pub mod keys;
 mod layers;
+mod ledger;
 mod limits;
 pub mod metrics;
 mod otel;

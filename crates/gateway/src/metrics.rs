@@ -249,6 +249,16 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Answers evicted from the in-memory cache to stay within cache.max_bytes (entries)."),
     ("sluice_cache_store_errors_total", Kind::Counter, Unit::Count,
         "Calls to the Redis cache that failed or timed out; each lookup was a miss (calls)."),
+    ("sluice_usage_tokens_total", Kind::Counter, Unit::Count,
+        "Tokens recorded in the usage ledger, by tenant, model and kind: prompt, completion, cached (of the prompt) or reasoning (of the completion); at most ledger.metric_labels tenants and models, the rest as _other (tokens)."),
+    ("sluice_usage_cost_nanodollars_total", Kind::Counter, Unit::Count,
+        "What calls recorded in the usage ledger cost, by tenant and model, from the price table (nanodollars)."),
+    ("sluice_ledger_spilled_total", Kind::Counter, Unit::Count,
+        "Ledger records that found the writer's queue full (or its store failing) and waited in the spill file; written back later (records)."),
+    ("sluice_ledger_lost_total", Kind::Counter, Unit::Count,
+        "Ledger records neither queued nor spilled (the spill file could not be written); each is logged whole (records)."),
+    ("sluice_ledger_queued", Kind::Gauge, Unit::Count,
+        "Ledger records waiting in the writer's queue (records)."),
     ("sluice_metrics_refresh_total", Kind::Counter, Unit::Count,
         "Refreshes of the gauges read from the job store and the limiter, at most one per metrics.refresh_interval_ms (refreshes)."),
 ];
@@ -443,6 +453,36 @@ pub fn cache_stats(stats: &sluice_usage::cache::CacheStats) {
     gauge!("sluice_cache_entries").set(stats.entries as f64);
     counter!("sluice_cache_evictions_total").absolute(stats.evictions);
     counter!("sluice_cache_store_errors_total").absolute(stats.store_errors);
+}
+
+/// Counts the tokens and cost of a call recorded in the usage ledger;
+/// `tenant` and `model` are already bounded by the ledger's own label
+/// sets (`ledger.metric_labels`).
+pub fn usage_spent(tenant: &str, model: &str, r: &sluice_ledger::Record) {
+    let (tenant, model) = (bounded(tenant), bounded(model));
+    for (kind, n) in [
+        ("prompt", r.prompt_tokens),
+        ("completion", r.completion_tokens),
+        ("cached", r.cached_tokens),
+        ("reasoning", r.reasoning_tokens),
+    ] {
+        if n > 0 {
+            counter!("sluice_usage_tokens_total", "tenant" => tenant.clone(),
+                "model" => model.clone(), "kind" => kind)
+            .increment(n);
+        }
+    }
+    if r.cost_nanos > 0 {
+        counter!("sluice_usage_cost_nanodollars_total", "tenant" => tenant, "model" => model)
+            .increment(r.cost_nanos);
+    }
+}
+
+/// The ledger writer's counters.
+pub fn ledger_writer(spilled: u64, lost: u64, queued: usize) {
+    counter!("sluice_ledger_spilled_total").absolute(spilled);
+    counter!("sluice_ledger_lost_total").absolute(lost);
+    gauge!("sluice_ledger_queued").set(queued as f64);
 }
 
 fn bounded(value: &str) -> String {

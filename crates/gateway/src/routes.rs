@@ -15,6 +15,7 @@ pub mod models;
 pub mod ops;
 pub mod proxy;
 pub mod tenants;
+pub mod usage;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -92,6 +93,8 @@ fn table() -> Vec<Entry> {
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
         entry("GET", "/v1/cache/stats", Admin, get(cache::stats)),
         entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
+        entry("GET", "/v1/usage", Tenant, get(usage::own)),
+        entry("GET", "/v1/usage/all", Admin, get(usage::all)),
         entry("GET", "/v1/dashboard", Viewer, get(dashboard::snapshot)),
         entry("GET", "/v1/dashboard/history", Viewer, get(dashboard::history)),
         entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),

@@ -30,8 +30,17 @@ impl Gateway {
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
         let state = AppState::start(config).await?;
-        if state.config.jobs.enabled {
-            let jobs = crate::jobs::Jobs::open(&state.config).await?;
+        let jobs = match state.config.jobs.enabled {
+            true => Some(crate::jobs::Jobs::open(&state.config).await?),
+            false => None,
+        };
+        // After the job store (whose database it may share), before the
+        // workers (whose attempts it records).
+        if state.config.ledger.enabled {
+            let ledger = crate::ledger::UsageLedger::open(&state.config).await?;
+            let _ = state.ledger.set(ledger);
+        }
+        if let Some(jobs) = jobs {
             if state.config.jobs.workers {
                 // The request path's limits: with `[redis]`, job rates and
                 // the API buckets jobs call through are every replica's.
@@ -42,6 +51,7 @@ impl Gateway {
                     limits,
                     state.client.clone(),
                     state.otel.as_ref(),
+                    state.ledger.get(),
                 )
                 .await?;
             }

@@ -56,6 +56,9 @@ pub struct Inner {
     /// The gauges `/metrics` reads from the job store and the limiter,
     /// refreshed at most once per `metrics.refresh_interval_ms`.
     pub(crate) gauges: crate::metrics::Refresh,
+    /// What models cost: the shipped prices with `[prices]` over them
+    /// (the ledger's costs, budgets' reservations).
+    pub(crate) prices: sluice_usage::PriceTable,
     /// The response cache, in memory or in Redis (`[cache]`).
     pub(crate) cache: crate::cache::SharedCache,
     /// What the cache did for each tenant.
@@ -68,8 +71,6 @@ pub struct Inner {
     pub(crate) otel: Option<sluice_otel::Exporter>,
     /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
     pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
-    /// What calls cost, for budgets.
-    pub(crate) prices: sluice_usage::PriceTable,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -77,6 +78,8 @@ pub struct Inner {
     /// Tenants and keys managed at run time; set by `Gateway::bind` when
     /// `[keys] enabled`.
     pub(crate) keystore: std::sync::OnceLock<crate::keys::KeyRegistry>,
+    /// The usage ledger; set by `Gateway::bind` when `[ledger] enabled`.
+    pub(crate) ledger: std::sync::OnceLock<Arc<crate::ledger::UsageLedger>>,
     /// The audit trail; set by `Gateway::bind` when `[audit] enabled`.
     pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
@@ -178,6 +181,17 @@ pub enum StartError {
     /// The response cache could not be built.
     #[error("response cache: {0}")]
     Cache(String),
+    /// The usage ledger's store could not be opened.
+    #[error("cannot open the usage ledger {store}: {detail}")]
+    Ledger {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        detail: String,
+    },
+    /// A price in `[prices]` does not read.
+    #[error("{0}")]
+    Prices(#[from] sluice_usage::PriceError),
     /// The budgets' count could not be set up.
     #[error("budgets: {0}")]
     Budgets(String),
@@ -283,6 +297,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let prices = crate::config::price_table(&config.prices)?;
         let board = crate::dashboard::Board::new(&config.ui);
         let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
@@ -304,16 +319,17 @@ impl AppState {
                 grace_over: tokio::sync::watch::Sender::new(false),
                 gauges,
                 metrics,
+                prices,
                 cache,
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
                 traces,
                 otel,
                 budgets,
-                prices: sluice_usage::PriceTable::defaults(),
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),
+                ledger: std::sync::OnceLock::new(),
                 audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
                 otel_task: tokio::sync::Mutex::new(otel_task),
@@ -373,8 +389,13 @@ impl AppState {
         }
     }
 
-    /// Writes out every queued trace, span and audit entry and stops
-    /// the writers.
+    /// What models cost: the shipped prices with `[prices]` over them.
+    pub fn prices(&self) -> &sluice_usage::PriceTable {
+        &self.prices
+    }
+
+    /// Writes out every queued trace, span, audit entry and ledger record
+    /// and stops the writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
             task.shutdown().await;
@@ -384,6 +405,9 @@ impl AppState {
         }
         if let Some(audit) = self.audit.get() {
             audit.close().await;
+        }
+        if let Some(ledger) = self.ledger.get() {
+            ledger.shutdown().await;
         }
     }
 

@@ -20,6 +20,8 @@
 //! # }
 //! ```
 
+mod pools;
+
 use std::borrow::Cow;
 
 use sqlx::SqlSafeStr;

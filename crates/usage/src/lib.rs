@@ -34,6 +34,7 @@
 mod bounds;
 pub mod budget;
 pub mod cache;
+mod details;
 mod estimate;
 mod price;
 #[cfg(feature = "redis")]
@@ -49,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
+pub use details::{Details, details};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };

@@ -140,6 +140,8 @@ impl Default for Config {
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
             otel: None,
+            ledger: super::LedgerConfig::default(),
+            prices: BTreeMap::new(),
             audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }

@@ -15,6 +15,7 @@ use sluice_limit::SharedLimiter;
 use super::AnyStore;
 use crate::config::Config;
 use crate::credentials::Upstreams;
+use crate::ledger::UsageLedger;
 use crate::state::StartError;
 
 /// Starts workers for every configured queue.
@@ -28,12 +29,17 @@ pub(super) fn start(
     limiter: SharedLimiter,
     client: reqwest::Client,
     otel: Option<&sluice_otel::Exporter>,
+    ledger: Option<&Arc<UsageLedger>>,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
     let mut handlers =
         sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
             .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+    if let Some(ledger) = ledger {
+        // Every attempt leaves a ledger record.
+        handlers = crate::ledger::recorded(&handlers, ledger);
+    }
     if let Some(exporter) = otel {
         handlers = super::traced::traced(handlers, exporter);
     }

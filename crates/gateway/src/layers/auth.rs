@@ -26,17 +26,19 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
-use subtle::ConstantTimeEq;
 
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::{AppState, StartError};
+use crate::state::AppState;
 
 /// The workspace of requests that name none, when no tenants are configured.
 pub const DEFAULT_WORKSPACE: &str = "default";
 
 /// The longest workspace name `x-sluice-workspace` may give.
 const MAX_WORKSPACE: usize = 256;
+
+mod keys;
+
+pub(crate) use keys::Keys;
 
 /// Who a route answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,143 +66,6 @@ impl Owner {
             Owner::Scraper => "scraper",
             Owner::Viewer => "viewer",
         }
-    }
-}
-
-/// The credentials the gateway knows, read once at start-up.
-pub(crate) struct Keys {
-    /// Tenant key → tenant name. Empty: the gateway is open.
-    tenants: Vec<(Box<[u8]>, Arc<str>)>,
-    admin: Option<Box<[u8]>>,
-    metrics: Option<Box<[u8]>>,
-    /// `ui.token`: reads the dashboard, nothing else.
-    dashboard: Option<Box<[u8]>>,
-}
-
-impl std::fmt::Debug for Keys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Names only: the keys never reach a log.
-        let names: Vec<&str> = self.tenants.iter().map(|(_, n)| &**n).collect();
-        f.debug_struct("Keys")
-            .field("tenants", &names)
-            .field("admin", &self.admin.is_some())
-            .field("metrics", &self.metrics.is_some())
-            .field("dashboard", &self.dashboard.is_some())
-            .finish()
-    }
-}
-
-impl Keys {
-    /// Reads the tenants' keys (from their variables where given) and the
-    /// operator's tokens.
-    ///
-    /// # Errors
-    /// [`StartError::MissingKey`] for a tenant whose variable is not set;
-    /// [`StartError::SharedKey`] when one secret would name two roles.
-    pub(crate) fn from_config(config: &Config) -> Result<Keys, StartError> {
-        let mut tenants = Vec::new();
-        for t in &config.tenants {
-            let key =
-                match (&t.api_key, &t.api_key_env) {
-                    (Some(k), _) => k.clone(),
-                    // Read with the configuration, from the environment it was
-                    // loaded with.
-                    (None, Some(var)) => config
-                        .secrets
-                        .get(var)
-                        .map(|k| k.to_string())
-                        .ok_or_else(|| StartError::MissingKey {
-                            tenant: t.name.clone(),
-                            var: var.clone(),
-                        })?,
-                    (None, None) => continue,
-                };
-            tenants.push((
-                key.into_bytes().into_boxed_slice(),
-                Arc::from(t.name.as_str()),
-            ));
-        }
-        let secret = |s: &Option<String>| s.as_ref().map(|s| s.as_bytes().into());
-        let dashboard = match (&config.ui.token, &config.ui.token_env) {
-            (Some(t), _) => Some(t.as_bytes().into()),
-            (None, Some(var)) => Some(
-                config
-                    .secrets
-                    .get(var)
-                    .map(|t| t.as_bytes().into())
-                    .ok_or_else(|| StartError::MissingToken {
-                        key: "ui.token_env",
-                        var: var.clone(),
-                    })?,
-            ),
-            (None, None) => None,
-        };
-        let keys = Keys {
-            tenants,
-            admin: secret(&config.admin_token),
-            metrics: secret(&config.metrics.token),
-            dashboard,
-        };
-        // A tenant key that is also the admin token would make that tenant
-        // the operator (and the reverse): refuse to start.
-        for (key, name) in &keys.tenants {
-            if keys.admin.as_deref() == Some(&**key) {
-                return Err(StartError::SharedKey(format!(
-                    "tenant {name:?}'s key is also admin_token"
-                )));
-            }
-            if keys.dashboard.as_deref() == Some(&**key) {
-                return Err(StartError::SharedKey(format!(
-                    "tenant {name:?}'s key is also the dashboard's token"
-                )));
-            }
-        }
-        Ok(keys)
-    }
-
-    /// True without `[[tenants]]`: no tenant key is asked for.
-    pub(crate) fn is_open(&self) -> bool {
-        self.tenants.is_empty()
-    }
-
-    /// The tenant whose key is `given`. Every key is compared, in constant
-    /// time, whichever matches.
-    fn tenant(&self, given: &[u8]) -> Option<Arc<str>> {
-        let mut found = None;
-        for (key, name) in &self.tenants {
-            if bool::from(key.as_ref().ct_eq(given)) {
-                found = Some(name.clone());
-            }
-        }
-        found
-    }
-
-    fn is_admin(&self, given: &[u8]) -> bool {
-        self.admin
-            .as_deref()
-            .is_some_and(|t| bool::from(t.ct_eq(given)))
-    }
-
-    /// Whether `given` may read the dashboard: `ui.token` or the admin's.
-    pub(crate) fn is_viewer(&self, given: &[u8]) -> bool {
-        self.is_admin(given)
-            || self
-                .dashboard
-                .as_deref()
-                .is_some_and(|t| bool::from(t.ct_eq(given)))
-    }
-
-    /// Whether any token can read the dashboard.
-    pub(crate) fn dashboard_enabled(&self) -> bool {
-        self.admin.is_some() || self.dashboard.is_some()
-    }
-
-    fn is_scraper(&self, given: &[u8]) -> bool {
-        self.is_admin(given)
-            || self
-                .metrics
-                .as_deref()
-                .is_some_and(|t| bool::from(t.ct_eq(given)))
     }
 }
 
@@ -430,50 +295,5 @@ impl FromRequestParts<AppState> for Viewer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    fn auth(v: &'static str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert("authorization", HeaderValue::from_static(v));
-        h
-    }
-
-    #[test]
-    fn one_bearer_parser() {
-        assert_eq!(bearer(&HeaderMap::new()), Ok(None));
-        assert_eq!(bearer(&auth("Bearer k1")), Ok(Some("k1")));
-        assert_eq!(bearer(&auth("bearer   k1 ")), Ok(Some("k1")));
-        assert_eq!(bearer(&auth("BEARER k1")), Ok(Some("k1")));
-        for bad in ["Basic abc", "Bearer", "Bearer ", "k1", "Bearerk1"] {
-            assert!(
-                matches!(bearer(&auth(bad)), Err(ApiError::Unauthorized(_))),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn every_key_is_compared_and_roles_stay_apart() {
-        let keys = Keys {
-            tenants: vec![
-                (b"k-acme".as_slice().into(), Arc::from("acme")),
-                (b"k-globex".as_slice().into(), Arc::from("globex")),
-            ],
-            admin: Some(b"root".as_slice().into()),
-            metrics: Some(b"scrape".as_slice().into()),
-            dashboard: Some(b"look".as_slice().into()),
-        };
-        assert_eq!(keys.tenant(b"k-globex").as_deref(), Some("globex"));
-        assert_eq!(keys.tenant(b"k-acm"), None);
-        assert_eq!(keys.tenant(b"root"), None);
-        assert!(keys.is_admin(b"root") && !keys.is_admin(b"scrape"));
-        assert!(keys.is_scraper(b"scrape") && keys.is_scraper(b"root"));
-        assert!(!keys.is_scraper(b"k-acme"));
-        assert!(keys.is_viewer(b"look") && keys.is_viewer(b"root"));
-        assert!(!keys.is_viewer(b"scrape") && !keys.is_viewer(b"k-acme"));
-        assert!(!keys.is_admin(b"look") && !keys.is_scraper(b"look"));
-        assert!(!format!("{keys:?}").contains("k-acme"));
-    }
-}
+#[path = "auth/tests.rs"]
+mod tests;

@@ -18,7 +18,7 @@ use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
 use tower::{Layer, Service};
 
-use super::models::{Call, provider};
+use super::model_call::{Call, provider};
 use super::{BoxFuture, Next, Reply, Req, Served, call};
 use crate::budgets::{self, Scope, WARN_AT};
 use crate::error::ApiError;

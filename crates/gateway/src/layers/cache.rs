@@ -22,7 +22,7 @@ use axum::http::StatusCode;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::models::{Call, provider};
+use super::model_call::{Call, provider};
 use super::{BoxFuture, Next, Reply, Req, Served, call, observe};
 use crate::state::AppState;
 use flight::Role;

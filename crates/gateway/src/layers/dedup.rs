@@ -12,7 +12,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use tower::{Layer, Service};
 
-use super::models::Call;
+use super::model_call::Call;
 use super::{BoxFuture, Next, Reply, Req, Served, call};
 
 /// Wraps a stack in [`Dedup`].

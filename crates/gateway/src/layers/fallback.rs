@@ -13,7 +13,7 @@ use std::task::{Context as TaskContext, Poll};
 use tower::{Layer, Service};
 
 use super::failure::Failure;
-use super::models::{Attempt, Call, provider};
+use super::model_call::{Attempt, Call, provider};
 use super::{BoxFuture, Next, Reply, Req, Served, call, observe};
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -18,6 +18,7 @@ use super::context::Context;
 use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
+use crate::ledger::Draft;
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
@@ -92,7 +93,14 @@ where
                 notes.label = label;
             }
             let (mut res, error) = match result {
-                Ok(reply) => (reply.into_response(), None),
+                Ok(reply) => {
+                    if let (Reply::Cached(_) | Reply::Joined(_), Some(d)) =
+                        (&reply, notes.ledger.as_mut())
+                    {
+                        d.cache_hit();
+                    }
+                    (reply.into_response(), None)
+                }
                 Err(e) => {
                     if let ApiError::QueueFull { scope, .. } = &e {
                         metrics::queue_rejected(scope);
@@ -119,6 +127,9 @@ where
                     status,
                     elapsed,
                 );
+            }
+            if let Some(draft) = notes.ledger.take() {
+                settled(&state, draft, status, &notes);
             }
             if let Some(mut trace) = notes.trace.take() {
                 trace.status = status;
@@ -154,6 +165,13 @@ pub(crate) fn begin_trace(
 
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
+
+/// Hands a call's ledger record over, answered `status` now.
+pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &Notes) {
+    if let Some(ledger) = state.ledger.get() {
+        ledger.submit(draft.finish(status, notes.meta.queued, notes.meta.attempts));
+    }
+}
 
 /// A request admitted after waiting `waited` in its class: the queue's
 /// histogram and the trace's `queue` span (from `started`, now).

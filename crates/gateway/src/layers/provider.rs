@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use tower::{Layer, Service};
 
 use super::failure::Failure;
-use super::models::{Attempt, provider, route};
+use super::model_call::{Attempt, provider, route};
 use super::upstream::{Outgoing, Plan, Upstream};
 use super::usage::Delivery;
 use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
@@ -73,10 +73,13 @@ where
         let inner = self.inner.clone();
         Box::pin(async move {
             let Req { call: a, mut notes } = req;
-            let (adapter, outbound, plan, prompt_estimate) = match prepare(&state, &a) {
+            let (adapter, outbound, plan, estimate) = match prepare(&state, &a) {
                 Ok(prepared) => prepared,
                 Err(f) => return Ok(Served::err(f, notes)),
             };
+            if let Some(d) = notes.ledger.as_mut() {
+                d.route(&plan.label, &a.model);
+            }
             if let Some(t) = notes.trace.as_mut() {
                 t.model = Some(a.model.clone());
             }
@@ -120,7 +123,7 @@ where
                     let answer = Answer {
                         adapter,
                         outbound: &outbound,
-                        prompt_estimate,
+                        estimate,
                     };
                     read(&state, &a, answer, delivery, &mut notes).await
                 }
@@ -135,12 +138,12 @@ where
     }
 }
 
-/// The adapter, the upstream request and the plan of `a`, and its
-/// prompt's estimate.
-fn prepare(
-    state: &AppState,
-    a: &Attempt,
-) -> Result<(&'static dyn Provider, Outbound, Plan, u64), Failure> {
+/// A call ready to go: the adapter, the upstream request, the plan, and
+/// the estimate (prompt, completion).
+type Prepared = (&'static dyn Provider, Outbound, Plan, (u64, u64));
+
+/// `a`'s call, ready to go.
+fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
     let prov = provider(state, model, c.endpoint)?;
     let adapter = providers::for_format(prov.format);
@@ -204,16 +207,21 @@ fn prepare(
                 attempts: 0,
             },
         })?;
-    Ok((adapter, outbound, plan, est.prompt_tokens))
+    let estimate = (
+        est.prompt_tokens,
+        est.total.saturating_sub(est.prompt_tokens),
+    );
+    Ok((adapter, outbound, plan, estimate))
 }
 
 /// How to read the answer of a call.
 struct Answer<'a> {
     adapter: &'static dyn Provider,
     outbound: &'a Outbound,
-    /// The prompt's estimate: what a stream cut before its usage came is
-    /// charged for its input.
-    prompt_estimate: u64,
+    /// The estimate (prompt, completion): what a stream cut before its
+    /// usage came is charged for its input, and what the ledger records
+    /// for an answer without usage.
+    estimate: (u64, u64),
 }
 
 /// The model's name as its provider knows it.
@@ -239,7 +247,7 @@ async fn read(
     let Answer {
         adapter,
         outbound,
-        prompt_estimate,
+        estimate,
     } = answer;
     let c = &*a.call;
     notes.meta.attempts += d.attempts;
@@ -260,13 +268,21 @@ async fn read(
             t.status = status.as_u16();
             t.attempts = notes.meta.attempts;
         }
+        let ledger = notes.ledger.take().map(|draft| stream::Pending {
+            draft,
+            state: state.clone(),
+            status: status.as_u16(),
+            queued: notes.meta.queued,
+            attempts: notes.meta.attempts,
+        });
         let relay = stream::Relay {
             reader: adapter.stream(&outbound.exchange),
             deadline: c.ctx.deadline,
             route: route(c.endpoint),
             trace,
             writer: state.traces.clone(),
-            prompt_estimate,
+            ledger,
+            prompt_estimate: estimate.0,
             chars_per_token: state.config.tokens.chars_per_token,
         };
         let mut res = relay.start(d);
@@ -282,9 +298,19 @@ async fn read(
             message: format!("reading the upstream body: {e}"),
             attempts,
         })?;
+    // Read from the provider's own body, before any translation.
+    let details = match notes.ledger {
+        Some(_) if status.is_success() => sluice_usage::details(adapter.format(), &bytes),
+        _ => sluice_usage::Details::default(),
+    };
     let answer = adapter.answer(&outbound.exchange, status, bytes);
     d.reserved
         .settle_answer(answer.usage, answer.status.is_success());
+    if let Some(draft) = notes.ledger.as_mut() {
+        // An answer without usage cost its estimate, a failure nothing.
+        let estimate = answer.status.is_success().then_some(estimate);
+        draft.used(&state.prices, answer.usage, estimate, details);
+    }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;

@@ -26,6 +26,7 @@ use super::{Next, Notes};
 use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
+use crate::ledger::Draft;
 use crate::state::{AppState, inflight_resource};
 use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
@@ -183,6 +184,9 @@ impl Parse for Incoming {
             method.as_str().to_owned(),
         );
         notes.trace = Some(trace);
+        if state.ledger.get().is_some() {
+            notes.ledger = Some(Draft::api(&ctx, api, &format!("{ROUTE}/{api}")));
+        }
         let deadline = ctx.deadline;
         let context = Some(ctx.clone());
         Ok(Call {

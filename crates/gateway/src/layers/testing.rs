@@ -12,7 +12,7 @@ use sluice_usage::Endpoint;
 use tower::Service;
 
 use super::context::{Context, Parse};
-use super::models::{Call, Incoming};
+use super::model_call::{Call, Incoming};
 use super::upstream::{AttemptRecord, Fault, Outgoing, Plan, Tried, Try, Upstream};
 use super::{BoxFuture, Notes, Reply, Req};
 use crate::auth::Tenant;

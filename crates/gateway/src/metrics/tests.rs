@@ -43,6 +43,11 @@ fn record_everything(m: &Metrics) {
     // Counted by sluice-otel's exporter, described here.
     counter!("sluice_otel_spans_exported_total").increment(1);
     counter!("sluice_otel_spans_dropped_total", "reason" => "queue_full").increment(1);
+    let mut r = sluice_ledger::Record::new("r", "fam-tenant", "model", "openai", "fam-model", "/");
+    (r.prompt_tokens, r.completion_tokens, r.cached_tokens) = (10, 5, 2);
+    (r.reasoning_tokens, r.cost_nanos) = (1, 3_000);
+    usage_spent("fam-tenant", "fam-model", &r);
+    ledger_writer(1, 0, 3);
 }
 
 #[test]
@@ -66,6 +71,12 @@ fn every_family_has_help_and_type() {
         );
     }
     assert!(text.contains(r#"sluice_limiter_tokens_acquired_total{resource="fam-resource"} 7"#));
+    assert!(text.contains(
+        r#"sluice_usage_tokens_total{tenant="fam-tenant",model="fam-model",kind="cached"} 2"#
+    ));
+    assert!(text.contains(
+        r#"sluice_usage_cost_nanodollars_total{tenant="fam-tenant",model="fam-model"} 3000"#
+    ));
     assert!(text.contains(r#"sluice_limiter_capacity{resource="fam-resource"} 5"#));
     assert!(text.contains(r#"sluice_fallbacks_total{from="fam-model",to="fam-fallback"} 1"#));
     assert!(text.contains(r#"sluice_jobs{queue="fam-queue",state="dead"} 2"#));

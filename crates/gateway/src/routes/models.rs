@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use crate::auth::Tenant;
 use crate::body::Body;
-use crate::layers::{self, models::Incoming};
+use crate::layers::{self, model_call::Incoming};
 use crate::state::AppState;
 use sluice_usage::Endpoint;
 

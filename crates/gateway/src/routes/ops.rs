@@ -69,6 +69,10 @@ pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
         crate::metrics::queue_depth(p.as_str(), stats.queued_in(p));
     }
     crate::metrics::busy(stats.busy);
+    if let Some(ledger) = state.ledger.get() {
+        let (spilled, lost, queued) = ledger.writer_stats();
+        crate::metrics::ledger_writer(spilled, lost, queued);
+    }
     // A count over the jobs table and, in distributed mode, Redis reads:
     // at most once per `metrics.refresh_interval_ms`, whoever scrapes.
     state.gauges.run_if_due(|| refresh_gauges(&state)).await;

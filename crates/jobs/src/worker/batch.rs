@@ -19,6 +19,9 @@ use crate::store::{JobStore, RetryDecision};
 /// The most completions one transaction writes.
 pub(crate) const MAX_BATCH: usize = 512;
 
+/// How long the batcher waits for more outcomes once one has come.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Completions waiting for the batcher at most; runs beyond it wait to
 /// hand theirs over (bounded memory).
 const QUEUED: usize = 4 * MAX_BATCH;
@@ -91,15 +94,18 @@ fn gone() -> Error {
 async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
     let mut items = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
-        // Runs that finished in the same instant are still on their way:
-        // let them hand theirs over before the batch is cut.
-        tokio::task::yield_now().await;
-        if items.len() < MAX_BATCH {
-            while let Ok(item) = rx.try_recv() {
-                items.push(item);
-                if items.len() == MAX_BATCH {
-                    break;
-                }
+        // Runs that finished about the same time are still on their way
+        // (those the last commit freed slots for start and end within
+        // it): let them hand theirs over, for up to `LINGER`, before the
+        // batch is cut. One commit for all of them costs less than one
+        // each, and a commit that waits for the disk takes longer than
+        // this wait.
+        let until = tokio::time::Instant::now() + LINGER;
+        while items.len() < MAX_BATCH {
+            let room = MAX_BATCH - items.len();
+            match tokio::time::timeout_at(until, rx.recv_many(&mut items, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
         }
         let mut done = Vec::new();

@@ -8,6 +8,7 @@ use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
 mod cache;
 mod credentials;
+mod ledger;
 mod otel;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

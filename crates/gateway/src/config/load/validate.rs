@@ -5,6 +5,7 @@ mod cache;
 mod fallbacks;
 pub(crate) mod jobs;
 mod keys;
+mod ledger;
 mod lists;
 mod otel;
 
@@ -33,6 +34,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     keys::audit(&c, config)?;
     cache::cache(&c, config)?;
     otel::otel(&c, config)?;
+    ledger::ledger(&c, config)?;
     sections(&c, config)
 }
 

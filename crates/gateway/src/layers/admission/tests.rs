@@ -6,7 +6,7 @@ use tokio::sync::Semaphore;
 
 use super::*;
 use crate::config::Config;
-use crate::layers::models::Call;
+use crate::layers::model_call::Call;
 use crate::layers::testing::{Later, buffered, model_call, state, state_with};
 
 const MODEL: &str = "openai/gpt-4o-mini";

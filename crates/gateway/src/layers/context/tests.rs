@@ -3,6 +3,7 @@ use std::sync::Mutex;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use bytes::Bytes;
+use sluice_admit::Priority;
 
 use super::*;
 use crate::layers::testing::{Probe, state};

@@ -7,16 +7,21 @@
 //! cancels the upstream call, settles the tokens the stream used so far
 //! and releases the grant and the pool slot.
 
+use std::time::Duration;
+
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use sluice_usage::Usage;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::layers::observe;
 use crate::layers::usage::{Delivery, Reserved};
+use crate::ledger::Draft;
 use crate::providers::StreamReader;
+use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
 
 /// What relaying a stream needs besides the answer.
@@ -30,6 +35,8 @@ pub(super) struct Relay {
     /// The request's trace, finished when the stream ends.
     pub trace: Option<Trace>,
     pub writer: Option<TraceWriter>,
+    /// The call's ledger record, handed over when the stream ends.
+    pub ledger: Option<Pending>,
     /// What a stream cut before its end is charged for its input.
     pub prompt_estimate: u64,
     /// What its output is charged at, by the characters streamed.
@@ -62,12 +69,14 @@ impl Relay {
             route,
             trace,
             writer,
+            ledger,
             prompt_estimate,
             chars_per_token,
         } = self;
         let mut m = Metered {
             reader,
             reserved: Some(reserved),
+            ledger,
             prompt_estimate,
             chars_per_token,
             whole: false,
@@ -131,6 +140,7 @@ impl Relay {
 struct Metered {
     reader: Box<dyn StreamReader>,
     reserved: Option<Reserved>,
+    ledger: Option<Pending>,
     prompt_estimate: u64,
     chars_per_token: u64,
     whole: bool,
@@ -148,5 +158,39 @@ impl Drop for Metered {
                 .used_so_far(self.prompt_estimate, self.chars_per_token)
         };
         reserved.settle(used);
+        if let Some(p) = self.ledger.take() {
+            let reported = if self.whole {
+                self.reader.usage()
+            } else {
+                None
+            };
+            let so_far = self
+                .reader
+                .used_so_far(self.prompt_estimate, self.chars_per_token)
+                .map(|u| (u.prompt_tokens, u.completion_tokens));
+            p.hand_over(reported, so_far);
+        }
+    }
+}
+
+/// A streamed call's ledger record, waiting for its stream's end.
+pub(crate) struct Pending {
+    pub draft: Draft,
+    pub state: AppState,
+    pub status: u16,
+    pub queued: Duration,
+    pub attempts: u32,
+}
+
+impl Pending {
+    fn hand_over(mut self, reported: Option<Usage>, so_far: Option<(u64, u64)>) {
+        let Some(ledger) = self.state.ledger.get() else {
+            return;
+        };
+        // Streams: the totals only (their details are not read yet).
+        let details = sluice_usage::Details::default();
+        self.draft
+            .used(&self.state.prices, reported, so_far, details);
+        ledger.submit(self.draft.finish(self.status, self.queued, self.attempts));
     }
 }

@@ -18,7 +18,7 @@ async fn the_plan_names_every_limit_the_call_is_under() {
     let model = "openai/gpt-4o-mini";
     let state = limited(model, 10.0, 10, Some(10_000));
     let a = attempt(&state, model, &[("x-sluice-thread", "t-1")]);
-    let (adapter, outbound, plan, prompt) = prepare(&state, &a).expect("prepared");
+    let (adapter, outbound, plan, (prompt, completion)) = prepare(&state, &a).expect("prepared");
     let resources: Vec<&str> = plan.needs.iter().map(|(r, _)| r.as_str()).collect();
     let tokens = tokens_resource(model);
     let session = session_resource("default", "t-1");
@@ -27,6 +27,11 @@ async fn the_plan_names_every_limit_the_call_is_under() {
     assert!(
         prompt > 0 && prompt < plan.needs[1].1,
         "the prompt's estimate is part of it: {prompt}"
+    );
+    assert_eq!(
+        prompt + completion,
+        plan.needs[1].1,
+        "with the completion's"
     );
     assert_eq!(plan.tokens.as_deref(), Some(tokens.as_str()));
     assert_eq!((plan.label.as_str(), plan.pool), ("openai", "model"));

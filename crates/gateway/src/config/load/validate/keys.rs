@@ -27,7 +27,11 @@ pub(super) fn audit(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> 
 }
 
 /// `[section] store`: `"jobs"`, `"sqlite"` or a PostgreSQL URL.
-fn store_beside_jobs(c: &Checks<'_>, section: &str, store: &str) -> Result<(), ConfigError> {
+pub(super) fn store_beside_jobs(
+    c: &Checks<'_>,
+    section: &str,
+    store: &str,
+) -> Result<(), ConfigError> {
     if store == WITH_JOBS {
         return Ok(());
     }

@@ -1,0 +1,128 @@
+//! `[ledger]`: the usage ledger (a record of every call, what it used and
+//! what it cost), and `[prices]`: what models cost, over the shipped table.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sluice_usage::{Price, PriceError, PriceTable};
+
+use super::jobs::{JobsConfig, StoreLocation};
+use super::keys::WITH_JOBS;
+
+/// The usage ledger. On by default: spend per tenant, key, model and
+/// feature is the first thing operators ask of a gateway, and the writer
+/// costs a request one queue push.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LedgerConfig {
+    /// Whether calls are recorded (default true).
+    pub enabled: bool,
+    /// `"jobs"` (the file `{data_dir}/ledger.db` beside SQLite jobs, or
+    /// the job store's PostgreSQL), `"sqlite"` (`{data_dir}/ledger.db`)
+    /// or a `postgres://` URL.
+    pub store: String,
+    /// Records waiting for the writer (seed: 1,000); past it they go to
+    /// the spill file `{data_dir}/ledger-spill.jsonl`.
+    pub queue: usize,
+    /// Records per transaction.
+    pub batch: usize,
+    /// Records older than this many days are deleted (0: kept for ever).
+    pub retention_days: u64,
+    /// Rollups (per minute, hour and day) older than this many days are
+    /// deleted (0: kept for ever); minute rollups are kept at most as
+    /// long as the records.
+    pub rollup_retention_days: u64,
+    /// How many tenants and models the Prometheus token and cost
+    /// counters name; the rest are counted under `other`.
+    pub metric_labels: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            enabled: true,
+            store: WITH_JOBS.to_owned(),
+            queue: sluice_spool::DEFAULT_QUEUE,
+            batch: sluice_spool::DEFAULT_BATCH,
+            retention_days: 30,
+            rollup_retention_days: 400,
+            metric_labels: 100,
+        }
+    }
+}
+
+impl LedgerConfig {
+    /// Where the ledger lives, `data_dir` holding the SQLite file.
+    pub fn location(&self, data_dir: &Path, jobs: &JobsConfig) -> StoreLocation {
+        StoreLocation::beside_jobs(&self.store, data_dir, jobs, "ledger.db")
+    }
+}
+
+/// `[prices."{model prefix}"]`: a model's prices in dollars per million
+/// tokens, over (or beside) the shipped ones; the longest prefix of a
+/// model wins. Decimal strings (`"0.15"`) are exact; TOML numbers are
+/// read as the decimal they print as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    /// Per million input (prompt) tokens.
+    pub input: Dollars,
+    /// Per million output (completion) tokens.
+    pub output: Dollars,
+    /// Per million input tokens read from the provider's prompt cache
+    /// (default: the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<Dollars>,
+}
+
+/// Dollars as a decimal string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Dollars(pub String);
+
+impl<'de> Deserialize<'de> for Dollars {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Dollars, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Int(u64),
+            Float(f64),
+        }
+        Ok(Dollars(match Raw::deserialize(d)? {
+            Raw::Text(s) => s,
+            Raw::Int(n) => n.to_string(),
+            // `Display` of an f64 is the shortest decimal that reads back
+            // as it, never in exponent form: 0.15 stays "0.15".
+            Raw::Float(f) => f.to_string(),
+        }))
+    }
+}
+
+/// The shipped prices with `overrides` over them.
+///
+/// # Errors
+/// [`PriceError`] whose field is `prices."{prefix}".{input|output|cached_input}`.
+pub fn price_table(overrides: &BTreeMap<String, PriceConfig>) -> Result<PriceTable, PriceError> {
+    let mut table = PriceTable::defaults();
+    for (prefix, p) in overrides {
+        if prefix.is_empty() {
+            return Err(PriceError {
+                field: "prices".into(),
+                reason: "a model prefix must not be empty".into(),
+            });
+        }
+        let price = Price::per_million(
+            &p.input.0,
+            &p.output.0,
+            p.cached_input.as_ref().map(|c| c.0.as_str()),
+        )
+        .map_err(|e| PriceError {
+            field: format!("prices.{prefix:?}.{}", e.field),
+            reason: e.reason,
+        })?;
+        table = table.with(prefix.clone(), price);
+    }
+    Ok(table)
+}

@@ -1,0 +1,95 @@
+//! `[ledger]` and `[prices]`: defaults, what a file sets, and errors that
+//! name the key.
+
+use super::{error, file};
+use crate::config::{Config, StoreLocation, price_table};
+
+#[test]
+fn the_ledger_is_on_by_default_beside_the_jobs() {
+    let c = Config::default();
+    assert!(c.ledger.enabled);
+    assert_eq!(c.ledger.queue, 1_000);
+    assert_eq!(
+        c.ledger.location(&c.data_dir, &c.jobs),
+        StoreLocation::Sqlite(c.data_dir.join("ledger.db"))
+    );
+    let pg = file("[jobs]\nstore = \"postgres://u@db/sluice\"\n");
+    assert_eq!(
+        pg.ledger.location(&pg.data_dir, &pg.jobs),
+        StoreLocation::Postgres("postgres://u@db/sluice".into())
+    );
+}
+
+#[test]
+fn prices_override_the_shipped_table_exactly() {
+    let c = file(
+        r#"
+[prices."openai/gpt-4o"]
+input = "2.00"
+output = 8
+cached_input = 0.5
+
+[prices."acme/"]
+input = "0.000001"
+output = "1"
+"#,
+    );
+    let t = price_table(&c.prices).unwrap();
+    let p = t.price("openai/gpt-4o-2024-08-06").unwrap();
+    assert_eq!(
+        (p.input, p.output, p.cached_input),
+        (2_000_000, 8_000_000, 500_000)
+    );
+    // The shipped price of a longer prefix still wins for its models.
+    assert_eq!(t.price("openai/gpt-4o-mini").unwrap().input, 150_000);
+    let a = t.price("acme/model").unwrap();
+    assert_eq!((a.input, a.cached_input), (1, 1));
+    // Written out and read back, the same prices.
+    let again = crate::config::load_str(&c.to_toml(), "out.toml", Vec::new()).unwrap();
+    assert_eq!(again.prices, c.prices);
+}
+
+#[test]
+fn ledger_and_price_errors_name_the_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("[ledger]\nqueue = 0", "ledger.queue", "at least 1"),
+        ("[ledger]\nbatch = 20000", "ledger.batch", "at most 10000"),
+        (
+            "[ledger]\nstore = \"mysql://x\"",
+            "ledger.store",
+            "must be \"jobs\", \"sqlite\" or a postgres:// URL",
+        ),
+        ("[ledger]\nretention = 5", "ledger.retention", "unknown"),
+        (
+            "[prices.\"openai/x\"]\ninput = \"0.1.2\"\noutput = \"1\"",
+            "prices.\"openai/x\".input",
+            "must be a decimal number",
+        ),
+        (
+            "[prices.\"openai/x\"]\ninput = \"1\"\noutput = -1",
+            "prices.\"openai/x\".output",
+            "must be a decimal number",
+        ),
+        (
+            "[prices.\"openai/x\"]\ninput = \"1\"\noutput = \"1\"\ncached_input = \"0.0000001\"",
+            "prices.\"openai/x\".cached_input",
+            "at most six decimals",
+        ),
+        (
+            "[prices.\"openai/x\"]\ninput = \"1\"",
+            "prices.\"openai/x\".output",
+            "missing",
+        ),
+        (
+            "[prices.\"openai/x\"]\ninput = \"1\"\noutput = \"1\"\ncache = \"1\"",
+            "prices.\"openai/x\".cache",
+            "unknown",
+        ),
+    ];
+    for (toml, key, message) in cases {
+        let e = error(toml, &[]);
+        assert_eq!(e.key(), Some(*key), "{toml}\n{e}");
+        let shown = e.to_string();
+        assert!(shown.contains(message), "{toml}\n{shown}");
+    }
+}

@@ -1,0 +1,45 @@
+//! Checks of `[ledger]` and `[prices]`: a store the gateway can open,
+//! usable sizes, prices that read as exact decimals.
+
+use super::{Checks, Seg, key};
+use crate::config::Config;
+use crate::config::load::ConfigError;
+use sluice_usage::Price;
+
+pub(super) fn ledger(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    let l = &config.ledger;
+    super::keys::store_beside_jobs(c, "ledger", &l.store)?;
+    c.at_least(key(&["ledger", "queue"]), l.queue as u64, 1)?;
+    c.at_least(key(&["ledger", "batch"]), l.batch as u64, 1)?;
+    if l.batch > 10_000 {
+        return Err(c.fail(
+            key(&["ledger", "batch"]),
+            format!("must be at most 10000, not {}", l.batch),
+        ));
+    }
+    c.at_least(key(&["ledger", "metric_labels"]), l.metric_labels as u64, 1)?;
+    prices(c, config)
+}
+
+fn prices(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
+    for (prefix, p) in &config.prices {
+        let at = |field: &str| {
+            vec![
+                Seg::Key("prices".into()),
+                Seg::Key(prefix.clone()),
+                Seg::Key(field.into()),
+            ]
+        };
+        if prefix.is_empty() {
+            return Err(c.fail(key(&["prices"]), "a model prefix must not be empty"));
+        }
+        if let Err(e) = Price::per_million(
+            &p.input.0,
+            &p.output.0,
+            p.cached_input.as_ref().map(|d| d.0.as_str()),
+        ) {
+            return Err(c.fail(at(&e.field), e.reason));
+        }
+    }
+    Ok(())
+}

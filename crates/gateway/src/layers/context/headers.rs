@@ -1,0 +1,281 @@
+//! What a request says about itself in its headers, read into its
+//! [`Context`]; the request id and the trace context it carries upstream
+//! ([`Context::propagate`]); and [`stamp`], which gives every answer an id.
+
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next as MiddlewareNext;
+use axum::response::Response;
+use sluice_admit::Priority;
+use sluice_limit::headers::context::{TraceParent, valid_request_id, valid_tracestate};
+use tokio::time::Instant;
+
+use crate::auth::Tenant;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A request's context.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The tenant (workspace).
+    pub workspace: String,
+    /// `x-sluice-priority`, default normal.
+    pub priority: Priority,
+    /// `x-sluice-thread`: the session, for the per-session limit and traces.
+    pub thread: Option<String>,
+    /// `x-request-id` or `Idempotency-Key`; made up when absent.
+    pub request_id: String,
+    /// Whether the id came from the client (and so deduplicates).
+    pub client_id: bool,
+    /// The request's span in Sluice: the client's trace (from its
+    /// `traceparent`) or a new one, and a span id of its own.
+    pub trace: TraceParent,
+    /// The span that sent the request, when the client sent a valid
+    /// `traceparent`.
+    pub parent_span: Option<[u8; 8]>,
+    /// The client's `tracestate`, passed on unchanged when valid.
+    pub tracestate: Option<String>,
+    /// When the request must be answered by.
+    pub deadline: Instant,
+    /// When it arrived.
+    pub started: Instant,
+    /// The key store's caller, for a key issued through it: its limits
+    /// and allow-lists.
+    pub caller: Option<std::sync::Arc<sluice_keys::Caller>>,
+    /// `x-sluice-user`: the end user, for the usage ledger (a model
+    /// call's body `user` when the header is absent).
+    pub user: Option<String>,
+    /// `x-sluice-feature`: the feature that made the call, for the
+    /// usage ledger.
+    pub feature: Option<String>,
+}
+
+/// A tag header (`x-sluice-user`, `x-sluice-feature`): absent or empty is
+/// none; longer than [`MAX_ID`] is refused.
+fn tag(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    let value = header(headers, name)?.filter(|v| !v.is_empty());
+    if value.is_some_and(|v| v.len() > MAX_ID) {
+        return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
+    }
+    Ok(value.map(str::to_owned))
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim()))
+            .map_err(|_| ApiError::bad_header(name, "not visible ASCII")),
+    }
+}
+
+/// Longest header value used as a key or a file name.
+const MAX_ID: usize = 256;
+
+impl Context {
+    /// Reads and checks the headers of `tenant`'s request (authenticated
+    /// already, by its extractor).
+    ///
+    /// # Errors
+    /// 400 naming a bad header.
+    pub fn from_headers(
+        state: &AppState,
+        tenant: &Tenant,
+        headers: &HeaderMap,
+    ) -> Result<Context, ApiError> {
+        let started = Instant::now();
+        let workspace = tenant.name().to_owned();
+        let caller = tenant.caller().cloned();
+        // A key or tenant may set the priority of requests that name none
+        // (checked when it was stored).
+        let default_priority = caller
+            .as_ref()
+            .and_then(|c| c.priority())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(Priority::Normal);
+        let priority = match header(headers, "x-sluice-priority")? {
+            None | Some("") => default_priority,
+            Some(p) => p
+                .parse()
+                .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?,
+        };
+        let thread = header(headers, "x-sluice-thread")?
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        if thread.as_ref().is_some_and(|t| t.len() > MAX_ID) {
+            return Err(ApiError::bad_header(
+                "x-sluice-thread",
+                format!("longer than {MAX_ID}"),
+            ));
+        }
+        let id = match client_request_id(headers) {
+            Some(id) => Some(("x-request-id", id)),
+            None => header(headers, "idempotency-key")?
+                .filter(|k| !k.is_empty())
+                .map(|k| ("idempotency-key", k)),
+        };
+        if let Some((name, id)) = id
+            && id.len() > MAX_ID
+        {
+            return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
+        }
+        let cfg = &state.config;
+        let timeout_ms = match header(headers, "x-sluice-timeout-ms")? {
+            None | Some("") => cfg.default_timeout_ms,
+            Some(t) => {
+                let ms: u64 = t.parse().map_err(|_| {
+                    ApiError::bad_header(
+                        "x-sluice-timeout-ms",
+                        "not a whole number of milliseconds",
+                    )
+                })?;
+                if ms == 0 {
+                    return Err(ApiError::bad_header(
+                        "x-sluice-timeout-ms",
+                        "must be at least 1",
+                    ));
+                }
+                ms.min(cfg.max_timeout_ms)
+            }
+        };
+        let (trace, parent_span, tracestate) = trace_context(headers, state.otel.as_ref());
+        let user = tag(headers, "x-sluice-user")?;
+        let feature = tag(headers, "x-sluice-feature")?;
+        Ok(Context {
+            workspace,
+            priority,
+            thread,
+            trace,
+            parent_span,
+            tracestate,
+            client_id: id.is_some(),
+            request_id: id.map_or_else(new_id, |(_, id)| id.to_owned()),
+            deadline: started + Duration::from_millis(timeout_ms),
+            started,
+            caller,
+            user,
+            feature,
+        })
+    }
+
+    /// Its admission ticket: tenant, deadline, priority, and the fairness
+    /// weight of its key (else its tenant) in the key store, when set
+    /// there; else the tenant's `[[tenants]] weight` applies.
+    pub fn ticket(&self) -> sluice_admit::Ticket {
+        let ticket = sluice_admit::Ticket::new(self.workspace.clone(), self.deadline)
+            .with_priority(self.priority);
+        match self
+            .caller
+            .as_ref()
+            .and_then(|c| c.weight())
+            .and_then(std::num::NonZeroU32::new)
+        {
+            Some(w) => ticket.with_weight(w),
+            None => ticket,
+        }
+    }
+
+    /// Whether the caller's key and tenant allow `model` (everyone may
+    /// call every model but callers with an allow-list).
+    pub fn allows_model(&self, model: &str) -> bool {
+        self.caller.as_ref().is_none_or(|c| c.allows_model(model))
+    }
+
+    /// Time left before the deadline.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// `r` (one upstream attempt) with the request's context: its
+    /// `x-request-id`, a `traceparent` of the request's trace with the
+    /// attempt's own span id `span` (each attempt is a span of its own)
+    /// and the client's `tracestate`.
+    pub fn propagate(&self, r: reqwest::RequestBuilder, span: [u8; 8]) -> reqwest::RequestBuilder {
+        let span = self.trace.child(span);
+        let r = r
+            .header("x-request-id", self.request_id.as_str())
+            .header("traceparent", span.to_string());
+        match &self.tracestate {
+            Some(state) => r.header("tracestate", state.as_str()),
+            None => r,
+        }
+    }
+}
+
+/// The client's `x-request-id`, when it is one to keep (see the module
+/// doc).
+pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|id| valid_request_id(id))
+}
+
+/// The client's `traceparent`, when it sent a valid one (an invalid one
+/// starts a new trace, as if none was sent).
+pub(crate) fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| TraceParent::parse(v).ok())
+}
+
+/// The request's span, the client's span and `tracestate` (see
+/// [`Context::trace`]). A new trace is sampled (flag `01`, sent upstream)
+/// when `otel` exports it; a client's trace keeps the client's flags.
+fn trace_context(
+    headers: &HeaderMap,
+    otel: Option<&sluice_otel::Exporter>,
+) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
+    match client_traceparent(headers) {
+        Some(parent) => {
+            let state = headers
+                .get("tracestate")
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && valid_tracestate(s))
+                .map(str::to_owned);
+            (parent.child(new_span_id()), Some(parent.span_id), state)
+        }
+        // A new trace, not sampled unless an exporter records it.
+        None => {
+            let id = fastrand::u128(..).to_be_bytes();
+            let sampled = otel.is_some_and(|e| e.sampled(&id, None));
+            (
+                TraceParent::new(id, new_span_id(), u8::from(sampled)),
+                None,
+                None,
+            )
+        }
+    }
+}
+
+/// A random span id.
+pub fn new_span_id() -> [u8; 8] {
+    fastrand::u64(..).to_be_bytes()
+}
+
+/// A random request id.
+pub fn new_id() -> String {
+    format!("req_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
+}
+
+/// Middleware over every route: an answer without an `x-request-id`
+/// (one given before any layer read the context: a 401, a 404, a route
+/// with no context) gets the client's id when it is one to keep, else a
+/// new one.
+pub(crate) async fn stamp(req: Request, next: MiddlewareNext) -> Response {
+    let given = client_request_id(req.headers()).map(str::to_owned);
+    let mut res = next.run(req).await;
+    if !res.headers().contains_key("x-request-id") {
+        let id = given.unwrap_or_else(new_id);
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            res.headers_mut().insert("x-request-id", v);
+        }
+    }
+    res
+}

@@ -1,0 +1,202 @@
+//! A model call as the layers of the model routes see it: as its handler
+//! hands it over ([`Incoming`]), read and checked ([`Call`]), and once per
+//! candidate model ([`Attempt`]). Composed into a stack in
+//! [`super::models`]; the layers import these types from here, not from
+//! the composition.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::Value;
+use sluice_admit::Ticket;
+use tokio::time::Instant;
+
+use super::Notes;
+use super::admission::Queued;
+use super::context::{Context, Parse};
+use super::observe::Routed;
+use crate::auth::Tenant;
+use crate::config::ProviderConfig;
+use crate::error::ApiError;
+use crate::ledger::Draft;
+use crate::providers;
+use crate::state::AppState;
+use sluice_usage::{self as usage, Endpoint};
+
+/// A model call as its handler hands it over.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    /// The route called.
+    pub endpoint: Endpoint,
+    /// The caller.
+    pub tenant: Tenant,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Its body, unread.
+    pub body: Bytes,
+}
+
+/// A model call, read and checked: what every candidate model shares.
+#[derive(Debug)]
+pub(crate) struct Call {
+    /// The request's context.
+    pub ctx: Context,
+    /// The route called.
+    pub endpoint: Endpoint,
+    /// The body, a JSON object with a `model`.
+    pub json: Value,
+    /// The client's headers.
+    pub headers: HeaderMap,
+    /// The model asked for.
+    pub model: String,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// The key under which identical requests share this one's answer
+    /// (set by dedup).
+    pub share: Option<String>,
+}
+
+/// One candidate model for a call (the model asked for, or a fallback).
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    /// The call, shared by every candidate.
+    pub call: Arc<Call>,
+    /// The candidate.
+    pub model: String,
+}
+
+impl Queued for Call {
+    fn ticket(&self) -> Ticket {
+        // The model's own lane: requests for a model at its limit wait
+        // without holding the slots that requests for other models need.
+        let ticket = self.ctx.ticket().with_lane(self.model.as_str());
+        match &self.share {
+            Some(key) => ticket.with_dedup_key(key.clone()),
+            None => ticket,
+        }
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+/// The route of `endpoint`, as metrics and traces name it.
+pub(crate) fn route(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Chat => "/v1/chat/completions",
+        Endpoint::Embeddings => "/v1/embeddings",
+        Endpoint::Responses => "/v1/responses",
+        Endpoint::Messages => "/v1/messages",
+    }
+}
+
+impl Routed for Incoming {
+    fn route(&self) -> &'static str {
+        route(self.endpoint)
+    }
+}
+
+impl Parse for Incoming {
+    type Parsed = Call;
+
+    fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    fn parse(self, state: &AppState, ctx: Context, notes: &mut Notes) -> Result<Call, ApiError> {
+        let checked = Instant::now();
+        let json: Value = serde_json::from_slice(&self.body).map_err(|e| ApiError::BadRequest {
+            message: format!("malformed JSON body: {e}"),
+            param: None,
+        })?;
+        if !json.is_object() {
+            return Err(ApiError::BadRequest {
+                message: "the body must be a JSON object".into(),
+                param: None,
+            });
+        }
+        let model = match json.get("model") {
+            None | Some(Value::Null) => return Err(ApiError::bad_field("model", "is required")),
+            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            Some(Value::String(_)) => {
+                return Err(ApiError::bad_field("model", "must not be empty"));
+            }
+            Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
+        };
+        let prov = provider(state, &model, self.endpoint)?;
+        if !ctx.allows_model(&model) {
+            return Err(ApiError::Forbidden(format!(
+                "model {model:?} is not allowed for this API key (its `models` allow-list)"
+            )));
+        }
+        usage::check_bounds(&json)
+            .map_err(|(field, message)| ApiError::bad_field(field, message))?;
+        notes.label = Some(model.clone());
+        // Traced from here on: a request refused for its body costs no
+        // disk (`sluice_requests_total` counts it by status).
+        let mut trace = super::observe::begin_trace(state, &ctx, route(self.endpoint), "POST");
+        trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
+        trace.model = Some(model.clone());
+        notes.trace = Some(trace);
+        if state.ledger.get().is_some() {
+            let user = json.get("user").and_then(Value::as_str);
+            let mut draft = Draft::model(&ctx, route(self.endpoint), &model, user);
+            draft.record.provider.clone_from(&prov.name);
+            notes.ledger = Some(draft);
+        }
+        Ok(Call {
+            stream: usage::is_stream(&json),
+            ctx,
+            endpoint: self.endpoint,
+            json,
+            headers: self.headers,
+            model,
+            share: None,
+        })
+    }
+}
+
+/// The provider serving `model` in `endpoint`'s format.
+///
+/// # Errors
+/// 400 naming `model` when no provider serves it, or one does in another
+/// wire format.
+pub(crate) fn provider<'a>(
+    state: &'a AppState,
+    model: &str,
+    endpoint: Endpoint,
+) -> Result<&'a ProviderConfig, ApiError> {
+    let p = state.config.provider_for(model).ok_or_else(|| {
+        let known: Vec<String> = state
+            .config
+            .providers
+            .iter()
+            .map(|p| format!("{}/", p.name))
+            .collect();
+        ApiError::bad_field(
+            "model",
+            format!(
+                "unknown model prefix in {model:?}: expected one of {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    let adapter = providers::for_format(p.format);
+    if !adapter.serves(endpoint) {
+        return Err(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served by {} in another wire format: use {}",
+                p.name,
+                adapter.route()
+            ),
+        ));
+    }
+    Ok(p)
+}

@@ -1,0 +1,264 @@
+//! The usage ledger in the gateway: the store `[ledger]` names, opened at
+//! start-up; the background writer every call hands its record to; the
+//! token and cost counters; retention.
+//!
+//! A model call's record is started when its body is read ([`Draft`], in
+//! the request's notes), learns its provider, model and usage on the way
+//! up, and is handed to the writer once the answer is known: by observe
+//! for a whole answer or a refusal, by the stream's relay when a stream
+//! ends (however it ends: a client that goes away included). Handing it
+//! over is one push on a bounded queue; the request never waits for the
+//! database, and a full queue spills to `{data_dir}/ledger-spill.jsonl`.
+
+mod jobs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_ledger::{Granularity, Ledger, LedgerStore, Record};
+use sluice_spool::{SpoolConfig, SpoolTask};
+use sluice_usage::{Details, PriceTable, Usage};
+use tokio::time::Instant;
+
+use crate::config::{Config, StoreLocation};
+use crate::context::Context;
+use crate::error::chain;
+use crate::metrics::LabelValues;
+use crate::state::StartError;
+
+pub(crate) use jobs::recorded;
+
+/// How often old records and rollups are deleted.
+const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The open ledger and its writer.
+#[derive(Debug)]
+pub(crate) struct UsageLedger {
+    pub(crate) store: LedgerStore,
+    writer: Ledger,
+    task: tokio::sync::Mutex<Option<SpoolTask>>,
+    /// The tenants and models the Prometheus counters name.
+    tenants: LabelValues,
+    models: LabelValues,
+}
+
+impl UsageLedger {
+    /// Opens the store `config.ledger` names (creating the data directory
+    /// for SQLite), starts the writer (writing back a spill file a crash
+    /// left) and the retention task.
+    ///
+    /// # Errors
+    /// [`StartError::Ledger`] naming the file or URL (password hidden).
+    pub(crate) async fn open(config: &Config) -> Result<Arc<UsageLedger>, StartError> {
+        let l = &config.ledger;
+        let location = l.location(&config.data_dir, &config.jobs);
+        let fail = |detail: String| StartError::Ledger {
+            store: location.display(),
+            detail,
+        };
+        location.create_dir().map_err(|e| fail(e.to_string()))?;
+        let store = match &location {
+            StoreLocation::Sqlite(path) => LedgerStore::open(path).await,
+            StoreLocation::Postgres(url) => LedgerStore::connect(url).await,
+        }
+        .map_err(|e| fail(chain(&e)))?;
+        let spool = SpoolConfig::new("ledger")
+            .capacity(l.queue)
+            .batch(l.batch)
+            .spill(Some(config.data_dir.join("ledger-spill.jsonl")));
+        let (writer, task) = Ledger::spawn(store.clone(), spool);
+        let ledger = Arc::new(UsageLedger {
+            store,
+            writer,
+            task: tokio::sync::Mutex::new(Some(task)),
+            tenants: LabelValues::new(l.metric_labels),
+            models: LabelValues::new(l.metric_labels),
+        });
+        if l.retention_days > 0 || l.rollup_retention_days > 0 {
+            tokio::spawn(retention(
+                Arc::downgrade(&ledger),
+                l.retention_days,
+                l.rollup_retention_days,
+            ));
+        }
+        Ok(ledger)
+    }
+
+    /// Hands `record` to the writer (never waits) and counts its tokens
+    /// and cost.
+    pub(crate) fn submit(&self, record: Record) {
+        let tenant = self.tenants.admit(&record.tenant);
+        let model = self.models.admit(&record.model);
+        crate::metrics::usage_spent(&tenant, &model, &record);
+        self.writer.push(record);
+    }
+
+    /// The writer's counters, for `/metrics`.
+    pub(crate) fn writer_stats(&self) -> (u64, u64, usize) {
+        (
+            self.writer.spilled(),
+            self.writer.lost(),
+            self.writer.queued(),
+        )
+    }
+
+    /// Writes out the queue and the spill file, stops the writer, closes
+    /// the store. Records handed over later spill, to be written at the
+    /// next start.
+    pub(crate) async fn shutdown(&self) {
+        if let Some(task) = self.task.lock().await.take() {
+            task.shutdown().await;
+        }
+        self.store.close().await;
+    }
+}
+
+/// Deletes what is past its retention, once an hour while the ledger
+/// lives.
+async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, rollup_days: u64) {
+    let days = |d: u64| i64::try_from(d).unwrap_or(i64::MAX / DAY_MS) * DAY_MS;
+    let mut tick = tokio::time::interval(RETENTION_EVERY);
+    loop {
+        tick.tick().await;
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
+        let now = sluice_ledger::now_ms();
+        // 0 keeps for ever: nothing is before the epoch.
+        let before = |d: u64| if d == 0 { 0 } else { now - days(d) };
+        let records = before(records_days);
+        let rollups = before(rollup_days);
+        // Minute rollups are for recent reading: kept no longer than the
+        // records.
+        let minutes = if records_days == 0 {
+            rollups
+        } else {
+            records.max(rollups)
+        };
+        let purge = [
+            (Granularity::Minute, minutes),
+            (Granularity::Hour, rollups),
+            (Granularity::Day, rollups),
+        ];
+        match ledger.store.purge(records, &purge).await {
+            Ok(n) if n > 0 => tracing::info!(rows = n, "ledger retention: deleted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %chain(&e), "ledger retention failed"),
+        }
+    }
+}
+
+/// A call's record while the call runs.
+#[derive(Debug)]
+pub(crate) struct Draft {
+    pub record: Record,
+    started: Instant,
+}
+
+/// Longest body `user` kept (longer ones are not a user id).
+const MAX_USER: usize = 256;
+
+impl Draft {
+    /// A model call of `ctx` to `model` on `endpoint`; `body_user` is the
+    /// body's `user`, used when `x-sluice-user` is absent.
+    pub(crate) fn model(
+        ctx: &Context,
+        endpoint: &'static str,
+        model: &str,
+        body_user: Option<&str>,
+    ) -> Draft {
+        let mut d = Draft::new(ctx, "model", "", model, endpoint);
+        if d.record.user.is_none() {
+            d.record.user = body_user
+                .filter(|u| !u.is_empty() && u.len() <= MAX_USER)
+                .map(str::to_owned);
+        }
+        d
+    }
+
+    /// A proxied call of `ctx` to the API `api` on `route`.
+    pub(crate) fn api(ctx: &Context, api: &str, route: &str) -> Draft {
+        Draft::new(ctx, "api", api, api, route)
+    }
+
+    fn new(ctx: &Context, kind: &str, provider: &str, model: &str, endpoint: &str) -> Draft {
+        let mut record = Record::new(
+            ctx.request_id.clone(),
+            ctx.workspace.clone(),
+            kind,
+            provider,
+            model,
+            endpoint,
+        );
+        record.key_id = ctx.caller.as_ref().map(|c| c.key_id.to_string());
+        record.user.clone_from(&ctx.user);
+        record.feature.clone_from(&ctx.feature);
+        Draft {
+            record,
+            started: ctx.started,
+        }
+    }
+
+    /// The call goes to `model` of `provider` (a fallback's, after the
+    /// model asked for).
+    pub(crate) fn route(&mut self, provider: &str, model: &str) {
+        provider.clone_into(&mut self.record.provider);
+        model.clone_into(&mut self.record.model);
+    }
+
+    /// The call used `usage`: the provider's figures when it reported
+    /// them (with `details`), else `estimate` (prompt, completion), marked
+    /// estimated. Priced from `prices`, cached input at its own price.
+    pub(crate) fn used(
+        &mut self,
+        prices: &PriceTable,
+        usage: Option<Usage>,
+        estimate: Option<(u64, u64)>,
+        details: Details,
+    ) {
+        let r = &mut self.record;
+        r.cached_tokens = details.cached_tokens;
+        r.reasoning_tokens = details.reasoning_tokens;
+        let (usage, estimated) = match (usage, estimate) {
+            (Some(u), _) => (u, false),
+            (None, Some((p, c))) => (
+                Usage {
+                    prompt_tokens: p,
+                    completion_tokens: c,
+                    total_tokens: p + c,
+                },
+                true,
+            ),
+            (None, None) => (Usage::default(), false),
+        };
+        r.prompt_tokens = usage.prompt_tokens;
+        r.completion_tokens = usage.completion_tokens;
+        r.estimated = estimated;
+        r.cost_nanos = prices
+            .cost(&r.model, &usage, r.cached_tokens)
+            .map_or(0, |c| c.nanodollars());
+    }
+
+    /// Answered from the response cache: nothing spent upstream.
+    pub(crate) fn cache_hit(&mut self) {
+        self.record.cache_hit = true;
+    }
+
+    /// The record of the call, answered `status` now, after waiting
+    /// `queued` and making `attempts` upstream attempts.
+    pub(crate) fn finish(mut self, status: u16, queued: Duration, attempts: u32) -> Record {
+        let r = &mut self.record;
+        r.at_ms = sluice_ledger::now_ms();
+        r.status = status;
+        r.latency_ms = millis(self.started.elapsed());
+        r.queue_ms = millis(queued);
+        r.retries = attempts.saturating_sub(1);
+        self.record
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

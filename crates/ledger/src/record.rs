@@ -1,0 +1,103 @@
+//! [`Record`]: one call, as the ledger keeps it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// One model call, proxied API call or job attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// When it was answered, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// The request id (`x-request-id`) or the job's id and attempt.
+    pub request_id: String,
+    /// The tenant (workspace) that called.
+    pub tenant: String,
+    /// The API key's id, for keys from the key store.
+    pub key_id: Option<String>,
+    /// The end user (`x-sluice-user`, or the body's `user`).
+    pub user: Option<String>,
+    /// The feature (`x-sluice-feature`).
+    pub feature: Option<String>,
+    /// `model`, `api` or `job`.
+    pub kind: String,
+    /// The provider or API called.
+    pub provider: String,
+    /// The model served (the API's name for API calls, the job's kind for
+    /// job attempts).
+    pub model: String,
+    /// The route (`/v1/chat/completions`, `/proxy/slack`, `job:http`).
+    pub endpoint: String,
+    /// The HTTP status answered (0: no answer, e.g. a job attempt that
+    /// could not connect).
+    pub status: u16,
+    /// Input tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub completion_tokens: u64,
+    /// Of the input, tokens read from the provider's prompt cache.
+    pub cached_tokens: u64,
+    /// Of the output, reasoning tokens.
+    pub reasoning_tokens: u64,
+    /// Whether the tokens are the gateway's estimate (the provider
+    /// reported none, or a stream was cut before its usage came).
+    pub estimated: bool,
+    /// What it cost, in nanodollars (0 for a model without a price).
+    pub cost_nanos: u64,
+    /// From the request's arrival to its answer (a stream's end).
+    pub latency_ms: u64,
+    /// Time spent waiting: the admission queue, the limiter, the pool.
+    pub queue_ms: u64,
+    /// Upstream attempts beyond the first.
+    pub retries: u32,
+    /// Answered from the response cache.
+    pub cache_hit: bool,
+}
+
+impl Record {
+    /// A record of a call now, with no usage yet.
+    pub fn new(
+        request_id: impl Into<String>,
+        tenant: impl Into<String>,
+        kind: impl Into<String>,
+        provider: impl Into<String>,
+        model: impl Into<String>,
+        endpoint: impl Into<String>,
+    ) -> Record {
+        Record {
+            at_ms: now_ms(),
+            request_id: request_id.into(),
+            tenant: tenant.into(),
+            key_id: None,
+            user: None,
+            feature: None,
+            kind: kind.into(),
+            provider: provider.into(),
+            model: model.into(),
+            endpoint: endpoint.into(),
+            status: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            reasoning_tokens: 0,
+            estimated: false,
+            cost_nanos: 0,
+            latency_ms: 0,
+            queue_ms: 0,
+            retries: 0,
+            cache_hit: false,
+        }
+    }
+
+    /// Whether the call failed (no answer, or a status of 400 and above).
+    pub fn is_error(&self) -> bool {
+        self.status == 0 || self.status >= 400
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

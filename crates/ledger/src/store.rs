@@ -1,0 +1,493 @@
+//! [`LedgerStore`]: `usage_records` and `usage_rollups` in SQLite or
+//! PostgreSQL, with the schema embedded and its own migrations table (the
+//! job, key and audit stores may share the database).
+
+use std::path::Path;
+
+use sluice_migrate::{Schema, Step};
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{QueryBuilder, Row as _};
+
+use crate::rollup::{Delta, Key, deltas};
+use crate::{Dim, Error, Granularity, Query, Record, Row, Totals};
+
+const MIGRATIONS_TABLE: &str = "_sluice_ledger_migrations";
+
+const SQLITE: Schema = Schema::new(&[Step::new(
+    1,
+    "usage ledger",
+    include_str!("../migrations/sqlite/0001_ledger.sql"),
+)])
+.table(MIGRATIONS_TABLE);
+
+const POSTGRES: Schema = Schema::new(&[Step::new(
+    1,
+    "usage ledger",
+    include_str!("../migrations/postgres/0001_ledger.sql"),
+)])
+.table(MIGRATIONS_TABLE);
+
+/// Records per INSERT statement: 21 binds a row, well under both
+/// engines' bind limits.
+const RECORDS_PER_INSERT: usize = 100;
+
+/// Rollup rows per upsert: 13 binds a row.
+const ROLLUPS_PER_UPSERT: usize = 200;
+
+const RECORD_COLUMNS: &str = "at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
+
+const SUMS: [&str; 7] = [
+    "requests",
+    "errors",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cost_nanos",
+];
+
+#[derive(Debug, Clone)]
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The ledger's tables. Cheap to clone (the pool is shared).
+#[derive(Debug, Clone)]
+pub struct LedgerStore {
+    db: Db,
+}
+
+impl LedgerStore {
+    /// Opens (creating if needed) the SQLite file at `path` in WAL mode
+    /// and brings its tables up to date.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the file cannot be opened or the schema
+    /// cannot be migrated.
+    pub async fn open(path: impl AsRef<Path>) -> Result<LedgerStore, Error> {
+        let pool = SQLITE.open_sqlite(path).await?;
+        Ok(LedgerStore {
+            db: Db::Sqlite(pool),
+        })
+    }
+
+    /// A store in a private in-memory SQLite database.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn in_memory() -> Result<LedgerStore, Error> {
+        let pool = SQLITE.sqlite_in_memory().await?;
+        Ok(LedgerStore {
+            db: Db::Sqlite(pool),
+        })
+    }
+
+    /// Connects to PostgreSQL at `url` (a pool of up to 2 connections)
+    /// and brings its tables up to date.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the URL is bad, the server unreachable or
+    /// the schema cannot be migrated.
+    pub async fn connect(url: &str) -> Result<LedgerStore, Error> {
+        let pool = POSTGRES.connect_postgres(url).await?;
+        Ok(LedgerStore {
+            db: Db::Postgres(pool),
+        })
+    }
+
+    /// Closes the pool, waiting for connections in use.
+    pub async fn close(&self) {
+        match &self.db {
+            Db::Sqlite(p) => p.close().await,
+            Db::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// Stores `records` and adds them to the rollups, in one transaction.
+    ///
+    /// # Errors
+    /// [`Error::Database`]; then none of them is stored.
+    pub async fn insert(&self, records: &[Record]) -> Result<(), Error> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let rollups: Vec<(Key, Delta)> = deltas(records).into_iter().collect();
+        macro_rules! write {
+            ($pool:expr) => {{
+                let mut tx = $pool.begin().await?;
+                for chunk in records.chunks(RECORDS_PER_INSERT) {
+                    insert_records(chunk).build().execute(&mut *tx).await?;
+                }
+                for chunk in rollups.chunks(ROLLUPS_PER_UPSERT) {
+                    upsert_rollups(chunk).build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }};
+        }
+        match &self.db {
+            Db::Sqlite(pool) => write!(pool),
+            Db::Postgres(pool) => write!(pool),
+        }
+        Ok(())
+    }
+
+    /// The rollups `query` selects, grouped as it asks, in bucket and
+    /// group order.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn usage(&self, query: &Query) -> Result<Vec<Row>, Error> {
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let rows = select_usage(query).build().fetch_all(pool).await?;
+                rows.iter().map(|r| decode_sqlite(r, query)).collect()
+            }
+            Db::Postgres(pool) => {
+                let rows = select_usage(query).build().fetch_all(pool).await?;
+                rows.iter().map(|r| decode_pg(r, query)).collect()
+            }
+        }
+    }
+
+    /// Sums over the raw records between `from_ms` and `to_ms` (of
+    /// `tenant` only, when given).
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn totals(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        tenant: Option<&str>,
+    ) -> Result<Totals, Error> {
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let row = select_totals(from_ms, to_ms, tenant)
+                    .build()
+                    .fetch_one(pool)
+                    .await?;
+                totals_sqlite(&row)
+            }
+            Db::Postgres(pool) => {
+                let row = select_totals(from_ms, to_ms, tenant)
+                    .build()
+                    .fetch_one(pool)
+                    .await?;
+                totals_pg(&row)
+            }
+        }
+    }
+
+    /// Up to `limit` raw records of `tenant` with ids above `after_id`,
+    /// with their ids, in id order.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn records(
+        &self,
+        tenant: &str,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, Record)>, Error> {
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let rows = select_records(tenant, after_id, limit)
+                    .build()
+                    .fetch_all(pool)
+                    .await?;
+                rows.iter().map(record_sqlite).collect()
+            }
+            Db::Postgres(pool) => {
+                let rows = select_records(tenant, after_id, limit)
+                    .build()
+                    .fetch_all(pool)
+                    .await?;
+                rows.iter().map(record_pg).collect()
+            }
+        }
+    }
+
+    /// Deletes raw records before `records_before_ms`, and rollups of
+    /// each granularity before its given time. Returns the rows deleted.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn purge(
+        &self,
+        records_before_ms: i64,
+        rollups_before_ms: &[(Granularity, i64)],
+    ) -> Result<u64, Error> {
+        let mut deleted = 0;
+        match &self.db {
+            Db::Sqlite(pool) => {
+                for mut q in purges(records_before_ms, rollups_before_ms) {
+                    deleted += q.build().execute(pool).await?.rows_affected();
+                }
+            }
+            Db::Postgres(pool) => {
+                for mut q in purges(records_before_ms, rollups_before_ms) {
+                    deleted += q.build().execute(pool).await?.rows_affected();
+                }
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+fn select_records<DB>(tenant: &str, after_id: i64, limit: u32) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::new(format!("SELECT id, {RECORD_COLUMNS} FROM usage_records"));
+    q.push(" WHERE tenant = ")
+        .push_bind(tenant.to_owned())
+        .push(" AND id > ")
+        .push_bind(after_id)
+        .push(" ORDER BY id LIMIT ")
+        .push_bind(i64::from(limit));
+    q
+}
+
+fn purges<DB>(records_before_ms: i64, rollups: &[(Granularity, i64)]) -> Vec<QueryBuilder<DB>>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::new("DELETE FROM usage_records WHERE at_ms < ");
+    q.push_bind(records_before_ms);
+    let mut out = vec![q];
+    for &(g, before) in rollups {
+        let mut q = QueryBuilder::new("DELETE FROM usage_rollups WHERE granularity = ");
+        q.push_bind(g.stored().as_str().to_owned())
+            .push(" AND bucket_ms < ")
+            .push_bind(before);
+        out.push(q);
+    }
+    out
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn insert_records<DB>(chunk: &[Record]) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    bool: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    Option<String>: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::new(format!("INSERT INTO usage_records ({RECORD_COLUMNS}) "));
+    q.push_values(chunk, |mut b, r| {
+        b.push_bind(r.at_ms)
+            .push_bind(r.request_id.clone())
+            .push_bind(r.tenant.clone())
+            .push_bind(r.key_id.clone())
+            .push_bind(r.user.clone())
+            .push_bind(r.feature.clone())
+            .push_bind(r.kind.clone())
+            .push_bind(r.provider.clone())
+            .push_bind(r.model.clone())
+            .push_bind(r.endpoint.clone())
+            .push_bind(i64::from(r.status))
+            .push_bind(to_i64(r.prompt_tokens))
+            .push_bind(to_i64(r.completion_tokens))
+            .push_bind(to_i64(r.cached_tokens))
+            .push_bind(to_i64(r.reasoning_tokens))
+            .push_bind(r.estimated)
+            .push_bind(to_i64(r.cost_nanos))
+            .push_bind(to_i64(r.latency_ms))
+            .push_bind(to_i64(r.queue_ms))
+            .push_bind(i64::from(r.retries))
+            .push_bind(r.cache_hit);
+    });
+    q
+}
+
+fn upsert_rollups<DB>(chunk: &[(Key, Delta)]) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::new(
+        "INSERT INTO usage_rollups (granularity, bucket_ms, tenant, key_id, model, feature, ",
+    );
+    q.push(SUMS.join(", ")).push(") ");
+    q.push_values(chunk, |mut b, (k, d)| {
+        b.push_bind(k.granularity.to_owned())
+            .push_bind(k.bucket_ms)
+            .push_bind(k.tenant.clone())
+            .push_bind(k.key_id.clone())
+            .push_bind(k.model.clone())
+            .push_bind(k.feature.clone())
+            .push_bind(to_i64(d.requests))
+            .push_bind(to_i64(d.errors))
+            .push_bind(to_i64(d.prompt_tokens))
+            .push_bind(to_i64(d.completion_tokens))
+            .push_bind(to_i64(d.cached_tokens))
+            .push_bind(to_i64(d.reasoning_tokens))
+            .push_bind(to_i64(d.cost_nanos));
+    });
+    q.push(" ON CONFLICT (granularity, bucket_ms, tenant, key_id, model, feature) DO UPDATE SET ");
+    let sets: Vec<String> = SUMS
+        .iter()
+        .map(|c| format!("{c} = usage_rollups.{c} + excluded.{c}"))
+        .collect();
+    q.push(sets.join(", "));
+    q
+}
+
+/// `SUM(col)` as a BIGINT (PostgreSQL sums BIGINTs to NUMERIC), 0 when
+/// there are no rows.
+fn sum(col: &str) -> String {
+    format!("COALESCE(CAST(SUM({col}) AS BIGINT), 0) AS {col}")
+}
+
+fn select_usage<DB>(query: &Query) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    // Columns are named by enums here, never by input.
+    let mut groups: Vec<&str> = Vec::new();
+    if query.granularity != Granularity::Total {
+        groups.push("bucket_ms");
+    }
+    groups.extend(query.group_by.iter().map(|d| d.column()));
+    let mut columns: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+    columns.extend(SUMS.iter().map(|c| sum(c)));
+    let mut q = QueryBuilder::new(format!(
+        "SELECT {} FROM usage_rollups WHERE granularity = ",
+        columns.join(", ")
+    ));
+    q.push_bind(query.granularity.stored().as_str().to_owned())
+        .push(" AND bucket_ms >= ")
+        .push_bind(query.from_ms)
+        .push(" AND bucket_ms < ")
+        .push_bind(query.to_ms);
+    if let Some(t) = &query.tenant {
+        q.push(" AND tenant = ").push_bind(t.clone());
+    }
+    if !groups.is_empty() {
+        let g = groups.join(", ");
+        q.push(format!(" GROUP BY {g} ORDER BY {g}"));
+    }
+    let limit = query.limit.clamp(1, Query::MAX_ROWS);
+    q.push(" LIMIT ").push_bind(to_i64(limit as u64));
+    q
+}
+
+fn select_totals<DB>(from_ms: i64, to_ms: i64, tenant: Option<&str>) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let sums: Vec<String> = SUMS[2..].iter().map(|c| sum(c)).collect();
+    let mut q = QueryBuilder::new(format!(
+        "SELECT COUNT(*) AS records, {} FROM usage_records WHERE at_ms >= ",
+        sums.join(", ")
+    ));
+    q.push_bind(from_ms).push(" AND at_ms < ").push_bind(to_ms);
+    if let Some(t) = tenant {
+        q.push(" AND tenant = ").push_bind(t.to_owned());
+    }
+    q
+}
+
+macro_rules! decoders {
+    ($usage:ident, $totals:ident, $record:ident, $row:ty) => {
+        fn $usage(r: &$row, query: &Query) -> Result<Row, Error> {
+            let mut row = Row {
+                bucket_ms: if query.granularity == Granularity::Total {
+                    None
+                } else {
+                    Some(r.try_get("bucket_ms")?)
+                },
+                requests: to_u64(r.try_get("requests")?),
+                errors: to_u64(r.try_get("errors")?),
+                prompt_tokens: to_u64(r.try_get("prompt_tokens")?),
+                completion_tokens: to_u64(r.try_get("completion_tokens")?),
+                cached_tokens: to_u64(r.try_get("cached_tokens")?),
+                reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                cost_nanos: to_u64(r.try_get("cost_nanos")?),
+                ..Row::default()
+            };
+            for d in &query.group_by {
+                let v: String = r.try_get(d.column())?;
+                match d {
+                    Dim::Tenant => row.tenant = Some(v),
+                    Dim::Key => row.key = Some(v),
+                    Dim::Model => row.model = Some(v),
+                    Dim::Feature => row.feature = Some(v),
+                }
+            }
+            Ok(row)
+        }
+
+        fn $totals(r: &$row) -> Result<Totals, Error> {
+            Ok(Totals {
+                records: to_u64(r.try_get("records")?),
+                prompt_tokens: to_u64(r.try_get("prompt_tokens")?),
+                completion_tokens: to_u64(r.try_get("completion_tokens")?),
+                cached_tokens: to_u64(r.try_get("cached_tokens")?),
+                reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                cost_nanos: to_u64(r.try_get("cost_nanos")?),
+            })
+        }
+
+        fn $record(r: &$row) -> Result<(i64, Record), Error> {
+            let status: i64 = r.try_get("status")?;
+            let retries: i64 = r.try_get("retries")?;
+            Ok((
+                r.try_get("id")?,
+                Record {
+                    at_ms: r.try_get("at_ms")?,
+                    request_id: r.try_get("request_id")?,
+                    tenant: r.try_get("tenant")?,
+                    key_id: r.try_get("key_id")?,
+                    user: r.try_get("user_tag")?,
+                    feature: r.try_get("feature")?,
+                    kind: r.try_get("kind")?,
+                    provider: r.try_get("provider")?,
+                    model: r.try_get("model")?,
+                    endpoint: r.try_get("endpoint")?,
+                    status: u16::try_from(status).unwrap_or(0),
+                    prompt_tokens: to_u64(r.try_get("prompt_tokens")?),
+                    completion_tokens: to_u64(r.try_get("completion_tokens")?),
+                    cached_tokens: to_u64(r.try_get("cached_tokens")?),
+                    reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                    estimated: r.try_get("estimated")?,
+                    cost_nanos: to_u64(r.try_get("cost_nanos")?),
+                    latency_ms: to_u64(r.try_get("latency_ms")?),
+                    queue_ms: to_u64(r.try_get("queue_ms")?),
+                    retries: u32::try_from(retries).unwrap_or(0),
+                    cache_hit: r.try_get("cache_hit")?,
+                },
+            ))
+        }
+    };
+}
+
+decoders!(decode_sqlite, totals_sqlite, record_sqlite, SqliteRow);
+decoders!(decode_pg, totals_pg, record_pg, PgRow);
+
+impl sluice_spool::Sink<Record> for LedgerStore {
+    type Error = Error;
+
+    async fn write(&self, batch: &[Record]) -> Result<(), Error> {
+        self.insert(batch).await
+    }
+}
