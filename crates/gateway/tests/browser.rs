@@ -323,15 +323,7 @@ async fn the_page_shows_live_figures_that_agree_with_the_api() {
         .await;
     assert!(rps.as_str().unwrap().parse::<f64>().unwrap() > 0.0, "{rps}");
     // The limit shown is the limiter's, as GET /v1/limits says it.
-    let limits: Value = h
-        .get("/v1/limits")
-        .bearer_auth(ACME)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let limits = h.get_json("/v1/limits", ACME).await;
     let listed = limits["resources"]
         .as_array()
         .unwrap()
