@@ -21,6 +21,8 @@
 //!     request limit (authentication from the cache, the per-key limit,
 //!     a reserve and a settle per call): latency and CPU per request side
 //!     by side. In-process only (it creates the tenant and key).
+//! (e) OpenTelemetry export off and on: latency and CPU per request
+//!     ([`otel`]); `--otel-only` runs this part alone.
 //!
 //! (a) and (b) also send a request the response cache answers (the same
 //! chat completion at `temperature` 0, stored by the warm-up): a hit's
@@ -34,6 +36,7 @@ pub mod adaptive;
 mod closed_loop;
 pub mod jobs;
 mod open_loop;
+mod otel;
 pub mod redis;
 mod report;
 
@@ -72,6 +75,9 @@ pub struct GatewayArgs {
     /// Connections for (b).
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+    /// Run only (d), OpenTelemetry export off and on.
+    #[arg(long)]
+    pub otel_only: bool,
 }
 
 /// The model every request of (a) and (b) names.
@@ -101,6 +107,9 @@ pub async fn gateway(args: GatewayArgs) -> ExitCode {
     if !(1..=4_096).contains(&args.connections) {
         eprintln!("sluice bench: --connections must be 1 to 4096");
         return ExitCode::from(2);
+    }
+    if args.otel_only {
+        return finish(args.json, otel::run(&args).await, otel::OtelPart::table);
     }
     finish(args.json, run(&args).await, Report::table)
 }
@@ -432,6 +441,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         ),
     );
     let swarm = swarm(args.duration).await?;
+    let otel = otel::run(args).await?;
     Ok(Report {
         target: args.target.clone(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -439,6 +449,7 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
         slow,
         throughput,
         swarm,
+        otel,
         keys,
     })
 }

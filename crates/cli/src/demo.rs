@@ -43,6 +43,29 @@ pub struct DemoArgs {
     /// (agents that repeat questions, with the response cache off then on).
     #[arg(long, value_enum, default_value_t = Scenario::Swarm)]
     pub scenario: Scenario,
+    /// Serve the live dashboard during the run through Sluice, and print
+    /// its URL and a one-time token to log in with (`sluice top` takes
+    /// the same token).
+    #[arg(long)]
+    pub ui: bool,
+}
+
+/// A token for `--ui`'s dashboard, made for this run: 32 hex digits from
+/// the OS's random source.
+fn ui_token() -> Result<String, String> {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw)
+        .map_err(|e| format!("no random source for the dashboard's token: {e}"))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Prints where the dashboard is and how to log in.
+fn announce_ui(stack: &Stack, token: &str) {
+    let url = stack.gateway_url();
+    eprintln!(
+        "dashboard: {url}/ui  (log in with the token {token})\n\
+         terminal:  sluice top --target {url} --token {token}\n"
+    );
 }
 
 /// The demo's scenarios.
@@ -109,7 +132,11 @@ pub async fn run(args: DemoArgs) -> ExitCode {
 
 async fn demo(args: DemoArgs) -> Result<(), String> {
     let sim = sim_config(args.provider_rps.as_ref());
-    let stack = Stack::start(sim.clone(), |_| {}).await?;
+    let token = if args.ui { Some(ui_token()?) } else { None };
+    let stack = Stack::start(sim.clone(), |c| c.ui.token.clone_from(&token)).await?;
+    if let Some(t) = &token {
+        announce_ui(&stack, t);
+    }
     let workload = Workload::mixed(&sim);
     let limits = limits(&workload, &sim);
     let swarm = |mode, url: String| {

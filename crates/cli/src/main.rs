@@ -11,6 +11,7 @@ mod live;
 mod stack;
 mod summary;
 mod table;
+mod top;
 mod usage;
 
 use std::net::SocketAddr;
@@ -70,6 +71,9 @@ enum Command {
     Usage(usage::UsageArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
+    /// The live dashboard in the terminal (`/ui` in a browser), from a
+    /// gateway's `GET /v1/dashboard/stream`.
+    Top(top::TopArgs),
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
             | Command::Tiers(_)
             | Command::Usage(_)
             | Command::Audit(_)
+            | Command::Top(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -122,6 +127,7 @@ fn main() -> ExitCode {
         Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Top(args) => runtime().block_on(top::run(args)),
         Command::Jobs(args) => runtime().block_on(jobs::run(args)),
         Command::Keys(args) => runtime().block_on(admin::keys(args)),
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),

@@ -10,6 +10,7 @@ mod jobs;
 mod keys;
 mod ledger;
 mod load;
+pub(crate) mod otel;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ pub use keys::{KeysConfig, WITH_JOBS};
 pub use ledger::{Dollars, LedgerConfig, PriceConfig, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, load, load_str};
+pub use otel::{OtelSettings, OtlpProtocol};
 pub use secrets::Secrets;
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
@@ -94,6 +96,9 @@ pub struct Config {
     pub keys: KeysConfig,
     /// The response cache.
     pub cache: CacheSettings,
+    /// OpenTelemetry export over OTLP; off without the section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otel: Option<OtelSettings>,
     /// The usage ledger: a record of every call and what it cost.
     pub ledger: LedgerConfig,
     /// Model prices over the shipped table (`crates/usage/prices.json`),

@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod redis_tests;
 mod store;
+mod traced;
 mod workers;
 
 use std::time::Duration;
@@ -72,7 +73,8 @@ impl Jobs {
 
     /// Starts workers for the configured queues on `limiter` (the
     /// gateway's: in-process, or shared through Redis with `[redis]`),
-    /// calling upstreams with `client`.
+    /// calling upstreams with `client`, each attempt a span of `otel`'s
+    /// when it exports.
     ///
     /// # Errors
     /// [`StartError::Workers`] naming what cannot be used.
@@ -82,6 +84,7 @@ impl Jobs {
         credentials: &crate::credentials::Upstreams,
         limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
+        otel: Option<&sluice_otel::Exporter>,
         ledger: Option<&std::sync::Arc<crate::ledger::UsageLedger>>,
     ) -> Result<(), StartError> {
         let pool = workers::start(
@@ -90,6 +93,7 @@ impl Jobs {
             self.store.clone(),
             limiter,
             client,
+            otel,
             ledger,
         )?;
         tracing::info!(

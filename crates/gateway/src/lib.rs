@@ -29,6 +29,7 @@ mod layers;
 mod ledger;
 mod limits;
 pub mod metrics;
+mod otel;
 mod providers;
 pub mod response;
 pub mod routes;

@@ -50,6 +50,7 @@ impl Gateway {
                     &state.credentials,
                     limits,
                     state.client.clone(),
+                    state.otel.as_ref(),
                     state.ledger.get(),
                 )
                 .await?;

@@ -67,6 +67,8 @@ pub struct Inner {
     pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
+    /// The OpenTelemetry exporter; `None` without `[otel]`.
+    pub(crate) otel: Option<sluice_otel::Exporter>,
     /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
     pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
@@ -81,6 +83,7 @@ pub struct Inner {
     /// The audit trail; set by `Gateway::bind` when `[audit] enabled`.
     pub(crate) audit: std::sync::OnceLock<crate::audit::Audit>,
     trace_task: tokio::sync::Mutex<Option<TraceWriterTask>>,
+    otel_task: tokio::sync::Mutex<Option<sluice_otel::ExporterTask>>,
     /// The live dashboard's totals, history and stream.
     pub(crate) board: crate::dashboard::Board,
 }
@@ -131,6 +134,9 @@ pub enum StartError {
     /// The HTTP client could not be built.
     #[error("http client: {0}")]
     Client(String),
+    /// The OpenTelemetry exporter could not be started.
+    #[error("otel: {0}")]
+    Otel(String),
     /// The listener could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -257,8 +263,20 @@ impl AppState {
             // never follow a redirect to another host: redirects reach the
             // caller as they are.
             .redirect(reqwest::redirect::Policy::none())
+            // HTTP/2 is built in for the OTLP exporter's gRPC; upstream
+            // calls stay on HTTP/1.1, as before it.
+            .http1_only()
             .build()
             .map_err(|e| StartError::Client(e.to_string()))?;
+        let (otel, otel_task) = match &config.otel {
+            Some(o) => {
+                let export = o.export_config().map_err(StartError::Otel)?;
+                let (e, t) = sluice_otel::Exporter::spawn(export)
+                    .map_err(|e| StartError::Otel(e.to_string()))?;
+                (Some(e), Some(t))
+            }
+            None => (None, None),
+        };
         let metrics = Metrics::install(config.metrics.tenant_labels)
             .map_err(|e| StartError::Metrics(e.to_string()))?;
         if let Some(r) = &redis {
@@ -306,6 +324,7 @@ impl AppState {
                 cache_tenants: Arc::default(),
                 cache_flights: Arc::default(),
                 traces,
+                otel,
                 budgets,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
@@ -313,6 +332,7 @@ impl AppState {
                 ledger: std::sync::OnceLock::new(),
                 audit: std::sync::OnceLock::new(),
                 trace_task: tokio::sync::Mutex::new(trace_task),
+                otel_task: tokio::sync::Mutex::new(otel_task),
                 board,
             }),
         };
@@ -374,11 +394,13 @@ impl AppState {
         &self.prices
     }
 
-    /// Writes out every queued trace, audit entry and ledger record and
-    /// stops the
-    /// writers.
+    /// Writes out every queued trace, span, audit entry and ledger record
+    /// and stops the writers.
     pub async fn shutdown_writers(&self) {
         if let Some(task) = self.trace_task.lock().await.take() {
+            task.shutdown().await;
+        }
+        if let Some(task) = self.otel_task.lock().await.take() {
             task.shutdown().await;
         }
         if let Some(audit) = self.audit.get() {

@@ -79,6 +79,8 @@ pub struct Trace {
     started: Instant,
     started_unix_ms: u64,
     spans: Vec<Span>,
+    /// The request's OpenTelemetry spans, when exported and sampled.
+    pub(crate) otel: Option<Box<crate::otel::Spans>>,
 }
 
 /// Token usage as the upstream reported it.
@@ -174,6 +176,7 @@ impl Trace {
             started: Instant::now(),
             started_unix_ms,
             spans: Vec::new(),
+            otel: None,
         }
     }
 

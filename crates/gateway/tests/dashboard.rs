@@ -27,14 +27,18 @@ async fn start(edit: impl FnOnce(&mut sluice_gateway::config::Config)) -> Harnes
 }
 
 async fn snapshot(h: &Harness) -> Snapshot {
-    let res = h
-        .get("/v1/dashboard")
-        .bearer_auth(VIEWER)
+    serde_json::from_value(h.get_json("/v1/dashboard", VIEWER).await).expect("a snapshot")
+}
+
+/// `PUT /v1/limits/openai%2Fgpt-4o` with `token`.
+async fn set_capacity(h: &Harness, token: &str, capacity: u64) -> reqwest::Response {
+    h.http
+        .put(h.url("/v1/limits/openai%2Fgpt-4o"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"capacity": capacity}))
         .send()
         .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    res.json().await.expect("a snapshot")
+        .unwrap()
 }
 
 /// Polls snapshots (one a second) until `check` finds what it wants; a
@@ -74,14 +78,7 @@ async fn only_a_viewer_reads_it_and_a_browser_logs_in_with_a_cookie() {
         assert_eq!(res.status(), StatusCode::OK, "{token}");
     }
     // The viewer's token is read-only.
-    let res = h
-        .http
-        .put(h.url("/v1/limits/openai%2Fgpt-4o"))
-        .bearer_auth(VIEWER)
-        .json(&serde_json::json!({"capacity": 1}))
-        .send()
-        .await
-        .unwrap();
+    let res = set_capacity(&h, VIEWER, 1).await;
     expect_error(res, 403, "forbidden").await;
 
     // The page is anyone's, and says where its script may come from.
@@ -216,15 +213,7 @@ async fn the_snapshot_follows_the_load_and_agrees_with_the_limits() {
             .flatten()
     })
     .await;
-    let limits = h
-        .get("/v1/limits")
-        .bearer_auth(ACME)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let limits = h.get_json("/v1/limits", ACME).await;
     let listed = limits["resources"]
         .as_array()
         .unwrap()
@@ -291,14 +280,7 @@ async fn missing_sources_say_so_and_administrative_acts_show() {
 
     // With them, an operator's act shows among the recent ones.
     let h = start(|_| {}).await;
-    let res = h
-        .http
-        .put(h.url("/v1/limits/openai%2Fgpt-4o"))
-        .bearer_auth(ADMIN)
-        .json(&serde_json::json!({"capacity": 7}))
-        .send()
-        .await
-        .unwrap();
+    let res = set_capacity(&h, ADMIN, 7).await;
     assert_eq!(res.status(), StatusCode::OK);
     let entry = until(&h, "the act shows", |s| {
         s.audit
@@ -355,15 +337,7 @@ async fn a_cut_shows_with_its_reason_and_the_429s_that_caused_it() {
     );
     assert!(row.reason.is_some(), "{row:?}");
     assert!(row.retries_total >= 1, "{row:?}");
-    let history: Value = h
-        .get("/v1/dashboard/history")
-        .bearer_auth(VIEWER)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let history = h.get_json("/v1/dashboard/history", VIEWER).await;
     let points = history["points"].as_array().unwrap();
     assert!(
         points.iter().any(|p| p["resources"][model].is_array()),

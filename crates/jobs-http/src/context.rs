@@ -7,17 +7,45 @@
 //! span of its own). A job enqueued without one is its own trace: every
 //! attempt of it shares one trace id, made from the job's id and enqueue
 //! time (the same on every worker), and is a span of its own.
+//!
+//! Whoever records the attempt as a span (the gateway's OpenTelemetry
+//! export) runs it [`in_span`], so that the span it exports is the one
+//! the upstream sees as its parent, with its sampling decision.
+
+use std::future::Future;
 
 use reqwest::RequestBuilder;
 use sluice_jobs::Job;
 use sluice_limit::headers::context::TraceParent;
 
+tokio::task_local! {
+    /// The attempt's own span, when its runner records it.
+    static ATTEMPT: TraceParent;
+}
+
+/// Runs `attempt` (one job attempt, in this task) as the span `span`:
+/// its calls carry `span` as their `traceparent`.
+pub async fn in_span<F: Future>(span: TraceParent, attempt: F) -> F::Output {
+    ATTEMPT.scope(span, attempt).await
+}
+
+/// A new span for `job`'s attempt under way, in the job's trace (not
+/// sampled: the caller sets the flag it decides).
+pub fn attempt_span(job: &Job) -> TraceParent {
+    traceparent(job, random_span())
+}
+
+fn random_span() -> u64 {
+    fastrand::u64(1..)
+}
+
 /// `r` with the context of `job`'s attempt under way.
 pub(crate) fn attach(job: &Job, r: RequestBuilder) -> RequestBuilder {
-    r.header("x-request-id", request_id(job)).header(
-        "traceparent",
-        traceparent(job, fastrand::u64(..)).to_string(),
-    )
+    let span = ATTEMPT
+        .try_with(|s| *s)
+        .unwrap_or_else(|_| attempt_span(job));
+    r.header("x-request-id", request_id(job))
+        .header("traceparent", span.to_string())
 }
 
 /// `job-{id}-{attempt}`, counting the attempt under way.
@@ -112,6 +140,34 @@ mod tests {
         assert_ne!(first.trace_id, other.trace_id);
         let parsed = TraceParent::parse(&first.to_string()).expect("a valid traceparent");
         assert_eq!(parsed, first);
+    }
+
+    #[tokio::test]
+    async fn an_attempt_run_in_a_span_sends_that_span() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let j = job(7, 1_700_000_000_000, 0);
+        let mut span = attempt_span(&j);
+        span.flags = 1;
+        let client = reqwest::Client::new();
+        let sent = |r: RequestBuilder| {
+            r.build().expect("a request").headers()["traceparent"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        let inside = in_span(span, async {
+            sent(attach(&j, client.get("http://127.0.0.1/")))
+        })
+        .await;
+        assert_eq!(inside, span.to_string());
+        let outside = sent(attach(&j, client.get("http://127.0.0.1/")));
+        let outside = TraceParent::parse(&outside).unwrap();
+        assert_eq!(
+            outside.trace_id, span.trace_id,
+            "the job's trace either way"
+        );
+        assert_ne!(outside.span_id, span.span_id);
+        assert_eq!(outside.flags, 0);
     }
 
     #[test]

@@ -44,7 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
-mod context;
+pub mod context;
 mod credentials;
 pub mod discord;
 pub mod http;

@@ -57,6 +57,10 @@
 //! same prompt. The tokens/min bucket is charged prompt plus completion up
 //! front, since the sim knows both.
 //!
+//! # OTLP
+//! [`otlp::Receiver`]: the collector's side of an OpenTelemetry export
+//! (HTTP/protobuf and gRPC), for tests and `sluice bench`.
+//!
 //! # The swarm
 //! [`swarm`] runs simulated agents against the sim, directly or through a
 //! Sluice gateway, and scores the run: upstream 429s, goodput as a share
@@ -70,6 +74,7 @@ mod error;
 mod faults;
 mod log;
 mod model;
+pub mod otlp;
 mod quota;
 mod saas;
 mod server;

@@ -24,6 +24,8 @@ pub struct Report {
     pub swarm: SwarmPart,
     /// (d), for the in-process gateway.
     pub keys: Option<KeysPart>,
+    /// (e).
+    pub otel: super::otel::OtelPart,
 }
 
 /// (d): the same stream through the gateway without a key, and with a
@@ -390,6 +392,8 @@ impl Report {
         if let Some(k) = &self.keys {
             k.table(&mut s);
         }
+        s.push('\n');
+        s.push_str(&self.otel.table());
         s
     }
 }

@@ -59,7 +59,19 @@ struct CacheSummary {
 
 pub async fn demo(args: DemoArgs) -> Result<(), String> {
     let sim = super::sim_config(args.provider_rps.as_ref());
-    let stack = Stack::start(sim, |c| c.admin_token = Some(ADMIN.to_owned())).await?;
+    let token = if args.ui {
+        Some(super::ui_token()?)
+    } else {
+        None
+    };
+    let stack = Stack::start(sim, |c| {
+        c.admin_token = Some(ADMIN.to_owned());
+        c.ui.token.clone_from(&token);
+    })
+    .await?;
+    if let Some(t) = &token {
+        super::announce_ui(&stack, t);
+    }
     if !args.json {
         println!(
             "sluice demo --scenario cache: {} agents in {} tenants ask one of {QUESTIONS} questions each, again and again, for {} s per run\n",

@@ -139,6 +139,7 @@ impl Default for Config {
             jobs: super::JobsConfig::default(),
             keys: super::KeysConfig::default(),
             cache: super::CacheSettings::default(),
+            otel: None,
             ledger: super::LedgerConfig::default(),
             prices: BTreeMap::new(),
             audit: super::AuditConfig::default(),

@@ -28,6 +28,7 @@ pub(super) fn start(
     store: AnyStore,
     limiter: SharedLimiter,
     client: reqwest::Client,
+    otel: Option<&sluice_otel::Exporter>,
     ledger: Option<&Arc<UsageLedger>>,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
@@ -38,6 +39,9 @@ pub(super) fn start(
     if let Some(ledger) = ledger {
         // Every attempt leaves a ledger record.
         handlers = crate::ledger::recorded(&handlers, ledger);
+    }
+    if let Some(exporter) = otel {
+        handlers = super::traced::traced(handlers, exporter);
     }
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)

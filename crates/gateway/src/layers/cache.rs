@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use super::model_call::{Call, provider};
-use super::{BoxFuture, Next, Reply, Req, Served, call};
+use super::{BoxFuture, Next, Reply, Req, Served, call, observe};
 use crate::state::AppState;
 use flight::Role;
 use lookup::{Asked, Looked, Pending, lookup};
@@ -109,15 +109,21 @@ where
         json: &c.json,
         headers: &c.headers,
     };
+    let started = Instant::now();
     let pending = match lookup(&state.cache, &state.cache_tenants, &state.config, asked).await {
         Err(e) => return Served::err(e, notes),
-        Ok(Looked::Hit(res)) => return Served::ok(Reply::Cached(res), notes),
+        Ok(Looked::Hit(res)) => {
+            observe::cache_looked(&mut notes, started, "hit");
+            return Served::ok(Reply::Cached(res), notes);
+        }
         Ok(Looked::Bypass) => {
             notes.meta.cache = Some("bypass");
+            observe::cache_looked(&mut notes, started, "bypass");
             return call(inner, Req { call: c, notes }).await;
         }
         Ok(Looked::Miss(p)) => {
             notes.meta.cache = Some("miss");
+            observe::cache_looked(&mut notes, started, "miss");
             p
         }
     };

@@ -45,6 +45,30 @@ impl Failure {
         }
     }
 
+    /// What went wrong in a word (an OpenTelemetry `error.type`).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Failure::Limited(_) => "refused",
+            Failure::Throttled { .. } => "throttled",
+            Failure::Upstream { .. } => "upstream_error",
+            Failure::Timeout { .. } => "timeout",
+        }
+    }
+
+    /// What went wrong in a sentence.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Failure::Limited(e) => e.to_string(),
+            Failure::Throttled { attempts, .. } => {
+                format!("upstream answered 429 after {attempts} attempts")
+            }
+            Failure::Upstream { message, .. } => message.clone(),
+            Failure::Timeout { attempts } => {
+                format!("the deadline passed after {attempts} attempts")
+            }
+        }
+    }
+
     /// The client's answer, `what` naming the model or API.
     pub(crate) fn into_error(self, what: &str) -> ApiError {
         match self {

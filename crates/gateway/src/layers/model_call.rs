@@ -22,11 +22,7 @@ use crate::error::ApiError;
 use crate::ledger::Draft;
 use crate::providers;
 use crate::state::AppState;
-use crate::trace::Trace;
 use sluice_usage::{self as usage, Endpoint};
-
-/// The thread name of traces for requests without `x-sluice-thread`.
-const NO_THREAD: &str = "unthreaded";
 
 /// A model call as its handler hands it over.
 #[derive(Debug)]
@@ -144,14 +140,7 @@ impl Parse for Incoming {
         notes.label = Some(model.clone());
         // Traced from here on: a request refused for its body costs no
         // disk (`sluice_requests_total` counts it by status).
-        let mut trace = Trace::start(
-            ctx.request_id.clone(),
-            ctx.workspace.clone(),
-            ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
-            route(self.endpoint),
-        );
-        // The client's trace when it sent one: its lines join its spans.
-        trace.trace_id = ctx.trace.trace_id_hex();
+        let mut trace = super::observe::begin_trace(state, &ctx, route(self.endpoint), "POST");
         trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
         trace.model = Some(model.clone());
         notes.trace = Some(trace);

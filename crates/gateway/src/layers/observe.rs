@@ -14,7 +14,8 @@ use sluice_admit::Priority;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::upstream::{AttemptRecord, Plan};
+use super::context::Context;
+use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::ledger::Draft;
@@ -141,6 +142,30 @@ where
     }
 }
 
+/// The trace of `ctx`'s request on `route` (`method` on the wire), from
+/// its arrival: in the client's trace when it sent one, with its
+/// OpenTelemetry spans when they are exported and the request sampled.
+pub(crate) fn begin_trace(
+    state: &AppState,
+    ctx: &Context,
+    route: impl Into<String>,
+    method: impl Into<std::borrow::Cow<'static, str>>,
+) -> Trace {
+    let mut trace = Trace::start(
+        ctx.request_id.clone(),
+        ctx.workspace.clone(),
+        ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
+        route,
+    );
+    // The client's trace when it sent one: its lines join its spans.
+    trace.trace_id = ctx.trace.trace_id_hex();
+    trace.otel = crate::otel::Spans::start(state, ctx, method);
+    trace
+}
+
+/// The thread name of traces for requests without `x-sluice-thread`.
+const NO_THREAD: &str = "unthreaded";
+
 /// Hands a call's ledger record over, answered `status` now.
 pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &Notes) {
     if let Some(ledger) = state.ledger.get() {
@@ -154,9 +179,21 @@ pub(crate) fn queued(notes: &mut Notes, priority: Priority, started: Instant, wa
     metrics::queue_wait(priority.as_str(), waited.as_secs_f64());
     notes.pulse.queue_wait = Some(waited);
     if let Some(t) = notes.trace.as_mut() {
+        let now = Instant::now();
         let mut m = serde_json::Map::new();
         m.insert("priority".into(), priority.as_str().into());
-        t.record_span("queue", started, Instant::now(), m);
+        t.record_span("queue", started, now, m);
+        if let Some(o) = t.otel.as_mut() {
+            o.queued(started, now, priority.as_str());
+        }
+    }
+}
+
+/// The response cache looked the request up from `started` until now
+/// (`result`: `hit`, `miss` or `bypass`).
+pub(crate) fn cache_looked(notes: &mut Notes, started: Instant, result: &'static str) {
+    if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+        o.cache(started, result);
     }
 }
 
@@ -181,9 +218,10 @@ pub(crate) fn granted(plan: &Plan, since: Instant) {
     }
 }
 
-/// One attempt at the upstream: its latency and outcome, and two trace
-/// spans (the limiter wait before it, then the call).
-pub(crate) fn attempt(notes: &mut Notes, plan: &Plan, a: &AttemptRecord) {
+/// One attempt at `up`: its latency and outcome, and two trace spans
+/// (the limiter wait before it, then the call).
+pub(crate) fn attempt(notes: &mut Notes, up: &Upstream, a: &AttemptRecord) {
+    let plan = &up.plan;
     metrics::upstream_latency(&plan.label, (a.ended - a.sent).as_secs_f64());
     metrics::upstream_attempt(&plan.label, a.outcome);
     notes.pulse.attempts += 1;
@@ -209,6 +247,9 @@ pub(crate) fn attempt(notes: &mut Notes, plan: &Plan, a: &AttemptRecord) {
             m.insert("status".into(), s.into());
         }
         trace.record_span("upstream", a.sent, a.ended, m);
+        if let Some(o) = trace.otel.as_mut() {
+            o.attempt(up, a);
+        }
     }
 }
 
@@ -245,6 +286,9 @@ pub(crate) fn stream_ended(
     let mut m = serde_json::Map::new();
     m.insert("outcome".into(), outcome.into());
     t.record_span("stream", started, Instant::now(), m);
+    if let Some(o) = t.otel.as_mut() {
+        o.stream(started, outcome, usage, tool_calls);
+    }
     t.usage = usage;
     t.tool_calls = tool_calls;
     if outcome != "complete" {
@@ -253,8 +297,12 @@ pub(crate) fn stream_ended(
     submit(writer, t);
 }
 
-/// Hands a finished trace to the writer, when traces are on.
-pub(crate) fn submit(writer: Option<&TraceWriter>, trace: Trace) {
+/// Hands a finished trace to the writer, when traces are on, and its
+/// OpenTelemetry spans to the exporter.
+pub(crate) fn submit(writer: Option<&TraceWriter>, mut trace: Trace) {
+    if let Some(spans) = trace.otel.take() {
+        spans.finish(&trace);
+    }
     if let Some(w) = writer {
         w.submit(trace.finish());
     }

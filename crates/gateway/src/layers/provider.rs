@@ -93,6 +93,19 @@ where
                     return Ok(Served::err(f, notes));
                 }
             };
+            if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+                let upstream = provider(&state, &a.model, a.call.endpoint)
+                    .map_or(a.model.as_str(), |p| upstream_model(p, &a.model));
+                o.model_began(&crate::otel::ModelCall {
+                    endpoint: a.call.endpoint,
+                    provider: &plan.label,
+                    model: &a.model,
+                    upstream_model: upstream,
+                    url: &url,
+                    body: &a.call.json,
+                    stream: a.call.stream,
+                });
+            }
             let up = Upstream {
                 plan,
                 outgoing: Outgoing {
@@ -105,16 +118,21 @@ where
                 deadline: a.call.ctx.deadline,
             };
             let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
-            let delivery = match result {
-                Ok(d) => d,
-                Err(f) => return Ok(Served::err(f, notes)),
+            let result = match result {
+                Ok(delivery) => {
+                    let answer = Answer {
+                        adapter,
+                        outbound: &outbound,
+                        estimate,
+                    };
+                    read(&state, &a, answer, delivery, &mut notes).await
+                }
+                Err(f) => Err(f),
             };
-            let answer = Answer {
-                adapter,
-                outbound: &outbound,
-                estimate,
-            };
-            let result = read(&state, &a, answer, delivery, &mut notes).await;
+            if let (Err(f), Some(o)) = (&result, notes.trace.as_mut().and_then(|t| t.otel.as_mut()))
+            {
+                o.model_ended(None, None, Some((f.kind(), &f.message())));
+            }
             Ok(Served { result, notes })
         })
     }
@@ -296,6 +314,9 @@ async fn read(
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;
+        if let Some(o) = t.otel.as_mut() {
+            o.model_ended(answer.usage, Some(&answer.body), None);
+        }
     }
     drop(d.pool);
     Ok(Reply::Buffered(Buffered {

@@ -28,7 +28,6 @@ use crate::credentials;
 use crate::error::ApiError;
 use crate::ledger::Draft;
 use crate::state::{AppState, inflight_resource};
-use crate::trace::Trace;
 use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
 
@@ -178,16 +177,12 @@ impl Parse for Incoming {
             })?;
         // Traced from here on: a request refused for its path, method or
         // API costs no disk (`sluice_requests_total` counts it by status).
-        let mut trace = Trace::start(
-            ctx.request_id.clone(),
-            ctx.workspace.clone(),
-            ctx.thread
-                .clone()
-                .unwrap_or_else(|| "unthreaded".to_owned()),
+        let trace = super::observe::begin_trace(
+            state,
+            &ctx,
             format!("{ROUTE}/{api}"),
+            method.as_str().to_owned(),
         );
-        // The client's trace when it sent one: its lines join its spans.
-        trace.trace_id = ctx.trace.trace_id_hex();
         notes.trace = Some(trace);
         if state.ledger.get().is_some() {
             notes.ledger = Some(Draft::api(&ctx, api, &format!("{ROUTE}/{api}")));

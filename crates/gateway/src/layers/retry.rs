@@ -112,7 +112,7 @@ where
                     Err(f) => return Ok(Served::err(f, notes)),
                 };
                 waited += record.sent - record.limiter_start;
-                observe::attempt(&mut notes, plan, &record);
+                observe::attempt(&mut notes, &up, &record);
                 let wait = match sent {
                     Ok(response) => {
                         let status = response.status().as_u16();

@@ -225,6 +225,7 @@ pub(crate) fn tried(sent: Result<reqwest::Response, Fault>, attempt: u32) -> Tri
     Tried {
         sent,
         record: AttemptRecord {
+            span_id: [1; 8],
             attempt,
             limiter_start: now,
             sent: now,

@@ -109,6 +109,8 @@ pub(crate) enum Fault {
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptRecord {
     pub attempt: u32,
+    /// The attempt's span: the parent id its `traceparent` sent upstream.
+    pub span_id: [u8; 8],
     pub limiter_start: Instant,
     pub sent: Instant,
     pub ended: Instant,
@@ -200,14 +202,16 @@ impl Service<Req<Try>> for Wire {
                 .request(out.method.clone(), out.url.clone())
                 .headers(out.headers.clone())
                 .body(out.body.clone());
+            let span_id = crate::layers::context::new_span_id();
             let request = match &out.context {
-                Some(ctx) => ctx.propagate(request),
+                Some(ctx) => ctx.propagate(request, span_id),
                 None => request,
             };
             let result = tokio::time::timeout(timeout, request.send()).await;
             let (status, outcome) = classify(&result);
             let record = AttemptRecord {
                 attempt: t.attempt,
+                span_id,
                 limiter_start: t.limiter_start,
                 sent,
                 ended: Instant::now(),

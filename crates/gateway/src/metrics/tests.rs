@@ -40,6 +40,9 @@ fn record_everything(m: &Metrics) {
         }),
     );
     cache_stats(&sluice_usage::cache::CacheStats::default());
+    // Counted by sluice-otel's exporter, described here.
+    counter!("sluice_otel_spans_exported_total").increment(1);
+    counter!("sluice_otel_spans_dropped_total", "reason" => "queue_full").increment(1);
     let mut r = sluice_ledger::Record::new("r", "fam-tenant", "model", "openai", "fam-model", "/");
     (r.prompt_tokens, r.completion_tokens, r.cached_tokens) = (10, 5, 2);
     (r.reasoning_tokens, r.cost_nanos) = (1, 3_000);

@@ -252,6 +252,19 @@ impl Harness {
         self.http.get(self.url(path))
     }
 
+    /// `GET path` with `token` as bearer: the answer's JSON, which must
+    /// come with a 200.
+    pub async fn get_json(&self, path: &str, token: &str) -> Value {
+        let res = self
+            .get(path)
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(res.status(), StatusCode::OK, "GET {path}");
+        res.json().await.expect("a JSON answer")
+    }
+
     /// The text of `GET /metrics`.
     pub async fn metrics(&self) -> String {
         let res = self.get("/metrics").send().await.expect("metrics");

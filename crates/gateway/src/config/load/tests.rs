@@ -9,6 +9,7 @@ use crate::config::{ModelLimits, TenantConfig, WireFormat};
 mod cache;
 mod credentials;
 mod ledger;
+mod otel;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -891,6 +892,8 @@ fn the_example_files_commented_options_load() {
     assert_eq!(c.fallbacks.len(), 1);
     assert_eq!(c.queue.weights.of("acme").get(), 2);
     assert!(c.trace.dir.is_some());
+    let otel = c.otel.as_ref().expect("[otel] switched on");
+    assert_eq!(otel.headers["x-api-key"], "collector-key");
     assert_eq!(
         c.cache.for_api("github"),
         Some(std::time::Duration::from_secs(30))

@@ -7,6 +7,7 @@ pub(crate) mod jobs;
 mod keys;
 mod ledger;
 mod lists;
+mod otel;
 
 use std::collections::HashMap;
 
@@ -32,6 +33,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     keys::keys(&c, config)?;
     keys::audit(&c, config)?;
     cache::cache(&c, config)?;
+    otel::otel(&c, config)?;
     ledger::ledger(&c, config)?;
     sections(&c, config)
 }

@@ -141,7 +141,7 @@ impl Context {
                 ms.min(cfg.max_timeout_ms)
             }
         };
-        let (trace, parent_span, tracestate) = trace_context(headers);
+        let (trace, parent_span, tracestate) = trace_context(headers, state.otel.as_ref());
         let user = tag(headers, "x-sluice-user")?;
         let feature = tag(headers, "x-sluice-feature")?;
         Ok(Context {
@@ -190,11 +190,11 @@ impl Context {
     }
 
     /// `r` (one upstream attempt) with the request's context: its
-    /// `x-request-id`, a `traceparent` of the request's trace with a new
-    /// span id (each attempt is a span of its own) and the client's
-    /// `tracestate`.
-    pub fn propagate(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let span = self.trace.child(new_span_id());
+    /// `x-request-id`, a `traceparent` of the request's trace with the
+    /// attempt's own span id `span` (each attempt is a span of its own)
+    /// and the client's `tracestate`.
+    pub fn propagate(&self, r: reqwest::RequestBuilder, span: [u8; 8]) -> reqwest::RequestBuilder {
+        let span = self.trace.child(span);
         let r = r
             .header("x-request-id", self.request_id.as_str())
             .header("traceparent", span.to_string());
@@ -225,8 +225,12 @@ pub(crate) fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 }
 
 /// The request's span, the client's span and `tracestate` (see
-/// [`Context::trace`]).
-fn trace_context(headers: &HeaderMap) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
+/// [`Context::trace`]). A new trace is sampled (flag `01`, sent upstream)
+/// when `otel` exports it; a client's trace keeps the client's flags.
+fn trace_context(
+    headers: &HeaderMap,
+    otel: Option<&sluice_otel::Exporter>,
+) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
     match client_traceparent(headers) {
         Some(parent) => {
             let state = headers
@@ -237,13 +241,16 @@ fn trace_context(headers: &HeaderMap) -> (TraceParent, Option<[u8; 8]>, Option<S
                 .map(str::to_owned);
             (parent.child(new_span_id()), Some(parent.span_id), state)
         }
-        // A new trace, not sampled: nothing records it unless an
-        // exporter is on.
-        None => (
-            TraceParent::new(fastrand::u128(..).to_be_bytes(), new_span_id(), 0),
-            None,
-            None,
-        ),
+        // A new trace, not sampled unless an exporter records it.
+        None => {
+            let id = fastrand::u128(..).to_be_bytes();
+            let sampled = otel.is_some_and(|e| e.sampled(&id, None));
+            (
+                TraceParent::new(id, new_span_id(), u8::from(sampled)),
+                None,
+                None,
+            )
+        }
     }
 }
 

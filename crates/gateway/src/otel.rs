@@ -1,0 +1,270 @@
+//! A request's OpenTelemetry spans, built beside its JSONL trace when
+//! `[otel]` is configured and the request is sampled, and handed to the
+//! exporter when the trace is finished. With `[otel]` off, or a request
+//! not sampled, nothing here is built: the trace carries `None`.
+//!
+//! The tree (docs/observability.md):
+//!
+//! ```text
+//! POST /v1/chat/completions          SERVER  the client's span as parent, if it sent one
+//! ├── sluice.cache                   INTERNAL  hit, miss or bypass
+//! ├── sluice.admission               INTERNAL  the queue wait
+//! └── chat gpt-4o-mini               CLIENT    one per candidate model (fallbacks), gen_ai.*
+//!     ├── sluice.limiter             INTERNAL  per attempt
+//!     ├── POST                       CLIENT    per attempt: the span id sent upstream in traceparent
+//!     └── sluice.stream              INTERNAL  a streamed answer, to its end
+//! ```
+
+mod genai;
+
+use std::borrow::Cow;
+
+use sluice_otel::{Clock, Exporter, Kind, Span, SpanId, Status, TraceId};
+use tokio::time::Instant;
+
+use crate::layers::context::Context;
+use crate::layers::upstream::{AttemptRecord, Upstream};
+use crate::state::AppState;
+use crate::trace::Trace;
+use sluice_usage::Usage;
+
+pub(crate) use genai::ModelCall;
+
+/// The spans of one sampled request.
+#[derive(Debug, Clone)]
+pub(crate) struct Spans {
+    exporter: Exporter,
+    clock: Clock,
+    trace_id: TraceId,
+    /// The request's own span (its id is in the trace's `traceparent`).
+    root: SpanId,
+    /// The client's span, when it sent a `traceparent`.
+    parent: Option<SpanId>,
+    method: Cow<'static, str>,
+    started: Instant,
+    spans: Vec<Span>,
+    /// The model call under way (its index in `spans`).
+    model: Option<usize>,
+}
+
+impl Spans {
+    /// The spans of `ctx`'s request, when an exporter is on and the
+    /// request is sampled.
+    pub(crate) fn start(
+        state: &AppState,
+        ctx: &Context,
+        method: impl Into<Cow<'static, str>>,
+    ) -> Option<Box<Spans>> {
+        let exporter = state.otel.as_ref()?;
+        if ctx.trace.flags & 1 == 0 {
+            return None;
+        }
+        Some(Box::new(Spans {
+            exporter: exporter.clone(),
+            clock: Clock::at(ctx.started),
+            trace_id: ctx.trace.trace_id,
+            root: ctx.trace.span_id,
+            parent: ctx.parent_span,
+            method: method.into(),
+            started: ctx.started,
+            spans: Vec::with_capacity(8),
+            model: None,
+        }))
+    }
+
+    /// A span under `parent` from `start` to `end`.
+    fn push(
+        &mut self,
+        parent: SpanId,
+        name: impl Into<Cow<'static, str>>,
+        kind: Kind,
+        start: Instant,
+        end: Instant,
+    ) -> &mut Span {
+        let span = Span::new(
+            self.trace_id,
+            Some(parent),
+            name,
+            kind,
+            self.clock.unix_nanos(start),
+            self.clock.unix_nanos(end),
+        );
+        self.spans.push(span);
+        self.spans.last_mut().expect("just pushed")
+    }
+
+    /// The span new steps hang from: the model call under way, else the
+    /// request.
+    fn current(&self) -> SpanId {
+        self.model
+            .and_then(|i| self.spans.get(i))
+            .map_or(self.root, |s| s.span_id)
+    }
+
+    /// The cache looked the request up from `start` until now.
+    pub(crate) fn cache(&mut self, start: Instant, result: &'static str) {
+        let root = self.root;
+        self.push(root, "sluice.cache", Kind::Internal, start, Instant::now())
+            .set("sluice.cache.result", result);
+    }
+
+    /// The request waited in its admission queue from `start` to `end`.
+    pub(crate) fn queued(&mut self, start: Instant, end: Instant, priority: &'static str) {
+        let root = self.root;
+        self.push(root, "sluice.admission", Kind::Internal, start, end)
+            .set("sluice.priority", priority);
+    }
+
+    /// A candidate model's call begins (ended by [`Spans::model_ended`]).
+    pub(crate) fn model_began(&mut self, call: &ModelCall<'_>) {
+        self.model_ended(None, None, Some(("superseded", "another model call began")));
+        let now = Instant::now();
+        let root = self.root;
+        let span = self.push(root, call.span_name(), Kind::Client, now, now);
+        call.describe(span);
+        self.model = Some(self.spans.len() - 1);
+    }
+
+    /// The model call under way ended now: with its usage and answer
+    /// body (a whole answer, in the client's format), or failed with
+    /// `error` (its `error.type` and message).
+    pub(crate) fn model_ended(
+        &mut self,
+        usage: Option<Usage>,
+        body: Option<&[u8]>,
+        error: Option<(&'static str, &str)>,
+    ) {
+        let Some(span) = self.model.take().and_then(|i| self.spans.get_mut(i)) else {
+            return;
+        };
+        span.end_unix_nanos = self.clock.unix_nanos(Instant::now());
+        genai::answered(span, usage, body);
+        if let Some((kind, message)) = error {
+            span.set("error.type", kind);
+            span.status = Status::Error(message.to_owned());
+        }
+    }
+
+    /// One attempt of `up`: the limiter wait, then the HTTP call, whose
+    /// span id is the one its `traceparent` carried.
+    pub(crate) fn attempt(&mut self, up: &Upstream, a: &AttemptRecord) {
+        let parent = self.current();
+        self.push(
+            parent,
+            "sluice.limiter",
+            Kind::Internal,
+            a.limiter_start,
+            a.sent,
+        )
+        .set("sluice.attempt", a.attempt)
+        .set("sluice.resource", up.plan.name.clone());
+        let out = &up.outgoing;
+        let method = out.method.as_str().to_owned();
+        let span = self.push(parent, method.clone(), Kind::Client, a.sent, a.ended);
+        span.span_id = a.span_id;
+        span.set("http.request.method", method)
+            .set("url.full", without_query(&out.url))
+            .set("sluice.attempt", a.attempt)
+            .set("sluice.outcome", a.outcome);
+        if let Some(host) = out.url.host_str() {
+            span.set("server.address", host.to_owned());
+        }
+        if let Some(port) = out.url.port_or_known_default() {
+            span.set("server.port", port);
+        }
+        if a.attempt > 1 {
+            span.set("http.request.resend_count", a.attempt - 1);
+        }
+        match a.status {
+            Some(s) => {
+                span.set("http.response.status_code", s);
+                if s >= 400 {
+                    span.set("error.type", s.to_string());
+                    span.status = Status::Error(format!("upstream answered {s}"));
+                }
+            }
+            None => {
+                span.set("error.type", a.outcome);
+                span.status = Status::Error(a.outcome.to_owned());
+            }
+        }
+    }
+
+    /// A streamed answer ran from `start` until now and ended in
+    /// `outcome`; the model call ends with it.
+    pub(crate) fn stream(
+        &mut self,
+        start: Instant,
+        outcome: &'static str,
+        usage: Option<Usage>,
+        tool_calls: u32,
+    ) {
+        let parent = self.current();
+        self.push(
+            parent,
+            "sluice.stream",
+            Kind::Internal,
+            start,
+            Instant::now(),
+        )
+        .set("sluice.stream.outcome", outcome)
+        .set("sluice.tool_calls", tool_calls);
+        let message = format!("stream ended: {outcome}");
+        let error = (outcome != "complete").then_some((outcome, message.as_str()));
+        self.model_ended(usage, None, error);
+    }
+
+    /// Closes the request's span with what `trace` says of it and hands
+    /// every span to the exporter.
+    pub(crate) fn finish(mut self, trace: &Trace) {
+        // A model call still open here was cut short (its request's
+        // future dropped mid-call).
+        let error = trace.error.as_deref().map(|e| ("_OTHER", e));
+        self.model_ended(trace.usage, None, error);
+        let now = Instant::now();
+        let name = format!("{} {}", self.method, trace.route);
+        let mut root = Span::new(
+            self.trace_id,
+            self.parent,
+            name,
+            Kind::Server,
+            self.clock.unix_nanos(self.started),
+            self.clock.unix_nanos(now),
+        );
+        root.span_id = self.root;
+        root.remote_parent = self.parent.is_some();
+        root.set("http.request.method", self.method.clone().into_owned())
+            .set("http.route", trace.route.clone())
+            .set("http.response.status_code", trace.status)
+            .set("sluice.request_id", trace.request_id.clone())
+            .set("sluice.tenant", trace.workspace.clone())
+            .set("sluice.thread", trace.thread.clone())
+            .set("sluice.attempts", trace.attempts);
+        if let Some(m) = &trace.model {
+            root.set("sluice.model", m.clone());
+        }
+        if trace.status >= 500 {
+            root.set("error.type", trace.status.to_string());
+            root.status = Status::Error(
+                trace
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| format!("answered {}", trace.status)),
+            );
+        }
+        self.spans.push(root);
+        self.exporter.submit(self.spans);
+    }
+}
+
+/// `url` without its query (which may hold a key) nor credentials.
+fn without_query(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.to_string()
+}
+
+#[cfg(test)]
+mod tests;
