@@ -327,19 +327,8 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let direct_client = client(args.connections);
     let gateway_client = client(args.connections);
     // Open the connections and fill the caches before anything counts.
-    for (c, base, direct) in [
-        (&direct_client, &sim, true),
-        (&gateway_client, &gateway, false),
-    ] {
-        let make = chat(c, base, direct);
-        for _ in 0..50 {
-            if !open_loop::send(make()).await {
-                return Err(format!(
-                    "{base} does not answer a chat completion for {PROVIDER}/{MODEL}"
-                ));
-            }
-        }
-    }
+    warm(&direct_client, &sim, true, 50).await?;
+    warm(&gateway_client, &gateway, false, 50).await?;
     // Stores the answer the cached stream is served from.
     if !open_loop::send(cached_chat(&gateway_client, &gateway)()).await {
         return Err(format!(
@@ -364,25 +353,21 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     )
     .await;
     note(args.json, "(a) the same through the gateway");
-    let cpu_before = crate::stack::gateway_cpu();
-    let through = open_loop::run(
+    let (through, cpu) = with_cpu(open_loop::run(
         args.rate,
         args.duration,
         max_outstanding,
         chat(&gateway_client, &gateway, false),
-    )
+    ))
     .await;
-    let cpu = Cpu::between(cpu_before, crate::stack::gateway_cpu(), &through);
     note(args.json, "(a) the same streamed, through the gateway");
-    let cpu_before = crate::stack::gateway_cpu();
-    let streamed = open_loop::run(
+    let (streamed, streamed_cpu) = with_cpu(open_loop::run(
         args.rate,
         args.duration,
         max_outstanding,
         streamed_chat(&gateway_client, &gateway),
-    )
+    ))
     .await;
-    let streamed_cpu = Cpu::between(cpu_before, crate::stack::gateway_cpu(), &streamed);
     note(
         args.json,
         "(a) the same through the gateway, answered by its cache",
@@ -469,6 +454,30 @@ async fn run(args: &GatewayArgs) -> Result<Report, String> {
     })
 }
 
+/// Opens connections to `base` (the sim when `direct`, else a gateway)
+/// with `n` chat completions, each of which must succeed.
+async fn warm(client: &reqwest::Client, base: &str, direct: bool, n: usize) -> Result<(), String> {
+    let make = chat(client, base, direct);
+    for _ in 0..n {
+        if !open_loop::send(make()).await {
+            return Err(format!(
+                "{base} does not answer a chat completion for {PROVIDER}/{MODEL}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `stream`, and reads the in-process gateway's CPU time around it.
+async fn with_cpu(
+    stream: impl std::future::Future<Output = open_loop::Measured>,
+) -> (open_loop::Measured, Option<Cpu>) {
+    let before = crate::stack::gateway_cpu();
+    let measured = stream.await;
+    let cpu = Cpu::between(before, crate::stack::gateway_cpu(), &measured);
+    (measured, cpu)
+}
+
 /// (a) in front of an upstream that takes [`SLOW_UPSTREAM`] to answer,
 /// at [`SLOW_RATE`]: what the gateway adds where a real provider sets
 /// the pace.
@@ -483,12 +492,8 @@ async fn slow_upstream(args: &GatewayArgs) -> Result<SlowPart, String> {
     let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
     let gateway = gateway.trim_end_matches('/').to_owned();
     let client = client(args.connections);
-    for (base, direct) in [(&sim, true), (&gateway, false)] {
-        let make = chat(&client, base, direct);
-        for _ in 0..5 {
-            open_loop::send(make()).await;
-        }
-    }
+    warm(&client, &sim, true, 5).await?;
+    warm(&client, &gateway, false, 5).await?;
     let max_outstanding = 1_000;
     note(
         args.json,

@@ -246,10 +246,11 @@ impl StreamReader for Passthrough {
 
 /// A whole answer passed to the client as it came.
 fn pass_answer(format: WireFormat, endpoint: Endpoint, status: StatusCode, body: Bytes) -> Answer {
+    let facts = usage::read_body(format, endpoint, &body);
     Answer {
         status,
-        usage: usage::from_body(format, endpoint, &body),
-        tool_calls: usage::tool_calls(format, &body),
+        usage: facts.usage,
+        tool_calls: facts.tool_calls,
         body,
     }
 }

@@ -145,6 +145,13 @@ impl BudgetNote {
     }
 }
 
+// Names made once: a `&str` name is parsed and checked on every insert.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const QUEUE_MS: HeaderName = HeaderName::from_static("x-sluice-queue-ms");
+const ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
+const MODEL: HeaderName = HeaderName::from_static("x-sluice-model");
+const CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
+
 impl Meta {
     /// Adds the headers to `res`.
     pub fn apply(&self, res: &mut Response) {
@@ -154,22 +161,19 @@ impl Meta {
         if !self.request_id.is_empty()
             && let Ok(v) = HeaderValue::from_str(&self.request_id)
         {
-            h.insert("x-request-id", v);
+            h.insert(REQUEST_ID, v);
         }
-        h.insert(
-            "x-sluice-queue-ms",
-            HeaderValue::from(self.queued.as_millis() as u64),
-        );
-        h.insert("x-sluice-attempts", HeaderValue::from(self.attempts));
+        h.insert(QUEUE_MS, HeaderValue::from(self.queued.as_millis() as u64));
+        h.insert(ATTEMPTS, HeaderValue::from(self.attempts));
         if let Some(m) = &self.model
             && let Ok(v) = HeaderValue::from_str(m)
         {
-            h.insert("x-sluice-model", v);
+            h.insert(MODEL, v);
         }
         if let Some(c) = self.cache
-            && !h.contains_key("x-sluice-cache")
+            && !h.contains_key(&CACHE)
         {
-            h.insert("x-sluice-cache", HeaderValue::from_static(c));
+            h.insert(CACHE, HeaderValue::from_static(c));
         }
         if let Some(b) = &self.budget {
             b.apply(h);

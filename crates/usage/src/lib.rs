@@ -115,14 +115,7 @@ pub struct Usage {
 /// `toolUsePromptTokenCount`, the completion `candidatesTokenCount` plus
 /// `thoughtsTokenCount`.
 pub fn from_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> Option<Usage> {
-    if format == WireFormat::Gemini {
-        let parsed: wire::GeminiResponse = serde_json::from_slice(body).ok()?;
-        return parsed.usage_metadata?.to_usage();
-    }
-    // Typed parse: the fields we do not name (an embedding's vectors, a
-    // completion's text) are skipped without being built into a tree.
-    let parsed: wire::WithUsage = serde_json::from_slice(body).ok()?;
-    parsed.usage?.to_usage(format, endpoint)
+    read_body(format, endpoint, body).usage
 }
 
 /// How many tool calls a non-streamed response asked for, for traces:
@@ -131,16 +124,52 @@ pub fn from_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> Option<
 /// Anthropic `content[]` blocks of type `tool_use`; Gemini
 /// `candidates[].content.parts[]` with a `functionCall`. 0 for anything else.
 pub fn tool_calls(format: WireFormat, body: &[u8]) -> u32 {
+    read_body(format, Endpoint::Chat, body).tool_calls
+}
+
+/// What a non-streamed response body says about itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BodyFacts {
+    /// Its usage ([`from_body`]).
+    pub usage: Option<Usage>,
+    /// Its tool calls ([`tool_calls`]).
+    pub tool_calls: u32,
+}
+
+/// The usage and the tool calls of a non-streamed response body, read in
+/// one pass: a typed parse that skips, without building them, the fields
+/// it does not name (an embedding's vectors, a completion's text). A body
+/// that is not JSON has neither; one whose tool-call parts have a shape
+/// of their own still has its usage (a second pass for it alone).
+pub fn read_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFacts {
+    let usage_alone = || BodyFacts {
+        usage: serde_json::from_slice::<wire::WithUsage>(body)
+            .ok()
+            .and_then(|b| b.usage?.to_usage(format, endpoint)),
+        tool_calls: 0,
+    };
     match format {
-        WireFormat::Openai => serde_json::from_slice::<wire::OpenaiToolCalls>(body)
-            .map(|b| b.count())
-            .unwrap_or(0),
-        WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicToolCalls>(body)
-            .map(|b| b.count())
-            .unwrap_or(0),
         WireFormat::Gemini => serde_json::from_slice::<wire::GeminiResponse>(body)
-            .map(|b| b.function_calls())
-            .unwrap_or(0),
+            .map(|b| BodyFacts {
+                usage: b
+                    .usage_metadata
+                    .as_ref()
+                    .and_then(wire::GeminiUsage::to_usage),
+                tool_calls: b.function_calls(),
+            })
+            .unwrap_or_default(),
+        WireFormat::Openai => serde_json::from_slice::<wire::OpenaiBody>(body)
+            .map(|b| BodyFacts {
+                usage: b.usage.as_ref().and_then(|u| u.to_usage(format, endpoint)),
+                tool_calls: b.count(),
+            })
+            .unwrap_or_else(|_| usage_alone()),
+        WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicBody>(body)
+            .map(|b| BodyFacts {
+                usage: b.usage.as_ref().and_then(|u| u.to_usage(format, endpoint)),
+                tool_calls: b.count(),
+            })
+            .unwrap_or_else(|_| usage_alone()),
     }
 }
 

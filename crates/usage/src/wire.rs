@@ -86,9 +86,11 @@ pub(super) struct WithUsage {
     pub(super) usage: Option<RawUsage>,
 }
 
-/// The parts of an OpenAI response that name tool calls.
+/// An OpenAI response as the gateway reads it: its usage and the parts
+/// that name tool calls, in one pass (the rest is skipped unbuilt).
 #[derive(Debug, Deserialize)]
-pub(super) struct OpenaiToolCalls {
+pub(super) struct OpenaiBody {
+    pub(super) usage: Option<RawUsage>,
     choices: Option<Vec<Choice>>,
     output: Option<Vec<Typed>>,
 }
@@ -104,7 +106,7 @@ struct ChoiceMessage {
     function_call: Option<IgnoredAny>,
 }
 
-impl OpenaiToolCalls {
+impl OpenaiBody {
     pub(super) fn count(&self) -> u32 {
         let chat = self
             .choices
@@ -120,13 +122,15 @@ impl OpenaiToolCalls {
     }
 }
 
-/// The parts of an Anthropic message that name tool calls.
+/// An Anthropic message as the gateway reads it: its usage and the
+/// blocks that name tool calls, in one pass.
 #[derive(Debug, Deserialize)]
-pub(super) struct AnthropicToolCalls {
+pub(super) struct AnthropicBody {
+    pub(super) usage: Option<RawUsage>,
     content: Option<Vec<Typed>>,
 }
 
-impl AnthropicToolCalls {
+impl AnthropicBody {
     pub(super) fn count(&self) -> u32 {
         saturate(count_typed(self.content.as_deref(), "tool_use"))
     }

@@ -54,8 +54,12 @@ where
         Box::pin(async move {
             let mut served = call(inner, req).await;
             // The slot's flight ends here: the joiners get this answer, and
-            // requests with the same id that come later run again.
-            if let Some(permit) = served.notes.admission.take() {
+            // requests with the same id that come later run again. Without
+            // a flight (no client id, or a stream) nobody can have joined:
+            // the answer is not copied for nobody.
+            if let Some(permit) = served.notes.admission.take()
+                && permit.is_leader()
+            {
                 match &served.result {
                     Ok(Reply::Buffered(b)) => permit.complete(Arc::new(Ok(b.clone()))),
                     Err(e) => permit.complete(Arc::new(Err(e.clone()))),

@@ -146,14 +146,13 @@ pub(crate) fn read(
     status: StatusCode,
     body: &Bytes,
 ) -> Result<Read, Answer> {
-    let usage = sluice_usage::from_body(format, Endpoint::Chat, body);
-    let tool_calls = sluice_usage::tool_calls(format, body);
+    let facts = sluice_usage::read_body(format, Endpoint::Chat, body);
     match serde_json::from_slice::<Value>(body) {
         Ok(json) => Ok(Read {
             status,
             json,
-            usage,
-            tool_calls,
+            usage: facts.usage,
+            tool_calls: facts.tool_calls,
         }),
         Err(_) => Err(Answer {
             status: if status.is_success() {
@@ -162,8 +161,8 @@ pub(crate) fn read(
                 status
             },
             body: unreadable(status, provider, body),
-            usage,
-            tool_calls,
+            usage: facts.usage,
+            tool_calls: facts.tool_calls,
         }),
     }
 }

@@ -17,6 +17,13 @@ use super::store::{Retention, Store};
 /// one write per file rather than one per record.
 const BATCH: usize = 256;
 
+/// How long a write round waits for more traces after the first, unless
+/// the batch fills first. Without it a steady stream of requests costs a
+/// hop to a blocking thread and a write per request (each trace alone in
+/// its round); with it, at most one round per `LINGER`, and a trace
+/// reaches its file at most this much later.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Hands finished traces to the writer task without ever waiting; cheap to
 /// clone.
 #[derive(Debug, Clone)]
@@ -125,6 +132,15 @@ async fn run(
             n = rx.recv_many(&mut batch, BATCH) => {
                 if n == 0 {
                     break;
+                }
+                let until = tokio::time::Instant::now() + LINGER;
+                while batch.len() < BATCH {
+                    let room = BATCH - batch.len();
+                    match tokio::time::timeout_at(until, rx.recv_many(&mut batch, room)).await {
+                        Ok(n) if n > 0 => {}
+                        // Closed and drained, or the linger is over.
+                        _ => break,
+                    }
                 }
                 // One hop to a blocking thread per batch; the store and
                 // the emptied batch come back for the next one.
