@@ -7,11 +7,15 @@
 //!     omission corrected). Once against a sim that answers at once, at
 //!     `--rate` (1,000 a second), and once at 20 a second in front of a
 //!     sim that takes 20 ms, as a real provider nearby does.
-//!     The gateway's CPU time ÷ requests, for the non-streamed stream and
-//!     for the same stream of streamed completions (the gateway runs on
-//!     threads of its own: see `stack::gateway_cpu`).
+//!     The gateway's CPU time ÷ requests at that rate, for the
+//!     non-streamed stream and for the same stream of streamed
+//!     completions (the gateway runs on threads of its own: see
+//!     `stack::gateway_cpu`).
 //! (b) Most requests a second with limits off, through the gateway and
-//!     straight to the sim, with a fixed number of connections.
+//!     straight to the sim, with a fixed number of connections; through
+//!     the gateway non-streamed and streamed, each with the gateway's CPU
+//!     time ÷ the requests it answered, saturated: CPU per proxied
+//!     request as issue 12 defines it.
 //! (c) A swarm at twice one model's limit, configured alike in the sim
 //!     and the gateway: goodput as a share of capacity, upstream 429s,
 //!     Jain's fairness across equal-weight tenants.
