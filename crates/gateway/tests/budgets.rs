@@ -93,10 +93,15 @@ fn cost_of(body: &Value) -> u64 {
 async fn send(h: &Harness, base: &str, key: &str) -> reqwest::Response {
     let mut body = chat(MODEL);
     body["max_tokens"] = json!(MAX_TOKENS);
+    send_body(h, base, key, &body).await
+}
+
+/// A chat completion of `body`, as `key`, to `base`.
+async fn send_body(h: &Harness, base: &str, key: &str, body: &Value) -> reqwest::Response {
     h.http
         .post(format!("{base}/v1/chat/completions"))
         .bearer_auth(key)
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap()
@@ -297,14 +302,7 @@ async fn a_streamed_call_settles_to_what_it_used() {
     body["max_tokens"] = json!(MAX_TOKENS);
     body["stream"] = json!(true);
     body["stream_options"] = json!({"include_usage": true});
-    let res = h
-        .http
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(&key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = send_body(&h, &base, &key, &body).await;
     assert_eq!(res.status(), StatusCode::OK);
     // Reserved with its worst case: a third of the budget.
     assert!(header(&res, "x-sluice-budget-remaining").starts_with("66%"));
@@ -348,14 +346,7 @@ async fn a_restart_on_the_same_data_directory_keeps_the_spend() {
     }
     let mut body = chat("openai/gpt-4o-mini");
     body["max_tokens"] = json!(4_000);
-    let res = h
-        .http
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(&globex)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = send_body(&h, &base, &globex, &body).await;
     assert_eq!(res.status(), StatusCode::OK);
     let used = res.json::<Value>().await.unwrap()["usage"]["total_tokens"]
         .as_u64()
@@ -380,14 +371,7 @@ async fn a_restart_on_the_same_data_directory_keeps_the_spend() {
     // The key spent `used` of 5,000 tokens: a worst case of the whole cap
     // (10 + 4,990) no longer fits, one of what is left does.
     body["max_tokens"] = json!(5_000 - PROMPT_ESTIMATE);
-    let res = h
-        .http
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(&globex)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = send_body(&h, &base, &globex, &body).await;
     assert_eq!(
         res.status(),
         StatusCode::TOO_MANY_REQUESTS,
@@ -399,14 +383,7 @@ async fn a_restart_on_the_same_data_directory_keeps_the_spend() {
         "{msg}"
     );
     body["max_tokens"] = json!(5_000 - PROMPT_ESTIMATE - used);
-    let res = h
-        .http
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(&globex)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = send_body(&h, &base, &globex, &body).await;
     assert_eq!(res.status(), StatusCode::OK);
     h.stop().await;
 }
