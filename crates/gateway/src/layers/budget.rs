@@ -11,15 +11,14 @@
 //! in flight spends nothing, and below the cache, whose hits spend
 //! nothing either.
 
-use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
-use tower::{Layer, Service};
 
 use super::model_call::{Call, provider};
-use super::{BoxFuture, Next, Reply, Req, Served, call};
+use super::step::{Step, StepLayer};
+use super::{Next, Reply, Req, Served, call};
 use crate::budgets::{self, Scope, WARN_AT};
 use crate::error::ApiError;
 use crate::metrics;
@@ -28,79 +27,41 @@ use crate::response::BudgetNote;
 use crate::state::AppState;
 
 /// Wraps a stack in [`Budget`].
-#[derive(Debug, Clone)]
-pub(crate) struct BudgetLayer {
-    state: AppState,
-}
-
-impl BudgetLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        BudgetLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for BudgetLayer {
-    type Service = Budget<S>;
-
-    fn layer(&self, inner: S) -> Budget<S> {
-        Budget {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type BudgetLayer = StepLayer<Budget>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Budget<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Budget {}
 
-impl<S> Service<Req<Call>> for Budget<S>
+impl<S> Step<Req<Call>, S> for Budget
 where
     S: Next<Req<Call>, Served<Reply>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req { call: c, mut notes } = req;
-            let rules = match &c.ctx.caller {
-                Some(caller)
-                    if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() =>
-                {
-                    budgets::rules(caller)
-                }
-                // No budget: nothing to count, nothing to wait for.
-                _ => return Ok(call(inner, Req { call: c, notes }).await),
-            };
-            match reserve(&state, &c, &rules).await {
-                Ok(Some((hold, note))) => {
-                    notes.budget = Some(hold);
-                    notes.meta.budget = Some(note);
-                }
-                Ok(None) => {}
-                Err(e) => return Ok(Served::err(e, notes)),
+    async fn serve(state: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+        let Req { call: c, mut notes } = req;
+        let rules = match &c.ctx.caller {
+            Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
+                budgets::rules(caller)
             }
-            let mut served = call(inner, Req { call: c, notes }).await;
-            // An answer takes the reservation (and settles it); one still
-            // here had none: the call failed without costing anything.
-            if let Some(h) = served.notes.budget.take() {
-                h.release();
+            // No budget: nothing to count, nothing to wait for.
+            _ => return call(inner, Req { call: c, notes }).await,
+        };
+        match reserve(&state, &c, &rules).await {
+            Ok(Some((hold, note))) => {
+                notes.budget = Some(hold);
+                notes.meta.budget = Some(note);
             }
-            Ok(served)
-        })
+            Ok(None) => {}
+            Err(e) => return Served::err(e, notes),
+        }
+        let mut served = call(inner, Req { call: c, notes }).await;
+        // An answer takes the reservation (and settles it); one still
+        // here had none: the call failed without costing anything.
+        if let Some(h) = served.notes.budget.take() {
+            h.release();
+        }
+        served
     }
 }
 
