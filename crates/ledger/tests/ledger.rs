@@ -3,29 +3,16 @@
 //! so, without it). Tests on the shared PostgreSQL database keep apart by
 //! a unique tenant each.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use sluice_ledger::{Dim, Granularity, Ledger, LedgerStore, Query, Record, Row, Spent};
 use sluice_spool::SpoolConfig;
 
-fn unique(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{what}-{}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
+#[path = "../../migrate/tests/shared/stores.rs"]
+mod stores;
+
+use stores::{TempDir, postgres_url, unique};
 
 async fn postgres() -> Option<LedgerStore> {
-    let Ok(url) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-        eprintln!("SLUICE_TEST_POSTGRES_URL unset: PostgreSQL ledger tests skipped");
-        return None;
-    };
+    let url = postgres_url("ledger")?;
     Some(LedgerStore::connect(&url).await.expect("PostgreSQL"))
 }
 
@@ -230,8 +217,8 @@ async fn postgres_rollups_match_the_records() {
 /// every record arrives once, in the records and in the rollups.
 async fn the_writer_loses_nothing(store: LedgerStore) {
     let t = unique("burst");
-    let dir = std::env::temp_dir().join(unique("sluice-ledger-test"));
-    let spill = dir.join("ledger-spill.jsonl");
+    let dir = TempDir::new("ledger");
+    let spill = dir.0.join("ledger-spill.jsonl");
     let config = SpoolConfig::new("ledger")
         .capacity(50)
         .spill(Some(spill.clone()));
@@ -260,7 +247,6 @@ async fn the_writer_loses_nothing(store: LedgerStore) {
     assert_eq!(rows[0].requests, 2_000);
     assert_eq!(rows[0].cost_nanos, totals.cost_nanos);
     assert!(!spill.exists());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]

@@ -16,16 +16,15 @@
 //! answer carries no tokens and has no price), kept once the API answered
 //! without an error status and given back otherwise, as a model call's.
 
-use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
-use tower::{Layer, Service};
 
 use super::context::Context;
 use super::model_call::{Call, provider};
-use super::{BoxFuture, Next, Reply, Req, Served, call};
+use super::step::{Step, StepLayer};
+use super::{Next, Reply, Req, Served, call};
 use crate::budgets::{self, Scope, WARN_AT};
 use crate::error::ApiError;
 use crate::metrics;
@@ -34,36 +33,10 @@ use crate::response::BudgetNote;
 use crate::state::AppState;
 
 /// Wraps a stack in [`Budget`].
-#[derive(Debug, Clone)]
-pub(crate) struct BudgetLayer {
-    state: AppState,
-}
-
-impl BudgetLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        BudgetLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for BudgetLayer {
-    type Service = Budget<S>;
-
-    fn layer(&self, inner: S) -> Budget<S> {
-        Budget {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type BudgetLayer = StepLayer<Budget>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Budget<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Budget {}
 
 /// A call that budgets count.
 pub(crate) trait Budgeted: Send + Sync + 'static {
@@ -105,54 +78,42 @@ impl Budgeted for Call {
     }
 }
 
-impl<C, S> Service<Req<C>> for Budget<S>
+impl<C, S> Step<Req<C>, S> for Budget
 where
     C: Budgeted,
     S: Next<Req<C>, Served<Reply>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<C>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req { call: c, mut notes } = req;
-            let rules: Vec<Rule> = match &c.ctx().caller {
-                Some(caller)
-                    if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() =>
-                {
-                    let mut rules = budgets::rules(caller);
-                    rules.retain(C::counts_in);
-                    rules
-                }
-                _ => Vec::new(),
-            };
-            if rules.is_empty() {
-                // No budget: nothing to count, nothing to wait for.
-                return Ok(call(inner, Req { call: c, notes }).await);
+    async fn serve(state: AppState, inner: S, req: Req<C>) -> Served<Reply> {
+        let Req { call: c, mut notes } = req;
+        let rules: Vec<Rule> = match &c.ctx().caller {
+            Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
+                let mut rules = budgets::rules(caller);
+                rules.retain(C::counts_in);
+                rules
             }
-            match reserve(&state, &c, &rules).await {
-                Ok(Some((hold, note))) => {
-                    notes.budget = Some(hold);
-                    notes.meta.budget = Some(note);
-                }
-                Ok(None) => {}
-                Err(e) => return Ok(Served::err(e, notes)),
+            _ => Vec::new(),
+        };
+        if rules.is_empty() {
+            // No budget: nothing to count, nothing to wait for.
+            return call(inner, Req { call: c, notes }).await;
+        }
+        match reserve(&state, &c, &rules).await {
+            Ok(Some((hold, note))) => {
+                notes.budget = Some(hold);
+                notes.meta.budget = Some(note);
             }
-            let mut served = call(inner, Req { call: c, notes }).await;
-            if let Some(h) = served.notes.budget.take()
-                && !C::keeps(&served.result)
-            {
-                h.release();
-            }
-            Ok(served)
-        })
+            Ok(None) => {}
+            Err(e) => return Served::err(e, notes),
+        }
+        let mut served = call(inner, Req { call: c, notes }).await;
+        if let Some(h) = served.notes.budget.take()
+            && !C::keeps(&served.result)
+        {
+            h.release();
+        }
+        served
     }
 }
 
