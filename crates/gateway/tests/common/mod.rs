@@ -333,6 +333,19 @@ impl Harness {
         self.server.shutdown().await;
     }
 
+    /// Stops the gateway gracefully (its ledger written out) and starts
+    /// another on the same data directory and sim, with the base config
+    /// edited by `edit`.
+    pub async fn restart(&mut self, edit: impl FnOnce(&mut Config)) {
+        self.server.shutdown().await;
+        let mut config = base_config(&self.sim.url(), self._dir.path());
+        edit(&mut config);
+        let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let (server, addr) = Server::start(config, local).await;
+        self.server = server;
+        self.addr = addr;
+    }
+
     /// Shuts both down.
     pub async fn stop(mut self) {
         self.shutdown().await;
