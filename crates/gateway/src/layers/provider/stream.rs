@@ -159,16 +159,16 @@ impl Drop for Metered {
         };
         reserved.settle(used);
         if let Some(p) = self.ledger.take() {
-            let reported = if self.whole {
-                self.reader.usage()
+            let (reported, details) = if self.whole {
+                (self.reader.usage(), self.reader.details())
             } else {
-                None
+                (None, sluice_usage::Details::default())
             };
             let so_far = self
                 .reader
                 .used_so_far(self.prompt_estimate, self.chars_per_token)
                 .map(|u| (u.prompt_tokens, u.completion_tokens));
-            p.hand_over(reported, so_far);
+            p.hand_over(reported, so_far, details);
         }
     }
 }
@@ -183,12 +183,18 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    fn hand_over(mut self, reported: Option<Usage>, so_far: Option<(u64, u64)>) {
+    /// `details`: a whole stream's cached input and reasoning, as its
+    /// final usage reported them (zeros for a cut stream, whose usage is
+    /// estimated).
+    fn hand_over(
+        mut self,
+        reported: Option<Usage>,
+        so_far: Option<(u64, u64)>,
+        details: sluice_usage::Details,
+    ) {
         let Some(ledger) = self.state.ledger.get() else {
             return;
         };
-        // Streams: the totals only (their details are not read yet).
-        let details = sluice_usage::Details::default();
         self.draft
             .used(&self.state.prices, reported, so_far, details);
         ledger.submit(self.draft.finish(self.status, self.queued, self.attempts));
