@@ -19,12 +19,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::Response;
 use futures_util::StreamExt;
 use sluice_usage::cache::{Answer, CacheKey, Hit, NewEntry, Scope};
+use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use super::{Call, Incoming};
 use crate::cache::control::{Control, control, not_cached, requested_ttl};
 use crate::cache::{CACHE_HEADER, SharedCache};
-use crate::layers::{BoxFuture, Next, Reply, Req, Served, call};
+use crate::layers::{BoxFuture, Next, Reply, Req, Served, call, observe};
 use crate::metrics;
 use crate::response::REPRESENTATION_HEADERS;
 use crate::state::AppState;
@@ -165,9 +166,11 @@ where
         mut notes,
     } = req;
     let tenant = c.ctx.workspace.clone();
+    let started = Instant::now();
     let l = match std::mem::replace(&mut c.cache, Ask::Uncached) {
         Ask::Uncached => return call(inner, Req { call: c, notes }).await,
         Ask::Bypass => {
+            observe::cache_looked(&mut notes, started, "bypass");
             state.cache.record_bypass();
             state.cache_tenants.bypass(&tenant);
             metrics::cache_lookup("bypass", &format!("api:{}", c.api));
@@ -179,6 +182,7 @@ where
     if l.control != Control::Refresh
         && let Some(hit) = state.cache.get(&l.key, true, None).await
     {
+        observe::cache_looked(&mut notes, started, "hit");
         state.cache_tenants.hit(&tenant, &hit);
         metrics::cache_hit(&l.label, None);
         return Served::ok(Reply::Cached(answer(&hit)), notes);
@@ -186,6 +190,7 @@ where
     if l.control == Control::Refresh {
         state.cache.record_miss();
     }
+    observe::cache_looked(&mut notes, started, "miss");
     state.cache_tenants.miss(&tenant);
     metrics::cache_lookup("miss", &l.label);
     if l.control == Control::OnlyIfCached {
