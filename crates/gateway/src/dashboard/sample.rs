@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_jobs::JobStore;
+use sluice_ledger::{Dim, Granularity, Query};
 use tokio::time::Instant;
 
 use super::pulse::{ResourceTotals, TenantTotals, Totals};
 use super::view::{
-    ByPriority, QueueView, ResourceView, Section, Snapshot, TenantQueued, TenantView,
+    ByPriority, QueueView, ResourceView, Section, Snapshot, Spend, TenantQueued, TenantSpend,
+    TenantView,
 };
 use crate::state::AppState;
 
@@ -24,8 +26,8 @@ const MAX_ROWS: usize = 64;
 const MAX_TENANTS: usize = 50;
 /// Tenants listed by queue depth.
 const MAX_QUEUED_TENANTS: usize = 20;
-/// Job counts and audit entries are queries of a database: read this
-/// often at most.
+/// Job counts, audit entries and spend are queries of a database: read
+/// this often at most.
 const SLOW_EVERY: Duration = Duration::from_secs(5);
 /// How long a store may take to answer before its section says so.
 const SLOW_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,6 +40,7 @@ pub(crate) struct Sampler {
     readings: VecDeque<(Instant, Totals)>,
     jobs: Slow<Vec<sluice_jobs::QueueCounts>>,
     audit: Slow<Vec<serde_json::Value>>,
+    spend: Slow<Spend>,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -202,6 +205,7 @@ impl Sampler {
         let tenants = tenants(first, last, window_s, &depths);
         let jobs = self.jobs(state, now).await;
         let audit = self.audit(state, now).await;
+        let spend = self.spend(state, now).await;
         Snapshot {
             at_ms: unix_ms(),
             window_s,
@@ -210,8 +214,47 @@ impl Sampler {
             tenants,
             jobs,
             audit,
-            spend: Section::not_configured(),
+            spend,
         }
+    }
+
+    /// Today's spend per tenant, read again when [`SLOW_EVERY`] has
+    /// passed: one row per tenant from the day rollups, never the records.
+    async fn spend(&mut self, state: &AppState, now: Instant) -> Section<Spend> {
+        let Some(ledger) = state.ledger.get() else {
+            return Section::not_configured();
+        };
+        self.spend
+            .read(now, async {
+                let now_ms = sluice_ledger::now_ms();
+                let since_ms = Granularity::Day.bucket(now_ms);
+                let query =
+                    Query::new(since_ms, now_ms + 1, Granularity::Day).group_by([Dim::Tenant]);
+                let mut rows = ledger
+                    .store
+                    .usage(&query)
+                    .await
+                    .map_err(|e| crate::error::chain(&e))?;
+                rows.sort_by(|a, b| {
+                    b.cost_nanos
+                        .cmp(&a.cost_nanos)
+                        .then_with(|| a.tenant.cmp(&b.tenant))
+                });
+                rows.truncate(MAX_TENANTS);
+                let tenants = rows
+                    .into_iter()
+                    .map(|r| TenantSpend {
+                        tenant: r.tenant.unwrap_or_default(),
+                        requests: r.requests,
+                        prompt_tokens: r.prompt_tokens,
+                        completion_tokens: r.completion_tokens,
+                        cost_nanos: r.cost_nanos,
+                        cost_usd: r.cost_nanos as f64 / 1e9,
+                    })
+                    .collect();
+                Ok(Spend { since_ms, tenants })
+            })
+            .await
     }
 
     /// The job counts, read again when [`SLOW_EVERY`] has passed.
