@@ -53,6 +53,30 @@ fn bench_gateway_reports_every_part() {
     }
     assert!(slow["added"]["p50_ms"].is_number());
     assert!(r["throughput"]["ratio"].is_number());
+    // Saturated (b): the gateway answered requests, streamed ones too,
+    // and its CPU time is divided by those it answered while counting.
+    let t = &r["throughput"];
+    for kind in ["non_streamed", "streamed"] {
+        let cpu = &t["cpu"][kind];
+        let requests = cpu["requests"].as_u64().unwrap_or(0);
+        assert!(requests > 0, "throughput.cpu.{kind}: {r}");
+        assert!(
+            cpu["us_per_request"].as_f64().is_some_and(|us| us > 0.0),
+            "throughput.cpu.{kind}: {r}"
+        );
+    }
+    // Not the warm-up's requests: at most those (b) counted.
+    let answered = t["gateway"]["answered"].as_u64().unwrap_or(0);
+    assert!(
+        t["cpu"]["non_streamed"]["requests"].as_u64() <= Some(answered),
+        "{r}"
+    );
+    assert!(
+        t["streamed"]["requests_per_second"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0),
+        "{r}"
+    );
     let swarm = &r["swarm"];
     for key in [
         "limit_per_second",

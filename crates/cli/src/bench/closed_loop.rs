@@ -10,6 +10,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::open_loop::send;
+use super::report::Cpu;
+use crate::stack::gateway_cpu;
 
 /// What the connections achieved.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -25,6 +27,21 @@ pub struct Throughput {
 /// Runs `connections` loops of `make()` for `duration` (after a short
 /// warm-up that opens the connections).
 pub async fn run<F>(connections: usize, duration: Duration, make: F) -> Throughput
+where
+    F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    run_with_cpu(connections, duration, make).await.0
+}
+
+/// [`run`], and the in-process gateway's CPU time over the requests
+/// answered: read when the counting begins and when it ends, so that
+/// neither the warm-up nor the requests still under way at the end
+/// count (`None` where the kernel does not say).
+pub async fn run_with_cpu<F>(
+    connections: usize,
+    duration: Duration,
+    make: F,
+) -> (Throughput, Option<Cpu>)
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
@@ -56,11 +73,16 @@ where
             }
         });
     }
+    tokio::time::sleep_until(warm_until).await;
+    let before = gateway_cpu();
+    tokio::time::sleep_until(ends).await;
+    let (after, in_window) = (gateway_cpu(), answered.load(Ordering::Relaxed));
     while loops.join_next().await.is_some() {}
     let answered = answered.load(Ordering::Relaxed);
-    Throughput {
+    let throughput = Throughput {
         requests_per_second: answered as f64 / duration.as_secs_f64(),
         answered,
         errors: errors.load(Ordering::Relaxed),
-    }
+    };
+    (throughput, Cpu::over(before, after, in_window))
 }

@@ -86,8 +86,8 @@ pub struct LatencyPart {
     pub cache_hit: StreamLatency,
     /// Through the gateway, every request a streamed completion.
     pub streamed: StreamLatency,
-    /// The in-process gateway's CPU time per request (none for a
-    /// `--target`).
+    /// The in-process gateway's CPU time per request at this rate, not
+    /// saturated (none for a `--target`); (b) has the saturated figure.
     pub cpu: Option<CpuPart>,
 }
 
@@ -98,7 +98,7 @@ pub struct CpuPart {
     pub streamed: Cpu,
 }
 
-/// The gateway's CPU time over one stream of (a).
+/// The gateway's CPU time over one stream of (a) or (b).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Cpu {
     /// CPU seconds of the gateway's threads, user and system.
@@ -117,12 +117,17 @@ impl Cpu {
         after: Option<Duration>,
         stream: &Measured,
     ) -> Option<Cpu> {
+        Cpu::over(before, after, stream.sent)
+    }
+
+    /// The CPU time between two readings of [`crate::stack::gateway_cpu`]
+    /// over `requests`.
+    pub fn over(before: Option<Duration>, after: Option<Duration>, requests: u64) -> Option<Cpu> {
         let spent = after?.checked_sub(before?)?;
-        let requests = stream.sent.max(1);
         Some(Cpu {
             seconds: spent.as_secs_f64(),
-            requests: stream.sent,
-            us_per_request: spent.as_secs_f64() * 1e6 / requests as f64,
+            requests,
+            us_per_request: spent.as_secs_f64() * 1e6 / requests.max(1) as f64,
         })
     }
 }
@@ -233,8 +238,14 @@ pub struct ThroughputPart {
     pub gateway: Throughput,
     /// gateway ÷ direct.
     pub ratio: f64,
+    /// Through the gateway, every request a streamed completion.
+    pub streamed: Throughput,
     /// Through the gateway, every request a cache hit.
     pub cache_hit: Throughput,
+    /// The in-process gateway's CPU time ÷ the requests it answered,
+    /// saturated (none for a `--target`): CPU per proxied request as
+    /// issue 12 defines it.
+    pub cpu: Option<CpuPart>,
 }
 
 impl ThroughputPart {
@@ -243,6 +254,7 @@ impl ThroughputPart {
         each: Duration,
         direct: Throughput,
         gateway: Throughput,
+        streamed: Throughput,
         cache_hit: Throughput,
     ) -> Self {
         let ratio = if direct.requests_per_second > 0.0 {
@@ -256,7 +268,9 @@ impl ThroughputPart {
             direct,
             gateway,
             ratio,
+            streamed,
             cache_hit,
+            cpu: None,
         }
     }
 }
@@ -300,18 +314,7 @@ impl Report {
         }
         added_row(&mut s, &l.added);
         match &l.cpu {
-            Some(c) => {
-                let _ = writeln!(
-                    s,
-                    "gateway CPU per request: {} non-streamed, {} streamed ({:.2} s ÷ {} and {:.2} s ÷ {} requests)",
-                    us(c.non_streamed.us_per_request),
-                    us(c.streamed.us_per_request),
-                    c.non_streamed.seconds,
-                    c.non_streamed.requests,
-                    c.streamed.seconds,
-                    c.streamed.requests,
-                );
-            }
+            Some(c) => cpu_row(&mut s, &format!("at {} req/s", l.rate_per_second), c),
             None => {
                 let _ = writeln!(
                     s,
@@ -353,9 +356,18 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "{:<10}{:>11.0} req/s  ({} errors)\n",
+            "{:<10}{:>11.0} req/s  ({} errors)",
+            "streamed", t.streamed.requests_per_second, t.streamed.errors
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11.0} req/s  ({} errors)",
             "cache hit", t.cache_hit.requests_per_second, t.cache_hit.errors
         );
+        if let Some(c) = &t.cpu {
+            cpu_row(&mut s, "saturated", c);
+        }
+        s.push('\n');
 
         let w = &self.swarm;
         let r = &w.run;
@@ -427,6 +439,21 @@ fn added_row(s: &mut String, a: &Added) {
         ms(a.p50_ms),
         ms(a.p99_ms),
         ms(a.p999_ms)
+    );
+}
+
+/// The gateway's CPU per request `when` (at a rate, or saturated).
+fn cpu_row(s: &mut String, when: &str, c: &CpuPart) {
+    let (n, st) = (&c.non_streamed, &c.streamed);
+    let _ = writeln!(
+        s,
+        "gateway CPU per request {when}: {} non-streamed, {} streamed ({:.2} s ÷ {} and {:.2} s ÷ {} requests)",
+        us(n.us_per_request),
+        us(st.us_per_request),
+        n.seconds,
+        n.requests,
+        st.seconds,
+        st.requests,
     );
 }
 

@@ -1,0 +1,89 @@
+//! (a) Added latency at `--rate`: the same open-loop stream straight to
+//! the sim, through the gateway, streamed through the gateway, and
+//! answered by the gateway's cache; the gateway's CPU time ÷ requests for
+//! the non-streamed and the streamed stream.
+
+use super::report::{Cpu, CpuPart, LatencyPart};
+use super::requests::{cached_chat, chat, streamed_chat};
+use super::{GatewayArgs, note, open_loop};
+
+/// (a) against the sim at `sim` and the gateway at `gateway`, both warm.
+pub(super) async fn run(
+    args: &GatewayArgs,
+    direct_client: &reqwest::Client,
+    gateway_client: &reqwest::Client,
+    sim: &str,
+    gateway: &str,
+    max_outstanding: usize,
+) -> LatencyPart {
+    note(
+        args.json,
+        &format!(
+            "(a) open loop at {} req/s for {:.0} s, direct",
+            args.rate,
+            args.duration.as_secs_f64()
+        ),
+    );
+    let direct = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        chat(direct_client, sim, true),
+    )
+    .await;
+    note(args.json, "(a) the same through the gateway");
+    let (through, cpu) = with_cpu(open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        chat(gateway_client, gateway, false),
+    ))
+    .await;
+    note(args.json, "(a) the same streamed, through the gateway");
+    let (streamed, streamed_cpu) = with_cpu(open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        streamed_chat(gateway_client, gateway),
+    ))
+    .await;
+    note(
+        args.json,
+        "(a) the same through the gateway, answered by its cache",
+    );
+    let cached = open_loop::run(
+        args.rate,
+        args.duration,
+        max_outstanding,
+        cached_chat(gateway_client, gateway),
+    )
+    .await;
+    let mut latency = LatencyPart::new(
+        args.rate,
+        args.duration,
+        &direct,
+        &through,
+        &cached,
+        &streamed,
+    );
+    // An external gateway's threads are not ours to read.
+    if args.target.is_none()
+        && let (Some(non_streamed), Some(streamed)) = (cpu, streamed_cpu)
+    {
+        latency.cpu = Some(CpuPart {
+            non_streamed,
+            streamed,
+        });
+    }
+    latency
+}
+
+/// Runs `stream`, and reads the in-process gateway's CPU time around it.
+async fn with_cpu(
+    stream: impl std::future::Future<Output = open_loop::Measured>,
+) -> (open_loop::Measured, Option<Cpu>) {
+    let before = crate::stack::gateway_cpu();
+    let measured = stream.await;
+    let cpu = Cpu::between(before, crate::stack::gateway_cpu(), &measured);
+    (measured, cpu)
+}
