@@ -99,14 +99,20 @@ impl UsageLedger {
     }
 
     /// Hands `record` to the writer (never waits) and counts its tokens
-    /// and cost; says how it went, for the request's trace.
-    pub(crate) fn submit(&self, record: Record) -> Handed {
-        let start = Instant::now();
+    /// and cost.
+    pub(crate) fn submit(&self, record: Record) {
         let tenant = self.tenants.admit(&record.tenant);
         let model = self.models.admit(&record.model);
         crate::metrics::usage_spent(&tenant, &model, &record);
-        let (cost_nanos, estimated) = (record.cost_nanos, record.estimated);
         self.writer.push(record);
+    }
+
+    /// [`UsageLedger::submit`], timed for the request's `sluice.ledger`
+    /// span (only requests whose spans are exported pay for the clocks).
+    pub(crate) fn submit_timed(&self, record: Record) -> Handed {
+        let start = Instant::now();
+        let (cost_nanos, estimated) = (record.cost_nanos, record.estimated);
+        self.submit(record);
         Handed {
             start,
             end: Instant::now(),

@@ -141,14 +141,16 @@ fn resources(s: &Snapshot) -> Table<'static> {
 }
 
 fn tenants(s: &Snapshot) -> Table<'static> {
-    // Today's spend (UTC day) from the ledger, or why there is none.
+    // Today's spend (UTC day) from the ledger, or in a word why there
+    // is none (the column is narrow).
     let spend = |tenant: &str| match &s.spend.data {
         Some(d) => d
             .tenants
             .iter()
             .find(|x| x.tenant == tenant)
             .map_or_else(|| "–".to_owned(), |x| format!("${:.4}", x.cost_usd)),
-        None => s.spend.state.clone(),
+        None if s.spend.state == "not configured" => "no ledger".to_owned(),
+        None => "error".to_owned(),
     };
     let head = Row::new([
         "tenant", "req/s", "share", "wait ms", "queued", "total", "spend",
@@ -168,13 +170,13 @@ fn tenants(s: &Snapshot) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Min(12),
+            Constraint::Min(10),
             Constraint::Length(7),
             Constraint::Length(6),
-            Constraint::Length(8),
             Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(15),
+            Constraint::Length(7),
+            Constraint::Length(7),
+            Constraint::Length(10),
         ],
     )
     .header(head)

@@ -169,9 +169,10 @@ const NO_THREAD: &str = "unthreaded";
 /// Hands a call's ledger record over, answered `status` now.
 pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Notes) {
     if let Some(ledger) = state.ledger.get() {
-        let handed = ledger.submit(draft.finish(status, notes.meta.queued, notes.meta.attempts));
-        if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-            o.ledger(&handed);
+        let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
+        match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+            Some(o) => o.ledger(&ledger.submit_timed(record)),
+            None => ledger.submit(record),
         }
     }
 }

@@ -131,7 +131,7 @@ impl Relay {
             tool_calls: m.reader.tool_calls(),
             // Read only for the spans that show it.
             head: traced.then(|| m.reader.head()),
-            handed: m.settle(),
+            handed: m.settle(traced),
         };
         drop(m);
         observe::stream_ended(writer.as_ref(), trace, started, end);
@@ -155,14 +155,15 @@ struct Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        let _ = self.settle();
+        let _ = self.settle(false);
     }
 }
 
 impl Metered {
     /// Settles the reservation and hands the ledger record over, once;
-    /// how the record went, when there was one.
-    fn settle(&mut self) -> Option<Handed> {
+    /// how the record went, when there was one and it is `timed` (for
+    /// the request's spans).
+    fn settle(&mut self, timed: bool) -> Option<Handed> {
         let reserved = self.reserved.take()?;
         let used = if self.whole {
             self.reader.usage()
@@ -181,7 +182,7 @@ impl Metered {
             .reader
             .used_so_far(self.prompt_estimate, self.chars_per_token)
             .map(|u| (u.prompt_tokens, u.completion_tokens));
-        p.hand_over(reported, so_far)
+        p.hand_over(reported, so_far, timed)
     }
 }
 
@@ -195,12 +196,22 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    fn hand_over(mut self, reported: Option<Usage>, so_far: Option<(u64, u64)>) -> Option<Handed> {
+    fn hand_over(
+        mut self,
+        reported: Option<Usage>,
+        so_far: Option<(u64, u64)>,
+        timed: bool,
+    ) -> Option<Handed> {
         let ledger = self.state.ledger.get()?;
         // Streams: the totals only (their details are not read yet).
         let details = sluice_usage::Details::default();
         self.draft
             .used(&self.state.prices, reported, so_far, details);
-        Some(ledger.submit(self.draft.finish(self.status, self.queued, self.attempts)))
+        let record = self.draft.finish(self.status, self.queued, self.attempts);
+        if timed {
+            return Some(ledger.submit_timed(record));
+        }
+        ledger.submit(record);
+        None
     }
 }
