@@ -46,7 +46,19 @@ async fn set_capacity(h: &Harness, token: &str, capacity: u64) -> reqwest::Respo
 async fn until<T>(h: &Harness, what: &str, check: impl Fn(&Snapshot) -> Option<T>) -> T {
     let mut last = None;
     for _ in 0..150 {
-        let s = snapshot(h).await;
+        let res = h
+            .get("/v1/dashboard")
+            .bearer_auth(VIEWER)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == StatusCode::SERVICE_UNAVAILABLE {
+            // No snapshot taken yet (a loaded machine): wait for the first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(res.status(), StatusCode::OK);
+        let s: Snapshot = res.json().await.expect("a snapshot");
         if let Some(found) = check(&s) {
             return found;
         }
