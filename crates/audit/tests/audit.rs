@@ -3,51 +3,16 @@
 //! so, without it). Tests on the shared PostgreSQL database keep apart by
 //! a unique actor each.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use serde_json::json;
 use sluice_audit::{AuditLog, AuditStore, Filter, NewEntry};
 
-struct TempDir(PathBuf);
+#[path = "../../migrate/tests/shared/stores.rs"]
+mod stores;
 
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "sluice-audit-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn unique(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{what}-{}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
+use stores::{TempDir, postgres_url, unique};
 
 async fn postgres() -> Option<AuditStore> {
-    let Ok(url) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-        eprintln!("SLUICE_TEST_POSTGRES_URL unset: PostgreSQL audit tests skipped");
-        return None;
-    };
+    let url = postgres_url("audit")?;
     Some(AuditStore::connect(&url).await.expect("PostgreSQL"))
 }
 
@@ -183,7 +148,7 @@ async fn postgres_drains_at_shutdown() {
 /// current-thread runtime the writer cannot run while the test records,
 /// so all but `capacity` entries spill, and all of them reach the store.
 async fn a_full_queue_spills_and_nothing_is_lost(store: AuditStore) {
-    let dir = TempDir::new();
+    let dir = TempDir::new("audit");
     let spill = dir.0.join("audit-spill.jsonl");
     let actor = unique("spill");
     let (log, task) = AuditLog::spawn(store.clone(), 10, Some(spill.clone()));
@@ -222,7 +187,7 @@ async fn postgres_a_full_queue_spills_and_nothing_is_lost() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_spill_left_by_a_crash_is_written_at_start() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("audit");
     let spill = dir.0.join("audit-spill.jsonl");
     let db = dir.0.join("sluice.db");
     let actor = unique("crash");

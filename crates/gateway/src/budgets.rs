@@ -15,19 +15,27 @@ use sluice_usage::{Price, Usage};
 
 use crate::config::Config;
 
+mod seed;
+
+pub(crate) use seed::Seeder;
+
 /// The share of a cap past which answers carry a warning.
 pub(crate) const WARN_AT: f64 = 0.8;
 
-/// The count `config` asks for: in Redis with `[redis]`, else here.
+/// The count `config` asks for: in Redis with `[redis]`, else here, with
+/// the [`Seeder`] that reads its past from the ledger.
 ///
 /// # Errors
 /// The Redis URL when it cannot be parsed.
-pub(crate) fn store(config: &Config) -> Result<Arc<dyn BudgetStore>, String> {
+pub(crate) fn store(config: &Config) -> Result<(Arc<dyn BudgetStore>, Option<Seeder>), String> {
     match &config.redis {
         Some(r) => RedisBudgets::new(&r.url, &r.prefix, Duration::from_millis(r.timeout_ms))
-            .map(|s| Arc::new(s) as Arc<dyn BudgetStore>)
+            .map(|s| (Arc::new(s) as Arc<dyn BudgetStore>, None))
             .map_err(|e| format!("[redis] url for budgets: {e}")),
-        None => Ok(Arc::new(MemoryBudgets::new())),
+        None => {
+            let memory = Arc::new(MemoryBudgets::new());
+            Ok((memory.clone(), Some(Seeder::new(memory))))
+        }
     }
 }
 

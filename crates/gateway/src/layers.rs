@@ -41,6 +41,7 @@ pub(crate) mod observe;
 pub(crate) mod provider;
 pub(crate) mod proxy;
 pub(crate) mod retry;
+pub(crate) mod step;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod upstream;

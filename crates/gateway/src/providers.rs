@@ -191,6 +191,8 @@ pub(crate) trait StreamReader: Send {
     fn finish(&mut self) -> Bytes;
     /// The usage reported so far.
     fn usage(&self) -> Option<Usage>;
+    /// The cached input and reasoning output reported so far.
+    fn details(&self) -> sluice_usage::Details;
     /// The tool calls started so far.
     fn tool_calls(&self) -> u32;
     /// What the answer said of itself so far (id, model, finish reasons).
@@ -233,6 +235,10 @@ impl StreamReader for Passthrough {
 
     fn usage(&self) -> Option<Usage> {
         self.scanner.usage()
+    }
+
+    fn details(&self) -> sluice_usage::Details {
+        self.scanner.details()
     }
 
     fn tool_calls(&self) -> u32 {

@@ -71,6 +71,9 @@ pub struct Inner {
     pub(crate) otel: Option<sluice_otel::Exporter>,
     /// Where budgets' spend is counted: here, or in Redis with `[redis]`.
     pub(crate) budgets: Arc<dyn sluice_usage::budget::BudgetStore>,
+    /// Reads budgets' past spend from the ledger when they are counted
+    /// here (`None` with `[redis]`, which keeps it).
+    pub(crate) budget_seed: Option<crate::budgets::Seeder>,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -299,7 +302,7 @@ impl AppState {
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
         let prices = crate::config::price_table(&config.prices)?;
         let board = crate::dashboard::Board::new(&config.ui);
-        let budgets = crate::budgets::store(&config).map_err(StartError::Budgets)?;
+        let (budgets, budget_seed) = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {
@@ -326,6 +329,7 @@ impl AppState {
                 traces,
                 otel,
                 budgets,
+                budget_seed,
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),

@@ -426,8 +426,8 @@ async fn every_administrative_act_is_recorded_on_postgresql() {
     let Some(server) = postgres_server("the PostgreSQL audit trail test") else {
         return;
     };
-    let url = fresh_database(&server, "audit_api").await;
-    let store_url = url.clone();
+    let db = fresh_database(&server, "audit_api").await;
+    let store_url = db.url.clone();
     let h = Harness::with(sim_config(), move |c| {
         c.admin_token = Some(ADMIN.into());
         c.jobs.workers = false;
@@ -439,7 +439,7 @@ async fn every_administrative_act_is_recorded_on_postgresql() {
     let (keys, _) = audit(&h, "kind=key&actor=admin").await;
     assert_eq!(keys.len(), 6, "{keys:#?}");
     // The entries are in the jobs' database.
-    let store = AuditStore::connect(&url).await.unwrap();
+    let store = AuditStore::connect(&db.url).await.unwrap();
     let revokes = store
         .query(&Filter {
             kind: Some("key.revoke".into()),

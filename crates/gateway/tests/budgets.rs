@@ -93,10 +93,15 @@ fn cost_of(body: &Value) -> u64 {
 async fn send(h: &Harness, base: &str, key: &str) -> reqwest::Response {
     let mut body = chat(MODEL);
     body["max_tokens"] = json!(MAX_TOKENS);
+    send_body(h, base, key, &body).await
+}
+
+/// A chat completion of `body`, as `key`, to `base`.
+async fn send_body(h: &Harness, base: &str, key: &str, body: &Value) -> reqwest::Response {
     h.http
         .post(format!("{base}/v1/chat/completions"))
         .bearer_auth(key)
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap()
@@ -297,14 +302,7 @@ async fn a_streamed_call_settles_to_what_it_used() {
     body["max_tokens"] = json!(MAX_TOKENS);
     body["stream"] = json!(true);
     body["stream_options"] = json!({"include_usage": true});
-    let res = h
-        .http
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(&key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = send_body(&h, &base, &key, &body).await;
     assert_eq!(res.status(), StatusCode::OK);
     // Reserved with its worst case: a third of the budget.
     assert!(header(&res, "x-sluice-budget-remaining").starts_with("66%"));
@@ -317,5 +315,127 @@ async fn a_streamed_call_settles_to_what_it_used() {
     let left = header(&res, "x-sluice-budget-remaining");
     let pct: u32 = left.split('%').next().unwrap().parse().unwrap();
     assert!((60..66).contains(&pct), "{left}");
+    h.stop().await;
+}
+
+/// Counted in the gateway's memory (no Redis), spend survives a restart:
+/// the new process reads it back from the usage ledger on the same data
+/// directory, so a spent budget still refuses — a tenant's calendar
+/// budget and a key's rolling one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_the_same_data_directory_keeps_the_spend() {
+    let mut h = Harness::with(sim_config(), with_admin).await;
+    let base = h.url("");
+    admin(
+        &base,
+        "POST",
+        "/v1/tenants",
+        json!({"name": "acme", "budgets": [{"name": "daily", "requests": 2, "period": "day"}]}),
+    )
+    .await;
+    let (acme, _) = issue(&base, json!({"tenant": "acme"})).await;
+    admin(&base, "POST", "/v1/tenants", json!({"name": "globex"})).await;
+    let (globex, _) = issue(
+        &base,
+        json!({"tenant": "globex", "budgets": [{"name": "hourly", "tokens": 5_000, "window_seconds": 3600}]}),
+    )
+    .await;
+    for _ in 0..2 {
+        let res = chat_as(&h, &base, Some(&acme), "openai/gpt-4o-mini").await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    let mut body = chat("openai/gpt-4o-mini");
+    body["max_tokens"] = json!(4_000);
+    let res = send_body(&h, &base, &globex, &body).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let used = res.json::<Value>().await.unwrap()["usage"]["total_tokens"]
+        .as_u64()
+        .unwrap();
+    let res = chat_as(&h, &base, Some(&acme), "openai/gpt-4o-mini").await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    h.restart(with_admin).await;
+    let base = h.url("");
+    let res = chat_as(&h, &base, Some(&acme), "openai/gpt-4o-mini").await;
+    assert_eq!(
+        res.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the restart reset the budget"
+    );
+    let msg = message(res).await;
+    assert!(
+        msg.contains("budget \"daily\" of tenant \"acme\"")
+            && msg.contains("2 requests spent of 2"),
+        "{msg}"
+    );
+    // The key spent `used` of 5,000 tokens: a worst case of the whole cap
+    // (10 + 4,990) no longer fits, one of what is left does.
+    body["max_tokens"] = json!(5_000 - PROMPT_ESTIMATE);
+    let res = send_body(&h, &base, &globex, &body).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the restart reset the key's budget"
+    );
+    let msg = message(res).await;
+    assert!(
+        msg.contains(&format!("{used} tokens spent of 5000")),
+        "{msg}"
+    );
+    body["max_tokens"] = json!(5_000 - PROMPT_ESTIMATE - used);
+    let res = send_body(&h, &base, &globex, &body).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    h.stop().await;
+}
+
+/// Proxied API calls count against request budgets (one request each,
+/// with model calls), not against money or token budgets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxied_api_calls_count_against_request_budgets_only() {
+    let h = Harness::with(sim_config(), with_admin).await;
+    let base = h.url("");
+    admin(
+        &base,
+        "POST",
+        "/v1/tenants",
+        json!({"name": "acme", "budgets": [{"name": "daily", "requests": 3, "period": "day"}]}),
+    )
+    .await;
+    let (acme, _) = issue(&base, json!({"tenant": "acme"})).await;
+    let proxied = |key: &str| {
+        h.http
+            .post(format!("{base}/proxy/slack/chat.postMessage"))
+            .bearer_auth(key)
+            .json(&json!({"channel": "C1", "text": "hi"}))
+            .send()
+    };
+    for _ in 0..2 {
+        let res = proxied(&acme).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(header(&res, "x-sluice-budget-remaining").contains("tenant:acme:daily"));
+    }
+    let res = chat_as(&h, &base, Some(&acme), "openai/gpt-4o-mini").await;
+    assert_eq!(res.status(), StatusCode::OK, "the third request of three");
+    let res = proxied(&acme).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let msg = message(res).await;
+    assert!(msg.contains("3 requests spent of 3 requests"), "{msg}");
+
+    // A money and token budget far below one model call's worst case:
+    // model calls are refused, API calls go on.
+    admin(
+        &base,
+        "POST",
+        "/v1/tenants",
+        json!({"name": "globex", "budgets": [{"name": "tiny", "money": "0.000001", "tokens": 1, "period": "day"}]}),
+    )
+    .await;
+    let (globex, _) = issue(&base, json!({"tenant": "globex"})).await;
+    let res = chat_as(&h, &base, Some(&globex), "openai/gpt-4o-mini").await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    for _ in 0..5 {
+        let res = proxied(&globex).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
     h.stop().await;
 }

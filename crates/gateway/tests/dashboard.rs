@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{ACME, GLOBEX, Harness, chat, expect_error, header, sim_config, two_tenants};
 use reqwest::StatusCode;
 use serde_json::Value;
-use sluice_gateway::dashboard::view::Snapshot;
+use sluice_gateway::dashboard::view::{ResourceView, Snapshot};
 use sluice_sim::{Faults, Scope};
 
 const ADMIN: &str = "the-operator";
@@ -68,25 +68,37 @@ async fn until<T>(h: &Harness, what: &str, check: impl Fn(&Snapshot) -> Option<T
     panic!("gave up waiting until {what}; last snapshot: {last:#?}");
 }
 
+/// Polls snapshots (see [`until`]) until the row of `resource` passes
+/// `check`; that row.
+async fn until_row(
+    h: &Harness,
+    what: &str,
+    resource: &str,
+    check: impl Fn(&ResourceView) -> bool,
+) -> ResourceView {
+    until(h, what, |s| {
+        s.resources
+            .iter()
+            .find(|r| r.resource == resource && check(r))
+            .cloned()
+    })
+    .await
+}
+
+/// `GET path` with the bearer `token`.
+async fn get_as(h: &Harness, path: &str, token: &str) -> reqwest::Response {
+    h.get(path).bearer_auth(token).send().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_viewer_reads_it_and_a_browser_logs_in_with_a_cookie() {
     let h = start(|_| {}).await;
     let res = h.get("/v1/dashboard").send().await.unwrap();
     expect_error(res, 401, "invalid_api_key").await;
-    let res = h
-        .get("/v1/dashboard")
-        .bearer_auth(ACME)
-        .send()
-        .await
-        .unwrap();
+    let res = get_as(&h, "/v1/dashboard", ACME).await;
     expect_error(res, 403, "forbidden").await;
     for token in [VIEWER, ADMIN] {
-        let res = h
-            .get("/v1/dashboard")
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
+        let res = get_as(&h, "/v1/dashboard", token).await;
         assert_eq!(res.status(), StatusCode::OK, "{token}");
     }
     // The viewer's token is read-only.
@@ -240,7 +252,7 @@ async fn without_a_token_the_dashboard_is_closed_and_it_can_be_off() {
 
     let h = start(|c| c.ui.enabled = false).await;
     for path in ["/ui", "/v1/dashboard"] {
-        let res = h.get(path).bearer_auth(VIEWER).send().await.unwrap();
+        let res = get_as(&h, path, VIEWER).await;
         let e = expect_error(res, 404, "not_found").await;
         assert!(e["message"].as_str().unwrap().contains("ui.enabled"), "{e}");
     }
@@ -274,11 +286,8 @@ async fn the_snapshot_follows_the_load_and_agrees_with_the_limits() {
         }
         send(GLOBEX).await;
     }
-    let row = until(&h, "the model's row shows the traffic", |s| {
-        s.resources
-            .iter()
-            .find(|r| r.resource == model && r.requests_per_second > 0.0 && r.p99_ms.is_some())
-            .cloned()
+    let row = until_row(&h, "the model's row shows the traffic", model, |r| {
+        r.requests_per_second > 0.0 && r.p99_ms.is_some()
     })
     .await;
     assert_eq!(row.kind, "model");
@@ -334,12 +343,8 @@ async fn the_snapshot_follows_the_load_and_agrees_with_the_limits() {
     );
 
     // Without traffic the rate falls back to zero.
-    until(&h, "the rate falls to zero", |s| {
-        s.resources
-            .iter()
-            .find(|r| r.resource == model)
-            .filter(|r| r.requests_per_second == 0.0)
-            .map(|_| ())
+    until_row(&h, "the rate falls to zero", model, |r| {
+        r.requests_per_second == 0.0
     })
     .await;
     h.stop().await;
@@ -379,13 +384,7 @@ async fn missing_sources_say_so_and_administrative_acts_show() {
     })
     .await;
     assert_eq!(entry["actor"], "admin", "{entry}");
-    let row = until(&h, "the new capacity shows", |s| {
-        s.resources
-            .iter()
-            .find(|r| r.resource == "openai/gpt-4o")
-            .cloned()
-    })
-    .await;
+    let row = until_row(&h, "the new capacity shows", "openai/gpt-4o", |_| true).await;
     assert_eq!(row.per_second, Some(7.0), "{row:?}");
     h.stop().await;
 }
@@ -413,13 +412,7 @@ async fn a_cut_shows_with_its_reason_and_the_429s_that_caused_it() {
         .await
         .unwrap();
     assert!(res.status().is_client_error() || res.status().is_server_error());
-    let row = until(&h, "the cut shows", |s| {
-        s.resources
-            .iter()
-            .find(|r| r.resource == model && r.upstream_429_total > 0)
-            .cloned()
-    })
-    .await;
+    let row = until_row(&h, "the cut shows", model, |r| r.upstream_429_total > 0).await;
     assert!(
         row.per_second.unwrap() < row.configured_per_second.unwrap(),
         "{row:?}"
@@ -438,12 +431,7 @@ async fn a_cut_shows_with_its_reason_and_the_429s_that_caused_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_sends_history_then_snapshots_and_is_bounded() {
     let h = start(|c| c.ui.max_streams = 1).await;
-    let mut first = h
-        .get("/v1/dashboard/stream")
-        .bearer_auth(VIEWER)
-        .send()
-        .await
-        .unwrap();
+    let mut first = get_as(&h, "/v1/dashboard/stream", VIEWER).await;
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(header(&first, "content-type"), "text/event-stream");
     let mut text = String::new();
@@ -462,22 +450,12 @@ async fn the_stream_sends_history_then_snapshots_and_is_bounded() {
     let s: Snapshot = serde_json::from_str(last).expect("a snapshot event");
     assert!(s.at_ms > 0);
     // One stream at most: the next waits for it to end.
-    let res = h
-        .get("/v1/dashboard/stream")
-        .bearer_auth(VIEWER)
-        .send()
-        .await
-        .unwrap();
+    let res = get_as(&h, "/v1/dashboard/stream", VIEWER).await;
     expect_error(res, 503, "unavailable").await;
     drop(first);
     let mut ok = false;
     for _ in 0..100 {
-        let res = h
-            .get("/v1/dashboard/stream")
-            .bearer_auth(VIEWER)
-            .send()
-            .await
-            .unwrap();
+        let res = get_as(&h, "/v1/dashboard/stream", VIEWER).await;
         if res.status() == StatusCode::OK {
             ok = true;
             break;
@@ -502,19 +480,9 @@ async fn the_token_comes_from_its_variable_which_must_be_set() {
         c.secrets.insert("DASH_TOKEN", "from-the-env");
     })
     .await;
-    let res = h
-        .get("/v1/dashboard")
-        .bearer_auth("from-the-env")
-        .send()
-        .await
-        .unwrap();
+    let res = get_as(&h, "/v1/dashboard", "from-the-env").await;
     assert_eq!(res.status(), StatusCode::OK);
-    let res = h
-        .get("/v1/dashboard")
-        .bearer_auth(VIEWER)
-        .send()
-        .await
-        .unwrap();
+    let res = get_as(&h, "/v1/dashboard", VIEWER).await;
     expect_error(res, 403, "forbidden").await;
     h.stop().await;
 }

@@ -2,13 +2,14 @@
 //! read, list, tenant isolation, pause and counts, dead letters retried
 //! and purged. Each test gets a database of its own on the server that
 //! `SLUICE_TEST_POSTGRES_URL` names (`scripts/test` starts one and sets
-//! it); without it the tests print a note and pass.
+//! it), dropped when the test ends; without it the tests print a note and
+//! pass.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Harness, expect_error, header, postgres_server, sim_config};
+use common::{Database, Harness, expect_error, header, postgres_server, sim_config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sluice_jobs::{JobStore, PostgresStore, RetryDecision, StoreConfig};
@@ -71,17 +72,17 @@ async fn fail_all_for_good(store: &PostgresStore) -> usize {
 }
 
 /// A gateway without workers (job states stay put) on a fresh database;
-/// the database's URL with it.
-async fn api_only(server: &str) -> (String, Harness) {
-    let url = common::fresh_database(server, "jobs_api").await;
-    let store_url = url.clone();
+/// the database with it.
+async fn api_only(server: &str) -> (Database, Harness) {
+    let db = common::fresh_database(server, "jobs_api").await;
+    let store_url = db.url.clone();
     let h = Harness::with(sim_config(), move |c| {
         c.jobs.workers = false;
         c.admin_token = Some(ADMIN.into());
         c.jobs.store = store_url;
     })
     .await;
-    (url, h)
+    (db, h)
 }
 
 #[tokio::test]
@@ -90,7 +91,7 @@ async fn the_core_flow_on_postgresql() {
     let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
         return;
     };
-    let (url, h) = api_only(&server).await;
+    let (db, h) = api_only(&server).await;
     assert!(!h.data_dir.join("jobs.db").exists(), "no SQLite file");
 
     // Enqueue, replay by key, read.
@@ -187,7 +188,7 @@ async fn the_core_flow_on_postgresql() {
     .await;
 
     // Dead letters, made as a worker would, retried and purged.
-    let store = PostgresStore::connect(&url, StoreConfig::default())
+    let store = PostgresStore::connect(&db.url, StoreConfig::default())
         .await
         .expect("connect");
     assert_eq!(fail_all_for_good(&store).await, 4);
@@ -238,7 +239,8 @@ async fn workers_run_jobs_from_postgresql() {
     let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
         return;
     };
-    let store_url = common::fresh_database(&server, "jobs_api").await;
+    let db = common::fresh_database(&server, "jobs_api").await;
+    let store_url = db.url.clone();
     let h = Harness::with(sim_config(), move |c| c.jobs.store = store_url).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -272,11 +274,11 @@ async fn a_store_that_goes_away_is_a_503_not_a_lost_job() {
     let Some(server) = postgres_server("the PostgreSQL jobs API test") else {
         return;
     };
-    let (url, h) = api_only(&server).await;
+    let (db, h) = api_only(&server).await;
     let res = send(&h, M::POST, "/v1/jobs", "acme", Some(&http_job())).await;
     json_of(res, StatusCode::CREATED).await;
     // The database disappears under the gateway (its connections cut).
-    let name = url::Url::parse(&url)
+    let name = url::Url::parse(&db.url)
         .unwrap()
         .path()
         .trim_start_matches('/')

@@ -314,3 +314,78 @@ async fn a_graceful_shutdown_in_the_middle_loses_nothing() {
     assert!(ok < n, "the shutdown came in the middle: {ok} of {n}");
     h.sim.shutdown().await;
 }
+
+/// Streams record the cached input and reasoning output their provider
+/// reported in its final usage, as whole answers do, and are priced with
+/// the cached input at its own price: OpenAI chat (a reasoning model),
+/// Anthropic's own route, and Anthropic translated to a chat stream. The
+/// sim reports a prompt of 1,024 tokens and more as cached, all but its
+/// last partial 128, and half of a reasoning model's completion as
+/// reasoning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_record_the_cached_and_reasoning_tokens_reported() {
+    let mut h = Harness::with(sim_config(), |_| {}).await;
+    let long = |n: u32| format!("{n} {}", "word ".repeat(1_200));
+    let calls = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "openai/o3-mini", "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": long(1)}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "openai/o3-mini", "stream": false,
+            "messages": [{"role": "user", "content": long(2)}]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "anthropic/claude-3-5-haiku", "max_tokens": 40, "stream": true,
+            "messages": [{"role": "user", "content": long(3)}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "anthropic/claude-3-5-haiku", "stream": true,
+            "messages": [{"role": "user", "content": long(4)}]}),
+        ),
+    ];
+    for (path, body) in &calls {
+        let res = h
+            .post(path, body)
+            .header("x-sluice-workspace", "details")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path} {body}");
+        res.bytes().await.unwrap();
+    }
+    h.shutdown().await;
+    let store = ledger(&h).await;
+    let records = store.records("details", 0, 100).await.unwrap();
+    assert_eq!(records.len(), calls.len());
+    let prices = PriceTable::defaults();
+    for (_, r) in &records {
+        assert!(!r.estimated, "{r:?}");
+        assert!(r.prompt_tokens >= 1_024, "{r:?}");
+        assert_eq!(
+            r.cached_tokens,
+            r.prompt_tokens - r.prompt_tokens % 128,
+            "{r:?}"
+        );
+        let reasoning = if r.model == "openai/o3-mini" {
+            r.completion_tokens / 2
+        } else {
+            0
+        };
+        assert_eq!(r.reasoning_tokens, reasoning, "{r:?}");
+        let usage = sluice_usage::Usage {
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            total_tokens: r.prompt_tokens + r.completion_tokens,
+        };
+        let cost = prices.cost(&r.model, &usage, r.cached_tokens).unwrap();
+        assert_eq!(r.cost_nanos, cost.nanodollars(), "{r:?}");
+    }
+    assert!(records.iter().any(|(_, r)| r.reasoning_tokens > 0));
+    h.sim.shutdown().await;
+}

@@ -58,4 +58,9 @@ pub const POSTGRES: Schema = Schema::new(&[
         "the enqueuer's traceparent",
         include_str!("../migrations/postgres/0005_job_traceparent.sql"),
     ),
+    Step::new(
+        6,
+        "leases renewed in place",
+        include_str!("../migrations/postgres/0006_hot_leases.sql"),
+    ),
 ]);

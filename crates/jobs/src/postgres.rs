@@ -114,3 +114,6 @@ impl Backend for PostgresBackend {
         Ok(self.pool.acquire().await?)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,10 @@
 //! - **Group commit.** Completions go to one batcher task per pool,
 //!   which writes every completion waiting with one transaction (each
 //!   still guarded by its lease); a run counts as done once its batch is
-//!   committed.
+//!   committed. A run frees its slot when its handler returns, so the
+//!   next jobs run while the batch commits; its lease is kept until the
+//!   commit, and the outcomes awaiting one are bounded
+//!   ([`QueueConfig::awaiting_commit`]).
 //! - **Crashes.** Leases are renewed by heartbeat, every running job's
 //!   of a pool at once (one statement per 1,000); a pool that dies leaves
 //!   them to expire and any pool's rescuer takes the jobs back.

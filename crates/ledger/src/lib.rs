@@ -34,10 +34,12 @@
 mod query;
 mod record;
 mod rollup;
+mod spent;
 mod store;
 
 pub use query::{Dim, Granularity, Query, Row, Totals};
 pub use record::{Record, now_ms};
+pub use spent::Spent;
 pub use store::LedgerStore;
 
 /// The background writer of records (see the crate doc).

@@ -48,7 +48,7 @@ const SUMS: [&str; 7] = [
 ];
 
 #[derive(Debug, Clone)]
-enum Db {
+pub(crate) enum Db {
     Sqlite(SqlitePool),
     Postgres(PgPool),
 }
@@ -56,7 +56,7 @@ enum Db {
 /// The ledger's tables. Cheap to clone (the pool is shared).
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
-    db: Db,
+    pub(crate) db: Db,
 }
 
 impl LedgerStore {
@@ -275,7 +275,7 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn to_u64(n: i64) -> u64 {
+pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 

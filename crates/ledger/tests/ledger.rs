@@ -3,29 +3,16 @@
 //! so, without it). Tests on the shared PostgreSQL database keep apart by
 //! a unique tenant each.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
-use sluice_ledger::{Dim, Granularity, Ledger, LedgerStore, Query, Record, Row};
+use sluice_ledger::{Dim, Granularity, Ledger, LedgerStore, Query, Record, Row, Spent};
 use sluice_spool::SpoolConfig;
 
-fn unique(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{what}-{}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
+#[path = "../../migrate/tests/shared/stores.rs"]
+mod stores;
+
+use stores::{TempDir, postgres_url, unique};
 
 async fn postgres() -> Option<LedgerStore> {
-    let Ok(url) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-        eprintln!("SLUICE_TEST_POSTGRES_URL unset: PostgreSQL ledger tests skipped");
-        return None;
-    };
+    let url = postgres_url("ledger")?;
     Some(LedgerStore::connect(&url).await.expect("PostgreSQL"))
 }
 
@@ -230,8 +217,8 @@ async fn postgres_rollups_match_the_records() {
 /// every record arrives once, in the records and in the rollups.
 async fn the_writer_loses_nothing(store: LedgerStore) {
     let t = unique("burst");
-    let dir = std::env::temp_dir().join(unique("sluice-ledger-test"));
-    let spill = dir.join("ledger-spill.jsonl");
+    let dir = TempDir::new("ledger");
+    let spill = dir.0.join("ledger-spill.jsonl");
     let config = SpoolConfig::new("ledger")
         .capacity(50)
         .spill(Some(spill.clone()));
@@ -260,7 +247,6 @@ async fn the_writer_loses_nothing(store: LedgerStore) {
     assert_eq!(rows[0].requests, 2_000);
     assert_eq!(rows[0].cost_nanos, totals.cost_nanos);
     assert!(!spill.exists());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -272,6 +258,83 @@ async fn sqlite_the_writer_loses_nothing() {
 async fn postgres_the_writer_loses_nothing() {
     if let Some(store) = postgres().await {
         the_writer_loses_nothing(store).await;
+    }
+}
+
+/// What budgets count, minute by minute: answered model and API calls
+/// (requests), model tokens, cost; not failures' requests, not cache
+/// hits, not job attempts, not other keys or tenants, not outside the
+/// range.
+async fn spend_is_read_as_budgets_count_it(store: &LedgerStore) {
+    let (t, other) = (unique("spender"), unique("other"));
+    let at = base() + DAY;
+    let mut records = Vec::new();
+    let mut call =
+        |tenant: &str, key: &str, kind: &str, at_ms: i64, status: u16, cache_hit: bool| {
+            let mut r = Record::new("r", tenant, kind, "openai", "m", "/v1/chat/completions");
+            r.at_ms = at_ms;
+            r.key_id = Some(key.to_owned());
+            r.status = status;
+            r.prompt_tokens = 100;
+            r.completion_tokens = 10;
+            r.cost_nanos = 7;
+            r.cache_hit = cache_hit;
+            records.push(r);
+        };
+    call(&t, "k1", "model", at + 1, 200, false);
+    call(&t, "k1", "model", at + 59_999, 200, false);
+    call(&t, "k1", "model", at + 60_000, 500, false); // a failure: no request
+    call(&t, "k1", "model", at + 60_001, 200, true); // a cache hit: nothing
+    call(&t, "k1", "api", at + 60_002, 200, false); // a request, no tokens
+    call(&t, "k1", "job", at + 60_003, 200, false); // job attempts: nothing
+    call(&t, "k2", "model", at + 60_004, 200, false); // another key
+    call(&t, "k1", "model", at + 180_000, 200, false); // outside the range
+    call(&other, "k1", "model", at + 1, 200, false);
+    store.insert(&records).await.unwrap();
+
+    let key = store.spent(&t, Some("k1"), at, at + 180_000).await.unwrap();
+    assert_eq!(
+        key,
+        [
+            Spent {
+                minute_ms: at,
+                requests: 2,
+                tokens: 220,
+                cost_nanos: 14
+            },
+            // The failure's tokens are its own (a failed call records 0
+            // in the gateway); its request is given back.
+            Spent {
+                minute_ms: at + 60_000,
+                requests: 1,
+                tokens: 110,
+                cost_nanos: 14
+            },
+        ]
+    );
+    let tenant = store.spent(&t, None, at, i64::MAX).await.unwrap();
+    let total = tenant.iter().fold((0, 0, 0), |a, s| {
+        (a.0 + s.requests, a.1 + s.tokens, a.2 + s.cost_nanos)
+    });
+    assert_eq!(total, (5, 550, 42));
+    assert!(
+        store
+            .spent(&t, Some("k3"), 0, i64::MAX)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn sqlite_spend_is_read_as_budgets_count_it() {
+    spend_is_read_as_budgets_count_it(&LedgerStore::in_memory().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_spend_is_read_as_budgets_count_it() {
+    if let Some(store) = postgres().await {
+        spend_is_read_as_budgets_count_it(&store).await;
     }
 }
 

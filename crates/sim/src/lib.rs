@@ -57,6 +57,17 @@
 //! same prompt. The tokens/min bucket is charged prompt plus completion up
 //! front, since the sim knows both.
 //!
+//! Usage reports their parts as the providers do, in whole answers and in
+//! streams' final usage: a prompt of 1,024 tokens or more is reported as
+//! read from the prompt cache, all but its last partial 128 tokens (what
+//! OpenAI's cache reports for a repeated prompt) — OpenAI's
+//! `cached_tokens`, Anthropic's `cache_read_input_tokens` (apart from
+//! `input_tokens`), Gemini's `cachedContentTokenCount`; a model whose name
+//! starts with `o1`, `o3` or `o4`, or contains `reason` or `think`, spends
+//! half its completion (rounded down) on reasoning — OpenAI's
+//! `reasoning_tokens`, Gemini's `thoughtsTokenCount` (apart from
+//! `candidatesTokenCount`). Totals are the same either way.
+//!
 //! # OTLP
 //! [`otlp::Receiver`]: the collector's side of an OpenTelemetry export
 //! (HTTP/protobuf and gRPC), for tests and `sluice bench`.

@@ -110,6 +110,31 @@ impl Reply {
     fn completion_tokens(&self) -> u64 {
         self.tokens.len() as u64
     }
+
+    /// Of the prompt, the tokens reported read from the prompt cache (see
+    /// the crate doc).
+    fn cached_tokens(&self) -> u64 {
+        if self.prompt_tokens >= 1_024 {
+            self.prompt_tokens - self.prompt_tokens % 128
+        } else {
+            0
+        }
+    }
+
+    /// Of the completion, the tokens reported spent on reasoning (see the
+    /// crate doc).
+    fn reasoning_tokens(&self) -> u64 {
+        self.reasoning_of(self.completion_tokens())
+    }
+
+    /// Of `completion` tokens, those spent on reasoning.
+    fn reasoning_of(&self, completion: u64) -> u64 {
+        let name = self.model.rsplit('/').next().unwrap_or(&self.model);
+        let reasons = ["o1", "o3", "o4"].iter().any(|p| name.starts_with(p))
+            || name.contains("reason")
+            || name.contains("think");
+        if reasons { completion / 2 } else { 0 }
+    }
 }
 
 /// Answers one model request.

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use crate::WireFormat;
+use crate::wire::{GeminiUsage, RawUsage};
 
 /// Cached input and reasoning output, as a provider reported them (0 when
 /// it did not).
@@ -19,35 +20,19 @@ pub struct Details {
 
 #[derive(Deserialize)]
 struct Body {
-    usage: Option<Raw>,
+    usage: Option<RawUsage>,
     #[serde(rename = "usageMetadata")]
-    usage_metadata: Option<Gemini>,
+    usage_metadata: Option<GeminiUsage>,
 }
 
-#[derive(Deserialize)]
-struct Raw {
-    prompt_tokens_details: Option<Prompt>,
-    input_tokens_details: Option<Prompt>,
-    completion_tokens_details: Option<Completion>,
-    output_tokens_details: Option<Completion>,
-    cache_read_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct Prompt {
-    cached_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct Completion {
-    reasoning_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Gemini {
-    cached_content_token_count: Option<u64>,
-    thoughts_token_count: Option<u64>,
+impl Details {
+    /// From the parts reported (0 for those that were not).
+    pub(crate) fn of(cached: Option<u64>, reasoning: Option<u64>) -> Details {
+        Details {
+            cached_tokens: cached.unwrap_or(0),
+            reasoning_tokens: reasoning.unwrap_or(0),
+        }
+    }
 }
 
 /// The details in a whole (non-streamed) response body of `format`:
@@ -56,32 +41,18 @@ struct Gemini {
 /// `completion_tokens_details.reasoning_tokens` /
 /// `output_tokens_details.reasoning_tokens`, Anthropic's
 /// `cache_read_input_tokens`, Gemini's `cachedContentTokenCount` and
-/// `thoughtsTokenCount`. Zeros for a body that is not JSON.
+/// `thoughtsTokenCount`. Zeros for a body that is not JSON. A stream's are
+/// read by [`crate::StreamScanner::details`].
 pub fn details(format: WireFormat, body: &[u8]) -> Details {
     let Ok(b) = serde_json::from_slice::<Body>(body) else {
         return Details::default();
     };
-    match format {
-        WireFormat::Gemini => b.usage_metadata.map_or_else(Details::default, |g| Details {
-            cached_tokens: g.cached_content_token_count.unwrap_or(0),
-            reasoning_tokens: g.thoughts_token_count.unwrap_or(0),
-        }),
-        WireFormat::Anthropic => Details {
-            cached_tokens: b.usage.and_then(|u| u.cache_read_input_tokens).unwrap_or(0),
-            reasoning_tokens: 0,
-        },
-        WireFormat::Openai => b.usage.map_or_else(Details::default, |u| Details {
-            cached_tokens: u
-                .prompt_tokens_details
-                .or(u.input_tokens_details)
-                .and_then(|p| p.cached_tokens)
-                .unwrap_or(0),
-            reasoning_tokens: u
-                .completion_tokens_details
-                .or(u.output_tokens_details)
-                .and_then(|c| c.reasoning_tokens)
-                .unwrap_or(0),
-        }),
+    match (format, b.usage_metadata, b.usage) {
+        (WireFormat::Gemini, Some(g), _) => Details::of(g.cached(), g.reasoning()),
+        (WireFormat::Anthropic | WireFormat::Openai, _, Some(u)) => {
+            Details::of(u.cached(format), u.reasoning())
+        }
+        _ => Details::default(),
     }
 }
 

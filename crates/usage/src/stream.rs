@@ -58,6 +58,8 @@ impl StreamScanner {
                 prompt: None,
                 completion: None,
                 total: None,
+                cached: None,
+                reasoning: None,
                 tool_calls: 0,
                 output_chars: 0,
                 head: AnswerHead::default(),
@@ -119,6 +121,17 @@ impl StreamScanner {
     /// The usage reported so far, if any.
     pub fn usage(&self) -> Option<Usage> {
         wire::assemble(self.tally.prompt, self.tally.completion, self.tally.total)
+    }
+
+    /// The cached input and reasoning output reported so far, as
+    /// [`crate::details`] reads them from a whole answer: OpenAI's final
+    /// usage chunk (`prompt_tokens_details.cached_tokens`,
+    /// `completion_tokens_details.reasoning_tokens`), `/responses`'
+    /// `response.completed`, Anthropic's `cache_read_input_tokens` in
+    /// `message_start`, Gemini's last `usageMetadata`
+    /// (`cachedContentTokenCount`, `thoughtsTokenCount`).
+    pub fn details(&self) -> crate::Details {
+        crate::Details::of(self.tally.cached, self.tally.reasoning)
     }
 
     /// How many tool calls the model has started so far: OpenAI tool-call
@@ -230,6 +243,8 @@ struct Tally {
     prompt: Option<u64>,
     completion: Option<u64>,
     total: Option<u64>,
+    cached: Option<u64>,
+    reasoning: Option<u64>,
     tool_calls: u32,
     output_chars: u64,
     head: AnswerHead,
@@ -336,6 +351,8 @@ impl Tally {
             self.prompt = usage.prompt().or(self.prompt);
             self.completion = usage.completion().or(self.completion);
             self.total = usage.total().or(self.total);
+            self.cached = usage.cached().or(self.cached);
+            self.reasoning = usage.reasoning().or(self.reasoning);
         }
         let calls = chunk.function_calls();
         self.tool_calls = self.tool_calls.saturating_add(calls);
@@ -349,6 +366,8 @@ impl Tally {
         self.prompt = prompt.or(self.prompt);
         self.completion = usage.completion().or(self.completion);
         self.total = usage.total().or(self.total);
+        self.cached = usage.cached(self.format).or(self.cached);
+        self.reasoning = usage.reasoning().or(self.reasoning);
     }
 
     fn add_chars(&mut self, n: u64) {

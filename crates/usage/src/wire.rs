@@ -18,6 +18,20 @@ pub(super) struct RawUsage {
     output_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    input_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+    output_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 impl RawUsage {
@@ -48,6 +62,30 @@ impl RawUsage {
     /// The provider's total, if it sends one.
     pub(super) fn total(&self) -> Option<u64> {
         self.total_tokens
+    }
+
+    /// Input read from the provider's prompt cache, if reported: OpenAI's
+    /// `prompt_tokens_details.cached_tokens` (`input_tokens_details` in
+    /// `/responses`), Anthropic's `cache_read_input_tokens`.
+    pub(super) fn cached(&self, format: WireFormat) -> Option<u64> {
+        match format {
+            WireFormat::Anthropic => self.cache_read_input_tokens,
+            WireFormat::Openai | WireFormat::Gemini => self
+                .prompt_tokens_details
+                .as_ref()
+                .or(self.input_tokens_details.as_ref())
+                .and_then(|p| p.cached_tokens),
+        }
+    }
+
+    /// Output spent on reasoning, if reported: OpenAI's
+    /// `completion_tokens_details.reasoning_tokens` (`output_tokens_details`
+    /// in `/responses`).
+    pub(super) fn reasoning(&self) -> Option<u64> {
+        self.completion_tokens_details
+            .as_ref()
+            .or(self.output_tokens_details.as_ref())
+            .and_then(|c| c.reasoning_tokens)
     }
 
     /// The whole usage, or `None` when the object names no count at all.
@@ -332,6 +370,7 @@ pub(super) struct GeminiUsage {
     candidates_token_count: Option<u64>,
     thoughts_token_count: Option<u64>,
     total_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }
 
 impl GeminiUsage {
@@ -345,6 +384,16 @@ impl GeminiUsage {
 
     pub(super) fn total(&self) -> Option<u64> {
         self.total_token_count
+    }
+
+    /// `cachedContentTokenCount`, if reported.
+    pub(super) fn cached(&self) -> Option<u64> {
+        self.cached_content_token_count
+    }
+
+    /// `thoughtsTokenCount`, if reported.
+    pub(super) fn reasoning(&self) -> Option<u64> {
+        self.thoughts_token_count
     }
 
     pub(super) fn to_usage(&self) -> Option<Usage> {

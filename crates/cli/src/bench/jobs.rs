@@ -47,6 +47,11 @@ pub struct JobsArgs {
     /// many as `--concurrency`, the pool's default).
     #[arg(long)]
     pub prefetch: Option<usize>,
+    /// Outcomes of the burn-down pool that may await their commit
+    /// without holding a slot (default: twice `--concurrency`, the pool's
+    /// default; 0 holds each slot until its outcome is committed).
+    #[arg(long)]
+    pub awaiting_commit: Option<usize>,
     /// Also measure a PostgreSQL server at this URL (in a schema of its
     /// own, dropped afterwards).
     #[arg(long, env = "SLUICE_BENCH_POSTGRES_URL")]
@@ -108,9 +113,10 @@ pub async fn jobs(args: JobsArgs) -> ExitCode {
     if !(1..=10_000).contains(&args.batch)
         || !(1..=10_000).contains(&args.concurrency)
         || args.prefetch.is_some_and(|p| p > 10_000)
+        || args.awaiting_commit.is_some_and(|n| n > 20_000)
     {
         eprintln!(
-            "sluice bench: --batch and --concurrency must be 1 to 10000, --prefetch at most 10000"
+            "sluice bench: --batch and --concurrency must be 1 to 10000, --prefetch at most 10000, --awaiting-commit at most 20000"
         );
         return ExitCode::from(2);
     }
@@ -170,6 +176,7 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
         "batch": args.batch,
         "concurrency": args.concurrency,
         "prefetch": args.prefetch.unwrap_or(args.concurrency),
+        "awaiting_commit": args.awaiting_commit.unwrap_or(2 * args.concurrency),
         "sqlite_synchronous": args.sqlite_sync.as_str(),
         "throughput": rates,
         "rate": rate,
@@ -300,6 +307,9 @@ async fn throughput<S: JobStore + 'static>(
         .concurrency(args.concurrency);
     if let Some(n) = args.prefetch {
         config = config.prefetch(n);
+    }
+    if let Some(n) = args.awaiting_commit {
+        config = config.awaiting_commit(n);
     }
     let start = Instant::now();
     let pool = WorkerPool::builder(Arc::clone(&store), Limiter::new(Rules::new())?)
@@ -499,11 +509,12 @@ fn table(r: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, SQLite synchronous={}",
+        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, awaiting commit {}, SQLite synchronous={}",
         r["jobs"],
         r["batch"],
         r["concurrency"],
         r["prefetch"],
+        r["awaiting_commit"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
     let num = |v: &Value| format!("{:.0}", v.as_f64().unwrap_or(f64::NAN));

@@ -16,18 +16,20 @@
 //! shared again is printed, not asserted.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use sluice_sim::{Latency, ModelConfig, SimConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::procs::{self, TempDir};
-use crate::redis::{BURST, CLIENTS, RATE, REPLICAS, SLACK, Statuses, all_ready, swarm, window};
-use crate::{client, sim, span, write_config};
+use crate::redis::{
+    BURST, RATE, REPLICAS, SLACK, Statuses, all_ready, replicas, sim_of_m, stop_swarm, swarm,
+    window,
+};
+use crate::{client, span};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_partitioned_from_redis_fail_open() {
@@ -44,59 +46,15 @@ async fn partition(failure: &str) {
         eprintln!("note: SLUICE_TEST_REDIS_SERVER is not set; skipping (scripts/test sets it)");
         return;
     };
-    let mut config = SimConfig::unlimited();
-    config.models.insert(
-        "m".into(),
-        ModelConfig {
-            latency: Some(Latency {
-                base_ms: 5,
-                ..Latency::default()
-            }),
-            ..ModelConfig::default()
-        },
-    );
-    let sim = sim(config).await;
+    let sim = sim_of_m().await;
     let dir = TempDir::new(&format!("partition-{failure}"));
     let redis_port = procs::free_port();
     let redis = procs::redis_server(&redis_bin, redis_port);
     let link = Link::start(redis_port).await;
-    let mut replicas = Vec::new();
-    let mut urls = Vec::new();
-    for i in 0..REPLICAS {
-        let port = procs::free_port();
-        // Replica 0 straight to Redis; the others through the link.
-        let via = if i == 0 { redis_port } else { link.port };
-        let rest = format!(
-            r#"[trace]
-enabled = false
-[jobs]
-enabled = false
-[[models]]
-prefix = "openai/m"
-requests_per_second = {RATE}
-burst = {BURST}
-[redis]
-url = "redis://127.0.0.1:{via}"
-prefix = "partition-{failure}:"
-replica_id = "replica-{i}"
-timeout_ms = 250
-lease_ttl_ms = 2000
-failure = "{failure}"
-"#
-        );
-        let cfg = write_config(
-            &dir.0,
-            &format!("replica-{i}.toml"),
-            port,
-            &sim.url(),
-            &rest,
-        );
-        replicas.push(procs::serve(&cfg));
-        urls.push(format!("http://127.0.0.1:{port}"));
-    }
     let http = client();
-    all_ready(&http, &urls, "every replica seen", |r| {
-        r["redis"]["replicas"] == REPLICAS as u64
+    // Replica 0 straight to Redis; the others through the link.
+    let (replicas, urls) = replicas(&http, &dir, &sim, "partition", failure, |i| {
+        if i == 0 { redis_port } else { link.port }
     })
     .await;
     let (inside, outside) = (&urls[..1], &urls[1..]);
@@ -177,16 +135,7 @@ failure = "{failure}"
     assert!(back as f64 <= bound + SLACK, "{back} > {bound}");
     assert!(back > 0, "shared limits serve again");
 
-    stop.store(true, Ordering::SeqCst);
-    for t in swarm {
-        t.await.unwrap();
-    }
-    let statuses = statuses.lock().unwrap().clone();
-    eprintln!("figure partition {failure}: statuses {statuses:?} ({CLIENTS} agents)");
-    assert!(
-        statuses.keys().all(|s| [200, 429, 503, 504].contains(s)),
-        "only answers, refusals and deadlines: {statuses:?}"
-    );
+    stop_swarm(&stop, swarm, &statuses, &format!("partition {failure}")).await;
     drop(redis);
     drop(replicas);
     sim.shutdown().await;

@@ -48,58 +48,12 @@ async fn outage(failure: &str) {
         eprintln!("note: SLUICE_TEST_REDIS_SERVER is not set; skipping (scripts/test sets it)");
         return;
     };
-    let mut config = SimConfig::unlimited();
-    config.models.insert(
-        "m".into(),
-        ModelConfig {
-            latency: Some(Latency {
-                base_ms: 5,
-                ..Latency::default()
-            }),
-            ..ModelConfig::default()
-        },
-    );
-    let sim = sim(config).await;
+    let sim = sim_of_m().await;
     let dir = TempDir::new(&format!("redis-{failure}"));
     let redis_port = procs::free_port();
     let mut redis = redis_server(&redis_bin, redis_port);
-    let mut replicas = Vec::new();
-    let mut urls = Vec::new();
-    for i in 0..REPLICAS {
-        let port = procs::free_port();
-        let rest = format!(
-            r#"[trace]
-enabled = false
-[jobs]
-enabled = false
-[[models]]
-prefix = "openai/m"
-requests_per_second = {RATE}
-burst = {BURST}
-[redis]
-url = "redis://127.0.0.1:{redis_port}"
-prefix = "faults-{failure}:"
-replica_id = "replica-{i}"
-timeout_ms = 250
-lease_ttl_ms = 2000
-failure = "{failure}"
-"#
-        );
-        let cfg = write_config(
-            &dir.0,
-            &format!("replica-{i}.toml"),
-            port,
-            &sim.url(),
-            &rest,
-        );
-        replicas.push(procs::serve(&cfg));
-        urls.push(format!("http://127.0.0.1:{port}"));
-    }
     let http = client();
-    all_ready(&http, &urls, "every replica seen", |r| {
-        r["redis"]["replicas"] == REPLICAS as u64
-    })
-    .await;
+    let (replicas, urls) = replicas(&http, &dir, &sim, "faults", failure, |_| redis_port).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let statuses: Statuses = Arc::default();
@@ -161,19 +115,100 @@ failure = "{failure}"
     assert!(back as f64 <= bound + SLACK, "{back} > {bound}");
     assert!(back > 0, "shared limits serve again");
 
+    stop_swarm(&stop, swarm, &statuses, &format!("redis {failure}")).await;
+    drop(redis);
+    drop(replicas);
+    sim.shutdown().await;
+}
+
+/// The sim both fault suites of Redis run against: its model `m` answers
+/// in 5 ms, unlimited.
+pub(crate) async fn sim_of_m() -> SimHandle {
+    let mut config = SimConfig::unlimited();
+    config.models.insert(
+        "m".into(),
+        ModelConfig {
+            latency: Some(Latency {
+                base_ms: 5,
+                ..Latency::default()
+            }),
+            ..ModelConfig::default()
+        },
+    );
+    sim(config).await
+}
+
+/// `REPLICAS` gateways in front of `sim`, sharing the limit of `openai/m`
+/// (`RATE`, `BURST`) in Redis under `{name}-{failure}:`, with `failure`
+/// for when Redis is away; replica `i` reaches Redis on `redis_port(i)`.
+/// Returns once every replica has seen the others: the processes and
+/// their URLs.
+pub(crate) async fn replicas(
+    http: &reqwest::Client,
+    dir: &TempDir,
+    sim: &SimHandle,
+    name: &str,
+    failure: &str,
+    redis_port: impl Fn(usize) -> u16,
+) -> (Vec<Proc>, Vec<String>) {
+    let mut replicas = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..REPLICAS {
+        let port = procs::free_port();
+        let via = redis_port(i);
+        let rest = format!(
+            r#"[trace]
+enabled = false
+[jobs]
+enabled = false
+[[models]]
+prefix = "openai/m"
+requests_per_second = {RATE}
+burst = {BURST}
+[redis]
+url = "redis://127.0.0.1:{via}"
+prefix = "{name}-{failure}:"
+replica_id = "replica-{i}"
+timeout_ms = 250
+lease_ttl_ms = 2000
+failure = "{failure}"
+"#
+        );
+        let cfg = write_config(
+            &dir.0,
+            &format!("replica-{i}.toml"),
+            port,
+            &sim.url(),
+            &rest,
+        );
+        replicas.push(procs::serve(&cfg));
+        urls.push(format!("http://127.0.0.1:{port}"));
+    }
+    all_ready(http, &urls, "every replica seen", |r| {
+        r["redis"]["replicas"] == REPLICAS as u64
+    })
+    .await;
+    (replicas, urls)
+}
+
+/// Stops the swarm and checks that its agents got only answers, refusals
+/// and deadlines (printed as the figure `what`).
+pub(crate) async fn stop_swarm(
+    stop: &AtomicBool,
+    swarm: Vec<tokio::task::JoinHandle<()>>,
+    statuses: &Statuses,
+    what: &str,
+) {
     stop.store(true, Ordering::SeqCst);
     for t in swarm {
         t.await.unwrap();
     }
     let statuses = statuses.lock().unwrap().clone();
-    eprintln!("figure redis {failure}: statuses {statuses:?}");
+    eprintln!("figure {what}: statuses {statuses:?} ({CLIENTS} agents)");
     assert!(
         statuses.keys().all(|s| [200, 429, 503, 504].contains(s)),
         "only answers, refusals and deadlines: {statuses:?}"
     );
-    drop(redis);
-    drop(replicas);
-    sim.shutdown().await;
 }
 
 fn redis_server(bin: &str, port: u16) -> Proc {

@@ -12,6 +12,7 @@ use sluice_jobs::{JobState, JobStore, NewJob, SqliteStore, StoreConfig, WorkerPo
 use sluice_limit::{AdaptiveConfig, Limit, Rules, SharedLimiter};
 use sluice_redis::{Mode, RedisConfig, RedisLimiter};
 use sluice_sim::swarm::most_in_window;
+use tokio::sync::watch;
 
 type Starts = Arc<Mutex<Vec<(String, Instant)>>>;
 
@@ -20,18 +21,39 @@ type Starts = Arc<Mutex<Vec<(String, Instant)>>>;
 /// make a correct limiter look wrong. A bound, not a timing claim.
 const RECORD_SLACK: Duration = Duration::from_millis(250);
 
+/// Redis is up throughout these tests. The production timeout (250 ms) is
+/// a bound a loaded test machine can miss, and a replica whose Redis call
+/// times out limits alone on its share (`fail_open`) while the other still
+/// takes from the shared limit: more than the limit in all, as if Redis
+/// were away — not what these tests are about.
+const REDIS_UP_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn replica(url: &str, prefix: &str, id: &str) -> RedisLimiter {
     let mut cfg = RedisConfig::new(url);
     cfg.prefix = prefix.to_owned();
     cfg.replica_id = id.to_owned();
     cfg.mode = Mode::Exact;
+    cfg.timeout = REDIS_UP_TIMEOUT;
     RedisLimiter::connect(cfg, Rules::new(), AdaptiveConfig::default())
         .await
         .expect("a limiter")
 }
 
-fn pool(store: &Arc<SqliteStore>, limiter: RedisLimiter, id: &str, starts: &Starts) -> WorkerPool {
-    let starts = Arc::clone(starts);
+/// Which of the two pools have started a job. A pool's runs wait until
+/// the other has started one too, so that both take part however slow the
+/// machine: the first pool could otherwise claim and run every job before
+/// the second one's first claim.
+type Started = Arc<watch::Sender<[bool; 2]>>;
+
+/// Pool `n` (0 or 1) of the two.
+fn pool(
+    store: &Arc<SqliteStore>,
+    limiter: RedisLimiter,
+    n: usize,
+    starts: &Starts,
+    started: &Started,
+) -> WorkerPool {
+    let (starts, started) = (Arc::clone(starts), Arc::clone(started));
     let handlers = Handlers::new().on(
         "work",
         handler_fn(move |job| {
@@ -39,7 +61,12 @@ fn pool(store: &Arc<SqliteStore>, limiter: RedisLimiter, id: &str, starts: &Star
                 .lock()
                 .unwrap()
                 .push((job.group.clone(), Instant::now()));
-            async { Outcome::Completed(json!(null)) }
+            started.send_modify(|s| s[n] = true);
+            let mut other = started.subscribe();
+            async move {
+                let _ = other.wait_for(|s| s[1 - n]).await;
+                Outcome::Completed(json!(null))
+            }
         }),
     );
     let second = Duration::from_secs(1);
@@ -54,7 +81,7 @@ fn pool(store: &Arc<SqliteStore>, limiter: RedisLimiter, id: &str, starts: &Star
                 .group_rate(Limit::sliding_window(4, second)),
         )
         .configure(|p| {
-            p.worker_id = id.to_owned();
+            p.worker_id = format!("pool-{n}");
             p.poll = Duration::from_millis(10);
         })
         .start()
@@ -144,8 +171,13 @@ async fn two_pools_on_one_redis_share_queue_and_group_rates() {
         store.enqueue(job).await.expect("enqueue");
     }
     let starts: Starts = Arc::default();
-    let a = pool(&store, replica(&url, &prefix, "a").await, "a", &starts);
-    let b = pool(&store, replica(&url, &prefix, "b").await, "b", &starts);
+    let started: Started = Arc::new(watch::channel([false; 2]).0);
+    let (la, lb) = (
+        replica(&url, &prefix, "a").await,
+        replica(&url, &prefix, "b").await,
+    );
+    let a = pool(&store, la, 0, &starts, &started);
+    let b = pool(&store, lb, 1, &starts, &started);
     let give_up = Instant::now() + Duration::from_secs(120);
     loop {
         let counts = store.counts().await.expect("counts");

@@ -10,16 +10,21 @@
 //! It sits below admission so that a request that joins an identical one
 //! in flight spends nothing, and below the cache, whose hits spend
 //! nothing either.
+//!
+//! Proxied API calls pass the same layer ([`Budgeted`] says what a call
+//! asks): they count in request budgets only (one request each; an API's
+//! answer carries no tokens and has no price), kept once the API answered
+//! without an error status and given back otherwise, as a model call's.
 
-use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
-use tower::{Layer, Service};
 
+use super::context::Context;
 use super::model_call::{Call, provider};
-use super::{BoxFuture, Next, Reply, Req, Served, call};
+use super::step::{Step, StepLayer};
+use super::{Next, Reply, Req, Served, call};
 use crate::budgets::{self, Scope, WARN_AT};
 use crate::error::ApiError;
 use crate::metrics;
@@ -28,92 +33,105 @@ use crate::response::BudgetNote;
 use crate::state::AppState;
 
 /// Wraps a stack in [`Budget`].
-#[derive(Debug, Clone)]
-pub(crate) struct BudgetLayer {
-    state: AppState,
-}
-
-impl BudgetLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        BudgetLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for BudgetLayer {
-    type Service = Budget<S>;
-
-    fn layer(&self, inner: S) -> Budget<S> {
-        Budget {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type BudgetLayer = StepLayer<Budget>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Budget<S> {
-    state: AppState,
-    inner: S,
+pub(crate) enum Budget {}
+
+/// A call that budgets count.
+pub(crate) trait Budgeted: Send + Sync + 'static {
+    /// The request's context (its caller).
+    fn ctx(&self) -> &Context;
+
+    /// Whether `rule` counts calls of this kind.
+    fn counts_in(rule: &Rule) -> bool;
+
+    /// The most the call can spend against `rules`.
+    ///
+    /// # Errors
+    /// A call that cannot be held to them (a model without a price
+    /// against a money budget).
+    fn worst_case(&self, state: &AppState, rules: &[Rule]) -> Result<Spend, ApiError>;
+
+    /// Whether a reservation that no layer below took to settle stays
+    /// spent, given the answer.
+    fn keeps(result: &Result<Reply, ApiError>) -> bool;
 }
 
-impl<S> Service<Req<Call>> for Budget<S>
-where
-    S: Next<Req<Call>, Served<Reply>>,
-{
-    type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+impl Budgeted for Call {
+    fn ctx(&self) -> &Context {
+        &self.ctx
     }
 
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req { call: c, mut notes } = req;
-            let rules = match &c.ctx.caller {
-                Some(caller)
-                    if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() =>
-                {
-                    budgets::rules(caller)
-                }
-                // No budget: nothing to count, nothing to wait for.
-                _ => return Ok(call(inner, Req { call: c, notes }).await),
-            };
-            match reserve(&state, &c, &rules).await {
-                Ok(Some((hold, note))) => {
-                    notes.budget = Some(hold);
-                    notes.meta.budget = Some(note);
-                }
-                Ok(None) => {}
-                Err(e) => return Ok(Served::err(e, notes)),
+    fn counts_in(_: &Rule) -> bool {
+        true
+    }
+
+    fn worst_case(&self, state: &AppState, rules: &[Rule]) -> Result<Spend, ApiError> {
+        worst_case(state, self, rules)
+    }
+
+    /// An answer takes the reservation (and settles it); one still here
+    /// had none: the call failed without costing anything.
+    fn keeps(_: &Result<Reply, ApiError>) -> bool {
+        false
+    }
+}
+
+impl<C, S> Step<Req<C>, S> for Budget
+where
+    C: Budgeted,
+    S: Next<Req<C>, Served<Reply>>,
+{
+    type Response = Served<Reply>;
+
+    async fn serve(state: AppState, inner: S, req: Req<C>) -> Served<Reply> {
+        let Req { call: c, mut notes } = req;
+        let rules: Vec<Rule> = match &c.ctx().caller {
+            Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
+                let mut rules = budgets::rules(caller);
+                rules.retain(C::counts_in);
+                rules
             }
-            let mut served = call(inner, Req { call: c, notes }).await;
-            // An answer takes the reservation (and settles it); one still
-            // here had none: the call failed without costing anything.
-            if let Some(h) = served.notes.budget.take() {
-                h.release();
+            _ => Vec::new(),
+        };
+        if rules.is_empty() {
+            // No budget: nothing to count, nothing to wait for.
+            return call(inner, Req { call: c, notes }).await;
+        }
+        match reserve(&state, &c, &rules).await {
+            Ok(Some((hold, note))) => {
+                notes.budget = Some(hold);
+                notes.meta.budget = Some(note);
             }
-            Ok(served)
-        })
+            Ok(None) => {}
+            Err(e) => return Served::err(e, notes),
+        }
+        let mut served = call(inner, Req { call: c, notes }).await;
+        if let Some(h) = served.notes.budget.take()
+            && !C::keeps(&served.result)
+        {
+            h.release();
+        }
+        served
     }
 }
 
 /// Reserves `c`'s worst case in `rules`. `None` when the shared count
 /// cannot be reached and `[redis] failure` is `fail_open`: the call goes
 /// on uncounted.
-async fn reserve(
+async fn reserve<C: Budgeted>(
     state: &AppState,
-    c: &Call,
+    c: &C,
     rules: &[Rule],
 ) -> Result<Option<(Hold, BudgetNote)>, ApiError> {
-    let ask = worst_case(state, c, rules)?;
+    let ask = c.worst_case(state, rules)?;
     let now_ms = now_ms();
+    if let (Some(seed), Some(ledger), Some(caller)) =
+        (&state.budget_seed, state.ledger.get(), &c.ctx().caller)
+    {
+        seed.ensure(&ledger.store, caller, rules, now_ms).await;
+    }
     match state.budgets.reserve(rules, ask, now_ms).await {
         Ok((reservation, standing)) => {
             let tightest = standing

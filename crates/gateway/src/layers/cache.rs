@@ -16,14 +16,13 @@ mod lookup;
 mod stream;
 
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 
 use axum::http::StatusCode;
 use tokio::time::Instant;
-use tower::{Layer, Service};
 
 use super::model_call::{Call, provider};
-use super::{BoxFuture, Next, Reply, Req, Served, call, observe};
+use super::step::{Step, StepLayer};
+use super::{Next, Reply, Req, Served, call, observe};
 use crate::state::AppState;
 use flight::Role;
 use lookup::{Asked, Looked, Pending, lookup};
@@ -32,53 +31,19 @@ use sluice_usage::{Endpoint, WireFormat};
 pub(crate) use flight::Flights;
 
 /// Wraps the path below in [`Cache`].
-#[derive(Debug, Clone)]
-pub(crate) struct CacheLayer {
-    state: AppState,
-}
-
-impl CacheLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        CacheLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for CacheLayer {
-    type Service = Cache<S>;
-
-    fn layer(&self, inner: S) -> Cache<S> {
-        Cache {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type CacheLayer = StepLayer<Cache>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Cache<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Cache {}
 
-impl<S> Service<Req<Call>> for Cache<S>
+impl<S> Step<Req<Call>, S> for Cache
 where
     S: Next<Req<Call>, Served<Reply>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move { Ok(serve(&state, inner, req).await) })
+    async fn serve(state: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+        serve(&state, inner, req).await
     }
 }
 

@@ -7,135 +7,97 @@
 //! 429 tells the client when to come back instead of holding it; and
 //! only until `retry.min_time_left_ms` before the deadline.
 
-use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
 
 use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
-use tower::{Layer, Service};
 
 use super::failure::Failure;
+use super::step::{Step, StepLayer};
 use super::upstream::{Granted, Pooled, Try};
-use super::{BoxFuture, Next, Req, Served, call, observe};
+use super::{Next, Req, Served, call, observe};
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Wraps a stack in [`Limits`].
-#[derive(Debug, Clone)]
-pub(crate) struct LimitsLayer {
-    state: AppState,
-}
-
-impl LimitsLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        LimitsLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for LimitsLayer {
-    type Service = Limits<S>;
-
-    fn layer(&self, inner: S) -> Limits<S> {
-        Limits {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type LimitsLayer = StepLayer<Limits>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Limits<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Limits {}
 
-impl<S> Service<Req<Try>> for Limits<S>
+impl<S> Step<Req<Try>, S> for Limits
 where
     S: Next<Req<Try>, Served<Pooled, Failure>>,
 {
     type Response = Served<Granted, Failure>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Granted, Failure>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Try>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let up = req.call.upstream.clone();
-            let plan = &up.plan;
-            let cap = Instant::now() + Duration::from_millis(state.config.retry.max_retry_after_ms);
-            let needs: Vec<(&str, u64)> =
-                plan.needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
-            let acquired = tokio::select! {
-                biased;
-                () = state.grace_over() => {
-                    return Ok(Served::err(AppState::grace_ended(), req.notes));
-                }
-                r = state.limits.acquire_many(&needs, Some(up.last_send(&state.config.retry).min(cap))) => r,
-            };
-            let grant = match acquired {
-                Ok(g) => g,
-                Err(e) => {
-                    let reason = match &e {
-                        sluice_limit::Error::InsufficientCapacity { .. } => "too_large",
-                        sluice_limit::Error::Closed => "closed",
-                        _ => "rate_limited",
-                    };
-                    observe::refused(&plan.requests, reason);
-                    let policy = state
-                        .limits
-                        .get_capacity(&plan.requests)
-                        .await
-                        .ok()
-                        .map(|c| (c.total, c.window));
-                    return Ok(Served::err(ApiError::from_limit(e, policy), req.notes));
-                }
-            };
-            observe::granted(plan, req.call.limiter_start);
-            let Served { result, notes } = call(inner, req).await;
-            // Refused below (the pool full, granted too late): nothing was
-            // sent, so the requests and tokens go back with the grant.
-            let Pooled { tried, pool } = match result {
-                Ok(pooled) => pooled,
-                Err(f) => {
-                    let mut grant = grant;
-                    grant.settle(0);
-                    return Ok(Served::err(f, notes));
-                }
-            };
-            let mut limits = RateLimitHeaders::default();
-            if let Ok(response) = &tried.sent {
-                let status = response.status().as_u16();
-                limits = match plan.provider {
-                    Some(p) => p.rate_limits(response.headers(), SystemTime::now()),
-                    None => upstream_limits(response.headers()),
-                };
-                let _ = state
-                    .limits
-                    .observe(
-                        Some(&grant),
-                        Some(&plan.requests),
-                        plan.tokens.as_deref(),
-                        status,
-                        &limits,
-                    )
-                    .await;
+    async fn serve(state: AppState, inner: S, req: Req<Try>) -> Served<Granted, Failure> {
+        let up = req.call.upstream.clone();
+        let plan = &up.plan;
+        let cap = Instant::now() + Duration::from_millis(state.config.retry.max_retry_after_ms);
+        let needs: Vec<(&str, u64)> = plan.needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
+        let acquired = tokio::select! {
+            biased;
+            () = state.grace_over() => {
+                return Served::err(AppState::grace_ended(), req.notes);
             }
-            let granted = Granted {
-                tried,
-                pool,
-                grant,
-                limits,
+            r = state.limits.acquire_many(&needs, Some(up.last_send(&state.config.retry).min(cap))) => r,
+        };
+        let grant = match acquired {
+            Ok(g) => g,
+            Err(e) => {
+                let reason = match &e {
+                    sluice_limit::Error::InsufficientCapacity { .. } => "too_large",
+                    sluice_limit::Error::Closed => "closed",
+                    _ => "rate_limited",
+                };
+                observe::refused(&plan.requests, reason);
+                let policy = state
+                    .limits
+                    .get_capacity(&plan.requests)
+                    .await
+                    .ok()
+                    .map(|c| (c.total, c.window));
+                return Served::err(ApiError::from_limit(e, policy), req.notes);
+            }
+        };
+        observe::granted(plan, req.call.limiter_start);
+        let Served { result, notes } = call(inner, req).await;
+        // Refused below (the pool full, granted too late): nothing was
+        // sent, so the requests and tokens go back with the grant.
+        let Pooled { tried, pool } = match result {
+            Ok(pooled) => pooled,
+            Err(f) => {
+                let mut grant = grant;
+                grant.settle(0);
+                return Served::err(f, notes);
+            }
+        };
+        let mut limits = RateLimitHeaders::default();
+        if let Ok(response) = &tried.sent {
+            let status = response.status().as_u16();
+            limits = match plan.provider {
+                Some(p) => p.rate_limits(response.headers(), SystemTime::now()),
+                None => upstream_limits(response.headers()),
             };
-            Ok(Served::ok(granted, notes))
-        })
+            let _ = state
+                .limits
+                .observe(
+                    Some(&grant),
+                    Some(&plan.requests),
+                    plan.tokens.as_deref(),
+                    status,
+                    &limits,
+                )
+                .await;
+        }
+        let granted = Granted {
+            tried,
+            pool,
+            grant,
+            limits,
+        };
+        Served::ok(granted, notes)
     }
 }
 

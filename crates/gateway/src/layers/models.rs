@@ -27,7 +27,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(ObserveLayer::new(state))
         .layer(ContextLayer::new(state))
         .layer(CacheLayer::new(state))
-        .layer(DedupLayer)
+        .layer(DedupLayer::new(state))
         .layer(AdmissionLayer::new(state))
         .layer(BudgetLayer::new(state))
         .layer(FallbackLayer::new(state))

@@ -13,16 +13,18 @@ pub(crate) mod target;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method};
 use sluice_admit::Ticket;
+use sluice_usage::budget::{Rule, Spend};
 use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
+use super::budget::{BudgetLayer, Budgeted};
 use super::bulkhead::BulkheadLayer;
 use super::context::{Context, ContextLayer, Parse};
 use super::limits::LimitsLayer;
 use super::observe::{ObserveLayer, Routed};
 use super::retry::RetryLayer;
 use super::upstream::{Outgoing, Plan, Upstream, Wire};
-use super::{Next, Notes};
+use super::{Next, Notes, Reply};
 use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
@@ -55,6 +57,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(ContextLayer::new(state))
         .layer(ApiCacheLayer::new(state))
         .layer(AdmissionLayer::new(state))
+        .layer(BudgetLayer::new(state))
         .layer(ForwardLayer)
         .layer(RetryLayer::new(state))
         .layer(LimitsLayer::new(state))
@@ -116,6 +119,31 @@ impl Queued for Call {
 
     fn ctx(&self) -> &Context {
         &self.ctx
+    }
+}
+
+impl Budgeted for Call {
+    fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// An API's answer carries no tokens and has no price: only request
+    /// budgets count it.
+    fn counts_in(rule: &Rule) -> bool {
+        rule.caps.requests.is_some()
+    }
+
+    fn worst_case(&self, _: &AppState, _: &[Rule]) -> Result<Spend, ApiError> {
+        Ok(Spend {
+            requests: 1,
+            ..Spend::default()
+        })
+    }
+
+    /// A call the API answered without an error status spent its
+    /// request; any other gives it back, as a failed model call does.
+    fn keeps(result: &Result<Reply, ApiError>) -> bool {
+        matches!(result, Ok(Reply::Stream(res)) if !res.status().is_client_error() && !res.status().is_server_error())
     }
 }
 

@@ -85,6 +85,10 @@ pub async fn fresh_schema_url() -> String {
     format!("{url}{sep}options=-c%20search_path%3D{schema}")
 }
 
+/// How long replicas sharing Redis in these tests wait for it before they
+/// count it away (see [`shared`]).
+pub const REDIS_UP_TIMEOUT_MS: u64 = 10_000;
+
 pub fn shared(redis: &str, prefix: &str, id: &str, store: &str) -> impl FnOnce(&mut Config) {
     let (redis, prefix, id, store) = (
         redis.to_owned(),
@@ -98,6 +102,11 @@ pub fn shared(redis: &str, prefix: &str, id: &str, store: &str) -> impl FnOnce(&
         let mut r = RedisSettings::new(redis);
         r.prefix = prefix;
         r.replica_id = Some(id);
+        // Redis is up throughout these tests. The production timeout
+        // (250 ms) is a bound a loaded test machine can miss, and a call
+        // whose shared count times out goes on uncounted (`fail_open`),
+        // as if Redis were away: not what these tests are about.
+        r.timeout_ms = REDIS_UP_TIMEOUT_MS;
         c.redis = Some(r);
     }
 }

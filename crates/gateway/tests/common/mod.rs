@@ -333,6 +333,19 @@ impl Harness {
         self.server.shutdown().await;
     }
 
+    /// Stops the gateway gracefully (its ledger written out) and starts
+    /// another on the same data directory and sim, with the base config
+    /// edited by `edit`.
+    pub async fn restart(&mut self, edit: impl FnOnce(&mut Config)) {
+        self.server.shutdown().await;
+        let mut config = base_config(&self.sim.url(), self._dir.path());
+        edit(&mut config);
+        let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let (server, addr) = Server::start(config, local).await;
+        self.server = server;
+        self.addr = addr;
+    }
+
     /// Shuts both down.
     pub async fn stop(mut self) {
         self.shutdown().await;
@@ -543,8 +556,9 @@ pub fn postgres_server(what: &str) -> Option<String> {
     url
 }
 
-/// A new, empty database named after `prefix` on `server`, as a URL.
-pub async fn fresh_database(server: &str, prefix: &str) -> String {
+/// A new, empty database named after `prefix` on `server`, dropped (its
+/// connections closed) when the guard is, even by a failing test.
+pub async fn fresh_database(server: &str, prefix: &str) -> Database {
     use sqlx::{AssertSqlSafe, Connection, PgConnection};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!(
@@ -555,8 +569,10 @@ pub async fn fresh_database(server: &str, prefix: &str) -> String {
     let mut conn = PgConnection::connect(server)
         .await
         .expect("connect to SLUICE_TEST_POSTGRES_URL");
+    // A leftover of the same name (a run killed before its guards
+    // dropped) is replaced.
     for ddl in [
-        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
         format!("CREATE DATABASE {name}"),
     ] {
         sqlx::raw_sql(AssertSqlSafe(ddl))
@@ -567,5 +583,49 @@ pub async fn fresh_database(server: &str, prefix: &str) -> String {
     conn.close().await.expect("close");
     let mut url = url::Url::parse(server).expect("a postgres:// URL");
     url.set_path(&name);
-    url.to_string()
+    Database {
+        url: url.to_string(),
+        server: server.to_owned(),
+        name,
+    }
+}
+
+/// A database of a test's own (see [`fresh_database`]).
+#[derive(Debug)]
+pub struct Database {
+    /// Its URL.
+    pub url: String,
+    server: String,
+    name: String,
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        use sqlx::{AssertSqlSafe, Connection, PgConnection};
+        let (server, name) = (self.server.clone(), self.name.clone());
+        // The test's runtime cannot wait here: a runtime of its own, on a
+        // thread of its own. A database already gone (a test may drop it)
+        // is no error; one that cannot be dropped is left with a note.
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(async {
+                let mut conn = PgConnection::connect(&server)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ddl = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                sqlx::raw_sql(AssertSqlSafe(ddl))
+                    .execute(&mut conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                conn.close().await.map_err(|e| e.to_string())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("note: test database {} left on the server: {e}", self.name);
+        }
+    }
 }

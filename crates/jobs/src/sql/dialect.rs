@@ -356,6 +356,16 @@ pub const SQLITE: Dialect = Dialect {
 /// the table for them. The state and `run_at` are tested again on the
 /// locked row, which may have changed since the ranking's snapshot. The promotion
 /// skips rows another claimer is promoting: it marks them due itself.
+///
+/// The walk goes backwards (`DESC`): a job claimed leaves its entry in
+/// `jobs_ready` until VACUUM, at the front of its group (the oldest and
+/// highest priority jobs go first), and a scan steps over every such
+/// entry, reading the row of each that no scan has yet found dead to
+/// every transaction (all of them while a long transaction is open).
+/// Walked from the back, a group is found by its last entry, the job
+/// claimed last, so only the ranking's own read of each group's first
+/// jobs crosses the stale entries, not the two probes that find the
+/// tenants and groups too.
 pub const POSTGRES: Dialect = Dialect {
     promote: concat!(
         "UPDATE jobs SET due = TRUE WHERE id IN (",
@@ -366,21 +376,21 @@ pub const POSTGRES: Dialect = Dialect {
         "WITH RECURSIVE tenants(t) AS ( \
            (SELECT tenant FROM jobs WHERE queue = $1 AND ",
         ready!(""),
-        " ORDER BY tenant LIMIT 1) \
+        " ORDER BY tenant DESC LIMIT 1) \
            UNION ALL \
            SELECT (SELECT j.tenant FROM jobs j WHERE j.queue = $1 AND ",
         ready!("j."),
-        " AND j.tenant > tenants.t ORDER BY j.tenant LIMIT 1) \
+        " AND j.tenant < tenants.t ORDER BY j.tenant DESC LIMIT 1) \
            FROM tenants WHERE tenants.t IS NOT NULL), \
          grps(tenant, grp) AS ( \
            SELECT t, (SELECT j.grp FROM jobs j WHERE j.queue = $1 AND ",
         ready!("j."),
-        " AND j.tenant = tenants.t ORDER BY j.grp LIMIT 1) \
+        " AND j.tenant = tenants.t ORDER BY j.grp DESC LIMIT 1) \
            FROM tenants WHERE tenants.t IS NOT NULL \
            UNION ALL \
            SELECT tenant, (SELECT j.grp FROM jobs j WHERE j.queue = $1 AND ",
         ready!("j."),
-        " AND j.tenant = grps.tenant AND j.grp > grps.grp ORDER BY j.grp LIMIT 1) \
+        " AND j.tenant = grps.tenant AND j.grp < grps.grp ORDER BY j.grp DESC LIMIT 1) \
            FROM grps WHERE grps.grp IS NOT NULL), \
          r AS ( \
            SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, \

@@ -34,8 +34,10 @@ pub const DEFAULT_MAX_THROTTLES: u32 = 5;
 pub struct QueueConfig {
     /// The queue's name.
     pub name: String,
-    /// Jobs run at once (the seed's 5): waiting for their rate, running,
-    /// or waiting for their outcome's commit.
+    /// Jobs run at once (the seed's 5): waiting for their rate or
+    /// running their handler. A run frees its slot when its handler
+    /// returns, not when its outcome is committed (see
+    /// [`awaiting_commit`](Self::awaiting_commit)).
     pub concurrency: NonZeroUsize,
     /// Job starts allowed, as a limit on the limiter resource
     /// `jobs:{queue}` (the seed's 10 in any second, sliding window);
@@ -48,6 +50,10 @@ pub struct QueueConfig {
     /// [`prefetch`](Self::prefetch)); `None` for as many as
     /// [`concurrency`](Self::concurrency).
     pub prefetch: Option<usize>,
+    /// Outcomes handed to the pool's batcher and not yet committed, at
+    /// most (see [`awaiting_commit`](Self::awaiting_commit)); `None` for
+    /// twice [`concurrency`](Self::concurrency).
+    pub awaiting_commit: Option<usize>,
 }
 
 impl QueueConfig {
@@ -59,6 +65,7 @@ impl QueueConfig {
             rate: Some(Limit::sliding_window(DEFAULT_RATE, Duration::from_secs(1))),
             group_rate: None,
             prefetch: None,
+            awaiting_commit: None,
         }
     }
 
@@ -86,6 +93,28 @@ impl QueueConfig {
     /// How many jobs the queue claims ahead of free slots at most.
     pub fn ahead(&self) -> usize {
         self.prefetch.unwrap_or(self.concurrency.get())
+    }
+
+    /// Lets up to `n` runs whose handlers have returned wait for their
+    /// outcome's commit without holding a slot, so that the next jobs run
+    /// while a batch of outcomes is written (twice the
+    /// [`concurrency`](Self::concurrency) by default). Such a run keeps its
+    /// lease, renewed by heartbeat, until its outcome is durable; a crash
+    /// before that runs the job again once the lease expires (at least
+    /// once), so a crash repeats at most `concurrency + n` runs. Beyond
+    /// `n`, a run whose handler returned keeps its slot until a place
+    /// frees up. 0 holds every slot until its outcome is committed: a
+    /// crash repeats at most `concurrency` runs, and one commit carries at
+    /// most that many.
+    #[must_use]
+    pub fn awaiting_commit(mut self, n: usize) -> Self {
+        self.awaiting_commit = Some(n);
+        self
+    }
+
+    /// How many outcomes may await their commit without holding a slot.
+    pub fn uncommitted(&self) -> usize {
+        self.awaiting_commit.unwrap_or(2 * self.concurrency.get())
     }
 
     /// Starts jobs at most as `limit` allows.

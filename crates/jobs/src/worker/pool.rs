@@ -18,7 +18,7 @@ use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
 use crate::worker::heartbeat::{self, Heartbeats};
-use crate::worker::run::{Claimed, give_back_unstarted, run_job};
+use crate::worker::run::{Claimed, Slot, give_back_unstarted, run_job};
 use crate::worker::wake::{QueueWake, Wakes};
 use sluice_limit::SharedLimiter;
 
@@ -365,11 +365,14 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
 /// what was claimed and finds a free slot, gives back the rest, and waits
 /// for the running jobs (which shutdown may halt).
 ///
-/// Two bounds: `slots` (the queue's concurrency) are the runs started and
-/// not yet recorded, whose effects a crash could repeat; `room`
-/// (concurrency + prefetch) the jobs claimed and not yet recorded. So
-/// when a group commit frees slots, the jobs claimed ahead start at once
-/// while the next claim is made.
+/// Three bounds: `slots` (the queue's concurrency) are the runs started
+/// whose handlers have not returned; `awaiting` the outcomes handed to the
+/// batcher and not yet committed (a run whose handler returned trades its
+/// slot for one of these, so jobs run while a batch commits); `room`
+/// (concurrency + prefetch) the jobs claimed whose handlers have not
+/// returned. So when handlers return, the jobs claimed ahead start at
+/// once while the next claim is made, and the runs a crash could repeat
+/// are at most `slots` + `awaiting`.
 async fn claim_loop<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
@@ -377,6 +380,14 @@ async fn claim_loop<S: JobStore + 'static>(
 ) {
     let concurrency = queue.concurrency.get();
     let slots = Arc::new(Semaphore::new(concurrency));
+    let awaiting = match queue.uncommitted() {
+        0 => None,
+        n => Some(Arc::new(Semaphore::new(n))),
+    };
+    let to_slot = |permit| Slot {
+        permit,
+        awaiting: awaiting.clone(),
+    };
     let room = Arc::new(Semaphore::new(concurrency + queue.ahead()));
     let (claimed, mut next) = mpsc::unbounded_channel();
     let claims = claimer(
@@ -409,7 +420,7 @@ async fn claim_loop<S: JobStore + 'static>(
             }
             slot = Arc::clone(&slots).acquire_owned() => slot,
         };
-        let (Ok(slot), (job, lease, claimed)) = (slot, job) else {
+        let (Ok(permit), (job, lease, claimed)) = (slot, job) else {
             break;
         };
         running.spawn(run_job(
@@ -418,7 +429,7 @@ async fn claim_loop<S: JobStore + 'static>(
             job,
             lease,
             claimed,
-            slot,
+            to_slot(permit),
         ));
     }
     // The claimer stops after the claim it may be making: then every job
@@ -434,7 +445,14 @@ async fn claim_loop<S: JobStore + 'static>(
     for (job, lease, claimed) in unstarted {
         let ctx = Arc::clone(&ctx);
         match Arc::clone(&slots).try_acquire_owned() {
-            Ok(slot) => running.spawn(run_job(ctx, Arc::clone(&queue), job, lease, claimed, slot)),
+            Ok(permit) => running.spawn(run_job(
+                ctx,
+                Arc::clone(&queue),
+                job,
+                lease,
+                claimed,
+                to_slot(permit),
+            )),
             Err(_) => running.spawn(give_back_unstarted(ctx, job, lease, claimed)),
         };
     }

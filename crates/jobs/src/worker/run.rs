@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
@@ -45,23 +45,44 @@ pub(crate) struct Claimed {
     pub room: OwnedSemaphorePermit,
 }
 
-/// Runs one claimed job, holding its `slot` while it waits for its rate,
-/// runs, and has its outcome recorded.
+/// A run's place in its queue's concurrency, and where its outcome may
+/// wait for its commit once the handler has returned.
+pub(crate) struct Slot {
+    pub permit: OwnedSemaphorePermit,
+    /// Places of the outcomes awaiting their commit
+    /// ([`QueueConfig::awaiting_commit`]); `None` keeps the slot until then.
+    pub awaiting: Option<Arc<Semaphore>>,
+}
+
+impl Slot {
+    /// Trades the slot for a place among the outcomes awaiting their
+    /// commit, once one is free (the slot is held meanwhile, so a pool
+    /// whose commits fall behind stops starting jobs); without such
+    /// places, keeps the slot. Hold what it returns until the outcome is
+    /// recorded.
+    async fn hand_over(self) -> OwnedSemaphorePermit {
+        match self.awaiting {
+            Some(places) => match places.acquire_owned().await {
+                Ok(place) => place,
+                Err(_) => self.permit,
+            },
+            None => self.permit,
+        }
+    }
+}
+
+/// Runs one claimed job, holding its `slot` while it waits for its rate
+/// and runs, then a place among the outcomes awaiting their commit (or
+/// the slot) until its outcome is recorded.
 pub(crate) async fn run_job<S: JobStore + 'static>(
     ctx: Arc<Ctx<S>>,
     queue: Arc<QueueConfig>,
     job: Job,
     lease: Lease,
     claimed: Claimed,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
 ) {
-    // Both freed once the outcome is committed: a slot counts every run
-    // whose effect a crash could repeat.
-    let _slot = slot;
-    let Claimed {
-        mut held,
-        room: _room,
-    } = claimed;
+    let Claimed { mut held, room } = claimed;
 
     // Wait for the queue's (and the group's) rate, holding the lease.
     let needs = rate_needs(&ctx, &queue, &job);
@@ -117,6 +138,13 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
         }
     };
     metrics::duration(&queue.name, &job.kind, begin.elapsed());
+    // The handler is done: its slot and its room go to the next jobs
+    // while the outcome waits for its batch's commit, so that jobs run
+    // during the commit instead of after it. The lease stays held (and
+    // renewed) until the outcome is durable: a crash before that runs the
+    // job again once the lease expires.
+    let _place = slot.hand_over().await;
+    drop(room);
     record(&ctx, &job, &lease, outcome).await;
 }
 

@@ -25,9 +25,9 @@ fn message(r: &Reply, content: Value, stop: Value, output_tokens: u64) -> Value 
         "stop_reason": stop,
         "stop_sequence": null,
         "usage": {
-            "input_tokens": r.prompt_tokens,
+            "input_tokens": r.prompt_tokens - r.cached_tokens(),
             "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_read_input_tokens": r.cached_tokens(),
             "output_tokens": output_tokens,
         },
     })

@@ -14,13 +14,23 @@ fn finish_reason(r: &Reply) -> &'static str {
 
 /// `usageMetadata` after `completion` tokens: every chunk of a stream
 /// carries the counts so far, the last one the whole.
+/// Thoughts and cached content are reported only when there are some, as
+/// Gemini does.
 fn usage(r: &Reply, completion: u64) -> Value {
-    json!({
+    let thoughts = r.reasoning_of(completion);
+    let mut u = json!({
         "promptTokenCount": r.prompt_tokens,
-        "candidatesTokenCount": completion,
+        "candidatesTokenCount": completion - thoughts,
         "totalTokenCount": r.prompt_tokens + completion,
         "promptTokensDetails": [{"modality": "TEXT", "tokenCount": r.prompt_tokens}],
-    })
+    });
+    if thoughts > 0 {
+        u["thoughtsTokenCount"] = json!(thoughts);
+    }
+    if r.cached_tokens() > 0 {
+        u["cachedContentTokenCount"] = json!(r.cached_tokens());
+    }
+    u
 }
 
 fn response(r: &Reply, text: &str, finish: Option<&str>, completion: u64) -> Value {

@@ -9,7 +9,13 @@ use crate::wire::body::event;
 
 fn usage(r: &Reply) -> Value {
     let (p, c) = (r.prompt_tokens, r.completion_tokens());
-    json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+    json!({
+        "prompt_tokens": p,
+        "completion_tokens": c,
+        "total_tokens": p + c,
+        "prompt_tokens_details": {"cached_tokens": r.cached_tokens()},
+        "completion_tokens_details": {"reasoning_tokens": r.reasoning_tokens()},
+    })
 }
 
 fn finish(r: &Reply) -> &'static str {
@@ -114,9 +120,9 @@ pub(crate) fn response(r: &Reply, done: bool) -> Value {
         "usage": if done {
             json!({
                 "input_tokens": p,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": r.cached_tokens()},
                 "output_tokens": c,
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": r.reasoning_tokens()},
                 "total_tokens": p + c,
             })
         } else {

@@ -108,6 +108,24 @@ impl MemoryBudgets {
         }
     }
 
+    /// Adds spend made before this count began — read back from the
+    /// usage ledger after a restart — to `rule`: each `(at_ms, spend)`
+    /// goes to the slice holding `at_ms`; what no longer counts at
+    /// `now_ms`, or is after it, is left out.
+    pub fn seed(&self, rule: &Rule, spent: &[(i64, Spend)], now_ms: i64) {
+        let now = rule.window.slices(now_ms);
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(rule.id.clone()).or_default();
+        let live = spent
+            .iter()
+            .filter(|(at, _)| (now.oldest..=now_ms).contains(at));
+        for &(at, s) in live {
+            let slice = rule.window.slices(at).current;
+            add(&mut count.slices, slice, s, Spend::default());
+        }
+        count.expires = count.expires.max(now.expires);
+    }
+
     /// What budget `id` counts at `now_ms`, per the slices of `rule`
     /// (for tests and status pages).
     pub fn spent(&self, rule: &Rule, now_ms: i64) -> Spend {

@@ -128,6 +128,49 @@ fn a_refusal_says_when_the_oldest_spend_leaves() {
     assert!(m.reserve_now(&day, tokens(1), resets_at_ms).is_ok());
 }
 
+/// Spend read back after a restart counts in the slice it was made in,
+/// and leaves the window with it.
+#[test]
+fn seeded_spend_counts_where_it_was_made() {
+    let m = MemoryBudgets::new();
+    let r = rule(
+        "t",
+        Caps {
+            requests: Some(3),
+            ..Caps::default()
+        },
+        Window::Rolling { ms: HOUR },
+    );
+    let now = 90 * 60_000;
+    // Before the window (left out), in it at 40 and 80 minutes, after now
+    // (left out).
+    let before = [
+        (20 * 60_000, tokens(1)),
+        (40 * 60_000, tokens(1)),
+        (80 * 60_000, tokens(1)),
+        (now + 60_000, tokens(1)),
+    ];
+    m.seed(&r, &before, now);
+    assert_eq!(
+        m.spent(&r, now),
+        Spend {
+            tokens: 2,
+            requests: 2,
+            ..Spend::default()
+        }
+    );
+    m.reserve_now(std::slice::from_ref(&r), tokens(1), now)
+        .unwrap();
+    let Err(BudgetError::Exceeded { resets_at_ms, .. }) =
+        m.reserve_now(std::slice::from_ref(&r), tokens(1), now)
+    else {
+        panic!("seeded spend counts");
+    };
+    // The 40 minutes' spend leaves the hour at 100 minutes.
+    assert_eq!(resets_at_ms, 100 * 60_000);
+    assert_eq!(m.spent(&r, resets_at_ms).requests, 2);
+}
+
 /// The overshoot bound: 50 calls at once against a budget of 10 calls'
 /// worst case. However they interleave, what is reserved never passes the
 /// cap, and what is spent once all settle is at most the cap.

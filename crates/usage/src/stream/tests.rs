@@ -480,3 +480,76 @@ fn a_stream_tells_its_answers_id_model_and_finish_reasons() {
     let _ = feed_all(&mut s, &["data: {\"choices\":[{\"delta\":{}}]}\n\n"]);
     assert_eq!(s.head(), &super::AnswerHead::default(), "nothing made up");
 }
+
+/// A stream's cached input and reasoning output, read from the events
+/// that report them in each format, as a whole answer's are.
+#[test]
+fn a_streams_details_come_from_its_final_usage() {
+    let cases: [(WireFormat, Endpoint, &str, (u64, u64)); 5] = [
+        (
+            WireFormat::Openai,
+            Endpoint::Chat,
+            r#"data: {"choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}
+
+data: {"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":300,"total_tokens":2300,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":256}}}
+
+data: [DONE]
+
+"#,
+            (1024, 256),
+        ),
+        (
+            WireFormat::Openai,
+            Endpoint::Responses,
+            r#"data: {"type":"response.output_text.delta","delta":"hi"}
+
+data: {"type":"response.completed","response":{"output":[],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":5}}}}
+
+"#,
+            (4, 5),
+        ),
+        (
+            WireFormat::Anthropic,
+            Endpoint::Messages,
+            r#"event: message_start
+data: {"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":700,"output_tokens":1}}}
+
+event: message_delta
+data: {"type":"message_delta","usage":{"output_tokens":30}}
+
+"#,
+            (700, 0),
+        ),
+        (
+            WireFormat::Gemini,
+            Endpoint::Chat,
+            r#"data: {"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":9}}
+
+data: {"candidates":[{"content":{"parts":[{"text":"!"}]}}],"usageMetadata":{"promptTokenCount":9,"cachedContentTokenCount":6,"candidatesTokenCount":3,"thoughtsTokenCount":7,"totalTokenCount":19}}
+
+"#,
+            (6, 7),
+        ),
+        // Nothing reported: zeros.
+        (
+            WireFormat::Openai,
+            Endpoint::Chat,
+            &format!("data: {CHAT_USAGE}\n\ndata: [DONE]\n\n"),
+            (0, 0),
+        ),
+    ];
+    for (format, endpoint, stream, (cached, reasoning)) in cases {
+        let mut scanner = StreamScanner::new(format, endpoint, false);
+        for piece in stream.as_bytes().chunks(7) {
+            let _ = scanner.feed(Bytes::copy_from_slice(piece));
+        }
+        let _ = scanner.finish();
+        let d = scanner.details();
+        assert_eq!(
+            (d.cached_tokens, d.reasoning_tokens),
+            (cached, reasoning),
+            "{format:?} {endpoint:?}"
+        );
+        assert!(scanner.usage().is_some(), "{format:?}");
+    }
+}

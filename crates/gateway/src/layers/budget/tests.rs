@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use sluice_keys::{Budget, Caller, Limits, Money};
+use tower::Layer;
 
 use super::*;
 use crate::layers::testing::{Later, buffered, model_call, state};

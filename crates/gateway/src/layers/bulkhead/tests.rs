@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use sluice_admit::{Admission, PoolConfig, Ticket};
 use tokio::time::Instant;
+use tower::Layer;
 
 use super::*;
 use crate::config::Config;

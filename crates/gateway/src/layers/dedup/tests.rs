@@ -2,7 +2,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::Semaphore;
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder};
 
 use super::*;
 use crate::layers::admission::AdmissionLayer;
@@ -22,7 +22,7 @@ async fn key_for(stream: bool, headers: &[(&'static str, &'static str)]) -> Opti
         })
     };
     let served = call(
-        DedupLayer.layer(probe),
+        DedupLayer::new(&state).layer(probe),
         model_call(&state, MODEL, stream, headers),
     )
     .await;
@@ -63,7 +63,7 @@ async fn a_request_with_the_same_id_joins_the_one_in_flight() {
         })
     };
     let svc = ServiceBuilder::new()
-        .layer(DedupLayer)
+        .layer(DedupLayer::new(&state))
         .layer(AdmissionLayer::new(&state))
         .service(probe);
     let same = [("x-request-id", "same")];

@@ -1,5 +1,7 @@
 use std::sync::Mutex;
 
+use tower::Layer;
+
 use super::*;
 use crate::config::Config;
 use crate::layers::testing::{Probe, buffered, model_call, state_with};

@@ -1,6 +1,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use tower::Layer;
+
 use super::*;
 use crate::layers::testing::{Probe, answer, first_try, limited, tried, upstream};
 use crate::layers::upstream::Fault;

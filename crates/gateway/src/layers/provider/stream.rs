@@ -173,16 +173,16 @@ impl Metered {
         };
         reserved.settle(used);
         let p = self.ledger.take()?;
-        let reported = if self.whole {
-            self.reader.usage()
+        let (reported, details) = if self.whole {
+            (self.reader.usage(), self.reader.details())
         } else {
-            None
+            (None, sluice_usage::Details::default())
         };
         let so_far = self
             .reader
             .used_so_far(self.prompt_estimate, self.chars_per_token)
             .map(|u| (u.prompt_tokens, u.completion_tokens));
-        p.hand_over(reported, so_far, timed)
+        p.hand_over(reported, so_far, details, timed)
     }
 }
 
@@ -196,15 +196,18 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// `details`: a whole stream's cached input and reasoning, as its
+    /// final usage reported them (zeros for a cut stream, whose usage is
+    /// estimated). `timed`: the hand-over is timed for the request's
+    /// spans, and said.
     fn hand_over(
         mut self,
         reported: Option<Usage>,
         so_far: Option<(u64, u64)>,
+        details: sluice_usage::Details,
         timed: bool,
     ) -> Option<Handed> {
         let ledger = self.state.ledger.get()?;
-        // Streams: the totals only (their details are not read yet).
-        let details = sluice_usage::Details::default();
         self.draft
             .used(&self.state.prices, reported, so_far, details);
         let record = self.draft.finish(self.status, self.queued, self.attempts);

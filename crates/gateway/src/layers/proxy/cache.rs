@@ -11,7 +11,6 @@
 //! with different tokens never share an entry.
 
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -20,12 +19,12 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use sluice_usage::cache::{Answer, CacheKey, Hit, NewEntry, Scope};
 use tokio::time::Instant;
-use tower::{Layer, Service};
 
 use super::{Call, Incoming};
 use crate::cache::control::{Control, control, not_cached, requested_ttl};
 use crate::cache::{CACHE_HEADER, SharedCache};
-use crate::layers::{BoxFuture, Next, Reply, Req, Served, call, observe};
+use crate::layers::step::{Step, StepLayer};
+use crate::layers::{Next, Reply, Req, Served, call, observe};
 use crate::metrics;
 use crate::response::REPRESENTATION_HEADERS;
 use crate::state::AppState;
@@ -107,53 +106,19 @@ pub(super) fn ask(
 }
 
 /// Wraps the proxy's path below in [`ApiCache`].
-#[derive(Debug, Clone)]
-pub(crate) struct ApiCacheLayer {
-    state: AppState,
-}
-
-impl ApiCacheLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        ApiCacheLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for ApiCacheLayer {
-    type Service = ApiCache<S>;
-
-    fn layer(&self, inner: S) -> ApiCache<S> {
-        ApiCache {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type ApiCacheLayer = StepLayer<ApiCache>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct ApiCache<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum ApiCache {}
 
-impl<S> Service<Req<Call>> for ApiCache<S>
+impl<S> Step<Req<Call>, S> for ApiCache
 where
     S: Next<Req<Call>, Served<Reply>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move { Ok(serve(&state, inner, req).await) })
+    async fn serve(state: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+        serve(&state, inner, req).await
     }
 }
 

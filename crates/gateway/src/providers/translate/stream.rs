@@ -174,6 +174,10 @@ impl<T: Translator> StreamReader for Translated<T> {
         self.scanner.usage()
     }
 
+    fn details(&self) -> sluice_usage::Details {
+        self.scanner.details()
+    }
+
     fn tool_calls(&self) -> u32 {
         self.scanner.tool_calls()
     }

@@ -1,0 +1,260 @@
+//! What a claim reads on PostgreSQL once many jobs have been claimed and
+//! finished, before VACUUM has removed their stale index entries; and
+//! that a heartbeat renews a lease in place. Counted in buffers read
+//! (`EXPLAIN (ANALYZE, BUFFERS)`), which load does not move.
+//!
+//! Needs `SLUICE_TEST_POSTGRES_URL`, as the store suite does.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
+
+use super::*;
+use crate::{JobStore, ManualClock, NewJob, Timestamp};
+
+const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+/// Jobs claimed and completed before the claim is measured.
+const FINISHED: usize = 25_000;
+const LEASE: Duration = Duration::from_secs(30);
+
+fn url() -> String {
+    std::env::var("SLUICE_TEST_POSTGRES_URL")
+        .expect("SLUICE_TEST_POSTGRES_URL names the PostgreSQL server of the tests")
+}
+
+/// A store in a new schema of its own, and that schema.
+async fn store() -> (PostgresStore, String) {
+    let schema = format!("jobs_claim_{}_{}", std::process::id(), fastrand::u32(..));
+    let mut conn = PgConnection::connect(&url()).await.expect("connect");
+    let ddl = format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}");
+    sqlx::raw_sql(AssertSqlSafe(ddl))
+        .execute(&mut conn)
+        .await
+        .expect("a schema");
+    conn.close().await.expect("close");
+    let options = without_jit(PgConnectOptions::from_str(&url()).expect("a URL"))
+        .options([("search_path", schema.as_str())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .expect("connect");
+    let config = StoreConfig::default().clock(ManualClock::new(T0));
+    let store = PostgresStore::from_pool(pool, config)
+        .await
+        .expect("migrate");
+    (store, schema)
+}
+
+async fn drop_schema(schema: &str) {
+    let mut conn = PgConnection::connect(&url()).await.expect("connect");
+    let ddl = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+    sqlx::raw_sql(AssertSqlSafe(ddl))
+        .execute(&mut conn)
+        .await
+        .expect("drop the schema");
+    conn.close().await.expect("close");
+}
+
+/// Every plan node of `plan`, depth first.
+fn nodes(plan: &Value, out: &mut Vec<Value>) {
+    out.push(plan.clone());
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        nodes(child, out);
+    }
+}
+
+/// `claim` walking the tenants and groups forwards, as it did before:
+/// the figures side by side in one run.
+fn walking_forwards(claim: &str) -> String {
+    claim
+        .replace("ORDER BY tenant DESC LIMIT 1", "ORDER BY tenant LIMIT 1")
+        .replace(
+            "j.tenant < tenants.t ORDER BY j.tenant DESC",
+            "j.tenant > tenants.t ORDER BY j.tenant",
+        )
+        .replace("ORDER BY j.grp DESC LIMIT 1", "ORDER BY j.grp LIMIT 1")
+        .replace("j.grp < grps.grp", "j.grp > grps.grp")
+}
+
+/// Buffers read by the claim of 100 (rolled back): in all, by each probe
+/// that finds a tenant or a group, and by the ranking's read of the
+/// group's first jobs; and the execution time in ms.
+async fn explain_claim(store: &PostgresStore, claim: &str) -> (i64, Vec<i64>, i64, f64) {
+    let mut tx = store.pool().begin().await.expect("begin");
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {claim}");
+    let row = sqlx::query(AssertSqlSafe(explain))
+        .bind("burn")
+        .bind(T0.as_millis())
+        .bind(100_i64)
+        .bind("measure")
+        .bind(T0.as_millis() + 30_000)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("explain the claim");
+    tx.rollback().await.expect("roll back");
+    // `json`, sent as its text: sqlx decodes it without the json feature.
+    let out: Value =
+        serde_json::from_str(row.try_get_unchecked::<&str, _>(0).expect("a plan")).expect("JSON");
+    let top = &out[0];
+    let mut all = Vec::new();
+    nodes(&top["Plan"], &mut all);
+    let hits = |n: &Value| {
+        n["Shared Hit Blocks"].as_i64().unwrap_or(0) + n["Shared Read Blocks"].as_i64().unwrap_or(0)
+    };
+    let (mut probes, mut firsts) = (Vec::new(), 0);
+    for node in all.iter().filter(|n| n["Index Name"] == "jobs_ready") {
+        // The ranking's read bounds `run_at`; the probes do not.
+        match node["Index Cond"].as_str() {
+            Some(cond) if cond.contains("run_at") => firsts += hits(node),
+            _ => probes.push(hits(node)),
+        }
+    }
+    let ms = top["Execution Time"].as_f64().unwrap_or(0.0);
+    (hits(&top["Plan"]), probes, firsts, ms)
+}
+
+#[tokio::test]
+async fn a_claim_finds_its_groups_without_crossing_finished_jobs() {
+    let (store, schema) = store().await;
+    // As during a burn-down: no VACUUM has come by yet.
+    sqlx::query("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        .execute(store.pool())
+        .await
+        .expect("autovacuum off");
+    for start in (0..FINISHED + 1_000).step_by(1_000) {
+        let batch = (start..start + 1_000)
+            .map(|i| NewJob::new("burn", "noop", json!({ "i": i })))
+            .collect();
+        store.enqueue_batch(batch).await.expect("enqueue");
+    }
+    // A transaction with a snapshot older than every claim below.
+    let mut reader = PgConnection::connect(&url()).await.expect("connect");
+    let mut old = reader
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1")
+        .execute(&mut *old)
+        .await
+        .expect("a snapshot");
+    let mut old = Some(old);
+    let mut done = 0;
+    while done < FINISHED {
+        let jobs = store.claim("burn", "w", 500, LEASE).await.expect("claim");
+        done += jobs.len();
+        let items = jobs
+            .into_iter()
+            .map(|j| (j.lease.expect("leased"), Value::Null))
+            .collect();
+        for result in store.complete_many(items).await.expect("complete") {
+            result.expect("completed");
+        }
+    }
+
+    let claim = sql::POSTGRES.claim;
+    let forwards = walking_forwards(claim);
+    // While a transaction older than the claims is open (a long report,
+    // a backup), no scan may mark their stale entries dead: each is
+    // checked against its row. Then, once it ends, the first scan marks
+    // them and the next ones skip them, a page at a time.
+    for _ in 0..2 {
+        let old_snapshot = old.is_some();
+        let before = explain_claim(&store, &forwards).await;
+        let after = explain_claim(&store, claim).await;
+        println!(
+            "a claim of 100 over {FINISHED} finished jobs{}: walking forwards {} buffers \
+             (probes {:?}, first jobs {}) in {:.2} ms; backwards {} buffers (probes {:?}, \
+             first jobs {}) in {:.2} ms",
+            if old_snapshot {
+                ", an older transaction open"
+            } else {
+                ""
+            },
+            before.0,
+            before.1,
+            before.2,
+            before.3,
+            after.0,
+            after.1,
+            after.2,
+            after.3
+        );
+        assert_eq!(
+            after.1.len(),
+            4,
+            "two tenant probes, two group probes: {:?}",
+            after.1
+        );
+        // Each probe lands on its group's last entry, a live job: a
+        // descent of the index and a leaf, not the stale entries in front.
+        assert!(after.1.iter().all(|&b| b <= 8), "{:?}", after.1);
+        // Walked forwards, the first probes crossed them all.
+        assert!(
+            before.1.iter().sum::<i64>() > 10 * after.1.iter().sum::<i64>(),
+            "{:?}",
+            before.1
+        );
+        if let Some(old) = old.take() {
+            old.commit().await.expect("end the old transaction");
+            // Its snapshot is gone: let a scan mark the entries dead.
+            explain_claim(&store, &forwards).await;
+        }
+    }
+    drop(old);
+    reader.close().await.expect("close");
+    store.close().await;
+    drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn a_heartbeat_renews_a_lease_in_place() {
+    let (store, schema) = store().await;
+    let batch = (0..100)
+        .map(|i| NewJob::new("q", "noop", json!({ "i": i })))
+        .collect();
+    store.enqueue_batch(batch).await.expect("enqueue");
+    let leases: Vec<_> = store
+        .claim("q", "w", 100, LEASE)
+        .await
+        .expect("claim")
+        .into_iter()
+        .map(|j| j.lease.expect("leased"))
+        .collect();
+    // The renewal runs in a transaction of this test's own, so that its
+    // counts of updates (HOT or not) are this transaction's alone.
+    let mut tx = store.pool().begin().await.expect("begin");
+    let ids: Vec<i64> = leases.iter().map(|l| l.job.0).collect();
+    let owners: Vec<&str> = leases.iter().map(|l| l.owner.as_str()).collect();
+    let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+    let renewed = sqlx::query(sql::POSTGRES.heartbeat_many)
+        .bind(T0.as_millis() + 60_000)
+        .bind(T0.as_millis())
+        .bind(&ids)
+        .bind(&owners)
+        .bind(&tokens)
+        .fetch_all(&mut *tx)
+        .await
+        .expect("heartbeat");
+    assert_eq!(renewed.len(), 100);
+    let counts = sqlx::query(
+        "SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass), \
+                pg_stat_get_xact_tuples_hot_updated('jobs'::regclass)",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("counts");
+    let (updated, hot): (i64, i64) = (counts.get(0), counts.get(1));
+    tx.commit().await.expect("commit");
+    println!("heartbeat of 100 leases: {updated} rows updated, {hot} of them in place (HOT)");
+    assert_eq!(updated, 100);
+    // Keyed on `lease_expires_at`, `jobs_running` made every renewal a
+    // new entry in every index (none HOT). Now a renewal that fits on its
+    // page (a fifth is left free) is HOT; how many fit depends on what
+    // the claim's new row versions took and what the server could prune
+    // (67 of 100 here).
+    assert!(hot > 0, "{hot} of {updated} HOT");
+    store.close().await;
+    drop_schema(&schema).await;
+}
