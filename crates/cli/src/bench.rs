@@ -19,12 +19,14 @@
 //! (c) A swarm at twice one model's limit, configured alike in the sim
 //!     and the gateway: goodput as a share of capacity, upstream 429s,
 //!     Jain's fairness across equal-weight tenants.
-//! (d) What keys and budgets cost: (a)'s non-streamed stream through the
-//!     gateway without a key, then with a key of the key store whose
-//!     tenant has budgets of money, tokens and requests and a per-key
-//!     request limit (authentication from the cache, the per-key limit,
-//!     a reserve and a settle per call): latency and CPU per request side
-//!     by side. In-process only (it creates the tenant and key).
+//! (d) What keys, the usage ledger and budgets cost: (a)'s non-streamed
+//!     stream through a gateway with no key store, no ledger and no
+//!     budgets, then through one with all three, as a key of the key
+//!     store whose tenant has budgets of money, tokens and requests and a
+//!     per-key request limit (authentication from the cache, the per-key
+//!     limit, a reserve and a settle, a ledger record per call): latency
+//!     and CPU per request side by side. In-process only (it creates the
+//!     tenant and key).
 //! (e) OpenTelemetry export off and on: latency and CPU per request
 //!     ([`otel`]); `--otel-only` runs this part alone.
 //!

@@ -1,12 +1,18 @@
-//! (d) What keys and budgets cost: (a)'s non-streamed stream through the
-//! in-process gateway without a key, then as a key whose tenant has
-//! budgets.
+//! (d) What keys, the usage ledger and budgets cost together: (a)'s
+//! non-streamed stream through a gateway with all three off (no key
+//! store, no ledger, so no budgets: the caller is the open gateway's
+//! default tenant), then through one with all three on, as a key whose
+//! tenant has budgets (an authentication from the cache, the per-key
+//! limit, a reserve and a settle, and a ledger record per call).
 
 use serde_json::json;
 
+use sluice_sim::SimConfig;
+
 use super::report::{Cpu, KeysPart};
-use super::requests::{chat, keyed_request};
-use super::{BENCH_ADMIN, GatewayArgs, MODEL, PROVIDER, note, open_loop};
+use super::requests::{chat, client, keyed_request, warm};
+use super::{BENCH_ADMIN, GatewayArgs, MODEL, PROVIDER, limits_off, note, open_loop};
+use crate::stack::Stack;
 
 /// (a)'s non-streamed chat completion through the gateway, as `key`.
 fn keyed_chat(
@@ -52,33 +58,55 @@ async fn bench_key(client: &reqwest::Client, base: &str) -> Result<String, Strin
         .ok_or_else(|| failed("key", body.to_string()))
 }
 
-/// (d): (a)'s stream through the in-process gateway without a key, then
-/// with a key and budgets.
+/// (d): (a)'s stream through a gateway of its own with keys, ledger and
+/// budgets off, then through the in-process gateway at `base` (key
+/// store and ledger on, as by default) as a key with budgets. The first
+/// gateway is stopped before the second row, so the gateway CPU counted
+/// in each row is its own gateway's (the other is idle, or gone).
 pub(super) async fn keys_and_budgets(
     args: &GatewayArgs,
-    client: &reqwest::Client,
+    client_on: &reqwest::Client,
     base: &str,
     max_outstanding: usize,
 ) -> Result<KeysPart, String> {
-    note(args.json, "(d) (a) through the gateway again, no key");
+    note(
+        args.json,
+        "(d) (a) through a gateway with no key store, no ledger, no budgets",
+    );
+    let stack = Stack::start(SimConfig::unlimited(), |c| {
+        limits_off(c);
+        c.keys.enabled = false;
+        c.ledger.enabled = false;
+    })
+    .await?;
+    let bare = stack.gateway_url();
+    let bare = bare.trim_end_matches('/');
+    let client_off = client(args.connections);
+    warm(&client_off, bare, false, 50).await?;
     let before = crate::stack::gateway_cpu();
     let off = open_loop::run(
         args.rate,
         args.duration,
         max_outstanding,
-        chat(client, base, false),
+        chat(&client_off, bare, false),
     )
     .await;
     let off_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &off);
-    let key = bench_key(client, base).await?;
-    // Warm the key, tenant and tier caches and open the budgets.
-    let make = keyed_chat(client, base, &key);
+    stack.stop().await;
+
+    let key = bench_key(client_on, base).await?;
+    // Warm the key, tenant and tier caches, open the budgets and read
+    // their past from the ledger.
+    let make = keyed_chat(client_on, base, &key);
     for _ in 0..50 {
         if !open_loop::send(make()).await {
             return Err("(d) the gateway does not answer the bench's key".into());
         }
     }
-    note(args.json, "(d) the same with a key, its limit and budgets");
+    note(
+        args.json,
+        "(d) the same with keys, ledger and budgets on: a key with a limit, its tenant's budgets",
+    );
     let before = crate::stack::gateway_cpu();
     let on = open_loop::run(args.rate, args.duration, max_outstanding, make).await;
     let on_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &on);

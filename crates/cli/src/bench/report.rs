@@ -28,8 +28,9 @@ pub struct Report {
     pub otel: super::otel::OtelPart,
 }
 
-/// (d): the same stream through the gateway without a key, and with a
-/// key whose tenant has budgets.
+/// (d): the same stream through a gateway with keys, ledger and budgets
+/// off, and through one with all three on, as a key whose tenant has
+/// budgets.
 #[derive(Debug, Serialize)]
 pub struct KeysPart {
     pub off: StreamLatency,
@@ -55,16 +56,16 @@ impl KeysPart {
     fn table(&self, s: &mut String) {
         let _ = writeln!(
             s,
-            "\n(d) keys and budgets: (a)'s stream through the gateway without a key, then as a key\n    with a request limit whose tenant has money, token and request budgets"
+            "\n(d) keys, ledger and budgets: (a)'s stream through a gateway with all three off, then\n    with all three on, as a key with a request limit whose tenant has money, token and\n    request budgets"
         );
         header_row(s);
-        latency_row(s, "no key", &self.off);
-        latency_row(s, "key+budget", &self.on);
+        latency_row(s, "all off", &self.off);
+        latency_row(s, "all on", &self.on);
         added_row(s, &self.added);
         if let (Some(off), Some(on)) = (self.cpu_off, self.cpu_on) {
             let _ = writeln!(
                 s,
-                "gateway CPU per request: {} without a key, {} with (+{})",
+                "gateway CPU per request: {} all off, {} all on (+{})",
                 us(off.us_per_request),
                 us(on.us_per_request),
                 us(on.us_per_request - off.us_per_request),

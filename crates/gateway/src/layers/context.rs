@@ -15,12 +15,10 @@
 
 mod headers;
 
-use std::task::{Context as TaskContext, Poll};
-
 use axum::http::HeaderMap;
-use tower::{Layer, Service};
 
-use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
+use super::step::{Step, StepLayer};
+use super::{Next, Notes, Reply, Req, Served, call};
 use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -56,72 +54,36 @@ pub(crate) trait Parse: Send + 'static {
 }
 
 /// Wraps a stack in [`WithContext`].
-#[derive(Debug, Clone)]
-pub(crate) struct ContextLayer {
-    state: AppState,
-}
-
-impl ContextLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        ContextLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for ContextLayer {
-    type Service = WithContext<S>;
-
-    fn layer(&self, inner: S) -> WithContext<S> {
-        WithContext {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type ContextLayer = StepLayer<WithContext>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct WithContext<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum WithContext {}
 
-impl<R, S> Service<R> for WithContext<S>
+impl<R, S> Step<R, S> for WithContext
 where
     R: Parse,
     S: Next<Req<R::Parsed>, Served<Reply>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: R) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let mut notes = Notes::default();
-            let ctx = match read(&state, &req, &mut notes) {
-                Ok(ctx) => ctx,
-                Err(e) => return Ok(Served::err(e, notes)),
-            };
-            let parsed = match req.parse(&state, ctx, &mut notes) {
-                Ok(p) => p,
-                Err(e) => return Ok(Served::err(e, notes)),
-            };
-            Ok(call(
-                inner,
-                Req {
-                    call: parsed,
-                    notes,
-                },
-            )
-            .await)
-        })
+    async fn serve(state: AppState, inner: S, req: R) -> Served<Reply> {
+        let mut notes = Notes::default();
+        let ctx = match read(&state, &req, &mut notes) {
+            Ok(ctx) => ctx,
+            Err(e) => return Served::err(e, notes),
+        };
+        let parsed = match req.parse(&state, ctx, &mut notes) {
+            Ok(p) => p,
+            Err(e) => return Served::err(e, notes),
+        };
+        call(
+            inner,
+            Req {
+                call: parsed,
+                notes,
+            },
+        )
+        .await
     }
 }
 

@@ -7,16 +7,14 @@
 
 mod stream;
 
-use std::task::{Context as TaskContext, Poll};
-
 use axum::http::{StatusCode, header};
-use tower::{Layer, Service};
 
 use super::failure::Failure;
 use super::model_call::{Attempt, provider, route};
+use super::step::{Step, StepLayer};
 use super::upstream::{Outgoing, Plan, Upstream};
 use super::usage::Delivery;
-use super::{BoxFuture, Next, Notes, Reply, Req, Served, call};
+use super::{Next, Notes, Reply, Req, Served, call};
 use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
@@ -25,116 +23,79 @@ use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 
 /// Wraps a stack in [`Adapt`].
-#[derive(Debug, Clone)]
-pub(crate) struct ProviderLayer {
-    state: AppState,
-}
-
-impl ProviderLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        ProviderLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for ProviderLayer {
-    type Service = Adapt<S>;
-
-    fn layer(&self, inner: S) -> Adapt<S> {
-        Adapt {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type ProviderLayer = StepLayer<Adapt>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Adapt<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Adapt {}
 
-impl<S> Service<Req<Attempt>> for Adapt<S>
+impl<S> Step<Req<Attempt>, S> for Adapt
 where
     S: Next<Req<Upstream>, Served<Delivery, Failure>>,
 {
     type Response = Served<Reply, Failure>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply, Failure>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Attempt>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req { call: a, mut notes } = req;
-            let (adapter, outbound, plan, estimate) = match prepare(&state, &a) {
-                Ok(prepared) => prepared,
-                Err(f) => return Ok(Served::err(f, notes)),
-            };
-            if let Some(d) = notes.ledger.as_mut() {
-                d.route(&plan.label, &a.model);
+    async fn serve(state: AppState, inner: S, req: Req<Attempt>) -> Served<Reply, Failure> {
+        let Req { call: a, mut notes } = req;
+        let (adapter, outbound, plan, estimate) = match prepare(&state, &a) {
+            Ok(prepared) => prepared,
+            Err(f) => return Served::err(f, notes),
+        };
+        if let Some(d) = notes.ledger.as_mut() {
+            d.route(&plan.label, &a.model);
+        }
+        if let Some(t) = notes.trace.as_mut() {
+            t.model = Some(a.model.clone());
+        }
+        let url = match reqwest::Url::parse(&outbound.url) {
+            Ok(url) => url,
+            Err(e) => {
+                let f = Failure::Upstream {
+                    message: format!("provider {}: its URL does not parse: {e}", plan.label),
+                    attempts: 0,
+                };
+                return Served::err(f, notes);
             }
-            if let Some(t) = notes.trace.as_mut() {
-                t.model = Some(a.model.clone());
+        };
+        if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+            let upstream = provider(&state, &a.model, a.call.endpoint)
+                .map_or(a.model.as_str(), |p| upstream_model(p, &a.model));
+            o.model_began(&crate::otel::ModelCall {
+                endpoint: a.call.endpoint,
+                provider: &plan.label,
+                model: &a.model,
+                upstream_model: upstream,
+                url: &url,
+                body: &a.call.json,
+                stream: a.call.stream,
+            });
+        }
+        let up = Upstream {
+            plan,
+            outgoing: Outgoing {
+                method: reqwest::Method::POST,
+                url,
+                headers: outbound.headers.clone(),
+                body: outbound.body.clone(),
+                context: Some(a.call.ctx.clone()),
+            },
+            deadline: a.call.ctx.deadline,
+        };
+        let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
+        let result = match result {
+            Ok(delivery) => {
+                let answer = Answer {
+                    adapter,
+                    outbound: &outbound,
+                    estimate,
+                };
+                read(&state, &a, answer, delivery, &mut notes).await
             }
-            let url = match reqwest::Url::parse(&outbound.url) {
-                Ok(url) => url,
-                Err(e) => {
-                    let f = Failure::Upstream {
-                        message: format!("provider {}: its URL does not parse: {e}", plan.label),
-                        attempts: 0,
-                    };
-                    return Ok(Served::err(f, notes));
-                }
-            };
-            if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-                let upstream = provider(&state, &a.model, a.call.endpoint)
-                    .map_or(a.model.as_str(), |p| upstream_model(p, &a.model));
-                o.model_began(&crate::otel::ModelCall {
-                    endpoint: a.call.endpoint,
-                    provider: &plan.label,
-                    model: &a.model,
-                    upstream_model: upstream,
-                    url: &url,
-                    body: &a.call.json,
-                    stream: a.call.stream,
-                });
-            }
-            let up = Upstream {
-                plan,
-                outgoing: Outgoing {
-                    method: reqwest::Method::POST,
-                    url,
-                    headers: outbound.headers.clone(),
-                    body: outbound.body.clone(),
-                    context: Some(a.call.ctx.clone()),
-                },
-                deadline: a.call.ctx.deadline,
-            };
-            let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
-            let result = match result {
-                Ok(delivery) => {
-                    let answer = Answer {
-                        adapter,
-                        outbound: &outbound,
-                        estimate,
-                    };
-                    read(&state, &a, answer, delivery, &mut notes).await
-                }
-                Err(f) => Err(f),
-            };
-            if let (Err(f), Some(o)) = (&result, notes.trace.as_mut().and_then(|t| t.otel.as_mut()))
-            {
-                o.model_ended(None, None, Some((f.kind(), &f.message())));
-            }
-            Ok(Served { result, notes })
-        })
+            Err(f) => Err(f),
+        };
+        if let (Err(f), Some(o)) = (&result, notes.trace.as_mut().and_then(|t| t.otel.as_mut())) {
+            o.model_ended(None, None, Some((f.kind(), &f.message())));
+        }
+        Served { result, notes }
     }
 }
 

@@ -58,7 +58,7 @@ pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Res
         .layer(ApiCacheLayer::new(state))
         .layer(AdmissionLayer::new(state))
         .layer(BudgetLayer::new(state))
-        .layer(ForwardLayer)
+        .layer(ForwardLayer::new(state))
         .layer(RetryLayer::new(state))
         .layer(LimitsLayer::new(state))
         .layer(BulkheadLayer::new(state))

@@ -17,184 +17,145 @@
 //! is the delay sequence, which is [`backoff`]'s five lines.
 
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tower::{Layer, Service};
 
 use super::failure::{Failure, describe};
+use super::step::{Step, StepLayer};
 use super::upstream::{Answered, Fault, Granted, Tried, Try, Upstream};
-use super::{BoxFuture, Next, Req, Served, call, observe};
+use super::{Next, Req, Served, call, observe};
 use crate::config::RetryConfig;
 use crate::state::AppState;
 
 /// Wraps a stack in [`Retry`].
-#[derive(Debug, Clone)]
-pub(crate) struct RetryLayer {
-    state: AppState,
-}
-
-impl RetryLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        RetryLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for RetryLayer {
-    type Service = Retry<S>;
-
-    fn layer(&self, inner: S) -> Retry<S> {
-        Retry {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type RetryLayer = StepLayer<Retry>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Retry<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Retry {}
 
-impl<S> Service<Req<Upstream>> for Retry<S>
+impl<S> Step<Req<Upstream>, S> for Retry
 where
     S: Next<Req<Try>, Served<Granted, Failure>>,
 {
     type Response = Served<Answered, Failure>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Answered, Failure>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Upstream>) -> Self::Future {
-        let state = self.state.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req {
-                call: up,
-                mut notes,
-            } = req;
-            let up = Arc::new(up);
-            let cfg = &state.config.retry;
-            let plan = &up.plan;
-            let max_attempts = if plan.retryable {
-                cfg.max_attempts.max(1)
-            } else {
-                1
+    async fn serve(state: AppState, inner: S, req: Req<Upstream>) -> Served<Answered, Failure> {
+        let Req {
+            call: up,
+            mut notes,
+        } = req;
+        let up = Arc::new(up);
+        let cfg = &state.config.retry;
+        let plan = &up.plan;
+        let max_attempts = if plan.retryable {
+            cfg.max_attempts.max(1)
+        } else {
+            1
+        };
+        let mut pool = None;
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let t = Try {
+                upstream: up.clone(),
+                attempt,
+                pool: pool.take(),
+                limiter_start: Instant::now(),
             };
-            let mut pool = None;
-            let mut waited = Duration::ZERO;
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let t = Try {
-                    upstream: up.clone(),
-                    attempt,
-                    pool: pool.take(),
-                    limiter_start: Instant::now(),
-                };
-                let served = call(inner.clone(), Req { call: t, notes }).await;
-                notes = served.notes;
-                let Granted {
-                    tried: Tried { sent, record },
-                    pool: held,
-                    mut grant,
-                    limits,
-                } = match served.result {
-                    Ok(granted) => granted,
-                    Err(f) => return Ok(Served::err(f, notes)),
-                };
-                waited += record.sent - record.limiter_start;
-                observe::attempt(&mut notes, &up, &record);
-                let wait = match sent {
-                    Ok(response) => {
-                        let status = response.status().as_u16();
-                        let transient = status == 429 || status == 408 || status >= 500;
-                        // A call that may not be sent again passes on
-                        // whatever came.
-                        if !transient || !plan.retryable {
-                            let answered = Answered {
-                                response,
-                                grant,
-                                pool: held,
-                                attempts: attempt,
-                                waited,
-                            };
-                            return Ok(Served::ok(answered, notes));
-                        }
-                        refund_tokens(&mut grant, &up);
-                        if status == 429 {
-                            let retry_after = limits.retry_after;
-                            if let Some(r) = retry_after {
-                                observe::retry_after(r);
-                            }
-                            let too_long = retry_after
-                                .is_some_and(|r| r > Duration::from_millis(cfg.max_retry_after_ms));
-                            if attempt >= max_attempts || too_long {
-                                let f = Failure::Throttled {
-                                    retry_after,
-                                    attempts: attempt,
-                                };
-                                return Ok(Served::err(f, notes));
-                            }
-                            // The limiter now pauses the resource for the
-                            // Retry-After: the next acquire waits that long.
-                            None
-                        } else if attempt >= max_attempts {
-                            let f = Failure::Upstream {
-                                message: format!(
-                                    "upstream answered {status} after {attempt} attempts"
-                                ),
-                                attempts: attempt,
-                            };
-                            return Ok(Served::err(f, notes));
-                        } else {
-                            Some(backoff(cfg, attempt))
-                        }
+            let served = call(inner.clone(), Req { call: t, notes }).await;
+            notes = served.notes;
+            let Granted {
+                tried: Tried { sent, record },
+                pool: held,
+                mut grant,
+                limits,
+            } = match served.result {
+                Ok(granted) => granted,
+                Err(f) => return Served::err(f, notes),
+            };
+            waited += record.sent - record.limiter_start;
+            observe::attempt(&mut notes, &up, &record);
+            let wait = match sent {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let transient = status == 429 || status == 408 || status >= 500;
+                    // A call that may not be sent again passes on
+                    // whatever came.
+                    if !transient || !plan.retryable {
+                        let answered = Answered {
+                            response,
+                            grant,
+                            pool: held,
+                            attempts: attempt,
+                            waited,
+                        };
+                        return Served::ok(answered, notes);
                     }
-                    Err(Fault::Transport(e)) => {
-                        refund_tokens(&mut grant, &up);
-                        if attempt >= max_attempts {
-                            let f = Failure::Upstream {
-                                message: describe(&e),
+                    refund_tokens(&mut grant, &up);
+                    if status == 429 {
+                        let retry_after = limits.retry_after;
+                        if let Some(r) = retry_after {
+                            observe::retry_after(r);
+                        }
+                        let too_long = retry_after
+                            .is_some_and(|r| r > Duration::from_millis(cfg.max_retry_after_ms));
+                        if attempt >= max_attempts || too_long {
+                            let f = Failure::Throttled {
+                                retry_after,
                                 attempts: attempt,
                             };
-                            return Ok(Served::err(f, notes));
+                            return Served::err(f, notes);
                         }
+                        // The limiter now pauses the resource for the
+                        // Retry-After: the next acquire waits that long.
+                        None
+                    } else if attempt >= max_attempts {
+                        let f = Failure::Upstream {
+                            message: format!("upstream answered {status} after {attempt} attempts"),
+                            attempts: attempt,
+                        };
+                        return Served::err(f, notes);
+                    } else {
                         Some(backoff(cfg, attempt))
-                    }
-                    Err(Fault::Timeout) => {
-                        refund_tokens(&mut grant, &up);
-                        if Instant::now() >= up.deadline || attempt >= max_attempts {
-                            return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));
-                        }
-                        Some(backoff(cfg, attempt))
-                    }
-                };
-                drop(grant);
-                pool = Some(held);
-                observe::retry(&mut notes, plan, record.outcome);
-                if let Some(wait) = wait {
-                    if Instant::now() + wait >= up.last_send(cfg) {
-                        return Ok(Served::err(Failure::Timeout { attempts: attempt }, notes));
-                    }
-                    tokio::select! {
-                        biased;
-                        () = state.grace_over() => {
-                            return Ok(Served::err(AppState::grace_ended(), notes));
-                        }
-                        () = tokio::time::sleep(wait) => {}
                     }
                 }
+                Err(Fault::Transport(e)) => {
+                    refund_tokens(&mut grant, &up);
+                    if attempt >= max_attempts {
+                        let f = Failure::Upstream {
+                            message: describe(&e),
+                            attempts: attempt,
+                        };
+                        return Served::err(f, notes);
+                    }
+                    Some(backoff(cfg, attempt))
+                }
+                Err(Fault::Timeout) => {
+                    refund_tokens(&mut grant, &up);
+                    if Instant::now() >= up.deadline || attempt >= max_attempts {
+                        return Served::err(Failure::Timeout { attempts: attempt }, notes);
+                    }
+                    Some(backoff(cfg, attempt))
+                }
+            };
+            drop(grant);
+            pool = Some(held);
+            observe::retry(&mut notes, plan, record.outcome);
+            if let Some(wait) = wait {
+                if Instant::now() + wait >= up.last_send(cfg) {
+                    return Served::err(Failure::Timeout { attempts: attempt }, notes);
+                }
+                tokio::select! {
+                    biased;
+                    () = state.grace_over() => {
+                        return Served::err(AppState::grace_ended(), notes);
+                    }
+                    () = tokio::time::sleep(wait) => {}
+                }
             }
-        })
+        }
     }
 }
 

@@ -9,17 +9,16 @@
 //! the call's budget reservation from the notes with it (priced at the
 //! model that answered), settled with the same usage.
 
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
 use sluice_usage::Usage;
-use tower::{Layer, Service};
 
 use super::failure::Failure;
+use super::step::{Step, StepLayer};
 use super::upstream::{Answered, Upstream};
-use super::{BoxFuture, Next, Req, Served, call};
+use super::{Next, Req, Served, call};
 use crate::budgets::Priced;
 use crate::state::AppState;
 
@@ -66,75 +65,40 @@ pub(crate) struct Delivery {
 }
 
 /// Wraps a stack in [`Settle`].
-#[derive(Debug, Clone)]
-pub(crate) struct UsageLayer {
-    state: AppState,
-}
-
-impl UsageLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        UsageLayer {
-            state: state.clone(),
-        }
-    }
-}
-
-impl<S> Layer<S> for UsageLayer {
-    type Service = Settle<S>;
-
-    fn layer(&self, inner: S) -> Settle<S> {
-        Settle {
-            state: self.state.clone(),
-            inner,
-        }
-    }
-}
+pub(crate) type UsageLayer = StepLayer<Settle>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Settle<S> {
-    state: AppState,
-    inner: S,
-}
+pub(crate) enum Settle {}
 
-impl<S> Service<Req<Upstream>> for Settle<S>
+impl<S> Step<Req<Upstream>, S> for Settle
 where
     S: Next<Req<Upstream>, Served<Answered, Failure>>,
 {
     type Response = Served<Delivery, Failure>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Delivery, Failure>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Upstream>) -> Self::Future {
-        let inner = self.inner.clone();
+    async fn serve(state: AppState, inner: S, req: Req<Upstream>) -> Served<Delivery, Failure> {
         let tokens = req.call.plan.settle.clone();
-        let price = self.state.prices.price(&req.call.plan.name).copied();
-        Box::pin(async move {
-            let Served { result, mut notes } = call(inner, req).await;
-            // An answer came: it settles the budgets (a failure leaves the
-            // reservation in the notes, for another candidate or the
-            // budget layer to give back).
-            let budget = match &result {
-                Ok(_) => notes.budget.take().map(|hold| Priced { hold, price }),
-                Err(_) => None,
-            };
-            let result = result.map(|a| Delivery {
-                response: a.response,
-                reserved: Reserved {
-                    grant: a.grant,
-                    tokens,
-                    budget,
-                },
-                pool: a.pool,
-                attempts: a.attempts,
-                waited: a.waited,
-            });
-            Ok(Served { result, notes })
-        })
+        let price = state.prices.price(&req.call.plan.name).copied();
+        let Served { result, mut notes } = call(inner, req).await;
+        // An answer came: it settles the budgets (a failure leaves the
+        // reservation in the notes, for another candidate or the
+        // budget layer to give back).
+        let budget = match &result {
+            Ok(_) => notes.budget.take().map(|hold| Priced { hold, price }),
+            Err(_) => None,
+        };
+        let result = result.map(|a| Delivery {
+            response: a.response,
+            reserved: Reserved {
+                grant: a.grant,
+                tokens,
+                budget,
+            },
+            pool: a.pool,
+            attempts: a.attempts,
+            waited: a.waited,
+        });
+        Served { result, notes }
     }
 }
 

@@ -25,6 +25,8 @@ use sluice_limit::SharedLimiter;
 /// Group rate resources a pool configures at most before it drops the
 /// idle ones: groups are user-chosen, so their number is not bounded.
 const MAX_GROUP_RESOURCES: usize = 4_096;
+/// How long a claim waits, once some room is free, for more to free up.
+const CLAIM_LINGER: Duration = Duration::from_millis(1);
 /// How long shutdown waits, after its deadline, for halted jobs to be
 /// given back to the store.
 const RELEASE_GRACE: Duration = Duration::from_secs(5);
@@ -472,6 +474,7 @@ async fn claimer<S: JobStore + 'static>(
     room: Arc<Semaphore>,
     claimed: mpsc::UnboundedSender<Waiting>,
 ) {
+    let capacity = queue.concurrency.get() + queue.ahead();
     let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
     loop {
         let first = tokio::select! {
@@ -482,13 +485,24 @@ async fn claimer<S: JobStore + 'static>(
                 Err(_) => break,
             },
         };
-        // Room frees up in bursts (a batch of completions commits at
-        // once): let the rest of the burst land so that one claim fills
-        // it all instead of one claim per job.
-        tokio::task::yield_now().await;
+        // Room frees up in bursts (a batch of outcomes commits, and the
+        // runs that waited for it hand theirs over and free their room
+        // one by one): let the rest of the burst land, for up to
+        // `CLAIM_LINGER`, so that one claim fills it all instead of
+        // several claims of a few jobs each.
         let mut places = vec![first];
-        while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
-            places.push(place);
+        let until = tokio::time::Instant::now() + CLAIM_LINGER;
+        loop {
+            while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
+                places.push(place);
+            }
+            if places.len() >= capacity {
+                break;
+            }
+            match tokio::time::timeout_at(until, Arc::clone(&room).acquire_owned()).await {
+                Ok(Ok(place)) => places.push(place),
+                Ok(Err(_)) | Err(_) => break,
+            }
         }
         let n = u32::try_from(places.len()).unwrap_or(u32::MAX);
         let jobs = match ctx

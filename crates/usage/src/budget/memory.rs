@@ -21,7 +21,9 @@ struct Count {
 }
 
 /// Budgets counted in this process: a mutex over a map, held for a few
-/// additions per call. Spend is lost at restart.
+/// additions per call. Spend is lost at restart unless it is given back
+/// with [`MemoryBudgets::seed`] (the gateway reads it from its usage
+/// ledger).
 #[derive(Debug, Default)]
 pub struct MemoryBudgets {
     counts: Mutex<HashMap<String, Count>>,

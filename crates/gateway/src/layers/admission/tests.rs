@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
+use tower::Layer;
 
 use super::*;
 use crate::config::Config;

@@ -4,6 +4,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use sluice_admit::Priority;
+use tower::Layer;
 
 use super::*;
 use crate::layers::testing::{Probe, state};

@@ -2,76 +2,54 @@
 //! body streamed while the call keeps its grant and its pool slot; a
 //! failed call's answer names the API.
 
-use std::task::{Context as TaskContext, Poll};
-
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt;
-use tower::{Layer, Service};
 
 use super::Call;
 use crate::layers::failure::Failure;
+use crate::layers::step::{Step, StepLayer};
 use crate::layers::upstream::{Answered, Upstream};
-use crate::layers::{BoxFuture, Next, Reply, Req, Served, call};
+use crate::layers::{Next, Reply, Req, Served, call};
 use crate::response::pass_api_headers;
+use crate::state::AppState;
 
 /// Wraps a stack in [`Forward`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ForwardLayer;
-
-impl<S> Layer<S> for ForwardLayer {
-    type Service = Forward<S>;
-
-    fn layer(&self, inner: S) -> Forward<S> {
-        Forward { inner }
-    }
-}
+pub(crate) type ForwardLayer = StepLayer<Forward>;
 
 /// See the module doc.
-#[derive(Debug, Clone)]
-pub(crate) struct Forward<S> {
-    inner: S,
-}
+pub(crate) enum Forward {}
 
-impl<S> Service<Req<Call>> for Forward<S>
+impl<S> Step<Req<Call>, S> for Forward
 where
     S: Next<Req<Upstream>, Served<Answered, Failure>>,
 {
     type Response = Served<Reply>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Reply>>;
 
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Call>) -> Self::Future {
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let Req { call: c, notes } = req;
-            let served = call(
-                inner,
-                Req {
-                    call: c.upstream,
-                    notes,
-                },
-            )
-            .await;
-            let mut notes = served.notes;
-            // Nothing is shared between proxied duplicates: the admission
-            // slot ends with the call.
-            drop(notes.admission.take());
-            let answered = match served.result {
-                Ok(a) => a,
-                Err(f) => {
-                    notes.meta.attempts += f.attempts();
-                    return Ok(Served::err(f.into_error(&c.api), notes));
-                }
-            };
-            notes.meta.attempts += answered.attempts;
-            notes.meta.queued = answered.waited;
-            Ok(Served::ok(Reply::Stream(stream(answered)), notes))
-        })
+    async fn serve(_: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+        let Req { call: c, notes } = req;
+        let served = call(
+            inner,
+            Req {
+                call: c.upstream,
+                notes,
+            },
+        )
+        .await;
+        let mut notes = served.notes;
+        // Nothing is shared between proxied duplicates: the admission
+        // slot ends with the call.
+        drop(notes.admission.take());
+        let answered = match served.result {
+            Ok(a) => a,
+            Err(f) => {
+                notes.meta.attempts += f.attempts();
+                return Served::err(f.into_error(&c.api), notes);
+            }
+        };
+        notes.meta.attempts += answered.attempts;
+        notes.meta.queued = answered.waited;
+        Served::ok(Reply::Stream(stream(answered)), notes)
     }
 }
 

@@ -1,6 +1,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use sluice_limit::headers::RateLimitHeaders;
+use tower::Layer;
 
 use super::*;
 use crate::config::Config;

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use tower::Layer;
+
 use super::*;
 use crate::layers::testing::{Later, answer, limited, upstream};
 use crate::state::{AppState, tokens_resource};
