@@ -8,9 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::keys::{
-    admin, chat_as, fresh_schema_url, issue, message, redis_url, shared, with_admin,
-};
+use common::keys::{admin, chat_as, fresh_schema, issue, message, redis_url, shared, with_admin};
 use common::{Harness, chat, header, sim_config, sim_model};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -206,7 +204,8 @@ async fn two_gateways_sharing_redis_share_the_budget() {
     let Some(redis) = redis_url() else {
         panic!("SLUICE_TEST_REDIS_URL is not set: budgets shared by replicas need a redis-server");
     };
-    let store = fresh_schema_url().await;
+    let schema = fresh_schema().await;
+    let store = schema.url.clone();
     let prefix = format!("bgw{:x}:", fastrand::u64(..));
     let setup = |id: &'static str| {
         let s = shared(&redis, &prefix, id, &store);

@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::keys::{
-    MODEL, admin, chat_as, fresh_schema_url, issue, message, redis_url, shared, with_admin,
+    MODEL, admin, chat_as, fresh_schema, issue, message, redis_url, shared, with_admin,
 };
 use common::{Harness, header, sim_config};
 use reqwest::StatusCode;
@@ -211,7 +211,8 @@ async fn a_key_revoked_at_one_gateway_is_refused_by_the_other() {
         eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping");
         return;
     };
-    let store = fresh_schema_url().await;
+    let schema = fresh_schema().await;
+    let store = schema.url.clone();
     let prefix = format!("kgw{:x}:", fastrand::u64(..));
     let a = Harness::with(sim_config(), shared(&redis, &prefix, "a", &store)).await;
     let b = a.replica(shared(&redis, &prefix, "b", &store)).await;

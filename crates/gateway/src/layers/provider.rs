@@ -284,7 +284,7 @@ async fn read(
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;
         if let Some(o) = t.otel.as_mut() {
-            o.model_ended(answer.usage, Some(&answer.body), None);
+            o.model_ended(answer.usage, crate::otel::head_of(&answer.body), None);
         }
     }
     drop(d.pool);

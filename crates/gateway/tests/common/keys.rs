@@ -70,8 +70,9 @@ pub fn redis_url() -> Option<String> {
         .filter(|u| !u.is_empty())
 }
 
-/// A fresh schema in the test PostgreSQL, as a URL whose connections use it.
-pub async fn fresh_schema_url() -> String {
+/// A fresh schema in the test PostgreSQL, dropped with the guard; its URL
+/// (`.url`) makes connections use it.
+pub async fn fresh_schema() -> super::OnServer {
     use sqlx::{AssertSqlSafe, Connection};
     let url = std::env::var("SLUICE_TEST_POSTGRES_URL")
         .expect("SLUICE_TEST_POSTGRES_URL: the shared key store lives in PostgreSQL");
@@ -82,7 +83,12 @@ pub async fn fresh_schema_url() -> String {
         .await
         .expect("a schema");
     let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}options=-c%20search_path%3D{schema}")
+    let with_schema = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    super::OnServer::new(
+        &url,
+        with_schema,
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+    )
 }
 
 /// How long replicas sharing Redis in these tests wait for it before they

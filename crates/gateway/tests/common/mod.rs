@@ -558,7 +558,7 @@ pub fn postgres_server(what: &str) -> Option<String> {
 
 /// A new, empty database named after `prefix` on `server`, dropped (its
 /// connections closed) when the guard is, even by a failing test.
-pub async fn fresh_database(server: &str, prefix: &str) -> Database {
+pub async fn fresh_database(server: &str, prefix: &str) -> OnServer {
     use sqlx::{AssertSqlSafe, Connection, PgConnection};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!(
@@ -583,29 +583,46 @@ pub async fn fresh_database(server: &str, prefix: &str) -> Database {
     conn.close().await.expect("close");
     let mut url = url::Url::parse(server).expect("a postgres:// URL");
     url.set_path(&name);
-    Database {
+    OnServer {
         url: url.to_string(),
         server: server.to_owned(),
-        name,
+        drop: format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     }
 }
 
 /// A database of a test's own (see [`fresh_database`]).
+pub type Database = OnServer;
+
+/// Something of a test's own on the test PostgreSQL server (a database, a
+/// schema), dropped when the guard is, even by a failing test, so that
+/// tests leave none behind.
 #[derive(Debug)]
-pub struct Database {
-    /// Its URL.
+pub struct OnServer {
+    /// The URL whose connections use it.
     pub url: String,
     server: String,
-    name: String,
+    /// The statement that drops it, tolerant of its being gone already (a
+    /// test may drop it itself).
+    drop: String,
 }
 
-impl Drop for Database {
+impl OnServer {
+    /// Guards what `drop` (a statement) drops on `server`, reached at `url`.
+    pub fn new(server: &str, url: String, drop: String) -> OnServer {
+        OnServer {
+            url,
+            server: server.to_owned(),
+            drop,
+        }
+    }
+}
+
+impl Drop for OnServer {
     fn drop(&mut self) {
         use sqlx::{AssertSqlSafe, Connection, PgConnection};
-        let (server, name) = (self.server.clone(), self.name.clone());
+        let (server, ddl) = (self.server.clone(), self.drop.clone());
         // The test's runtime cannot wait here: a runtime of its own, on a
-        // thread of its own. A database already gone (a test may drop it)
-        // is no error; one that cannot be dropped is left with a note.
+        // thread of its own. One that cannot be dropped is left with a note.
         let dropped = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -615,7 +632,6 @@ impl Drop for Database {
                 let mut conn = PgConnection::connect(&server)
                     .await
                     .map_err(|e| e.to_string())?;
-                let ddl = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
                 sqlx::raw_sql(AssertSqlSafe(ddl))
                     .execute(&mut conn)
                     .await
@@ -625,7 +641,7 @@ impl Drop for Database {
         })
         .join();
         if let Ok(Err(e)) = dropped {
-            eprintln!("note: test database {} left on the server: {e}", self.name);
+            eprintln!("note: left on the test server ({}): {e}", self.drop);
         }
     }
 }
