@@ -81,7 +81,7 @@ impl Relay {
             chars_per_token,
             whole: false,
         };
-        let mut upstream = response.bytes_stream();
+        let mut upstream = response.into_body().into_data_stream();
         let started = Instant::now();
         let mut outcome = "complete";
         loop {
