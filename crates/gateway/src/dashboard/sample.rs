@@ -226,10 +226,7 @@ impl Sampler {
 /// Today's spend per tenant, read again when [`SLOW_EVERY`] has passed:
 /// one row per tenant from the day rollups, never the records.
 async fn spend(slow: &mut Slow<Spend>, state: &AppState, now: Instant) -> Section<Spend> {
-    let Some(ledger) = state.ledger.get() else {
-        return Section::not_configured();
-    };
-    slow.read(now, async {
+    slow.read(now, state.ledger.get(), |ledger| async move {
         let now_ms = sluice_ledger::now_ms();
         let since_ms = Granularity::Day.bucket(now_ms);
         let query = Query::new(since_ms, now_ms + 1, Granularity::Day).group_by([Dim::Tenant]);
@@ -266,10 +263,7 @@ async fn jobs(
     state: &AppState,
     now: Instant,
 ) -> Section<Vec<sluice_jobs::QueueCounts>> {
-    let Some(jobs) = state.jobs.get() else {
-        return Section::not_configured();
-    };
-    slow.read(now, async {
+    slow.read(now, state.jobs.get(), |jobs| async move {
         let mut queues = jobs.store().counts().await.map_err(|e| e.to_string())?;
         for name in state.config.jobs.queues.keys() {
             if !queues.iter().any(|q| &q.queue == name) {
@@ -292,10 +286,7 @@ async fn audit(
     state: &AppState,
     now: Instant,
 ) -> Section<Vec<serde_json::Value>> {
-    let Some(audit) = state.audit.get() else {
-        return Section::not_configured();
-    };
-    slow.read(now, async {
+    slow.read(now, state.audit.get(), |audit| async move {
         let filter = sluice_audit::Filter {
             limit: AUDIT_ENTRIES,
             ..sluice_audit::Filter::default()
@@ -327,17 +318,26 @@ impl<T> Default for Slow<T> {
 }
 
 impl<T: Clone> Slow<T> {
-    async fn read(
+    /// What `query` reads from `source`, or the last reading while it is
+    /// recent; "not configured" when the gateway has no such source.
+    async fn read<'s, S: ?Sized, F>(
         &mut self,
         now: Instant,
-        query: impl std::future::Future<Output = Result<T, String>>,
-    ) -> Section<T> {
+        source: Option<&'s S>,
+        query: impl FnOnce(&'s S) -> F,
+    ) -> Section<T>
+    where
+        F: std::future::Future<Output = Result<T, String>>,
+    {
+        let Some(source) = source else {
+            return Section::not_configured();
+        };
         if let Some((at, last)) = &self.last
             && now.duration_since(*at) < SLOW_EVERY
         {
             return last.clone();
         }
-        let read = match tokio::time::timeout(SLOW_TIMEOUT, query).await {
+        let read = match tokio::time::timeout(SLOW_TIMEOUT, query(source)).await {
             Ok(Ok(data)) => Section::ok(data),
             Ok(Err(e)) => Section::error(e),
             Err(_) => Section::error("the store did not answer in time"),
