@@ -66,15 +66,7 @@ pub(super) async fn run(
         &cached,
         &streamed,
     );
-    // An external gateway's threads are not ours to read.
-    if args.target.is_none()
-        && let (Some(non_streamed), Some(streamed)) = (cpu, streamed_cpu)
-    {
-        latency.cpu = Some(CpuPart {
-            non_streamed,
-            streamed,
-        });
-    }
+    latency.cpu = CpuPart::of(args, cpu, streamed_cpu);
     latency
 }
 

@@ -99,6 +99,24 @@ pub struct CpuPart {
     pub streamed: Cpu,
 }
 
+impl CpuPart {
+    /// Both figures, when both were read from the in-process gateway
+    /// (an external gateway's threads, `--target`, are not ours to read).
+    pub fn of(
+        args: &super::GatewayArgs,
+        non_streamed: Option<Cpu>,
+        streamed: Option<Cpu>,
+    ) -> Option<CpuPart> {
+        match (args.target.is_none(), non_streamed, streamed) {
+            (true, Some(non_streamed), Some(streamed)) => Some(CpuPart {
+                non_streamed,
+                streamed,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The gateway's CPU time over one stream of (a) or (b).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Cpu {

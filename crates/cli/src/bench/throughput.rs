@@ -43,14 +43,6 @@ pub(super) async fn run(
     let cached =
         closed_loop::run(args.connections, each, cached_chat(gateway_client, gateway)).await;
     let mut part = ThroughputPart::new(args.connections, each, direct, through, streamed, cached);
-    // An external gateway's threads are not ours to read.
-    if args.target.is_none()
-        && let (Some(non_streamed), Some(streamed)) = (cpu, streamed_cpu)
-    {
-        part.cpu = Some(CpuPart {
-            non_streamed,
-            streamed,
-        });
-    }
+    part.cpu = CpuPart::of(args, cpu, streamed_cpu);
     part
 }
