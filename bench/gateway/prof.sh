@@ -1,6 +1,7 @@
 #!/bin/bash
 # The gateway alone in front of `sluice sim`, sequential requests on one
-# connection from load.py. Ports 56171-56173 on 127.0.0.1 must be free.
+# connection from load.py. Ports PROF_PORT+1 to PROF_PORT+3 on 127.0.0.1
+# (PROF_PORT 56170 unless set) must be free.
 # Usage: prof.sh BIN LABEL [stream]
 # Instructions per request (callgrind, gateway only) and CPU per request
 # (the gateway's threads' run time from /proc, native run), for 1,000
@@ -10,31 +11,34 @@ BIN=$1; LABEL=$2; MODE=${3:-}
 cd "$(dirname "$0")"
 # Results go to results.txt; callgrind dumps to cg.*.out.*, which
 # `callgrind_annotate --inclusive=yes cg.LABEL.out.1` reads.
+P=${PROF_PORT:-56170}
+SIM_PORT=$((P+1)); GW_PORT=$((P+2)); VG_PORT=$((P+3))
+sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" gw.toml >gw.run.toml
 rm -rf data
-$BIN sim --listen 127.0.0.1:56171 --config sim.toml >sim.log 2>&1 &
+$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.toml >sim.log 2>&1 &
 SIM=$!
 cpu() { local t=0; for f in /proc/$1/task/*/schedstat; do read a b c < $f; t=$((t+a)); done; echo $t; }
 wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
-wait_up 56171 || { echo sim down; kill $SIM; exit 1; }
+wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
 # Native: CPU per request.
-$BIN serve --config gw.toml --listen 127.0.0.1:56172 >gw.log 2>&1 &
+$BIN serve --config gw.run.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
 GW=$!
-wait_up 56172
-python3 load.py 56172 500 $MODE
+wait_up $GW_PORT
+python3 load.py $GW_PORT 500 $MODE
 c0=$(cpu $GW)
-python3 load.py 56172 2000 $MODE
+python3 load.py $GW_PORT 2000 $MODE
 c1=$(cpu $GW)
 kill $GW; wait $GW 2>/dev/null
 echo "$LABEL $MODE cpu_us_per_request $(( (c1-c0)/2000/1000 ))" | tee -a results.txt
 [ -n "${SKIP_VG:-}" ] && { kill $SIM; exit 0; }
 # Callgrind: instructions per request.
 rm -rf data
-valgrind --tool=callgrind --callgrind-out-file=cg.$LABEL$MODE.out $BIN serve --config gw.toml --listen 127.0.0.1:56173 >vg.log 2>&1 &
+valgrind --tool=callgrind --callgrind-out-file=cg.$LABEL$MODE.out $BIN serve --config gw.run.toml --listen 127.0.0.1:$VG_PORT >vg.log 2>&1 &
 VG=$!
-wait_up 56173
-python3 load.py 56173 200 $MODE
+wait_up $VG_PORT
+python3 load.py $VG_PORT 200 $MODE
 callgrind_control -z $VG >/dev/null
-python3 load.py 56173 1000 $MODE
+python3 load.py $VG_PORT 1000 $MODE
 callgrind_control -d $VG >/dev/null
 sleep 1
 kill $VG; wait $VG 2>/dev/null

@@ -117,6 +117,27 @@ impl AuditStore {
         Ok(())
     }
 
+    /// Deletes the entries recorded before `before_ms` (milliseconds
+    /// since the Unix epoch): the trail's retention. Returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Database`]; then none is deleted.
+    pub async fn prune(&self, before_ms: i64) -> Result<u64, Error> {
+        let deleted = match &self.db {
+            Db::Sqlite(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < ?")
+                .bind(before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+            Db::Postgres(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < $1")
+                .bind(before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+        };
+        Ok(deleted)
+    }
+
     /// The entries `filter` selects, newest first.
     ///
     /// # Errors

@@ -224,3 +224,44 @@ async fn without_a_spill_file_an_overflow_is_counted_as_lost() {
     assert_eq!((log.spilled(), log.lost()), (0, 3));
     task.shutdown().await;
 }
+
+/// Retention deletes the entries before the cut, and only them. The
+/// times are far in the past so that a shared database's other rows
+/// (recorded now, or at 1,000 ms and later by `filters`) are untouched.
+async fn prunes_what_is_past_retention(store: &AuditStore) {
+    let a = unique("old");
+    store
+        .insert(&[
+            entry(&a, "limit.set", "m", 100),
+            entry(&a, "limit.set", "m", 599),
+            entry(&a, "limit.set", "m", 600),
+            entry(&a, "limit.set", "m", 700),
+        ])
+        .await
+        .unwrap();
+    let deleted = store.prune(600).await.unwrap();
+    assert!(deleted >= 2, "{deleted}");
+    let left: Vec<i64> = store
+        .query(&Filter {
+            actor: Some(a),
+            ..Filter::default()
+        })
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.at_ms)
+        .collect();
+    assert_eq!(left, [700, 600], "the cut itself is kept");
+}
+
+#[tokio::test]
+async fn sqlite_prunes_what_is_past_retention() {
+    prunes_what_is_past_retention(&AuditStore::in_memory().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_prunes_what_is_past_retention() {
+    if let Some(store) = postgres().await {
+        prunes_what_is_past_retention(&store).await;
+    }
+}

@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sluice_audit::{AuditLog, AuditStore, AuditTask, NewEntry};
 use sluice_limit::{CapacityChange, ChangeReason};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{Config, StoreLocation};
 use crate::error::chain;
@@ -42,6 +43,8 @@ pub struct Audit {
     store: AuditStore,
     log: AuditLog,
     task: tokio::sync::Mutex<Option<AuditTask>>,
+    /// Deletes entries past `[audit] retention_days`; stops with this.
+    _retention: Option<AbortOnDropHandle<()>>,
 }
 
 impl Audit {
@@ -66,10 +69,14 @@ impl Audit {
         .map_err(|e| fail(chain(&e)))?;
         let spill = a.spill_file(&config.data_dir);
         let (log, task) = AuditLog::spawn(store.clone(), a.queue, Some(spill));
+        let retention = (a.retention_days > 0).then(|| {
+            AbortOnDropHandle::new(tokio::spawn(retention(store.clone(), a.retention_days)))
+        });
         Ok(Audit {
             store,
             log,
             task: tokio::sync::Mutex::new(Some(task)),
+            _retention: retention,
         })
     }
 
@@ -105,6 +112,21 @@ impl Audit {
             if let Some(entry) = reduction(c) {
                 log.record(entry);
             }
+        }
+    }
+}
+
+/// Deletes the entries older than `days`, once an hour (the first time
+/// at start-up), like the ledger's retention.
+async fn retention(store: AuditStore, days: u64) {
+    let mut tick = tokio::time::interval(crate::ledger::RETENTION_EVERY);
+    loop {
+        tick.tick().await;
+        let before = crate::ledger::kept_since(sluice_ledger::now_ms(), days);
+        match store.prune(before).await {
+            Ok(n) if n > 0 => tracing::info!(entries = n, "audit retention: deleted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %chain(&e), "audit retention failed"),
         }
     }
 }

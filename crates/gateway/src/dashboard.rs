@@ -7,6 +7,7 @@
 //! broadcast of [`STREAM_BACKLOG`] snapshots — a client that falls
 //! further behind is dropped, not buffered for.
 
+pub(crate) mod logins;
 pub(crate) mod pulse;
 pub(crate) mod sample;
 pub(crate) mod sessions;
@@ -21,9 +22,13 @@ use bytes::Bytes;
 use tokio::sync::broadcast;
 
 use crate::state::{AppState, Inner};
+use logins::FailedLogins;
 use pulse::Pulse;
 use sessions::Sessions;
 use view::{Point, Snapshot};
+
+/// Where a browser trades a token for a session.
+pub(crate) const LOGIN_PATH: &str = "/ui/login";
 
 /// How often a snapshot is taken and sent.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -37,6 +42,8 @@ pub(crate) struct Board {
     pub(crate) pulse: Pulse,
     /// Browser sessions opened at `/ui/login`.
     pub(crate) sessions: Sessions,
+    /// Failed logins by client address.
+    pub(crate) logins: FailedLogins,
     history: Mutex<VecDeque<Point>>,
     history_len: usize,
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -61,6 +68,7 @@ impl Board {
         Board {
             pulse: Pulse::default(),
             sessions: Sessions::default(),
+            logins: FailedLogins::default(),
             history: Mutex::new(VecDeque::new()),
             history_len: config.history_seconds as usize,
             latest: Mutex::new(None),

@@ -28,8 +28,20 @@ use crate::state::StartError;
 
 pub(crate) use jobs::recorded;
 
-/// How often old records and rollups are deleted.
-const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
+/// A record handed to the writer, as the request's `sluice.ledger` span
+/// tells it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handed {
+    pub start: Instant,
+    pub end: Instant,
+    pub cost_nanos: u64,
+    pub estimated: bool,
+    /// Records waiting for the writer just after this one joined them.
+    pub queued: usize,
+}
+
+/// How often old records and rollups (and audit entries) are deleted.
+pub(crate) const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -95,6 +107,21 @@ impl UsageLedger {
         self.writer.push(record);
     }
 
+    /// [`UsageLedger::submit`], timed for the request's `sluice.ledger`
+    /// span (only requests whose spans are exported pay for the clocks).
+    pub(crate) fn submit_timed(&self, record: Record) -> Handed {
+        let start = Instant::now();
+        let (cost_nanos, estimated) = (record.cost_nanos, record.estimated);
+        self.submit(record);
+        Handed {
+            start,
+            end: Instant::now(),
+            cost_nanos,
+            estimated,
+            queued: self.writer.queued(),
+        }
+    }
+
     /// The writer's counters, for `/metrics`.
     pub(crate) fn writer_stats(&self) -> (u64, u64, usize) {
         (
@@ -118,7 +145,6 @@ impl UsageLedger {
 /// Deletes what is past its retention, once an hour while the ledger
 /// lives.
 async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, rollup_days: u64) {
-    let days = |d: u64| i64::try_from(d).unwrap_or(i64::MAX / DAY_MS) * DAY_MS;
     let mut tick = tokio::time::interval(RETENTION_EVERY);
     loop {
         tick.tick().await;
@@ -126,8 +152,7 @@ async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, roll
             return;
         };
         let now = sluice_ledger::now_ms();
-        // 0 keeps for ever: nothing is before the epoch.
-        let before = |d: u64| if d == 0 { 0 } else { now - days(d) };
+        let before = |d: u64| kept_since(now, d);
         let records = before(records_days);
         let rollups = before(rollup_days);
         // Minute rollups are for recent reading: kept no longer than the
@@ -148,6 +173,19 @@ async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, roll
             Err(e) => tracing::warn!(error = %chain(&e), "ledger retention failed"),
         }
     }
+}
+
+/// The oldest time (ms since the Unix epoch) kept `days` days back from
+/// `now_ms`; 0 keeps for ever: nothing is before the epoch.
+pub(crate) fn kept_since(now_ms: i64, days: u64) -> i64 {
+    if days == 0 {
+        return 0;
+    }
+    let span = i64::try_from(days)
+        .unwrap_or(i64::MAX / DAY_MS)
+        .min(i64::MAX / DAY_MS)
+        * DAY_MS;
+    now_ms.saturating_sub(span).max(0)
 }
 
 /// A call's record while the call runs.

@@ -19,6 +19,7 @@ pub mod audit;
 pub mod body;
 mod budgets;
 mod cache;
+mod client;
 pub mod config;
 mod credentials;
 pub mod dashboard;

@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! POST /v1/chat/completions          SERVER  the client's span as parent, if it sent one
-//! ├── sluice.cache                   INTERNAL  hit, miss or bypass
+//! ├── sluice.cache                   INTERNAL  hit, miss or bypass (models, cached API GETs)
 //! ├── sluice.admission               INTERNAL  the queue wait
+//! ├── sluice.ledger                  PRODUCER  the usage record handed to the ledger's writer
 //! └── chat gpt-4o-mini               CLIENT    one per candidate model (fallbacks), gen_ai.*
 //!     ├── sluice.limiter             INTERNAL  per attempt
 //!     ├── POST                       CLIENT    per attempt: the span id sent upstream in traceparent
@@ -24,11 +25,12 @@ use tokio::time::Instant;
 
 use crate::layers::context::Context;
 use crate::layers::upstream::{AttemptRecord, Upstream};
+use crate::ledger::Handed;
 use crate::state::AppState;
 use crate::trace::Trace;
-use sluice_usage::Usage;
+use sluice_usage::{AnswerHead, Usage};
 
-pub(crate) use genai::ModelCall;
+pub(crate) use genai::{ModelCall, head_of};
 
 /// The spans of one sampled request.
 #[derive(Debug, Clone)]
@@ -72,16 +74,17 @@ impl Spans {
         }))
     }
 
-    /// A span under `parent` from `start` to `end`.
+    /// A span under `parent` from `start` to `end`, with room for
+    /// `attributes` (one allocation, not a growing vector's three).
     fn push(
         &mut self,
         parent: SpanId,
         name: impl Into<Cow<'static, str>>,
         kind: Kind,
-        start: Instant,
-        end: Instant,
+        (start, end): (Instant, Instant),
+        attributes: usize,
     ) -> &mut Span {
-        let span = Span::new(
+        let mut span = Span::new(
             self.trace_id,
             Some(parent),
             name,
@@ -89,6 +92,7 @@ impl Spans {
             self.clock.unix_nanos(start),
             self.clock.unix_nanos(end),
         );
+        span.attributes.reserve_exact(attributes);
         self.spans.push(span);
         self.spans.last_mut().expect("just pushed")
     }
@@ -104,14 +108,39 @@ impl Spans {
     /// The cache looked the request up from `start` until now.
     pub(crate) fn cache(&mut self, start: Instant, result: &'static str) {
         let root = self.root;
-        self.push(root, "sluice.cache", Kind::Internal, start, Instant::now())
-            .set("sluice.cache.result", result);
+        self.push(
+            root,
+            "sluice.cache",
+            Kind::Internal,
+            (start, Instant::now()),
+            1,
+        )
+        .set("sluice.cache.result", result);
+    }
+
+    /// The call's ledger record was handed to the writer.
+    pub(crate) fn ledger(&mut self, handed: &Handed) {
+        let root = self.root;
+        // Cost in dollars: what dashboards sum; nanodollars stay exact
+        // in the ledger itself.
+        #[allow(clippy::cast_precision_loss)]
+        let cost = handed.cost_nanos as f64 / 1e9;
+        self.push(
+            root,
+            "sluice.ledger",
+            Kind::Producer,
+            (handed.start, handed.end),
+            3,
+        )
+        .set("sluice.cost_usd", cost)
+        .set("sluice.usage.estimated", handed.estimated)
+        .set("sluice.ledger.queued", handed.queued as u64);
     }
 
     /// The request waited in its admission queue from `start` to `end`.
     pub(crate) fn queued(&mut self, start: Instant, end: Instant, priority: &'static str) {
         let root = self.root;
-        self.push(root, "sluice.admission", Kind::Internal, start, end)
+        self.push(root, "sluice.admission", Kind::Internal, (start, end), 1)
             .set("sluice.priority", priority);
     }
 
@@ -120,25 +149,25 @@ impl Spans {
         self.model_ended(None, None, Some(("superseded", "another model call began")));
         let now = Instant::now();
         let root = self.root;
-        let span = self.push(root, call.span_name(), Kind::Client, now, now);
+        let span = self.push(root, call.span_name(), Kind::Client, (now, now), 16);
         call.describe(span);
         self.model = Some(self.spans.len() - 1);
     }
 
-    /// The model call under way ended now: with its usage and answer
-    /// body (a whole answer, in the client's format), or failed with
-    /// `error` (its `error.type` and message).
+    /// The model call under way ended now: with its usage and what the
+    /// answer said of itself ([`head_of`] a whole answer, a stream's
+    /// reader's), or failed with `error` (its `error.type` and message).
     pub(crate) fn model_ended(
         &mut self,
         usage: Option<Usage>,
-        body: Option<&[u8]>,
+        head: Option<AnswerHead>,
         error: Option<(&'static str, &str)>,
     ) {
         let Some(span) = self.model.take().and_then(|i| self.spans.get_mut(i)) else {
             return;
         };
         span.end_unix_nanos = self.clock.unix_nanos(Instant::now());
-        genai::answered(span, usage, body);
+        genai::answered(span, usage, head);
         if let Some((kind, message)) = error {
             span.set("error.type", kind);
             span.status = Status::Error(message.to_owned());
@@ -153,14 +182,14 @@ impl Spans {
             parent,
             "sluice.limiter",
             Kind::Internal,
-            a.limiter_start,
-            a.sent,
+            (a.limiter_start, a.sent),
+            2,
         )
         .set("sluice.attempt", a.attempt)
         .set("sluice.resource", up.plan.name.clone());
         let out = &up.outgoing;
-        let method = out.method.as_str().to_owned();
-        let span = self.push(parent, method.clone(), Kind::Client, a.sent, a.ended);
+        let method = method_name(&out.method);
+        let span = self.push(parent, method.clone(), Kind::Client, (a.sent, a.ended), 10);
         span.span_id = a.span_id;
         span.set("http.request.method", method)
             .set("url.full", without_query(&out.url))
@@ -191,12 +220,13 @@ impl Spans {
     }
 
     /// A streamed answer ran from `start` until now and ended in
-    /// `outcome`; the model call ends with it.
+    /// `outcome`, having said `head` of itself; the model call ends with
+    /// it.
     pub(crate) fn stream(
         &mut self,
         start: Instant,
         outcome: &'static str,
-        usage: Option<Usage>,
+        (usage, head): (Option<Usage>, AnswerHead),
         tool_calls: u32,
     ) {
         let parent = self.current();
@@ -204,14 +234,14 @@ impl Spans {
             parent,
             "sluice.stream",
             Kind::Internal,
-            start,
-            Instant::now(),
+            (start, Instant::now()),
+            2,
         )
         .set("sluice.stream.outcome", outcome)
         .set("sluice.tool_calls", tool_calls);
         let message = format!("stream ended: {outcome}");
         let error = (outcome != "complete").then_some((outcome, message.as_str()));
-        self.model_ended(usage, None, error);
+        self.model_ended(usage, Some(head), error);
     }
 
     /// Closes the request's span with what `trace` says of it and hands
@@ -233,7 +263,8 @@ impl Spans {
         );
         root.span_id = self.root;
         root.remote_parent = self.parent.is_some();
-        root.set("http.request.method", self.method.clone().into_owned())
+        root.attributes.reserve_exact(12);
+        root.set("http.request.method", self.method.clone())
             .set("http.route", trace.route.clone())
             .set("http.response.status_code", trace.status)
             .set("sluice.request_id", trace.request_id.clone())
@@ -257,8 +288,28 @@ impl Spans {
     }
 }
 
+/// `method`'s name, not copied when it is a standard one.
+fn method_name(method: &reqwest::Method) -> Cow<'static, str> {
+    use reqwest::Method;
+    let name = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => return Cow::Owned(method.as_str().to_owned()),
+    };
+    Cow::Borrowed(name)
+}
+
 /// `url` without its query (which may hold a key) nor credentials.
 fn without_query(url: &reqwest::Url) -> String {
+    // The usual upstream URL has none of them: one copy, no re-parsing.
+    if url.query().is_none() && url.username().is_empty() && url.password().is_none() {
+        return url.as_str().to_owned();
+    }
     let mut u = url.clone();
     u.set_query(None);
     let _ = u.set_password(None);

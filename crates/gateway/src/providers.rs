@@ -22,7 +22,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use bytes::Bytes;
 use serde_json::Value;
 use sluice_limit::headers::RateLimitHeaders;
-use sluice_usage::{self as usage, Endpoint, Estimate, StreamScanner, Usage, WireFormat};
+use sluice_usage::{
+    self as usage, AnswerHead, Endpoint, Estimate, StreamScanner, Usage, WireFormat,
+};
 
 /// The adapter of a wire format.
 pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
@@ -193,6 +195,8 @@ pub(crate) trait StreamReader: Send {
     fn details(&self) -> sluice_usage::Details;
     /// The tool calls started so far.
     fn tool_calls(&self) -> u32;
+    /// What the answer said of itself so far (id, model, finish reasons).
+    fn head(&self) -> AnswerHead;
     /// What the stream used so far, for settling one cut before its end
     /// (see [`StreamScanner::used_so_far`]); `None` when the reader cannot
     /// tell, and the reservation stays charged.
@@ -239,6 +243,10 @@ impl StreamReader for Passthrough {
 
     fn tool_calls(&self) -> u32 {
         self.scanner.tool_calls()
+    }
+
+    fn head(&self) -> AnswerHead {
+        self.scanner.head().clone()
     }
 
     fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {

@@ -23,6 +23,7 @@ use axum::http::Method;
 use axum::routing::{MethodRouter, any, delete, get, patch, post, put};
 
 use crate::auth::Owner;
+use crate::dashboard::LOGIN_PATH;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -100,7 +101,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),
         entry("GET", "/ui", Anyone, get(dashboard::page)),
         entry("GET", "/ui/assets/{file}", Anyone, get(dashboard::asset)),
-        entry("POST", "/ui/login", Anyone, post(dashboard::login)),
+        entry("POST", LOGIN_PATH, Anyone, post(dashboard::login)),
         entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
         entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),

@@ -42,6 +42,8 @@ pub struct Inner {
     pub(crate) queue: AdmissionQueue<Shared>,
     pub(crate) bulkheads: Bulkheads,
     pub(crate) client: reqwest::Client,
+    /// Model and API calls' client (`client.rs`); `client` serves jobs.
+    pub(crate) upstream: crate::client::UpstreamClient,
     pub(crate) tools: ToolClassifier,
     /// Tenant keys and the operator's tokens.
     pub(crate) keys: crate::auth::Keys,
@@ -271,6 +273,8 @@ impl AppState {
             .http1_only()
             .build()
             .map_err(|e| StartError::Client(e.to_string()))?;
+        let upstream =
+            crate::client::UpstreamClient::new(client.clone()).map_err(StartError::Client)?;
         let (otel, otel_task) = match &config.otel {
             Some(o) => {
                 let export = o.export_config().map_err(StartError::Otel)?;
@@ -315,6 +319,7 @@ impl AppState {
                 queue,
                 bulkheads,
                 client,
+                upstream,
                 tools,
                 keys,
                 credentials,

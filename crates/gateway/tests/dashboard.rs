@@ -46,7 +46,19 @@ async fn set_capacity(h: &Harness, token: &str, capacity: u64) -> reqwest::Respo
 async fn until<T>(h: &Harness, what: &str, check: impl Fn(&Snapshot) -> Option<T>) -> T {
     let mut last = None;
     for _ in 0..150 {
-        let s = snapshot(h).await;
+        let res = h
+            .get("/v1/dashboard")
+            .bearer_auth(VIEWER)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == StatusCode::SERVICE_UNAVAILABLE {
+            // No snapshot taken yet (a loaded machine): wait for the first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(res.status(), StatusCode::OK);
+        let s: Snapshot = res.json().await.expect("a snapshot");
         if let Some(found) = check(&s) {
             return found;
         }
@@ -148,6 +160,82 @@ async fn only_a_viewer_reads_it_and_a_browser_logs_in_with_a_cookie() {
     assert!(header(&res, "set-cookie").contains("Max-Age=0"));
     let res = with_cookie("/v1/dashboard").send().await.unwrap();
     expect_error(res, 401, "invalid_api_key").await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_are_limited_per_address_and_audited() {
+    let h = start(|_| {}).await;
+    let login = |token: &str| {
+        h.post("/ui/login", &serde_json::json!({"token": token}))
+            .header("x-request-id", format!("login-{token}"))
+            .send()
+    };
+    for _ in 0..5 {
+        expect_error(login("guess").await.unwrap(), 401, "invalid_api_key").await;
+    }
+    // The sixth try from this address is not even checked: the right
+    // token waits for the window too.
+    let res = login(VIEWER).await.unwrap();
+    assert!(res.headers().get("set-cookie").is_none());
+    let wait: u64 = header(&res, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    expect_error(res, 429, "rate_limited").await;
+    // Each failure is in the audit trail, with the address that tried.
+    let mut entries = Vec::new();
+    for _ in 0..100 {
+        let body = h.get_json("/v1/audit?kind=ui.login_failed", ADMIN).await;
+        entries = body["entries"].as_array().cloned().unwrap_or_default();
+        if entries.len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(entries.len(), 5, "{entries:?}");
+    for e in &entries {
+        assert_eq!(e["actor"], "address:127.0.0.1", "{e}");
+        assert_eq!(e["target"], "/ui/login");
+        assert_eq!(e["request_id"], "login-guess");
+    }
+    h.stop().await;
+}
+
+/// Each tenant's spend today is the ledger's, as `GET /v1/usage` reads
+/// it for the same day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_spend_is_what_its_usage_says() {
+    let h = start(|_| {}).await;
+    for (key, calls) in [(ACME, 3), (GLOBEX, 1)] {
+        for _ in 0..calls {
+            let res = h
+                .post("/v1/chat/completions", &chat("openai/gpt-4o-mini"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+        }
+    }
+    let (since_ms, acme, globex) = until(&h, "both tenants' spend shows", |s| {
+        let d = s.spend.data.as_ref()?;
+        let of = |t: &str| d.tenants.iter().find(|x| x.tenant == t).cloned();
+        let (a, g) = (of("acme")?, of("globex")?);
+        (a.requests == 3 && g.requests == 1).then_some((d.since_ms, a, g))
+    })
+    .await;
+    assert!(acme.cost_nanos > globex.cost_nanos, "{acme:?} {globex:?}");
+    assert_eq!(acme.cost_usd, acme.cost_nanos as f64 / 1e9);
+    for (key, seen) in [(ACME, &acme), (GLOBEX, &globex)] {
+        let usage = h
+            .get_json(&format!("/v1/usage?from={since_ms}&granularity=day"), key)
+            .await;
+        let rows = usage["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{usage}");
+        assert_eq!(rows[0]["cost_nanos"], seen.cost_nanos, "{usage}");
+        assert_eq!(rows[0]["requests"], seen.requests);
+        assert_eq!(rows[0]["prompt_tokens"], seen.prompt_tokens);
+        assert_eq!(rows[0]["completion_tokens"], seen.completion_tokens);
+    }
     h.stop().await;
 }
 
@@ -269,6 +357,7 @@ async fn missing_sources_say_so_and_administrative_acts_show() {
     let h = start(|c| {
         c.jobs.enabled = false;
         c.audit.enabled = false;
+        c.ledger.enabled = false;
     })
     .await;
     let s = snapshot(&h).await;

@@ -21,6 +21,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 const SERVER: i32 = 2;
 const CLIENT: i32 = 3;
 const INTERNAL: i32 = 1;
+const PRODUCER: i32 = 4;
 
 fn otel(receiver: &Receiver, protocol: OtlpProtocol) -> OtelSettings {
     OtelSettings {
@@ -63,6 +64,20 @@ fn text(span: &Span, key: &str) -> String {
 fn int(span: &Span, key: &str) -> i64 {
     match attr(span, key) {
         Some(AttributeValue::IntValue(n)) => n,
+        other => panic!("{}: {key} is {other:?}", span.name),
+    }
+}
+
+fn strs(span: &Span, key: &str) -> Vec<String> {
+    match attr(span, key) {
+        Some(AttributeValue::ArrayValue(a)) => a
+            .values
+            .into_iter()
+            .map(|v| match v.value {
+                Some(AttributeValue::StringValue(s)) => s,
+                other => panic!("{}: {key} holds {other:?}", span.name),
+            })
+            .collect(),
         other => panic!("{}: {key} is {other:?}", span.name),
     }
 }
@@ -115,11 +130,11 @@ async fn a_model_call_is_a_span_tree_in_the_clients_trace_over_http() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let answer: Value = res.json().await.unwrap();
-    let spans = receiver.wait_for(6, Duration::from_secs(10)).await;
+    let spans = receiver.wait_for(7, Duration::from_secs(10)).await;
     assert_eq!(
         spans.len(),
-        6,
-        "request, cache, admission, model call, limiter, attempt: {:?}",
+        7,
+        "request, cache, admission, model call, limiter, attempt, ledger: {:?}",
         names(&spans)
     );
     for s in &spans {
@@ -144,10 +159,29 @@ async fn a_model_call_is_a_span_tree_in_the_clients_trace_over_http() {
         .iter()
         .map(|s| s.name.as_str())
         .collect();
-    assert_eq!(under_root.len(), 3, "{under_root:?}");
-    for name in ["sluice.cache", "sluice.admission", "chat gpt-4o-mini"] {
+    assert_eq!(under_root.len(), 4, "{under_root:?}");
+    for name in [
+        "sluice.cache",
+        "sluice.admission",
+        "chat gpt-4o-mini",
+        "sluice.ledger",
+    ] {
         assert!(under_root.contains(&name), "{name} under the request");
     }
+    // The usage record handed to the ledger's writer, with its cost.
+    let ledger = one(&spans, "sluice.ledger");
+    assert_eq!(ledger.kind, PRODUCER);
+    assert!(
+        matches!(attr(ledger, "sluice.cost_usd"), Some(AttributeValue::DoubleValue(c)) if c > 0.0),
+        "{:?}",
+        attr(ledger, "sluice.cost_usd")
+    );
+    assert_eq!(
+        attr(ledger, "sluice.usage.estimated"),
+        Some(AttributeValue::BoolValue(false))
+    );
+    assert!(ledger.start_time_unix_nano >= root.start_time_unix_nano);
+    assert!(ledger.end_time_unix_nano <= root.end_time_unix_nano);
     assert_eq!(
         text(one(&spans, "sluice.cache"), "sluice.cache.result"),
         "bypass"
@@ -311,8 +345,9 @@ async fn a_stream_and_a_fallback_are_spans_of_their_own() {
     let text_body = res.text().await.unwrap();
     assert!(text_body.contains("[DONE]"), "{text_body}");
     // Request, cache, admission, two model calls, three failed attempts
-    // and the answered one with their limiter waits, the stream.
-    let spans = receiver.wait_for(14, Duration::from_secs(10)).await;
+    // and the answered one with their limiter waits, the stream, the
+    // ledger.
+    let spans = receiver.wait_for(15, Duration::from_secs(10)).await;
     let primary = one(&spans, "chat gpt-4o");
     let fallback = one(&spans, "chat gpt-4o-mini");
     assert_eq!(primary.parent_span_id, fallback.parent_span_id, "siblings");
@@ -325,6 +360,37 @@ async fn a_stream_and_a_fallback_are_spans_of_their_own() {
         int(fallback, "gen_ai.usage.output_tokens") > 0,
         "the stream's usage"
     );
+    // What the stream said of its answer, as a whole answer tells it.
+    let chunks: Vec<Value> = text_body
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert_eq!(
+        text(fallback, "gen_ai.response.id"),
+        chunks[0]["id"].as_str().unwrap()
+    );
+    assert_eq!(
+        text(fallback, "gen_ai.response.model"),
+        chunks[0]["model"].as_str().unwrap()
+    );
+    let reasons: Vec<String> = chunks
+        .iter()
+        .flat_map(|c| c["choices"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["finish_reason"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!reasons.is_empty(), "the sim ends its choices");
+    assert_eq!(strs(fallback, "gen_ai.response.finish_reasons"), reasons);
+    assert!(
+        attr(primary, "gen_ai.response.id").is_none(),
+        "the failed call told nothing"
+    );
+    let ledger = one(&spans, "sluice.ledger");
+    assert_eq!(
+        ledger.parent_span_id,
+        one(&spans, "POST /v1/chat/completions").span_id,
+        "the stream's record is the request's"
+    );
     assert!(fallback.end_time_unix_nano >= stream.end_time_unix_nano);
     let root = one(&spans, "POST /v1/chat/completions");
     assert!(
@@ -332,6 +398,64 @@ async fn a_stream_and_a_fallback_are_spans_of_their_own() {
         "the request ends with its stream"
     );
     h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_get_of_a_cached_api_has_a_cache_span() {
+    let receiver = Receiver::start(true).await.expect("a receiver");
+    let settings = otel(&receiver, OtlpProtocol::HttpProtobuf);
+    let mut sim = sim_config();
+    sim.apis.get_mut("github").unwrap().cache_control = Some("max-age=60".into());
+    let h = Harness::with(sim, move |c| {
+        c.otel = Some(settings);
+        c.cache
+            .apis
+            .insert("github".into(), sluice_gateway::config::ApiCache::default());
+    })
+    .await;
+    let path = "/proxy/github/repos/o/r/issues";
+    for expected in ["miss", "hit"] {
+        let res = h.get(path).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()["x-sluice-cache"], expected);
+    }
+    // A write is never cached: bypassed.
+    let res = h
+        .post(&path.replace("/issues", "/labels"), &json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let mut h = h;
+    h.shutdown().await; // flushes the exporter
+    let spans = receiver.spans();
+    let mut results = Vec::new();
+    for root in spans.iter().filter(|s| s.name.ends_with(" /proxy/github")) {
+        let caches: Vec<&Span> = children(&spans, root)
+            .into_iter()
+            .filter(|s| s.name == "sluice.cache")
+            .collect();
+        assert_eq!(caches.len(), 1, "one lookup under {}", root.name);
+        assert_eq!(caches[0].kind, INTERNAL);
+        let went_upstream = children(&spans, root).iter().any(|s| s.kind == CLIENT);
+        results.push((
+            root.name.clone(),
+            text(caches[0], "sluice.cache.result"),
+            went_upstream,
+        ));
+    }
+    results.sort();
+    assert_eq!(
+        results,
+        [
+            ("GET /proxy/github".to_owned(), "hit".to_owned(), false),
+            ("GET /proxy/github".to_owned(), "miss".to_owned(), true),
+            ("POST /proxy/github".to_owned(), "bypass".to_owned(), true),
+        ],
+        "the hit never went upstream: {:?}",
+        names(&spans)
+    );
+    h.sim.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

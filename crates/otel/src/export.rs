@@ -10,18 +10,18 @@
 //! dropped too (`reason="export_failed"`), not sent again: the next
 //! batch is already waiting behind it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::encode::{self, Source};
+use crate::encode::{Encoder, Source};
 use crate::span::{Span, TraceId};
 
 /// The gRPC method spans are sent to.
@@ -109,16 +109,35 @@ pub struct Stats {
     pub rejected: u64,
 }
 
+/// What the handles and the task share. Spans wait in `pending`, a
+/// plain vector behind a lock held only to append or to swap it out: a
+/// request appends its spans without waking anyone, and only the one
+/// whose spans fill a batch wakes the task (`full`), which otherwise
+/// wakes once per `interval`. One wake per batch, not one per request.
 #[derive(Debug)]
 struct Shared {
-    tx: mpsc::UnboundedSender<Vec<Span>>,
+    pending: Mutex<Vec<Span>>,
+    full: Notify,
+    /// Set when the task has stopped: nothing would send new spans.
+    stopped: AtomicBool,
+    /// Spans in `pending` and in the batch being sent.
     queued: AtomicUsize,
     queue_size: usize,
+    batch_size: usize,
     /// A new trace is sampled when the low 64 bits of its id are below
     /// this (`ratio · 2^64`; the W3C asks for random low bits).
     sample_below: u64,
     sample_all: bool,
     counts: Counts,
+}
+
+impl Shared {
+    /// The spans waiting, swapped for `empty` (which keeps its capacity
+    /// for the next batch).
+    fn take(&self, empty: Vec<Span>) -> Vec<Span> {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *pending, empty)
+    }
 }
 
 /// The handle spans are submitted to; cheap to clone.
@@ -164,12 +183,15 @@ impl Exporter {
             }
         };
         let client = client.build().map_err(ExportError::Client)?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let batch_size = config.batch_size.max(1);
         let ratio = config.sampling_ratio.clamp(0.0, 1.0);
         let shared = Arc::new(Shared {
-            tx,
+            pending: Mutex::new(Vec::with_capacity(batch_size)),
+            full: Notify::new(),
+            stopped: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             queue_size: config.queue_size.max(1),
+            batch_size,
             // Truncation is fine: the bound is a probability.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             sample_below: (ratio * 2f64.powi(64)) as u64,
@@ -181,9 +203,10 @@ impl Exporter {
             shared: shared.clone(),
             client,
             url,
+            encoder: Encoder::new(&config.source),
             config,
         };
-        let handle = tokio::spawn(worker.run(rx, stopped));
+        let handle = tokio::spawn(worker.run(stopped));
         Ok((Exporter { shared }, ExporterTask { stop, handle }))
     }
 
@@ -210,15 +233,24 @@ impl Exporter {
             return;
         }
         let s = &self.shared;
+        if s.stopped.load(Ordering::Acquire) {
+            self.dropped_full(n);
+            return;
+        }
         if s.queued.fetch_add(n, Ordering::AcqRel) + n > s.queue_size {
             s.queued.fetch_sub(n, Ordering::AcqRel);
             self.dropped_full(n);
             return;
         }
-        if s.tx.send(spans).is_err() {
-            // The task has stopped (shutdown): nothing will send these.
-            s.queued.fetch_sub(n, Ordering::AcqRel);
-            self.dropped_full(n);
+        let waiting = {
+            let mut pending = s.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.extend(spans);
+            pending.len()
+        };
+        // Only the spans that fill the batch wake the task: it takes all
+        // that wait, so the next wake is for the next full batch.
+        if waiting >= s.batch_size && waiting - n < s.batch_size {
+            s.full.notify_one();
         }
     }
 
@@ -265,54 +297,45 @@ struct Worker {
     shared: Arc<Shared>,
     client: reqwest::Client,
     url: reqwest::Url,
+    encoder: Encoder,
     config: ExportConfig,
 }
 
 impl Worker {
-    async fn run(
-        self,
-        mut rx: mpsc::UnboundedReceiver<Vec<Span>>,
-        mut stop: oneshot::Receiver<()>,
-    ) {
-        let batch_size = self.config.batch_size.max(1);
-        let mut batch: Vec<Span> = Vec::with_capacity(batch_size);
+    /// Sends a batch when one is full or `interval` passed, until told to
+    /// stop (or its [`ExporterTask`] is dropped); then sends what waits.
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+        let mut batch: Vec<Span> = Vec::with_capacity(self.shared.batch_size);
         let mut tick = tokio::time::interval(self.config.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let shared = self.shared.clone();
         loop {
-            tokio::select! {
+            let stopping = tokio::select! {
                 biased;
-                _ = &mut stop => {
-                    while let Ok(spans) = rx.try_recv() {
-                        batch.extend(spans);
-                    }
-                    self.flush(&mut batch, batch_size).await;
-                    return;
-                }
-                got = rx.recv() => match got {
-                    Some(spans) => {
-                        batch.extend(spans);
-                        if batch.len() >= batch_size {
-                            self.flush(&mut batch, batch_size).await;
-                        }
-                    }
-                    None => {
-                        self.flush(&mut batch, batch_size).await;
-                        return;
-                    }
-                },
-                _ = tick.tick() => {
-                    if !batch.is_empty() {
-                        self.flush(&mut batch, batch_size).await;
-                    }
-                }
+                _ = &mut stop => true,
+                () = shared.full.notified() => false,
+                _ = tick.tick() => false,
+            };
+            if stopping {
+                // Spans submitted from now on are counted as dropped.
+                shared.stopped.store(true, Ordering::Release);
+            }
+            batch = shared.take(batch);
+            if !batch.is_empty() {
+                self.flush(&mut batch).await;
+            }
+            if stopping {
+                return;
             }
         }
     }
 
-    /// Sends `batch` in exports of at most `batch_size` spans.
-    async fn flush(&self, batch: &mut Vec<Span>, batch_size: usize) {
-        let counts = &self.shared.counts;
-        for chunk in batch.chunks(batch_size) {
+    /// Sends `batch` in exports of at most `batch_size` spans, and
+    /// empties it.
+    async fn flush(&mut self, batch: &mut Vec<Span>) {
+        let shared = Arc::clone(&self.shared);
+        let counts = &shared.counts;
+        for chunk in batch.chunks(shared.batch_size) {
             let n = chunk.len() as u64;
             match self.export(chunk).await {
                 Ok(rejected) => {
@@ -333,16 +356,18 @@ impl Worker {
                 }
             }
         }
-        self.shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
         batch.clear();
     }
 
     /// One export; the spans the collector says it rejected.
-    async fn export(&self, spans: &[Span]) -> Result<u64, ExportError> {
-        let source = &self.config.source;
-        let (body, content_type) = match self.config.protocol {
-            Protocol::HttpProtobuf => (encode::encode(source, spans), "application/x-protobuf"),
-            Protocol::Grpc => (encode::grpc_frame(source, spans), "application/grpc"),
+    async fn export(&mut self, spans: &[Span]) -> Result<u64, ExportError> {
+        let grpc = self.config.protocol == Protocol::Grpc;
+        let body = self.encoder.request(spans, grpc);
+        let content_type = if grpc {
+            "application/grpc"
+        } else {
+            "application/x-protobuf"
         };
         let mut request = self
             .client

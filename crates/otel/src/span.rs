@@ -56,6 +56,12 @@ impl From<String> for Value {
     }
 }
 
+impl From<Cow<'static, str>> for Value {
+    fn from(s: Cow<'static, str>) -> Value {
+        Value::Str(s)
+    }
+}
+
 impl From<i64> for Value {
     fn from(n: i64) -> Value {
         Value::Int(n)

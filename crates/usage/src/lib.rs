@@ -56,7 +56,7 @@ pub use estimate::{
 };
 pub use price::{Cost, Price, PriceError, PriceTable};
 pub use sse::SseEvents;
-pub use stream::{DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
+pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 
 /// How a provider is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -62,6 +62,7 @@ impl StreamScanner {
                 reasoning: None,
                 tool_calls: 0,
                 output_chars: 0,
+                head: AnswerHead::default(),
             },
             strip: strip_usage_chunk && chat,
             held: BytesMut::new(),
@@ -140,6 +141,13 @@ impl StreamScanner {
         self.tally.tool_calls
     }
 
+    /// What the stream said of its answer so far: id, model and finish
+    /// reasons (OpenAI chat chunks, Anthropic `message_start` and
+    /// `message_delta`).
+    pub fn head(&self) -> &AnswerHead {
+        &self.tally.head
+    }
+
     /// The characters of output streamed so far: text, reasoning, refusals
     /// and tool-call arguments (OpenAI chat deltas, Anthropic
     /// `content_block_delta`s, `/responses` `*.delta` events).
@@ -194,6 +202,39 @@ fn scan(
     from
 }
 
+/// What a streamed answer says of itself, as the OpenTelemetry GenAI
+/// conventions' `gen_ai.response.id`, `.model` and `.finish_reasons`
+/// name it: the first id and model the stream gives, every choice's
+/// finish reason in the order they came.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnswerHead {
+    /// The answer's id (`chatcmpl-…`, `msg_…`).
+    pub id: Option<String>,
+    /// The model that answered, as the provider names it.
+    pub model: Option<String>,
+    /// Why each choice ended (`stop`, `length`, `end_turn`, …).
+    pub finish_reasons: Vec<String>,
+}
+
+impl AnswerHead {
+    /// Keeps the first `id` and `model` told, adds a finish `reason`.
+    pub fn learn(&mut self, id: Option<String>, model: Option<String>, reason: Option<String>) {
+        if self.id.is_none() {
+            self.id = id;
+        }
+        if self.model.is_none() {
+            self.model = model;
+        }
+        // Bounded: a hostile stream cannot grow it past the choices a
+        // request may ask for.
+        if let Some(r) = reason
+            && self.finish_reasons.len() < crate::MAX_CHOICES as usize
+        {
+            self.finish_reasons.push(r);
+        }
+    }
+}
+
 /// What has been learnt from the events so far.
 #[derive(Debug)]
 struct Tally {
@@ -206,6 +247,7 @@ struct Tally {
     reasoning: Option<u64>,
     tool_calls: u32,
     output_chars: u64,
+    head: AnswerHead,
 }
 
 impl Tally {
@@ -225,9 +267,13 @@ impl Tally {
     }
 
     fn chat(&mut self, data: &[u8]) -> bool {
-        let Ok(chunk) = serde_json::from_slice::<ChatChunk>(data) else {
+        let Ok(mut chunk) = serde_json::from_slice::<ChatChunk>(data) else {
             return false;
         };
+        self.head.learn(chunk.id.take(), chunk.model.take(), None);
+        for choice in chunk.choices.iter_mut().flatten() {
+            self.head.learn(None, None, choice.finish_reason.take());
+        }
         let deltas = || {
             chunk
                 .choices
@@ -257,14 +303,18 @@ impl Tally {
         };
         // `message_start` carries the input (and a first output count),
         // `message_delta` the cumulative output and, lately, input too.
-        if let Some(usage) = event.message.and_then(|m| m.usage) {
-            self.merge(&usage);
+        if let Some(m) = event.message {
+            self.head.learn(m.id, m.model, None);
+            if let Some(usage) = m.usage {
+                self.merge(&usage);
+            }
         }
         if let Some(usage) = &event.usage {
             self.merge(usage);
         }
-        if let Some(delta) = &event.delta {
+        if let Some(delta) = event.delta {
             self.add_chars(delta.chars());
+            self.head.learn(None, None, delta.stop_reason);
         }
         let tool_use = event.content_block.and_then(|b| b.kind);
         if event.kind.as_deref() == Some("content_block_start")

@@ -122,6 +122,9 @@ pub(super) fn assemble(
 #[derive(Debug, Deserialize)]
 pub(super) struct WithUsage {
     pub(super) usage: Option<RawUsage>,
+    /// Anthropic's `message_start` names the answer and its model.
+    pub(super) id: Option<String>,
+    pub(super) model: Option<String>,
 }
 
 /// An OpenAI response as the gateway reads it: its usage and the parts
@@ -196,6 +199,8 @@ pub(super) fn saturate(n: usize) -> u32 {
 /// One OpenAI chat-completions stream chunk.
 #[derive(Debug, Deserialize)]
 pub(super) struct ChatChunk {
+    pub(super) id: Option<String>,
+    pub(super) model: Option<String>,
     pub(super) choices: Option<Vec<ChunkChoice>>,
     pub(super) usage: Option<RawUsage>,
 }
@@ -203,6 +208,8 @@ pub(super) struct ChatChunk {
 #[derive(Debug, Deserialize)]
 pub(super) struct ChunkChoice {
     pub(super) delta: Option<ChunkDelta>,
+    /// Set (not null) on a choice's last chunk only.
+    pub(super) finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,6 +328,8 @@ pub(super) struct AnthropicDelta {
     pub(super) partial_json: Chars,
     #[serde(default)]
     pub(super) thinking: Chars,
+    /// `message_delta`'s reason the answer ended.
+    pub(super) stop_reason: Option<String>,
 }
 
 impl AnthropicDelta {

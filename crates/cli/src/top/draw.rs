@@ -141,7 +141,17 @@ fn resources(s: &Snapshot) -> Table<'static> {
 }
 
 fn tenants(s: &Snapshot) -> Table<'static> {
-    let spend = s.spend.state.clone();
+    // Today's spend (UTC day) from the ledger, or in a word why there
+    // is none (the column is narrow).
+    let spend = |tenant: &str| match &s.spend.data {
+        Some(d) => d
+            .tenants
+            .iter()
+            .find(|x| x.tenant == tenant)
+            .map_or_else(|| "–".to_owned(), |x| format!("${:.4}", x.cost_usd)),
+        None if s.spend.state == "not configured" => "no ledger".to_owned(),
+        None => "error".to_owned(),
+    };
     let head = Row::new([
         "tenant", "req/s", "share", "wait ms", "queued", "total", "spend",
     ])
@@ -154,23 +164,19 @@ fn tenants(s: &Snapshot) -> Table<'static> {
             opt(t.queue_wait_ms),
             t.queued.to_string(),
             t.requests_total.to_string(),
-            if spend == "ok" {
-                "see ledger".into()
-            } else {
-                spend.clone()
-            },
+            spend(&t.tenant),
         ])
     });
     Table::new(
         rows,
         [
-            Constraint::Min(12),
+            Constraint::Min(10),
             Constraint::Length(7),
             Constraint::Length(6),
-            Constraint::Length(8),
             Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(15),
+            Constraint::Length(7),
+            Constraint::Length(7),
+            Constraint::Length(10),
         ],
     )
     .header(head)
@@ -324,7 +330,7 @@ pub fn to_text(view: &View, width: u16, height: u16) -> String {
 mod tests {
     use super::*;
     use sluice_gateway::dashboard::view::{
-        ByPriority, QueueView, Section, TenantQueued, TenantView,
+        ByPriority, QueueView, Section, Spend, TenantQueued, TenantSpend, TenantView,
     };
 
     fn snapshot() -> Snapshot {
@@ -389,7 +395,17 @@ mod tests {
             }],
             jobs: Section::ok(vec![jobs]),
             audit: Section::not_configured(),
-            spend: Section::not_configured(),
+            spend: Section::ok(Spend {
+                since_ms: 1_764_115_200_000,
+                tenants: vec![TenantSpend {
+                    tenant: "acme".into(),
+                    requests: 400,
+                    prompt_tokens: 9_000,
+                    completion_tokens: 4_000,
+                    cost_nanos: 12_345_600_000,
+                    cost_usd: 12.3456,
+                }],
+            }),
         }
     }
 
@@ -417,6 +433,7 @@ mod tests {
             "acme",
             "75%",
             "discord",
+            "$12.3456",
             "not configured",
         ] {
             assert!(text.contains(want), "{want:?} missing from:\n{text}");

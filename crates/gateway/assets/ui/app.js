@@ -152,7 +152,7 @@ function render(s) {
   });
 
   const spend = {};
-  if (s.spend.data) for (const x of s.spend.data) spend[x.tenant] = x;
+  if (s.spend.data) for (const x of s.spend.data.tenants) spend[x.tenant] = x;
   fill($("tenants").tBodies[0], s.tenants, (tr, t) => {
     tr.dataset.tenant = t.tenant;
     cell(tr, t.tenant);
@@ -188,10 +188,9 @@ function render(s) {
   });
 }
 
+// Today's spend (UTC day), from the ledger.
 function formatSpend(x) {
-  if (typeof x.cost === "string") return x.cost;
-  if (typeof x.cost_micros === "number") return "$" + (x.cost_micros / 1e6).toFixed(4);
-  return "–";
+  return typeof x.cost_usd === "number" ? "$" + x.cost_usd.toFixed(4) : "–";
 }
 
 // The resources with the most traffic over the history, for the charts.

@@ -22,6 +22,9 @@ pub struct AuditConfig {
     /// go to the spill file `{data_dir}/audit.spill.jsonl`, written to the
     /// store later. A request never waits for the audit trail.
     pub queue: usize,
+    /// Entries older than this many days are deleted, checked hourly
+    /// (default 365); 0 keeps them for ever.
+    pub retention_days: u64,
 }
 
 impl Default for AuditConfig {
@@ -30,6 +33,7 @@ impl Default for AuditConfig {
             enabled: true,
             store: WITH_JOBS.to_owned(),
             queue: sluice_audit::DEFAULT_QUEUE,
+            retention_days: 365,
         }
     }
 }

@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_jobs::JobStore;
+use sluice_ledger::{Dim, Granularity, Query};
 use tokio::time::Instant;
 
 use super::pulse::{ResourceTotals, TenantTotals, Totals};
 use super::view::{
-    ByPriority, QueueView, ResourceView, Section, Snapshot, TenantQueued, TenantView,
+    ByPriority, QueueView, ResourceView, Section, Snapshot, Spend, TenantQueued, TenantSpend,
+    TenantView,
 };
 use crate::state::AppState;
 
@@ -24,8 +26,8 @@ const MAX_ROWS: usize = 64;
 const MAX_TENANTS: usize = 50;
 /// Tenants listed by queue depth.
 const MAX_QUEUED_TENANTS: usize = 20;
-/// Job counts and audit entries are queries of a database: read this
-/// often at most.
+/// Job counts, audit entries and spend are queries of a database: read
+/// this often at most.
 const SLOW_EVERY: Duration = Duration::from_secs(5);
 /// How long a store may take to answer before its section says so.
 const SLOW_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,6 +40,7 @@ pub(crate) struct Sampler {
     readings: VecDeque<(Instant, Totals)>,
     jobs: Slow<Vec<sluice_jobs::QueueCounts>>,
     audit: Slow<Vec<serde_json::Value>>,
+    spend: Slow<Spend>,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -200,8 +203,13 @@ impl Sampler {
                 .collect(),
         };
         let tenants = tenants(first, last, window_s, &depths);
-        let jobs = self.jobs(state, now).await;
-        let audit = self.audit(state, now).await;
+        // The three stores are read side by side: a slow one delays the
+        // snapshot by its own timeout, not by the sum of them.
+        let (jobs, audit, spend) = tokio::join!(
+            jobs(&mut self.jobs, state, now),
+            audit(&mut self.audit, state, now),
+            spend(&mut self.spend, state, now),
+        );
         Snapshot {
             at_ms: unix_ms(),
             window_s,
@@ -210,60 +218,99 @@ impl Sampler {
             tenants,
             jobs,
             audit,
-            spend: Section::not_configured(),
+            spend,
         }
     }
+}
 
-    /// The job counts, read again when [`SLOW_EVERY`] has passed.
-    async fn jobs(
-        &mut self,
-        state: &AppState,
-        now: Instant,
-    ) -> Section<Vec<sluice_jobs::QueueCounts>> {
-        let Some(jobs) = state.jobs.get() else {
-            return Section::not_configured();
-        };
-        self.jobs
-            .read(now, async {
-                let mut queues = jobs.store().counts().await.map_err(|e| e.to_string())?;
-                for name in state.config.jobs.queues.keys() {
-                    if !queues.iter().any(|q| &q.queue == name) {
-                        queues.push(sluice_jobs::QueueCounts {
-                            queue: name.clone(),
-                            paused: false,
-                            counts: sluice_jobs::StateCounts::default(),
-                        });
-                    }
-                }
-                queues.sort_by(|a, b| a.queue.cmp(&b.queue));
-                Ok(queues)
-            })
+/// Today's spend per tenant, read again when [`SLOW_EVERY`] has passed:
+/// one row per tenant from the day rollups, never the records.
+async fn spend(slow: &mut Slow<Spend>, state: &AppState, now: Instant) -> Section<Spend> {
+    let Some(ledger) = state.ledger.get() else {
+        return Section::not_configured();
+    };
+    slow.read(now, async {
+        let now_ms = sluice_ledger::now_ms();
+        let since_ms = Granularity::Day.bucket(now_ms);
+        let query = Query::new(since_ms, now_ms + 1, Granularity::Day).group_by([Dim::Tenant]);
+        let mut rows = ledger
+            .store
+            .usage(&query)
             .await
-    }
+            .map_err(|e| crate::error::chain(&e))?;
+        rows.sort_by(|a, b| {
+            b.cost_nanos
+                .cmp(&a.cost_nanos)
+                .then_with(|| a.tenant.cmp(&b.tenant))
+        });
+        rows.truncate(MAX_TENANTS);
+        let tenants = rows
+            .into_iter()
+            .map(|r| TenantSpend {
+                tenant: r.tenant.unwrap_or_default(),
+                requests: r.requests,
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.completion_tokens,
+                cost_nanos: r.cost_nanos,
+                cost_usd: r.cost_nanos as f64 / 1e9,
+            })
+            .collect();
+        Ok(Spend { since_ms, tenants })
+    })
+    .await
+}
 
-    /// The newest audit entries, read again when [`SLOW_EVERY`] has passed.
-    async fn audit(&mut self, state: &AppState, now: Instant) -> Section<Vec<serde_json::Value>> {
-        let Some(audit) = state.audit.get() else {
-            return Section::not_configured();
+/// The job counts, read again when [`SLOW_EVERY`] has passed.
+async fn jobs(
+    slow: &mut Slow<Vec<sluice_jobs::QueueCounts>>,
+    state: &AppState,
+    now: Instant,
+) -> Section<Vec<sluice_jobs::QueueCounts>> {
+    let Some(jobs) = state.jobs.get() else {
+        return Section::not_configured();
+    };
+    slow.read(now, async {
+        let mut queues = jobs.store().counts().await.map_err(|e| e.to_string())?;
+        for name in state.config.jobs.queues.keys() {
+            if !queues.iter().any(|q| &q.queue == name) {
+                queues.push(sluice_jobs::QueueCounts {
+                    queue: name.clone(),
+                    paused: false,
+                    counts: sluice_jobs::StateCounts::default(),
+                });
+            }
+        }
+        queues.sort_by(|a, b| a.queue.cmp(&b.queue));
+        Ok(queues)
+    })
+    .await
+}
+
+/// The newest audit entries, read again when [`SLOW_EVERY`] has passed.
+async fn audit(
+    slow: &mut Slow<Vec<serde_json::Value>>,
+    state: &AppState,
+    now: Instant,
+) -> Section<Vec<serde_json::Value>> {
+    let Some(audit) = state.audit.get() else {
+        return Section::not_configured();
+    };
+    slow.read(now, async {
+        let filter = sluice_audit::Filter {
+            limit: AUDIT_ENTRIES,
+            ..sluice_audit::Filter::default()
         };
-        self.audit
-            .read(now, async {
-                let filter = sluice_audit::Filter {
-                    limit: AUDIT_ENTRIES,
-                    ..sluice_audit::Filter::default()
-                };
-                let entries = audit
-                    .store()
-                    .query(&filter)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(entries
-                    .iter()
-                    .map(crate::routes::audit::entry_json)
-                    .collect())
-            })
+        let entries = audit
+            .store()
+            .query(&filter)
             .await
-    }
+            .map_err(|e| e.to_string())?;
+        Ok(entries
+            .iter()
+            .map(crate::routes::audit::entry_json)
+            .collect())
+    })
+    .await
 }
 
 /// A section read from a store: at most once per [`SLOW_EVERY`], within

@@ -21,8 +21,36 @@ pub struct Snapshot {
     pub jobs: Section<Vec<sluice_jobs::QueueCounts>>,
     /// The most recent administrative acts, newest first.
     pub audit: Section<Vec<serde_json::Value>>,
-    /// Spend per tenant, from the usage ledger.
-    pub spend: Section<Vec<serde_json::Value>>,
+    /// Spend per tenant today, from the usage ledger's rollups.
+    pub spend: Section<Spend>,
+}
+
+/// What tenants spent since the start of the day (UTC), as the usage
+/// ledger's day rollups say: the same figures as `GET /v1/usage` with
+/// `from={since_ms}&granularity=day`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// The day's start, ms since the Unix epoch.
+    pub since_ms: i64,
+    /// The biggest spenders first (at most 50).
+    pub tenants: Vec<TenantSpend>,
+}
+
+/// One tenant's spend in [`Spend`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantSpend {
+    /// The tenant (workspace).
+    pub tenant: String,
+    /// Calls recorded.
+    pub requests: u64,
+    /// Input tokens.
+    pub prompt_tokens: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+    /// Exactly, in nanodollars.
+    pub cost_nanos: u64,
+    /// In dollars, for display.
+    pub cost_usd: f64,
 }
 
 /// A part of the snapshot read from a source that may be missing: its

@@ -85,18 +85,6 @@ impl Failure {
 }
 
 /// A transport error in a sentence, without URLs' secrets.
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let kind = if e.is_connect() {
-        "cannot connect to upstream"
-    } else if e.is_timeout() {
-        "upstream timed out"
-    } else if e.is_body() || e.is_decode() {
-        "upstream sent a broken body"
-    } else {
-        "upstream request failed"
-    };
-    match std::error::Error::source(e) {
-        Some(src) => format!("{kind}: {src}"),
-        None => kind.to_owned(),
-    }
+pub(crate) fn describe(e: &crate::client::TransportError) -> String {
+    e.to_string()
 }

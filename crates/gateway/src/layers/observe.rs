@@ -18,11 +18,11 @@ use super::context::Context;
 use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
-use crate::ledger::Draft;
+use crate::ledger::{Draft, Handed};
 use crate::metrics;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
-use sluice_usage::Usage;
+use sluice_usage::{AnswerHead, Usage};
 
 /// A request that knows its route (the metrics label).
 pub(crate) trait Routed {
@@ -129,7 +129,7 @@ where
                 );
             }
             if let Some(draft) = notes.ledger.take() {
-                settled(&state, draft, status, &notes);
+                settled(&state, draft, status, &mut notes);
             }
             if let Some(mut trace) = notes.trace.take() {
                 trace.status = status;
@@ -167,9 +167,13 @@ pub(crate) fn begin_trace(
 const NO_THREAD: &str = "unthreaded";
 
 /// Hands a call's ledger record over, answered `status` now.
-pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &Notes) {
+pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Notes) {
     if let Some(ledger) = state.ledger.get() {
-        ledger.submit(draft.finish(status, notes.meta.queued, notes.meta.attempts));
+        let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
+        match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+            Some(o) => o.ledger(&ledger.submit_timed(record)),
+            None => ledger.submit(record),
+        }
     }
 }
 
@@ -269,25 +273,49 @@ pub(crate) fn disconnected(route: &'static str) {
     metrics::stream_disconnect(route);
 }
 
-/// A streamed answer ended (`outcome`: `complete`, `client_disconnected`,
-/// `upstream_error`, `deadline`): its trace gets the `stream` span from
+/// How a streamed answer ended (`outcome`: `complete`,
+/// `client_disconnected`, `upstream_error`, `deadline`), with what was
+/// read of it and how its ledger record went.
+pub(crate) struct StreamEnd {
+    pub outcome: &'static str,
+    pub usage: Option<Usage>,
+    pub tool_calls: u32,
+    /// What the answer said of itself, read when its spans are exported.
+    pub head: Option<AnswerHead>,
+    pub handed: Option<Handed>,
+}
+
+/// A streamed answer ended: its trace gets the `stream` span from
 /// `started`, the usage and tool calls read, and goes to the writer.
 pub(crate) fn stream_ended(
     writer: Option<&TraceWriter>,
     trace: Option<Trace>,
     started: Instant,
-    outcome: &'static str,
-    usage: Option<Usage>,
-    tool_calls: u32,
+    end: StreamEnd,
 ) {
     let Some(mut t) = trace else {
         return;
     };
+    let StreamEnd {
+        outcome,
+        usage,
+        tool_calls,
+        head,
+        handed,
+    } = end;
     let mut m = serde_json::Map::new();
     m.insert("outcome".into(), outcome.into());
     t.record_span("stream", started, Instant::now(), m);
     if let Some(o) = t.otel.as_mut() {
-        o.stream(started, outcome, usage, tool_calls);
+        if let Some(h) = &handed {
+            o.ledger(h);
+        }
+        o.stream(
+            started,
+            outcome,
+            (usage, head.unwrap_or_default()),
+            tool_calls,
+        );
     }
     t.usage = usage;
     t.tool_calls = tool_calls;

@@ -46,8 +46,19 @@ where
         if let Some(t) = notes.trace.as_mut() {
             t.model = Some(a.model.clone());
         }
-        let url = match reqwest::Url::parse(&outbound.url) {
-            Ok(url) => url,
+        let outgoing = reqwest::Url::parse(&outbound.url)
+            .map_err(|e| e.to_string())
+            .and_then(|url| {
+                Outgoing::new(
+                    reqwest::Method::POST,
+                    url,
+                    outbound.headers.clone(),
+                    outbound.body.clone(),
+                    Some(a.call.ctx.clone()),
+                )
+            });
+        let outgoing = match outgoing {
+            Ok(outgoing) => outgoing,
             Err(e) => {
                 let f = Failure::Upstream {
                     message: format!("provider {}: its URL does not parse: {e}", plan.label),
@@ -64,20 +75,14 @@ where
                 provider: &plan.label,
                 model: &a.model,
                 upstream_model: upstream,
-                url: &url,
+                url: &outgoing.url,
                 body: &a.call.json,
                 stream: a.call.stream,
             });
         }
         let up = Upstream {
             plan,
-            outgoing: Outgoing {
-                method: reqwest::Method::POST,
-                url,
-                headers: outbound.headers.clone(),
-                body: outbound.body.clone(),
-                context: Some(a.call.ctx.clone()),
-            },
+            outgoing,
             deadline: a.call.ctx.deadline,
         };
         let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
@@ -252,13 +257,16 @@ async fn read(
         return Ok(Reply::Stream(res));
     }
     let attempts = d.attempts;
-    let bytes = tokio::time::timeout_at(c.ctx.deadline, d.response.bytes())
-        .await
-        .map_err(|_| Failure::Timeout { attempts })?
-        .map_err(|e| Failure::Upstream {
-            message: format!("reading the upstream body: {e}"),
-            attempts,
-        })?;
+    let bytes = tokio::time::timeout_at(
+        c.ctx.deadline,
+        axum::body::to_bytes(d.response.into_body(), usize::MAX),
+    )
+    .await
+    .map_err(|_| Failure::Timeout { attempts })?
+    .map_err(|e| Failure::Upstream {
+        message: format!("reading the upstream body: {e}"),
+        attempts,
+    })?;
     // Read from the provider's own body, before any translation.
     let details = match notes.ledger {
         Some(_) if status.is_success() => sluice_usage::details(adapter.format(), &bytes),
@@ -276,7 +284,7 @@ async fn read(
         t.usage = answer.usage;
         t.tool_calls = answer.tool_calls;
         if let Some(o) = t.otel.as_mut() {
-            o.model_ended(answer.usage, Some(&answer.body), None);
+            o.model_ended(answer.usage, crate::otel::head_of(&answer.body), None);
         }
     }
     drop(d.pool);

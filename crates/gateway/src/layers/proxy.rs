@@ -221,13 +221,12 @@ impl Parse for Incoming {
             ctx,
             upstream: Upstream {
                 plan,
-                outgoing: Outgoing {
-                    method,
-                    url,
-                    headers,
-                    body: self.body,
-                    context,
-                },
+                outgoing: Outgoing::new(method, url, headers, self.body, context).map_err(|e| {
+                    ApiError::BadRequest {
+                        message: format!("the upstream URL cannot be sent to: {e}"),
+                        param: None,
+                    }
+                })?,
                 deadline,
             },
             api: self.api,

@@ -16,6 +16,7 @@ use super::model_call::{Call, Incoming};
 use super::upstream::{AttemptRecord, Fault, Outgoing, Plan, Tried, Try, Upstream};
 use super::{BoxFuture, Notes, Reply, Req};
 use crate::auth::Tenant;
+use crate::client::UpstreamResponse;
 use crate::config::{Config, ModelLimits};
 use crate::response::Buffered;
 use crate::state::AppState;
@@ -185,13 +186,14 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
             name: needs[0].0.to_owned(),
             provider: None,
         },
-        outgoing: Outgoing {
-            method: reqwest::Method::POST,
-            url: reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-            context: None,
-        },
+        outgoing: Outgoing::new(
+            reqwest::Method::POST,
+            reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
+            HeaderMap::new(),
+            Bytes::new(),
+            None,
+        )
+        .unwrap(),
         deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
     }
 }
@@ -210,16 +212,16 @@ pub(crate) fn first_try(up: Upstream) -> Req<Try> {
 }
 
 /// An upstream answer with `status` and `headers`, as if it came.
-pub(crate) fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> reqwest::Response {
+pub(crate) fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> UpstreamResponse {
     let mut res = axum::http::Response::builder().status(status);
     for (k, v) in headers {
         res = res.header(*k, *v);
     }
-    reqwest::Response::from(res.body(Vec::<u8>::new()).unwrap())
+    res.body(axum::body::Body::empty()).unwrap()
 }
 
 /// What the wire hands up for `sent`.
-pub(crate) fn tried(sent: Result<reqwest::Response, Fault>, attempt: u32) -> Tried {
+pub(crate) fn tried(sent: Result<UpstreamResponse, Fault>, attempt: u32) -> Tried {
     let now = tokio::time::Instant::now();
     let status = sent.as_ref().ok().map(|r| r.status().as_u16());
     Tried {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use axum::http::Uri;
 use bytes::Bytes;
 use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 use tower::Service;
 
 use super::{BoxFuture, Req, Served};
+use crate::client::{TransportError, UpstreamResponse};
 use crate::layers::context::Context;
 use crate::layers::failure::Failure;
 use crate::providers::Provider;
@@ -53,6 +55,8 @@ pub(crate) struct Outgoing {
     /// Where it goes, parsed once (a proxied path is never parsed from a
     /// string again: see `proxy::target`).
     pub url: reqwest::Url,
+    /// The same, as the client sends it (see [`Outgoing::new`]).
+    pub uri: Uri,
     /// Every header it carries (auth included).
     pub headers: reqwest::header::HeaderMap,
     /// The body.
@@ -60,6 +64,30 @@ pub(crate) struct Outgoing {
     /// The client request's context, sent along on every attempt
     /// (`x-request-id`, and a `traceparent` with a new span id each).
     pub context: Option<Context>,
+}
+
+impl Outgoing {
+    /// A request to `url`, sent as is on every attempt.
+    ///
+    /// # Errors
+    /// `url` is not one HTTP can send to (an `http::Uri` refuses it).
+    pub(crate) fn new(
+        method: reqwest::Method,
+        url: reqwest::Url,
+        headers: reqwest::header::HeaderMap,
+        body: Bytes,
+        context: Option<Context>,
+    ) -> Result<Self, String> {
+        let uri = Uri::try_from(url.as_str()).map_err(|e| e.to_string())?;
+        Ok(Outgoing {
+            method,
+            url,
+            uri,
+            headers,
+            body,
+            context,
+        })
+    }
 }
 
 /// An upstream call: what the retry layer is asked to get an answer to.
@@ -100,7 +128,7 @@ pub(crate) struct Try {
 #[derive(Debug)]
 pub(crate) enum Fault {
     /// Connecting or talking to the upstream failed.
-    Transport(reqwest::Error),
+    Transport(TransportError),
     /// The attempt's timeout (or the deadline) passed.
     Timeout,
 }
@@ -122,7 +150,7 @@ pub(crate) struct AttemptRecord {
 #[derive(Debug)]
 pub(crate) struct Tried {
     /// The answer, or why there is none.
-    pub sent: Result<reqwest::Response, Fault>,
+    pub sent: Result<UpstreamResponse, Fault>,
     /// For metrics and traces.
     pub record: AttemptRecord,
 }
@@ -148,7 +176,7 @@ pub(crate) struct Granted {
 /// client's to see), with what it holds until the answer is delivered.
 #[derive(Debug)]
 pub(crate) struct Answered {
-    pub response: reqwest::Response,
+    pub response: UpstreamResponse,
     pub grant: Permit,
     pub pool: BulkheadPermit,
     pub attempts: u32,
@@ -197,17 +225,16 @@ impl Service<Req<Try>> for Wire {
             let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
                 .min(up.deadline.saturating_duration_since(Instant::now()));
             let sent = Instant::now();
-            let request = state
-                .client
-                .request(out.method.clone(), out.url.clone())
-                .headers(out.headers.clone())
-                .body(out.body.clone());
+            let mut headers = out.headers.clone();
             let span_id = crate::layers::context::new_span_id();
-            let request = match &out.context {
-                Some(ctx) => ctx.propagate(request, span_id),
-                None => request,
-            };
-            let result = tokio::time::timeout(timeout, request.send()).await;
+            if let Some(ctx) = &out.context {
+                ctx.propagate(&mut headers, span_id);
+            }
+            let request =
+                state
+                    .upstream
+                    .send(out.method.clone(), &out.uri, headers, out.body.clone());
+            let result = tokio::time::timeout(timeout, request).await;
             let (status, outcome) = classify(&result);
             let record = AttemptRecord {
                 attempt: t.attempt,
@@ -230,7 +257,7 @@ impl Service<Req<Try>> for Wire {
 
 /// The status and the outcome's name (a metrics label).
 fn classify<E>(
-    result: &Result<Result<reqwest::Response, reqwest::Error>, E>,
+    result: &Result<Result<UpstreamResponse, TransportError>, E>,
 ) -> (Option<u16>, &'static str) {
     match result {
         Ok(Ok(r)) => {

@@ -56,7 +56,7 @@ impl Reserved {
 /// An answer to deliver, with what it holds until it is delivered.
 #[derive(Debug)]
 pub(crate) struct Delivery {
-    pub response: reqwest::Response,
+    pub response: crate::client::UpstreamResponse,
     pub reserved: Reserved,
     pub pool: BulkheadPermit,
     pub attempts: u32,

@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_otel::Span;
-use sluice_usage::{Endpoint, Usage};
+use sluice_usage::{AnswerHead, Endpoint, Usage};
 
 /// A candidate model's call, as its span describes it.
 #[derive(Debug)]
@@ -116,14 +116,31 @@ struct Choice {
     finish_reason: Option<String>,
 }
 
+/// What a whole answer's `body` (in the client's format) says of
+/// itself: its model, id and finish reasons; `None` when it is not JSON.
+pub(crate) fn head_of(body: &[u8]) -> Option<AnswerHead> {
+    let head = serde_json::from_slice::<Head>(body).ok()?;
+    let mut finish_reasons: Vec<String> = head
+        .choices
+        .into_iter()
+        .filter_map(|c| c.finish_reason)
+        .collect();
+    finish_reasons.extend(head.stop_reason);
+    Some(AnswerHead {
+        id: head.id,
+        model: head.model,
+        finish_reasons,
+    })
+}
+
 /// The answer's attributes: usage, and the model, id and finish reasons
-/// of a whole answer's `body`.
-pub(super) fn answered(span: &mut Span, usage: Option<Usage>, body: Option<&[u8]>) {
+/// it told (a whole answer's or a stream's).
+pub(super) fn answered(span: &mut Span, usage: Option<Usage>, head: Option<AnswerHead>) {
     if let Some(u) = usage {
         span.set("gen_ai.usage.input_tokens", u.prompt_tokens)
             .set("gen_ai.usage.output_tokens", u.completion_tokens);
     }
-    let Some(head) = body.and_then(|b| serde_json::from_slice::<Head>(b).ok()) else {
+    let Some(head) = head else {
         return;
     };
     if let Some(m) = head.model {
@@ -132,13 +149,7 @@ pub(super) fn answered(span: &mut Span, usage: Option<Usage>, body: Option<&[u8]
     if let Some(id) = head.id {
         span.set("gen_ai.response.id", id);
     }
-    let mut reasons: Vec<String> = head
-        .choices
-        .into_iter()
-        .filter_map(|c| c.finish_reason)
-        .collect();
-    reasons.extend(head.stop_reason);
-    if !reasons.is_empty() {
-        span.set("gen_ai.response.finish_reasons", reasons);
+    if !head.finish_reasons.is_empty() {
+        span.set("gen_ai.response.finish_reasons", head.finish_reasons);
     }
 }

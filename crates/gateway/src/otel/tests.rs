@@ -2,7 +2,7 @@ use serde_json::json;
 use sluice_otel::{Kind, Span, Value};
 use sluice_usage::{Endpoint, Usage};
 
-use super::genai::{ModelCall, answered};
+use super::genai::{ModelCall, answered, head_of};
 use super::without_query;
 
 fn span() -> Span {
@@ -50,7 +50,7 @@ fn an_answer_gives_its_model_id_reasons_and_usage() {
     };
     let mut s = span();
     let anthropic = br#"{"id":"msg_1","model":"claude-x","stop_reason":"end_turn","content":[]}"#;
-    answered(&mut s, Some(usage), Some(anthropic));
+    answered(&mut s, Some(usage), head_of(anthropic));
     assert_eq!(
         s.get("gen_ai.response.model"),
         Some(&Value::from("claude-x"))
@@ -62,7 +62,8 @@ fn an_answer_gives_its_model_id_reasons_and_usage() {
     assert_eq!(s.get("gen_ai.usage.input_tokens"), Some(&Value::Int(12)));
     assert_eq!(s.get("gen_ai.usage.output_tokens"), Some(&Value::Int(9)));
     let mut s = span();
-    answered(&mut s, None, Some(b"not json"));
+    assert_eq!(head_of(b"not json"), None);
+    answered(&mut s, None, head_of(br#"{"object":"list"}"#));
     assert!(s.attributes.is_empty(), "nothing made up");
 }
 

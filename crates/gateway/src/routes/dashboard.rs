@@ -8,7 +8,10 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use std::net::SocketAddr;
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
@@ -16,10 +19,12 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::audit::Act;
 use crate::auth::{Anyone, Viewer};
 use crate::body::Body;
+use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
 use crate::dashboard::sessions::{COOKIE_NAME, SESSION_TTL};
-use crate::dashboard::{INTERVAL, sse_event};
+use crate::dashboard::{INTERVAL, LOGIN_PATH, sse_event};
 use crate::error::ApiError;
 use crate::routes::limits::parse;
 use crate::state::AppState;
@@ -82,10 +87,27 @@ struct LoginBody {
 }
 
 /// `POST /ui/login` with `{"token": …}` (the dashboard's or the admin's):
-/// a session cookie.
-pub async fn login(State(state): State<AppState>, _: Anyone, Body(body): Body) -> Response {
+/// a session cookie. A wrong token is recorded in the audit trail
+/// (`ui.login_failed`, by `address:{ip}`) and counted against the
+/// client's address: past [`MAX_FAILURES`] a minute it gets 429 with
+/// `Retry-After` and no token is checked until then.
+pub async fn login(
+    State(state): State<AppState>,
+    _: Anyone,
+    act: Act,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Body(body): Body,
+) -> Response {
+    let address = peer.map(|Extension(ConnectInfo(a))| a.ip());
     let opened = (|| {
         enabled(&state)?;
+        if let Some(wait) = address.and_then(|a| state.board.logins.check(a).err()) {
+            return Err(ApiError::RateLimited {
+                resource: "dashboard logins from this address".into(),
+                retry_after: Some(wait),
+                policy: Some((u64::from(MAX_FAILURES), WINDOW)),
+            });
+        }
         let b: LoginBody = parse(&body)?;
         if !state.keys.dashboard_enabled() {
             return Err(ApiError::Forbidden(
@@ -93,6 +115,14 @@ pub async fn login(State(state): State<AppState>, _: Anyone, Body(body): Body) -
             ));
         }
         if !state.keys.is_viewer(b.token.as_bytes()) {
+            let who = address.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+            if let Some(a) = address {
+                state.board.logins.failed(a);
+            }
+            state.record(
+                act.entry(&format!("address:{who}"), "ui.login_failed", LOGIN_PATH)
+                    .after(json!({"reason": "wrong dashboard token"})),
+            );
             return Err(ApiError::Unauthorized(
                 "`token`: wrong dashboard token".into(),
             ));
@@ -106,7 +136,7 @@ pub async fn login(State(state): State<AppState>, _: Anyone, Body(body): Body) -
                 retry_after: None,
             })
     })();
-    match opened {
+    act.answer(match opened {
         Ok(id) => {
             let cookie = format!(
                 "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
@@ -119,7 +149,7 @@ pub async fn login(State(state): State<AppState>, _: Anyone, Body(body): Body) -
                 .into_response()
         }
         Err(e) => e.into_response(),
-    }
+    })
 }
 
 /// `POST /ui/logout`: ends the browser's session.

@@ -11,10 +11,13 @@
 //! [`crate::body`]).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -23,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tower::ServiceExt;
 
 use crate::config::HttpConfig;
 
@@ -67,11 +71,11 @@ pub(super) async fn serve_until(
             () = &mut stop => break,
             p = Arc::clone(&cap).acquire_owned() => p.expect("the cap is never closed"),
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             biased;
             () = &mut stop => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a connection");
@@ -83,7 +87,8 @@ pub(super) async fn serve_until(
         // Answers (SSE events above all) go out as written, not when
         // Nagle's algorithm has gathered enough of them.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service =
+            TowerToHyperService::new(app.clone().map_request(move |req| with_peer(req, peer)));
         let conn = builder.serve_connection(TokioIo::new(stream), service);
         let conn = conns.graceful.watch(conn);
         conns.tasks.spawn(async move {
@@ -95,6 +100,16 @@ pub(super) async fn serve_until(
         });
     }
     conns
+}
+
+/// `req` with its connection's peer address as axum's [`ConnectInfo`],
+/// for the one route that reads it (the dashboard's login counts failures
+/// per address): other requests do not pay for the extension.
+fn with_peer<B>(mut req: Request<B>, peer: SocketAddr) -> Request<B> {
+    if req.uri().path() == crate::dashboard::LOGIN_PATH {
+        req.extensions_mut().insert(ConnectInfo(peer));
+    }
+    req
 }
 
 impl Connections {

@@ -459,6 +459,28 @@ fn text_of_an_odd_type_counts_nothing_and_keeps_the_usage() {
     assert_eq!(s.usage().map(|u| u.total_tokens), Some(3));
 }
 
+#[test]
+fn a_stream_tells_its_answers_id_model_and_finish_reasons() {
+    let (chat, _) = chat_stream("\n");
+    let mut s = StreamScanner::new(WireFormat::Openai, Endpoint::Chat, false);
+    let _ = feed_all(&mut s, &[&chat]);
+    let head = s.head();
+    assert_eq!(head.id.as_deref(), Some("chatcmpl-1"));
+    assert_eq!(head.model.as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(head.finish_reasons, ["tool_calls"]);
+
+    let mut s = StreamScanner::new(WireFormat::Anthropic, Endpoint::Messages, false);
+    let _ = feed_all(&mut s, &[ANTHROPIC_STREAM]);
+    let head = s.head();
+    assert_eq!(head.id.as_deref(), Some("msg_1"));
+    assert_eq!(head.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(head.finish_reasons, ["tool_use"]);
+
+    let mut s = StreamScanner::new(WireFormat::Openai, Endpoint::Chat, false);
+    let _ = feed_all(&mut s, &["data: {\"choices\":[{\"delta\":{}}]}\n\n"]);
+    assert_eq!(s.head(), &super::AnswerHead::default(), "nothing made up");
+}
+
 /// A stream's cached input and reasoning output, read from the events
 /// that report them in each format, as a whole answer's are.
 #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next as MiddlewareNext;
 use axum::response::Response;
 use sluice_admit::Priority;
@@ -15,6 +15,10 @@ use tokio::time::Instant;
 use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// A request's context.
 #[derive(Debug, Clone)]
@@ -193,14 +197,19 @@ impl Context {
     /// `x-request-id`, a `traceparent` of the request's trace with the
     /// attempt's own span id `span` (each attempt is a span of its own)
     /// and the client's `tracestate`.
-    pub fn propagate(&self, r: reqwest::RequestBuilder, span: [u8; 8]) -> reqwest::RequestBuilder {
+    pub fn propagate(&self, headers: &mut HeaderMap, span: [u8; 8]) {
         let span = self.trace.child(span);
-        let r = r
-            .header("x-request-id", self.request_id.as_str())
-            .header("traceparent", span.to_string());
-        match &self.tracestate {
-            Some(state) => r.header("tracestate", state.as_str()),
-            None => r,
+        // Both were valid header values when they were read or made.
+        if let Ok(id) = HeaderValue::from_str(&self.request_id) {
+            headers.insert(X_REQUEST_ID, id);
+        }
+        if let Ok(parent) = HeaderValue::try_from(span.to_string()) {
+            headers.insert(TRACEPARENT, parent);
+        }
+        if let Some(state) = self.tracestate.as_deref()
+            && let Ok(state) = HeaderValue::from_str(state)
+        {
+            headers.insert(TRACESTATE, state);
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::layers::upstream::Fault;
 /// The stack below the limits, answering every attempt with `sent`.
 fn below(
     state: &AppState,
-    sent: fn() -> Result<reqwest::Response, Fault>,
+    sent: fn() -> Result<crate::client::UpstreamResponse, Fault>,
     calls: Arc<AtomicUsize>,
 ) -> Probe<impl Fn(Req<Try>) -> Served<Pooled, Failure> + Send + Sync + 'static> {
     let state = state.clone();

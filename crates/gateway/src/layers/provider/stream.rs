@@ -19,7 +19,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::layers::observe;
 use crate::layers::usage::{Delivery, Reserved};
-use crate::ledger::Draft;
+use crate::ledger::{Draft, Handed};
 use crate::providers::StreamReader;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
@@ -81,7 +81,7 @@ impl Relay {
             chars_per_token,
             whole: false,
         };
-        let mut upstream = response.bytes_stream();
+        let mut upstream = response.into_body().into_data_stream();
         let started = Instant::now();
         let mut outcome = "complete";
         loop {
@@ -124,10 +124,17 @@ impl Relay {
                 }
             }
         }
-        let used = m.reader.usage();
-        let tool_calls = m.reader.tool_calls();
+        let traced = trace.as_ref().is_some_and(|t| t.otel.is_some());
+        let end = observe::StreamEnd {
+            outcome,
+            usage: m.reader.usage(),
+            tool_calls: m.reader.tool_calls(),
+            // Read only for the spans that show it.
+            head: traced.then(|| m.reader.head()),
+            handed: m.settle(traced),
+        };
         drop(m);
-        observe::stream_ended(writer.as_ref(), trace, started, outcome, used, tool_calls);
+        observe::stream_ended(writer.as_ref(), trace, started, end);
     }
 }
 
@@ -148,9 +155,16 @@ struct Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        let Some(reserved) = self.reserved.take() else {
-            return;
-        };
+        let _ = self.settle(false);
+    }
+}
+
+impl Metered {
+    /// Settles the reservation and hands the ledger record over, once;
+    /// how the record went, when there was one and it is `timed` (for
+    /// the request's spans).
+    fn settle(&mut self, timed: bool) -> Option<Handed> {
+        let reserved = self.reserved.take()?;
         let used = if self.whole {
             self.reader.usage()
         } else {
@@ -158,18 +172,17 @@ impl Drop for Metered {
                 .used_so_far(self.prompt_estimate, self.chars_per_token)
         };
         reserved.settle(used);
-        if let Some(p) = self.ledger.take() {
-            let (reported, details) = if self.whole {
-                (self.reader.usage(), self.reader.details())
-            } else {
-                (None, sluice_usage::Details::default())
-            };
-            let so_far = self
-                .reader
-                .used_so_far(self.prompt_estimate, self.chars_per_token)
-                .map(|u| (u.prompt_tokens, u.completion_tokens));
-            p.hand_over(reported, so_far, details);
-        }
+        let p = self.ledger.take()?;
+        let (reported, details) = if self.whole {
+            (self.reader.usage(), self.reader.details())
+        } else {
+            (None, sluice_usage::Details::default())
+        };
+        let so_far = self
+            .reader
+            .used_so_far(self.prompt_estimate, self.chars_per_token)
+            .map(|u| (u.prompt_tokens, u.completion_tokens));
+        p.hand_over(reported, so_far, details, timed)
     }
 }
 
@@ -185,18 +198,23 @@ pub(crate) struct Pending {
 impl Pending {
     /// `details`: a whole stream's cached input and reasoning, as its
     /// final usage reported them (zeros for a cut stream, whose usage is
-    /// estimated).
+    /// estimated). `timed`: the hand-over is timed for the request's
+    /// spans, and said.
     fn hand_over(
         mut self,
         reported: Option<Usage>,
         so_far: Option<(u64, u64)>,
         details: sluice_usage::Details,
-    ) {
-        let Some(ledger) = self.state.ledger.get() else {
-            return;
-        };
+        timed: bool,
+    ) -> Option<Handed> {
+        let ledger = self.state.ledger.get()?;
         self.draft
             .used(&self.state.prices, reported, so_far, details);
-        ledger.submit(self.draft.finish(self.status, self.queued, self.attempts));
+        let record = self.draft.finish(self.status, self.queued, self.attempts);
+        if timed {
+            return Some(ledger.submit_timed(record));
+        }
+        ledger.submit(record);
+        None
     }
 }

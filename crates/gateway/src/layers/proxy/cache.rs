@@ -17,11 +17,12 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use sluice_usage::cache::{CacheKey, Scope};
+use tokio::time::Instant;
 
 use super::{Call, Incoming};
 use crate::cache::control::{Control, control, not_cached, requested_ttl};
 use crate::layers::step::{Step, StepLayer};
-use crate::layers::{Next, Reply, Req, Served, call};
+use crate::layers::{Next, Reply, Req, Served, call, observe};
 use crate::metrics;
 use crate::state::AppState;
 use stored::{answer, tee, ttl};
@@ -128,9 +129,11 @@ where
         mut notes,
     } = req;
     let tenant = c.ctx.workspace.clone();
+    let started = Instant::now();
     let l = match std::mem::replace(&mut c.cache, Ask::Uncached) {
         Ask::Uncached => return call(inner, Req { call: c, notes }).await,
         Ask::Bypass => {
+            observe::cache_looked(&mut notes, started, "bypass");
             state.cache.record_bypass();
             state.cache_tenants.bypass(&tenant);
             metrics::cache_lookup("bypass", &format!("api:{}", c.api));
@@ -142,6 +145,7 @@ where
     if l.control != Control::Refresh
         && let Some(hit) = state.cache.get(&l.key, true, None).await
     {
+        observe::cache_looked(&mut notes, started, "hit");
         state.cache_tenants.hit(&tenant, &hit);
         metrics::cache_hit(&l.label, None);
         return Served::ok(Reply::Cached(answer(&hit)), notes);
@@ -149,6 +153,7 @@ where
     if l.control == Control::Refresh {
         state.cache.record_miss();
     }
+    observe::cache_looked(&mut notes, started, "miss");
     state.cache_tenants.miss(&tenant);
     metrics::cache_lookup("miss", &l.label);
     if l.control == Control::OnlyIfCached {

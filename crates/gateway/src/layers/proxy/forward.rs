@@ -60,7 +60,7 @@ fn stream(a: Answered) -> Response {
         StatusCode::from_u16(a.response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = pass_api_headers(a.response.headers());
     let (grant, pool) = (a.grant, a.pool);
-    let body = a.response.bytes_stream().map(move |chunk| {
+    let body = a.response.into_body().into_data_stream().map(move |chunk| {
         // Held until the body is done (or the client leaves).
         let _ = (&grant, &pool);
         chunk.map_err(std::io::Error::other)

@@ -18,7 +18,7 @@ fn state(max_attempts: u32) -> AppState {
 /// Retry-After `wait` read from the headers.
 fn below(
     state: &AppState,
-    sent: fn(u32) -> Result<reqwest::Response, Fault>,
+    sent: fn(u32) -> Result<crate::client::UpstreamResponse, Fault>,
     wait: Option<Duration>,
     attempts: Arc<AtomicU32>,
 ) -> impl Next<Req<Try>, Served<Granted, Failure>> {
@@ -49,7 +49,7 @@ fn below(
 
 async fn run(
     state: &AppState,
-    sent: fn(u32) -> Result<reqwest::Response, Fault>,
+    sent: fn(u32) -> Result<crate::client::UpstreamResponse, Fault>,
     wait: Option<Duration>,
     retryable: bool,
 ) -> (Result<Answered, Failure>, u32) {

@@ -4,7 +4,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
 use sluice_usage::{
-    self as usage, DEFAULT_MAX_EVENT_BYTES, Endpoint, SseEvents, StreamScanner, Usage, WireFormat,
+    self as usage, AnswerHead, DEFAULT_MAX_EVENT_BYTES, Endpoint, SseEvents, StreamScanner, Usage,
+    WireFormat,
 };
 
 use super::{now, usage_json};
@@ -55,6 +56,8 @@ pub(crate) struct Translated<T> {
     created: u64,
     /// Choices whose first chunk (with the role) has gone out.
     started: Vec<u32>,
+    /// The finish reasons sent, in OpenAI's terms.
+    finished: AnswerHead,
 }
 
 impl<T: Translator> Translated<T> {
@@ -67,6 +70,7 @@ impl<T: Translator> Translated<T> {
             model: model.to_owned(),
             created: now(),
             started: Vec::new(),
+            finished: AnswerHead::default(),
         }
     }
 
@@ -107,7 +111,10 @@ impl<T: Translator> Translated<T> {
                     json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}),
                     Value::Null,
                 ),
-                Delta::Finish(reason) => (json!({}), json!(reason)),
+                Delta::Finish(reason) => {
+                    self.finished.learn(None, None, Some(reason.to_owned()));
+                    (json!({}), json!(reason))
+                }
             };
             if !self.started.contains(&choice) {
                 self.started.push(choice);
@@ -173,6 +180,14 @@ impl<T: Translator> StreamReader for Translated<T> {
 
     fn tool_calls(&self) -> u32 {
         self.scanner.tool_calls()
+    }
+
+    fn head(&self) -> AnswerHead {
+        AnswerHead {
+            id: self.translator.id().map(str::to_owned),
+            model: self.translator.model().map(str::to_owned),
+            finish_reasons: self.finished.finish_reasons.clone(),
+        }
     }
 
     fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {

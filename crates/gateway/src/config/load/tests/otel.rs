@@ -123,3 +123,16 @@ fn bad_values_name_the_key() {
         assert!(!shown.contains("sk-secret"), "{shown}");
     }
 }
+
+/// `[audit] retention_days` (beside the OpenTelemetry settings: the
+/// other half of what an operator looks back on).
+#[test]
+fn the_audit_trail_is_kept_a_year_unless_told() {
+    assert_eq!(Config::default().audit.retention_days, 365);
+    let c = file("[audit]\nretention_days = 30\n");
+    assert_eq!(c.audit.retention_days, 30);
+    assert_eq!(
+        file("[audit]\nretention_days = 0\n").audit.retention_days,
+        0
+    );
+}

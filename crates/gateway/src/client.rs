@@ -1,0 +1,194 @@
+//! The HTTP client of upstream calls: hyper's pooled client over a rustls
+//! connector, the same transport reqwest builds, without reqwest's layers
+//! around it. With redirects off those layers still ran a redirect policy
+//! and parsed each request's URL twice, about a sixth of a proxied
+//! request's instructions (`docs/gateway.md`, "Where the time goes").
+//!
+//! What reqwest did is kept: TLS through rustls with the platform's
+//! verifier and the process's crypto provider, HTTP/1.1 only, a 10 s
+//! connect timeout, 90 s idle connections, TCP keepalive (15 s, 3
+//! probes), a 30 s TCP user timeout, `TCP_NODELAY`, `accept: */*` when the
+//! caller sent none, redirects passed on as they are. A destination that
+//! the environment's proxy settings (`HTTP_PROXY`, `HTTPS_PROXY`,
+//! `ALL_PROXY`, `NO_PROXY`, read at start as reqwest reads them) send
+//! through a proxy goes through reqwest as before.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{self, HeaderMap, HeaderValue, Method, Uri, header::ACCEPT};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+/// An upstream's answer, its body read as it arrives.
+pub(crate) type UpstreamResponse = http::Response<Body>;
+
+/// Connecting may take this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// An idle pooled connection is closed after this long.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// See the module doc. Cloning shares the pool.
+#[derive(Clone)]
+pub(crate) struct UpstreamClient {
+    direct: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The environment's proxy settings.
+    proxies: Arc<Matcher>,
+    /// For destinations behind a proxy.
+    proxied: reqwest::Client,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient").finish_non_exhaustive()
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+pub(crate) struct TransportError {
+    connect: bool,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl TransportError {
+    /// The connection could not be made (nothing was sent).
+    pub(crate) fn is_connect(&self) -> bool {
+        self.connect
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    /// A sentence without the URL (it may hold a key).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.connect {
+            "cannot connect to upstream"
+        } else {
+            "upstream request failed"
+        };
+        // The innermost cause says most ("connection refused").
+        let mut cause: &dyn std::error::Error = &*self.source;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        write!(f, "{kind}: {cause}")
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+impl From<reqwest::Error> for TransportError {
+    fn from(e: reqwest::Error) -> Self {
+        TransportError {
+            connect: e.is_connect(),
+            source: Box::new(e),
+        }
+    }
+}
+
+impl From<hyper_util::client::legacy::Error> for TransportError {
+    fn from(e: hyper_util::client::legacy::Error) -> Self {
+        TransportError {
+            connect: e.is_connect(),
+            source: Box::new(e),
+        }
+    }
+}
+
+impl UpstreamClient {
+    /// The client, with `proxied` (which reads the same environment) for
+    /// destinations the environment's proxy settings send to a proxy.
+    ///
+    /// # Errors
+    /// The platform's certificate verifier cannot be set up.
+    pub(crate) fn new(proxied: reqwest::Client) -> Result<Self, String> {
+        Self::with_proxies(proxied, Matcher::from_env())
+    }
+
+    /// [`UpstreamClient::new`] with the proxy settings `proxies`, which
+    /// `proxied` must share.
+    fn with_proxies(proxied: reqwest::Client, proxies: Matcher) -> Result<Self, String> {
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let verifier = rustls_platform_verifier::Verifier::new(Arc::clone(&provider))
+            .map_err(|e| format!("TLS certificate verifier: {e}"))?;
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS versions: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.set_keepalive(Some(Duration::from_secs(15)));
+        http.set_keepalive_interval(Some(Duration::from_secs(15)));
+        http.set_keepalive_retries(Some(3));
+        http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let direct = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .pool_timer(TokioTimer::new())
+            .build(https);
+        Ok(UpstreamClient {
+            direct,
+            proxies: Arc::new(proxies),
+            proxied,
+        })
+    }
+
+    /// Sends one request and waits for the answer's head.
+    ///
+    /// # Errors
+    /// The connection failed or broke before the head came.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<UpstreamResponse, TransportError> {
+        if !headers.contains_key(ACCEPT) {
+            headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        }
+        if self.proxies.intercept(uri).is_some() {
+            let url = reqwest::Url::parse(&uri.to_string()).map_err(|e| TransportError {
+                connect: true,
+                source: Box::new(e),
+            })?;
+            let res = self
+                .proxied
+                .request(method, url)
+                .headers(headers)
+                .body(body)
+                .send()
+                .await?;
+            return Ok(http::Response::<reqwest::Body>::from(res).map(Body::new));
+        }
+        let mut req = http::Request::new(Full::new(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = uri.clone();
+        *req.headers_mut() = headers;
+        let res = self.direct.request(req).await?;
+        Ok(res.map(Body::new))
+    }
+}
+
+#[cfg(test)]
+mod tests;
