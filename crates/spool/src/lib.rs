@@ -145,7 +145,17 @@ struct Shared {
     written: AtomicU64,
     /// Whether the spill file may hold records.
     pending: AtomicBool,
+    /// When the spill warning was last logged (ms since `started`), and
+    /// how many records spilled since: a full queue under load spills
+    /// thousands of records a second, the log says so once per
+    /// [`WARN_EVERY`], not once per record.
+    started: std::time::Instant,
+    warned_ms: AtomicU64,
+    unreported: AtomicU64,
 }
+
+/// The spill warning is logged at most this often.
+const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The writer task; [`SpoolTask::shutdown`] drains it.
 #[derive(Debug)]
@@ -177,6 +187,9 @@ where
             lost: AtomicU64::new(0),
             written: AtomicU64::new(0),
             pending: AtomicBool::new(pending),
+            started: std::time::Instant::now(),
+            warned_ms: AtomicU64::new(u64::MAX),
+            unreported: AtomicU64::new(0),
         });
         let task = tokio::spawn(run(sink, shared.clone(), rx, close_rx));
         let task = SpoolTask {
@@ -247,11 +260,7 @@ impl Shared {
             Ok(()) => {
                 self.spilled.fetch_add(n, Ordering::Relaxed);
                 self.pending.store(true, Ordering::Release);
-                tracing::warn!(
-                    spool = self.name,
-                    records = n,
-                    "queue full or store failing: spilled"
-                );
+                self.warn_spilled(n);
             }
             Err(e) => {
                 self.lost.fetch_add(n, Ordering::Relaxed);
@@ -260,6 +269,31 @@ impl Shared {
                     tracing::error!(spool = self.name, error = %e, record = %line, "record lost");
                 }
             }
+        }
+    }
+
+    /// Logs spilled records: the first at once, then at most once per
+    /// [`WARN_EVERY`] with the count since the last line.
+    fn warn_spilled(&self, n: u64) {
+        self.unreported.fetch_add(n, Ordering::Relaxed);
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        let last = self.warned_ms.load(Ordering::Relaxed);
+        let due = last == u64::MAX
+            || now.saturating_sub(last) >= u64::try_from(WARN_EVERY.as_millis()).unwrap_or(0);
+        if due
+            && self
+                .warned_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let records = self.unreported.swap(0, Ordering::Relaxed);
+            tracing::warn!(
+                spool = self.name,
+                records,
+                total = self.spilled.load(Ordering::Relaxed),
+                "queue full or store failing: records spilled to the spill file (written back later; \
+                 logged at most every 10 s)"
+            );
         }
     }
 
