@@ -10,6 +10,8 @@ use super::*;
 struct Memory {
     rows: Arc<Mutex<Vec<u64>>>,
     failing: Arc<AtomicBool>,
+    /// The size of each batch written.
+    batches: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Sink<u64> for Memory {
@@ -19,6 +21,7 @@ impl Sink<u64> for Memory {
             return Err("down");
         }
         self.rows.lock().unwrap().extend_from_slice(batch);
+        self.batches.lock().unwrap().push(batch.len());
         Ok(())
     }
 }
@@ -113,4 +116,31 @@ async fn records_pushed_after_shutdown_spill() {
     assert_eq!(spool.spilled(), 1);
     assert_eq!(sorted(&sink), vec![1]);
     assert!(spill.exists(), "waits for the next start");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
+    let sink = Memory::default();
+    // A linger far longer than the test: only a full batch or the close
+    // can end a wait.
+    let config = SpoolConfig::new("test")
+        .batch(3)
+        .linger(Duration::from_secs(3600));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..4 {
+        spool.push(n);
+        // Lets the writer take each record as it comes.
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        *sink.batches.lock().unwrap(),
+        vec![3],
+        "one full batch, one record waiting"
+    );
+    task.shutdown().await;
+    assert_eq!(*sink.batches.lock().unwrap(), vec![3, 1]);
+    assert_eq!(sorted(&sink), vec![0, 1, 2, 3]);
 }
