@@ -11,6 +11,16 @@ use super::{
 };
 use crate::stack::Stack;
 
+/// What (a) and (b) send to: the sim straight and the gateway, each with
+/// its own client (connections kept warm).
+#[derive(Clone, Copy)]
+pub(super) struct Ends<'a> {
+    pub direct_client: &'a reqwest::Client,
+    pub gateway_client: &'a reqwest::Client,
+    pub sim: &'a str,
+    pub gateway: &'a str,
+}
+
 pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let stack = Stack::start(SimConfig::unlimited(), limits_off).await?;
     let sim = stack.sim.url();
@@ -29,16 +39,14 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     }
 
     let max_outstanding = (args.rate as usize).max(64) * 10;
-    let latency = latency::run(
-        args,
-        &direct_client,
-        &gateway_client,
-        &sim,
-        &gateway,
-        max_outstanding,
-    )
-    .await;
-    let throughput = throughput::run(args, &direct_client, &gateway_client, &sim, &gateway).await;
+    let ends = Ends {
+        direct_client: &direct_client,
+        gateway_client: &gateway_client,
+        sim: &sim,
+        gateway: &gateway,
+    };
+    let latency = latency::run(args, ends, max_outstanding).await;
+    let throughput = throughput::run(args, ends).await;
     // Last on this stack: once the store has a tenant, calls need a key.
     let keys = if args.target.is_none() {
         let base = stack.gateway_url();

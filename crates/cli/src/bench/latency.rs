@@ -3,19 +3,19 @@
 //! answered by the gateway's cache; the gateway's CPU time ÷ requests for
 //! the non-streamed and the streamed stream.
 
+use super::gateway::Ends;
 use super::report::{Cpu, CpuPart, LatencyPart};
 use super::requests::{cached_chat, chat, streamed_chat};
 use super::{GatewayArgs, note, open_loop};
 
 /// (a) against the sim at `sim` and the gateway at `gateway`, both warm.
-pub(super) async fn run(
-    args: &GatewayArgs,
-    direct_client: &reqwest::Client,
-    gateway_client: &reqwest::Client,
-    sim: &str,
-    gateway: &str,
-    max_outstanding: usize,
-) -> LatencyPart {
+pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usize) -> LatencyPart {
+    let Ends {
+        direct_client,
+        gateway_client,
+        sim,
+        gateway,
+    } = ends;
     note(
         args.json,
         &format!(

@@ -6,18 +6,19 @@
 
 use std::time::Duration;
 
+use super::gateway::Ends;
 use super::report::{CpuPart, ThroughputPart};
 use super::requests::{cached_chat, chat, streamed_chat};
 use super::{GatewayArgs, closed_loop, note};
 
 /// (b) against the sim at `sim` and the gateway at `gateway`, both warm.
-pub(super) async fn run(
-    args: &GatewayArgs,
-    direct_client: &reqwest::Client,
-    gateway_client: &reqwest::Client,
-    sim: &str,
-    gateway: &str,
-) -> ThroughputPart {
+pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
+    let Ends {
+        direct_client,
+        gateway_client,
+        sim,
+        gateway,
+    } = ends;
     let each = (args.duration / 2).max(Duration::from_secs(1));
     note(
         args.json,
