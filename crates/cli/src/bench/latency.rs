@@ -8,14 +8,8 @@ use super::report::{Cpu, CpuPart, LatencyPart};
 use super::requests::{cached_chat, chat, streamed_chat};
 use super::{GatewayArgs, note, open_loop};
 
-/// (a) against the sim at `sim` and the gateway at `gateway`, both warm.
+/// (a) against the sim and the gateway of `ends`, both warm.
 pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usize) -> LatencyPart {
-    let Ends {
-        direct_client,
-        gateway_client,
-        sim,
-        gateway,
-    } = ends;
     note(
         args.json,
         &format!(
@@ -28,7 +22,7 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usi
         args.rate,
         args.duration,
         max_outstanding,
-        chat(direct_client, sim, true),
+        chat(ends.direct_client, ends.sim, true),
     )
     .await;
     note(args.json, "(a) the same through the gateway");
@@ -36,7 +30,7 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usi
         args.rate,
         args.duration,
         max_outstanding,
-        chat(gateway_client, gateway, false),
+        chat(ends.gateway_client, ends.gateway, false),
     ))
     .await;
     note(args.json, "(a) the same streamed, through the gateway");
@@ -44,7 +38,7 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usi
         args.rate,
         args.duration,
         max_outstanding,
-        streamed_chat(gateway_client, gateway),
+        streamed_chat(ends.gateway_client, ends.gateway),
     ))
     .await;
     note(
@@ -55,7 +49,7 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>, max_outstanding: usi
         args.rate,
         args.duration,
         max_outstanding,
-        cached_chat(gateway_client, gateway),
+        cached_chat(ends.gateway_client, ends.gateway),
     )
     .await;
     let mut latency = LatencyPart::new(

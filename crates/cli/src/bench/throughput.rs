@@ -11,14 +11,8 @@ use super::report::{CpuPart, ThroughputPart};
 use super::requests::{cached_chat, chat, streamed_chat};
 use super::{GatewayArgs, closed_loop, note};
 
-/// (b) against the sim at `sim` and the gateway at `gateway`, both warm.
+/// (b) against the sim and the gateway of `ends`, both warm.
 pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
-    let Ends {
-        direct_client,
-        gateway_client,
-        sim,
-        gateway,
-    } = ends;
     let each = (args.duration / 2).max(Duration::from_secs(1));
     note(
         args.json,
@@ -28,21 +22,33 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
             each.as_secs_f64()
         ),
     );
-    let direct = closed_loop::run(args.connections, each, chat(direct_client, sim, true)).await;
+    let direct = closed_loop::run(
+        args.connections,
+        each,
+        chat(ends.direct_client, ends.sim, true),
+    )
+    .await;
     note(args.json, "(b) the same through the gateway");
-    let (through, cpu) =
-        closed_loop::run_with_cpu(args.connections, each, chat(gateway_client, gateway, false))
-            .await;
+    let (through, cpu) = closed_loop::run_with_cpu(
+        args.connections,
+        each,
+        chat(ends.gateway_client, ends.gateway, false),
+    )
+    .await;
     note(args.json, "(b) the same streamed, through the gateway");
     let (streamed, streamed_cpu) = closed_loop::run_with_cpu(
         args.connections,
         each,
-        streamed_chat(gateway_client, gateway),
+        streamed_chat(ends.gateway_client, ends.gateway),
     )
     .await;
     note(args.json, "(b) the same answered by the gateway's cache");
-    let cached =
-        closed_loop::run(args.connections, each, cached_chat(gateway_client, gateway)).await;
+    let cached = closed_loop::run(
+        args.connections,
+        each,
+        cached_chat(ends.gateway_client, ends.gateway),
+    )
+    .await;
     let mut part = ThroughputPart::new(args.connections, each, direct, through, streamed, cached);
     part.cpu = CpuPart::of(args, cpu, streamed_cpu);
     part
