@@ -42,6 +42,7 @@
 //! ```
 
 mod file;
+mod linger;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -54,6 +55,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+pub use linger::Linger;
 
 /// The queue's default depth (the seed's 1,000).
 pub const DEFAULT_QUEUE: usize = 1_000;
@@ -156,6 +159,8 @@ struct Shared {
     name: &'static str,
     batch: usize,
     linger: Duration,
+    /// Ends the task's linger when a batch's worth is queued.
+    full: Linger,
     spill: Option<PathBuf>,
     /// Held while the spill file is appended to or taken for import.
     lock: std::sync::Mutex<()>,
@@ -201,6 +206,7 @@ where
             name: config.name,
             batch: config.batch.max(1),
             linger: config.linger,
+            full: Linger::new(config.batch.max(1).min(config.capacity.max(1))),
             spill: config.spill,
             lock: std::sync::Mutex::new(()),
             spilled: AtomicU64::new(0),
@@ -224,7 +230,7 @@ where
     /// queue).
     pub fn push(&self, record: T) {
         match self.tx.try_send(record) {
-            Ok(()) => {}
+            Ok(()) => self.shared.full.pushed(self.queued()),
             Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
                 self.shared.spill(std::slice::from_ref(&r));
             }
@@ -395,7 +401,7 @@ async fn run<T, S>(
                     break;
                 }
                 // Not while closing: the drain writes at once.
-                if watching_close && fill(&mut rx, &mut batch, shared.batch, shared.linger, &mut close).await {
+                if watching_close && fill(&mut rx, &mut batch, &shared, &mut close).await {
                     watching_close = false;
                     rx.close();
                 }
@@ -423,30 +429,30 @@ async fn run<T, S>(
     shared.import(&sink).await;
 }
 
-/// Adds what arrives within `linger` to `batch`, up to `max` records;
-/// true when `close` fired meanwhile (the batch is then written at once).
+/// Adds what arrives within the linger to `batch`, up to a batch; true
+/// when `close` fired meanwhile (the batch is then written at once).
 async fn fill<T>(
     rx: &mut mpsc::Receiver<T>,
     batch: &mut Vec<T>,
-    max: usize,
-    linger: Duration,
+    shared: &Shared,
     close: &mut oneshot::Receiver<()>,
 ) -> bool {
-    if linger.is_zero() {
+    if shared.linger.is_zero() || batch.len() >= shared.batch {
         return false;
     }
-    let until = tokio::time::Instant::now() + linger;
-    while batch.len() < max {
-        let room = max - batch.len();
-        tokio::select! {
-            got = tokio::time::timeout_at(until, rx.recv_many(batch, room)) => match got {
-                Ok(0) | Err(_) => return false,
-                Ok(_) => {}
-            },
-            closed = &mut *close => return closed.is_ok(),
+    let until = tokio::time::Instant::now() + shared.linger;
+    let closed = tokio::select! {
+        () = shared.full.wait(until, batch.len(), || rx.len()) => false,
+        closed = &mut *close => closed.is_ok(),
+    };
+    // What came meanwhile, without waiting.
+    while batch.len() < shared.batch {
+        match rx.try_recv() {
+            Ok(record) => batch.push(record),
+            Err(_) => break,
         }
     }
-    false
+    closed
 }
 
 #[cfg(test)]
