@@ -40,5 +40,5 @@ pub mod trace;
 pub mod warnings;
 
 pub use layers::{auth, context};
-pub use server::{Gateway, shutdown_signal};
+pub use server::{Gateway, Serving, THREAD_NAME, shutdown_signal};
 pub use state::{AppState, StartError};
