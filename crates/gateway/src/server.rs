@@ -75,7 +75,7 @@ impl Gateway {
             let _ = state.audit.set(audit);
         }
         // Once every source it reads is open: the first snapshot is whole.
-        crate::dashboard::spawn_sampler(&state);
+        crate::dashboard::start_sampler(&state).await;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
