@@ -35,17 +35,17 @@ pub(super) fn read(data: &[u8]) -> Option<Result<ChunkFacts<'_>, ()>> {
     let mut seen = Seen::default();
     c.object(|c, key| match key {
         "id" => {
-            seen.first("id")?;
+            seen.first(0)?;
             facts.id = optional_str(c)?;
             Some(())
         }
         "model" => {
-            seen.first("model")?;
+            seen.first(1)?;
             facts.model = optional_str(c)?;
             Some(())
         }
         "choices" => {
-            seen.first("choices")?;
+            seen.first(2)?;
             if c.null()? {
                 return Some(());
             }
@@ -54,7 +54,7 @@ pub(super) fn read(data: &[u8]) -> Option<Result<ChunkFacts<'_>, ()>> {
             Some(())
         }
         "usage" => {
-            seen.first("usage")?;
+            seen.first(3)?;
             if !c.null()? {
                 usage = Some(c.skip()?);
             }
@@ -74,17 +74,18 @@ pub(super) fn read(data: &[u8]) -> Option<Result<ChunkFacts<'_>, ()>> {
     Some(Ok(facts))
 }
 
-/// The known fields met so far in one object: serde rejects a duplicate,
-/// so the cursor leaves it to serde.
+/// The known fields met so far in one object, one bit each: serde
+/// rejects a duplicate, so the cursor leaves it to serde.
 #[derive(Default)]
-struct Seen(Vec<&'static str>);
+struct Seen(u8);
 
 impl Seen {
-    fn first(&mut self, field: &'static str) -> Option<()> {
-        if self.0.contains(&field) {
+    fn first(&mut self, field: u8) -> Option<()> {
+        let bit = 1 << field;
+        if self.0 & bit != 0 {
             return None;
         }
-        self.0.push(field);
+        self.0 |= bit;
         Some(())
     }
 }
@@ -103,14 +104,14 @@ fn choice<'a>(c: &mut Cursor<'a>, facts: &mut ChunkFacts<'a>) -> Option<()> {
     let mut reason = None;
     c.object(|c, key| match key {
         "delta" => {
-            seen.first("delta")?;
+            seen.first(0)?;
             if !c.null()? {
                 delta(c, facts)?;
             }
             Some(())
         }
         "finish_reason" => {
-            seen.first("finish_reason")?;
+            seen.first(1)?;
             reason = optional_str(c)?;
             Some(())
         }
@@ -125,18 +126,16 @@ fn delta(c: &mut Cursor<'_>, facts: &mut ChunkFacts<'_>) -> Option<()> {
     let mut seen = Seen::default();
     c.object(|c, key| match key {
         "content" | "reasoning_content" | "refusal" => {
-            seen.first(if key == "content" {
-                "content"
-            } else if key == "refusal" {
-                "refusal"
-            } else {
-                "reasoning_content"
+            seen.first(match key {
+                "content" => 0,
+                "refusal" => 1,
+                _ => 2,
             })?;
             facts.chars = facts.chars.saturating_add(chars(c)?);
             Some(())
         }
         "tool_calls" => {
-            seen.first("tool_calls")?;
+            seen.first(3)?;
             if !c.null()? {
                 c.array(|c| tool_call(c, facts))?;
             }
@@ -152,7 +151,7 @@ fn tool_call(c: &mut Cursor<'_>, facts: &mut ChunkFacts<'_>) -> Option<()> {
     let mut starts = false;
     c.object(|c, key| match key {
         "id" => {
-            seen.first("id")?;
+            seen.first(0)?;
             starts = !c.null()?;
             if starts {
                 c.skip()?;
@@ -160,14 +159,14 @@ fn tool_call(c: &mut Cursor<'_>, facts: &mut ChunkFacts<'_>) -> Option<()> {
             Some(())
         }
         "function" => {
-            seen.first("function")?;
+            seen.first(1)?;
             if c.null()? {
                 return Some(());
             }
             let mut seen = Seen::default();
             c.object(|c, key| match key {
                 "arguments" => {
-                    seen.first("arguments")?;
+                    seen.first(0)?;
                     facts.chars = facts.chars.saturating_add(chars(c)?);
                     Some(())
                 }

@@ -131,21 +131,25 @@ impl<'a> Cursor<'a> {
     /// A string value.
     pub(super) fn string(&mut self) -> Option<Str<'a>> {
         self.eat(b'"')?;
-        let start = self.at;
-        let mut escaped = false;
+        // A local slice and index: the loop runs per byte.
+        let rest = self.bytes.get(self.at..)?;
+        let (mut i, mut escaped) = (0, false);
         loop {
-            match *self.bytes.get(self.at)? {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.at += 2;
-                }
-                0..0x20 => return None,
-                _ => self.at += 1,
+            let b = *rest.get(i)?;
+            if b == b'"' {
+                break;
+            }
+            if b == b'\\' {
+                escaped = true;
+                i += 2;
+            } else if b < 0x20 {
+                return None;
+            } else {
+                i += 1;
             }
         }
-        let raw = std::str::from_utf8(self.bytes.get(start..self.at)?).ok()?;
-        self.at += 1;
+        let raw = std::str::from_utf8(rest.get(..i)?).ok()?;
+        self.at += i + 1;
         Some(Str { raw, escaped })
     }
 
