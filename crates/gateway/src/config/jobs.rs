@@ -59,6 +59,16 @@ pub struct QueueSettings {
     pub group_rate: Option<f64>,
     /// Attempts a job gets when it names none (seed: 3).
     pub max_attempts: u32,
+    /// Jobs claimed ahead of free slots (leased, run as slots free up); as
+    /// many as `concurrency` when unset, 0 to claim only for free slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<u32>,
+    /// Runs whose handler returned that may wait for their outcome's
+    /// commit without holding a slot (twice `concurrency` when unset). A
+    /// crash repeats at most `concurrency` + this many runs; 0 holds every
+    /// slot until its outcome is durable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting_commit: Option<u32>,
 }
 
 impl Default for QueueSettings {
@@ -69,6 +79,8 @@ impl Default for QueueSettings {
             rate: 10.0,
             group_rate: None,
             max_attempts: 3,
+            prefetch: None,
+            awaiting_commit: None,
         }
     }
 }
@@ -230,7 +242,7 @@ mod tests {
     #[test]
     fn queues_merge_by_name_and_take_overrides() {
         let c = load(
-            "[jobs.queues.email]\nconcurrency = 2\n[jobs.queues.default]\ngroup_rate = 1.5",
+            "[jobs.queues.email]\nconcurrency = 2\n[jobs.queues.default]\ngroup_rate = 1.5\nprefetch = 0\nawaiting_commit = 40",
             &[
                 ("SLUICE_JOBS__QUEUES__DISCORD__RATE", "2.5"),
                 ("SLUICE_JOBS__STORE", "postgres://db/jobs"),
@@ -242,7 +254,15 @@ mod tests {
         assert_eq!(q["email"].rate, 10.0, "unset keys take the queue defaults");
         assert_eq!(q["default"].group_rate, Some(1.5));
         assert_eq!(q["default"].concurrency, 5);
+        assert_eq!(
+            (q["default"].prefetch, q["default"].awaiting_commit),
+            (Some(0), Some(40))
+        );
         assert_eq!(q["discord"].rate, 2.5);
+        assert_eq!(
+            (q["email"].prefetch, q["email"].awaiting_commit),
+            (None, None)
+        );
         assert_eq!(
             c.jobs.location(&c.data_dir),
             StoreLocation::Postgres("postgres://db/jobs".into())

@@ -58,6 +58,12 @@ pub(super) fn start(
         if let Some(rate) = q.group_rate {
             queue = queue.group_rate(per_second(rate));
         }
+        if let Some(n) = q.prefetch {
+            queue = queue.prefetch(n as usize);
+        }
+        if let Some(n) = q.awaiting_commit {
+            queue = queue.awaiting_commit(n as usize);
+        }
         pool = pool.queue(queue);
     }
     pool.start()
