@@ -1,11 +1,12 @@
-"""Sends N chat completions one after another on one keep-alive connection.
+"""Sends N chat completions one after another on one keep-alive connection
+(as the key in $PROF_KEY when it is set).
 
 Usage: load.py PORT N [stream] [RATE]. With RATE (requests a second) the
 requests start on a schedule, one every 1/RATE s, so that the gateway
 idles between them as it does under an open loop at that rate; without,
 each starts when the last answer is read. Prints the rate reached.
 """
-import http.client, json, sys, time
+import http.client, json, os, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
 rest = sys.argv[3:]
 stream = "stream" in rest
@@ -16,6 +17,9 @@ if stream:
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
 data = json.dumps(body).encode()
+headers = {"content-type": "application/json"}
+if os.environ.get("PROF_KEY"):
+    headers["authorization"] = "Bearer " + os.environ["PROF_KEY"]
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 bad = 0
 start = time.monotonic()
@@ -24,7 +28,7 @@ for i in range(n):
         wait = start + i / rate - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-    c.request("POST", "/v1/chat/completions", body=data, headers={"content-type": "application/json"})
+    c.request("POST", "/v1/chat/completions", body=data, headers=headers)
     r = c.getresponse()
     r.read()
     if r.status != 200:

@@ -2,10 +2,16 @@
 # The gateway alone in front of `sluice sim`, sequential requests on one
 # connection from load.py. Ports PROF_PORT+1 to PROF_PORT+3 on 127.0.0.1
 # (PROF_PORT 56170 unless set) must be free.
-# Usage: prof.sh BIN LABEL [stream]
+# Usage: [PROF_CONFIG=gw-on.toml] prof.sh BIN LABEL [stream]
+# PROF_CONFIG is the gateway's config (gw.toml unless set; gw-off.toml:
+# keys, ledger and budgets off; gw-on.toml: all three on). A config with
+# admin_token gets a tenant with budgets and a key with a limit (key.py)
+# after each start, and the load is sent as that key.
 # Instructions per request (callgrind, gateway only) and CPU per request
 # (the gateway's threads' run time from /proc, native run), for 1,000
-# sequential chat completions after 200 to warm up.
+# sequential chat completions after 200 to warm up; and the gateway's
+# thread wake-ups per request (times a thread was put on a CPU, from
+# schedstat: a cross-thread hand-over costs one).
 set -u
 BIN=$1; LABEL=$2; MODE=${3:-}
 cd "$(dirname "$0")"
@@ -13,29 +19,36 @@ cd "$(dirname "$0")"
 # `callgrind_annotate --inclusive=yes cg.LABEL.out.1` reads.
 P=${PROF_PORT:-56170}
 SIM_PORT=$((P+1)); GW_PORT=$((P+2)); VG_PORT=$((P+3))
-sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" gw.toml >gw.run.toml
+CONFIG=${PROF_CONFIG:-gw.toml}
+sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" $CONFIG >gw.run.toml
+ADMIN=$(sed -n 's/^admin_token = "\(.*\)"/\1/p' $CONFIG)
+# The key load.py sends as, made after each start (none without admin_token).
+keyed() { [ -z "$ADMIN" ] && return; PROF_KEY=$(python3 key.py $1 $ADMIN) || { kill $SIM; exit 1; }; export PROF_KEY; }
 rm -rf data
 $BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.toml >sim.log 2>&1 &
 SIM=$!
-cpu() { local t=0; for f in /proc/$1/task/*/schedstat; do read a b c < $f; t=$((t+a)); done; echo $t; }
+# Run time (ns) and times put on a CPU, summed over the process's threads.
+cpu() { local t=0 w=0; for f in /proc/$1/task/*/schedstat; do read a b c < $f; t=$((t+a)); w=$((w+c)); done; echo $t $w; }
 wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
 wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
 # Native: CPU per request.
 $BIN serve --config gw.run.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
 GW=$!
 wait_up $GW_PORT
+keyed $GW_PORT
 python3 load.py $GW_PORT 500 $MODE
-c0=$(cpu $GW)
+read c0 w0 <<<"$(cpu $GW)"
 python3 load.py $GW_PORT 2000 $MODE
-c1=$(cpu $GW)
+read c1 w1 <<<"$(cpu $GW)"
 kill $GW; wait $GW 2>/dev/null
-echo "$LABEL $MODE cpu_us_per_request $(( (c1-c0)/2000/1000 ))" | tee -a results.txt
+echo "$LABEL $MODE cpu_us_per_request $(( (c1-c0)/2000/1000 )) wakeups_per_request $(awk "BEGIN { printf \"%.2f\", ($w1-$w0)/2000 }")" | tee -a results.txt
 [ -n "${SKIP_VG:-}" ] && { kill $SIM; exit 0; }
 # Callgrind: instructions per request.
 rm -rf data
 valgrind --tool=callgrind --callgrind-out-file=cg.$LABEL$MODE.out $BIN serve --config gw.run.toml --listen 127.0.0.1:$VG_PORT >vg.log 2>&1 &
 VG=$!
 wait_up $VG_PORT
+keyed $VG_PORT
 python3 load.py $VG_PORT 200 $MODE
 callgrind_control -z $VG >/dev/null
 python3 load.py $VG_PORT 1000 $MODE

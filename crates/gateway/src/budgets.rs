@@ -4,7 +4,8 @@
 //! gateway's prices. The layer that reserves and refuses is
 //! `layers/budget.rs`; the settle is in `layers/usage.rs`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sluice_keys::{Budget, Caller, Period};
@@ -64,6 +65,42 @@ impl Scope {
     }
 }
 
+/// Callers' rules kept between their requests: a caller resolved once
+/// (the key cache keeps it until its key, tenant or a tier changes) has
+/// its rules made once, and its calendar periods' midnights worked out
+/// once per period rather than at every reservation.
+#[derive(Debug, Default)]
+pub(crate) struct CallerRules {
+    /// By key id: the caller the rules were made of, and its rules.
+    made: Mutex<HashMap<Arc<str>, Made>>,
+}
+
+/// A caller and the rules made of it.
+type Made = (Arc<Caller>, Arc<[Rule]>);
+
+/// Callers whose rules are kept; past it they are made again as they
+/// come.
+const MAX_CALLERS: usize = 10_000;
+
+impl CallerRules {
+    /// The rules of `caller` ([`rules`]), made again only for a caller
+    /// the key cache resolved anew.
+    pub(crate) fn of(&self, caller: &Arc<Caller>) -> Arc<[Rule]> {
+        let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((c, r)) = made.get(&caller.key_id)
+            && Arc::ptr_eq(c, caller)
+        {
+            return r.clone();
+        }
+        let r: Arc<[Rule]> = rules(caller).into();
+        if made.len() >= MAX_CALLERS {
+            made.clear();
+        }
+        made.insert(caller.key_id.clone(), (caller.clone(), r.clone()));
+        r
+    }
+}
+
 /// The rules of `caller`: its key's budgets (`key:{id}:{name}`, spent by
 /// the key alone) and its tenant's (`tenant:{name}:{name}`, spent by all
 /// its keys together).
@@ -84,20 +121,20 @@ fn rule(owner: &str, budget: &Budget) -> Rule {
         (_, Some(s)) => Window::Rolling {
             ms: i64::try_from(s.saturating_mul(1_000)).unwrap_or(i64::MAX),
         },
-        (period, None) => Window::Calendar {
-            period: match period.unwrap_or(Period::Month) {
+        (period, None) => Window::calendar(
+            match period.unwrap_or(Period::Month) {
                 Period::Day => b::Period::Day,
                 Period::Week => b::Period::Week,
                 Period::Month => b::Period::Month,
             },
             // Checked when the budget was stored; a zone the system has
             // since lost counts in UTC rather than not at all.
-            tz: budget
+            budget
                 .time_zone
                 .as_deref()
                 .and_then(|tz| jiff::tz::TimeZone::get(tz).ok())
                 .unwrap_or(jiff::tz::TimeZone::UTC),
-        },
+        ),
     };
     Rule {
         id: format!("{owner}:{}", budget.name),

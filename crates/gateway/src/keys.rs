@@ -170,7 +170,7 @@ impl KeyRegistry {
     /// or tenant; 503 when the store cannot be read.
     pub async fn authenticate(&self, key: &str) -> Result<Arc<Caller>, ApiError> {
         match self.cache.authenticate(key).await {
-            Ok(c) => Ok(Arc::new(c)),
+            Ok(c) => Ok(c),
             Err(AuthError::Refused(r)) => Err(match r {
                 Refusal::KeyBlocked | Refusal::TenantBlocked => ApiError::Forbidden(r.to_string()),
                 Refusal::Malformed | Refusal::Unknown => {

@@ -76,6 +76,8 @@ pub struct Inner {
     /// Reads budgets' past spend from the ledger when they are counted
     /// here (`None` with `[redis]`, which keeps it).
     pub(crate) budget_seed: Option<crate::budgets::Seeder>,
+    /// Callers' budgets as the count's rules, kept between requests.
+    pub(crate) budget_rules: crate::budgets::CallerRules,
     /// What is unsafe about this configuration; set by `Gateway::bind`.
     pub(crate) warnings: std::sync::OnceLock<Vec<String>>,
     /// The job store; set by `Gateway::bind` when `[jobs] enabled`.
@@ -339,6 +341,7 @@ impl AppState {
                 otel,
                 budgets,
                 budget_seed,
+                budget_rules: crate::budgets::CallerRules::default(),
                 warnings: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
                 keystore: std::sync::OnceLock::new(),

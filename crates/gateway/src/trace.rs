@@ -33,6 +33,7 @@
 //! assert_eq!(record.spans[0].name, "queue");
 //! ```
 
+mod linger;
 mod path;
 mod store;
 mod writer;

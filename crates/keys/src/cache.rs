@@ -3,6 +3,12 @@
 //! dropped at once when the operator changes them here
 //! ([`invalidate`](KeyCache::invalidate)); other gateways hear of it
 //! through whatever bus their owner runs and call the same.
+//!
+//! A key's [`Caller`] — its limits and budgets resolved through its
+//! tenant and tiers — is kept too, for as long as a key: a check of a
+//! key seen lately is one cache read by the key's id, the SHA-256 of the
+//! presented key compared with the stored one, and the key's grace
+//! period; nothing is resolved, copied or allocated again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,10 +101,20 @@ pub enum Change {
     Tier(String),
 }
 
+/// A key with its caller resolved at the time.
+#[derive(Debug)]
+struct Resolved {
+    key: Arc<StoredKey>,
+    caller: Arc<Caller>,
+}
+
 /// A cache of keys, tenants and tiers in front of a [`KeyStore`].
 #[derive(Debug, Clone)]
 pub struct KeyCache {
     store: KeyStore,
+    /// Resolved callers by key id, dropped with their key, or all of
+    /// them with any tenant or tier (which any caller may depend on).
+    callers: Cache<String, Arc<Resolved>>,
     keys: Cache<String, Option<Arc<StoredKey>>>,
     tenants: Cache<String, Option<Arc<TenantRecord>>>,
     tiers: Cache<String, Option<Arc<Tier>>>,
@@ -118,6 +134,7 @@ impl KeyCache {
     pub fn with_ttls(store: KeyStore, keys: Duration, tiers: Duration) -> KeyCache {
         KeyCache {
             store,
+            callers: bounded(keys),
             keys: bounded(keys),
             tenants: bounded(keys),
             tiers: bounded(tiers),
@@ -134,15 +151,25 @@ impl KeyCache {
     pub fn invalidate(&self, change: &Change) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         match change {
-            Change::Key(id) => self.keys.invalidate(id),
-            Change::Tenant(name) => self.tenants.invalidate(name),
-            Change::Tier(name) => self.tiers.invalidate(name),
+            Change::Key(id) => {
+                self.keys.invalidate(id);
+                self.callers.invalidate(id);
+            }
+            Change::Tenant(name) => {
+                self.tenants.invalidate(name);
+                self.callers.invalidate_all();
+            }
+            Change::Tier(name) => {
+                self.tiers.invalidate(name);
+                self.callers.invalidate_all();
+            }
         }
     }
 
     /// Drops everything (after a lost bus connection, say).
     pub fn invalidate_all(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.callers.invalidate_all();
         self.keys.invalidate_all();
         self.tenants.invalidate_all();
         self.tiers.invalidate_all();
@@ -153,8 +180,32 @@ impl KeyCache {
     /// # Errors
     /// [`AuthError::Refused`] saying why not; [`AuthError::Store`] when
     /// the store must be read and cannot be.
-    pub async fn authenticate(&self, key: &str) -> Result<Caller, AuthError> {
+    pub async fn authenticate(&self, key: &str) -> Result<Arc<Caller>, AuthError> {
         let id = secret::key_id(key).ok_or(Refusal::Malformed)?;
+        if let Some(r) = self.callers.get(id) {
+            if !secret::verify(key, &r.key.hash) {
+                return Err(Refusal::Unknown.into());
+            }
+            // A rotated key's grace ends while it is cached.
+            r.key.record.usable_at(self.store.now_ms())?;
+            return Ok(r.caller.clone());
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let (key, caller) = self.resolve(id, key).await?;
+        let caller = Arc::new(caller);
+        self.remember(epoch, || {
+            let resolved = Resolved {
+                key,
+                caller: caller.clone(),
+            };
+            self.callers.insert(id.to_owned(), Arc::new(resolved));
+        });
+        Ok(caller)
+    }
+
+    /// The key of id `id`, checked against the presented `key`, and its
+    /// caller, read through the key, tenant and tier caches.
+    async fn resolve(&self, id: &str, key: &str) -> Result<(Arc<StoredKey>, Caller), AuthError> {
         let stored = match self.keys.get(id) {
             Some(k) => k,
             None => {
@@ -181,7 +232,7 @@ impl KeyCache {
             resolve(&tenant.limits, &tenant.budgets, tenant_tier.as_deref());
         let mut tags = k.tags.clone();
         tags.extend(tenant.tags.iter().cloned());
-        Ok(Caller {
+        let caller = Caller {
             tenant: Arc::from(tenant.name.as_str()),
             key_id: Arc::from(k.id.as_str()),
             key_limits,
@@ -189,7 +240,8 @@ impl KeyCache {
             key_budgets,
             tenant_budgets,
             tags,
-        })
+        };
+        Ok((stored, caller))
     }
 
     /// Caches what was read if nothing was invalidated since `epoch`.

@@ -2,7 +2,8 @@
 //! trail's and the usage ledger's.
 //!
 //! A [`Spool`] hands records to a task through a bounded queue and never
-//! waits: the task writes them into a [`Sink`] in batches. When the queue
+//! waits: the task writes them into a [`Sink`] in batches, woken once per
+//! batch rather than per record (see [`SpoolConfig::linger`]). When the queue
 //! is full (or the task has stopped), or a batch cannot be written,
 //! records are appended to a spill file (one JSON line each) and counted
 //! ([`Spool::spilled`]); the task writes the spill file into the sink
@@ -42,7 +43,7 @@
 //! ```
 
 mod file;
-mod linger;
+mod queue;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -53,10 +54,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use linger::Linger;
+use queue::Queue;
 
 /// The queue's default depth (the seed's 1,000).
 pub const DEFAULT_QUEUE: usize = 1_000;
@@ -89,7 +89,9 @@ pub struct SpoolConfig {
     /// How long a batch that is not full waits for more records before
     /// it is written ([`DEFAULT_LINGER`]). A steady trickle (a record
     /// per request at 1,000 requests a second) is then written in
-    /// batches of tens rather than one transaction per record; zero
+    /// batches of tens rather than one transaction per record, and the
+    /// writer is woken twice per batch (by its first record, and when
+    /// the linger ends or a record fills it), not once per record; zero
     /// writes whatever is queued at once.
     pub linger: Duration,
 }
@@ -141,16 +143,32 @@ impl SpoolConfig {
 /// Hands records to the writer task without waiting; cheap to clone.
 #[derive(Debug)]
 pub struct Spool<T> {
-    tx: mpsc::Sender<T>,
-    shared: Arc<Shared>,
+    inner: Arc<Inner<T>>,
 }
 
 impl<T> Clone for Spool<T> {
     fn clone(&self) -> Self {
         Spool {
-            tx: self.tx.clone(),
-            shared: self.shared.clone(),
+            inner: self.inner.clone(),
         }
+    }
+}
+
+/// What the callers and the writer share.
+#[derive(Debug)]
+struct Inner<T> {
+    queue: Queue<T>,
+    shared: Shared,
+}
+
+/// Closes a spool's queue, whatever its records' type.
+trait Close: Send + Sync {
+    fn close(&self);
+}
+
+impl<T: Send> Close for Inner<T> {
+    fn close(&self) {
+        self.queue.close();
     }
 }
 
@@ -159,8 +177,6 @@ struct Shared {
     name: &'static str,
     batch: usize,
     linger: Duration,
-    /// Ends the task's linger when a batch's worth is queued.
-    full: Linger,
     spill: Option<PathBuf>,
     /// Held while the spill file is appended to or taken for import.
     lock: std::sync::Mutex<()>,
@@ -182,11 +198,18 @@ struct Shared {
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// The writer task; [`SpoolTask::shutdown`] drains it.
-#[derive(Debug)]
 pub struct SpoolTask {
     name: &'static str,
-    close: oneshot::Sender<()>,
+    close: Arc<dyn Close>,
     task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for SpoolTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpoolTask")
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 impl<T> Spool<T>
@@ -199,14 +222,11 @@ where
     /// # Panics
     /// Outside a tokio runtime.
     pub fn spawn<S: Sink<T>>(sink: S, config: SpoolConfig) -> (Spool<T>, SpoolTask) {
-        let (tx, rx) = mpsc::channel(config.capacity.max(1));
-        let (close, close_rx) = oneshot::channel();
         let pending = config.spill.as_deref().is_some_and(file::exists);
-        let shared = Arc::new(Shared {
+        let shared = Shared {
             name: config.name,
             batch: config.batch.max(1),
             linger: config.linger,
-            full: Linger::new(config.batch.max(1).min(config.capacity.max(1))),
             spill: config.spill,
             lock: std::sync::Mutex::new(()),
             spilled: AtomicU64::new(0),
@@ -216,24 +236,25 @@ where
             started: std::time::Instant::now(),
             warned_ms: AtomicU64::new(u64::MAX),
             unreported: AtomicU64::new(0),
+        };
+        let inner = Arc::new(Inner {
+            queue: Queue::new(config.capacity, config.batch),
+            shared,
         });
-        let task = tokio::spawn(run(sink, shared.clone(), rx, close_rx));
+        let task = tokio::spawn(run(sink, inner.clone()));
         let task = SpoolTask {
             name: config.name,
-            close,
+            close: inner.clone(),
             task,
         };
-        (Spool { tx, shared }, task)
+        (Spool { inner }, task)
     }
 
     /// Queues `record` and returns at once (see the crate doc for a full
     /// queue).
     pub fn push(&self, record: T) {
-        match self.tx.try_send(record) {
-            Ok(()) => self.shared.full.pushed(self.queued()),
-            Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
-                self.shared.spill(std::slice::from_ref(&r));
-            }
+        if let Err(r) = self.inner.queue.push(record) {
+            self.inner.shared.spill(std::slice::from_ref(&r));
         }
     }
 }
@@ -241,22 +262,22 @@ where
 impl<T> Spool<T> {
     /// Records written to the spill file so far.
     pub fn spilled(&self) -> u64 {
-        self.shared.spilled.load(Ordering::Relaxed)
+        self.inner.shared.spilled.load(Ordering::Relaxed)
     }
 
     /// Records that could be neither queued nor spilled (each logged).
     pub fn lost(&self) -> u64 {
-        self.shared.lost.load(Ordering::Relaxed)
+        self.inner.shared.lost.load(Ordering::Relaxed)
     }
 
     /// Records the sink has taken so far (spilled ones when written back).
     pub fn written(&self) -> u64 {
-        self.shared.written.load(Ordering::Relaxed)
+        self.inner.shared.written.load(Ordering::Relaxed)
     }
 
     /// Records waiting in the queue now.
     pub fn queued(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
+        self.inner.queue.len()
     }
 }
 
@@ -264,7 +285,7 @@ impl SpoolTask {
     /// Stops taking records (later ones spill), writes out the queue and
     /// the spill file, and waits for the task to end.
     pub async fn shutdown(self) {
-        let _ = self.close.send(());
+        self.close.close();
         if let Err(e) = self.task.await {
             tracing::error!(spool = self.name, error = %e, "writer task failed");
         }
@@ -380,79 +401,65 @@ impl Shared {
     }
 }
 
-async fn run<T, S>(
-    sink: S,
-    shared: Arc<Shared>,
-    mut rx: mpsc::Receiver<T>,
-    mut close: oneshot::Receiver<()>,
-) where
+async fn run<T, S>(sink: S, inner: Arc<Inner<T>>)
+where
     T: Serialize + DeserializeOwned + Send,
     S: Sink<T>,
 {
+    let (shared, queue) = (&inner.shared, &inner.queue);
     shared.import(&sink).await;
     let mut batch = Vec::with_capacity(shared.batch);
-    let mut watching_close = true;
     loop {
-        tokio::select! {
-            // Drain first: a close must not overtake queued records.
-            biased;
-            n = rx.recv_many(&mut batch, shared.batch) => {
-                if n == 0 {
-                    break;
-                }
-                // Not while closing: the drain writes at once.
-                if watching_close && fill(&mut rx, &mut batch, &shared, &mut close).await {
-                    watching_close = false;
-                    rx.close();
-                }
-                let n = batch.len();
-                match sink.write(&batch).await {
-                    Ok(()) => {
-                        shared.written.fetch_add(n as u64, Ordering::Relaxed);
-                        shared.import(&sink).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(spool = shared.name, error = %e, records = n, "batch not written");
-                        shared.spill(&batch);
-                    }
-                }
-                batch.clear();
+        let (queued, closed) = queue.state();
+        if queued == 0 {
+            if closed {
+                break;
             }
-            closed = &mut close, if watching_close => {
-                watching_close = false;
-                if closed.is_ok() {
-                    rx.close();
-                }
+            // Until the first record of the next batch, or the close.
+            queue.woken().await;
+            continue;
+        }
+        // Not while closing: the drain writes at once.
+        if !closed && queued < shared.batch {
+            linger(queue, shared.batch, shared.linger).await;
+        }
+        queue.take(&mut batch);
+        let n = batch.len();
+        match sink.write(&batch).await {
+            Ok(()) => {
+                shared.written.fetch_add(n as u64, Ordering::Relaxed);
+                shared.import(&sink).await;
+            }
+            Err(e) => {
+                tracing::warn!(spool = shared.name, error = %e, records = n, "batch not written");
+                shared.spill(&batch);
             }
         }
+        batch.clear();
     }
     shared.import(&sink).await;
 }
 
-/// Adds what arrives within the linger to `batch`, up to a batch; true
-/// when `close` fired meanwhile (the batch is then written at once).
-async fn fill<T>(
-    rx: &mut mpsc::Receiver<T>,
-    batch: &mut Vec<T>,
-    shared: &Shared,
-    close: &mut oneshot::Receiver<()>,
-) -> bool {
-    if shared.linger.is_zero() || batch.len() >= shared.batch {
-        return false;
+/// Waits up to `linger` for the queue to hold a full batch (or to close).
+/// Records that join meanwhile do not wake the writer: only the one that
+/// fills the batch, the close, or the end of the linger does.
+async fn linger<T>(queue: &Queue<T>, batch: usize, linger: Duration) {
+    if linger.is_zero() {
+        return;
     }
-    let until = tokio::time::Instant::now() + shared.linger;
-    let closed = tokio::select! {
-        () = shared.full.wait(until, batch.len(), || rx.len()) => false,
-        closed = &mut *close => closed.is_ok(),
-    };
-    // What came meanwhile, without waiting.
-    while batch.len() < shared.batch {
-        match rx.try_recv() {
-            Ok(record) => batch.push(record),
-            Err(_) => break,
+    let end = tokio::time::sleep(linger);
+    tokio::pin!(end);
+    loop {
+        tokio::select! {
+            () = &mut end => return,
+            () = queue.woken() => {
+                let (queued, closed) = queue.state();
+                if closed || queued >= batch {
+                    return;
+                }
+            }
         }
     }
-    closed
 }
 
 #[cfg(test)]

@@ -144,3 +144,28 @@ async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
     assert_eq!(*sink.batches.lock().unwrap(), vec![3, 1]);
     assert_eq!(sorted(&sink), vec![0, 1, 2, 3]);
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_batch_waits_the_linger_from_its_first_record() {
+    let sink = Memory::default();
+    let config = SpoolConfig::new("test")
+        .batch(100)
+        .linger(Duration::from_millis(10));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    // A record every millisecond: each batch takes what came within
+    // 10 ms (the timer's tick rounds it up a little) of its first record,
+    // neither one record nor all of them.
+    for n in 0..25 {
+        spool.push(n);
+        tokio::time::advance(Duration::from_millis(1)).await;
+    }
+    tokio::time::advance(Duration::from_millis(20)).await;
+    let batches = sink.batches.lock().unwrap().clone();
+    assert!(batches.len() >= 2, "{batches:?}");
+    assert!(
+        batches.iter().all(|&b| (9..=13).contains(&b)),
+        "{batches:?}"
+    );
+    task.shutdown().await;
+    assert_eq!(sorted(&sink), (0..25).collect::<Vec<_>>());
+}

@@ -42,10 +42,7 @@ async fn two_replicas_never_overshoot_a_shared_budget() {
             money: Some(10 * WORST),
             ..Caps::default()
         },
-        window: Window::Calendar {
-            period: Period::Month,
-            tz: jiff::tz::TimeZone::UTC,
-        },
+        window: Window::calendar(Period::Month, jiff::tz::TimeZone::UTC),
     };
     let stores: [Arc<dyn BudgetStore>; 2] = [Arc::new(a.clone()), Arc::new(b.clone())];
     // 50 calls at once, half through each replica, each reserving its
@@ -117,10 +114,10 @@ async fn a_refusal_names_the_budget_and_its_reset_and_touches_nothing() {
             requests: Some(1),
             ..Caps::default()
         },
-        window: Window::Calendar {
-            period: Period::Day,
-            tz: jiff::tz::TimeZone::get("America/New_York").unwrap(),
-        },
+        window: Window::calendar(
+            Period::Day,
+            jiff::tz::TimeZone::get("America/New_York").unwrap(),
+        ),
     };
     let tokens = Rule {
         id: "tenant:t:tokens".into(),

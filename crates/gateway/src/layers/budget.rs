@@ -16,6 +16,7 @@
 //! answer carries no tokens and has no price), kept once the API answered
 //! without an error status and given back otherwise, as a model call's.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_usage::Usage;
@@ -87,13 +88,16 @@ where
 
     async fn serve(state: AppState, inner: S, req: Req<C>) -> Served<Reply> {
         let Req { call: c, mut notes } = req;
-        let rules: Vec<Rule> = match &c.ctx().caller {
+        let rules: Arc<[Rule]> = match &c.ctx().caller {
             Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
-                let mut rules = budgets::rules(caller);
-                rules.retain(C::counts_in);
-                rules
+                let rules = state.budget_rules.of(caller);
+                if rules.iter().all(C::counts_in) {
+                    rules
+                } else {
+                    rules.iter().filter(|r| C::counts_in(r)).cloned().collect()
+                }
             }
-            _ => Vec::new(),
+            _ => Arc::from([]),
         };
         if rules.is_empty() {
             // No budget: nothing to count, nothing to wait for.

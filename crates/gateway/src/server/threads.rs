@@ -76,39 +76,32 @@ pub(super) fn start(
         let (done, drained) = oneshot::channel();
         let (state, app, cap) = (state.clone(), app.clone(), Arc::clone(cap));
         let mut stopped = stopped.clone();
-        std::thread::Builder::new()
-            .name(THREAD_NAME.into())
-            .spawn(move || {
-                let rt = match runtime() {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::error!(error = %e, "a serving thread's runtime");
-                        return;
-                    }
-                };
-                crate::client::use_pool(index);
-                let cut = rt.block_on(async move {
-                    let listener = match TcpListener::from_std(copy) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!(error = %e, "a serving thread's listener");
-                            return 0;
-                        }
-                    };
-                    let stop = async move {
-                        let _ = stopped.wait_for(|stop| *stop).await;
-                    };
-                    let http = state.config.http;
-                    let conns = conns::serve_until(listener, app, &http, cap, stop).await;
-                    let drain = drain_timeout(&state.config);
-                    let deadline = Instant::now() + drain;
-                    conns
-                        .drain(deadline, last_word(drain), || state.end_grace())
-                        .await
-                });
+        let serve = move || async move {
+            crate::client::use_pool(index);
+            let listener = match TcpListener::from_std(copy) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, "a serving thread's listener");
+                    return 0;
+                }
+            };
+            let stop = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            let http = state.config.http;
+            let conns = conns::serve_until(listener, app, &http, cap, stop).await;
+            let drain = drain_timeout(&state.config);
+            let deadline = Instant::now() + drain;
+            conns
+                .drain(deadline, last_word(drain), || state.end_grace())
+                .await
+        };
+        on_a_thread(serve, move |cut| match cut {
+            Ok(cut) => {
                 let _ = done.send(cut);
-            })
-            .map_err(StartError::Threads)?;
+            }
+            Err(e) => tracing::error!(error = %e, "a serving thread's runtime"),
+        })?;
         others.drained.push(drained);
     }
     let listener = TcpListener::from_std(listener).map_err(StartError::Threads)?;
@@ -156,37 +149,35 @@ impl Gateway {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Serving, StartError> {
         let (ready, bound) = oneshot::channel();
-        let (done, stopped) = oneshot::channel();
-        std::thread::Builder::new()
-            .name(THREAD_NAME.into())
-            .spawn(move || {
-                let rt = match runtime() {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = ready.send(Err(StartError::Threads(e)));
-                        return;
-                    }
-                };
-                let served = rt.block_on(async move {
-                    let gateway = match Gateway::bind(config, listen).await {
-                        Ok(g) => g,
-                        Err(e) => {
-                            let _ = ready.send(Err(e));
-                            return Ok(());
-                        }
-                    };
-                    let _ = ready.send(Ok(gateway.local_addr()));
-                    gateway.serve(shutdown).await
-                });
-                // After the runtime, whose blocking tasks (a last trace
-                // write) it waits for.
-                drop(rt);
-                let _ = done.send(served);
-            })
-            .map_err(StartError::Threads)?;
-        let addr = bound.await.map_err(|_| {
-            StartError::Threads(std::io::Error::other("the gateway thread ended"))
-        })??;
+        let (done, mut stopped) = oneshot::channel();
+        let serve = move || async move {
+            let gateway = match Gateway::bind(config, listen).await {
+                Ok(g) => g,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return Ok(());
+                }
+            };
+            let _ = ready.send(Ok(gateway.local_addr()));
+            gateway.serve(shutdown).await
+        };
+        on_a_thread(serve, move |served| {
+            let _ = done.send(served.and_then(|served| served));
+        })?;
+        let addr = match bound.await {
+            Ok(bound) => bound?,
+            // The runtime could not be built: the thread said why.
+            Err(_) => {
+                let why = (&mut stopped).await.map_or_else(
+                    |_| std::io::Error::other("the gateway thread panicked"),
+                    |r| {
+                        r.err()
+                            .unwrap_or_else(|| std::io::Error::other("the gateway thread ended"))
+                    },
+                );
+                return Err(StartError::Threads(why));
+            }
+        };
         Ok(Serving { addr, stopped })
     }
 }
@@ -207,6 +198,27 @@ impl Serving {
             .await
             .unwrap_or_else(|_| Err(std::io::Error::other("the gateway thread panicked")))
     }
+}
+
+/// Runs the future `work` makes on a thread named [`THREAD_NAME`] with a
+/// current-thread runtime of its own, then hands its output to `done`
+/// once the runtime is gone (its blocking tasks, a last trace write,
+/// finished); or why the runtime could not be built.
+fn on_a_thread<F: Future + 'static>(
+    work: impl FnOnce() -> F + Send + 'static,
+    done: impl FnOnce(std::io::Result<F::Output>) + Send + 'static,
+) -> Result<(), StartError> {
+    std::thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            done(runtime().map(|rt| {
+                let out = rt.block_on(work());
+                drop(rt);
+                out
+            }));
+        })
+        .map(drop)
+        .map_err(StartError::Threads)
 }
 
 /// How long the grace after a shutdown lasts.

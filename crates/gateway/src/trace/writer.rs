@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sluice_spool::Linger;
+use super::linger::Linger;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 

@@ -71,7 +71,7 @@ fn field_of(e: Error) -> String {
     }
 }
 
-fn refusal(r: Result<sluice_keys::Caller, AuthError>) -> Refusal {
+fn refusal(r: Result<std::sync::Arc<sluice_keys::Caller>, AuthError>) -> Refusal {
     match r {
         Err(AuthError::Refused(r)) => r,
         other => panic!("expected a refusal, got {other:?}"),

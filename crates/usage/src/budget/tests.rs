@@ -113,10 +113,7 @@ fn a_refusal_says_when_the_oldest_spend_leaves() {
             requests: Some(1),
             ..Caps::default()
         },
-        Window::Calendar {
-            period: Period::Day,
-            tz: TimeZone::get("America/New_York").unwrap(),
-        },
+        Window::calendar(Period::Day, TimeZone::get("America/New_York").unwrap()),
     )];
     let noon_utc = 1_767_268_800_000; // 2026-01-01T12:00Z, 07:00 in New York
     m.reserve_now(&day, tokens(1), noon_utc).unwrap();

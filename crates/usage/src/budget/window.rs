@@ -1,6 +1,8 @@
 //! When a budget's count starts over: calendar periods in a time zone,
 //! or a rolling window counted in slices.
 
+use std::sync::{Mutex, PoisonError};
+
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
@@ -29,6 +31,9 @@ pub enum Window {
         period: Period,
         /// Where midnight is.
         tz: TimeZone,
+        /// The period last found, kept so that a reservation in it does
+        /// not work out the time zone's midnights again.
+        last: LastPeriod,
     },
     /// The last `ms` milliseconds.
     Rolling {
@@ -60,7 +65,41 @@ impl Slices {
     }
 }
 
+/// A calendar window's last period, `[start, end)` in ms; part of no
+/// comparison (two windows of the same period and zone are equal
+/// whatever they last computed).
+#[derive(Debug, Default)]
+pub struct LastPeriod(Mutex<Option<(i64, i64)>>);
+
+impl Clone for LastPeriod {
+    fn clone(&self) -> Self {
+        LastPeriod(Mutex::new(*self.lock()))
+    }
+}
+
+impl PartialEq for LastPeriod {
+    fn eq(&self, _: &LastPeriod) -> bool {
+        true
+    }
+}
+
+impl LastPeriod {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(i64, i64)>> {
+        // Two numbers written at once: a poisoned lock still holds a pair.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl Window {
+    /// The calendar `period` in `tz`.
+    pub fn calendar(period: Period, tz: TimeZone) -> Window {
+        Window::Calendar {
+            period,
+            tz,
+            last: LastPeriod::default(),
+        }
+    }
+
     /// The slices at `now_ms`.
     pub fn slices(&self, now_ms: i64) -> Slices {
         match self {
@@ -75,8 +114,16 @@ impl Window {
                     expires: current + count * width,
                 }
             }
-            Window::Calendar { period, tz } => {
-                let (start, end) = calendar(*period, tz, now_ms);
+            Window::Calendar { period, tz, last } => {
+                let known = *last.lock();
+                let (start, end) = match known {
+                    Some((start, end)) if (start..end).contains(&now_ms) => (start, end),
+                    _ => {
+                        let found = calendar(*period, tz, now_ms);
+                        *last.lock() = Some(found);
+                        found
+                    }
+                };
                 Slices {
                     current: start,
                     oldest: start,
@@ -130,29 +177,27 @@ mod tests {
     fn calendar_periods_start_at_midnight_in_their_zone() {
         let paris = TimeZone::get("Europe/Paris").unwrap();
         let now = ms("2026-03-29T00:30:00Z"); // a Sunday, 01:30 in Paris
-        let day = Window::Calendar {
-            period: Period::Day,
-            tz: paris.clone(),
-        }
-        .slices(now);
+        let day = Window::calendar(Period::Day, paris.clone()).slices(now);
         // The day the clocks go forward is 23 hours long.
         assert_eq!(day.current, ms("2026-03-28T23:00:00Z"));
         assert_eq!(day.expires, ms("2026-03-29T22:00:00Z"));
-        let week = Window::Calendar {
-            period: Period::Week,
-            tz: paris.clone(),
-        }
-        .slices(now);
+        let week = Window::calendar(Period::Week, paris.clone()).slices(now);
         assert_eq!(week.current, ms("2026-03-22T23:00:00Z"));
         assert_eq!(week.expires, ms("2026-03-29T22:00:00Z"));
-        let month = Window::Calendar {
-            period: Period::Month,
-            tz: TimeZone::UTC,
-        }
-        .slices(ms("2026-12-31T23:59:59.999Z"));
-        assert_eq!(month.current, ms("2026-12-01T00:00:00Z"));
-        assert_eq!(month.expires, ms("2027-01-01T00:00:00Z"));
-        assert_eq!(month.oldest, month.current);
+        let month = Window::calendar(Period::Month, TimeZone::UTC);
+        let december = month.slices(ms("2026-12-31T23:59:59.999Z"));
+        assert_eq!(december.current, ms("2026-12-01T00:00:00Z"));
+        assert_eq!(december.expires, ms("2027-01-01T00:00:00Z"));
+        assert_eq!(december.oldest, december.current);
+        // The period kept from the last call serves only inside it.
+        assert_eq!(month.slices(ms("2026-12-01T00:00:00Z")), december);
+        let january = month.slices(ms("2027-01-01T00:00:00Z"));
+        assert_eq!(january.current, ms("2027-01-01T00:00:00Z"));
+        assert_eq!(january.expires, ms("2027-02-01T00:00:00Z"));
+        assert_eq!(
+            month.slices(ms("2026-11-30T23:59:59.999Z")).expires,
+            december.current
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A batch's wait for more records that the records themselves do not
-//! wake.
+//! The trace writer's wait for more traces, which the traces themselves
+//! do not wake (the spool has its own, `sluice_spool`'s queue).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 /// while it lingered was woken by every record: a wake-up (often of
 /// another thread) per request; this one wakes once per batch.
 #[derive(Debug)]
-pub struct Linger {
+pub(super) struct Linger {
     full: Notify,
     batch: usize,
     /// Records queued that make a batch with those the lingering writer
@@ -26,7 +26,7 @@ const NOT_LINGERING: usize = usize::MAX;
 
 impl Linger {
     /// For batches of `batch` records (at least 1).
-    pub fn new(batch: usize) -> Linger {
+    pub(super) fn new(batch: usize) -> Linger {
         Linger {
             full: Notify::new(),
             batch: batch.max(1),
@@ -37,7 +37,7 @@ impl Linger {
     /// Call after queueing a record, with the number now queued: ends the
     /// linger once they make a batch with what the writer holds (once:
     /// later records do not notify again).
-    pub fn pushed(&self, queued: usize) {
+    pub(super) fn pushed(&self, queued: usize) {
         let needed = self.needed.load(Ordering::SeqCst);
         if queued >= needed
             && self
@@ -51,7 +51,7 @@ impl Linger {
 
     /// Sleeps until `until`, or until the queue (`queued` counts it)
     /// holds enough to make a batch with the `held` records.
-    pub async fn wait(&self, until: Instant, held: usize, queued: impl FnOnce() -> usize) {
+    pub(super) async fn wait(&self, until: Instant, held: usize, queued: impl FnOnce() -> usize) {
         // A notice that came after the last wait had ended is not about
         // this one.
         tokio::select! {
