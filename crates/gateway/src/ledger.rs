@@ -9,10 +9,12 @@
 //! ends (however it ends: a client that goes away included). Handing it
 //! over is one push on a bounded queue; the request never waits for the
 //! database, and a full queue spills to `{data_dir}/ledger-spill.jsonl`.
+//! The writer runs on a thread of its own ([`LEDGER_THREAD`]).
 
 mod jobs;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use sluice_ledger::{Granularity, Ledger, LedgerStore, Record};
@@ -23,7 +25,7 @@ use tokio::time::Instant;
 use crate::config::{Config, StoreLocation};
 use crate::context::Context;
 use crate::error::chain;
-use crate::metrics::LabelValues;
+use crate::metrics::{LabelValues, UsageCounters};
 use crate::state::StartError;
 
 pub(crate) use jobs::recorded;
@@ -40,6 +42,9 @@ pub(crate) struct Handed {
     pub queued: usize,
 }
 
+/// The name of the ledger writer's thread.
+pub const LEDGER_THREAD: &str = "sluice-ledger";
+
 /// How often old records and rollups (and audit entries) are deleted.
 pub(crate) const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
 
@@ -54,7 +59,19 @@ pub(crate) struct UsageLedger {
     /// The tenants and models the Prometheus counters name.
     tenants: LabelValues,
     models: LabelValues,
+    /// The counters of each tenant and model seen (as the calls name
+    /// them), by tenant then model: looked up with the record's own
+    /// strings, no label set built per call.
+    counters: RwLock<HashMap<Box<str>, ByModel>>,
 }
+
+/// A tenant's counters, by model.
+type ByModel = HashMap<Box<str>, Arc<UsageCounters>>;
+
+/// Tenant and model pairs whose counters are kept; past it they are
+/// looked up again as they come (the counters themselves stay bounded by
+/// the label sets).
+const MAX_COUNTED: usize = 10_000;
 
 impl UsageLedger {
     /// Opens the store `config.ledger` names (creating the data directory
@@ -76,10 +93,13 @@ impl UsageLedger {
             StoreLocation::Postgres(url) => LedgerStore::connect(url).await,
         }
         .map_err(|e| fail(chain(&e)))?;
+        // Its own thread: a batch's statements are built and awaited
+        // there, never on a worker thread that requests are waiting for.
         let spool = SpoolConfig::new("ledger")
             .capacity(l.queue)
             .batch(l.batch)
-            .spill(Some(config.data_dir.join("ledger-spill.jsonl")));
+            .spill(Some(config.data_dir.join("ledger-spill.jsonl")))
+            .thread(LEDGER_THREAD);
         let (writer, task) = Ledger::spawn(store.clone(), spool);
         let ledger = Arc::new(UsageLedger {
             store,
@@ -87,6 +107,7 @@ impl UsageLedger {
             task: tokio::sync::Mutex::new(Some(task)),
             tenants: LabelValues::new(l.metric_labels),
             models: LabelValues::new(l.metric_labels),
+            counters: RwLock::default(),
         });
         if l.retention_days > 0 || l.rollup_retention_days > 0 {
             tokio::spawn(retention(
@@ -101,10 +122,34 @@ impl UsageLedger {
     /// Hands `record` to the writer (never waits) and counts its tokens
     /// and cost.
     pub(crate) fn submit(&self, record: Record) {
-        let tenant = self.tenants.admit(&record.tenant);
-        let model = self.models.admit(&record.model);
-        crate::metrics::usage_spent(&tenant, &model, &record);
+        self.counters(&record.tenant, &record.model).add(&record);
         self.writer.push(record);
+    }
+
+    /// The token and cost counters of `tenant` and `model`.
+    fn counters(&self, tenant: &str, model: &str) -> Arc<UsageCounters> {
+        {
+            let known = self.counters.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = known.get(tenant).and_then(|m| m.get(model)) {
+                return c.clone();
+            }
+        }
+        let c = Arc::new(UsageCounters::new(
+            &self.tenants.admit(tenant),
+            &self.models.admit(model),
+        ));
+        let mut known = self
+            .counters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.values().map(HashMap::len).sum::<usize>() >= MAX_COUNTED {
+            known.clear();
+        }
+        known
+            .entry(tenant.into())
+            .or_default()
+            .insert(model.into(), c.clone());
+        c
     }
 
     /// [`UsageLedger::submit`], timed for the request's `sluice.ledger`

@@ -455,26 +455,66 @@ pub fn cache_stats(stats: &sluice_usage::cache::CacheStats) {
     counter!("sluice_cache_store_errors_total").absolute(stats.store_errors);
 }
 
-/// Counts the tokens and cost of a call recorded in the usage ledger;
-/// `tenant` and `model` are already bounded by the ledger's own label
-/// sets (`ledger.metric_labels`).
-pub fn usage_spent(tenant: &str, model: &str, r: &sluice_ledger::Record) {
-    let (tenant, model) = (bounded(tenant), bounded(model));
-    for (kind, n) in [
-        ("prompt", r.prompt_tokens),
-        ("completion", r.completion_tokens),
-        ("cached", r.cached_tokens),
-        ("reasoning", r.reasoning_tokens),
-    ] {
-        if n > 0 {
-            counter!("sluice_usage_tokens_total", "tenant" => tenant.clone(),
-                "model" => model.clone(), "kind" => kind)
-            .increment(n);
+/// The token and cost counters of one tenant and model in the usage
+/// ledger, each registered at its first use and then kept: a call's
+/// record adds to them without building a label set or looking it up in
+/// the registry. `tenant` and `model` are already bounded by the ledger's
+/// own label sets (`ledger.metric_labels`).
+pub struct UsageCounters {
+    tenant: String,
+    model: String,
+    /// Prompt, completion, cached and reasoning tokens.
+    tokens: [OnceLock<metrics::Counter>; 4],
+    cost: OnceLock<metrics::Counter>,
+}
+
+impl std::fmt::Debug for UsageCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageCounters")
+            .field("tenant", &self.tenant)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UsageCounters {
+    /// The counters of `tenant` and `model` (registered as they are used).
+    pub fn new(tenant: &str, model: &str) -> UsageCounters {
+        UsageCounters {
+            tenant: bounded(tenant),
+            model: bounded(model),
+            tokens: Default::default(),
+            cost: OnceLock::new(),
         }
     }
-    if r.cost_nanos > 0 {
-        counter!("sluice_usage_cost_nanodollars_total", "tenant" => tenant, "model" => model)
-            .increment(r.cost_nanos);
+
+    /// Counts the tokens and cost of `r`.
+    pub fn add(&self, r: &sluice_ledger::Record) {
+        let kinds = ["prompt", "completion", "cached", "reasoning"];
+        let used = [
+            r.prompt_tokens,
+            r.completion_tokens,
+            r.cached_tokens,
+            r.reasoning_tokens,
+        ];
+        for ((counter, kind), n) in self.tokens.iter().zip(kinds).zip(used) {
+            if n > 0 {
+                counter
+                    .get_or_init(|| {
+                        counter!("sluice_usage_tokens_total", "tenant" => self.tenant.clone(),
+                            "model" => self.model.clone(), "kind" => kind)
+                    })
+                    .increment(n);
+            }
+        }
+        if r.cost_nanos > 0 {
+            self.cost
+                .get_or_init(|| {
+                    counter!("sluice_usage_cost_nanodollars_total", "tenant" => self.tenant.clone(),
+                        "model" => self.model.clone())
+                })
+                .increment(r.cost_nanos);
+        }
     }
 }
 
