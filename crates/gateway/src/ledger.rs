@@ -13,8 +13,7 @@
 
 mod jobs;
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_ledger::{Granularity, Ledger, LedgerStore, Record};
@@ -25,7 +24,7 @@ use tokio::time::Instant;
 use crate::config::{Config, StoreLocation};
 use crate::context::Context;
 use crate::error::chain;
-use crate::metrics::{LabelValues, UsageCounters};
+use crate::metrics::LabelValues;
 use crate::state::StartError;
 
 pub(crate) use jobs::recorded;
@@ -59,19 +58,7 @@ pub(crate) struct UsageLedger {
     /// The tenants and models the Prometheus counters name.
     tenants: LabelValues,
     models: LabelValues,
-    /// The counters of each tenant and model seen (as the calls name
-    /// them), by tenant then model: looked up with the record's own
-    /// strings, no label set built per call.
-    counters: RwLock<HashMap<Box<str>, ByModel>>,
 }
-
-/// A tenant's counters, by model.
-type ByModel = HashMap<Box<str>, Arc<UsageCounters>>;
-
-/// Tenant and model pairs whose counters are kept; past it they are
-/// looked up again as they come (the counters themselves stay bounded by
-/// the label sets).
-const MAX_COUNTED: usize = 10_000;
 
 impl UsageLedger {
     /// Opens the store `config.ledger` names (creating the data directory
@@ -107,7 +94,6 @@ impl UsageLedger {
             task: tokio::sync::Mutex::new(Some(task)),
             tenants: LabelValues::new(l.metric_labels),
             models: LabelValues::new(l.metric_labels),
-            counters: RwLock::default(),
         });
         if l.retention_days > 0 || l.rollup_retention_days > 0 {
             tokio::spawn(retention(
@@ -122,34 +108,10 @@ impl UsageLedger {
     /// Hands `record` to the writer (never waits) and counts its tokens
     /// and cost.
     pub(crate) fn submit(&self, record: Record) {
-        self.counters(&record.tenant, &record.model).add(&record);
+        let tenant = self.tenants.admit(&record.tenant);
+        let model = self.models.admit(&record.model);
+        crate::metrics::usage_spent(&tenant, &model, &record);
         self.writer.push(record);
-    }
-
-    /// The token and cost counters of `tenant` and `model`.
-    fn counters(&self, tenant: &str, model: &str) -> Arc<UsageCounters> {
-        {
-            let known = self.counters.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(c) = known.get(tenant).and_then(|m| m.get(model)) {
-                return c.clone();
-            }
-        }
-        let c = Arc::new(UsageCounters::new(
-            &self.tenants.admit(tenant),
-            &self.models.admit(model),
-        ));
-        let mut known = self
-            .counters
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if known.values().map(HashMap::len).sum::<usize>() >= MAX_COUNTED {
-            known.clear();
-        }
-        known
-            .entry(tenant.into())
-            .or_default()
-            .insert(model.into(), c.clone());
-        c
     }
 
     /// [`UsageLedger::submit`], timed for the request's `sluice.ledger`

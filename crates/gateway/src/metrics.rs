@@ -25,17 +25,20 @@
 //! every caller a clone of its handle. Counters therefore add up across
 //! gateways in the same process.
 
+mod handles;
 mod labels;
 mod refresh;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use metrics::{
-    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+    Counter, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge,
+    histogram,
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
+use handles::Handles;
 pub use labels::LabelValues;
 pub(crate) use refresh::Refresh;
 
@@ -114,16 +117,24 @@ impl Metrics {
     /// is the configured model the request was routed to, or `"-"` when
     /// there was none.
     pub fn request(&self, route: &'static str, model: &str, status: u16, tenant: Option<&str>) {
-        let model = bounded(model);
-        let status = status.to_string();
+        static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+        let resolve = |tenant: Option<&str>| {
+            let (model, status) = (bounded(model), status.to_string());
+            match tenant {
+                Some(t) => counter!("sluice_requests_total", "route" => route, "model" => model,
+                    "status" => status, "tenant" => bounded(t)),
+                None => counter!("sluice_requests_total", "route" => route, "model" => model,
+                    "status" => status),
+            }
+        };
+        let code = status.to_be_bytes();
+        let labels = [route.as_bytes(), model.as_bytes(), &code];
         match tenant.filter(|_| self.tenant_labels) {
-            Some(t) => counter!("sluice_requests_total", "route" => route, "model" => model,
-                "status" => status, "tenant" => bounded(t))
-            .increment(1),
-            None => counter!("sluice_requests_total", "route" => route, "model" => model,
-                "status" => status)
-            .increment(1),
+            // Tenants are many: their counters are resolved each time.
+            Some(t) => resolve(Some(t)),
+            None => BY_LABELS.get(&labels, || resolve(None)),
         }
+        .increment(1);
     }
 }
 
@@ -287,17 +298,35 @@ pub fn retry_after(seconds: f64) {
 
 /// Records how long one request took end to end, in seconds.
 pub fn request_duration(route: &'static str, seconds: f64) {
-    histogram!("sluice_request_duration_seconds", "route" => route).record(seconds);
+    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(
+            &[route.as_bytes()],
+            || histogram!("sluice_request_duration_seconds", "route" => route),
+        )
+        .record(seconds);
 }
 
 /// Counts `n` limiter tokens granted on `resource`.
 pub fn tokens_acquired(resource: &str, n: u64) {
-    counter!("sluice_limiter_tokens_acquired_total", "resource" => bounded(resource)).increment(n);
+    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(
+            &[resource.as_bytes()],
+            || counter!("sluice_limiter_tokens_acquired_total", "resource" => bounded(resource)),
+        )
+        .increment(n);
 }
 
 /// Records a wait for a limiter grant on `resource`, in seconds.
 pub fn limiter_wait(resource: &str, seconds: f64) {
-    histogram!("sluice_limiter_wait_seconds", "resource" => bounded(resource)).record(seconds);
+    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(
+            &[resource.as_bytes()],
+            || histogram!("sluice_limiter_wait_seconds", "resource" => bounded(resource)),
+        )
+        .record(seconds);
 }
 
 /// Counts a refused acquisition on `resource` (`reason` e.g. `timeout`,
@@ -334,7 +363,13 @@ pub fn queue_depth(priority: &'static str, depth: usize) {
 
 /// Records time spent in the admission queue, in seconds.
 pub fn queue_wait(priority: &'static str, seconds: f64) {
-    histogram!("sluice_queue_wait_seconds", "priority" => priority).record(seconds);
+    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(
+            &[priority.as_bytes()],
+            || histogram!("sluice_queue_wait_seconds", "priority" => priority),
+        )
+        .record(seconds);
 }
 
 /// Counts a request refused admission (`reason` e.g. `queue_full`,
@@ -361,13 +396,24 @@ pub fn busy(busy: bool) {
 
 /// Records one upstream attempt's latency until response headers, in seconds.
 pub fn upstream_latency(provider: &str, seconds: f64) {
-    histogram!("sluice_upstream_latency_seconds", "provider" => bounded(provider)).record(seconds);
+    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(
+            &[provider.as_bytes()],
+            || histogram!("sluice_upstream_latency_seconds", "provider" => bounded(provider)),
+        )
+        .record(seconds);
 }
 
 /// Counts an upstream attempt (`outcome` e.g. `ok`, `429`, `5xx`,
 /// `connect_error`, `timeout`).
 pub fn upstream_attempt(provider: &str, outcome: &'static str) {
-    counter!("sluice_upstream_attempts_total", "provider" => bounded(provider), "outcome" => outcome)
+    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(&[provider.as_bytes(), outcome.as_bytes()], || {
+            counter!("sluice_upstream_attempts_total", "provider" => bounded(provider),
+                "outcome" => outcome)
+        })
         .increment(1);
 }
 
@@ -430,7 +476,11 @@ pub fn jobs(queue: &str, state: &'static str, n: u64) {
 /// Counts a model request the cache missed or bypassed (`result` is
 /// `miss` or `bypass`).
 pub fn cache_lookup(result: &'static str, model: &str) {
-    counter!("sluice_cache_lookups_total", "result" => result, "model" => bounded(model))
+    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+    BY_LABELS
+        .get(&[result.as_bytes(), model.as_bytes()], || {
+            counter!("sluice_cache_lookups_total", "result" => result, "model" => bounded(model))
+        })
         .increment(1);
 }
 
@@ -455,66 +505,35 @@ pub fn cache_stats(stats: &sluice_usage::cache::CacheStats) {
     counter!("sluice_cache_store_errors_total").absolute(stats.store_errors);
 }
 
-/// The token and cost counters of one tenant and model in the usage
-/// ledger, each registered at its first use and then kept: a call's
-/// record adds to them without building a label set or looking it up in
-/// the registry. `tenant` and `model` are already bounded by the ledger's
-/// own label sets (`ledger.metric_labels`).
-pub struct UsageCounters {
-    tenant: String,
-    model: String,
-    /// Prompt, completion, cached and reasoning tokens.
-    tokens: [OnceLock<metrics::Counter>; 4],
-    cost: OnceLock<metrics::Counter>,
-}
-
-impl std::fmt::Debug for UsageCounters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UsageCounters")
-            .field("tenant", &self.tenant)
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
-}
-
-impl UsageCounters {
-    /// The counters of `tenant` and `model` (registered as they are used).
-    pub fn new(tenant: &str, model: &str) -> UsageCounters {
-        UsageCounters {
-            tenant: bounded(tenant),
-            model: bounded(model),
-            tokens: Default::default(),
-            cost: OnceLock::new(),
+/// Counts the tokens and cost of a call recorded in the usage ledger;
+/// `tenant` and `model` are already bounded by the ledger's own label
+/// sets (`ledger.metric_labels`).
+pub fn usage_spent(tenant: &str, model: &str, r: &sluice_ledger::Record) {
+    static TOKENS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+    static COST: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+    for (kind, n) in [
+        ("prompt", r.prompt_tokens),
+        ("completion", r.completion_tokens),
+        ("cached", r.cached_tokens),
+        ("reasoning", r.reasoning_tokens),
+    ] {
+        // A zero is not recorded: a series appears once it counts.
+        if n > 0 {
+            let labels = [tenant.as_bytes(), model.as_bytes(), kind.as_bytes()];
+            let resolve = || {
+                counter!("sluice_usage_tokens_total", "tenant" => bounded(tenant),
+                    "model" => bounded(model), "kind" => kind)
+            };
+            TOKENS.get(&labels, resolve).increment(n);
         }
     }
-
-    /// Counts the tokens and cost of `r`.
-    pub fn add(&self, r: &sluice_ledger::Record) {
-        let kinds = ["prompt", "completion", "cached", "reasoning"];
-        let used = [
-            r.prompt_tokens,
-            r.completion_tokens,
-            r.cached_tokens,
-            r.reasoning_tokens,
-        ];
-        for ((counter, kind), n) in self.tokens.iter().zip(kinds).zip(used) {
-            if n > 0 {
-                counter
-                    .get_or_init(|| {
-                        counter!("sluice_usage_tokens_total", "tenant" => self.tenant.clone(),
-                            "model" => self.model.clone(), "kind" => kind)
-                    })
-                    .increment(n);
-            }
-        }
-        if r.cost_nanos > 0 {
-            self.cost
-                .get_or_init(|| {
-                    counter!("sluice_usage_cost_nanodollars_total", "tenant" => self.tenant.clone(),
-                        "model" => self.model.clone())
-                })
-                .increment(r.cost_nanos);
-        }
+    if r.cost_nanos > 0 {
+        let resolve = || {
+            counter!("sluice_usage_cost_nanodollars_total", "tenant" => bounded(tenant),
+                "model" => bounded(model))
+        };
+        COST.get(&[tenant.as_bytes(), model.as_bytes()], resolve)
+            .increment(r.cost_nanos);
     }
 }
 
@@ -523,6 +542,11 @@ pub fn ledger_writer(spilled: u64, lost: u64, queued: usize) {
     counter!("sluice_ledger_spilled_total").absolute(spilled);
     counter!("sluice_ledger_lost_total").absolute(lost);
     gauge!("sluice_ledger_queued").set(queued as f64);
+}
+
+/// Whether this process's recorder is ours and installed.
+fn installed() -> bool {
+    RECORDER.get().is_some_and(Result::is_ok)
 }
 
 fn bounded(value: &str) -> String {

@@ -127,6 +127,9 @@ pub(crate) struct Answer {
     pub usage: Option<Usage>,
     /// How many tool calls the model made, for traces.
     pub tool_calls: u32,
+    /// Cached input and reasoning output, from the provider's own body
+    /// (before any translation), for the ledger.
+    pub details: sluice_usage::Details,
 }
 
 /// A wire format's adapter.
@@ -265,6 +268,7 @@ fn pass_answer(format: WireFormat, endpoint: Endpoint, status: StatusCode, body:
         status,
         usage: facts.usage,
         tool_calls: facts.tool_calls,
+        details: facts.details,
         body,
     }
 }

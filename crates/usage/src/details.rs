@@ -92,6 +92,17 @@ mod tests {
                 reasoning_tokens: 7
             }
         );
+        // The body's one pass (`read_body`) reads the same details.
+        for (format, body) in [
+            (WireFormat::Openai, &chat[..]),
+            (WireFormat::Openai, &responses[..]),
+            (WireFormat::Anthropic, &anthropic[..]),
+            (WireFormat::Gemini, &gemini[..]),
+            (WireFormat::Openai, br#"{"usage": {"prompt_tokens": 2, "prompt_tokens_details": {"cached_tokens": 1}}, "choices": 5}"#),
+        ] {
+            let once = crate::read_body(format, crate::Endpoint::Chat, body).details;
+            assert_eq!(once, details(format, body), "{format:?}");
+        }
         assert_eq!(details(WireFormat::Openai, b"not json"), Details::default());
         assert_eq!(
             details(WireFormat::Openai, br#"{"usage": null}"#),

@@ -134,6 +134,9 @@ pub struct BodyFacts {
     pub usage: Option<Usage>,
     /// Its tool calls ([`tool_calls`]).
     pub tool_calls: u32,
+    /// Its cached input and reasoning output ([`details`]), read in the
+    /// same pass as the usage.
+    pub details: Details,
 }
 
 /// The usage and the tool calls of a non-streamed response body, read in
@@ -147,28 +150,32 @@ pub fn read_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFac
             .ok()
             .and_then(|b| b.usage?.to_usage(format, endpoint)),
         tool_calls: 0,
+        details: details(format, body),
+    };
+    let facts = |usage: Option<&wire::RawUsage>, tool_calls| BodyFacts {
+        usage: usage.and_then(|u| u.to_usage(format, endpoint)),
+        tool_calls,
+        details: usage.map_or_else(Details::default, |u| {
+            Details::of(u.cached(format), u.reasoning())
+        }),
     };
     match format {
         WireFormat::Gemini => serde_json::from_slice::<wire::GeminiResponse>(body)
-            .map(|b| BodyFacts {
-                usage: b
-                    .usage_metadata
-                    .as_ref()
-                    .and_then(wire::GeminiUsage::to_usage),
-                tool_calls: b.function_calls(),
+            .map(|b| {
+                let usage = b.usage_metadata.as_ref();
+                BodyFacts {
+                    usage: usage.and_then(wire::GeminiUsage::to_usage),
+                    tool_calls: b.function_calls(),
+                    details: usage
+                        .map_or_else(Details::default, |g| Details::of(g.cached(), g.reasoning())),
+                }
             })
             .unwrap_or_default(),
         WireFormat::Openai => serde_json::from_slice::<wire::OpenaiBody>(body)
-            .map(|b| BodyFacts {
-                usage: b.usage.as_ref().and_then(|u| u.to_usage(format, endpoint)),
-                tool_calls: b.count(),
-            })
+            .map(|b| facts(b.usage.as_ref(), b.count()))
             .unwrap_or_else(|_| usage_alone()),
         WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicBody>(body)
-            .map(|b| BodyFacts {
-                usage: b.usage.as_ref().and_then(|u| u.to_usage(format, endpoint)),
-                tool_calls: b.count(),
-            })
+            .map(|b| facts(b.usage.as_ref(), b.count()))
             .unwrap_or_else(|_| usage_alone()),
     }
 }

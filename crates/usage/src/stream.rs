@@ -267,6 +267,11 @@ impl Tally {
     }
 
     fn chat(&mut self, data: &[u8]) -> bool {
+        match chat::read(data) {
+            Some(Ok(facts)) => return self.chat_facts(facts),
+            Some(Err(())) => return false,
+            None => {}
+        }
         let Ok(mut chunk) = serde_json::from_slice::<ChatChunk>(data) else {
             return false;
         };
@@ -295,6 +300,26 @@ impl Tally {
         };
         self.merge(&usage);
         chunk.choices.is_some_and(|c| c.is_empty())
+    }
+
+    /// [`Tally::chat`] from what the cursor read: the same steps.
+    fn chat_facts(&mut self, facts: chat::ChunkFacts<'_>) -> bool {
+        let unknown = |have: &Option<String>, new: Option<&str>| {
+            new.filter(|_| have.is_none()).map(str::to_owned)
+        };
+        let id = unknown(&self.head.id, facts.id);
+        let model = unknown(&self.head.model, facts.model);
+        self.head.learn(id, model, None);
+        for reason in facts.finish_reasons {
+            self.head.learn(None, None, Some(reason.to_owned()));
+        }
+        self.add_chars(facts.chars);
+        self.add_tool_calls(facts.tool_calls);
+        let Some(usage) = facts.usage else {
+            return false;
+        };
+        self.merge(&usage);
+        facts.no_choices
     }
 
     fn anthropic(&mut self, data: &[u8]) {
@@ -440,7 +465,9 @@ impl<'a> Output<'a> {
     }
 }
 
+mod chat;
 mod failure;
+mod lean;
 #[cfg(test)]
 mod tests;
 

@@ -267,12 +267,13 @@ async fn read(
         message: format!("reading the upstream body: {e}"),
         attempts,
     })?;
-    // Read from the provider's own body, before any translation.
-    let details = match notes.ledger {
-        Some(_) if status.is_success() => sluice_usage::details(adapter.format(), &bytes),
-        _ => sluice_usage::Details::default(),
-    };
     let answer = adapter.answer(&outbound.exchange, status, bytes);
+    // Read from the provider's own body, before any translation.
+    let details = if status.is_success() {
+        answer.details
+    } else {
+        sluice_usage::Details::default()
+    };
     d.reserved
         .settle_answer(answer.usage, answer.status.is_success());
     if let Some(draft) = notes.ledger.as_mut() {

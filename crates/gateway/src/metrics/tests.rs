@@ -46,7 +46,7 @@ fn record_everything(m: &Metrics) {
     let mut r = sluice_ledger::Record::new("r", "fam-tenant", "model", "openai", "fam-model", "/");
     (r.prompt_tokens, r.completion_tokens, r.cached_tokens) = (10, 5, 2);
     (r.reasoning_tokens, r.cost_nanos) = (1, 3_000);
-    UsageCounters::new("fam-tenant", "fam-model").add(&r);
+    usage_spent("fam-tenant", "fam-model", &r);
     ledger_writer(1, 0, 3);
 }
 

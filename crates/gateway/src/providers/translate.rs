@@ -135,6 +135,7 @@ pub(crate) struct Read {
     pub json: Value,
     pub usage: Option<sluice_usage::Usage>,
     pub tool_calls: u32,
+    pub details: sluice_usage::Details,
 }
 
 /// Reads the answer of `provider` (in `format`). `Err` is the answer to
@@ -153,6 +154,7 @@ pub(crate) fn read(
             json,
             usage: facts.usage,
             tool_calls: facts.tool_calls,
+            details: facts.details,
         }),
         Err(_) => Err(Answer {
             status: if status.is_success() {
@@ -163,6 +165,7 @@ pub(crate) fn read(
             body: unreadable(status, provider, body),
             usage: facts.usage,
             tool_calls: facts.tool_calls,
+            details: facts.details,
         }),
     }
 }
@@ -185,6 +188,7 @@ impl Read {
             body,
             usage: self.usage,
             tool_calls: self.tool_calls,
+            details: self.details,
         }
     }
 }

@@ -1,0 +1,271 @@
+//! A JSON cursor that reads a few fields of a small document without
+//! building anything: the stream scanner's fast path for OpenAI chat
+//! chunks (see `chat.rs`). serde_json spends about 27 instructions a byte
+//! on a typical 220-byte chunk matching keys and driving visitors; this
+//! walks it with a handful.
+//!
+//! Every method answers `None` when the input is anything it is not sure
+//! to read exactly as serde_json would (escaped keys, lone surrogates,
+//! control characters, deep nesting, bad numbers): the caller then falls
+//! back to the typed serde parse, so the fast path never changes a result.
+
+/// Deeper than this, the cursor gives up (serde_json's own limit is 128).
+const MAX_DEPTH: usize = 64;
+
+/// A position in a JSON document. Only strings may hold non-ASCII bytes,
+/// and each is checked to be UTF-8 when read.
+pub(super) struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+/// A string value as it appears between its quotes.
+#[derive(Clone, Copy)]
+pub(super) struct Str<'a> {
+    raw: &'a str,
+    escaped: bool,
+}
+
+impl<'a> Str<'a> {
+    /// The string itself, when it has no escapes (else `None`: the caller
+    /// falls back).
+    pub(super) fn plain(self) -> Option<&'a str> {
+        (!self.escaped).then_some(self.raw)
+    }
+
+    /// Its length in characters once unescaped, as `str::chars().count()`
+    /// counts the string serde_json would build.
+    pub(super) fn chars(self) -> Option<u64> {
+        let bytes = self.raw.as_bytes();
+        if !self.escaped {
+            return Some(count_chars(bytes));
+        }
+        let (mut n, mut i) = (0u64, 0);
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b != b'\\' {
+                n += u64::from(b & 0xC0 != 0x80);
+                i += 1;
+                continue;
+            }
+            match bytes.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let unit = hex4(bytes.get(i + 2..i + 6)?)?;
+                    i += 6;
+                    if (0xDC00..0xE000).contains(&unit) {
+                        return None;
+                    }
+                    if (0xD800..0xDC00).contains(&unit) {
+                        // A surrogate pair is one character; a lone half
+                        // is an error to serde_json.
+                        if bytes.get(i..i + 2)? != b"\\u" {
+                            return None;
+                        }
+                        let low = hex4(bytes.get(i + 2..i + 6)?)?;
+                        if !(0xDC00..0xE000).contains(&low) {
+                            return None;
+                        }
+                        i += 6;
+                    }
+                }
+                _ => return None,
+            }
+            n += 1;
+        }
+        Some(n)
+    }
+}
+
+fn count_chars(bytes: &[u8]) -> u64 {
+    let n = bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+fn hex4(digits: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(digits).ok()?;
+    u32::from_str_radix(s, 16).ok().filter(|_| s.len() == 4)
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `bytes`.
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Cursor { bytes, at: 0 }
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    pub(super) fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        (self.peek()? == b).then(|| self.at += 1)
+    }
+
+    /// Whether only whitespace is left.
+    pub(super) fn at_end(&mut self) -> bool {
+        self.peek().is_none()
+    }
+
+    /// Consumes `null` if it comes next; whether it did.
+    pub(super) fn null(&mut self) -> Option<bool> {
+        if self.peek()? != b'n' {
+            return Some(false);
+        }
+        self.literal(b"null")?;
+        Some(true)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// A string value.
+    pub(super) fn string(&mut self) -> Option<Str<'a>> {
+        self.eat(b'"')?;
+        // A local slice and index: the loop runs per byte.
+        let rest = self.bytes.get(self.at..)?;
+        let (mut i, mut escaped) = (0, false);
+        loop {
+            let b = *rest.get(i)?;
+            if b == b'"' {
+                break;
+            }
+            if b == b'\\' {
+                escaped = true;
+                i += 2;
+            } else if b < 0x20 {
+                return None;
+            } else {
+                i += 1;
+            }
+        }
+        let raw = std::str::from_utf8(rest.get(..i)?).ok()?;
+        self.at += i + 1;
+        Some(Str { raw, escaped })
+    }
+
+    /// Walks an object, calling `field` with each key (unescaped keys
+    /// only) and the cursor at its value, which `field` must consume.
+    pub(super) fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, &str) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?.plain()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Walks an array, calling `item` with the cursor at each element,
+    /// which `item` must consume; returns how many there were.
+    pub(super) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
+        self.eat(b'[')?;
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(0);
+        }
+        let mut n = 0;
+        loop {
+            item(self)?;
+            n += 1;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(n);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Skips one value of any kind, checking it as serde_json would;
+    /// returns the bytes it spanned.
+    pub(super) fn skip(&mut self) -> Option<&'a [u8]> {
+        self.skip_at(0)
+    }
+
+    fn skip_at(&mut self, depth: usize) -> Option<&'a [u8]> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let start = {
+            self.ws();
+            self.at
+        };
+        match self.peek()? {
+            b'"' => {
+                let s = self.string()?;
+                if s.escaped {
+                    s.chars()?;
+                }
+            }
+            b'{' => self.object(|c, _| c.skip_at(depth + 1).map(drop))?,
+            b'[' => self.array(|c| c.skip_at(depth + 1).map(drop)).map(drop)?,
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            b'n' => self.literal(b"null")?,
+            _ => self.number()?,
+        }
+        self.bytes.get(start..self.at)
+    }
+
+    /// A number, by JSON's grammar.
+    fn number(&mut self) -> Option<()> {
+        if self.bytes.get(self.at) == Some(&b'-') {
+            self.at += 1;
+        }
+        match self.bytes.get(self.at)? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            self.digits1()?;
+        }
+        if let Some(b'e' | b'E') = self.bytes.get(self.at) {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.bytes.get(self.at) {
+                self.at += 1;
+            }
+            self.digits1()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while self.bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+    }
+
+    fn digits1(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+}
