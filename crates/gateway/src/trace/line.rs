@@ -51,36 +51,32 @@ impl Trace {
         let total = self.started.elapsed();
         let mut j = Vec::with_capacity(256 + 160 * self.spans.len());
         j.push(b'{');
-        key_value(&mut j, "trace_id", &self.trace_id);
-        key_value(&mut j, "request_id", &self.request_id);
-        key_value(&mut j, "workspace", &self.workspace);
-        key_value(&mut j, "thread", &self.thread);
-        key_value(&mut j, "route", &self.route);
-        key_value(&mut j, "model", &self.model);
-        key_value(&mut j, "started_unix_ms", &self.started_unix_ms);
-        key_value(&mut j, "total_ms", &ms(total));
-        key_value(&mut j, "status", &self.status);
-        key_value(&mut j, "attempts", &self.attempts);
-        key_value(&mut j, "tool_calls", &self.tool_calls);
-        key_value(&mut j, "usage", &self.usage);
-        key_value(&mut j, "error", &self.error);
+        key_value(&mut j, "trace_id", Json::Str(&self.trace_id));
+        key_value(&mut j, "request_id", Json::Str(&self.request_id));
+        key_value(&mut j, "workspace", Json::Str(&self.workspace));
+        key_value(&mut j, "thread", Json::Str(&self.thread));
+        key_value(&mut j, "route", Json::Str(&self.route));
+        key_value(&mut j, "model", Json::opt(self.model.as_deref()));
+        key_value(&mut j, "started_unix_ms", Json::Int(self.started_unix_ms));
+        key_value(&mut j, "total_ms", Json::Float(ms(total)));
+        key_value(&mut j, "status", Json::Int(self.status.into()));
+        key_value(&mut j, "attempts", Json::Int(self.attempts.into()));
+        key_value(&mut j, "tool_calls", Json::Int(self.tool_calls.into()));
+        j.extend_from_slice(br#""usage":"#);
+        write(&mut j, &self.usage);
+        j.push(b',');
+        key_value(&mut j, "error", Json::opt(self.error.as_deref()));
         j.extend_from_slice(br#""spans":["#);
         for (i, s) in self.spans.iter().enumerate() {
             if i > 0 {
                 j.push(b',');
             }
             j.push(b'{');
-            key_value(&mut j, "name", &s.name);
-            key_value(
-                &mut j,
-                "start_ms",
-                &ms(s.start.saturating_duration_since(self.started)),
-            );
-            key_value(
-                &mut j,
-                "duration_ms",
-                &ms(s.end.saturating_duration_since(s.start)),
-            );
+            let start = ms(s.start.saturating_duration_since(self.started));
+            key_value(&mut j, "name", Json::Str(&s.name));
+            key_value(&mut j, "start_ms", Json::Float(start));
+            let duration = ms(s.end.saturating_duration_since(s.start));
+            key_value(&mut j, "duration_ms", Json::Float(duration));
             j.extend_from_slice(br#""metadata":"#);
             match &s.metadata {
                 Meta::Map(m) => write(&mut j, m),
@@ -90,13 +86,14 @@ impl Trace {
                         if i > 0 {
                             j.push(b',');
                         }
-                        write(&mut j, k);
+                        Json::Str(k).write(&mut j);
                         j.push(b':');
                         match v {
-                            Field::Static(s) => write(&mut j, s),
-                            Field::Text(s) => write(&mut j, s),
-                            Field::Number(n) => write(&mut j, n),
+                            Field::Static(s) => Json::Str(s),
+                            Field::Text(s) => Json::Str(s),
+                            Field::Number(n) => Json::Int(*n),
                         }
+                        .write(&mut j);
                     }
                     j.push(b'}');
                 }
@@ -112,12 +109,44 @@ impl Trace {
     }
 }
 
-/// `"key":value,` as serde_json writes them.
-fn key_value(j: &mut Vec<u8>, key: &str, value: &(impl Serialize + ?Sized)) {
+/// A value of the line.
+#[derive(Clone, Copy)]
+enum Json<'a> {
+    Str(&'a str),
+    Null,
+    Int(u64),
+    Float(f64),
+}
+
+impl<'a> Json<'a> {
+    fn opt(s: Option<&'a str>) -> Self {
+        s.map_or(Json::Null, Json::Str)
+    }
+
+    /// As serde_json writes it; a string with nothing to escape (no
+    /// quote, backslash or control character: what serde_json escapes)
+    /// is copied as it is.
+    fn write(self, j: &mut Vec<u8>) {
+        match self {
+            Json::Str(s) if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
+                j.push(b'"');
+                j.extend_from_slice(s.as_bytes());
+                j.push(b'"');
+            }
+            Json::Str(s) => write(j, s),
+            Json::Null => j.extend_from_slice(b"null"),
+            Json::Int(n) => write(j, &n),
+            Json::Float(x) => write(j, &x),
+        }
+    }
+}
+
+/// `"key":value,` as serde_json writes them (keys need no escaping).
+fn key_value(j: &mut Vec<u8>, key: &str, value: Json<'_>) {
     j.push(b'"');
     j.extend_from_slice(key.as_bytes());
     j.extend_from_slice(b"\":");
-    write(j, value);
+    value.write(j);
     j.push(b',');
 }
 
