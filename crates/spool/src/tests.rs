@@ -12,6 +12,8 @@ struct Memory {
     failing: Arc<AtomicBool>,
     /// The size of each batch written.
     batches: Arc<Mutex<Vec<usize>>>,
+    /// The thread that wrote each batch.
+    threads: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Sink<u64> for Memory {
@@ -22,6 +24,8 @@ impl Sink<u64> for Memory {
         }
         self.rows.lock().unwrap().extend_from_slice(batch);
         self.batches.lock().unwrap().push(batch.len());
+        let thread = std::thread::current().name().map(str::to_owned);
+        self.threads.lock().unwrap().push(thread);
         Ok(())
     }
 }
@@ -168,4 +172,27 @@ async fn a_batch_waits_the_linger_from_its_first_record() {
     );
     task.shutdown().await;
     assert_eq!(sorted(&sink), (0..25).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_writer_on_its_own_thread_drains_at_shutdown() {
+    let sink = Memory::default();
+    let config = SpoolConfig::new("test").batch(7).thread("spool-test");
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..100 {
+        spool.push(n);
+    }
+    task.shutdown().await;
+    assert_eq!(sorted(&sink), (0..100).collect::<Vec<_>>());
+    let threads = sink.threads.lock().unwrap().clone();
+    assert!(
+        threads.iter().all(|t| t.as_deref() == Some("spool-test")),
+        "{threads:?}"
+    );
+    assert_eq!(
+        (spool.written(), spool.spilled(), spool.lost()),
+        (100, 0, 0)
+    );
+    spool.push(100);
+    assert_eq!(spool.lost(), 1, "after shutdown, no spill file: lost");
 }
