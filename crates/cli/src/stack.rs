@@ -70,6 +70,24 @@ impl Running {
 /// kernel's per-thread run time, in nanoseconds); `None` where the
 /// kernel does not say (not Linux).
 pub fn gateway_cpu() -> Option<std::time::Duration> {
+    threads_cpu(|name| name == GATEWAY_THREADS)
+}
+
+/// [`gateway_cpu`] with the threads that write for the gateways: the
+/// usage ledger's writer and SQLite's (sqlx runs each SQLite connection
+/// on a thread of its own), whose work requests cause without waiting
+/// for it.
+pub fn gateway_and_writers_cpu() -> Option<std::time::Duration> {
+    threads_cpu(|name| {
+        name == GATEWAY_THREADS
+            || name == sluice_gateway::LEDGER_THREAD
+            || name.starts_with("sqlx-sqlite")
+    })
+}
+
+/// CPU time spent so far by this process's threads whose name passes
+/// `counted`.
+fn threads_cpu(counted: impl Fn(&str) -> bool) -> Option<std::time::Duration> {
     let mut total = 0u64;
     let mut found = false;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
@@ -77,7 +95,7 @@ pub fn gateway_cpu() -> Option<std::time::Duration> {
         let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
             continue;
         };
-        if name.trim_end() != GATEWAY_THREADS {
+        if !counted(name.trim_end()) {
             continue;
         }
         // `schedstat`: time on the CPU (ns), time waiting for one, slices.

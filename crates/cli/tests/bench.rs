@@ -105,4 +105,13 @@ fn bench_gateway_reports_every_part() {
             "keys.{side}: {r}"
         );
     }
+    // And with the threads that write for it (the ledger's own thread).
+    for side in 0..2 {
+        assert!(
+            keys["with_writers"][side]["us_per_request"]
+                .as_f64()
+                .is_some_and(|us| us > 0.0),
+            "keys.with_writers[{side}]: {r}"
+        );
+    }
 }

@@ -9,6 +9,7 @@
 //! ends (however it ends: a client that goes away included). Handing it
 //! over is one push on a bounded queue; the request never waits for the
 //! database, and a full queue spills to `{data_dir}/ledger-spill.jsonl`.
+//! The writer runs on a thread of its own ([`LEDGER_THREAD`]).
 
 mod jobs;
 
@@ -39,6 +40,9 @@ pub(crate) struct Handed {
     /// Records waiting for the writer just after this one joined them.
     pub queued: usize,
 }
+
+/// The name of the ledger writer's thread.
+pub const LEDGER_THREAD: &str = "sluice-ledger";
 
 /// How often old records and rollups (and audit entries) are deleted.
 pub(crate) const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
@@ -76,10 +80,13 @@ impl UsageLedger {
             StoreLocation::Postgres(url) => LedgerStore::connect(url).await,
         }
         .map_err(|e| fail(chain(&e)))?;
+        // Its own thread: a batch's statements are built and awaited
+        // there, never on a worker thread that requests are waiting for.
         let spool = SpoolConfig::new("ledger")
             .capacity(l.queue)
             .batch(l.batch)
-            .spill(Some(config.data_dir.join("ledger-spill.jsonl")));
+            .spill(Some(config.data_dir.join("ledger-spill.jsonl")))
+            .thread(LEDGER_THREAD);
         let (writer, task) = Ledger::spawn(store.clone(), spool);
         let ledger = Arc::new(UsageLedger {
             store,

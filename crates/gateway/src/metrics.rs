@@ -40,6 +40,16 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 
 use handles::Handles;
 pub use labels::LabelValues;
+
+/// The handle that `$macro!($args)` names, resolved once per values of
+/// the `$key` labels (see [`Handles`]).
+macro_rules! resolved {
+    ($kind:ident, $macro:ident, [$($key:expr),+], $($args:tt)*) => {{
+        static BY_LABELS: LazyLock<Handles<$kind>> = LazyLock::new(Handles::new);
+        BY_LABELS.get(&[$($key.as_bytes()),+], || $macro!($($args)*))
+    }};
+}
+
 pub(crate) use refresh::Refresh;
 
 /// Request and upstream latency: API proxies and the limiter API answer in
@@ -298,34 +308,19 @@ pub fn retry_after(seconds: f64) {
 
 /// Records how long one request took end to end, in seconds.
 pub fn request_duration(route: &'static str, seconds: f64) {
-    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(
-            &[route.as_bytes()],
-            || histogram!("sluice_request_duration_seconds", "route" => route),
-        )
+    resolved!(Histogram, histogram, [route], "sluice_request_duration_seconds", "route" => route)
         .record(seconds);
 }
 
 /// Counts `n` limiter tokens granted on `resource`.
 pub fn tokens_acquired(resource: &str, n: u64) {
-    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(
-            &[resource.as_bytes()],
-            || counter!("sluice_limiter_tokens_acquired_total", "resource" => bounded(resource)),
-        )
+    resolved!(Counter, counter, [resource], "sluice_limiter_tokens_acquired_total", "resource" => bounded(resource))
         .increment(n);
 }
 
 /// Records a wait for a limiter grant on `resource`, in seconds.
 pub fn limiter_wait(resource: &str, seconds: f64) {
-    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(
-            &[resource.as_bytes()],
-            || histogram!("sluice_limiter_wait_seconds", "resource" => bounded(resource)),
-        )
+    resolved!(Histogram, histogram, [resource], "sluice_limiter_wait_seconds", "resource" => bounded(resource))
         .record(seconds);
 }
 
@@ -363,12 +358,7 @@ pub fn queue_depth(priority: &'static str, depth: usize) {
 
 /// Records time spent in the admission queue, in seconds.
 pub fn queue_wait(priority: &'static str, seconds: f64) {
-    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(
-            &[priority.as_bytes()],
-            || histogram!("sluice_queue_wait_seconds", "priority" => priority),
-        )
+    resolved!(Histogram, histogram, [priority], "sluice_queue_wait_seconds", "priority" => priority)
         .record(seconds);
 }
 
@@ -396,24 +386,14 @@ pub fn busy(busy: bool) {
 
 /// Records one upstream attempt's latency until response headers, in seconds.
 pub fn upstream_latency(provider: &str, seconds: f64) {
-    static BY_LABELS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(
-            &[provider.as_bytes()],
-            || histogram!("sluice_upstream_latency_seconds", "provider" => bounded(provider)),
-        )
+    resolved!(Histogram, histogram, [provider], "sluice_upstream_latency_seconds", "provider" => bounded(provider))
         .record(seconds);
 }
 
 /// Counts an upstream attempt (`outcome` e.g. `ok`, `429`, `5xx`,
 /// `connect_error`, `timeout`).
 pub fn upstream_attempt(provider: &str, outcome: &'static str) {
-    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(&[provider.as_bytes(), outcome.as_bytes()], || {
-            counter!("sluice_upstream_attempts_total", "provider" => bounded(provider),
-                "outcome" => outcome)
-        })
+    resolved!(Counter, counter, [provider, outcome], "sluice_upstream_attempts_total", "provider" => bounded(provider), "outcome" => outcome)
         .increment(1);
 }
 
@@ -476,11 +456,7 @@ pub fn jobs(queue: &str, state: &'static str, n: u64) {
 /// Counts a model request the cache missed or bypassed (`result` is
 /// `miss` or `bypass`).
 pub fn cache_lookup(result: &'static str, model: &str) {
-    static BY_LABELS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
-    BY_LABELS
-        .get(&[result.as_bytes(), model.as_bytes()], || {
-            counter!("sluice_cache_lookups_total", "result" => result, "model" => bounded(model))
-        })
+    resolved!(Counter, counter, [result, model], "sluice_cache_lookups_total", "result" => result, "model" => bounded(model))
         .increment(1);
 }
 
@@ -509,8 +485,6 @@ pub fn cache_stats(stats: &sluice_usage::cache::CacheStats) {
 /// `tenant` and `model` are already bounded by the ledger's own label
 /// sets (`ledger.metric_labels`).
 pub fn usage_spent(tenant: &str, model: &str, r: &sluice_ledger::Record) {
-    static TOKENS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
-    static COST: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
     for (kind, n) in [
         ("prompt", r.prompt_tokens),
         ("completion", r.completion_tokens),
@@ -519,21 +493,15 @@ pub fn usage_spent(tenant: &str, model: &str, r: &sluice_ledger::Record) {
     ] {
         // A zero is not recorded: a series appears once it counts.
         if n > 0 {
-            let labels = [tenant.as_bytes(), model.as_bytes(), kind.as_bytes()];
-            let resolve = || {
-                counter!("sluice_usage_tokens_total", "tenant" => bounded(tenant),
-                    "model" => bounded(model), "kind" => kind)
-            };
-            TOKENS.get(&labels, resolve).increment(n);
+            resolved!(Counter, counter, [tenant, model, kind], "sluice_usage_tokens_total",
+                "tenant" => bounded(tenant), "model" => bounded(model), "kind" => kind)
+            .increment(n);
         }
     }
     if r.cost_nanos > 0 {
-        let resolve = || {
-            counter!("sluice_usage_cost_nanodollars_total", "tenant" => bounded(tenant),
-                "model" => bounded(model))
-        };
-        COST.get(&[tenant.as_bytes(), model.as_bytes()], resolve)
-            .increment(r.cost_nanos);
+        resolved!(Counter, counter, [tenant, model], "sluice_usage_cost_nanodollars_total",
+            "tenant" => bounded(tenant), "model" => bounded(model))
+        .increment(r.cost_nanos);
     }
 }
 

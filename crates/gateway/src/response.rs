@@ -133,13 +133,13 @@ impl BudgetNote {
             self.resets_in.as_secs()
         );
         if let Ok(v) = HeaderValue::from_str(&value) {
-            h.insert("x-sluice-budget-remaining", v);
+            h.insert(BUDGET_REMAINING, v);
         }
         if self.used >= crate::budgets::WARN_AT {
             let spent = (self.used * 100.0).round() as u64;
             let warning = format!("budget {:?} is {spent}% spent", self.budget);
             if let Ok(v) = HeaderValue::from_str(&warning) {
-                h.insert("x-sluice-budget-warning", v);
+                h.insert(BUDGET_WARNING, v);
             }
         }
     }
@@ -151,6 +151,8 @@ const QUEUE_MS: HeaderName = HeaderName::from_static("x-sluice-queue-ms");
 const ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
 const MODEL: HeaderName = HeaderName::from_static("x-sluice-model");
 const CACHE: HeaderName = HeaderName::from_static("x-sluice-cache");
+const BUDGET_REMAINING: HeaderName = HeaderName::from_static("x-sluice-budget-remaining");
+const BUDGET_WARNING: HeaderName = HeaderName::from_static("x-sluice-budget-warning");
 
 impl Meta {
     /// Adds the headers to `res`.

@@ -33,17 +33,20 @@
 //! assert_eq!(record.spans[0].name, "queue");
 //! ```
 
+mod line;
 mod linger;
 mod path;
 mod store;
 mod writer;
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+pub(crate) use line::Field;
 pub use path::{
     Rotation, file_component, parse_segment, period, segment_name, workspace_dir, workspace_files,
 };
@@ -89,10 +92,31 @@ pub use sluice_usage::Usage;
 
 #[derive(Debug, Clone)]
 struct Span {
-    name: String,
+    name: Cow<'static, str>,
     start: Instant,
     end: Instant,
-    metadata: Map<String, Value>,
+    metadata: Meta,
+}
+
+/// A span's metadata: a map from the public API, or the gateway's own
+/// few fields, kept unbuilt until the line is written.
+#[derive(Debug, Clone)]
+enum Meta {
+    Map(Map<String, Value>),
+    /// In the order of their names (a map's order on the line).
+    Fields(Vec<(&'static str, Field)>),
+}
+
+impl Meta {
+    fn into_map(self) -> Map<String, Value> {
+        match self {
+            Meta::Map(m) => m,
+            Meta::Fields(fields) => fields
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.into()))
+                .collect(),
+        }
+    }
 }
 
 /// A span that has begun; give it to [`Trace::close_span`]. Dropping it
@@ -205,10 +229,28 @@ impl Trace {
         metadata: Map<String, Value>,
     ) {
         self.spans.push(Span {
-            name: name.into(),
+            name: Cow::Owned(name.into()),
             start,
             end,
-            metadata,
+            metadata: Meta::Map(metadata),
+        });
+    }
+
+    /// Records a span of the gateway's own: `fields` in the order of
+    /// their names, as a map writes them.
+    pub(crate) fn record_fields(
+        &mut self,
+        name: &'static str,
+        start: Instant,
+        end: Instant,
+        fields: Vec<(&'static str, Field)>,
+    ) {
+        debug_assert!(fields.is_sorted_by_key(|(k, _)| *k), "{fields:?}");
+        self.spans.push(Span {
+            name: Cow::Borrowed(name),
+            start,
+            end,
+            metadata: Meta::Fields(fields),
         });
     }
 
@@ -224,10 +266,10 @@ impl Trace {
             .spans
             .into_iter()
             .map(|s| SpanRecord {
-                name: s.name,
+                name: s.name.into_owned(),
                 start_ms: ms(s.start.saturating_duration_since(self.started)),
                 duration_ms: ms(s.end.saturating_duration_since(s.start)),
-                metadata: s.metadata,
+                metadata: s.metadata.into_map(),
             })
             .collect();
         TraceRecord {

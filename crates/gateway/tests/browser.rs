@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -42,7 +43,9 @@ fn browser() -> Result<(PathBuf, PathBuf), String> {
     Ok((driver, chromium))
 }
 
-/// A ChromeDriver process, killed on drop.
+/// A ChromeDriver process in a process group of its own, which Chromium
+/// joins: the whole group is killed on drop, so a failed test leaves no
+/// browser behind.
 struct Driver {
     child: Child,
     base: String,
@@ -52,7 +55,14 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = format!("-{}", self.child.id());
+        let killed = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !killed {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
@@ -71,6 +81,7 @@ impl Driver {
         let port = free_port();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

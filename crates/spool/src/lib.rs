@@ -44,6 +44,7 @@
 
 mod file;
 mod queue;
+mod runner;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -52,11 +53,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use queue::Queue;
+use runner::Runner;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::task::JoinHandle;
-
-use queue::Queue;
 
 /// The queue's default depth (the seed's 1,000).
 pub const DEFAULT_QUEUE: usize = 1_000;
@@ -94,6 +94,11 @@ pub struct SpoolConfig {
     /// the linger ends or a record fills it), not once per record; zero
     /// writes whatever is queued at once.
     pub linger: Duration,
+    /// Runs the writer on a thread of this name with a runtime of its
+    /// own, rather than as a task of the runtime that spawns it: its
+    /// batches then never hold a worker thread that requests wait for.
+    /// `None` (the default): a task.
+    pub thread: Option<String>,
 }
 
 /// A batch that is not full waits this long for more records by default.
@@ -108,7 +113,16 @@ impl SpoolConfig {
             batch: DEFAULT_BATCH,
             spill: None,
             linger: DEFAULT_LINGER,
+            thread: None,
         }
+    }
+
+    /// With the writer on a thread named `name` (at most 15 bytes are
+    /// kept by Linux).
+    #[must_use]
+    pub fn thread(mut self, name: impl Into<String>) -> SpoolConfig {
+        self.thread = Some(name.into());
+        self
     }
 
     /// With batches that wait up to `linger` to fill.
@@ -201,7 +215,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 pub struct SpoolTask {
     name: &'static str,
     close: Arc<dyn Close>,
-    task: JoinHandle<()>,
+    runner: Runner,
 }
 
 impl std::fmt::Debug for SpoolTask {
@@ -241,11 +255,15 @@ where
             queue: Queue::new(config.capacity, config.batch),
             shared,
         });
-        let task = tokio::spawn(run(sink, inner.clone()));
+        let runner = Runner::start(
+            config.name,
+            config.thread.as_deref(),
+            run(sink, inner.clone()),
+        );
         let task = SpoolTask {
             name: config.name,
             close: inner.clone(),
-            task,
+            runner,
         };
         (Spool { inner }, task)
     }
@@ -286,9 +304,7 @@ impl SpoolTask {
     /// the spill file, and waits for the task to end.
     pub async fn shutdown(self) {
         self.close.close();
-        if let Err(e) = self.task.await {
-            tracing::error!(spool = self.name, error = %e, "writer task failed");
-        }
+        self.runner.join(self.name).await;
     }
 }
 

@@ -12,6 +12,8 @@ struct Memory {
     failing: Arc<AtomicBool>,
     /// The size of each batch written.
     batches: Arc<Mutex<Vec<usize>>>,
+    /// The thread that wrote each batch.
+    threads: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Sink<u64> for Memory {
@@ -22,6 +24,8 @@ impl Sink<u64> for Memory {
         }
         self.rows.lock().unwrap().extend_from_slice(batch);
         self.batches.lock().unwrap().push(batch.len());
+        let thread = std::thread::current().name().map(str::to_owned);
+        self.threads.lock().unwrap().push(thread);
         Ok(())
     }
 }
@@ -35,6 +39,15 @@ fn temp(name: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// A spool into memory writing `batch` records at a time, waiting up to
+/// `linger` for a batch to fill.
+fn batching(batch: usize, linger: Duration) -> (Memory, Spool<u64>, SpoolTask) {
+    let sink = Memory::default();
+    let config = SpoolConfig::new("test").batch(batch).linger(linger);
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    (sink, spool, task)
 }
 
 fn sorted(m: &Memory) -> Vec<u64> {
@@ -120,13 +133,9 @@ async fn records_pushed_after_shutdown_spill() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
-    let sink = Memory::default();
     // A linger far longer than the test: only a full batch or the close
     // can end a wait.
-    let config = SpoolConfig::new("test")
-        .batch(3)
-        .linger(Duration::from_secs(3600));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spool, task) = batching(3, Duration::from_secs(3600));
     for n in 0..4 {
         spool.push(n);
         // Lets the writer take each record as it comes.
@@ -147,11 +156,7 @@ async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_batch_waits_the_linger_from_its_first_record() {
-    let sink = Memory::default();
-    let config = SpoolConfig::new("test")
-        .batch(100)
-        .linger(Duration::from_millis(10));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spool, task) = batching(100, Duration::from_millis(10));
     // A record every millisecond: each batch takes what came within
     // 10 ms (the timer's tick rounds it up a little) of its first record,
     // neither one record nor all of them.
@@ -168,4 +173,27 @@ async fn a_batch_waits_the_linger_from_its_first_record() {
     );
     task.shutdown().await;
     assert_eq!(sorted(&sink), (0..25).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_writer_on_its_own_thread_drains_at_shutdown() {
+    let sink = Memory::default();
+    let config = SpoolConfig::new("test").batch(7).thread("spool-test");
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..100 {
+        spool.push(n);
+    }
+    task.shutdown().await;
+    assert_eq!(sorted(&sink), (0..100).collect::<Vec<_>>());
+    let threads = sink.threads.lock().unwrap().clone();
+    assert!(
+        threads.iter().all(|t| t.as_deref() == Some("spool-test")),
+        "{threads:?}"
+    );
+    assert_eq!(
+        (spool.written(), spool.spilled(), spool.lost()),
+        (100, 0, 0)
+    );
+    spool.push(100);
+    assert_eq!(spool.lost(), 1, "after shutdown, no spill file: lost");
 }

@@ -83,7 +83,7 @@ pub(super) async fn keys_and_budgets(
     let bare = bare.trim_end_matches('/');
     let client_off = client(args.connections);
     warm(&client_off, bare, false, 50).await?;
-    let before = crate::stack::gateway_cpu();
+    let before = cpu_now();
     let off = open_loop::run(
         args.rate,
         args.duration,
@@ -91,7 +91,7 @@ pub(super) async fn keys_and_budgets(
         chat(&client_off, bare, false),
     )
     .await;
-    let off_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &off);
+    let off_cpu = cpu_between(before, &off);
     stack.stop().await;
 
     let key = bench_key(client_on, base).await?;
@@ -107,8 +107,34 @@ pub(super) async fn keys_and_budgets(
         args.json,
         "(d) the same with keys, ledger and budgets on: a key with a limit, its tenant's budgets",
     );
-    let before = crate::stack::gateway_cpu();
+    let before = cpu_now();
     let on = open_loop::run(args.rate, args.duration, max_outstanding, make).await;
-    let on_cpu = Cpu::between(before, crate::stack::gateway_cpu(), &on);
-    Ok(KeysPart::new(&off, &on, off_cpu, on_cpu))
+    let on_cpu = cpu_between(before, &on);
+    Ok(KeysPart::new(
+        &off,
+        &on,
+        [off_cpu[0], on_cpu[0]],
+        [off_cpu[1], on_cpu[1]],
+    ))
+}
+
+/// The gateway's CPU so far: its request threads, and with the threads
+/// that write for it.
+fn cpu_now() -> [Option<std::time::Duration>; 2] {
+    [
+        crate::stack::gateway_cpu(),
+        crate::stack::gateway_and_writers_cpu(),
+    ]
+}
+
+/// Per request of `stream`, since `before` ([`cpu_now`]).
+fn cpu_between(
+    before: [Option<std::time::Duration>; 2],
+    stream: &super::open_loop::Measured,
+) -> [Option<Cpu>; 2] {
+    let now = cpu_now();
+    [
+        Cpu::between(before[0], now[0], stream),
+        Cpu::between(before[1], now[1], stream),
+    ]
 }

@@ -39,17 +39,26 @@ pub struct KeysPart {
     pub added: Added,
     pub cpu_off: Option<Cpu>,
     pub cpu_on: Option<Cpu>,
+    /// The same with the threads that write for the gateway (the
+    /// ledger's writer, SQLite's connections): `[off, on]`.
+    pub with_writers: [Option<Cpu>; 2],
 }
 
 impl KeysPart {
-    pub fn new(off: &Measured, on: &Measured, cpu_off: Option<Cpu>, cpu_on: Option<Cpu>) -> Self {
+    pub fn new(
+        off: &Measured,
+        on: &Measured,
+        cpu: [Option<Cpu>; 2],
+        writers: [Option<Cpu>; 2],
+    ) -> Self {
         let (off, on) = (StreamLatency::new(off), StreamLatency::new(on));
         KeysPart {
             added: Added::between(&off, &on),
             off,
             on,
-            cpu_off,
-            cpu_on,
+            cpu_off: cpu[0],
+            cpu_on: cpu[1],
+            with_writers: writers,
         }
     }
 
@@ -66,6 +75,15 @@ impl KeysPart {
             let _ = writeln!(
                 s,
                 "gateway CPU per request: {} all off, {} all on (+{})",
+                us(off.us_per_request),
+                us(on.us_per_request),
+                us(on.us_per_request - off.us_per_request),
+            );
+        }
+        if let [Some(off), Some(on)] = self.with_writers {
+            let _ = writeln!(
+                s,
+                "  with its ledger writer's and SQLite's threads: {} all off, {} all on (+{})",
                 us(off.us_per_request),
                 us(on.us_per_request),
                 us(on.us_per_request - off.us_per_request),

@@ -141,7 +141,7 @@ impl Parse for Incoming {
         // Traced from here on: a request refused for its body costs no
         // disk (`sluice_requests_total` counts it by status).
         let mut trace = super::observe::begin_trace(state, &ctx, route(self.endpoint), "POST");
-        trace.record_span("auth", ctx.started, checked, serde_json::Map::new());
+        trace.record_fields("auth", ctx.started, checked, Vec::new());
         trace.model = Some(model.clone());
         notes.trace = Some(trace);
         if state.ledger.get().is_some() {

@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::ledger::{Draft, Handed};
 use crate::metrics;
 use crate::state::AppState;
-use crate::trace::{Trace, TraceWriter};
+use crate::trace::{Field, Trace, TraceWriter};
 use sluice_usage::{AnswerHead, Usage};
 
 /// A request that knows its route (the metrics label).
@@ -184,9 +184,8 @@ pub(crate) fn queued(notes: &mut Notes, priority: Priority, started: Instant, wa
     notes.pulse.queue_wait = Some(waited);
     if let Some(t) = notes.trace.as_mut() {
         let now = Instant::now();
-        let mut m = serde_json::Map::new();
-        m.insert("priority".into(), priority.as_str().into());
-        t.record_span("queue", started, now, m);
+        let fields = vec![("priority", Field::Static(priority.as_str()))];
+        t.record_fields("queue", started, now, fields);
         if let Some(o) = t.otel.as_mut() {
             o.queued(started, now, priority.as_str());
         }
@@ -238,19 +237,20 @@ pub(crate) fn attempt(notes: &mut Notes, up: &Upstream, a: &AttemptRecord) {
         notes.pulse.throttled += 1;
     }
     if let Some(trace) = notes.trace.as_mut() {
-        let attempt = serde_json::Value::from(a.attempt);
-        let mut m = serde_json::Map::new();
-        m.insert("attempt".into(), attempt.clone());
-        m.insert("resource".into(), plan.name.as_str().into());
-        trace.record_span("limiter", a.limiter_start, a.sent, m);
-        let mut m = serde_json::Map::new();
-        m.insert("attempt".into(), attempt);
-        m.insert("upstream".into(), plan.label.as_str().into());
-        m.insert("outcome".into(), a.outcome.into());
+        let attempt = Field::Number(a.attempt.into());
+        let limiter = vec![
+            ("attempt", attempt.clone()),
+            ("resource", Field::Text(plan.name.clone())),
+        ];
+        trace.record_fields("limiter", a.limiter_start, a.sent, limiter);
+        let mut upstream = Vec::with_capacity(4);
+        upstream.push(("attempt", attempt));
+        upstream.push(("outcome", Field::Static(a.outcome)));
         if let Some(s) = a.status {
-            m.insert("status".into(), s.into());
+            upstream.push(("status", Field::Number(s.into())));
         }
-        trace.record_span("upstream", a.sent, a.ended, m);
+        upstream.push(("upstream", Field::Text(plan.label.clone())));
+        trace.record_fields("upstream", a.sent, a.ended, upstream);
         if let Some(o) = trace.otel.as_mut() {
             o.attempt(up, a);
         }
@@ -303,9 +303,8 @@ pub(crate) fn stream_ended(
         head,
         handed,
     } = end;
-    let mut m = serde_json::Map::new();
-    m.insert("outcome".into(), outcome.into());
-    t.record_span("stream", started, Instant::now(), m);
+    let fields = vec![("outcome", Field::Static(outcome))];
+    t.record_fields("stream", started, Instant::now(), fields);
     if let Some(o) = t.otel.as_mut() {
         if let Some(h) = &handed {
             o.ledger(h);
@@ -332,6 +331,6 @@ pub(crate) fn submit(writer: Option<&TraceWriter>, mut trace: Trace) {
         spans.finish(&trace);
     }
     if let Some(w) = writer {
-        w.submit(trace.finish());
+        w.submit_trace(trace);
     }
 }

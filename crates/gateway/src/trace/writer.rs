@@ -10,9 +10,10 @@ use super::linger::Linger;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::TraceRecord;
+use super::line::Line;
 use super::path::{Rotation, period};
 use super::store::{Retention, Store};
+use super::{Trace, TraceRecord};
 
 /// Records taken off the channel per write round, so that a burst costs
 /// one write per file rather than one per record.
@@ -32,7 +33,7 @@ pub(super) const LINGER: std::time::Duration = std::time::Duration::from_millis(
 /// clone.
 #[derive(Debug, Clone)]
 pub struct TraceWriter {
-    tx: mpsc::Sender<TraceRecord>,
+    tx: mpsc::Sender<Line>,
     dropped: Arc<AtomicU64>,
     /// Ends the writer's linger once a round's worth ([`BATCH`], or the
     /// whole buffer when smaller) is queued.
@@ -78,7 +79,24 @@ impl TraceWriter {
     /// [`TraceWriter::dropped`] and `sluice_traces_dropped_total`, and
     /// `false` returned: a slow disk must not slow requests.
     pub fn submit(&self, record: TraceRecord) -> bool {
-        let reason = match self.tx.try_send(record) {
+        match Line::of_record(&record) {
+            Ok(line) => self.send(line),
+            Err(e) => {
+                tracing::warn!(error = %e, trace_id = %record.trace_id, "trace not serializable");
+                crate::metrics::trace_dropped("write_error", 1);
+                false
+            }
+        }
+    }
+
+    /// Ends `trace` and queues its line, as [`TraceWriter::submit`] does
+    /// a record's.
+    pub(crate) fn submit_trace(&self, trace: Trace) -> bool {
+        self.send(trace.finish_line())
+    }
+
+    fn send(&self, line: Line) -> bool {
+        let reason = match self.tx.try_send(line) {
             Ok(()) => {
                 // The writer lingers without watching the queue: tell it
                 // when a round's worth waits.
@@ -129,7 +147,7 @@ async fn wait(task: JoinHandle<()>) {
 async fn run(
     dir: PathBuf,
     retention: Retention,
-    mut rx: mpsc::Receiver<TraceRecord>,
+    mut rx: mpsc::Receiver<Line>,
     mut close: oneshot::Receiver<()>,
     full: Arc<Linger>,
 ) {
@@ -157,7 +175,7 @@ async fn run(
                     full.wait(until, batch.len(), || rx.len()).await;
                     while batch.len() < BATCH {
                         match rx.try_recv() {
-                            Ok(record) => batch.push(record),
+                            Ok(line) => batch.push(line),
                             // Empty, or closed and drained.
                             Err(_) => break,
                         }
@@ -192,34 +210,28 @@ async fn run(
     let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
 }
 
-/// Appends each record as one line to its workspace's file for the period
-/// it started in, one write per file per batch, keeping the order of
-/// records within each file.
-fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<TraceRecord>) {
+/// Appends each line to its workspace's file for the period its trace
+/// started in, one write per file per batch, keeping the order of lines
+/// within each file.
+fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
     // (workspace, period, lines, traces, newest start)
     let mut by_file: Vec<(String, String, Vec<u8>, u64, u64)> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
-    for record in batch.drain(..) {
-        let key = (
-            record.workspace.clone(),
-            period(record.started_unix_ms, rotate),
-        );
-        let i = *index.entry(key.clone()).or_insert_with(|| {
-            by_file.push((key.0, key.1, Vec::new(), 0, 0));
-            by_file.len() - 1
-        });
+    for line in batch.drain(..) {
+        let key = (line.workspace, period(line.started_unix_ms, rotate));
+        let i = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                by_file.push((key.0.clone(), key.1.clone(), Vec::new(), 0, 0));
+                index.insert(key, by_file.len() - 1);
+                by_file.len() - 1
+            }
+        };
         let (_, _, buf, count, newest) = &mut by_file[i];
-        *newest = (*newest).max(record.started_unix_ms);
-        match serde_json::to_writer(&mut *buf, &record) {
-            Ok(()) => {
-                buf.push(b'\n');
-                *count += 1;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, trace_id = %record.trace_id, "trace not serializable");
-                crate::metrics::trace_dropped("write_error", 1);
-            }
-        }
+        *newest = (*newest).max(line.started_unix_ms);
+        buf.extend_from_slice(&line.json);
+        buf.push(b'\n');
+        *count += 1;
     }
     for (workspace, period, buf, count, newest) in by_file {
         if let Err(e) = store.append(&workspace, &period, &buf, newest) {

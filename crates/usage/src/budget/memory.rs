@@ -56,15 +56,21 @@ impl MemoryBudgets {
         }
         for rule in rules {
             let slices = rule.window.slices(now_ms);
-            let count = counts.entry(rule.id.clone()).or_default();
-            count.slices.retain(|(start, _)| *start >= slices.oldest);
-            let spent = sum(&count.slices);
-            let oldest = count
-                .slices
-                .iter()
-                .filter(|(_, s)| *s != Spend::default())
-                .map(|(start, _)| *start)
-                .min();
+            // A budget not counted yet has spent nothing: it is added
+            // below, once the call is sure to be admitted.
+            let (spent, oldest) = match counts.get_mut(&rule.id) {
+                Some(count) => {
+                    count.slices.retain(|(start, _)| *start >= slices.oldest);
+                    let oldest = count
+                        .slices
+                        .iter()
+                        .filter(|(_, s)| *s != Spend::default())
+                        .map(|(start, _)| *start)
+                        .min();
+                    (sum(&count.slices), oldest)
+                }
+                None => (Spend::default(), None),
+            };
             if let Some(dim) = short(rule, spent, ask) {
                 return Err(exceeded(
                     rule,
@@ -85,7 +91,12 @@ impl MemoryBudgets {
         let mut parts = Vec::with_capacity(rules.len());
         for rule in rules {
             let slices = rule.window.slices(now_ms);
-            let count = counts.entry(rule.id.clone()).or_default();
+            if !counts.contains_key(&rule.id) {
+                counts.insert(rule.id.clone(), Count::default());
+            }
+            let Some(count) = counts.get_mut(&rule.id) else {
+                continue;
+            };
             add(&mut count.slices, slices.current, ask, Spend::default());
             count.expires = count.expires.max(slices.expires);
             parts.push(Part {

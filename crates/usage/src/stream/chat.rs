@@ -26,7 +26,7 @@ pub(super) struct ChunkFacts<'a> {
 /// with its facts, `Some(Err)` where serde would reject it, `None` where
 /// the cursor cannot tell (then parse it typed).
 pub(super) fn read(data: &[u8]) -> Option<Result<ChunkFacts<'_>, ()>> {
-    let mut c = Cursor::new(data);
+    let mut c = Cursor::new(data)?;
     if c.peek()? != b'{' {
         return None;
     }
@@ -266,6 +266,7 @@ mod tests {
             r#"{"choices":[{"delta":null}],"usage":{"prompt_tokens":"many"}}"#,
             r#"{"choices":[{"delta":{"content":"a"}}],"id":"x","id":"y"}"#,
             r#"{"choices":[{"delta":{"content":"a\ud800"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a\u+abc"}}]}"#,
             r#"{"choices":[{"delta":{"content":"a"}}]} x"#,
             r#"{"choices":[{"delta":{"content":"a"}}],"n":01}"#,
             r#"{"choices":[null]}"#,

@@ -12,9 +12,10 @@
 /// Deeper than this, the cursor gives up (serde_json's own limit is 128).
 const MAX_DEPTH: usize = 64;
 
-/// A position in a JSON document. Only strings may hold non-ASCII bytes,
-/// and each is checked to be UTF-8 when read.
+/// A position in a JSON document, checked to be UTF-8 once at the start
+/// (a string's quotes are ASCII, so its bounds are character bounds).
 pub(super) struct Cursor<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     at: usize,
 }
@@ -82,15 +83,20 @@ fn count_chars(bytes: &[u8]) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
+/// Four hex digits (no sign: `from_str_radix` alone would take `+abc`).
 fn hex4(digits: &[u8]) -> Option<u32> {
-    let s = std::str::from_utf8(digits).ok()?;
-    u32::from_str_radix(s, 16).ok().filter(|_| s.len() == 4)
+    digits.iter().try_fold(0, |n, &d| {
+        let v = char::from(d).to_digit(16)?;
+        Some(n << 4 | v)
+    })
 }
 
 impl<'a> Cursor<'a> {
-    /// A cursor at the start of `bytes`.
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
-        Cursor { bytes, at: 0 }
+    /// A cursor at the start of `bytes`, if they are UTF-8 (serde_json
+    /// decides for those that are not).
+    pub(super) fn new(bytes: &'a [u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        Some(Cursor { text, bytes, at: 0 })
     }
 
     fn ws(&mut self) {
@@ -148,7 +154,7 @@ impl<'a> Cursor<'a> {
                 i += 1;
             }
         }
-        let raw = std::str::from_utf8(rest.get(..i)?).ok()?;
+        let raw = self.text.get(self.at..self.at + i)?;
         self.at += i + 1;
         Some(Str { raw, escaped })
     }
