@@ -41,6 +41,15 @@ fn temp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// A spool into memory writing `batch` records at a time, waiting up to
+/// `linger` for a batch to fill.
+fn batching(batch: usize, linger: Duration) -> (Memory, Spool<u64>, SpoolTask) {
+    let sink = Memory::default();
+    let config = SpoolConfig::new("test").batch(batch).linger(linger);
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    (sink, spool, task)
+}
+
 fn sorted(m: &Memory) -> Vec<u64> {
     let mut v = m.rows.lock().unwrap().clone();
     v.sort_unstable();
@@ -124,13 +133,9 @@ async fn records_pushed_after_shutdown_spill() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
-    let sink = Memory::default();
     // A linger far longer than the test: only a full batch or the close
     // can end a wait.
-    let config = SpoolConfig::new("test")
-        .batch(3)
-        .linger(Duration::from_secs(3600));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spool, task) = batching(3, Duration::from_secs(3600));
     for n in 0..4 {
         spool.push(n);
         // Lets the writer take each record as it comes.
@@ -151,11 +156,7 @@ async fn a_trickle_is_written_in_full_batches_and_a_close_ends_the_wait() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_batch_waits_the_linger_from_its_first_record() {
-    let sink = Memory::default();
-    let config = SpoolConfig::new("test")
-        .batch(100)
-        .linger(Duration::from_millis(10));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spool, task) = batching(100, Duration::from_millis(10));
     // A record every millisecond: each batch takes what came within
     // 10 ms (the timer's tick rounds it up a little) of its first record,
     // neither one record nor all of them.
