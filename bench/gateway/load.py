@@ -1,7 +1,17 @@
 """Sends N chat completions one after another on one keep-alive connection
-(as the key in $PROF_KEY when it is set)."""
-import http.client, json, os, sys
-port, n, stream = int(sys.argv[1]), int(sys.argv[2]), len(sys.argv) > 3 and sys.argv[3] == "stream"
+(as the key in $PROF_KEY when it is set).
+
+Usage: load.py PORT N [stream] [RATE]. With RATE (requests a second) the
+requests start on a schedule, one every 1/RATE s, so that the gateway
+idles between them as it does under an open loop at that rate; without,
+each starts when the last answer is read. Prints the rate reached.
+"""
+import http.client, json, os, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+rest = sys.argv[3:]
+stream = "stream" in rest
+rates = [float(a) for a in rest if a != "stream"]
+rate = rates[0] if rates else None
 body = {"model": "openai/gpt-4o-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]}
 if stream:
     body["stream"] = True
@@ -12,10 +22,16 @@ if os.environ.get("PROF_KEY"):
     headers["authorization"] = "Bearer " + os.environ["PROF_KEY"]
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 bad = 0
+start = time.monotonic()
 for i in range(n):
+    if rate:
+        wait = start + i / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
     c.request("POST", "/v1/chat/completions", body=data, headers=headers)
     r = c.getresponse()
     r.read()
     if r.status != 200:
         bad += 1
-print(f"{n} sent, {bad} not 200", file=sys.stderr)
+took = time.monotonic() - start
+print(f"{n} sent, {bad} not 200, {n / took:.0f} req/s", file=sys.stderr)

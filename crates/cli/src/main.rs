@@ -132,7 +132,7 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         Command::CheckConfig { file } => check_config(file),
-        Command::Serve { config, listen } => runtime().block_on(serve(config, listen)),
+        Command::Serve { config, listen } => waiting().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
         Command::Top(args) => runtime().block_on(top::run(args)),
@@ -178,6 +178,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// For `serve`, which only waits for the gateway's threads (it runs on
+/// threads and runtimes of its own, `Gateway::spawn`): no worker threads
+/// to park and wake beside them.
+fn waiting() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime")
+}
+
 fn check_config(file: Option<PathBuf>) -> ExitCode {
     match sluice_gateway::config::load(file.as_deref()) {
         Ok(config) => {
@@ -199,15 +208,18 @@ async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> ExitCode 
             return ExitCode::from(2);
         }
     };
-    let gateway = match sluice_gateway::Gateway::bind(config, listen).await {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    eprintln!("sluice: listening on http://{}", gateway.local_addr());
-    match gateway.serve(sluice_gateway::shutdown_signal()).await {
+    let serving =
+        match sluice_gateway::Gateway::spawn(config, listen, sluice_gateway::shutdown_signal())
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    eprintln!("sluice: listening on http://{}", serving.local_addr());
+    match serving.stopped().await {
         Ok(()) => {
             eprintln!("sluice: stopped");
             ExitCode::SUCCESS

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use sluice_gateway::config::{Config, ModelLimits};
 use sluice_sim::{Limits, Scope, Sim, SimConfig, SimHandle};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// A rate high enough to be no limit at all (and a whole number, which
 /// the gateway's limiter takes as is).
@@ -26,11 +25,11 @@ pub struct Stack {
     data_dir: PathBuf,
 }
 
-/// The name of a gateway's threads (at most 15 bytes: Linux keeps no
-/// more), by which [`gateway_cpu`] finds them.
-pub const GATEWAY_THREADS: &str = "sluice-gateway";
+/// The name of a gateway's threads, by which [`gateway_cpu`] finds them.
+pub const GATEWAY_THREADS: &str = sluice_gateway::THREAD_NAME;
 
-/// One gateway serving until told to stop, on a runtime of its own.
+/// One gateway serving until told to stop, on threads of its own, as
+/// `sluice serve` runs it ([`sluice_gateway::Gateway::spawn`]).
 ///
 /// A gateway in production is a process of its own; here it shares the
 /// machine with the sim and the load, but not their worker threads: a
@@ -41,62 +40,29 @@ pub const GATEWAY_THREADS: &str = "sluice-gateway";
 struct Running {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
-    served: JoinHandle<std::io::Result<()>>,
-    runtime: OwnRuntime,
-}
-
-/// A runtime that, dropped, shuts down without blocking (dropping a
-/// tokio runtime inside another one's task panics).
-#[derive(Debug)]
-struct OwnRuntime(Option<tokio::runtime::Runtime>);
-
-impl Drop for OwnRuntime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
+    serving: sluice_gateway::Serving,
 }
 
 impl Running {
     async fn start(config: Config) -> Result<Running, String> {
-        let built = tokio::runtime::Builder::new_multi_thread()
-            .thread_name(GATEWAY_THREADS)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("the gateway's runtime: {e}"))?;
-        let rt = built.handle().clone();
-        let runtime = OwnRuntime(Some(built));
-        let gateway = rt
-            .spawn(sluice_gateway::Gateway::bind(config, Some(loopback())))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        let addr = gateway.local_addr();
         let (stop, stopped) = oneshot::channel();
-        let served = rt.spawn(gateway.serve(async move {
+        let serving = sluice_gateway::Gateway::spawn(config, Some(loopback()), async move {
             let _ = stopped.await;
-        }));
+        })
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(Running {
-            addr,
+            addr: serving.local_addr(),
             stop,
-            served,
-            runtime,
+            serving,
         })
     }
 
     async fn stop(self) {
         let _ = self.stop.send(());
-        if let Err(e) = self
-            .served
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
-        {
+        if let Err(e) = self.serving.stopped().await {
             eprintln!("sluice: gateway {}: {e}", self.addr);
         }
-        // Its tasks are done: the runtime goes with them.
-        drop(self.runtime);
     }
 }
 

@@ -12,7 +12,13 @@
 //! the environment's proxy settings (`HTTP_PROXY`, `HTTPS_PROXY`,
 //! `ALL_PROXY`, `NO_PROXY`, read at start as reqwest reads them) send
 //! through a proxy goes through reqwest as before.
+//!
+//! Each serving thread (`http.threads`) has a pool of its own: a pooled
+//! connection is driven by a task on the runtime that opened it, so a
+//! request that took another thread's connection would wake that thread
+//! to send and be woken back for the answer.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,10 +40,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// An idle pooled connection is closed after this long.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// See the module doc. Cloning shares the pool.
+type Direct = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+thread_local! {
+    /// Which of [`UpstreamClient`]'s pools this thread's requests use:
+    /// set by the serving threads ([`use_pool`]); 0 elsewhere.
+    static POOL: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Makes this thread's upstream calls use pool `index` (of those
+/// [`UpstreamClient::new`] made; taken modulo their number).
+pub(crate) fn use_pool(index: usize) {
+    POOL.set(index);
+}
+
+/// See the module doc. Cloning shares the pools.
 #[derive(Clone)]
 pub(crate) struct UpstreamClient {
-    direct: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// One pool per serving thread.
+    direct: Arc<[Direct]>,
     /// The environment's proxy settings.
     proxies: Arc<Matcher>,
     /// For destinations behind a proxy.
@@ -106,18 +127,23 @@ impl From<hyper_util::client::legacy::Error> for TransportError {
 }
 
 impl UpstreamClient {
-    /// The client, with `proxied` (which reads the same environment) for
+    /// The client, with `pools` connection pools (one per serving thread,
+    /// at least one) and `proxied` (which reads the same environment) for
     /// destinations the environment's proxy settings send to a proxy.
     ///
     /// # Errors
     /// The platform's certificate verifier cannot be set up.
-    pub(crate) fn new(proxied: reqwest::Client) -> Result<Self, String> {
-        Self::with_proxies(proxied, Matcher::from_env())
+    pub(crate) fn new(proxied: reqwest::Client, pools: usize) -> Result<Self, String> {
+        Self::with_proxies(proxied, Matcher::from_env(), pools)
     }
 
     /// [`UpstreamClient::new`] with the proxy settings `proxies`, which
     /// `proxied` must share.
-    fn with_proxies(proxied: reqwest::Client, proxies: Matcher) -> Result<Self, String> {
+    fn with_proxies(
+        proxied: reqwest::Client,
+        proxies: Matcher,
+        pools: usize,
+    ) -> Result<Self, String> {
         let provider = rustls::crypto::CryptoProvider::get_default()
             .cloned()
             .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
@@ -142,10 +168,14 @@ impl UpstreamClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let direct = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_timer(TokioTimer::new())
-            .build(https);
+        let direct = (0..pools.max(1))
+            .map(|_| {
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(IDLE_TIMEOUT)
+                    .pool_timer(TokioTimer::new())
+                    .build(https.clone())
+            })
+            .collect();
         Ok(UpstreamClient {
             direct,
             proxies: Arc::new(proxies),
@@ -185,7 +215,8 @@ impl UpstreamClient {
         *req.method_mut() = method;
         *req.uri_mut() = uri.clone();
         *req.headers_mut() = headers;
-        let res = self.direct.request(req).await?;
+        let direct = &self.direct[POOL.get() % self.direct.len()];
+        let res = direct.request(req).await?;
         Ok(res.map(Body::new))
     }
 }

@@ -521,6 +521,22 @@ pub struct HttpConfig {
     /// Connections served at once; past it new ones wait in the listen
     /// backlog until one closes.
     pub max_connections: usize,
+    /// Threads that accept and serve connections, each with a runtime and
+    /// an upstream connection pool of its own, so that a request, its
+    /// upstream call and its answer stay on one thread (no wake-up of
+    /// another thread on the way: `docs/gateway.md`, "Wake-ups"). 0, the
+    /// default: one per CPU.
+    pub threads: usize,
+}
+
+impl HttpConfig {
+    /// `threads`, with 0 read as one per CPU.
+    pub fn serving_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+    }
 }
 
 /// Graceful shutdown.

@@ -139,17 +139,23 @@ impl AppState {
     }
 }
 
-/// Samples `state` every [`INTERVAL`] until the gateway is dropped
-/// (the task holds it only while it takes a snapshot). Started by
-/// `Gateway::bind` once the job store and the audit trail are open.
-pub(crate) fn spawn_sampler(state: &AppState) {
+/// Takes a first snapshot of `state`, then samples it every [`INTERVAL`]
+/// until the gateway is dropped (the task holds it only while it takes a
+/// snapshot). Called by `Gateway::bind` once the job store and the audit
+/// trail are open, before the listener: a request never finds no
+/// snapshot, whichever serving thread takes it and however busy the
+/// thread that samples is.
+pub(crate) async fn start_sampler(state: &AppState) {
     if !state.config.ui.enabled {
         return;
     }
+    let mut sampler = sample::Sampler::default();
+    let snapshot = sampler.sample(state, state.board.pulse.read()).await;
+    state.board.publish(snapshot);
     let weak: Weak<Inner> = Arc::downgrade(&state.inner);
     tokio::spawn(async move {
-        let mut sampler = sample::Sampler::default();
-        let mut tick = tokio::time::interval(INTERVAL);
+        let start = tokio::time::Instant::now() + INTERVAL;
+        let mut tick = tokio::time::interval_at(start, INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;

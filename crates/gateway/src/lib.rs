@@ -41,5 +41,5 @@ pub mod warnings;
 
 pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;
-pub use server::{Gateway, shutdown_signal};
+pub use server::{Gateway, Serving, THREAD_NAME, shutdown_signal};
 pub use state::{AppState, StartError};

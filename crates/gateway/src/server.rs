@@ -3,13 +3,18 @@
 //! within the drain timeout, flush the writers, return.
 
 mod conns;
+mod threads;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
+
+pub use threads::{Serving, THREAD_NAME};
 
 use crate::config::Config;
 use crate::routes;
@@ -70,7 +75,7 @@ impl Gateway {
             let _ = state.audit.set(audit);
         }
         // Once every source it reads is open: the first snapshot is whole.
-        crate::dashboard::spawn_sampler(&state);
+        crate::dashboard::start_sampler(&state).await;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
@@ -99,29 +104,38 @@ impl Gateway {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves, then drains.
+    /// Serves until `shutdown` resolves, then drains: here, and on
+    /// `http.threads - 1` serving threads it starts (see
+    /// [`Gateway::spawn`]).
     ///
     /// # Errors
-    /// None yet: accept errors are logged and retried. The `Result` is
-    /// kept for listeners that can fail for good.
+    /// A serving thread could not be started. Accept errors are logged
+    /// and retried.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let Gateway { state, listener } = self;
-        let drain = Duration::from_millis(state.config.shutdown.drain_timeout_ms);
+        let drain = threads::drain_timeout(&state.config);
         let app = routes::router(state.clone());
-        let conns = conns::serve_until(listener, app, &state.config.http, shutdown).await;
-        // Stop accepting (done), fail readiness, refuse new work. Requests
-        // in flight and running jobs drain together, within one grace.
+        let cap = Arc::new(Semaphore::new(state.config.http.max_connections));
+        let (listener, others) = threads::start(listener, &state, &app, &cap)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let conns = conns::serve_until(listener, app, &state.config.http, cap, shutdown).await;
+        // Stop accepting (done here, told to the other threads), fail
+        // readiness, refuse new work. Requests in flight and running jobs
+        // drain together, within one grace.
+        others.stop();
         state.drain();
         let deadline = Instant::now() + drain;
         let http = async {
             // Requests still waiting near the end are answered 503 while
             // their connections can carry it, instead of being cut with
             // the rest at the deadline.
-            let last_word = (drain / 4).min(LAST_WORD);
-            let cut = conns.drain(deadline, last_word, || state.end_grace()).await;
+            let cut = conns
+                .drain(deadline, last_word(drain), || state.end_grace())
+                .await
+                + others.drained().await;
             if cut > 0 {
                 tracing::warn!(
                     ?drain,
@@ -166,6 +180,12 @@ impl Gateway {
 /// waiting (for the admission queue, the limiter, a pool or a retry) are
 /// answered 503 (a quarter of the grace when that is shorter).
 const LAST_WORD: Duration = Duration::from_millis(500);
+
+/// When, before the end of a grace of `drain`, waiting requests are
+/// answered 503 ([`LAST_WORD`]).
+fn last_word(drain: Duration) -> Duration {
+    (drain / 4).min(LAST_WORD)
+}
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

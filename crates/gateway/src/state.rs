@@ -144,6 +144,9 @@ pub enum StartError {
     /// The OpenTelemetry exporter could not be started.
     #[error("otel: {0}")]
     Otel(String),
+    /// A serving thread or its runtime could not be started.
+    #[error("cannot start a serving thread: {0}")]
+    Threads(#[source] std::io::Error),
     /// The listener could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -276,7 +279,8 @@ impl AppState {
             .build()
             .map_err(|e| StartError::Client(e.to_string()))?;
         let upstream =
-            crate::client::UpstreamClient::new(client.clone()).map_err(StartError::Client)?;
+            crate::client::UpstreamClient::new(client.clone(), config.http.serving_threads())
+                .map_err(StartError::Client)?;
         let (otel, otel_task) = match &config.otel {
             Some(o) => {
                 let export = o.export_config().map_err(StartError::Otel)?;

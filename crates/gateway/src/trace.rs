@@ -34,6 +34,7 @@
 //! ```
 
 mod line;
+mod linger;
 mod path;
 mod store;
 mod writer;

@@ -103,3 +103,41 @@ async fn a_request_and_a_job_share_one_grace_and_the_job_goes_back_unspent() {
     );
     store.close().await;
 }
+
+/// Every serving thread (`http.threads`) stops accepting and drains what
+/// it is serving within the grace: calls in flight on connections of
+/// their own, spread over the threads that accepted them, all finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_serving_thread_drains_its_requests_in_flight() {
+    const CALLS: u64 = 8;
+    let mut sim = sim_config();
+    let slow = Latency {
+        base_ms: 1_500,
+        ..Latency::default()
+    };
+    sim.models.insert("slow".into(), sim_model(slow, None));
+    let mut h = Harness::with(sim, |c| {
+        c.http.threads = 4;
+        c.shutdown.drain_timeout_ms = GRACE_MS;
+    })
+    .await;
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            // A client each: a connection each, accepted by whichever
+            // thread is free.
+            let req = reqwest::Client::new()
+                .post(h.url("/v1/chat/completions"))
+                .json(&json!({"model": "openai/slow", "messages": [{"role": "user", "content": "hi"}]}));
+            tokio::spawn(async move { req.send().await })
+        })
+        .collect();
+    wait_until("every call reaches the model", || async {
+        h.sim.stats().model("slow").requests == CALLS
+    })
+    .await;
+    h.shutdown().await;
+    for call in calls {
+        let res = call.await.expect("the call's task").expect("an answer");
+        assert_eq!(res.status(), StatusCode::OK, "drained, not cut");
+    }
+}

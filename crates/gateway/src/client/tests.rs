@@ -44,7 +44,7 @@ fn tls() {
 }
 
 fn client(proxies: Matcher, proxied: reqwest::Client) -> UpstreamClient {
-    UpstreamClient::with_proxies(proxied, proxies).unwrap()
+    UpstreamClient::with_proxies(proxied, proxies, 1).unwrap()
 }
 
 fn no_proxies() -> UpstreamClient {

@@ -335,6 +335,7 @@ impl Default for HttpConfig {
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             max_connections: 1_024,
+            threads: 0,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The accept loop and the connections it serves.
 //!
-//! At most `http.max_connections` connections are served at once: the loop
-//! takes a permit before it accepts, so past the cap new connections wait
+//! At most `http.max_connections` connections are served at once (by all
+//! the serving threads together, which share `cap`): the loop takes a
+//! permit before it accepts, so past the cap new connections wait
 //! in the kernel's listen backlog (bounded; beyond it the kernel refuses
 //! them) instead of costing a task and buffers each. Every connection has
 //! hyper's header-read timer, so one that trickles a request head (or sits
@@ -50,13 +51,13 @@ pub(super) async fn serve_until(
     listener: TcpListener,
     app: Router,
     http: &HttpConfig,
+    cap: Arc<Semaphore>,
     stop: impl Future<Output = ()>,
 ) -> Connections {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(http.header_read_timeout_ms));
-    let cap = Arc::new(Semaphore::new(http.max_connections));
     let mut conns = Connections {
         tasks: JoinSet::new(),
         graceful: GracefulShutdown::new(),

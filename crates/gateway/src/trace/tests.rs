@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::writer::{BATCH, LINGER};
 use super::*;
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -236,6 +237,37 @@ async fn hostile_names_stay_inside_dir() {
         );
         assert_eq!(lines(f).len(), 1);
     }
+}
+
+// The writer sleeps through its linger without watching the queue; a
+// round's worth queued meanwhile wakes it. The clock is paused and the
+// test never idles the runtime while it waits, so the clock stands still:
+// the traces come out before the linger could have ended.
+#[tokio::test(start_paused = true)]
+async fn a_full_round_ends_the_linger() {
+    let dir = TempDir::new();
+    let (writer, task) = spawn(&dir.0, 1000);
+    assert!(writer.submit(record("acme", "t", "first")));
+    // The writer takes the first trace and lingers.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let lingering = tokio::time::Instant::now();
+    for i in 0..BATCH {
+        assert!(writer.submit(record("acme", "t", &format!("r{i}"))));
+    }
+    let mut written = 0;
+    for _ in 0..5_000 {
+        written = workspace_files(&dir.0, "acme")
+            .map_or(0, |files| files.iter().map(|f| lines(f).len()).sum());
+        if written >= BATCH {
+            break;
+        }
+        tokio::task::yield_now().await;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(written, BATCH, "one full round, the first trace included");
+    assert!(lingering.elapsed() < LINGER);
+    task.shutdown().await;
+    assert_eq!(workspace_lines(&dir.0, "acme").len(), BATCH + 1);
 }
 
 #[tokio::test]

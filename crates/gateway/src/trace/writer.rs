@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::linger::Linger;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -16,14 +17,17 @@ use super::{Trace, TraceRecord};
 
 /// Records taken off the channel per write round, so that a burst costs
 /// one write per file rather than one per record.
-const BATCH: usize = 256;
+pub(super) const BATCH: usize = 256;
 
 /// How long a write round waits for more traces after the first, unless
 /// the batch fills first. Without it a steady stream of requests costs a
 /// hop to a blocking thread and a write per request (each trace alone in
 /// its round); with it, at most one round per `LINGER`, and a trace
-/// reaches its file at most this much later.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
+/// reaches its file at most this much later. The task sleeps through the
+/// linger: traces that come meanwhile do not wake it (one wake-up per
+/// trace, each a cross-thread hop when the request runs on another
+/// thread), only a full batch does ([`TraceWriter::submit`]).
+pub(super) const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Hands finished traces to the writer task without ever waiting; cheap to
 /// clone.
@@ -31,6 +35,9 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 pub struct TraceWriter {
     tx: mpsc::Sender<Line>,
     dropped: Arc<AtomicU64>,
+    /// Ends the writer's linger once a round's worth ([`BATCH`], or the
+    /// whole buffer when smaller) is queued.
+    full: Arc<Linger>,
 }
 
 /// The writer task. [`TraceWriterTask::shutdown`] stops intake and writes
@@ -54,12 +61,15 @@ impl TraceWriter {
         buffer: usize,
         retention: Retention,
     ) -> (TraceWriter, TraceWriterTask) {
-        let (tx, rx) = mpsc::channel(buffer.max(1));
+        let buffer = buffer.max(1);
+        let (tx, rx) = mpsc::channel(buffer);
         let (close, close_rx) = oneshot::channel();
-        let task = tokio::spawn(run(dir, retention, rx, close_rx));
+        let full = Arc::new(Linger::new(BATCH.min(buffer)));
+        let task = tokio::spawn(run(dir, retention, rx, close_rx, Arc::clone(&full)));
         let writer = TraceWriter {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
+            full,
         };
         (writer, TraceWriterTask { close, task })
     }
@@ -87,7 +97,13 @@ impl TraceWriter {
 
     fn send(&self, line: Line) -> bool {
         let reason = match self.tx.try_send(line) {
-            Ok(()) => return true,
+            Ok(()) => {
+                // The writer lingers without watching the queue: tell it
+                // when a round's worth waits.
+                self.full
+                    .pushed(self.tx.max_capacity() - self.tx.capacity());
+                return true;
+            }
             Err(mpsc::error::TrySendError::Full(_)) => "buffer_full",
             Err(mpsc::error::TrySendError::Closed(_)) => "closed",
         };
@@ -133,6 +149,7 @@ async fn run(
     retention: Retention,
     mut rx: mpsc::Receiver<Line>,
     mut close: oneshot::Receiver<()>,
+    full: Arc<Linger>,
 ) {
     let opened = tokio::task::spawn_blocking(move || Store::open(dir, retention)).await;
     let Ok(mut store) = opened else {
@@ -151,13 +168,17 @@ async fn run(
                 if n == 0 {
                     break;
                 }
-                let until = tokio::time::Instant::now() + LINGER;
-                while batch.len() < BATCH {
-                    let room = BATCH - batch.len();
-                    match tokio::time::timeout_at(until, rx.recv_many(&mut batch, room)).await {
-                        Ok(n) if n > 0 => {}
-                        // Closed and drained, or the linger is over.
-                        _ => break,
+                if batch.len() < BATCH {
+                    // Asleep until the round ends or a round's worth is
+                    // queued; what came meanwhile is taken without waiting.
+                    let until = tokio::time::Instant::now() + LINGER;
+                    full.wait(until, batch.len(), || rx.len()).await;
+                    while batch.len() < BATCH {
+                        match rx.try_recv() {
+                            Ok(line) => batch.push(line),
+                            // Empty, or closed and drained.
+                            Err(_) => break,
+                        }
                     }
                 }
                 // One hop to a blocking thread per batch; the store and

@@ -45,52 +45,26 @@ pub struct Harness {
     _dir: TempDir,
 }
 
-/// The gateway, serving on a thread and runtime of its own.
-///
-/// Its own runtime rather than `tokio::spawn`: `Gateway::serve`'s future is
-/// not `Send` (its `select!` keeps a `watch::Ref` across an await), and a
-/// runtime of its own also keeps the gateway's tasks apart from the test's.
+/// The gateway, serving on threads and runtimes of its own, as `sluice
+/// serve` runs it (`Gateway::spawn`), apart from the test's tasks.
 #[derive(Debug)]
 struct Server {
     stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    serving: Option<sluice_gateway::Serving>,
 }
 
 impl Server {
     async fn start(config: Config, addr: SocketAddr) -> (Server, SocketAddr) {
-        let (ready, bound) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("gateway".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()?;
-                rt.block_on(async move {
-                    let gateway = match Gateway::bind(config, Some(addr)).await {
-                        Ok(g) => g,
-                        Err(e) => {
-                            let _ = ready.send(Err(e.to_string()));
-                            return Ok(());
-                        }
-                    };
-                    let _ = ready.send(Ok(gateway.local_addr()));
-                    gateway
-                        .serve(async move {
-                            let _ = stopped.await;
-                        })
-                        .await
-                })
-            })
-            .expect("a thread for the gateway");
-        let addr = bound
-            .await
-            .expect("the gateway thread reports")
-            .unwrap_or_else(|e| panic!("the gateway starts: {e}"));
+        let serving = Gateway::spawn(config, Some(addr), async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the gateway starts: {e}"));
+        let addr = serving.local_addr();
         let server = Server {
             stop: Some(stop),
-            thread: Some(thread),
+            serving: Some(serving),
         };
         (server, addr)
     }
@@ -100,14 +74,10 @@ impl Server {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(thread) = self.thread.take() {
-            let joined = tokio::time::timeout(
-                Duration::from_secs(10),
-                tokio::task::spawn_blocking(move || thread.join()),
-            )
-            .await
-            .expect("the gateway stops within its drain timeout");
-            let served = joined.expect("the join task").expect("the gateway thread");
+        if let Some(serving) = self.serving.take() {
+            let served = tokio::time::timeout(Duration::from_secs(10), serving.stopped())
+                .await
+                .expect("the gateway stops within its drain timeout");
             served.expect("serve ends cleanly");
         }
     }

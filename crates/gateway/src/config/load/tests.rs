@@ -715,6 +715,7 @@ fn validation_errors_name_the_key() {
         ("[adaptive]\nrecovery_factor = 1.0".into(), "adaptive.recovery_factor", "above 1"),
         ("[tokens]\nchars_per_token = 0".into(), "tokens.chars_per_token", "at least 1"),
         ("[trace]\nbuffer = 0".into(), "trace.buffer", "at least 1"),
+        ("[http]\nthreads = 5000".into(), "http.threads", "at most 1024"),
         (
             "[metrics]\nrefresh_interval_ms = 0".into(),
             "metrics.refresh_interval_ms",

@@ -16,6 +16,9 @@ use crate::config::Config;
 use fallbacks::fallbacks;
 use lists::{apis, models, providers, tenants};
 
+/// `http.threads` past this is a typo, not a machine.
+const MAX_THREADS: usize = 1_024;
+
 /// Checks `config`, whose values came from `origins`.
 ///
 /// # Errors
@@ -356,6 +359,15 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         h.max_connections as u64,
         1,
     )?;
+    if h.threads > MAX_THREADS {
+        return Err(c.fail(
+            key(&["http", "threads"]),
+            format!(
+                "must be at most {MAX_THREADS} (0: one per CPU), not {}",
+                h.threads
+            ),
+        ));
+    }
     c.at_least(
         key(&["metrics", "refresh_interval_ms"]),
         config.metrics.refresh_interval_ms,

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Wake-ups per request: the gateway alone (`sluice serve`, gw.toml) in
+# front of `sluice sim`, sent N chat completions on one keep-alive
+# connection at RATE requests a second (load.py, paced), after 200 to
+# warm up. Ports PROF_PORT+4 to PROF_PORT+5 on 127.0.0.1 (PROF_PORT
+# 56170 unless set) must be free.
+# Usage: wakes.sh BIN LABEL RATE [UPSTREAM_MS] [N]
+#   UPSTREAM_MS: the sim answers after this long (0 unless set; issue
+#   12's low-rate case is RATE 20, UPSTREAM_MS 20).
+#   N: requests measured (5 s worth at RATE, at least 100, unless set).
+# Per request, over the gateway's threads only (counters that do not
+# move with the machine's load, unlike latency):
+#   - context switches (perf's software event; cross-checked against
+#     /proc/PID/task/*/status voluntary+nonvoluntary, split by thread
+#     name, which shows which threads a request wakes),
+#   - system calls (raw_syscalls:sys_enter), of which futex (a thread
+#     woken or parked by another) and epoll_wait (a worker parking on
+#     the I/O driver),
+#   - wake-ups the gateway's threads did (sched:sched_wakeup),
+#   - CPU time (task-clock);
+# and the same per second with no requests at all (timers, background
+# tasks), over IDLE seconds (2 unless set).
+set -u
+BIN=$1; LABEL=$2; RATE=$3; UP_MS=${4:-0}
+N=${5:-$(python3 -c "print(max(100, int($RATE*5)))")}
+IDLE=${IDLE:-2}
+cd "$(dirname "$0")"
+P=${PROF_PORT:-56170}
+SIM_PORT=$((P+4)); GW_PORT=$((P+5))
+sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" gw.toml >gw.wakes.toml
+{ cat sim.toml; printf '\n[defaults.latency]\nbase_ms = %d\n' "$UP_MS"; } >sim.wakes.toml
+rm -rf data
+$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.wakes.toml >sim.log 2>&1 &
+SIM=$!
+wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
+wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
+$BIN serve --config gw.wakes.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
+GW=$!
+wait_up $GW_PORT || { echo gateway down; kill $GW $SIM; exit 1; }
+# Voluntary+nonvoluntary switches per thread ("name/tid count" lines).
+switches() {
+  for d in /proc/$GW/task/*; do
+    n=$(tr ' ' _ <$d/comm 2>/dev/null) || continue
+    awk -v n="$n/${d##*/}" '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s}' $d/status 2>/dev/null
+  done | sort
+}
+EVENTS=context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,sched:sched_wakeup,task-clock
+# counted SECONDS_OR_CMD...: perf stat over the gateway while a command
+# runs; prints "event value" lines.
+counted() {
+  perf stat -x, -e $EVENTS -p $GW -o wakes.perf -- "$@" >/dev/null 2>wakes.load
+  awk -F, '/^[0-9.]+,/ {print $3, $1}' wakes.perf
+}
+python3 load.py $GW_PORT 200 $RATE 2>/dev/null
+# Idle: what the gateway does with nothing to do.
+counted sleep $IDLE >wakes.idle
+s0=$(switches)
+counted python3 load.py $GW_PORT $N $RATE >wakes.busy
+s1=$(switches)
+reached=$(sed -n 's/.* \([0-9]*\) req\/s/\1/p' wakes.load)
+kill $GW; wait $GW 2>/dev/null
+kill $SIM; wait $SIM 2>/dev/null
+{
+  echo "$LABEL rate $RATE (reached $reached) upstream ${UP_MS} ms, $N requests"
+  awk -v n=$N '{printf "  %-28s %10.2f per request\n", $1, $2/n}' wakes.busy
+  awk -v s=$IDLE '{printf "  idle %-23s %10.1f per second\n", $1, $2/s}' wakes.idle
+  echo "  /proc switches per request, by thread (name/tid):"
+  join -a2 -e0 -o 0,1.2,2.2 <(echo "$s0") <(echo "$s1") \
+    | awk -v n=$N '{d=$3-$2; if (d/n>=0.01) printf "    %-26s %8.2f\n", $1, d/n}'
+} | tee -a results.txt
