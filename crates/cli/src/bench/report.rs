@@ -74,19 +74,19 @@ impl KeysPart {
         if let (Some(off), Some(on)) = (self.cpu_off, self.cpu_on) {
             let _ = writeln!(
                 s,
-                "gateway CPU per request: {} all off, {} all on (+{})",
+                "gateway CPU per request: {} all off, {} all on ({})",
                 us(off.us_per_request),
                 us(on.us_per_request),
-                us(on.us_per_request - off.us_per_request),
+                signed_us(on.us_per_request - off.us_per_request),
             );
         }
         if let [Some(off), Some(on)] = self.with_writers {
             let _ = writeln!(
                 s,
-                "  with its ledger writer's and SQLite's threads: {} all off, {} all on (+{})",
+                "  with its ledger writer's and SQLite's threads: {} all off, {} all on ({})",
                 us(off.us_per_request),
                 us(on.us_per_request),
-                us(on.us_per_request - off.us_per_request),
+                signed_us(on.us_per_request - off.us_per_request),
             );
         }
     }
@@ -497,4 +497,20 @@ fn cpu_row(s: &mut String, when: &str, c: &CpuPart) {
 /// Microseconds, as the CPU figures are read.
 fn us(v: f64) -> String {
     format!("{v:.0} µs")
+}
+
+/// A difference, its sign always shown: `+5 µs`, `-12 µs`.
+fn signed_us(v: f64) -> String {
+    format!("{v:+.0} µs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signed_us;
+
+    #[test]
+    fn a_difference_shows_its_sign() {
+        assert_eq!(signed_us(5.2), "+5 µs");
+        assert_eq!(signed_us(-26.4), "-26 µs");
+    }
 }
