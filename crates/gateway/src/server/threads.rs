@@ -18,7 +18,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::time::Instant;
@@ -26,6 +25,7 @@ use tokio::time::Instant;
 use super::{Gateway, conns, last_word};
 use crate::config::Config;
 use crate::state::{AppState, StartError};
+use crate::routes::Edge;
 
 /// The name of the gateway's threads (Linux keeps 15 bytes of it), its
 /// serving threads and their blocking pools alike: `top -H` and `sluice
@@ -55,7 +55,7 @@ pub(super) struct Others {
 pub(super) fn start(
     listener: TcpListener,
     state: &AppState,
-    app: &Router,
+    app: &Edge,
     cap: &Arc<Semaphore>,
 ) -> Result<(TcpListener, Others), StartError> {
     let (stop, stopped) = watch::channel(false);
