@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use super::{Gateway, conns, last_word};
 use crate::config::Config;
-use crate::state::{AppState, StartError};
 use crate::routes::Edge;
+use crate::state::{AppState, StartError};
 
 /// The name of the gateway's threads (Linux keeps 15 bytes of it), its
 /// serving threads and their blocking pools alike: `top -H` and `sluice

@@ -49,7 +49,12 @@ async fn a_spent_budget_refuses_with_its_name_and_reset() {
     for _ in 0..2 {
         let mut served = call(svc.clone(), call_with(&state, vec![daily.clone()])).await;
         assert!(served.result.is_ok());
-        let note = served.notes.meta.budget.take().expect("a note for the header");
+        let note = served
+            .notes
+            .meta
+            .budget
+            .take()
+            .expect("a note for the header");
         assert_eq!(note.budget, "tenant:acme:daily");
     }
     let served = call(svc, call_with(&state, vec![daily])).await;
