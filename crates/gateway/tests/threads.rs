@@ -18,7 +18,9 @@ use tokio::sync::oneshot;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_answered_while_the_background_thread_is_held() {
     let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
-    let sim = Sim::start(sim_config(), local).await.expect("the sim starts");
+    let sim = Sim::start(sim_config(), local)
+        .await
+        .expect("the sim starts");
     let dir = TempDir::new();
     let mut config = base_config(&sim.url(), dir.path());
     // One serving thread: were it the background thread too, the request
@@ -61,6 +63,5 @@ async fn a_request_is_answered_while_the_background_thread_is_held() {
         .await
         .expect("the gateway stops within its drain timeout")
         .expect("serve ends cleanly");
-    let mut sim = sim;
     sim.shutdown().await;
 }
