@@ -71,6 +71,12 @@ pub fn gateway_cpu() -> Option<std::time::Duration> {
     threads_cpu(sluice_gateway::is_gateway_thread)
 }
 
+/// CPU time the bench's bare hop's threads have spent so far
+/// (`bench/bare.rs`), as [`gateway_cpu`] reads the gateway's.
+pub fn bare_cpu() -> Option<std::time::Duration> {
+    threads_cpu(|name| name == crate::bench::BARE_THREADS)
+}
+
 /// [`gateway_cpu`] with the threads that write for the gateways: the
 /// usage ledger's writer and SQLite's (sqlx runs each SQLite connection
 /// on a thread of its own), whose work requests cause without waiting
