@@ -5,10 +5,10 @@ use std::time::Duration;
 use sluice_sim::{Latency, SimConfig};
 
 use super::bare::BareHop;
-use super::latency::with_cpu;
+use super::latency::{no_cpu, stream};
 use super::report::SlowPart;
 use super::requests::{chat, client, warm};
-use super::{GatewayArgs, limits_off, note, open_loop};
+use super::{GatewayArgs, limits_off, note};
 use crate::stack::Stack;
 use crate::stack::{bare_cpu, gateway_cpu};
 
@@ -44,36 +44,16 @@ pub(super) async fn slow_upstream(args: &GatewayArgs) -> Result<SlowPart, String
             SLOW_UPSTREAM.as_millis()
         ),
     );
-    let direct = open_loop::run(
-        SLOW_RATE,
-        args.duration,
-        max_outstanding,
-        chat(&client, &sim, true),
-    )
-    .await;
+    let (rate, duration, n) = (SLOW_RATE, args.duration, max_outstanding);
+    let make = chat(&client, &sim, true);
+    let (direct, _) = stream(rate, duration, n, no_cpu, make).await;
     note(args.json, "(a) the same through a bare hop");
-    let (bare, bare_cpu) = with_cpu(
-        bare_cpu,
-        open_loop::run(
-            SLOW_RATE,
-            args.duration,
-            max_outstanding,
-            chat(&client, &bare, true),
-        ),
-    )
-    .await;
+    let make = chat(&client, &bare, true);
+    let (bare, bare_cpu) = stream(rate, duration, n, bare_cpu, make).await;
     drop(hop);
     note(args.json, "(a) the same through the gateway");
-    let (through, cpu) = with_cpu(
-        gateway_cpu,
-        open_loop::run(
-            SLOW_RATE,
-            args.duration,
-            max_outstanding,
-            chat(&client, &gateway, false),
-        ),
-    )
-    .await;
+    let make = chat(&client, &gateway, false);
+    let (through, cpu) = stream(rate, duration, n, gateway_cpu, make).await;
     stack.stop().await;
     let mut part = SlowPart::new(
         SLOW_RATE,
