@@ -39,6 +39,7 @@
 //! sim); (c) always runs in-process.
 
 pub mod adaptive;
+mod bare;
 mod closed_loop;
 mod gateway;
 pub mod jobs;
@@ -52,6 +53,8 @@ mod requests;
 mod slow;
 mod swarm;
 mod throughput;
+
+pub(crate) use bare::THREAD_NAME as BARE_THREADS;
 
 use std::num::NonZeroUsize;
 use std::process::ExitCode;

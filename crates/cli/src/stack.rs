@@ -25,9 +25,6 @@ pub struct Stack {
     data_dir: PathBuf,
 }
 
-/// The name of a gateway's threads, by which [`gateway_cpu`] finds them.
-pub const GATEWAY_THREADS: &str = sluice_gateway::THREAD_NAME;
-
 /// One gateway serving until told to stop, on threads of its own, as
 /// `sluice serve` runs it ([`sluice_gateway::Gateway::spawn`]).
 ///
@@ -66,11 +63,18 @@ impl Running {
     }
 }
 
-/// CPU time the in-process gateways' threads have spent so far (the
-/// kernel's per-thread run time, in nanoseconds); `None` where the
-/// kernel does not say (not Linux).
+/// CPU time the in-process gateways' threads (serving and background,
+/// found by name: [`sluice_gateway::is_gateway_thread`]) have spent so
+/// far (the kernel's per-thread run time, in nanoseconds); `None` where
+/// the kernel does not say (not Linux).
 pub fn gateway_cpu() -> Option<std::time::Duration> {
-    threads_cpu(|name| name == GATEWAY_THREADS)
+    threads_cpu(sluice_gateway::is_gateway_thread)
+}
+
+/// CPU time the bench's bare hop's threads have spent so far
+/// (`bench/bare.rs`), as [`gateway_cpu`] reads the gateway's.
+pub fn bare_cpu() -> Option<std::time::Duration> {
+    threads_cpu(|name| name == crate::bench::BARE_THREADS)
 }
 
 /// [`gateway_cpu`] with the threads that write for the gateways: the
@@ -79,7 +83,7 @@ pub fn gateway_cpu() -> Option<std::time::Duration> {
 /// for it.
 pub fn gateway_and_writers_cpu() -> Option<std::time::Duration> {
     threads_cpu(|name| {
-        name == GATEWAY_THREADS
+        sluice_gateway::is_gateway_thread(name)
             || name == sluice_gateway::LEDGER_THREAD
             || name.starts_with("sqlx-sqlite")
     })

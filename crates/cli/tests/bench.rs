@@ -19,16 +19,29 @@ fn bench_gateway_reports_every_part() {
     assert!(r["target"].is_null());
     let latency = &r["latency"];
     assert_eq!(latency["rate_per_second"], 200.0);
-    for side in ["direct", "gateway"] {
+    for side in ["direct", "bare_hop", "gateway"] {
         for key in ["p50_ms", "p99_ms", "p999_ms", "max_ms"] {
             assert!(latency[side][key].is_number(), "latency.{side}.{key}: {r}");
         }
         assert_eq!(latency[side]["sent"], 200, "{r}");
+        assert_eq!(latency[side]["errors"], 0, "latency.{side}: {r}");
         assert!(r["throughput"][side]["requests_per_second"].is_number());
     }
     for key in ["p50_ms", "p99_ms", "p999_ms"] {
         assert!(latency["added"][key].is_number(), "added.{key}");
+        assert!(latency["bare_added"][key].is_number(), "bare_added.{key}");
     }
+    // The bare hop forwards every request to the sim and back, and its
+    // own threads' CPU is read apart from the gateway's.
+    assert_eq!(latency["bare_cpu"]["requests"], 200, "{r}");
+    assert!(
+        latency["bare_cpu"]["us_per_request"]
+            .as_f64()
+            .is_some_and(|us| us > 0.0),
+        "{r}"
+    );
+    assert_eq!(r["throughput"]["bare_hop"]["errors"], 0, "{r}");
+    assert!(r["throughput"]["bare_ratio"].is_number());
     assert_eq!(latency["streamed"]["sent"], 200, "{r}");
     // The in-process gateway's threads are read from /proc: every request
     // cost it some CPU, a streamed one too.
@@ -43,7 +56,7 @@ fn bench_gateway_reports_every_part() {
     let slow = &r["slow"];
     assert_eq!(slow["rate_per_second"], 20.0);
     assert_eq!(slow["upstream_ms"], 20.0);
-    for side in ["direct", "gateway"] {
+    for side in ["direct", "bare_hop", "gateway"] {
         assert_eq!(slow[side]["sent"], 20, "slow.{side}: {r}");
         // Every answer took the upstream's 20 ms at least.
         assert!(
@@ -52,6 +65,10 @@ fn bench_gateway_reports_every_part() {
         );
     }
     assert!(slow["added"]["p50_ms"].is_number());
+    assert!(slow["bare_added"]["p50_ms"].is_number());
+    for who in ["cpu", "bare_cpu"] {
+        assert_eq!(slow[who]["requests"], 20, "slow.{who}: {r}");
+    }
     assert!(r["throughput"]["ratio"].is_number());
     // Saturated (b): the gateway answered requests, streamed ones too,
     // and its CPU time is divided by those it answered while counting.

@@ -41,5 +41,7 @@ pub mod warnings;
 
 pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;
-pub use server::{Gateway, Serving, THREAD_NAME, shutdown_signal};
+pub use server::{
+    BACKGROUND_THREAD, Gateway, Serving, THREAD_NAME, is_gateway_thread, shutdown_signal,
+};
 pub use state::{AppState, StartError};

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 
-pub use threads::{Serving, THREAD_NAME};
+pub use threads::{BACKGROUND_THREAD, Serving, THREAD_NAME, is_gateway_thread};
 
 use crate::config::Config;
 use crate::routes;
@@ -104,8 +103,11 @@ impl Gateway {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves, then drains: here, and on
-    /// `http.threads - 1` serving threads it starts (see
+    /// Serves on `http.threads` serving threads it starts until
+    /// `shutdown` resolves, then drains them, stops the job workers and
+    /// flushes the writers. The caller's runtime keeps running the
+    /// background tasks [`Gateway::bind`] started (writers, job workers,
+    /// samplers) meanwhile: no serving thread runs them (see
     /// [`Gateway::spawn`]).
     ///
     /// # Errors
@@ -119,23 +121,18 @@ impl Gateway {
         let drain = threads::drain_timeout(&state.config);
         let app = routes::router(state.clone());
         let cap = Arc::new(Semaphore::new(state.config.http.max_connections));
-        let (listener, others) = threads::start(listener, &state, &app, &cap)
+        let serving = threads::start(listener, &state, &app, &cap)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let conns = conns::serve_until(listener, app, &state.config.http, cap, shutdown).await;
-        // Stop accepting (done here, told to the other threads), fail
-        // readiness, refuse new work. Requests in flight and running jobs
-        // drain together, within one grace.
-        others.stop();
+        shutdown.await;
+        // Stop accepting, fail readiness, refuse new work. Requests in
+        // flight and running jobs drain together, within one grace;
+        // requests still waiting near its end are answered 503 by their
+        // threads while their connections can carry it, instead of being
+        // cut with the rest at the deadline.
+        serving.stop();
         state.drain();
-        let deadline = Instant::now() + drain;
         let http = async {
-            // Requests still waiting near the end are answered 503 while
-            // their connections can carry it, instead of being cut with
-            // the rest at the deadline.
-            let cut = conns
-                .drain(deadline, last_word(drain), || state.end_grace())
-                .await
-                + others.drained().await;
+            let cut = serving.drained().await;
             if cut > 0 {
                 tracing::warn!(
                     ?drain,

@@ -34,7 +34,6 @@
 //! ```
 
 mod line;
-mod linger;
 mod path;
 mod store;
 mod writer;

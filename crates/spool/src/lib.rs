@@ -14,6 +14,10 @@
 //! poison pill: later records spill, the queue is written out, then the
 //! spill file.
 //!
+//! The hand-over alone, [`Queue`], serves a writer that writes elsewhere
+//! than a [`Sink`] or does not spill: the gateway's trace writer, which
+//! drops and counts what does not fit.
+//!
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use sluice_spool::{Sink, Spool, SpoolConfig};
@@ -53,7 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use queue::Queue;
+pub use queue::{Queue, Refused};
 use runner::Runner;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -272,7 +276,9 @@ where
     /// queue).
     pub fn push(&self, record: T) {
         if let Err(r) = self.inner.queue.push(record) {
-            self.inner.shared.spill(std::slice::from_ref(&r));
+            self.inner
+                .shared
+                .spill(std::slice::from_ref(&r.into_inner()));
         }
     }
 }
@@ -425,21 +431,7 @@ where
     let (shared, queue) = (&inner.shared, &inner.queue);
     shared.import(&sink).await;
     let mut batch = Vec::with_capacity(shared.batch);
-    loop {
-        let (queued, closed) = queue.state();
-        if queued == 0 {
-            if closed {
-                break;
-            }
-            // Until the first record of the next batch, or the close.
-            queue.woken().await;
-            continue;
-        }
-        // Not while closing: the drain writes at once.
-        if !closed && queued < shared.batch {
-            linger(queue, shared.batch, shared.linger).await;
-        }
-        queue.take(&mut batch);
+    while queue.next_batch(&mut batch, shared.linger).await {
         let n = batch.len();
         match sink.write(&batch).await {
             Ok(()) => {
@@ -454,28 +446,6 @@ where
         batch.clear();
     }
     shared.import(&sink).await;
-}
-
-/// Waits up to `linger` for the queue to hold a full batch (or to close).
-/// Records that join meanwhile do not wake the writer: only the one that
-/// fills the batch, the close, or the end of the linger does.
-async fn linger<T>(queue: &Queue<T>, batch: usize, linger: Duration) {
-    if linger.is_zero() {
-        return;
-    }
-    let end = tokio::time::sleep(linger);
-    tokio::pin!(end);
-    loop {
-        tokio::select! {
-            () = &mut end => return,
-            () = queue.woken() => {
-                let (queued, closed) = queue.state();
-                if closed || queued >= batch {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

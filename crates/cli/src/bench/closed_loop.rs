@@ -11,7 +11,6 @@ use tokio::time::Instant;
 
 use super::open_loop::send;
 use super::report::Cpu;
-use crate::stack::gateway_cpu;
 
 /// What the connections achieved.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -30,10 +29,11 @@ pub async fn run<F>(connections: usize, duration: Duration, make: F) -> Throughp
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
-    run_with_cpu(connections, duration, make).await.0
+    run_with_cpu(connections, duration, make, || None).await.0
 }
 
-/// [`run`], and the in-process gateway's CPU time over the requests
+/// [`run`], and the CPU time `cpu` reads (the in-process gateway's,
+/// [`crate::stack::gateway_cpu`], or the bare hop's) over the requests
 /// answered: read when the counting begins and when it ends, so that
 /// neither the warm-up nor the requests still under way at the end
 /// count (`None` where the kernel does not say).
@@ -41,6 +41,7 @@ pub async fn run_with_cpu<F>(
     connections: usize,
     duration: Duration,
     make: F,
+    cpu: fn() -> Option<Duration>,
 ) -> (Throughput, Option<Cpu>)
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
@@ -74,9 +75,9 @@ where
         });
     }
     tokio::time::sleep_until(warm_until).await;
-    let before = gateway_cpu();
+    let before = cpu();
     tokio::time::sleep_until(ends).await;
-    let (after, in_window) = (gateway_cpu(), answered.load(Ordering::Relaxed));
+    let (after, in_window) = (cpu(), answered.load(Ordering::Relaxed));
     while loops.join_next().await.is_some() {}
     let answered = answered.load(Ordering::Relaxed);
     let throughput = Throughput {

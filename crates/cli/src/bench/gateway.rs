@@ -1,8 +1,11 @@
 //! `sluice bench gateway`'s parts in order, on one in-process stack for
 //! (a), (b) and (d), then a stack each for the slow upstream, (c) and (e).
+//! (a) and (b) also go through a bare hop (`bare.rs`) in front of the
+//! same sim: what any proxy costs here, beside what the gateway costs.
 
 use sluice_sim::SimConfig;
 
+use super::bare::BareHop;
 use super::report::Report;
 use super::requests::{cached_chat, client, warm};
 use super::swarm::SWARM_LIMIT;
@@ -11,13 +14,15 @@ use super::{
 };
 use crate::stack::Stack;
 
-/// What (a) and (b) send to: the sim straight and the gateway, each with
-/// its own client (connections kept warm).
+/// What (a) and (b) send to: the sim straight, the bare hop and the
+/// gateway, each with its own client (connections kept warm).
 #[derive(Clone, Copy)]
 pub(super) struct Ends<'a> {
     pub direct_client: &'a reqwest::Client,
+    pub bare_client: &'a reqwest::Client,
     pub gateway_client: &'a reqwest::Client,
     pub sim: &'a str,
+    pub bare: &'a str,
     pub gateway: &'a str,
 }
 
@@ -26,10 +31,14 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let sim = stack.sim.url();
     let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
     let gateway = gateway.trim_end_matches('/').to_owned();
+    let hop = BareHop::start(&sim)?;
+    let bare = hop.url();
     let direct_client = client(args.connections);
+    let bare_client = client(args.connections);
     let gateway_client = client(args.connections);
     // Open the connections and fill the caches before anything counts.
     warm(&direct_client, &sim, true, 50).await?;
+    warm(&bare_client, &bare, true, 50).await?;
     warm(&gateway_client, &gateway, false, 50).await?;
     // Stores the answer the cached stream is served from.
     if !open_loop::send(cached_chat(&gateway_client, &gateway)()).await {
@@ -41,8 +50,10 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let max_outstanding = (args.rate as usize).max(64) * 10;
     let ends = Ends {
         direct_client: &direct_client,
+        bare_client: &bare_client,
         gateway_client: &gateway_client,
         sim: &sim,
+        bare: &bare,
         gateway: &gateway,
     };
     let latency = latency::run(args, ends, max_outstanding).await;
@@ -55,6 +66,7 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     } else {
         None
     };
+    drop(hop);
     stack.stop().await;
 
     let slow = slow::slow_upstream(args).await?;

@@ -70,7 +70,7 @@ impl KeysPart {
         header_row(s);
         latency_row(s, "all off", &self.off);
         latency_row(s, "all on", &self.on);
-        added_row(s, &self.added);
+        added_row(s, "added", &self.added);
         if let (Some(off), Some(on)) = (self.cpu_off, self.cpu_on) {
             let _ = writeln!(
                 s,
@@ -98,9 +98,13 @@ pub struct LatencyPart {
     pub rate_per_second: f64,
     pub duration_s: f64,
     pub direct: StreamLatency,
+    /// Through the bare hop (`bare.rs`): what any proxy costs here.
+    pub bare_hop: StreamLatency,
     pub gateway: StreamLatency,
     /// gateway − direct, percentile by percentile.
     pub added: Added,
+    /// bare hop − direct.
+    pub bare_added: Added,
     /// Through the gateway, every request a cache hit.
     pub cache_hit: StreamLatency,
     /// Through the gateway, every request a streamed completion.
@@ -108,6 +112,8 @@ pub struct LatencyPart {
     /// The in-process gateway's CPU time per request at this rate, not
     /// saturated (none for a `--target`); (b) has the saturated figure.
     pub cpu: Option<CpuPart>,
+    /// The bare hop's CPU time per request at this rate.
+    pub bare_cpu: Option<Cpu>,
 }
 
 /// The gateway's CPU time per request, non-streamed and streamed.
@@ -177,9 +183,18 @@ pub struct SlowPart {
     pub upstream_ms: f64,
     pub duration_s: f64,
     pub direct: StreamLatency,
+    /// Through the bare hop (`bare.rs`).
+    pub bare_hop: StreamLatency,
     pub gateway: StreamLatency,
     /// gateway − direct, percentile by percentile.
     pub added: Added,
+    /// bare hop − direct.
+    pub bare_added: Added,
+    /// The in-process gateway's CPU time per request at this rate (none
+    /// for a `--target`): the request's work done cold.
+    pub cpu: Option<Cpu>,
+    /// The bare hop's.
+    pub bare_cpu: Option<Cpu>,
 }
 
 impl SlowPart {
@@ -188,16 +203,25 @@ impl SlowPart {
         upstream: Duration,
         duration: Duration,
         direct: &Measured,
+        bare: &Measured,
         gateway: &Measured,
     ) -> Self {
-        let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
+        let (d, b, g) = (
+            StreamLatency::new(direct),
+            StreamLatency::new(bare),
+            StreamLatency::new(gateway),
+        );
         SlowPart {
             rate_per_second: rate,
             upstream_ms: upstream.as_secs_f64() * 1e3,
             duration_s: duration.as_secs_f64(),
             added: Added::between(&d, &g),
+            bare_added: Added::between(&d, &b),
             direct: d,
+            bare_hop: b,
             gateway: g,
+            cpu: None,
+            bare_cpu: None,
         }
     }
 }
@@ -248,20 +272,28 @@ impl LatencyPart {
         rate: f64,
         duration: Duration,
         direct: &Measured,
+        bare: &Measured,
         gateway: &Measured,
         cached: &Measured,
         streamed: &Measured,
     ) -> Self {
-        let (d, g) = (StreamLatency::new(direct), StreamLatency::new(gateway));
+        let (d, b, g) = (
+            StreamLatency::new(direct),
+            StreamLatency::new(bare),
+            StreamLatency::new(gateway),
+        );
         LatencyPart {
             rate_per_second: rate,
             duration_s: duration.as_secs_f64(),
             added: Added::between(&d, &g),
+            bare_added: Added::between(&d, &b),
             direct: d,
+            bare_hop: b,
             gateway: g,
             cache_hit: StreamLatency::new(cached),
             streamed: StreamLatency::new(streamed),
             cpu: None,
+            bare_cpu: None,
         }
     }
 }
@@ -272,9 +304,13 @@ pub struct ThroughputPart {
     pub connections: usize,
     pub duration_s: f64,
     pub direct: Throughput,
+    /// Through the bare hop (`bare.rs`).
+    pub bare_hop: Throughput,
     pub gateway: Throughput,
     /// gateway ÷ direct.
     pub ratio: f64,
+    /// bare hop ÷ direct.
+    pub bare_ratio: f64,
     /// Through the gateway, every request a streamed completion.
     pub streamed: Throughput,
     /// Through the gateway, every request a cache hit.
@@ -283,6 +319,8 @@ pub struct ThroughputPart {
     /// saturated (none for a `--target`): CPU per proxied request as
     /// issue 12 defines it.
     pub cpu: Option<CpuPart>,
+    /// The bare hop's CPU time ÷ the requests it answered, saturated.
+    pub bare_cpu: Option<Cpu>,
 }
 
 impl ThroughputPart {
@@ -290,24 +328,30 @@ impl ThroughputPart {
         connections: usize,
         each: Duration,
         direct: Throughput,
+        bare_hop: Throughput,
         gateway: Throughput,
         streamed: Throughput,
         cache_hit: Throughput,
     ) -> Self {
-        let ratio = if direct.requests_per_second > 0.0 {
-            gateway.requests_per_second / direct.requests_per_second
-        } else {
-            0.0
+        let of_direct = |t: &Throughput| {
+            if direct.requests_per_second > 0.0 {
+                t.requests_per_second / direct.requests_per_second
+            } else {
+                0.0
+            }
         };
         ThroughputPart {
             connections,
             duration_s: each.as_secs_f64(),
+            ratio: of_direct(&gateway),
+            bare_ratio: of_direct(&bare_hop),
             direct,
+            bare_hop,
             gateway,
-            ratio,
             streamed,
             cache_hit,
             cpu: None,
+            bare_cpu: None,
         }
     }
 }
@@ -343,13 +387,15 @@ impl Report {
         header_row(&mut s);
         for (name, r) in [
             ("direct", &l.direct),
+            ("bare hop", &l.bare_hop),
             ("gateway", &l.gateway),
             ("cache hit", &l.cache_hit),
             ("streamed", &l.streamed),
         ] {
             latency_row(&mut s, name, r);
         }
-        added_row(&mut s, &l.added);
+        added_row(&mut s, "added", &l.added);
+        added_row(&mut s, "hop adds", &l.bare_added);
         match &l.cpu {
             Some(c) => cpu_row(&mut s, &format!("at {} req/s", l.rate_per_second), c),
             None => {
@@ -359,6 +405,13 @@ impl Report {
                 );
             }
         }
+        one_cpu_row(
+            &mut s,
+            "bare hop",
+            &format!("at {} req/s", l.rate_per_second),
+            l.bare_cpu,
+        );
+        let _ = writeln!(s, "{BARE_HOP}");
         let w = &self.slow;
         let _ = writeln!(
             s,
@@ -366,10 +419,18 @@ impl Report {
             w.rate_per_second, w.duration_s, w.upstream_ms
         );
         header_row(&mut s);
-        for (name, r) in [("direct", &w.direct), ("gateway", &w.gateway)] {
+        for (name, r) in [
+            ("direct", &w.direct),
+            ("bare hop", &w.bare_hop),
+            ("gateway", &w.gateway),
+        ] {
             latency_row(&mut s, name, r);
         }
-        added_row(&mut s, &w.added);
+        added_row(&mut s, "added", &w.added);
+        added_row(&mut s, "hop adds", &w.bare_added);
+        let at = format!("at {} req/s", w.rate_per_second);
+        one_cpu_row(&mut s, "gateway", &at, w.cpu);
+        one_cpu_row(&mut s, "bare hop", &at, w.bare_cpu);
         s.push('\n');
 
         let t = &self.throughput;
@@ -382,6 +443,14 @@ impl Report {
             s,
             "{:<10}{:>11.0} req/s  ({} errors)",
             "direct", t.direct.requests_per_second, t.direct.errors
+        );
+        let _ = writeln!(
+            s,
+            "{:<10}{:>11.0} req/s  ({} errors; {:.0}% of direct)",
+            "bare hop",
+            t.bare_hop.requests_per_second,
+            t.bare_hop.errors,
+            t.bare_ratio * 100.0
         );
         let _ = writeln!(
             s,
@@ -404,6 +473,7 @@ impl Report {
         if let Some(c) = &t.cpu {
             cpu_row(&mut s, "saturated", c);
         }
+        one_cpu_row(&mut s, "bare hop", "saturated", t.bare_cpu);
         s.push('\n');
 
         let w = &self.swarm;
@@ -468,11 +538,14 @@ fn latency_row(s: &mut String, name: &str, r: &StreamLatency) {
     );
 }
 
-fn added_row(s: &mut String, a: &Added) {
+/// What the bare hop is, under the first table that shows it.
+const BARE_HOP: &str = "bare hop: the sim behind a hyper forwarder on the gateway's thread layout and nothing else\n    (`hop adds` is what any proxy costs here; the gateway's own work is `added` − `hop adds`)";
+
+fn added_row(s: &mut String, name: &str, a: &Added) {
     let _ = writeln!(
         s,
         "{:<10}{:>11}{:>11}{:>11}",
-        "added",
+        name,
         ms(a.p50_ms),
         ms(a.p99_ms),
         ms(a.p999_ms)
@@ -492,6 +565,19 @@ fn cpu_row(s: &mut String, when: &str, c: &CpuPart) {
         st.seconds,
         st.requests,
     );
+}
+
+/// `who`'s CPU per request `when`, when read.
+fn one_cpu_row(s: &mut String, who: &str, when: &str, c: Option<Cpu>) {
+    if let Some(c) = c {
+        let _ = writeln!(
+            s,
+            "{who} CPU per request {when}: {} ({:.2} s ÷ {} requests)",
+            us(c.us_per_request),
+            c.seconds,
+            c.requests,
+        );
+    }
 }
 
 /// Microseconds, as the CPU figures are read.

@@ -1,8 +1,11 @@
-//! The serving threads: each runs a current-thread runtime that accepts
-//! on its own copy of the listening socket and serves what it accepted,
-//! upstream calls included (each thread has its own upstream pool,
-//! `client.rs`), so that a request is read, sent on, answered and written
-//! back on one thread.
+//! The gateway's threads. `http.threads` serving threads each run a
+//! current-thread runtime that accepts on its own copy of the listening
+//! socket and serves what it accepted, upstream calls included (each
+//! thread has its own upstream pool, `client.rs`), so that a request is
+//! read, sent on, answered and written back on one thread. One more
+//! thread, [`BACKGROUND_THREAD`], carries everything else: the writers
+//! (traces, audit, OpenTelemetry), the job workers, the dashboard's
+//! sampler, the limiter's upkeep, and the shutdown.
 //!
 //! Why not tokio's multi-thread runtime: on a 2-CPU machine it woke a
 //! second worker for nearly every step of a request (a task queued behind
@@ -12,6 +15,12 @@
 //! itself needs two wake-ups (the request, the upstream's answer). Each
 //! wake-up of a parked thread costs tens to hundreds of microseconds on a
 //! VM; `docs/gateway.md`, "Wake-ups", has the counts before and after.
+//!
+//! Why the background work is not on a serving thread: without work
+//! stealing, a request that thread accepted waits behind whatever
+//! background task runs there (a trace batch, a dashboard sample, a job
+//! attempt); on a thread of its own the kernel runs it beside the
+//! requests instead, and a serving thread only ever runs requests.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,51 +36,55 @@ use super::{Gateway, conns, last_word};
 use crate::config::Config;
 use crate::state::{AppState, StartError};
 
-/// The name of the gateway's threads (Linux keeps 15 bytes of it), its
-/// serving threads and their blocking pools alike: `top -H` and `sluice
-/// bench gateway`'s CPU figures find them by it.
+/// The name of the gateway's serving threads (Linux keeps 15 bytes of
+/// it) and of their blocking pools: `top -H` finds them by it.
 pub const THREAD_NAME: &str = "sluice-gateway";
 
-/// A current-thread runtime for a serving thread.
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+/// The name of the thread that carries the gateway's background tasks
+/// and of its blocking pool (the trace writer's file writes).
+pub const BACKGROUND_THREAD: &str = "sluice-gw-tasks";
+
+/// Whether a thread of this name is one of the gateway's own (serving or
+/// background): what `sluice bench gateway` counts as the gateway's CPU,
+/// the trace writer's included, since requests cause it.
+pub fn is_gateway_thread(name: &str) -> bool {
+    name == THREAD_NAME || name == BACKGROUND_THREAD
+}
+
+/// A current-thread runtime whose blocking pool's threads are `name`d.
+fn runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
-        .thread_name(THREAD_NAME)
+        .thread_name(name)
         .enable_all()
         .build()
 }
 
-/// The serving threads other than the first (which is [`Gateway::serve`]'s
-/// caller).
+/// The serving threads.
 #[derive(Debug)]
-pub(super) struct Others {
+pub(super) struct Threads {
     stop: watch::Sender<bool>,
     /// Each thread's count of connections it had to cut at the deadline.
     drained: Vec<oneshot::Receiver<usize>>,
 }
 
-/// Starts `http.threads - 1` serving threads beside the caller's, each
-/// serving `app` on a copy of `listener` within the shared `cap`; gives
-/// back the caller's listener.
+/// Starts `http.threads` serving threads, each serving `app` on a copy of
+/// `listener` within the shared `cap`.
 pub(super) fn start(
     listener: TcpListener,
     state: &AppState,
     app: &Router,
     cap: &Arc<Semaphore>,
-) -> Result<(TcpListener, Others), StartError> {
+) -> Result<Threads, StartError> {
     let (stop, stopped) = watch::channel(false);
-    let mut others = Others {
+    let mut threads = Threads {
         stop,
         drained: Vec::new(),
     };
-    let threads = state.config.http.serving_threads();
-    if threads <= 1 {
-        return Ok((listener, others));
-    }
     // A copy (`dup`) per thread, each registered with its own runtime:
     // every idle thread hears of a new connection and the first to
     // accept it serves it, so connections go to threads that are free.
     let listener = listener.into_std().map_err(StartError::Threads)?;
-    for index in 1..threads {
+    for index in 0..state.config.http.serving_threads().max(1) {
         let copy = listener.try_clone().map_err(StartError::Threads)?;
         let (done, drained) = oneshot::channel();
         let (state, app, cap) = (state.clone(), app.clone(), Arc::clone(cap));
@@ -96,19 +109,20 @@ pub(super) fn start(
                 .drain(deadline, last_word(drain), || state.end_grace())
                 .await
         };
-        on_a_thread(serve, move |cut| match cut {
+        // The first that cannot start stops the others (the watch's
+        // sender dropped with `threads`).
+        on_a_thread(THREAD_NAME, serve, move |cut| match cut {
             Ok(cut) => {
                 let _ = done.send(cut);
             }
             Err(e) => tracing::error!(error = %e, "a serving thread's runtime"),
         })?;
-        others.drained.push(drained);
+        threads.drained.push(drained);
     }
-    let listener = TcpListener::from_std(listener).map_err(StartError::Threads)?;
-    Ok((listener, others))
+    Ok(threads)
 }
 
-impl Others {
+impl Threads {
     /// Tells them to stop accepting and drain their connections, each
     /// within the drain timeout from now.
     pub(super) fn stop(&self) {
@@ -136,10 +150,11 @@ pub struct Serving {
 impl Gateway {
     /// Builds and binds a gateway for `config` (on `listen` when given)
     /// and serves it until `shutdown` resolves, on threads of its own:
-    /// the first, named [`THREAD_NAME`], runs a current-thread runtime
-    /// that also carries the gateway's background tasks (writers, job
-    /// workers), and starts the other `http.threads - 1`. What `sluice
-    /// serve` runs. Returns once bound.
+    /// [`BACKGROUND_THREAD`] runs a current-thread runtime that binds,
+    /// carries the gateway's background tasks (writers, job workers,
+    /// samplers) and the shutdown, and starts the `http.threads` serving
+    /// threads ([`THREAD_NAME`]). What `sluice serve` runs. Returns once
+    /// bound.
     ///
     /// # Errors
     /// [`StartError`] naming what failed.
@@ -161,7 +176,7 @@ impl Gateway {
             let _ = ready.send(Ok(gateway.local_addr()));
             gateway.serve(shutdown).await
         };
-        on_a_thread(serve, move |served| {
+        on_a_thread(BACKGROUND_THREAD, serve, move |served| {
             let _ = done.send(served.and_then(|served| served));
         })?;
         let addr = match bound.await {
@@ -200,18 +215,19 @@ impl Serving {
     }
 }
 
-/// Runs the future `work` makes on a thread named [`THREAD_NAME`] with a
+/// Runs the future `work` makes on a thread named `name` with a
 /// current-thread runtime of its own, then hands its output to `done`
 /// once the runtime is gone (its blocking tasks, a last trace write,
 /// finished); or why the runtime could not be built.
 fn on_a_thread<F: Future + 'static>(
+    name: &'static str,
     work: impl FnOnce() -> F + Send + 'static,
     done: impl FnOnce(std::io::Result<F::Output>) + Send + 'static,
 ) -> Result<(), StartError> {
     std::thread::Builder::new()
-        .name(THREAD_NAME.into())
+        .name(name.into())
         .spawn(move || {
-            done(runtime().map(|rt| {
+            done(runtime(name).map(|rt| {
                 let out = rt.block_on(work());
                 drop(rt);
                 out

@@ -270,6 +270,34 @@ async fn a_full_round_ends_the_linger() {
     assert_eq!(workspace_lines(&dir.0, "acme").len(), BATCH + 1);
 }
 
+// A round that is not full waits out its linger (traces that join it do
+// not end it), then goes out whole.
+#[tokio::test(start_paused = true)]
+async fn a_partial_round_waits_out_the_linger() {
+    let dir = TempDir::new();
+    let (writer, task) = spawn(&dir.0, 1000);
+    let start = tokio::time::Instant::now();
+    assert!(writer.submit(record("acme", "t", "a")));
+    tokio::time::sleep(LINGER / 2).await;
+    assert!(writer.submit(record("acme", "t", "b")));
+    tokio::time::sleep(LINGER / 2 - Duration::from_millis(1)).await;
+    assert!(
+        workspace_lines(&dir.0, "acme").is_empty(),
+        "written before the linger ended"
+    );
+    let mut written = Vec::new();
+    for _ in 0..1_000 {
+        written = workspace_lines(&dir.0, "acme");
+        if written.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(request_ids(&written), ["a", "b"]);
+    assert!(start.elapsed() >= LINGER);
+    task.shutdown().await;
+}
+
 #[tokio::test]
 async fn shutdown_writes_everything_queued() {
     let dir = TempDir::new();

@@ -1,13 +1,13 @@
-//! The background trace writer: a bounded channel in front of a task that
-//! appends JSON lines to per-workspace files (see [`Store`]).
+//! The background trace writer: a bounded [`Queue`] (`sluice-spool`'s,
+//! the audit trail's and the ledger's hand-over too) in front of a task
+//! that appends JSON lines to per-workspace files (see [`Store`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::linger::Linger;
-use tokio::sync::{mpsc, oneshot};
+use sluice_spool::{Queue, Refused};
 use tokio::task::JoinHandle;
 
 use super::line::Line;
@@ -15,7 +15,7 @@ use super::path::{Rotation, period};
 use super::store::{Retention, Store};
 use super::{Trace, TraceRecord};
 
-/// Records taken off the channel per write round, so that a burst costs
+/// Records taken off the queue per write round, so that a burst costs
 /// one write per file rather than one per record.
 pub(super) const BATCH: usize = 256;
 
@@ -23,21 +23,29 @@ pub(super) const BATCH: usize = 256;
 /// the batch fills first. Without it a steady stream of requests costs a
 /// hop to a blocking thread and a write per request (each trace alone in
 /// its round); with it, at most one round per `LINGER`, and a trace
-/// reaches its file at most this much later. The task sleeps through the
-/// linger: traces that come meanwhile do not wake it (one wake-up per
-/// trace, each a cross-thread hop when the request runs on another
-/// thread), only a full batch does ([`TraceWriter::submit`]).
+/// reaches its file at most this much later. Traces that come during the
+/// linger do not wake the writer (each would be a cross-thread hop: the
+/// writer is on the gateway's background thread), only a full batch
+/// does ([`Queue::next_batch`]).
 pub(super) const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Hands finished traces to the writer task without ever waiting; cheap to
 /// clone.
 #[derive(Debug, Clone)]
 pub struct TraceWriter {
-    tx: mpsc::Sender<Line>,
+    intake: Arc<Intake>,
     dropped: Arc<AtomicU64>,
-    /// Ends the writer's linger once a round's worth ([`BATCH`], or the
-    /// whole buffer when smaller) is queued.
-    full: Arc<Linger>,
+}
+
+/// The writers' side of the queue: when the last [`TraceWriter`] goes,
+/// it closes the queue, and the task writes out what is queued and ends.
+#[derive(Debug)]
+struct Intake(Arc<Queue<Line>>);
+
+impl Drop for Intake {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// The writer task. [`TraceWriterTask::shutdown`] stops intake and writes
@@ -45,7 +53,7 @@ pub struct TraceWriter {
 /// is dropped.
 #[derive(Debug)]
 pub struct TraceWriterTask {
-    close: oneshot::Sender<()>,
+    queue: Arc<Queue<Line>>,
     task: JoinHandle<()>,
 }
 
@@ -61,23 +69,20 @@ impl TraceWriter {
         buffer: usize,
         retention: Retention,
     ) -> (TraceWriter, TraceWriterTask) {
-        let buffer = buffer.max(1);
-        let (tx, rx) = mpsc::channel(buffer);
-        let (close, close_rx) = oneshot::channel();
-        let full = Arc::new(Linger::new(BATCH.min(buffer)));
-        let task = tokio::spawn(run(dir, retention, rx, close_rx, Arc::clone(&full)));
+        let queue = Arc::new(Queue::new(buffer, BATCH));
+        let task = tokio::spawn(run(dir, retention, Arc::clone(&queue)));
         let writer = TraceWriter {
-            tx,
+            intake: Arc::new(Intake(Arc::clone(&queue))),
             dropped: Arc::new(AtomicU64::new(0)),
-            full,
         };
-        (writer, TraceWriterTask { close, task })
+        (writer, TraceWriterTask { queue, task })
     }
 
     /// Queues `record` for writing and returns at once. When the buffer is
     /// full or the writer has shut down, the trace is dropped, counted in
     /// [`TraceWriter::dropped`] and `sluice_traces_dropped_total`, and
-    /// `false` returned: a slow disk must not slow requests.
+    /// `false` returned: a slow disk must not slow requests, and traces,
+    /// unlike the ledger's records, are not worth a spill file.
     pub fn submit(&self, record: TraceRecord) -> bool {
         match Line::of_record(&record) {
             Ok(line) => self.send(line),
@@ -96,16 +101,10 @@ impl TraceWriter {
     }
 
     fn send(&self, line: Line) -> bool {
-        let reason = match self.tx.try_send(line) {
-            Ok(()) => {
-                // The writer lingers without watching the queue: tell it
-                // when a round's worth waits.
-                self.full
-                    .pushed(self.tx.max_capacity() - self.tx.capacity());
-                return true;
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => "buffer_full",
-            Err(mpsc::error::TrySendError::Closed(_)) => "closed",
+        let reason = match self.intake.0.push(line) {
+            Ok(()) => return true,
+            Err(Refused::Full(_)) => "buffer_full",
+            Err(Refused::Closed(_)) => "closed",
         };
         self.dropped.fetch_add(1, Ordering::Relaxed);
         crate::metrics::trace_dropped(reason, 1);
@@ -124,16 +123,13 @@ impl TraceWriterTask {
     /// everything already queued, fsyncs the open files and waits for the
     /// task to end.
     pub async fn shutdown(self) {
-        // The task may already have ended (every writer dropped).
-        let _ = self.close.send(());
+        self.queue.close();
         wait(self.task).await;
     }
 
     /// Waits for the task to end on its own, which it does once every
     /// [`TraceWriter`] is dropped and the queue is written out and fsynced.
     pub async fn join(self) {
-        // Dropping `close` unsent is not a request to close: the task
-        // only stops watching it.
         wait(self.task).await;
     }
 }
@@ -144,66 +140,32 @@ async fn wait(task: JoinHandle<()>) {
     }
 }
 
-async fn run(
-    dir: PathBuf,
-    retention: Retention,
-    mut rx: mpsc::Receiver<Line>,
-    mut close: oneshot::Receiver<()>,
-    full: Arc<Linger>,
-) {
+async fn run(dir: PathBuf, retention: Retention, queue: Arc<Queue<Line>>) {
     let opened = tokio::task::spawn_blocking(move || Store::open(dir, retention)).await;
     let Ok(mut store) = opened else {
-        // Dropping `rx` closes the channel: every later trace is counted
-        // as dropped (`closed`) rather than queued for nobody.
+        // Every later trace is counted as dropped (`closed`) rather than
+        // queued for nobody; those already queued are counted here.
         tracing::error!("trace writer failed to start");
+        discard(&queue).await;
         return;
     };
-    let mut watching_close = true;
     let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        tokio::select! {
-            // Drain first: a close request must not overtake queued traces.
-            biased;
-            n = rx.recv_many(&mut batch, BATCH) => {
-                if n == 0 {
-                    break;
-                }
-                if batch.len() < BATCH {
-                    // Asleep until the round ends or a round's worth is
-                    // queued; what came meanwhile is taken without waiting.
-                    let until = tokio::time::Instant::now() + LINGER;
-                    full.wait(until, batch.len(), || rx.len()).await;
-                    while batch.len() < BATCH {
-                        match rx.try_recv() {
-                            Ok(line) => batch.push(line),
-                            // Empty, or closed and drained.
-                            Err(_) => break,
-                        }
-                    }
-                }
-                // One hop to a blocking thread per batch; the store and
-                // the emptied batch come back for the next one.
-                let rotate = retention.rotate;
-                let wrote = tokio::task::spawn_blocking(move || {
-                    write_batch(&mut store, rotate, &mut batch);
-                    (store, batch)
-                })
-                .await;
-                match wrote {
-                    Ok(back) => (store, batch) = back,
-                    Err(e) => {
-                        tracing::error!(error = %e, "trace writer failed");
-                        return;
-                    }
-                }
-            }
-            closed = &mut close, if watching_close => {
-                watching_close = false;
-                if closed.is_ok() {
-                    // New sends fail from here on; what is queued still
-                    // comes out of `recv_many`, then it returns 0.
-                    rx.close();
-                }
+    // A close does not overtake queued traces: they come out first.
+    while queue.next_batch(&mut batch, LINGER).await {
+        // One hop to a blocking thread per batch; the store and the
+        // emptied batch come back for the next one.
+        let rotate = retention.rotate;
+        let wrote = tokio::task::spawn_blocking(move || {
+            write_batch(&mut store, rotate, &mut batch);
+            (store, batch)
+        })
+        .await;
+        match wrote {
+            Ok(back) => (store, batch) = back,
+            Err(e) => {
+                tracing::error!(error = %e, "trace writer failed");
+                discard(&queue).await;
+                return;
             }
         }
     }
@@ -240,5 +202,16 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
             tracing::warn!(error = %e, workspace = ?workspace, traces = count, "trace write failed");
             crate::metrics::trace_dropped("write_error", count);
         }
+    }
+}
+
+/// The writer cannot go on: closes the queue (later traces count as
+/// dropped when submitted) and counts those still queued as dropped.
+async fn discard(queue: &Queue<Line>) {
+    queue.close();
+    let mut lost = Vec::new();
+    while queue.next_batch(&mut lost, LINGER).await {
+        crate::metrics::trace_dropped("write_error", lost.len() as u64);
+        lost.clear();
     }
 }

@@ -126,7 +126,7 @@ pub fn model_limits(prefix: &str) -> ModelLimits {
 /// The gateway's configuration the tests start from: the embedded
 /// defaults pointed at the sim, with limits that never bind unless a test
 /// sets its own, and retries that back off in milliseconds.
-fn base_config(sim: &str, dir: &Path) -> Config {
+pub fn base_config(sim: &str, dir: &Path) -> Config {
     let mut c = Config {
         data_dir: dir.join("data"),
         ..Config::default()
@@ -487,10 +487,11 @@ pub fn sse_data(body: &str) -> Vec<String> {
 /// A directory of its own under the system's temporary directory,
 /// removed on drop.
 #[derive(Debug)]
-struct TempDir(PathBuf);
+pub struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> TempDir {
+    /// A fresh directory, removed on drop.
+    pub fn new() -> TempDir {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
@@ -502,7 +503,8 @@ impl TempDir {
         TempDir(dir)
     }
 
-    fn path(&self) -> &Path {
+    /// Where it is.
+    pub fn path(&self) -> &Path {
         &self.0
     }
 }
