@@ -91,6 +91,38 @@ async fn chunks_arrive_one_by_one_and_in_order() {
     h.stop().await;
 }
 
+/// Events that the upstream sends at once (a sim with no pauses writes
+/// its whole stream in one or two writes) reach the client together, not
+/// one write, and one read, per event; and whole, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_sent_together_go_out_together() {
+    let mut sim = sim_config();
+    sim.models.insert("burst".into(), paced(0, 16));
+    let h = Harness::with(sim, |_| {}).await;
+    let mut res = h
+        .send("/v1/chat/completions", &stream_body("openai/burst"))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut reads = 0;
+    let mut all = Vec::new();
+    while let Some(chunk) = res.chunk().await.expect("the stream reads") {
+        if !chunk.is_empty() {
+            reads += 1;
+            all.extend_from_slice(&chunk);
+        }
+    }
+    let data = sse_data(&String::from_utf8(all).unwrap());
+    // A role chunk, 16 tokens, the finish chunk and `[DONE]`.
+    assert_eq!(data.len(), 19, "{data:?}");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    assert!(
+        reads < data.len() / 2,
+        "{reads} reads for {} events",
+        data.len()
+    );
+    h.stop().await;
+}
+
 fn usage_chunks(data: &[String]) -> Vec<Value> {
     data.iter()
         .filter(|d| *d != "[DONE]")
