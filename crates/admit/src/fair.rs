@@ -9,6 +9,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use foldhash::fast::RandomState;
+
 use crate::service::Service;
 
 /// An entry's identity in the queue.
@@ -19,7 +21,7 @@ pub(crate) type EntryId = u64;
 pub(crate) struct FairQueue {
     /// Tenants with entries, in turn order: ties go to the front.
     active: VecDeque<Arc<str>>,
-    lines: HashMap<Arc<str>, VecDeque<EntryId>>,
+    lines: HashMap<Arc<str>, VecDeque<EntryId>, RandomState>,
     len: usize,
 }
 

@@ -6,11 +6,12 @@ mod waiter;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Admission, Error, LaneStats, QueueConfig, Stats, Ticket};
+use crate::{Admission, Error, LaneStats, Permit, QueueConfig, Stats, Ticket};
 pub(crate) use state::FlightKey;
 use state::{Enqueued, State};
 use waiter::{Waiter, join};
@@ -94,6 +95,19 @@ impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
             .shared
             .with(|state, now, wakers| state.enqueue(ticket, now, wakers))?;
         match enqueued {
+            Enqueued::Granted {
+                tenant,
+                lane,
+                priority,
+                flight,
+            } => Ok(Admission::Run(Permit::new(
+                Arc::clone(&self.shared),
+                flight,
+                tenant,
+                lane,
+                priority,
+                Duration::ZERO,
+            ))),
             Enqueued::Joined(rx) => join(&self.shared, rx, deadline).await,
             Enqueued::Queued { id, flight } => {
                 let waiter = Waiter::new(Arc::clone(&self.shared), id, flight);

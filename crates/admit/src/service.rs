@@ -31,6 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use tokio::time::Instant;
 
 /// How long after a busy period starts a newcomer still counts as having
@@ -48,7 +49,7 @@ struct Account {
 /// Tags and waiting counts per tenant.
 #[derive(Debug, Default)]
 pub(crate) struct Service {
-    accounts: HashMap<Arc<str>, Account>,
+    accounts: HashMap<Arc<str>, Account, RandomState>,
     /// Tenants with entries waiting.
     waiting_tenants: usize,
     /// When the busy period of the accounts held began.

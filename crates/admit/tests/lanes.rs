@@ -171,3 +171,42 @@ async fn lanes_and_tenants_are_counted_for_dashboards() {
     drop(_running);
     assert!(queue.lanes().is_empty());
 }
+
+/// A ticket granted at once, its lane idle, is charged to its tenant as a
+/// queued one is when it is dispatched: it counts against the tenant
+/// wherever the tenant waits next.
+#[tokio::test(start_paused = true)]
+async fn a_grant_at_once_counts_as_service() {
+    let queue: AdmissionQueue = AdmissionQueue::new(config(1, 100, 200));
+    let in_lane = |t: &str, l: &'static str| ticket(t, Priority::Normal).with_lane(l);
+    let run = |t: &'static str, l: &'static str| {
+        let q = queue.clone();
+        async move {
+            match q.admit(in_lane(t, l)).await.unwrap() {
+                Admission::Run(p) => p,
+                Admission::Joined(()) => unreachable!(),
+            }
+        }
+    };
+    let x = run("holder", "x").await;
+    // `a` is served in lane y, which is idle: granted at once.
+    drop(run("a", "y").await);
+    assert_eq!(queue.stats().dispatched, 2);
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (tenant, label) in [("a", "a@x"), ("b", "b@x")] {
+        tasks.push(support::spawn_recorder(
+            &queue,
+            in_lane(tenant, "x"),
+            label,
+            &log,
+        ));
+        settle().await;
+    }
+    drop(x);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // `b`, served nowhere yet, goes before `a`, which came first.
+    assert_eq!(*log.lock().unwrap(), ["b@x", "a@x"]);
+}

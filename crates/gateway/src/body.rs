@@ -9,7 +9,8 @@
 //!
 //! An answer given before the body was read to its end (a 401, a 413, a
 //! 408) leaves the rest of the body on the connection, so the server
-//! closes it and [`close_if_unread`] says so.
+//! closes it and [`close_if_unread`] says so (the router's edge,
+//! `routes/edge.rs`, calls it for every answer).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use std::time::Duration;
 use axum::body::HttpBody;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -68,12 +68,14 @@ async fn read(req: Request, limit: usize, timeout: Duration) -> Result<Bytes, Re
     }
 }
 
-/// Middleware: an answer given before the request's body was read to its
-/// end says `Connection: close`. The server closes such a connection (the
-/// rest of the body is still on it, and reading it would be reading for a
-/// caller that was refused); without the header a client would put the
-/// connection back in its pool and its next request would fail on it.
-pub(crate) async fn close_if_unread(req: Request, next: Next) -> Response {
+/// `req` with its body watched: the flag given back turns true once the
+/// body has been read to its end (at once for a request without one).
+/// [`close_if_unread`] reads it when the answer is known.
+pub(crate) fn watch<B>(req: axum::http::Request<B>) -> (Request, Arc<AtomicBool>)
+where
+    B: HttpBody<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     let read = Arc::new(AtomicBool::new(false));
     let req = req.map(|inner| {
         if inner.is_end_stream() {
@@ -84,21 +86,32 @@ pub(crate) async fn close_if_unread(req: Request, next: Next) -> Response {
             read: Arc::clone(&read),
         })
     });
-    let mut res = next.run(req).await;
+    (req, read)
+}
+
+/// An answer given before the request's body was read to its end says
+/// `Connection: close`. The server closes such a connection (the rest of
+/// the body is still on it, and reading it would be reading for a caller
+/// that was refused); without the header a client would put the
+/// connection back in its pool and its next request would fail on it.
+pub(crate) fn close_if_unread(read: &AtomicBool, res: &mut Response) {
     if !read.load(Ordering::Relaxed) {
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    res
 }
 
 /// A request body that notes when it has been read to its end.
-struct Watched {
-    inner: axum::body::Body,
+struct Watched<B> {
+    inner: B,
     read: Arc<AtomicBool>,
 }
 
-impl HttpBody for Watched {
+impl<B> HttpBody for Watched<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -110,7 +123,7 @@ impl HttpBody for Watched {
         if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.read.store(true, Ordering::Relaxed);
         }
-        polled
+        polled.map(|frame| frame.map(|f| f.map_err(axum::Error::new)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -124,9 +124,32 @@ impl<T, E> Served<T, E> {
     }
 }
 
-/// What a request holds and what the layers learn about it on the way.
+/// What a request holds and what the layers learn about it on the way:
+/// [`Fields`] behind one allocation, made once per request.
+///
+/// Boxed because every layer moves it twice (down in its [`Req`], up in
+/// its [`Served`]) and its fields take about a kilobyte: moved by value,
+/// those copies were a sixth of the request path's instructions.
 #[derive(Debug, Default)]
-pub(crate) struct Notes {
+pub(crate) struct Notes(Box<Fields>);
+
+impl std::ops::Deref for Notes {
+    type Target = Fields;
+
+    fn deref(&self) -> &Fields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Notes {
+    fn deref_mut(&mut self) -> &mut Fields {
+        &mut self.0
+    }
+}
+
+/// The fields of [`Notes`].
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
     /// The gateway's own response headers.
     pub meta: Meta,
     /// The tenant, once known (a metrics label).

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod cache;
 pub mod catalog;
 pub mod dashboard;
+mod edge;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
@@ -18,7 +19,6 @@ pub mod tenants;
 pub mod usage;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{MethodRouter, any, delete, get, patch, post, put};
 
@@ -26,6 +26,8 @@ use crate::auth::Owner;
 use crate::dashboard::LOGIN_PATH;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+pub use edge::{Edge, EdgeFuture};
 
 /// A route as declared: method (`None`: any), path, owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,22 +124,20 @@ pub fn owners() -> Vec<RouteOwner> {
         .collect()
 }
 
-/// The router: [`table`], a JSON 404 and 405, the body cap (bodies are
-/// read by the handlers, after the caller is known: see [`crate::body`]),
-/// and an `x-request-id` on every answer.
-pub fn router(state: AppState) -> Router {
+/// The router: [`table`], a JSON 404 and 405, behind its [`Edge`] (the
+/// body cap off: bodies are read by the handlers, after the caller is
+/// known, see [`crate::body`]; an `x-request-id` on every answer).
+pub fn router(state: AppState) -> Edge {
     let mut router = Router::new();
     for (_, path, _, handler) in table() {
         // Routes of one path with several methods merge.
         router = router.route(path, handler);
     }
-    router
+    let router = router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("method not allowed on this route".into())
         })
-        .layer(DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn(crate::body::close_if_unread))
-        .layer(axum::middleware::from_fn(crate::layers::context::stamp))
-        .with_state(state)
+        .with_state(state);
+    Edge::new(router)
 }

@@ -17,6 +17,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::task::Waker;
 
+use foldhash::fast::RandomState;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -63,6 +64,16 @@ pub(crate) struct Entry {
 /// The outcome of a ticket that was not refused.
 #[derive(Debug)]
 pub(crate) enum Enqueued<T> {
+    /// Granted at once: its lane had a free slot, so nothing was queued
+    /// in it (the invariant) and the ticket would have been the first and
+    /// only one dispatched. Never in the entries: its caller holds the
+    /// slot from here on.
+    Granted {
+        tenant: Arc<str>,
+        lane: Arc<str>,
+        priority: Priority,
+        flight: Option<(FlightKey, watch::Sender<Option<T>>)>,
+    },
     /// Queued (perhaps already granted) as entry `id`; `flight` is the
     /// sender joiners wait on, when the ticket had a dedup key.
     Queued {
@@ -92,9 +103,9 @@ struct Lane {
 #[derive(Debug)]
 pub(crate) struct State<T> {
     config: QueueConfig,
-    lanes: HashMap<Arc<str>, Lane>,
+    lanes: HashMap<Arc<str>, Lane, RandomState>,
     service: Service,
-    entries: HashMap<EntryId, Entry>,
+    entries: HashMap<EntryId, Entry, RandomState>,
     next_id: EntryId,
     flights: HashMap<FlightKey, FlightRx<T>>,
     /// Slots held, all lanes.
@@ -108,9 +119,9 @@ impl<T> State<T> {
     pub(crate) fn new(config: QueueConfig, now: Instant) -> Self {
         State {
             config,
-            lanes: HashMap::new(),
+            lanes: HashMap::default(),
             service: Service::with_grace(ARRIVAL_GRACE),
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             next_id: 0,
             flights: HashMap::new(),
             in_flight: 0,
@@ -155,23 +166,46 @@ impl<T> State<T> {
             return Err(Error::QueueFull { scope, retry_after });
         }
 
-        let id = self.next_id;
-        self.next_id += 1;
         let lane_name: Arc<str> = ticket.lane.unwrap_or_else(|| Arc::from(""));
         let guard = self.config.starvation_guard.map(NonZeroU32::get);
-        self.lanes
+        let concurrency = self.config.concurrency.get();
+        let lane = self
+            .lanes
             .entry(Arc::clone(&lane_name))
             .or_insert_with(|| Lane {
                 scheduler: Scheduler::new(guard),
                 in_flight: 0,
-            })
-            .scheduler
-            .push(ticket.priority, &ticket.tenant, id);
-        self.service.join(&ticket.tenant, now);
+            });
         let weight = ticket
             .weight
             .unwrap_or_else(|| self.config.weights.of(&ticket.tenant))
             .get();
+        let flight = key.map(|key| {
+            let (tx, rx) = watch::channel(None);
+            self.flights.insert(key.clone(), rx);
+            (key, tx)
+        });
+        if lane.in_flight < concurrency {
+            // What `dispatch` would do with the lane's only entry, without
+            // the entry: the same accounts, counters and rate, and no
+            // second lock for its caller to collect the grant.
+            lane.in_flight += 1;
+            self.service.join(&ticket.tenant, now);
+            self.service.served(&ticket.tenant, weight, now);
+            self.in_flight += 1;
+            self.counters.dispatched += 1;
+            self.rate.record(now);
+            return Ok(Enqueued::Granted {
+                tenant: ticket.tenant,
+                lane: lane_name,
+                priority: ticket.priority,
+                flight,
+            });
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        lane.scheduler.push(ticket.priority, &ticket.tenant, id);
+        self.service.join(&ticket.tenant, now);
         self.entries.insert(
             id,
             Entry {
@@ -185,11 +219,6 @@ impl<T> State<T> {
                 waker: None,
             },
         );
-        let flight = key.map(|key| {
-            let (tx, rx) = watch::channel(None);
-            self.flights.insert(key.clone(), rx);
-            (key, tx)
-        });
         self.dispatch(&lane_name, now, wakers);
         Ok(Enqueued::Queued { id, flight })
     }

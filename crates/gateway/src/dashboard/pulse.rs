@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
+
 /// Resources counted apart; the rest share [`OTHER`]. Resources are
 /// configured models and APIs, but a model's name comes from the request.
 pub(crate) const MAX_RESOURCES: usize = 256;
@@ -123,8 +125,8 @@ pub(crate) struct TenantTotals {
 /// Every total, as one reading.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Totals {
-    pub resources: HashMap<Box<str>, ResourceTotals>,
-    pub tenants: HashMap<Box<str>, TenantTotals>,
+    pub resources: HashMap<Box<str>, ResourceTotals, RandomState>,
+    pub tenants: HashMap<Box<str>, TenantTotals, RandomState>,
 }
 
 /// The totals, shared by every request of one gateway.
@@ -135,16 +137,16 @@ pub(crate) struct Pulse {
 
 /// The entry of `key` in `map`, or of [`OTHER`] once `max` keys are
 /// counted.
-fn slot<'a, T: Default>(map: &'a mut HashMap<Box<str>, T>, key: &str, max: usize) -> &'a mut T {
-    let key = if map.contains_key(key) || map.len() < max {
-        key
-    } else {
-        OTHER
-    };
-    if !map.contains_key(key) {
-        map.insert(key.into(), T::default());
+fn slot<'a, T: Default>(
+    map: &'a mut HashMap<Box<str>, T, RandomState>,
+    key: &str,
+    max: usize,
+) -> &'a mut T {
+    if map.contains_key(key) {
+        return map.get_mut(key).expect("present");
     }
-    map.get_mut(key).expect("inserted above")
+    let key = if map.len() < max { key } else { OTHER };
+    map.entry(key.into()).or_default()
 }
 
 impl Pulse {

@@ -14,6 +14,8 @@
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
+use foldhash::fast::RandomState;
+
 /// Combinations kept per metric; past it, samples resolve their handle
 /// each time as before (label values are bounded anyway, see
 /// [`super::LabelValues`], but the raw values that map to `_other` are
@@ -26,13 +28,14 @@ const MAX_KEY: usize = 400;
 /// The handles of one metric, by label values.
 #[derive(Debug)]
 pub(crate) struct Handles<H> {
-    map: RwLock<HashMap<Box<[u8]>, H>>,
+    /// foldhash, not SipHash: about ten lookups a request, of short keys.
+    map: RwLock<HashMap<Box<[u8]>, H, RandomState>>,
 }
 
 impl<H: Clone> Handles<H> {
     pub(crate) fn new() -> Self {
         Handles {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(HashMap::default()),
         }
     }
 

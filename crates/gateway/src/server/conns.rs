@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use hyper::server::conn::http1;
@@ -30,6 +29,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 use crate::config::HttpConfig;
+use crate::routes::Edge;
 
 /// How long the loop rests after an accept error that is not about one
 /// connection (out of file descriptors, say) before it tries again.
@@ -49,7 +49,7 @@ pub(super) struct Connections {
 /// and returns the connections still open.
 pub(super) async fn serve_until(
     listener: TcpListener,
-    app: Router,
+    app: Edge,
     http: &HttpConfig,
     cap: Arc<Semaphore>,
     stop: impl Future<Output = ()>,

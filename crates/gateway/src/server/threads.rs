@@ -27,13 +27,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::time::Instant;
 
 use super::{Gateway, conns, last_word};
 use crate::config::Config;
+use crate::routes::Edge;
 use crate::state::{AppState, StartError};
 
 /// The name of the gateway's serving threads (Linux keeps 15 bytes of
@@ -72,7 +72,7 @@ pub(super) struct Threads {
 pub(super) fn start(
     listener: TcpListener,
     state: &AppState,
-    app: &Router,
+    app: &Edge,
     cap: &Arc<Semaphore>,
 ) -> Result<Threads, StartError> {
     let (stop, stopped) = watch::channel(false);

@@ -19,13 +19,13 @@ async fn the_slot_goes_down_in_the_notes_and_the_wait_is_traced() {
         assert!(req.notes.admission.is_some(), "the slot is held below");
         Served::ok(buffered("{}"), req.notes)
     });
-    let served = call(
+    let mut served = call(
         AdmissionLayer::new(&state).layer(probe),
         model_call(&state, MODEL, false, &[]),
     )
     .await;
     assert!(served.result.is_ok());
-    let trace = served.notes.trace.expect("traced").finish();
+    let trace = served.notes.trace.take().expect("traced").finish();
     assert!(trace.spans.iter().any(|s| s.name == "queue"), "{trace:?}");
 }
 

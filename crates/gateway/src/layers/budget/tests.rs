@@ -47,9 +47,14 @@ async fn a_spent_budget_refuses_with_its_name_and_reset() {
     let daily = budget(serde_json::json!({"name": "daily", "requests": 2, "period": "day"}));
     let svc = BudgetLayer::new(&state).layer(answered(10));
     for _ in 0..2 {
-        let served = call(svc.clone(), call_with(&state, vec![daily.clone()])).await;
+        let mut served = call(svc.clone(), call_with(&state, vec![daily.clone()])).await;
         assert!(served.result.is_ok());
-        let note = served.notes.meta.budget.expect("a note for the header");
+        let note = served
+            .notes
+            .meta
+            .budget
+            .take()
+            .expect("a note for the header");
         assert_eq!(note.budget, "tenant:acme:daily");
     }
     let served = call(svc, call_with(&state, vec![daily])).await;
@@ -108,12 +113,12 @@ async fn the_worst_case_is_priced_and_bounded() {
     // Money: reserved at the model's price; the note says how much is left.
     let mut money = budget(serde_json::json!({"name": "m", "requests": 1000, "period": "week"}));
     money.money = Some(Money::from_nanodollars(1_000_000_000));
-    let served = call(
+    let mut served = call(
         BudgetLayer::new(&state).layer(answered(1)),
         call_with(&state, vec![money.clone()]),
     )
     .await;
-    let note = served.notes.meta.budget.expect("a note");
+    let note = served.notes.meta.budget.take().expect("a note");
     assert!(note.used > 0.0 && note.used < 0.01, "{note:?}");
 
     // A model without a price cannot be held to a money budget.

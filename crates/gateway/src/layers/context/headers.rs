@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::middleware::Next as MiddlewareNext;
 use axum::response::Response;
 use sluice_admit::Priority;
 use sluice_limit::headers::context::{TraceParent, valid_request_id, valid_tracestate};
@@ -273,18 +271,15 @@ pub fn new_id() -> String {
     format!("req_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
 }
 
-/// Middleware over every route: an answer without an `x-request-id`
-/// (one given before any layer read the context: a 401, a 404, a route
-/// with no context) gets the client's id when it is one to keep, else a
-/// new one.
-pub(crate) async fn stamp(req: Request, next: MiddlewareNext) -> Response {
-    let given = client_request_id(req.headers()).map(str::to_owned);
-    let mut res = next.run(req).await;
-    if !res.headers().contains_key("x-request-id") {
+/// Every answer, on its way out: one without an `x-request-id` (given
+/// before any layer read the context: a 401, a 404, a route with no
+/// context) gets `given`, the client's id when it is one to keep
+/// ([`client_request_id`]), else a new one.
+pub(crate) fn stamp(given: Option<String>, res: &mut Response) {
+    if !res.headers().contains_key(X_REQUEST_ID) {
         let id = given.unwrap_or_else(new_id);
         if let Ok(v) = HeaderValue::from_str(&id) {
-            res.headers_mut().insert("x-request-id", v);
+            res.headers_mut().insert(X_REQUEST_ID, v);
         }
     }
-    res
 }
