@@ -55,14 +55,17 @@ async fn the_first_chunk_arrives_before_the_stream_ends() {
     h.stop().await;
 }
 
-/// A paced stream arrives in many reads, in order, and whole.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chunks_arrive_one_by_one_and_in_order() {
+/// The harness with `model` in the sim, one stream of it read whole:
+/// how many non-empty reads it took and the bytes.
+async fn stream_reads(model: &str, config: sluice_sim::ModelConfig) -> (Harness, usize, Vec<u8>) {
     let mut sim = sim_config();
-    sim.models.insert("paced".into(), paced(15, 8));
+    sim.models.insert(model.into(), config);
     let h = Harness::with(sim, |_| {}).await;
     let mut res = h
-        .send("/v1/chat/completions", &stream_body("openai/paced"))
+        .send(
+            "/v1/chat/completions",
+            &stream_body(&format!("openai/{model}")),
+        )
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     let mut reads = 0;
@@ -73,6 +76,13 @@ async fn chunks_arrive_one_by_one_and_in_order() {
             all.extend_from_slice(&chunk);
         }
     }
+    (h, reads, all)
+}
+
+/// A paced stream arrives in many reads, in order, and whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_arrive_one_by_one_and_in_order() {
+    let (h, reads, all) = stream_reads("paced", paced(15, 8)).await;
     // Eight tokens 15 ms apart: a buffered body would come in one read.
     assert!(reads >= 4, "only {reads} reads: the stream was buffered");
     let data = sse_data(&String::from_utf8(all).unwrap());
@@ -88,6 +98,24 @@ async fn chunks_arrive_one_by_one_and_in_order() {
         })
         .collect();
     assert_eq!(text.split_whitespace().count(), 8, "every token: {text:?}");
+    h.stop().await;
+}
+
+/// Events that the upstream sends at once (a sim with no pauses writes
+/// its whole stream in one or two writes) reach the client together, not
+/// one write, and one read, per event; and whole, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_sent_together_go_out_together() {
+    let (h, reads, all) = stream_reads("burst", paced(0, 16)).await;
+    let data = sse_data(&String::from_utf8(all).unwrap());
+    // A role chunk, 16 tokens, the finish chunk and `[DONE]`.
+    assert_eq!(data.len(), 19, "{data:?}");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    assert!(
+        reads < data.len() / 2,
+        "{reads} reads for {} events",
+        data.len()
+    );
     h.stop().await;
 }
 

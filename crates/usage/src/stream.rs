@@ -110,9 +110,7 @@ impl StreamScanner {
     /// did not finish) and scans that event too, in case it carries usage.
     #[must_use = "the returned bytes are what the client must receive"]
     pub fn finish(&mut self) -> Bytes {
-        if self.parser.finish()
-            && let Event::Data(data) = self.parser.event()
-        {
+        if let Some(data) = self.parser.finish() {
             self.tally.on_event(data);
         }
         self.held.split().freeze()
@@ -187,14 +185,12 @@ fn scan(
 ) -> usize {
     let (mut at, mut from) = (0, 0);
     while at < chunk.len() {
-        let (consumed, ended) = parser.advance(&chunk[at..]);
+        let (consumed, event) = parser.advance(&chunk[at..]);
         at += consumed;
-        if !ended {
-            break;
-        }
-        let usage_only = match parser.event() {
-            Event::Data(data) => tally.on_event(data),
-            Event::Empty | Event::Oversized => false,
+        let usage_only = match event {
+            Some(Event::Data(data)) => tally.on_event(data),
+            Some(Event::Empty | Event::Oversized) => false,
+            None => break,
         };
         on_event(from..at, usage_only && strip);
         from = at;

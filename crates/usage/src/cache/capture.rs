@@ -89,22 +89,27 @@ impl StreamCapture {
             return;
         }
         while !chunk.is_empty() {
-            let (used, complete) = self.parser.advance(chunk);
+            let (used, event) = self.parser.advance(chunk);
             chunk = &chunk[used..];
-            if complete {
-                self.on_event();
+            if let Some(event) = event {
+                Self::on_event(self.endpoint, self.max_bytes, &mut self.state, event);
             }
         }
     }
 
-    fn on_event(&mut self) {
-        let endpoint = self.endpoint;
-        let Ok(assembly) = &mut self.state else {
+    /// Applies one event of the stream to `state`.
+    fn on_event(
+        endpoint: Endpoint,
+        max_bytes: u64,
+        state: &mut Result<Assembly, CaptureError>,
+        event: Event<'_>,
+    ) {
+        let Ok(assembly) = &mut *state else {
             return;
         };
-        let data = match self.parser.event() {
+        let data = match event {
             Event::Empty => return,
-            Event::Oversized => Err(CaptureError::TooLarge(self.max_bytes)),
+            Event::Oversized => Err(CaptureError::TooLarge(max_bytes)),
             Event::Data(data) => Ok(data),
         };
         let outcome = data.and_then(|data| match assembly {
@@ -124,7 +129,7 @@ impl StreamCapture {
             }
         });
         if let Err(e) = outcome {
-            self.state = Err(e);
+            *state = Err(e);
         }
     }
 
@@ -146,15 +151,17 @@ impl StreamCapture {
     pub fn finish(mut self) -> Result<Bytes, CaptureError> {
         // A last event without its blank line counts when it is whole; a
         // cut one makes the stream incomplete rather than malformed.
-        if self.state.is_ok() && self.parser.finish() {
-            let whole = match self.parser.event() {
-                Event::Data(data) => {
-                    data == b"[DONE]" || serde_json::from_slice::<IgnoredAny>(data).is_ok()
-                }
-                _ => false,
-            };
+        if self.state.is_ok()
+            && let Some(data) = self.parser.finish()
+        {
+            let whole = data == b"[DONE]" || serde_json::from_slice::<IgnoredAny>(data).is_ok();
             if whole {
-                self.on_event();
+                Self::on_event(
+                    self.endpoint,
+                    self.max_bytes,
+                    &mut self.state,
+                    Event::Data(data),
+                );
             }
         }
         if self.state.is_ok() && !self.is_complete() {

@@ -54,9 +54,9 @@ mod tests {
         let mut out = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
-            let (n, ended) = p.advance(&bytes[at..]);
+            let (n, event) = p.advance(&bytes[at..]);
             at += n;
-            if ended && let Event::Data(d) = p.event() {
+            if let Some(Event::Data(d)) = event {
                 out.push(String::from_utf8_lossy(d).into_owned());
             }
         }

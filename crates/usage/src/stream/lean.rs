@@ -83,6 +83,37 @@ fn count_chars(bytes: &[u8]) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
+/// How many bytes from the start of `bytes` need nothing done inside a
+/// string: up to the first `"`, `\\` or control character (or all of
+/// them). Eight bytes at a time: content deltas and ids are most of a
+/// chunk's bytes.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    // A byte of the word is zero (`is(x ^ ONES * c)`: is `c`), or is below
+    // 0x20: the lowest flagged byte is exact (a false flag only comes
+    // from a borrow out of a true one below it), which is all this reads.
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    let mut at = 0;
+    while let Some(word) = bytes.get(at..at + 8) {
+        let mut eight = [0; 8];
+        eight.copy_from_slice(word);
+        let x = u64::from_le_bytes(eight);
+        let found = (zero(x ^ (ONES * u64::from(b'"')))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(bytes.len() - at)
+}
+
 /// Four hex digits (no sign: `from_str_radix` alone would take `+abc`).
 fn hex4(digits: &[u8]) -> Option<u32> {
     digits.iter().try_fold(0, |n, &d| {
@@ -141,17 +172,14 @@ impl<'a> Cursor<'a> {
         let rest = self.bytes.get(self.at..)?;
         let (mut i, mut escaped) = (0, false);
         loop {
-            let b = *rest.get(i)?;
-            if b == b'"' {
-                break;
-            }
-            if b == b'\\' {
-                escaped = true;
-                i += 2;
-            } else if b < 0x20 {
-                return None;
-            } else {
-                i += 1;
+            i += plain_run(rest.get(i..)?);
+            match *rest.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    i += 2;
+                }
+                _ => return None, // a control character
             }
         }
         let raw = self.text.get(self.at..self.at + i)?;
@@ -273,5 +301,47 @@ impl<'a> Cursor<'a> {
         let start = self.at;
         self.digits();
         (self.at > start).then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_run;
+    use proptest::prelude::*;
+
+    fn naive(bytes: &[u8]) -> usize {
+        bytes
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(bytes.len())
+    }
+
+    #[test]
+    fn plain_run_stops_at_the_first_quote_backslash_or_control() {
+        for case in [
+            &b""[..],
+            b"abc",
+            b"abcdefgh\"",
+            b"abcdefghijklmnop",
+            b"\x1f\"",
+            b"ab\x00cd\"efgh",
+            b"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\\",
+            b"\x7f\x80\xff !#[]{}\n",
+            b"\x21\x21\x21\x21\x21\x21\x21\x1f",
+        ] {
+            assert_eq!(plain_run(case), naive(case), "{case:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plain_run_is_the_naive_search(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            prop_assert_eq!(plain_run(&bytes), naive(&bytes));
+        }
+
+        #[test]
+        fn plain_run_is_the_naive_search_in_text(bytes in proptest::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), Just(0x1f_u8), Just(0x20_u8), Just(b'a'), Just(0xc3_u8)], 0..40)) {
+            prop_assert_eq!(plain_run(&bytes), naive(&bytes));
+        }
     }
 }

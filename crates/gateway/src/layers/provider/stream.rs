@@ -2,20 +2,24 @@
 //! adapter's reader (which reads the usage and may translate), ended in
 //! the client's format when the upstream fails or the deadline passes.
 //!
-//! Everything the call holds lives in the stream's producer: a client
-//! that goes away drops the body, which aborts the producer, which
-//! cancels the upstream call, settles the tokens the stream used so far
-//! and releases the grant and the pool slot.
+//! Everything the call holds lives in the client's body: a client that
+//! goes away drops the body, which cancels the upstream call, settles
+//! the tokens the stream used so far and releases the grant and the pool
+//! slot.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::body::HttpBody;
 use axum::response::Response;
-use bytes::Bytes;
-use futures_util::StreamExt;
+use bytes::{Bytes, BytesMut};
+use hyper::body::Frame;
+use sluice_admit::BulkheadPermit;
 use sluice_usage::Usage;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_util::task::AbortOnDropHandle;
+use tokio::time::{Instant, Sleep};
 
 use crate::layers::observe;
 use crate::layers::usage::{Delivery, Reserved};
@@ -44,25 +48,15 @@ pub(super) struct Relay {
 }
 
 impl Relay {
-    /// The client's response body, fed from `d`'s upstream stream by a
-    /// task that runs as the client reads.
+    /// The client's response body, fed from `d`'s upstream stream as the
+    /// client reads it.
     pub(super) fn start(self, d: Delivery) -> Response {
-        let (tx, rx) = mpsc::channel(1);
-        let producer = AbortOnDropHandle::new(tokio::spawn(self.run(d, tx)));
-        let body = futures_util::stream::unfold((rx, producer), |(mut rx, producer)| async move {
-            rx.recv().await.map(|item| (item, (rx, producer)))
-        });
-        Response::new(axum::body::Body::from_stream(body))
-    }
-
-    async fn run(self, d: Delivery, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
         let Delivery {
             response,
             reserved,
             pool,
             ..
         } = d;
-        let _pool = pool;
         let Relay {
             reader,
             deadline,
@@ -73,58 +67,74 @@ impl Relay {
             prompt_estimate,
             chars_per_token,
         } = self;
-        let mut m = Metered {
-            reader,
-            reserved: Some(reserved),
-            ledger,
-            prompt_estimate,
-            chars_per_token,
-            whole: false,
+        let body = RelayBody {
+            upstream: response.into_body(),
+            deadline: Box::pin(tokio::time::sleep_until(deadline)),
+            metered: Metered {
+                reader,
+                reserved: Some(reserved),
+                ledger,
+                prompt_estimate,
+                chars_per_token,
+                whole: false,
+            },
+            ending: Some(Ending {
+                route,
+                trace,
+                writer,
+                started: Instant::now(),
+            }),
+            _pool: pool,
+            held: BytesMut::new(),
+            idle_polls: 0,
         };
-        let mut upstream = response.into_body().into_data_stream();
-        let started = Instant::now();
-        let mut outcome = "complete";
-        loop {
-            let next = tokio::time::timeout_at(deadline.max(Instant::now()), upstream.next()).await;
-            match next {
-                Ok(Some(Ok(chunk))) => {
-                    let out = m.reader.feed(chunk);
-                    if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
-                        observe::disconnected(route);
-                        outcome = "client_disconnected";
-                        break;
-                    }
-                }
-                Ok(Some(Err(e))) => {
-                    // The client is told in the stream, in its format, and
-                    // the stream ends cleanly after it: an SDK raises the
-                    // error instead of a bare disconnect.
-                    let message = format!("the upstream stream failed: {e}");
-                    let event = m.reader.error_event("upstream_error", &message);
-                    let _ = tx.send(Ok(event)).await;
-                    outcome = "upstream_error";
-                    break;
-                }
-                Ok(None) => {
-                    m.whole = true;
-                    let tail = m.reader.finish();
-                    if !tail.is_empty() {
-                        let _ = tx.send(Ok(tail)).await;
-                    }
-                    break;
-                }
-                Err(_) => {
-                    let event = m.reader.error_event(
-                        "deadline_exceeded",
-                        "the request's deadline passed mid-stream",
-                    );
-                    let _ = tx.send(Ok(event)).await;
-                    outcome = "deadline";
-                    break;
-                }
-            }
-        }
-        let traced = trace.as_ref().is_some_and(|t| t.otel.is_some());
+        Response::new(axum::body::Body::new(body))
+    }
+}
+
+/// The client's body: each poll reads the upstream body in place, with
+/// no task or channel between the two connections, so a chunk costs one
+/// hand-over (hyper's client connection to the server's) instead of
+/// three, and the deadline is one timer for the whole stream rather than
+/// one per chunk. Chunks that the upstream's connection has already
+/// read go out together (see `poll_frame`).
+struct RelayBody {
+    upstream: axum::body::Body,
+    /// The request's deadline: the stream ends there.
+    deadline: Pin<Box<Sleep>>,
+    metered: Metered,
+    /// Taken when the stream ends; still there on drop means the client
+    /// went away first.
+    ending: Option<Ending>,
+    /// The pool slot, held until the stream ends or the client leaves.
+    _pool: BulkheadPermit,
+    /// Bytes read from the upstream that go out in the next frame.
+    held: BytesMut,
+    /// Polls in a row, while bytes are held, that brought nothing new.
+    idle_polls: u8,
+}
+
+/// The most a frame holds before it goes out, when the upstream hands
+/// over chunks faster than they are written.
+const HOLD_AT_MOST: usize = 16 * 1024;
+
+/// What the end of the stream reports to.
+struct Ending {
+    /// The route, for the disconnect metric.
+    route: &'static str,
+    trace: Option<Trace>,
+    writer: Option<TraceWriter>,
+    started: Instant,
+}
+
+impl RelayBody {
+    /// Settles the stream and finishes its trace with `outcome`, once.
+    fn end(&mut self, outcome: &'static str) {
+        let Some(e) = self.ending.take() else {
+            return;
+        };
+        let m = &mut self.metered;
+        let traced = e.trace.as_ref().is_some_and(|t| t.otel.is_some());
         let end = observe::StreamEnd {
             outcome,
             usage: m.reader.usage(),
@@ -133,14 +143,125 @@ impl Relay {
             head: traced.then(|| m.reader.head()),
             handed: m.settle(traced),
         };
-        drop(m);
-        observe::stream_ended(writer.as_ref(), trace, started, end);
+        observe::stream_ended(e.writer.as_ref(), e.trace, e.started, end);
+    }
+
+    /// Ends the stream with `outcome`; returns the reader's error event.
+    fn fail(&mut self, outcome: &'static str, code: &str, message: &str) -> Bytes {
+        let event = self.metered.reader.error_event(code, message);
+        self.end(outcome);
+        event
+    }
+
+    /// What is held, then `last`, as the next frame.
+    fn release(&mut self, last: Bytes) -> Bytes {
+        if self.held.is_empty() {
+            return last;
+        }
+        self.held.extend_from_slice(&last);
+        self.held.split().freeze()
+    }
+}
+
+impl HttpBody for RelayBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        if this.ending.is_none() {
+            return Poll::Ready(None);
+        }
+        // Whether this poll took bytes from the upstream.
+        let mut took = false;
+        loop {
+            if this.held.len() >= HOLD_AT_MOST {
+                return Poll::Ready(Some(Ok(Frame::data(this.release(Bytes::new())))));
+            }
+            match Pin::new(&mut this.upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers (none from a provider so far) are not passed on.
+                    let Ok(chunk) = frame.into_data() else {
+                        continue;
+                    };
+                    let out = this.metered.reader.feed(chunk);
+                    if !out.is_empty() {
+                        this.held.extend_from_slice(&out);
+                        took = true;
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    // The client is told in the stream, in its format, and
+                    // the stream ends cleanly after it: an SDK raises the
+                    // error instead of a bare disconnect.
+                    let message = format!("the upstream stream failed: {e}");
+                    let event = this.fail("upstream_error", "upstream_error", &message);
+                    return Poll::Ready(Some(Ok(Frame::data(this.release(event)))));
+                }
+                Poll::Ready(None) => {
+                    this.metered.whole = true;
+                    let tail = this.metered.reader.finish();
+                    this.end("complete");
+                    let out = this.release(tail);
+                    return Poll::Ready((!out.is_empty()).then(|| Ok(Frame::data(out))));
+                }
+                Poll::Pending if !this.held.is_empty() => {
+                    // hyper writes to the client each time the body has
+                    // nothing ready, so a chunk returned at once is one
+                    // write each. The upstream's connection hands its
+                    // chunks over one at a time, on its own task: give it
+                    // turns to hand over what it has already read, and send
+                    // what came together in one write. Nothing waits for
+                    // bytes not yet received: two polls in a row that
+                    // bring nothing send (hyper polls the body again at
+                    // once after a write, so one is not yet a turn).
+                    if took {
+                        this.idle_polls = 0;
+                    }
+                    if this.idle_polls < 2 {
+                        this.idle_polls += 1;
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(this.release(Bytes::new())))));
+                }
+                Poll::Pending => {
+                    if this.deadline.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let event = this.fail(
+                        "deadline",
+                        "deadline_exceeded",
+                        "the request's deadline passed mid-stream",
+                    );
+                    return Poll::Ready(Some(Ok(Frame::data(event))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ending.is_none()
+    }
+}
+
+impl Drop for RelayBody {
+    fn drop(&mut self) {
+        // Dropped before its end: the client went away (hyper drops the
+        // body of a connection that closed). The upstream call is
+        // cancelled with it, and what the stream used is settled.
+        if let Some(route) = self.ending.as_ref().map(|e| e.route) {
+            observe::disconnected(route);
+            self.end("client_disconnected");
+        }
     }
 }
 
 /// A stream's reader and its reservation, settled however the stream
-/// ends: a client that goes away aborts the producer mid-await, so this
-/// is done on drop. A stream that ended whole settles at the usage it
+/// ends, on drop at the latest. A stream that ended whole settles at the usage it
 /// reported (none reported: the estimate stands); one cut before its end
 /// (upstream reset, deadline, client gone) at what it used so far, not at
 /// its whole `max_tokens`.
