@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use sluice_admit::{Admission, AdmissionQueue, Priority};
-use support::{config, poll_once, settle, ticket};
+use support::{config, hold_ticket, poll_once, settle, ticket};
 
 #[tokio::test(start_paused = true)]
 async fn a_full_lane_does_not_block_another() {
@@ -93,16 +93,10 @@ async fn idle_lanes_leave_no_state() {
 async fn service_in_one_lane_counts_in_every_lane() {
     let queue: AdmissionQueue = AdmissionQueue::new(config(1, 100, 200));
     let in_lane = |t: &str, l: &'static str| ticket(t, Priority::Normal).with_lane(l);
-    let hold = |l: &'static str| {
-        let q = queue.clone();
-        async move {
-            match q.admit(in_lane("holder", l)).await.unwrap() {
-                Admission::Run(p) => p,
-                Admission::Joined(()) => unreachable!(),
-            }
-        }
-    };
-    let (x, y) = (hold("x").await, hold("y").await);
+    let (x, y) = (
+        hold_ticket(&queue, in_lane("holder", "x")).await,
+        hold_ticket(&queue, in_lane("holder", "y")).await,
+    );
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for (tenant, lane, label) in [
@@ -179,18 +173,9 @@ async fn lanes_and_tenants_are_counted_for_dashboards() {
 async fn a_grant_at_once_counts_as_service() {
     let queue: AdmissionQueue = AdmissionQueue::new(config(1, 100, 200));
     let in_lane = |t: &str, l: &'static str| ticket(t, Priority::Normal).with_lane(l);
-    let run = |t: &'static str, l: &'static str| {
-        let q = queue.clone();
-        async move {
-            match q.admit(in_lane(t, l)).await.unwrap() {
-                Admission::Run(p) => p,
-                Admission::Joined(()) => unreachable!(),
-            }
-        }
-    };
-    let x = run("holder", "x").await;
+    let x = hold_ticket(&queue, in_lane("holder", "x")).await;
     // `a` is served in lane y, which is idle: granted at once.
-    drop(run("a", "y").await);
+    drop(hold_ticket(&queue, in_lane("a", "y")).await);
     assert_eq!(queue.stats().dispatched, 2);
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();

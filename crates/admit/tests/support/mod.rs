@@ -71,9 +71,17 @@ pub async fn hold<T: Clone + Send + Sync + 'static>(
     queue: &AdmissionQueue<T>,
     tenant: &str,
 ) -> sluice_admit::Permit<T> {
-    match queue.admit(ticket(tenant, Priority::Normal)).await {
+    hold_ticket(queue, ticket(tenant, Priority::Normal)).await
+}
+
+/// Takes a slot for `ticket`, which must get one (not join a flight).
+pub async fn hold_ticket<T: Clone + Send + Sync + 'static>(
+    queue: &AdmissionQueue<T>,
+    ticket: Ticket,
+) -> sluice_admit::Permit<T> {
+    match queue.admit(ticket).await {
         Ok(Admission::Run(permit)) => permit,
-        other => panic!("expected a free slot, got {:?}", other.map(|_| ())),
+        other => panic!("expected a slot, got {:?}", other.map(|_| ())),
     }
 }
 

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use foldhash::fast::RandomState;
+
 use serde::Serialize;
 use sluice_usage::cache::Hit;
 
@@ -33,18 +35,18 @@ pub struct TenantStats {
 /// The counters of every tenant, bounded.
 #[derive(Debug, Default)]
 pub struct TenantCounters {
-    tenants: Mutex<HashMap<String, TenantStats>>,
+    tenants: Mutex<HashMap<Box<str>, TenantStats, RandomState>>,
 }
 
 impl TenantCounters {
     fn with(&self, tenant: &str, f: impl FnOnce(&mut TenantStats)) {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
-        let name = if tenants.contains_key(tenant) || tenants.len() < MAX_TENANTS_COUNTED {
-            tenant
-        } else {
-            OTHER_TENANTS
-        };
-        f(tenants.entry(name.to_owned()).or_default());
+        f(crate::dashboard::pulse::slot(
+            &mut tenants,
+            tenant,
+            MAX_TENANTS_COUNTED,
+            OTHER_TENANTS,
+        ));
     }
 
     pub(crate) fn hit(&self, tenant: &str, hit: &Hit) {

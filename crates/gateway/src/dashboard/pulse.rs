@@ -135,17 +135,19 @@ pub(crate) struct Pulse {
     totals: Mutex<Totals>,
 }
 
-/// The entry of `key` in `map`, or of [`OTHER`] once `max` keys are
-/// counted.
-fn slot<'a, T: Default>(
+/// The entry of `key` in `map`, or of `other` once `max` keys are
+/// counted: a count per name that callers cannot grow past `max + 1`.
+/// A key already counted costs two lookups and no allocation.
+pub(crate) fn slot<'a, T: Default>(
     map: &'a mut HashMap<Box<str>, T, RandomState>,
     key: &str,
     max: usize,
+    other: &str,
 ) -> &'a mut T {
     if map.contains_key(key) {
         return map.get_mut(key).expect("present");
     }
-    let key = if map.len() < max { key } else { OTHER };
+    let key = if map.len() < max { key } else { other };
     map.entry(key.into()).or_default()
 }
 
@@ -161,7 +163,7 @@ impl Pulse {
     ) {
         let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(r) = resource {
-            let t = slot(&mut totals.resources, r, MAX_RESOURCES);
+            let t = slot(&mut totals.resources, r, MAX_RESOURCES, OTHER);
             t.requests += 1;
             t.admitted += u64::from(tally.attempts);
             t.throttled += u64::from(tally.throttled);
@@ -170,7 +172,7 @@ impl Pulse {
             t.latency.record(elapsed);
         }
         if let Some(name) = tenant {
-            let t = slot(&mut totals.tenants, name, MAX_TENANTS);
+            let t = slot(&mut totals.tenants, name, MAX_TENANTS, OTHER);
             t.requests += 1;
             if let Some(w) = tally.queue_wait {
                 t.admitted += 1;

@@ -173,7 +173,11 @@ impl Tenant {
             && let Some(key) = bearer(headers)?
             && key.starts_with(sluice_keys::PREFIX)
         {
-            let caller = registry.authenticate(key).await?;
+            // Boxed: the key store's future (a database read on a cache
+            // miss) takes kilobytes, and inline it would make the handler's
+            // future of every request, keyed or not, as large; axum copies
+            // that future whole into its box.
+            let caller = Box::pin(registry.authenticate(key)).await?;
             return Ok(Tenant {
                 name: caller.tenant.clone(),
                 caller: Some(caller),

@@ -3,6 +3,8 @@
 use std::collections::HashSet;
 use std::sync::RwLock;
 
+use foldhash::fast::RandomState;
+
 use super::{MAX_LABEL_LEN, OTHER};
 
 /// A bounded set of label values: the first `max` distinct values of at
@@ -10,7 +12,7 @@ use super::{MAX_LABEL_LEN, OTHER};
 #[derive(Debug)]
 pub struct LabelValues {
     max: usize,
-    seen: RwLock<HashSet<Box<str>>>,
+    seen: RwLock<HashSet<Box<str>, RandomState>>,
 }
 
 impl LabelValues {
@@ -18,7 +20,7 @@ impl LabelValues {
     pub fn new(max: usize) -> LabelValues {
         LabelValues {
             max,
-            seen: RwLock::new(HashSet::new()),
+            seen: RwLock::new(HashSet::default()),
         }
     }
 
