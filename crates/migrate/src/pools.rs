@@ -25,8 +25,13 @@ impl Schema {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10));
+        // No ping before each use: a connection is a file handle in this
+        // process, which a ping cannot find broken, and each ping is a
+        // round trip to the connection's thread (two context switches per
+        // transaction, most of a transaction's cost at a low rate).
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
+            .test_before_acquire(false)
             .connect_with(connect)
             .await?;
         self.migrator().run(&pool).await?;
