@@ -128,66 +128,17 @@ where
                     elapsed,
                 );
             }
-            // The ledger record and the trace are handed over once the
-            // answer is on its way (see [`Aftermath`]); what else the notes
-            // hold (the admission slot, a budget hold) goes now, as ever.
-            let after = Aftermath {
-                state,
-                draft: notes.ledger.take(),
-                trace: notes.trace.take(),
-                status,
-                error,
-                queued: notes.meta.queued,
-                attempts: notes.meta.attempts,
-            };
-            after.defer();
+            if let Some(draft) = notes.ledger.take() {
+                settled(&state, draft, status, &mut notes);
+            }
+            if let Some(mut trace) = notes.trace.take() {
+                trace.status = status;
+                trace.attempts = notes.meta.attempts;
+                trace.error = error;
+                submit(state.traces.as_ref(), trace);
+            }
             Ok(res)
         })
-    }
-}
-
-/// What is left to do for a request once its answer is known: hand its
-/// ledger record and its trace over. Neither is read by the client, and
-/// handing a record over can wake a writer's thread (a system call, and
-/// a vCPU taken from the client about to read the answer), so it runs
-/// in a task of its own, which the serving thread's runtime polls after
-/// the connection's task has written the answer. If the runtime never
-/// polls it (it is shutting down), dropping it does the same work, so
-/// no record is lost either way.
-struct Aftermath {
-    state: AppState,
-    draft: Option<Draft>,
-    trace: Option<Trace>,
-    status: u16,
-    error: Option<String>,
-    queued: Duration,
-    attempts: u32,
-}
-
-impl Aftermath {
-    fn defer(self) {
-        tokio::spawn(async move { drop(self) });
-    }
-}
-
-impl Drop for Aftermath {
-    fn drop(&mut self) {
-        let status = self.status;
-        if let Some(draft) = self.draft.take() {
-            settled(
-                &self.state,
-                draft,
-                status,
-                (self.queued, self.attempts),
-                self.trace.as_mut(),
-            );
-        }
-        if let Some(mut trace) = self.trace.take() {
-            trace.status = status;
-            trace.attempts = self.attempts;
-            trace.error = self.error.take();
-            submit(self.state.traces.as_ref(), trace);
-        }
     }
 }
 
@@ -215,18 +166,11 @@ pub(crate) fn begin_trace(
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
 
-/// Hands a call's ledger record over, answered `status` after `queued`
-/// in the queue and `attempts` (its trace's spans get the hand-over).
-fn settled(
-    state: &AppState,
-    draft: Draft,
-    status: u16,
-    (queued, attempts): (Duration, u32),
-    trace: Option<&mut Trace>,
-) {
+/// Hands a call's ledger record over, answered `status` now.
+pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Notes) {
     if let Some(ledger) = state.ledger.get() {
-        let record = draft.finish(status, queued, attempts);
-        match trace.and_then(|t| t.otel.as_mut()) {
+        let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
+        match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
             Some(o) => o.ledger(&ledger.submit_timed(record)),
             None => ledger.submit(record),
         }
