@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::batch::{self, Header, Op, Spec};
+use crate::batch::{Header, Op, Spec};
 use crate::bus::CapacityUpdate;
 use crate::config::{Keys, RedisConfig};
 use crate::conn::Conn;
@@ -58,7 +58,11 @@ pub(crate) struct Inner {
     pub(crate) rules: Rules,
     pub(crate) adaptive: AdaptiveConfig,
     pub(crate) conn: Arc<Conn>,
-    ops: mpsc::Sender<Op>,
+    /// The limiter's own lane (`lane.rs`): its batcher runs on the runtime
+    /// `connect` ran on.
+    pub(crate) ops: mpsc::Sender<Op>,
+    /// What every script call carries: for the lanes threads start.
+    pub(crate) header: Arc<Header>,
     specs: Mutex<HashMap<String, Arc<Spec>>>,
     /// Limits set at run time ([`RedisLimiter::set_limit`]), ahead of the
     /// rules.
@@ -79,8 +83,9 @@ pub(crate) struct Inner {
     update_listeners: Mutex<Vec<UpdateListener>>,
     pub(crate) notice_listeners: Mutex<Vec<crate::notice::NoticeListener>>,
     seq: AtomicU64,
-    closed: AtomicBool,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) closed: AtomicBool,
+    /// Background tasks, threads' lanes included: aborted at close.
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Operations dropped because the queue to Redis was full.
     pub(crate) dropped_ops: AtomicU64,
 }
@@ -146,14 +151,7 @@ impl RedisLimiter {
             recovery_factor: adaptive.recovery_factor,
             lease_ttl_ms: u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX),
         });
-        let (tx, rx) = mpsc::channel(65_536);
-        let batcher = tokio::spawn(batch::run(
-            rx,
-            conn.clone(),
-            header,
-            cfg.max_batch,
-            cfg.max_in_flight_calls,
-        ));
+        let (tx, batcher) = crate::lane::start(&conn, None, &header, &cfg);
         let local = Limiter::builder()
             .rules(share(&rules, 1))
             .adaptive(adaptive)
@@ -166,6 +164,7 @@ impl RedisLimiter {
             adaptive,
             conn,
             ops: tx,
+            header,
             specs: Mutex::new(HashMap::new()),
             overrides: Mutex::new(HashMap::new()),
             deny: Mutex::new(HashMap::new()),
