@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::batch::{Header, Op, Spec};
 use crate::bus::CapacityUpdate;
-use crate::config::{Keys, RedisConfig};
+use crate::config::{Keys, Mode, RedisConfig};
 use crate::conn::Conn;
 use crate::leased::Blocks;
 
@@ -184,12 +184,17 @@ impl RedisLimiter {
             dropped_ops: AtomicU64::new(0),
         });
         let (subscribed, on_bus) = oneshot::channel();
-        let tasks = vec![
+        let mut tasks = vec![
             crate::bus::spawn(Arc::downgrade(&inner), subscribed),
             crate::fallback::spawn_heartbeat(Arc::downgrade(&inner)).await,
             spawn_renewal(Arc::downgrade(&inner)),
-            crate::leased::spawn_sweeper(Arc::downgrade(&inner)),
         ];
+        // Only leased mode leases blocks: in exact mode the sweeper would
+        // wake its thread every `block_ttl / 2` (20 times a second by
+        // default) to find none.
+        if inner.cfg.mode == Mode::Leased {
+            tasks.push(crate::leased::spawn_sweeper(Arc::downgrade(&inner)));
+        }
         lock(&inner.tasks).extend(tasks);
         // Release notices and capacity updates sent from now on reach this
         // replica (when Redis is there; it never waits past the timeout).
