@@ -237,21 +237,20 @@ async fn acquire_inner(
     };
     let mut permit = match admitted {
         Ok(p) => p,
-        Err(sluice_admit::Error::DeadlineExceeded) => {
-            return Err(ApiError::RateLimited {
-                resource,
-                retry_after: Some(Duration::from_secs(1)),
-                policy: None,
-            });
-        }
-        Err(sluice_admit::Error::WouldWait { retry_after }) => {
+        Err(e) => {
+            // Not admitted in time, or not at once: refused on the
+            // resource, as the limiter refuses.
+            let retry_after = match e {
+                sluice_admit::Error::DeadlineExceeded => Duration::from_secs(1),
+                sluice_admit::Error::WouldWait { retry_after } => retry_after,
+                e => return Err(e.into()),
+            };
             return Err(ApiError::RateLimited {
                 resource,
                 retry_after: Some(retry_after),
                 policy: None,
             });
         }
-        Err(e) => return Err(e.into()),
     };
     let grant = if wait == 0 {
         state.limits.try_acquire_many(&[(&resource, b.cost)]).await
