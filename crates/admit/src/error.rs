@@ -24,9 +24,9 @@ impl fmt::Display for Scope {
 
 /// Admission errors.
 ///
-/// Waiting is kept apart from never: [`Error::QueueFull`] carries how long to
-/// wait before trying again (it becomes `Retry-After`); the others say this
-/// attempt is over.
+/// Waiting is kept apart from never: [`Error::QueueFull`] and
+/// [`Error::WouldWait`] carry how long to wait before trying again (it
+/// becomes `Retry-After`); the others say this attempt is over.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -37,6 +37,17 @@ pub enum Error {
         scope: Scope,
         /// A hint: how long the backlog in front of the caller takes to drain
         /// at the dispatch rate observed lately.
+        retry_after: Duration,
+    },
+
+    /// A ticket that does not wait
+    /// ([`AdmissionQueue::try_admit`](crate::AdmissionQueue::try_admit))
+    /// would have had to: every slot of its lane is held, or an identical
+    /// request is still running. Nothing was queued.
+    #[error("admission would have to wait and the caller will not, retry after {}ms", retry_after.as_millis())]
+    WouldWait {
+        /// A hint: how long the lane's backlog takes to drain at the
+        /// dispatch rate observed lately.
         retry_after: Duration,
     },
 
@@ -88,6 +99,13 @@ mod tests {
         assert_eq!(
             bulkhead.to_string(),
             "bulkhead \"model\" full: its waiting line is at its maximum"
+        );
+        let would_wait = Error::WouldWait {
+            retry_after: Duration::from_secs(1),
+        };
+        assert_eq!(
+            would_wait.to_string(),
+            "admission would have to wait and the caller will not, retry after 1000ms"
         );
         for e in [
             Error::DeadlineExceeded,

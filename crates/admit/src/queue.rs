@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::{Admission, Error, LaneStats, Permit, QueueConfig, Stats, Ticket};
 pub(crate) use state::FlightKey;
-use state::{Enqueued, State};
+use state::{Enqueued, Granted, State, Wait};
 use waiter::{Waiter, join};
 
 /// Admission control in front of the gateway's upstream calls.
@@ -93,27 +93,62 @@ impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
         let deadline = ticket.deadline;
         let enqueued = self
             .shared
-            .with(|state, now, wakers| state.enqueue(ticket, now, wakers))?;
+            .with(|state, now, wakers| state.enqueue(ticket, Wait::UntilDeadline, now, wakers))?;
         match enqueued {
-            Enqueued::Granted {
-                tenant,
-                lane,
-                priority,
-                flight,
-            } => Ok(Admission::Run(Permit::new(
-                Arc::clone(&self.shared),
-                flight,
-                tenant,
-                lane,
-                priority,
-                Duration::ZERO,
-            ))),
+            Enqueued::Granted(granted) => Ok(Admission::Run(self.permit(granted))),
             Enqueued::Joined(rx) => join(&self.shared, rx, deadline).await,
             Enqueued::Queued { id, flight } => {
                 let waiter = Waiter::new(Arc::clone(&self.shared), id, flight);
                 waiter.wait(deadline).await.map(Admission::Run)
             }
         }
+    }
+
+    /// A slot now, or a refusal now: [`admit`](Self::admit) for a caller
+    /// that will not wait at all.
+    ///
+    /// Granted when the ticket's lane has a free slot (nothing is queued in
+    /// it then, so no one is passed over), with the accounting of a grant
+    /// by `admit`: the tenant's fair-queuing share is charged and
+    /// [`Stats::dispatched`] counts it. The ticket's deadline plays no
+    /// part, so time spent between building the ticket and this call never
+    /// costs a free slot. A granted ticket with a dedup key leads it, as
+    /// with `admit`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WouldWait`] where `admit` would have queued the ticket
+    /// (every slot of its lane is held) or joined an identical request
+    /// still running (its result is not there yet); [`Error::QueueFull`]
+    /// and [`Error::Closed`] as from `admit`. A refusal charges the tenant
+    /// nothing and counts in [`Stats::rejected`].
+    pub fn try_admit(&self, ticket: Ticket) -> Result<Permit<T>, Error> {
+        let enqueued = self
+            .shared
+            .with(|state, now, wakers| state.enqueue(ticket, Wait::Never, now, wakers))?;
+        match enqueued {
+            Enqueued::Granted(granted) => Ok(self.permit(granted)),
+            Enqueued::Queued { .. } | Enqueued::Joined(_) => {
+                unreachable!("a ticket that never waits is granted or refused")
+            }
+        }
+    }
+
+    fn permit(&self, granted: Granted<T>) -> Permit<T> {
+        let Granted {
+            tenant,
+            lane,
+            priority,
+            flight,
+        } = granted;
+        Permit::new(
+            Arc::clone(&self.shared),
+            flight,
+            tenant,
+            lane,
+            priority,
+            Duration::ZERO,
+        )
     }
 
     /// Whether the backlog exceeds twice the concurrency: time to shed or

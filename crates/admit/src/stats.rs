@@ -22,7 +22,9 @@ pub struct Stats {
     pub busy: bool,
     /// Entries given a slot.
     pub dispatched: u64,
-    /// Tickets refused by a depth limit.
+    /// Tickets refused: by a depth limit, or, from
+    /// [`try_admit`](crate::AdmissionQueue::try_admit), because they would
+    /// have waited.
     pub rejected: u64,
     /// Tickets whose deadline passed while waiting (queued or joined).
     pub expired: u64,

@@ -10,6 +10,8 @@ use crate::Priority;
 /// One request's claim to a place in the queue.
 ///
 /// Every ticket has a deadline: an entry never waits past it.
+/// [`AdmissionQueue::try_admit`](crate::AdmissionQueue::try_admit) does not
+/// wait at all and does not read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
     /// The tenant (workspace) it is queued and counted under.
@@ -20,7 +22,8 @@ pub struct Ticket {
     /// joins the first and receives a clone of its result. Keys are scoped
     /// to the tenant, so one tenant never receives another's result.
     pub dedup_key: Option<String>,
-    /// When to give up waiting (in the queue, or for the leader it joined).
+    /// When to give up waiting (in the queue, or for the leader it joined)
+    /// in [`AdmissionQueue::admit`](crate::AdmissionQueue::admit).
     pub deadline: Instant,
     /// The lane it waits in: typically the resource the request will wait
     /// for next (a model, an API). Each lane has its own

@@ -1,5 +1,5 @@
-//! Many tasks on a multi-thread runtime: the concurrency bound holds and
-//! every slot comes back.
+//! Many tasks on a multi-thread runtime, some of them not waiting at all:
+//! the concurrency bound holds and every slot comes back.
 
 mod support;
 
@@ -25,6 +25,7 @@ struct Tally {
     runs: AtomicUsize,
     joined: AtomicUsize,
     full: AtomicUsize,
+    would_wait: AtomicUsize,
     expired: AtomicUsize,
     leader_cancelled: AtomicUsize,
     gave_up: AtomicUsize,
@@ -50,7 +51,10 @@ async fn one(i: usize, queue: AdmissionQueue<usize>, pool: Bulkhead, tally: Arc<
         ticket.tenant = format!("t{}", key % 7).into();
         ticket = ticket.with_dedup_key(format!("k{key}"));
     }
-    let admitted = if i.is_multiple_of(9) {
+    let admitted = if i.is_multiple_of(11) {
+        // Callers that will not wait: a slot now or a refusal now.
+        queue.try_admit(ticket).map(Admission::Run)
+    } else if i.is_multiple_of(9) {
         // Callers that give up at an arbitrary point, queued or granted.
         match timeout(Duration::from_micros((i % 300) as u64), queue.admit(ticket)).await {
             Ok(result) => result,
@@ -84,6 +88,7 @@ async fn one(i: usize, queue: AdmissionQueue<usize>, pool: Bulkhead, tally: Arc<
         }
         Ok(Admission::Joined(_)) => _ = tally.joined.fetch_add(1, SeqCst),
         Err(Error::QueueFull { .. }) => _ = tally.full.fetch_add(1, SeqCst),
+        Err(Error::WouldWait { .. }) => _ = tally.would_wait.fetch_add(1, SeqCst),
         Err(Error::DeadlineExceeded) => _ = tally.expired.fetch_add(1, SeqCst),
         Err(Error::LeaderCancelled) => _ = tally.leader_cancelled.fetch_add(1, SeqCst),
         Err(e) => panic!("unexpected {e}"),
@@ -114,6 +119,7 @@ async fn concurrency_never_exceeds_the_limit_and_every_slot_comes_back() {
         &t.runs,
         &t.joined,
         &t.full,
+        &t.would_wait,
         &t.expired,
         &t.leader_cancelled,
         &t.gave_up,
@@ -134,7 +140,7 @@ async fn concurrency_never_exceeds_the_limit_and_every_slot_comes_back() {
         (0, 0, 0, 0)
     );
     assert!(!stats.busy && !queue.is_busy());
-    assert_eq!(stats.rejected as usize, load(&t.full));
+    assert_eq!(stats.rejected as usize, load(&t.full) + load(&t.would_wait));
     // A caller that gave up after its grant was dispatched but never ran.
     let dispatched = stats.dispatched as usize;
     assert!((load(&t.runs)..=load(&t.runs) + load(&t.gave_up)).contains(&dispatched));

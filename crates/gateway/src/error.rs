@@ -238,6 +238,11 @@ impl From<sluice_admit::Error> for ApiError {
                 },
                 retry_after: Some(retry_after),
             },
+            // Every slot of the lane is held and the caller will not wait.
+            E::WouldWait { retry_after } => ApiError::QueueFull {
+                scope: "lane",
+                retry_after: Some(retry_after),
+            },
             E::DeadlineExceeded => ApiError::Timeout("while queued".into()),
             E::BulkheadFull { pool } => ApiError::Unavailable {
                 message: format!("the {pool} pool is full"),

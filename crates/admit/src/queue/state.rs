@@ -61,6 +61,15 @@ pub(crate) struct Entry {
     pub(crate) waker: Option<Waker>,
 }
 
+/// A slot granted at once, before anything was queued in its lane.
+#[derive(Debug)]
+pub(crate) struct Granted<T> {
+    pub(crate) tenant: Arc<str>,
+    pub(crate) lane: Arc<str>,
+    pub(crate) priority: Priority,
+    pub(crate) flight: Option<(FlightKey, watch::Sender<Option<T>>)>,
+}
+
 /// The outcome of a ticket that was not refused.
 #[derive(Debug)]
 pub(crate) enum Enqueued<T> {
@@ -68,12 +77,7 @@ pub(crate) enum Enqueued<T> {
     /// in it (the invariant) and the ticket would have been the first and
     /// only one dispatched. Never in the entries: its caller holds the
     /// slot from here on.
-    Granted {
-        tenant: Arc<str>,
-        lane: Arc<str>,
-        priority: Priority,
-        flight: Option<(FlightKey, watch::Sender<Option<T>>)>,
-    },
+    Granted(Granted<T>),
     /// Queued (perhaps already granted) as entry `id`; `flight` is the
     /// sender joiners wait on, when the ticket had a dedup key.
     Queued {
@@ -82,6 +86,16 @@ pub(crate) enum Enqueued<T> {
     },
     /// An identical request is queued or running: wait for its result.
     Joined(FlightRx<T>),
+}
+
+/// Whether a ticket may wait: for a slot, or for the result of the
+/// identical request it duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until the ticket's deadline.
+    UntilDeadline,
+    /// Not at all: granted now or refused now, the deadline unread.
+    Never,
 }
 
 #[derive(Debug, Default)]
@@ -131,22 +145,33 @@ impl<T> State<T> {
         }
     }
 
-    /// Queues `ticket`, joins the flight it duplicates, or refuses it.
+    /// Queues `ticket`, joins the flight it duplicates, or refuses it;
+    /// with [`Wait::Never`], grants it at once or refuses it where it would
+    /// have queued or joined, and nothing else differs.
     pub(crate) fn enqueue(
         &mut self,
         ticket: Ticket,
+        wait: Wait,
         now: Instant,
         wakers: &mut Vec<Waker>,
     ) -> Result<Enqueued<T>, Error> {
         if self.closed {
             return Err(Error::Closed);
         }
-        if ticket.deadline <= now {
+        // A ticket that never waits has no deadline to miss: reading it
+        // would let a caller descheduled between building the ticket and
+        // reaching the lock lose a free slot.
+        if wait == Wait::UntilDeadline && ticket.deadline <= now {
             self.counters.expired += 1;
             return Err(Error::DeadlineExceeded);
         }
         let key = ticket.dedup_key.map(|k| (Arc::clone(&ticket.tenant), k));
         if let Some(rx) = key.as_ref().and_then(|k| self.flights.get(k)) {
+            if wait == Wait::Never {
+                // Its result is not there yet, and running it again would
+                // break "run once".
+                return Err(self.would_wait(1, now));
+            }
             // Joining costs no depth: the work is already counted once.
             self.counters.deduplicated += 1;
             return Ok(Enqueued::Joined(rx.clone()));
@@ -176,6 +201,11 @@ impl<T> State<T> {
                 scheduler: Scheduler::new(guard),
                 in_flight: 0,
             });
+        if wait == Wait::Never && lane.in_flight >= concurrency {
+            // Not a new lane: one with no slot held has a free one.
+            let backlog = lane.scheduler.len() + 1;
+            return Err(self.would_wait(backlog, now));
+        }
         let weight = ticket
             .weight
             .unwrap_or_else(|| self.config.weights.of(&ticket.tenant))
@@ -195,12 +225,12 @@ impl<T> State<T> {
             self.in_flight += 1;
             self.counters.dispatched += 1;
             self.rate.record(now);
-            return Ok(Enqueued::Granted {
+            return Ok(Enqueued::Granted(Granted {
                 tenant: ticket.tenant,
                 lane: lane_name,
                 priority: ticket.priority,
                 flight,
-            });
+            }));
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -221,6 +251,15 @@ impl<T> State<T> {
         );
         self.dispatch(&lane_name, now, wakers);
         Ok(Enqueued::Queued { id, flight })
+    }
+
+    /// Refuses a ticket that does not wait where it would have, counted
+    /// as a refusal; the hint is the time `backlog` dispatches take.
+    fn would_wait(&mut self, backlog: usize, now: Instant) -> Error {
+        self.counters.rejected += 1;
+        Error::WouldWait {
+            retry_after: self.rate.drain_time(backlog as f64, now),
+        }
     }
 
     /// How long the backlog in front of a refused ticket takes to drain.

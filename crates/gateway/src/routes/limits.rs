@@ -177,16 +177,6 @@ fn grant_id(raw: &str) -> Result<HoldId, ApiError> {
     })
 }
 
-/// How long a call that will not wait (`timeout_ms` 0 or absent) may
-/// take to pass its lane of the admission queue. Not 0: the queue
-/// refuses a ticket whose deadline has passed when it arrives, and on a
-/// busy machine this thread can be descheduled for a millisecond or
-/// more between reading the clock and reaching the queue (a window of
-/// 1 ms once refused a first acquire on an idle lane, under a test
-/// suite's load). Only a lane with others queued ahead makes a call
-/// wait that long; it is then refused, as before.
-const TRY_ADMIT_WINDOW: Duration = Duration::from_millis(10);
-
 /// `POST /v1/limits/acquire` → `{grant_id, resource, cost, expires_in_ms}`
 /// or 429 with `Retry-After` and `RateLimit`/`RateLimit-Policy`.
 pub async fn acquire(
@@ -229,25 +219,38 @@ async fn acquire_inner(
     // The resource's lane of the admission queue, as the gateway's own
     // requests for it: one tenant cannot take every place in the
     // limiter's queue, and waits its fair turn behind the others. A call
-    // that will not wait still goes through it, for a moment
-    // ([`TRY_ADMIT_WINDOW`]).
-    let admit_by = deadline.max(Instant::now() + TRY_ADMIT_WINDOW);
-    let ticket = Ticket::new(ctx.workspace.clone(), admit_by)
+    // that will not wait takes a free slot of the lane or is refused at
+    // once; no deadline of its own can pass before it gets there.
+    let ticket = Ticket::new(ctx.workspace.clone(), deadline)
         .with_priority(priority)
         .with_lane(resource.as_str());
-    let mut permit = match state.queue.admit(ticket).await {
-        Ok(Admission::Run(p)) => p,
-        Ok(Admission::Joined(_)) => {
-            return Err(ApiError::Internal("joined a flight without a key".into()));
+    let admitted = if wait == 0 {
+        state.queue.try_admit(ticket)
+    } else {
+        match state.queue.admit(ticket).await {
+            Ok(Admission::Run(p)) => Ok(p),
+            Ok(Admission::Joined(_)) => {
+                return Err(ApiError::Internal("joined a flight without a key".into()));
+            }
+            Err(e) => Err(e),
         }
-        Err(sluice_admit::Error::DeadlineExceeded) => {
+    };
+    let mut permit = match admitted {
+        Ok(p) => p,
+        Err(e) => {
+            // Not admitted in time, or not at once: refused on the
+            // resource, as the limiter refuses.
+            let retry_after = match e {
+                sluice_admit::Error::DeadlineExceeded => Duration::from_secs(1),
+                sluice_admit::Error::WouldWait { retry_after } => retry_after,
+                e => return Err(e.into()),
+            };
             return Err(ApiError::RateLimited {
                 resource,
-                retry_after: Some(Duration::from_secs(1)),
+                retry_after: Some(retry_after),
                 policy: None,
             });
         }
-        Err(e) => return Err(e.into()),
     };
     let grant = if wait == 0 {
         state.limits.try_acquire_many(&[(&resource, b.cost)]).await
@@ -500,3 +503,7 @@ async fn set_inner(
     state.record(entry);
     Ok(capacity_json(&cap, resource))
 }
+
+#[cfg(test)]
+#[path = "limits/tests.rs"]
+mod tests;

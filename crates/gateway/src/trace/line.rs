@@ -1,6 +1,9 @@
-//! A finished trace written straight to its JSON line: the same bytes
-//! `serde_json` writes for its [`TraceRecord`], without building the
-//! record's strings and metadata maps first (see the test).
+//! A finished trace written straight to its JSON line, on the trace
+//! writer's thread: the same bytes `serde_json` writes for its
+//! [`TraceRecord`], without building the record's strings and metadata
+//! maps first (see the test).
+
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -25,47 +28,89 @@ impl From<Field> for Value {
     }
 }
 
-/// One trace's line, and what the writer files it under.
+/// One trace's line, and what the writer files it under. A trace the
+/// gateway ended is queued as it is and written on the writer's thread
+/// ([`Line::write`]): the serving thread only reads the clock.
 #[derive(Debug)]
-pub(crate) struct Line {
-    pub workspace: String,
-    pub started_unix_ms: u64,
-    /// The JSON object, without its newline.
-    pub json: Vec<u8>,
+pub(crate) enum Line {
+    /// The JSON of a record built elsewhere (through the public API).
+    Json {
+        workspace: String,
+        started_unix_ms: u64,
+        /// The JSON object, without its newline.
+        json: Vec<u8>,
+    },
+    /// A trace that ended `total` after it started.
+    Ended { trace: Box<Trace>, total: Duration },
 }
 
 impl Line {
     /// The line of a record built elsewhere (through the public API).
     pub(crate) fn of_record(record: &TraceRecord) -> serde_json::Result<Line> {
-        Ok(Line {
+        Ok(Line::Json {
             workspace: record.workspace.clone(),
             started_unix_ms: record.started_unix_ms,
             json: serde_json::to_vec(record)?,
         })
     }
+
+    /// The workspace whose file the line goes to.
+    pub(crate) fn workspace(&self) -> &str {
+        match self {
+            Line::Json { workspace, .. } => workspace,
+            Line::Ended { trace, .. } => &trace.workspace,
+        }
+    }
+
+    /// When its trace started, milliseconds since the Unix epoch.
+    pub(crate) fn started_unix_ms(&self) -> u64 {
+        match self {
+            Line::Json {
+                started_unix_ms, ..
+            } => *started_unix_ms,
+            Line::Ended { trace, .. } => trace.started_unix_ms,
+        }
+    }
+
+    /// Appends the line's JSON object, without its newline, to `j`.
+    pub(crate) fn write(&self, j: &mut Vec<u8>) {
+        match self {
+            Line::Json { json, .. } => j.extend_from_slice(json),
+            Line::Ended { trace, total } => trace.write_json(*total, j),
+        }
+    }
 }
 
 impl Trace {
-    /// Ends the trace now and writes its line.
-    pub(crate) fn finish_line(self) -> Line {
+    /// Ends the trace now; its line is written later, by the writer.
+    pub(crate) fn ended(self) -> Line {
         let total = self.started.elapsed();
-        let mut j = Vec::with_capacity(256 + 160 * self.spans.len());
+        Line::Ended {
+            trace: Box::new(self),
+            total,
+        }
+    }
+
+    /// Appends the JSON of the trace, ended `total` after its start, to
+    /// `j`: the bytes `serde_json` writes for its [`TraceRecord`].
+    fn write_json(&self, total: Duration, j: &mut Vec<u8>) {
+        j.reserve(256 + 160 * self.spans.len());
         j.push(b'{');
-        key_value(&mut j, "trace_id", Json::Str(&self.trace_id));
-        key_value(&mut j, "request_id", Json::Str(&self.request_id));
-        key_value(&mut j, "workspace", Json::Str(&self.workspace));
-        key_value(&mut j, "thread", Json::Str(&self.thread));
-        key_value(&mut j, "route", Json::Str(&self.route));
-        key_value(&mut j, "model", Json::opt(self.model.as_deref()));
-        key_value(&mut j, "started_unix_ms", Json::Int(self.started_unix_ms));
-        key_value(&mut j, "total_ms", Json::Float(ms(total)));
-        key_value(&mut j, "status", Json::Int(self.status.into()));
-        key_value(&mut j, "attempts", Json::Int(self.attempts.into()));
-        key_value(&mut j, "tool_calls", Json::Int(self.tool_calls.into()));
+        key_value(j, "trace_id", Json::Str(&self.trace_id));
+        key_value(j, "request_id", Json::Str(&self.request_id));
+        key_value(j, "workspace", Json::Str(&self.workspace));
+        key_value(j, "thread", Json::Str(&self.thread));
+        key_value(j, "route", Json::Str(&self.route));
+        key_value(j, "model", Json::opt(self.model.as_deref()));
+        key_value(j, "started_unix_ms", Json::Int(self.started_unix_ms));
+        key_value(j, "total_ms", Json::Float(ms(total)));
+        key_value(j, "status", Json::Int(self.status.into()));
+        key_value(j, "attempts", Json::Int(self.attempts.into()));
+        key_value(j, "tool_calls", Json::Int(self.tool_calls.into()));
         j.extend_from_slice(br#""usage":"#);
-        write(&mut j, &self.usage);
+        write(j, &self.usage);
         j.push(b',');
-        key_value(&mut j, "error", Json::opt(self.error.as_deref()));
+        key_value(j, "error", Json::opt(self.error.as_deref()));
         j.extend_from_slice(br#""spans":["#);
         for (i, s) in self.spans.iter().enumerate() {
             if i > 0 {
@@ -73,27 +118,27 @@ impl Trace {
             }
             j.push(b'{');
             let start = ms(s.start.saturating_duration_since(self.started));
-            key_value(&mut j, "name", Json::Str(&s.name));
-            key_value(&mut j, "start_ms", Json::Float(start));
+            key_value(j, "name", Json::Str(&s.name));
+            key_value(j, "start_ms", Json::Float(start));
             let duration = ms(s.end.saturating_duration_since(s.start));
-            key_value(&mut j, "duration_ms", Json::Float(duration));
+            key_value(j, "duration_ms", Json::Float(duration));
             j.extend_from_slice(br#""metadata":"#);
             match &s.metadata {
-                Meta::Map(m) => write(&mut j, m),
+                Meta::Map(m) => write(j, m),
                 Meta::Fields(fields) => {
                     j.push(b'{');
                     for (i, (k, v)) in fields.iter().enumerate() {
                         if i > 0 {
                             j.push(b',');
                         }
-                        Json::Str(k).write(&mut j);
+                        Json::Str(k).write(j);
                         j.push(b':');
                         match v {
                             Field::Static(s) => Json::Str(s),
                             Field::Text(s) => Json::Str(s),
                             Field::Number(n) => Json::Int(*n),
                         }
-                        .write(&mut j);
+                        .write(j);
                     }
                     j.push(b'}');
                 }
@@ -101,11 +146,6 @@ impl Trace {
             j.push(b'}');
         }
         j.extend_from_slice(b"]}");
-        Line {
-            workspace: self.workspace,
-            started_unix_ms: self.started_unix_ms,
-            json: j,
-        }
     }
 }
 
@@ -194,14 +234,17 @@ mod tests {
             ],
         );
         let record = t.clone().finish();
-        let line = t.finish_line();
+        let line = t.ended();
+        let mut json = b"before ".to_vec();
+        line.write(&mut json);
         let want = serde_json::to_vec(&record).unwrap();
         assert_eq!(
-            String::from_utf8(line.json.clone()),
-            String::from_utf8(want)
+            String::from_utf8_lossy(&json[7..]),
+            String::from_utf8_lossy(&want)
         );
-        let back: TraceRecord = serde_json::from_slice(&line.json).unwrap();
+        let back: TraceRecord = serde_json::from_slice(&json[7..]).unwrap();
         assert_eq!(back.spans[2].metadata["upstream"], "openai");
-        assert_eq!(line.workspace, "acme");
+        assert_eq!(line.workspace(), "acme");
+        assert_eq!(line.started_unix_ms(), record.started_unix_ms);
     }
 }

@@ -94,10 +94,11 @@ impl TraceWriter {
         }
     }
 
-    /// Ends `trace` and queues its line, as [`TraceWriter::submit`] does
-    /// a record's.
+    /// Ends `trace` and queues it, as [`TraceWriter::submit`] does a
+    /// record: its line is written on the writer's thread, not the
+    /// request's.
     pub(crate) fn submit_trace(&self, trace: Trace) -> bool {
-        self.send(trace.finish_line())
+        self.send(trace.ended())
     }
 
     fn send(&self, line: Line) -> bool {
@@ -180,7 +181,8 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
     let mut by_file: Vec<(String, String, Vec<u8>, u64, u64)> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
     for line in batch.drain(..) {
-        let key = (line.workspace, period(line.started_unix_ms, rotate));
+        let started_unix_ms = line.started_unix_ms();
+        let key = (line.workspace().to_owned(), period(started_unix_ms, rotate));
         let i = match index.get(&key) {
             Some(&i) => i,
             None => {
@@ -190,8 +192,8 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
             }
         };
         let (_, _, buf, count, newest) = &mut by_file[i];
-        *newest = (*newest).max(line.started_unix_ms);
-        buf.extend_from_slice(&line.json);
+        *newest = (*newest).max(started_unix_ms);
+        line.write(buf);
         buf.push(b'\n');
         *count += 1;
     }
