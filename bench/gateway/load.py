@@ -5,8 +5,11 @@ Usage: load.py PORT N [stream] [RATE]. With RATE (requests a second) the
 requests start on a schedule, one every 1/RATE s, so that the gateway
 idles between them as it does under an open loop at that rate; without,
 each starts when the last answer is read. Prints the rate reached.
+With CONNS=C in the environment the N requests are spread over C
+keep-alive connections, one thread each (request i on connection i mod
+C, at the same schedule), so that up to C are in the gateway at once.
 """
-import http.client, json, os, sys, time
+import http.client, json, os, sys, threading, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
 rest = sys.argv[3:]
 stream = "stream" in rest
@@ -20,18 +23,30 @@ data = json.dumps(body).encode()
 headers = {"content-type": "application/json"}
 if os.environ.get("PROF_KEY"):
     headers["authorization"] = "Bearer " + os.environ["PROF_KEY"]
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-bad = 0
+conns = max(1, int(os.environ.get("CONNS", "1")))
+bad = [0] * conns
 start = time.monotonic()
-for i in range(n):
-    if rate:
-        wait = start + i / rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-    c.request("POST", "/v1/chat/completions", body=data, headers=headers)
-    r = c.getresponse()
-    r.read()
-    if r.status != 200:
-        bad += 1
+
+
+def send(k):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for i in range(k, n, conns):
+        if rate:
+            wait = start + i / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        c.request("POST", "/v1/chat/completions", body=data, headers=headers)
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            bad[k] += 1
+
+
+threads = [threading.Thread(target=send, args=(k,)) for k in range(conns)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+bad = sum(bad)
 took = time.monotonic() - start
 print(f"{n} sent, {bad} not 200, {n / took:.0f} req/s", file=sys.stderr)

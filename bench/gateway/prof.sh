@@ -4,7 +4,8 @@
 # (PROF_PORT 56170 unless set) must be free.
 # Usage: [PROF_CONFIG=gw-on.toml] prof.sh BIN LABEL [stream]
 # PROF_CONFIG is the gateway's config (gw.toml unless set; gw-off.toml:
-# keys, ledger and budgets off; gw-on.toml: all three on). A config with
+# keys, ledger and budgets off; gw-on.toml: all three on; gw-redis.toml:
+# `[redis]` at $REDIS_URL, redis://127.0.0.1:6379 unless set). A config with
 # admin_token gets a tenant with budgets and a key with a limit (key.py)
 # after each start, and the load is sent as that key.
 # Instructions per request (callgrind, gateway only) and CPU per request
@@ -20,7 +21,8 @@ cd "$(dirname "$0")"
 P=${PROF_PORT:-56170}
 SIM_PORT=$((P+1)); GW_PORT=$((P+2)); VG_PORT=$((P+3))
 CONFIG=${PROF_CONFIG:-gw.toml}
-sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" $CONFIG >gw.run.toml
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
+sed -e "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" -e "s#redis://127.0.0.1:6379#$REDIS_URL#" $CONFIG >gw.run.toml
 ADMIN=$(sed -n 's/^admin_token = "\(.*\)"/\1/p' $CONFIG)
 # The key load.py sends as, made after each start (none without admin_token).
 keyed() { [ -z "$ADMIN" ] && return; PROF_KEY=$(python3 key.py $1 $ADMIN) || { kill $SIM; exit 1; }; export PROF_KEY; }

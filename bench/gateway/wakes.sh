@@ -4,7 +4,14 @@
 # connection at RATE requests a second (load.py, paced), after 200 to
 # warm up. Ports PROF_PORT+4 to PROF_PORT+5 on 127.0.0.1 (PROF_PORT
 # 56170 unless set) must be free.
-# Usage: wakes.sh BIN LABEL RATE [UPSTREAM_MS] [N]
+# Usage: [WAKES_CONFIG=gw-redis.toml REDIS_URL=redis://…] [CONNS=C]
+#        wakes.sh BIN LABEL RATE [UPSTREAM_MS] [N]
+#   WAKES_CONFIG: the gateway's config (gw.toml unless set); with
+#   gw-redis.toml, REDIS_URL (redis://127.0.0.1:6379 unless set) is the
+#   Redis it decides in, and the script calls Redis ran (INFO
+#   commandstats: EVALSHA and EVAL) are counted per request too.
+#   CONNS: keep-alive connections the requests are spread over (1
+#   unless set; load.py).
 #   UPSTREAM_MS: the sim answers after this long (0 unless set; issue
 #   12's low-rate case is RATE 20, UPSTREAM_MS 20).
 #   N: requests measured (5 s worth at RATE, at least 100, unless set).
@@ -27,7 +34,15 @@ IDLE=${IDLE:-2}
 cd "$(dirname "$0")"
 P=${PROF_PORT:-56170}
 SIM_PORT=$((P+4)); GW_PORT=$((P+5))
-sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" gw.toml >gw.wakes.toml
+CONFIG=${WAKES_CONFIG:-gw.toml}
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
+sed -e "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" -e "s#redis://127.0.0.1:6379#$REDIS_URL#" $CONFIG >gw.wakes.toml
+# Script calls Redis has run (0 without [redis] in the config).
+calls() {
+  grep -q '^\[redis\]' $CONFIG || { echo 0; return; }
+  redis-cli -u $REDIS_URL INFO commandstats | tr -d '\r' \
+    | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {n+=$3} END {print n+0}'
+}
 { cat sim.toml; printf '\n[defaults.latency]\nbase_ms = %d\n' "$UP_MS"; } >sim.wakes.toml
 rm -rf data
 $BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.wakes.toml >sim.log 2>&1 &
@@ -37,11 +52,13 @@ wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
 $BIN serve --config gw.wakes.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
 GW=$!
 wait_up $GW_PORT || { echo gateway down; kill $GW $SIM; exit 1; }
-# Voluntary+nonvoluntary switches per thread ("name/tid count" lines).
+# Per thread ("name/tid switches cpu_ns" lines): voluntary+nonvoluntary
+# context switches, and run time from schedstat.
 switches() {
   for d in /proc/$GW/task/*; do
     n=$(tr ' ' _ <$d/comm 2>/dev/null) || continue
-    awk -v n="$n/${d##*/}" '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s}' $d/status 2>/dev/null
+    read ns _ <$d/schedstat 2>/dev/null || continue
+    awk -v n="$n/${d##*/}" -v ns=$ns '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s, ns}' $d/status 2>/dev/null
   done | sort
 }
 EVENTS=context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,sched:sched_wakeup,task-clock
@@ -54,17 +71,18 @@ counted() {
 python3 load.py $GW_PORT 200 $RATE 2>/dev/null
 # Idle: what the gateway does with nothing to do.
 counted sleep $IDLE >wakes.idle
-s0=$(switches)
+s0=$(switches); r0=$(calls)
 counted python3 load.py $GW_PORT $N $RATE >wakes.busy
-s1=$(switches)
+s1=$(switches); r1=$(calls)
 reached=$(sed -n 's/.* \([0-9]*\) req\/s/\1/p' wakes.load)
 kill $GW; wait $GW 2>/dev/null
 kill $SIM; wait $SIM 2>/dev/null
 {
-  echo "$LABEL rate $RATE (reached $reached) upstream ${UP_MS} ms, $N requests"
+  echo "$LABEL rate $RATE (reached $reached) upstream ${UP_MS} ms, $N requests, ${CONNS:-1} connections, $CONFIG"
+  awk -v n=$N -v c=$((r1-r0)) 'BEGIN {if (c > 0) printf "  %-28s %10.2f per request (%.1f requests a call)\n", "redis script calls", c/n, n/c}'
   awk -v n=$N '{printf "  %-28s %10.2f per request\n", $1, $2/n}' wakes.busy
   awk -v s=$IDLE '{printf "  idle %-23s %10.1f per second\n", $1, $2/s}' wakes.idle
-  echo "  /proc switches per request, by thread (name/tid):"
-  join -a2 -e0 -o 0,1.2,2.2 <(echo "$s0") <(echo "$s1") \
-    | awk -v n=$N '{d=$3-$2; if (d/n>=0.01) printf "    %-26s %8.2f\n", $1, d/n}'
+  echo "  per request, by thread (name/tid): /proc switches, CPU µs (schedstat)"
+  join -a2 -e0 -o 0,1.2,1.3,2.2,2.3 <(echo "$s0") <(echo "$s1") \
+    | awk -v n=$N '{d=$4-$2; c=($5-$3)/1000/n; if (d/n>=0.01 || c>=0.5) printf "    %-26s %8.2f %8.1f\n", $1, d/n, c}'
 } | tee -a results.txt

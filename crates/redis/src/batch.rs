@@ -11,7 +11,7 @@ use redis::Script;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::config::Keys;
-use crate::conn::{Conn, Unavailable};
+use crate::conn::{Conn, Own, Unavailable};
 
 /// A resource as the script sees it: its rule, resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,10 +99,12 @@ pub(crate) fn ops_script() -> Script {
     Script::new(include_str!("../lua/ops.lua"))
 }
 
-/// Drains `rx` into script calls until every sender is gone.
+/// Drains `rx` into script calls until every sender is gone, on the
+/// lane's own connection `own` or the shared one.
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Op>,
     conn: Arc<Conn>,
+    own: Option<Arc<Own>>,
     header: Arc<Header>,
     max_batch: usize,
     in_flight: usize,
@@ -123,9 +125,11 @@ pub(crate) async fn run(
                 Err(_) => break,
             }
         }
-        let (conn, header, script) = (conn.clone(), header.clone(), script.clone());
+        let (conn, own, header, script) =
+            (conn.clone(), own.clone(), header.clone(), script.clone());
         tokio::spawn(async move {
-            let mut lost = execute(batch, &conn, &header, &script).await;
+            let link = (&conn, own.as_deref());
+            let mut lost = execute(batch, link, &header, &script).await;
             drop(permit);
             // Releases are idempotent and nobody waits for their answer: one
             // lost to a slow or restarting Redis is sent again a few times
@@ -137,7 +141,7 @@ pub(crate) async fn run(
                 }
                 tokio::time::sleep(delay).await;
                 delay *= 2;
-                lost = execute(lost, &conn, &header, &script).await;
+                lost = execute(lost, link, &header, &script).await;
             }
         });
     }
@@ -149,7 +153,12 @@ const RELEASE_RETRIES: usize = 5;
 
 /// Runs `batch` in one script call and answers each operation; gives back
 /// the releases the call lost (to be sent again).
-async fn execute(batch: Vec<Op>, conn: &Arc<Conn>, header: &Header, script: &Script) -> Vec<Op> {
+async fn execute(
+    batch: Vec<Op>,
+    (conn, own): (&Arc<Conn>, Option<&Own>),
+    header: &Header,
+    script: &Script,
+) -> Vec<Op> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut specs: Vec<Arc<Spec>> = Vec::new();
     for op in &batch {
@@ -221,7 +230,7 @@ async fn execute(batch: Vec<Op>, conn: &Arc<Conn>, header: &Header, script: &Scr
         }
     }
     let out: Result<Vec<i64>, Unavailable> = conn
-        .call(|mut c| async move { inv.invoke_async(&mut c).await })
+        .call_on(own, |mut c| async move { inv.invoke_async(&mut c).await })
         .await;
     match out {
         Ok(v) if v.len() == batch.len() * 4 => {

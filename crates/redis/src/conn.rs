@@ -1,11 +1,14 @@
 //! The connection to Redis: one multiplexed connection shared by every
-//! call, a per-call timeout, and reconnection with backoff while degraded.
+//! call (and one more per lane of a thread's own, `lane.rs`), a per-call
+//! timeout, and reconnection with backoff while degraded.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+
+use crate::limiter::lock;
 
 /// Longest pause between two reconnection attempts while Redis is away
 /// (from 50 ms, doubling). It bounds how long a replica stays degraded
@@ -23,7 +26,19 @@ pub(crate) struct Conn {
     pub(crate) timeout: Duration,
     listeners: Mutex<Vec<Listener>>,
     pub(crate) closed: AtomicBool,
+    /// Counts the connections put in `current`: a lane's own connection
+    /// opened before the last one predates an outage and is opened again.
+    generation: AtomicU64,
+    /// The runtime the limiter was connected on: reconnection runs there,
+    /// whichever thread's call failed, so that it outlives any one lane.
+    home: tokio::runtime::Handle,
 }
+
+/// A lane's own connection (`lane.rs`): opened by the lane's first call on
+/// the lane's runtime, so that its I/O task runs there, and again after
+/// every reconnection; with the generation of `current` it was opened at.
+#[derive(Default)]
+pub(crate) struct Own(Mutex<Option<(u64, MultiplexedConnection)>>);
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -38,6 +53,10 @@ impl std::fmt::Debug for Conn {
 pub(crate) struct Unavailable;
 
 impl Conn {
+    /// A connection to `client`, reconnected on the current runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
     pub(crate) fn new(client: redis::Client, timeout: Duration) -> Arc<Conn> {
         Arc::new(Conn {
             client,
@@ -47,6 +66,8 @@ impl Conn {
             timeout,
             listeners: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            home: tokio::runtime::Handle::current(),
         })
     }
 
@@ -105,11 +126,41 @@ impl Conn {
     /// the background.
     pub(crate) async fn start(self: &Arc<Self>) {
         match self.open().await {
-            Ok(c) => {
-                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
-                self.set_degraded(false);
-            }
+            Ok(c) => self.connected(c),
             Err(_) => self.fail(),
+        }
+    }
+
+    /// `c` answered: it is the connection from now on, and Redis is back.
+    fn connected(&self, c: MultiplexedConnection) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.set_degraded(false);
+    }
+
+    /// The connection of the lane `own`, opened on this runtime unless it
+    /// was already since the last reconnection; none while Redis is known
+    /// to be down, or when it cannot be opened (which degrades).
+    async fn own(self: &Arc<Self>, own: &Own) -> Option<MultiplexedConnection> {
+        if self.is_degraded() || self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        if let Some((opened, c)) = &*lock(&own.0)
+            && *opened == generation
+        {
+            return Some(c.clone());
+        }
+        // Two calls may open one each at a lane's start; the later stays.
+        match self.open().await {
+            Ok(c) => {
+                *lock(&own.0) = Some((generation, c.clone()));
+                Some(c)
+            }
+            Err(_) => {
+                self.fail();
+                None
+            }
         }
     }
 
@@ -122,7 +173,7 @@ impl Conn {
             return;
         }
         let weak: Weak<Conn> = Arc::downgrade(self);
-        tokio::spawn(async move {
+        self.home.spawn(async move {
             let mut backoff = Duration::from_millis(50);
             loop {
                 tokio::time::sleep(backoff).await;
@@ -132,9 +183,8 @@ impl Conn {
                     return;
                 }
                 if let Ok(c) = conn.open().await {
-                    *conn.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
                     conn.reconnecting.store(false, Ordering::SeqCst);
-                    conn.set_degraded(false);
+                    conn.connected(c);
                     return;
                 }
                 backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
@@ -148,7 +198,24 @@ impl Conn {
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let Some(c) = self.get() else {
+        self.call_on(None, f).await
+    }
+
+    /// [`Conn::call`] on the lane `own`'s connection, or the shared one.
+    pub(crate) async fn call_on<T, F, Fut>(
+        self: &Arc<Self>,
+        own: Option<&Own>,
+        f: F,
+    ) -> Result<T, Unavailable>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let c = match own {
+            Some(own) => self.own(own).await,
+            None => self.get(),
+        };
+        let Some(c) = c else {
             return Err(Unavailable);
         };
         match tokio::time::timeout(self.timeout, f(c)).await {

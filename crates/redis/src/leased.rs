@@ -37,7 +37,7 @@ pub(crate) struct Block {
 
 impl Block {
     /// Gives back what is left (the caller holds the block's lock).
-    fn give_back(&mut self, inner: &Inner) {
+    fn give_back(&mut self, inner: &Arc<Inner>) {
         if self.tokens > 0 {
             inner.send(Op {
                 kind: Kind::Settle {

@@ -31,6 +31,11 @@
 //!   Concurrent decisions of one replica are batched into one script call
 //!   and several calls are pipelined on one connection, so throughput
 //!   grows with load while a lone decision is still one round trip.
+//! - **Lanes**: the batcher and its connection run on the runtime
+//!   [`RedisLimiter::connect`] ran on; a thread serving on a current-thread
+//!   runtime of its own can call [`batch_on_this_thread`] to batch its
+//!   decisions on a connection of its own instead, so that none is handed
+//!   to another thread and back.
 //! - **Leased mode** ([`Mode::Leased`]): token buckets and GCRA are spent
 //!   from blocks leased for a short TTL; sliding windows and in-flight
 //!   limits stay exact.
@@ -63,6 +68,7 @@ mod conn;
 mod error;
 mod fallback;
 mod grant;
+mod lane;
 mod leased;
 mod limiter;
 mod notice;
@@ -72,5 +78,6 @@ pub use bus::CapacityUpdate;
 pub use config::{Failure, Mode, RedisConfig};
 pub use error::Error;
 pub use grant::RedisGrant;
+pub use lane::batch_on_this_thread;
 pub use limiter::{MAX_SET_LIMITS, RedisLimiter};
 pub use notice::{Notice, NoticeEvent};

@@ -10,9 +10,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::batch::{self, Header, Op, Spec};
+use crate::batch::{Header, Op, Spec};
 use crate::bus::CapacityUpdate;
-use crate::config::{Keys, RedisConfig};
+use crate::config::{Keys, Mode, RedisConfig};
 use crate::conn::Conn;
 use crate::leased::Blocks;
 
@@ -58,7 +58,11 @@ pub(crate) struct Inner {
     pub(crate) rules: Rules,
     pub(crate) adaptive: AdaptiveConfig,
     pub(crate) conn: Arc<Conn>,
-    ops: mpsc::Sender<Op>,
+    /// The limiter's own lane (`lane.rs`): its batcher runs on the runtime
+    /// `connect` ran on.
+    pub(crate) ops: mpsc::Sender<Op>,
+    /// What every script call carries: for the lanes threads start.
+    pub(crate) header: Arc<Header>,
     specs: Mutex<HashMap<String, Arc<Spec>>>,
     /// Limits set at run time ([`RedisLimiter::set_limit`]), ahead of the
     /// rules.
@@ -79,8 +83,9 @@ pub(crate) struct Inner {
     update_listeners: Mutex<Vec<UpdateListener>>,
     pub(crate) notice_listeners: Mutex<Vec<crate::notice::NoticeListener>>,
     seq: AtomicU64,
-    closed: AtomicBool,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) closed: AtomicBool,
+    /// Background tasks, threads' lanes included: aborted at close.
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Operations dropped because the queue to Redis was full.
     pub(crate) dropped_ops: AtomicU64,
 }
@@ -146,14 +151,7 @@ impl RedisLimiter {
             recovery_factor: adaptive.recovery_factor,
             lease_ttl_ms: u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX),
         });
-        let (tx, rx) = mpsc::channel(65_536);
-        let batcher = tokio::spawn(batch::run(
-            rx,
-            conn.clone(),
-            header,
-            cfg.max_batch,
-            cfg.max_in_flight_calls,
-        ));
+        let (tx, batcher) = crate::lane::start(&conn, None, &header, &cfg);
         let local = Limiter::builder()
             .rules(share(&rules, 1))
             .adaptive(adaptive)
@@ -166,6 +164,7 @@ impl RedisLimiter {
             adaptive,
             conn,
             ops: tx,
+            header,
             specs: Mutex::new(HashMap::new()),
             overrides: Mutex::new(HashMap::new()),
             deny: Mutex::new(HashMap::new()),
@@ -185,12 +184,17 @@ impl RedisLimiter {
             dropped_ops: AtomicU64::new(0),
         });
         let (subscribed, on_bus) = oneshot::channel();
-        let tasks = vec![
+        let mut tasks = vec![
             crate::bus::spawn(Arc::downgrade(&inner), subscribed),
             crate::fallback::spawn_heartbeat(Arc::downgrade(&inner)).await,
             spawn_renewal(Arc::downgrade(&inner)),
-            crate::leased::spawn_sweeper(Arc::downgrade(&inner)),
         ];
+        // Only leased mode leases blocks: in exact mode the sweeper would
+        // wake its thread every `block_ttl / 2` (20 times a second by
+        // default) to find none.
+        if inner.cfg.mode == Mode::Leased {
+            tasks.push(crate::leased::spawn_sweeper(Arc::downgrade(&inner)));
+        }
         lock(&inner.tasks).extend(tasks);
         // Release notices and capacity updates sent from now on reach this
         // replica (when Redis is there; it never waits past the timeout).

@@ -218,51 +218,52 @@ async fn acquire_inner(
     let deadline = (Instant::now() + Duration::from_millis(wait)).min(ctx.deadline);
     // The resource's lane of the admission queue, as the gateway's own
     // requests for it: one tenant cannot take every place in the
-    // limiter's queue, and waits its fair turn behind the others. A call
-    // that will not wait takes a free slot of the lane or is refused at
-    // once; no deadline of its own can pass before it gets there.
+    // limiter's queue, and waits its fair turn behind the others.
     let ticket = Ticket::new(ctx.workspace.clone(), deadline)
         .with_priority(priority)
         .with_lane(resource.as_str());
-    let admitted = if wait == 0 {
-        state.queue.try_admit(ticket)
-    } else {
-        match state.queue.admit(ticket).await {
-            Ok(Admission::Run(p)) => Ok(p),
-            Ok(Admission::Joined(_)) => {
-                return Err(ApiError::Internal("joined a flight without a key".into()));
-            }
-            Err(e) => Err(e),
-        }
-    };
-    let mut permit = match admitted {
-        Ok(p) => p,
-        Err(e) => {
-            // Not admitted in time, or not at once: refused on the
-            // resource, as the limiter refuses.
-            let retry_after = match e {
-                sluice_admit::Error::DeadlineExceeded => Duration::from_secs(1),
-                sluice_admit::Error::WouldWait { retry_after } => retry_after,
-                e => return Err(e.into()),
-            };
-            return Err(ApiError::RateLimited {
-                resource,
-                retry_after: Some(retry_after),
-                policy: None,
-            });
+    let refused = |e: sluice_admit::Error| {
+        // Not admitted in time, or not at once: refused on the resource,
+        // as the limiter refuses.
+        let retry_after = match e {
+            sluice_admit::Error::DeadlineExceeded => Duration::from_secs(1),
+            sluice_admit::Error::WouldWait { retry_after } => retry_after,
+            e => return e.into(),
+        };
+        ApiError::RateLimited {
+            resource: resource.clone(),
+            retry_after: Some(retry_after),
+            policy: None,
         }
     };
     let grant = if wait == 0 {
+        // A call that will not wait takes a free slot of the lane (none
+        // is free only while others wait for the resource) or is refused
+        // at once: no deadline of its own can pass before it gets there.
+        // It gives the slot back before asking the limiter, so that calls
+        // that will not wait never refuse one another while one of them
+        // waits for the limiter's answer (a round trip with `[redis]`).
+        let mut permit = state.queue.try_admit(ticket).map_err(refused)?;
+        permit.dispatched();
+        drop(permit);
         state.limits.try_acquire_many(&[(&resource, b.cost)]).await
     } else {
-        state
+        let mut permit = match state.queue.admit(ticket).await {
+            Ok(Admission::Run(p)) => p,
+            Ok(Admission::Joined(_)) => {
+                return Err(ApiError::Internal("joined a flight without a key".into()));
+            }
+            Err(e) => return Err(refused(e)),
+        };
+        let grant = state
             .limits
             .acquire_many(&[(&resource, b.cost)], Some(deadline))
-            .await
+            .await;
+        // Through the limiter: the lane's slot goes to the next in line.
+        permit.dispatched();
+        drop(permit);
+        grant
     };
-    // Through the limiter: the lane's slot goes to the next in line.
-    permit.dispatched();
-    drop(permit);
     let grant = match grant {
         Ok(g) => g,
         Err(e) => {

@@ -3,7 +3,9 @@
 //! socket and serves what it accepted, upstream calls included (each
 //! thread has its own upstream pool, `client.rs`), so that a request is
 //! read, sent on, answered and written back on one thread. One more
-//! thread, [`BACKGROUND_THREAD`], carries everything else: the writers
+//! thread, [`BACKGROUND_THREAD`], carries everything else (but the
+//! `[redis]` limiter's calls, which each serving thread makes on a
+//! connection of its own: `sluice_redis::batch_on_this_thread`): the writers
 //! (traces, audit, OpenTelemetry), the job workers, the dashboard's
 //! sampler, the limiter's upkeep, and the shutdown.
 //!
@@ -91,6 +93,9 @@ pub(super) fn start(
         let mut stopped = stopped.clone();
         let serve = move || async move {
             crate::client::use_pool(index);
+            // `[redis]` decisions go to Redis from this thread, not by way
+            // of the background thread (docs/gateway.md, "With `[redis]`").
+            sluice_redis::batch_on_this_thread();
             let listener = match TcpListener::from_std(copy) {
                 Ok(l) => l,
                 Err(e) => {

@@ -21,19 +21,19 @@ impl Inner {
 
     /// Queues an operation that needs no answer. A full queue drops it:
     /// settles are then lost and releases wait for the lease to expire.
-    pub(crate) fn send(&self, op: Op) {
-        if self.ops.try_send(op).is_err() {
+    pub(crate) fn send(self: &Arc<Self>, op: Op) {
+        if self.lane().try_send(op).is_err() {
             self.dropped_ops.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Runs one operation in the next batch.
-    pub(crate) async fn request(&self, kind: Kind) -> Result<Reply, Unavailable> {
+    pub(crate) async fn request(self: &Arc<Self>, kind: Kind) -> Result<Reply, Unavailable> {
         if self.conn.is_degraded() {
             return Err(Unavailable);
         }
         let (tx, rx) = oneshot::channel();
-        self.ops
+        self.lane()
             .send(Op {
                 kind,
                 reply: Some(tx),
