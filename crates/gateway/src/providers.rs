@@ -319,9 +319,9 @@ fn to_bytes(body: &Value) -> Bytes {
 /// rather than from a copy of its tree.
 fn to_bytes_with_model(body: &Value, model: &str) -> Bytes {
     match body {
-        Value::Object(map) if map.contains_key("model") => Bytes::from(
-            serde_json::to_vec(&WithModel { map, model }).unwrap_or_default(),
-        ),
+        Value::Object(map) if map.contains_key("model") => {
+            Bytes::from(serde_json::to_vec(&WithModel { map, model }).unwrap_or_default())
+        }
         // Not what a checked call holds (an object with a `model`).
         _ => to_bytes(&with_model(body, model)),
     }

@@ -55,7 +55,10 @@ impl Provider for Anthropic {
         let translated = call.endpoint == Endpoint::Chat;
         let (body, client_wants_usage) = if translated {
             let chat = translate::parse(call.body, chat::ACCEPTS)?;
-            (to_bytes(&chat::request(&chat, call.model)), chat.include_usage)
+            (
+                to_bytes(&chat::request(&chat, call.model)),
+                chat.include_usage,
+            )
         } else {
             (to_bytes_with_model(call.body, call.model), true)
         };

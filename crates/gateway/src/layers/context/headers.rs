@@ -7,9 +7,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use sluice_admit::Priority;
-use sluice_limit::headers::context::{
-    TraceParent, push_hex, valid_request_id, valid_tracestate,
-};
+use sluice_limit::headers::context::{TraceParent, push_hex, valid_request_id, valid_tracestate};
 use tokio::time::Instant;
 
 use crate::auth::Tenant;
