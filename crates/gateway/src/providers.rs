@@ -303,7 +303,7 @@ fn secret(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Result<(), 
     Ok(())
 }
 
-/// `body` with `model` replaced, as JSON bytes.
+/// `body` with `model` replaced.
 fn with_model(body: &Value, model: &str) -> Value {
     let mut body = body.clone();
     body["model"] = Value::String(model.to_owned());
@@ -312,4 +312,61 @@ fn with_model(body: &Value, model: &str) -> Value {
 
 fn to_bytes(body: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// `body` with `model` replaced, as JSON bytes: those of
+/// `to_bytes(&with_model(body, model))`, written from `body` as it is
+/// rather than from a copy of its tree.
+fn to_bytes_with_model(body: &Value, model: &str) -> Bytes {
+    match body {
+        Value::Object(map) if map.contains_key("model") => {
+            Bytes::from(serde_json::to_vec(&WithModel { map, model }).unwrap_or_default())
+        }
+        // Not what a checked call holds (an object with a `model`).
+        _ => to_bytes(&with_model(body, model)),
+    }
+}
+
+/// An object with its `model` entry's value replaced, serialized as
+/// `serde_json` serializes a map: the same entries, in the same order.
+struct WithModel<'a> {
+    map: &'a serde_json::Map<String, Value>,
+    model: &'a str,
+}
+
+impl serde::Serialize for WithModel<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = s.serialize_map(Some(self.map.len()))?;
+        for (k, v) in self.map {
+            if k == "model" {
+                out.serialize_entry(k, self.model)?;
+            } else {
+                out.serialize_entry(k, v)?;
+            }
+        }
+        out.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_with_its_model_replaced_is_the_copys_json_byte_for_byte() {
+        let bodies = [
+            r#"{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"hi \"there\" \u00e9"}],"max_tokens":16}"#,
+            r#"{"a":1,"model":"x","z":{"model":"inner","n":[1.5,-2,true,null]},"user":"u"}"#,
+            r#"{"model":null,"stream":true}"#,
+            r#"{"messages":[]}"#,
+        ];
+        for raw in bodies {
+            let body: Value = serde_json::from_str(raw).unwrap();
+            let want = to_bytes(&with_model(&body, "gpt-4o-mini"));
+            assert_eq!(to_bytes_with_model(&body, "gpt-4o-mini"), want, "{raw}");
+            let text = String::from_utf8_lossy(&want);
+            assert!(text.contains(r#""model":"gpt-4o-mini""#), "{text}");
+        }
+    }
 }

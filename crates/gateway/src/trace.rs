@@ -182,11 +182,24 @@ impl Trace {
         thread: impl Into<String>,
         route: impl Into<String>,
     ) -> Trace {
+        let trace_id = format!("{:032x}", fastrand::u128(..));
+        Trace::with_id(trace_id, request_id, workspace, thread, route)
+    }
+
+    /// Starts a trace now, in the trace `trace_id` (32 lowercase hex
+    /// digits).
+    pub(crate) fn with_id(
+        trace_id: String,
+        request_id: impl Into<String>,
+        workspace: impl Into<String>,
+        thread: impl Into<String>,
+        route: impl Into<String>,
+    ) -> Trace {
         let started_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         Trace {
-            trace_id: format!("{:032x}", fastrand::u128(..)),
+            trace_id,
             request_id: request_id.into(),
             workspace: workspace.into(),
             thread: thread.into(),

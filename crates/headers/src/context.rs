@@ -133,16 +133,25 @@ impl TraceParent {
     pub fn span_id_hex(&self) -> String {
         to_hex(&self.span_id)
     }
+
+    /// The header's value, `00-<trace id>-<span id>-<flags>`, as
+    /// [`Display`](fmt::Display) writes it, in one allocation (every
+    /// upstream attempt sends one).
+    pub fn to_header(&self) -> String {
+        let mut s = String::with_capacity(55);
+        s.push_str("00-");
+        push_hex(&mut s, &self.trace_id);
+        s.push('-');
+        push_hex(&mut s, &self.span_id);
+        s.push('-');
+        push_hex(&mut s, &[self.flags]);
+        s
+    }
 }
 
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("00-")?;
-        f.write_str(&to_hex(&self.trace_id))?;
-        f.write_str("-")?;
-        f.write_str(&to_hex(&self.span_id))?;
-        f.write_str("-")?;
-        f.write_str(&to_hex(&[self.flags]))
+        f.write_str(&self.to_header())
     }
 }
 
@@ -150,13 +159,20 @@ impl fmt::Display for TraceParent {
 /// byte: every request formats a trace id and a span id or two, and the
 /// formatter's machinery cost more than the request's JSON.
 fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    s
+}
+
+/// Appends `bytes` to `s` in lowercase hex, two digits a byte (see
+/// [`to_hex`]): `{:016x}` of a `u64` is `push_hex` of its big-endian bytes.
+pub fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    s.reserve(bytes.len() * 2);
     for &b in bytes {
         s.push(char::from(DIGITS[usize::from(b >> 4)]));
         s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
-    s
 }
 
 /// Lowercase hex into `N` bytes.
@@ -240,6 +256,16 @@ mod tests {
         assert_eq!(tp.span_id_hex(), "00f067aa0ba902b7");
         assert_eq!(tp.flags, 1);
         assert_eq!(tp.to_string(), TP);
+        assert_eq!(tp.to_header(), TP);
+    }
+
+    #[test]
+    fn push_hex_is_the_formatters_hex() {
+        for n in [0u64, 1, 0xab, 0x0123_4567_89ab_cdef, u64::MAX] {
+            let mut s = "x".to_owned();
+            push_hex(&mut s, &n.to_be_bytes());
+            assert_eq!(s, format!("x{n:016x}"));
+        }
     }
 
     #[test]

@@ -64,21 +64,20 @@ pub fn estimate(
         Endpoint::Embeddings => count.embedding_input(body.get("input")),
         Endpoint::Chat | Endpoint::Messages | Endpoint::Responses => {
             count.tokens += REQUEST_OVERHEAD_TOKENS;
-            count.items(body.get("messages"));
-            count.items(body.get("input"));
-            // Gemini: `contents`, `systemInstruction`.
-            count.items(body.get("contents"));
-            for key in ["system", "instructions", "prompt", "systemInstruction"] {
-                count.value(body.get(key));
-            }
-            let schema = body.get("text").and_then(|t| t.get("format"));
-            for definitions in [
-                body.get("tools"),
-                body.get("functions"),
-                body.get("response_format"),
-                schema,
-            ] {
-                count.json(definitions);
+            // One walk over the body's fields rather than a lookup per
+            // field counted (most are absent); the sums do not depend on
+            // the order.
+            for (key, v) in body.as_object().into_iter().flatten() {
+                match key.as_str() {
+                    // Gemini: `contents`, `systemInstruction`.
+                    "messages" | "input" | "contents" => count.items(Some(v)),
+                    "system" | "instructions" | "prompt" | "systemInstruction" => {
+                        count.value(Some(v));
+                    }
+                    "tools" | "functions" | "response_format" => count.json(Some(v)),
+                    "text" => count.json(v.get("format")),
+                    _ => {}
+                }
             }
         }
     }

@@ -151,14 +151,14 @@ pub(crate) fn begin_trace(
     route: impl Into<String>,
     method: impl Into<std::borrow::Cow<'static, str>>,
 ) -> Trace {
-    let mut trace = Trace::start(
+    // The client's trace when it sent one: its lines join its spans.
+    let mut trace = Trace::with_id(
+        ctx.trace.trace_id_hex(),
         ctx.request_id.clone(),
         ctx.workspace.clone(),
         ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
         route,
     );
-    // The client's trace when it sent one: its lines join its spans.
-    trace.trace_id = ctx.trace.trace_id_hex();
     trace.otel = crate::otel::Spans::start(state, ctx, method);
     trace
 }

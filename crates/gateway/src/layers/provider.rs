@@ -46,17 +46,13 @@ where
         if let Some(t) = notes.trace.as_mut() {
             t.model = Some(a.model.clone());
         }
-        let outgoing = reqwest::Url::parse(&outbound.url)
-            .map_err(|e| e.to_string())
-            .and_then(|url| {
-                Outgoing::new(
-                    reqwest::Method::POST,
-                    url,
-                    outbound.headers.clone(),
-                    outbound.body.clone(),
-                    Some(a.call.ctx.clone()),
-                )
-            });
+        let outgoing = Outgoing::to(
+            reqwest::Method::POST,
+            &outbound.url,
+            outbound.headers.clone(),
+            outbound.body.clone(),
+            Some(a.call.ctx.clone()),
+        );
         let outgoing = match outgoing {
             Ok(outgoing) => outgoing,
             Err(e) => {

@@ -3,6 +3,8 @@
 //! down ([`Try`]) and up ([`Tried`]) — and the service at the bottom of
 //! every stack, [`Wire`]: one HTTP request, timed out and classified.
 
+mod urls;
+
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
@@ -78,7 +80,30 @@ impl Outgoing {
         body: Bytes,
         context: Option<Context>,
     ) -> Result<Self, String> {
-        let uri = Uri::try_from(url.as_str()).map_err(|e| e.to_string())?;
+        let uri = urls::uri_of(&url)?;
+        Ok(Outgoing {
+            method,
+            url,
+            uri,
+            headers,
+            body,
+            context,
+        })
+    }
+
+    /// A request to the URL `url`, parsed once per serving thread (see
+    /// [`urls`]).
+    ///
+    /// # Errors
+    /// `url` does not parse, or is not one HTTP can send to.
+    pub(crate) fn to(
+        method: reqwest::Method,
+        url: &str,
+        headers: reqwest::header::HeaderMap,
+        body: Bytes,
+        context: Option<Context>,
+    ) -> Result<Self, String> {
+        let (url, uri) = urls::parse(url)?;
         Ok(Outgoing {
             method,
             url,

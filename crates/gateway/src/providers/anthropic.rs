@@ -12,7 +12,7 @@ use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
 use super::translate::{self, Translated};
 use super::{
     Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
-    json_headers, pass_answer, secret, to_bytes, with_model,
+    json_headers, pass_answer, secret, to_bytes, to_bytes_with_model,
 };
 
 /// The API version sent when the client names none.
@@ -55,9 +55,12 @@ impl Provider for Anthropic {
         let translated = call.endpoint == Endpoint::Chat;
         let (body, client_wants_usage) = if translated {
             let chat = translate::parse(call.body, chat::ACCEPTS)?;
-            (chat::request(&chat, call.model), chat.include_usage)
+            (
+                to_bytes(&chat::request(&chat, call.model)),
+                chat.include_usage,
+            )
         } else {
-            (with_model(call.body, call.model), true)
+            (to_bytes_with_model(call.body, call.model), true)
         };
         let mut headers = json_headers(call.stream);
         if let Some(key) = call.key {
@@ -78,7 +81,7 @@ impl Provider for Anthropic {
         Ok(Outbound {
             url: join(base_url, "/messages"),
             headers,
-            body: to_bytes(&body),
+            body,
             exchange: Exchange {
                 endpoint: call.endpoint,
                 client_wants_usage,

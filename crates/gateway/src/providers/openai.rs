@@ -7,7 +7,7 @@ use sluice_usage::{self as usage, Endpoint, WireFormat};
 
 use super::{
     Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
-    json_headers, pass_answer, secret, to_bytes, with_model,
+    json_headers, pass_answer, secret, to_bytes, to_bytes_with_model, with_model,
 };
 
 /// The OpenAI adapter.
@@ -40,14 +40,15 @@ impl Provider for Openai {
     }
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
-        let mut body = with_model(call.body, call.model);
         // The usage of a chat stream comes in a last chunk only if asked
         // for: the gateway asks, and takes the chunk out again if the
         // client did not ask itself.
-        let client_wants_usage = if call.stream && call.endpoint == Endpoint::Chat {
-            usage::request_usage_in_stream(&mut body)
+        let (body, client_wants_usage) = if call.stream && call.endpoint == Endpoint::Chat {
+            let mut body = with_model(call.body, call.model);
+            let asked = usage::request_usage_in_stream(&mut body);
+            (to_bytes(&body), asked)
         } else {
-            true
+            (to_bytes_with_model(call.body, call.model), true)
         };
         let mut headers = json_headers(call.stream);
         if let Some(key) = call.key {
@@ -60,7 +61,7 @@ impl Provider for Openai {
         Ok(Outbound {
             url: join(base_url, path(call.endpoint)),
             headers,
-            body: to_bytes(&body),
+            body,
             exchange: Exchange {
                 endpoint: call.endpoint,
                 client_wants_usage,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use sluice_admit::Priority;
-use sluice_limit::headers::context::{TraceParent, valid_request_id, valid_tracestate};
+use sluice_limit::headers::context::{TraceParent, push_hex, valid_request_id, valid_tracestate};
 use tokio::time::Instant;
 
 use crate::auth::Tenant;
@@ -17,6 +17,14 @@ use crate::state::AppState;
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+// The headers read per request, named once: a lookup by `&str` parses
+// and checks the name every time.
+const PRIORITY: HeaderName = HeaderName::from_static("x-sluice-priority");
+const THREAD: HeaderName = HeaderName::from_static("x-sluice-thread");
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const TIMEOUT_MS: HeaderName = HeaderName::from_static("x-sluice-timeout-ms");
+const USER: HeaderName = HeaderName::from_static("x-sluice-user");
+const FEATURE: HeaderName = HeaderName::from_static("x-sluice-feature");
 
 /// A request's context.
 #[derive(Debug, Clone)]
@@ -56,21 +64,24 @@ pub struct Context {
 
 /// A tag header (`x-sluice-user`, `x-sluice-feature`): absent or empty is
 /// none; longer than [`MAX_ID`] is refused.
-fn tag(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+fn tag(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ApiError> {
     let value = header(headers, name)?.filter(|v| !v.is_empty());
     if value.is_some_and(|v| v.len() > MAX_ID) {
-        return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
+        return Err(ApiError::bad_header(
+            name.as_str(),
+            format!("longer than {MAX_ID}"),
+        ));
     }
     Ok(value.map(str::to_owned))
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, ApiError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v
             .to_str()
             .map(|s| Some(s.trim()))
-            .map_err(|_| ApiError::bad_header(name, "not visible ASCII")),
+            .map_err(|_| ApiError::bad_header(name.as_str(), "not visible ASCII")),
     }
 }
 
@@ -98,13 +109,13 @@ impl Context {
             .and_then(|c| c.priority())
             .and_then(|p| p.parse().ok())
             .unwrap_or(Priority::Normal);
-        let priority = match header(headers, "x-sluice-priority")? {
+        let priority = match header(headers, &PRIORITY)? {
             None | Some("") => default_priority,
             Some(p) => p
                 .parse()
                 .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?,
         };
-        let thread = header(headers, "x-sluice-thread")?
+        let thread = header(headers, &THREAD)?
             .filter(|t| !t.is_empty())
             .map(str::to_owned);
         if thread.as_ref().is_some_and(|t| t.len() > MAX_ID) {
@@ -115,7 +126,7 @@ impl Context {
         }
         let id = match client_request_id(headers) {
             Some(id) => Some(("x-request-id", id)),
-            None => header(headers, "idempotency-key")?
+            None => header(headers, &IDEMPOTENCY_KEY)?
                 .filter(|k| !k.is_empty())
                 .map(|k| ("idempotency-key", k)),
         };
@@ -125,7 +136,7 @@ impl Context {
             return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
         }
         let cfg = &state.config;
-        let timeout_ms = match header(headers, "x-sluice-timeout-ms")? {
+        let timeout_ms = match header(headers, &TIMEOUT_MS)? {
             None | Some("") => cfg.default_timeout_ms,
             Some(t) => {
                 let ms: u64 = t.parse().map_err(|_| {
@@ -144,8 +155,8 @@ impl Context {
             }
         };
         let (trace, parent_span, tracestate) = trace_context(headers, state.otel.as_ref());
-        let user = tag(headers, "x-sluice-user")?;
-        let feature = tag(headers, "x-sluice-feature")?;
+        let user = tag(headers, &USER)?;
+        let feature = tag(headers, &FEATURE)?;
         Ok(Context {
             workspace,
             priority,
@@ -201,7 +212,7 @@ impl Context {
         if let Ok(id) = HeaderValue::from_str(&self.request_id) {
             headers.insert(X_REQUEST_ID, id);
         }
-        if let Ok(parent) = HeaderValue::try_from(span.to_string()) {
+        if let Ok(parent) = HeaderValue::try_from(span.to_header()) {
             headers.insert(TRACEPARENT, parent);
         }
         if let Some(state) = self.tracestate.as_deref()
@@ -216,7 +227,7 @@ impl Context {
 /// doc).
 pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
     headers
-        .get("x-request-id")
+        .get(X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|id| valid_request_id(id))
@@ -226,7 +237,7 @@ pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
 /// starts a new trace, as if none was sent).
 pub(crate) fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
     headers
-        .get("traceparent")
+        .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| TraceParent::parse(v).ok())
 }
@@ -241,7 +252,7 @@ fn trace_context(
     match client_traceparent(headers) {
         Some(parent) => {
             let state = headers
-                .get("tracestate")
+                .get(TRACESTATE)
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
                 .filter(|s| !s.is_empty() && valid_tracestate(s))
@@ -268,7 +279,13 @@ pub fn new_span_id() -> [u8; 8] {
 
 /// A random request id.
 pub fn new_id() -> String {
-    format!("req_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
+    // `req_` and 24 hex digits, as `format!("req_{:016x}{:08x}")` writes
+    // them, without the formatter's machinery.
+    let mut id = String::with_capacity(28);
+    id.push_str("req_");
+    push_hex(&mut id, &fastrand::u64(..).to_be_bytes());
+    push_hex(&mut id, &fastrand::u32(..).to_be_bytes());
+    id
 }
 
 /// Every answer, on its way out: one without an `x-request-id` (given
