@@ -175,7 +175,7 @@ async fn an_https_uri_is_never_sent_in_the_clear() {
     let (addr, seen) = recorder().await;
     let uri: Uri = format!("https://{addr}/").parse().unwrap();
     let e = no_proxies()
-        .send(Method::GET, &uri, HeaderMap::new(), Bytes::new())
+        .send(Method::GET, &uri, HeaderMap::new(), None, Bytes::new())
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
@@ -203,6 +203,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
             Method::POST,
             &uri,
             HeaderMap::new(),
+            None,
             Bytes::from_static(b"b"),
         )
         .await
@@ -221,7 +222,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
     // `NO_PROXY` destinations go direct (nothing listens there).
     let direct: Uri = "http://127.0.0.2:9/".parse().unwrap();
     let e = client
-        .send(Method::GET, &direct, HeaderMap::new(), Bytes::new())
+        .send(Method::GET, &direct, HeaderMap::new(), None, Bytes::new())
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
