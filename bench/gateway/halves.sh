@@ -41,14 +41,9 @@ if [ -n "${PROBES:-}" ]; then
   done
   EVENTS="$EVENTS,halves:*"
 fi
-rm -rf data
-$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.halves.toml >sim.log 2>&1 &
-SIM=$!
-wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
-wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
-$BIN serve --config gw.run.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
-GW=$!
-wait_up $GW_PORT
+. ./start.sh
+start_sim sim.halves.toml
+start_gateway gw.run.toml
 python3 load.py $GW_PORT 40 $RATE
 SERVING=$(for t in /proc/$GW/task/*; do [ "$(cat $t/comm)" = sluice-gateway ] && echo ${t##*/}; done | paste -sd,)
 perf record -q -o halves.data -e "$EVENTS" -a -- python3 load.py $GW_PORT $N $RATE

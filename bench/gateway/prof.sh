@@ -26,17 +26,12 @@ sed -e "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" -e "s#redis://127.0.0.1:6379#$RE
 ADMIN=$(sed -n 's/^admin_token = "\(.*\)"/\1/p' $CONFIG)
 # The key load.py sends as, made after each start (none without admin_token).
 keyed() { [ -z "$ADMIN" ] && return; PROF_KEY=$(python3 key.py $1 $ADMIN) || { kill $SIM; exit 1; }; export PROF_KEY; }
-rm -rf data
-$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.toml >sim.log 2>&1 &
-SIM=$!
 # Run time (ns) and times put on a CPU, summed over the process's threads.
 cpu() { local t=0 w=0; for f in /proc/$1/task/*/schedstat; do read a b c < $f; t=$((t+a)); w=$((w+c)); done; echo $t $w; }
-wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
-wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
+. ./start.sh
+start_sim sim.toml
 # Native: CPU per request.
-$BIN serve --config gw.run.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
-GW=$!
-wait_up $GW_PORT
+start_gateway gw.run.toml
 keyed $GW_PORT
 python3 load.py $GW_PORT 500 $MODE
 read c0 w0 <<<"$(cpu $GW)"

@@ -11,14 +11,9 @@ cd "$(dirname "$0")"
 P=${PROF_PORT:-56170}
 SIM_PORT=$((P+1)); GW_PORT=$((P+2))
 sed "s/127.0.0.1:56171/127.0.0.1:$SIM_PORT/" gw.toml >gw.run.toml
-rm -rf data
-$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.toml >sim.log 2>&1 &
-SIM=$!
-wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
-wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
-$BIN serve --config gw.run.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
-GW=$!
-wait_up $GW_PORT
+. ./start.sh
+start_sim sim.toml
+start_gateway gw.run.toml
 python3 load.py $GW_PORT 100 $MODE
 strace -f -c -o strace.out $(for t in /proc/$GW/task/*; do echo -p ${t##*/}; done) &
 ST=$!

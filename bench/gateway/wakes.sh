@@ -44,14 +44,9 @@ calls() {
     | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {n+=$3} END {print n+0}'
 }
 { cat sim.toml; printf '\n[defaults.latency]\nbase_ms = %d\n' "$UP_MS"; } >sim.wakes.toml
-rm -rf data
-$BIN sim --listen 127.0.0.1:$SIM_PORT --config sim.wakes.toml >sim.log 2>&1 &
-SIM=$!
-wait_up() { for i in $(seq 1 600); do curl -s -o /dev/null http://127.0.0.1:$1/healthz && return 0; sleep 0.2; done; return 1; }
-wait_up $SIM_PORT || { echo sim down; kill $SIM; exit 1; }
-$BIN serve --config gw.wakes.toml --listen 127.0.0.1:$GW_PORT >gw.log 2>&1 &
-GW=$!
-wait_up $GW_PORT || { echo gateway down; kill $GW $SIM; exit 1; }
+. ./start.sh
+start_sim sim.wakes.toml
+start_gateway gw.wakes.toml
 # Per thread ("name/tid switches cpu_ns" lines): voluntary+nonvoluntary
 # context switches, and run time from schedstat.
 switches() {

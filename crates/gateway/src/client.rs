@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{self, HeaderMap, HeaderValue, Method, Uri, header::ACCEPT};
+use axum::http::{self, HeaderMap, HeaderValue, Method, Uri, header::ACCEPT, header::HOST};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
@@ -192,6 +192,7 @@ impl UpstreamClient {
         method: Method,
         uri: &Uri,
         mut headers: HeaderMap,
+        host: Option<&HeaderValue>,
         body: Bytes,
     ) -> Result<UpstreamResponse, TransportError> {
         if !headers.contains_key(ACCEPT) {
@@ -211,6 +212,10 @@ impl UpstreamClient {
                 .await?;
             return Ok(http::Response::<reqwest::Body>::from(res).map(Body::new));
         }
+        // The `Host` hyper-util would add last, made once for the URL.
+        if let Some(host) = host {
+            headers.entry(HOST).or_insert_with(|| host.clone());
+        }
         let mut req = http::Request::new(Full::new(body));
         *req.method_mut() = method;
         *req.uri_mut() = uri.clone();
@@ -218,6 +223,20 @@ impl UpstreamClient {
         let direct = &self.direct[POOL.get() % self.direct.len()];
         let res = direct.request(req).await?;
         Ok(res.map(Body::new))
+    }
+}
+
+/// The `Host` header of a request to `uri`, as hyper-util's client makes
+/// it when a request has none: the host, and the port unless it is the
+/// scheme's default.
+pub(crate) fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let secure = matches!(uri.scheme_str(), Some("https" | "wss"));
+    match uri.port() {
+        Some(port) if !matches!((port.as_u16(), secure), (443, true) | (80, false)) => {
+            HeaderValue::from_str(&format!("{host}:{port}")).ok()
+        }
+        _ => HeaderValue::from_str(host).ok(),
     }
 }
 

@@ -31,6 +31,7 @@
 //! assert_eq!(used.total_tokens, 12);
 //! ```
 
+mod answer;
 mod bounds;
 pub mod budget;
 pub mod cache;
@@ -141,24 +142,12 @@ pub struct BodyFacts {
 
 /// The usage and the tool calls of a non-streamed response body, read in
 /// one pass: a typed parse that skips, without building them, the fields
-/// it does not name (an embedding's vectors, a completion's text). A body
+/// it does not name (an embedding's vectors, a completion's text); for
+/// OpenAI's bodies, first a JSON cursor that builds nothing and reads
+/// the same (`answer.rs`), the typed parse where it cannot be sure. A body
 /// that is not JSON has neither; one whose tool-call parts have a shape
 /// of their own still has its usage (a second pass for it alone).
 pub fn read_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFacts {
-    let usage_alone = || BodyFacts {
-        usage: serde_json::from_slice::<wire::WithUsage>(body)
-            .ok()
-            .and_then(|b| b.usage?.to_usage(format, endpoint)),
-        tool_calls: 0,
-        details: details(format, body),
-    };
-    let facts = |usage: Option<&wire::RawUsage>, tool_calls| BodyFacts {
-        usage: usage.and_then(|u| u.to_usage(format, endpoint)),
-        tool_calls,
-        details: usage.map_or_else(Details::default, |u| {
-            Details::of(u.cached(format), u.reasoning())
-        }),
-    };
     match format {
         WireFormat::Gemini => serde_json::from_slice::<wire::GeminiResponse>(body)
             .map(|b| {
@@ -171,12 +160,51 @@ pub fn read_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFac
                 }
             })
             .unwrap_or_default(),
-        WireFormat::Openai => serde_json::from_slice::<wire::OpenaiBody>(body)
-            .map(|b| facts(b.usage.as_ref(), b.count()))
-            .unwrap_or_else(|_| usage_alone()),
+        // The cursor first, the typed parse where it cannot be sure.
+        WireFormat::Openai => match answer::openai(body) {
+            Some((usage, calls)) => facts(format, endpoint, usage.as_ref(), calls),
+            None => typed_openai(endpoint, body),
+        },
         WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicBody>(body)
-            .map(|b| facts(b.usage.as_ref(), b.count()))
-            .unwrap_or_else(|_| usage_alone()),
+            .map(|b| facts(format, endpoint, b.usage.as_ref(), b.count()))
+            .unwrap_or_else(|_| usage_alone(format, endpoint, body)),
+    }
+}
+
+/// An OpenAI body's facts by the typed parse: the reference the cursor
+/// (`answer.rs`) reads the same as.
+pub(crate) fn typed_openai(endpoint: Endpoint, body: &[u8]) -> BodyFacts {
+    let format = WireFormat::Openai;
+    serde_json::from_slice::<wire::OpenaiBody>(body)
+        .map(|b| facts(format, endpoint, b.usage.as_ref(), b.count()))
+        .unwrap_or_else(|_| usage_alone(format, endpoint, body))
+}
+
+/// The facts of a body whose usage object and tool calls were read.
+fn facts(
+    format: WireFormat,
+    endpoint: Endpoint,
+    usage: Option<&wire::RawUsage>,
+    tool_calls: u32,
+) -> BodyFacts {
+    BodyFacts {
+        usage: usage.and_then(|u| u.to_usage(format, endpoint)),
+        tool_calls,
+        details: usage.map_or_else(Details::default, |u| {
+            Details::of(u.cached(format), u.reasoning())
+        }),
+    }
+}
+
+/// The usage alone of a body whose tool-call parts have a shape of
+/// their own.
+fn usage_alone(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFacts {
+    BodyFacts {
+        usage: serde_json::from_slice::<wire::WithUsage>(body)
+            .ok()
+            .and_then(|b| b.usage?.to_usage(format, endpoint)),
+        tool_calls: 0,
+        details: details(format, body),
     }
 }
 

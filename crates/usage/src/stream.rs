@@ -263,10 +263,8 @@ impl Tally {
     }
 
     fn chat(&mut self, data: &[u8]) -> bool {
-        match chat::read(data) {
-            Some(Ok(facts)) => return self.chat_facts(facts),
-            Some(Err(())) => return false,
-            None => {}
+        if let Some(facts) = chat::read(data) {
+            return self.chat_facts(facts);
         }
         let Ok(mut chunk) = serde_json::from_slice::<ChatChunk>(data) else {
             return false;
@@ -463,7 +461,7 @@ impl<'a> Output<'a> {
 
 mod chat;
 mod failure;
-mod lean;
+pub(crate) mod lean;
 #[cfg(test)]
 mod tests;
 

@@ -7,6 +7,7 @@ use serde::de::IgnoredAny;
 
 use super::{Endpoint, Usage};
 use crate::WireFormat;
+use crate::stream::lean::{Cursor, Seen};
 
 /// A `usage` object in any of the formats; absent fields stay `None`.
 #[derive(Debug, Default, Deserialize)]
@@ -32,6 +33,75 @@ struct PromptDetails {
 #[derive(Debug, Default, Deserialize)]
 struct CompletionDetails {
     reasoning_tokens: Option<u64>,
+}
+
+impl RawUsage {
+    /// A `usage` object read with the cursor, as serde reads it; `None`
+    /// when the cursor cannot be sure (then parse it typed).
+    pub(super) fn lean(c: &mut Cursor<'_>) -> Option<RawUsage> {
+        let mut u = RawUsage::default();
+        let mut seen = Seen::default();
+        c.object(|c, key| {
+            let (bit, slot) = match key {
+                "prompt_tokens" => (0, &mut u.prompt_tokens),
+                "completion_tokens" => (1, &mut u.completion_tokens),
+                "total_tokens" => (2, &mut u.total_tokens),
+                "input_tokens" => (3, &mut u.input_tokens),
+                "output_tokens" => (4, &mut u.output_tokens),
+                "cache_creation_input_tokens" => (5, &mut u.cache_creation_input_tokens),
+                "cache_read_input_tokens" => (6, &mut u.cache_read_input_tokens),
+                "prompt_tokens_details" | "input_tokens_details" => {
+                    seen.first(if key == "prompt_tokens_details" { 7 } else { 8 })?;
+                    let details = optional_detail(c, "cached_tokens")?;
+                    let slot = if key == "prompt_tokens_details" {
+                        &mut u.prompt_tokens_details
+                    } else {
+                        &mut u.input_tokens_details
+                    };
+                    *slot = details.map(|cached_tokens| PromptDetails { cached_tokens });
+                    return Some(());
+                }
+                "completion_tokens_details" | "output_tokens_details" => {
+                    let completion = key == "completion_tokens_details";
+                    seen.first(if completion { 9 } else { 10 })?;
+                    let details = optional_detail(c, "reasoning_tokens")?;
+                    let slot = if completion {
+                        &mut u.completion_tokens_details
+                    } else {
+                        &mut u.output_tokens_details
+                    };
+                    *slot = details.map(|reasoning_tokens| CompletionDetails { reasoning_tokens });
+                    return Some(());
+                }
+                _ => return c.skip().map(drop),
+            };
+            seen.first(bit)?;
+            *slot = c.optional_u64()?;
+            Some(())
+        })?;
+        Some(u)
+    }
+}
+
+/// `null` (`None`), or an object whose one field read is `field` (a
+/// count, `Some(None)` when absent).
+fn optional_detail(c: &mut Cursor<'_>, field: &str) -> Option<Option<Option<u64>>> {
+    if c.null()? {
+        return Some(None);
+    }
+    let (mut value, mut seen) = (None, false);
+    c.object(|c, key| {
+        if key != field {
+            return c.skip().map(drop);
+        }
+        if seen {
+            return None;
+        }
+        seen = true;
+        value = c.optional_u64()?;
+        Some(())
+    })?;
+    Some(Some(value))
 }
 
 impl RawUsage {

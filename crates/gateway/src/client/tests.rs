@@ -63,6 +63,7 @@ async fn sends_the_request_as_given_and_reads_the_answer() {
             Method::POST,
             &uri,
             headers,
+            None,
             Bytes::from_static(b"{\"a\":1}"),
         )
         .await
@@ -86,6 +87,49 @@ async fn sends_the_request_as_given_and_reads_the_answer() {
     assert_eq!(&body[..], b"{\"a\":1}");
 }
 
+#[test]
+fn the_host_header_names_the_port_unless_it_is_the_schemes_own() {
+    for (uri, want) in [
+        ("http://a.example/x", "a.example"),
+        ("http://a.example:80/x", "a.example"),
+        ("http://a.example:443/x", "a.example:443"),
+        ("https://a.example:443/x", "a.example"),
+        ("https://a.example:80/x", "a.example:80"),
+        ("http://127.0.0.1:8080/x", "127.0.0.1:8080"),
+        ("http://[::1]:9/x", "[::1]:9"),
+    ] {
+        let uri: Uri = uri.parse().unwrap();
+        assert_eq!(host_header(&uri).unwrap(), want, "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn a_host_made_once_is_the_one_the_client_makes() {
+    let (addr, seen) = recorder().await;
+    let uri: Uri = format!("http://{addr}/v1/chat").parse().unwrap();
+    let client = no_proxies();
+    let host = host_header(&uri).unwrap();
+    for made in [None, Some(&host)] {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        client
+            .send(Method::POST, &uri, headers, made, Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    let sent = |i: usize| -> Vec<(String, HeaderValue)> {
+        seen[i]
+            .2
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+            .collect()
+    };
+    // The same headers, in the same order.
+    assert_eq!(sent(0), sent(1));
+    assert_eq!(seen[1].2["host"], addr.to_string().as_str());
+}
+
 #[tokio::test]
 async fn keeps_the_callers_accept() {
     let (addr, seen) = recorder().await;
@@ -93,7 +137,7 @@ async fn keeps_the_callers_accept() {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     no_proxies()
-        .send(Method::GET, &uri, headers, Bytes::new())
+        .send(Method::GET, &uri, headers, None, Bytes::new())
         .await
         .unwrap();
     let seen = seen.lock().unwrap();
@@ -112,7 +156,7 @@ async fn a_closed_port_is_a_connect_error_without_the_url() {
         .parse()
         .unwrap();
     let e = no_proxies()
-        .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
+        .send(Method::POST, &uri, HeaderMap::new(), None, Bytes::new())
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
@@ -131,7 +175,7 @@ async fn an_https_uri_is_never_sent_in_the_clear() {
     let (addr, seen) = recorder().await;
     let uri: Uri = format!("https://{addr}/").parse().unwrap();
     let e = no_proxies()
-        .send(Method::GET, &uri, HeaderMap::new(), Bytes::new())
+        .send(Method::GET, &uri, HeaderMap::new(), None, Bytes::new())
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
@@ -159,6 +203,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
             Method::POST,
             &uri,
             HeaderMap::new(),
+            None,
             Bytes::from_static(b"b"),
         )
         .await
@@ -177,7 +222,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
     // `NO_PROXY` destinations go direct (nothing listens there).
     let direct: Uri = "http://127.0.0.2:9/".parse().unwrap();
     let e = client
-        .send(Method::GET, &direct, HeaderMap::new(), Bytes::new())
+        .send(Method::GET, &direct, HeaderMap::new(), None, Bytes::new())
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");

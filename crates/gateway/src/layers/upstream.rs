@@ -61,6 +61,9 @@ pub(crate) struct Outgoing {
     pub uri: Uri,
     /// Every header it carries (auth included).
     pub headers: reqwest::header::HeaderMap,
+    /// The `Host` header for `uri`, made once with the URL (without it,
+    /// the client makes it on every attempt).
+    pub host: Option<reqwest::header::HeaderValue>,
     /// The body.
     pub body: Bytes,
     /// The client request's context, sent along on every attempt
@@ -86,6 +89,7 @@ impl Outgoing {
             url,
             uri,
             headers,
+            host: None,
             body,
             context,
         })
@@ -103,12 +107,13 @@ impl Outgoing {
         body: Bytes,
         context: Option<Context>,
     ) -> Result<Self, String> {
-        let (url, uri) = urls::parse(url)?;
+        let urls::Parsed { url, uri, host } = urls::parse(url)?;
         Ok(Outgoing {
             method,
             url,
             uri,
             headers,
+            host,
             body,
             context,
         })
@@ -255,10 +260,13 @@ impl Service<Req<Try>> for Wire {
             if let Some(ctx) = &out.context {
                 ctx.propagate(&mut headers, span_id);
             }
-            let request =
-                state
-                    .upstream
-                    .send(out.method.clone(), &out.uri, headers, out.body.clone());
+            let request = state.upstream.send(
+                out.method.clone(),
+                &out.uri,
+                headers,
+                out.host.as_ref(),
+                out.body.clone(),
+            );
             let result = tokio::time::timeout(timeout, request).await;
             let (status, outcome) = classify(&result);
             let record = AttemptRecord {

@@ -29,6 +29,18 @@ pub fn workspace_dir(dir: &Path, workspace: &str) -> PathBuf {
     dir.join(file_component(workspace))
 }
 
+impl Rotation {
+    /// How long a period lasts: traces whose start divided by it is the
+    /// same share a period (UTC hours and days are whole multiples of it
+    /// since the epoch).
+    pub(crate) fn millis(self) -> u64 {
+        match self {
+            Rotation::Hour => 3_600_000,
+            Rotation::Day => 86_400_000,
+        }
+    }
+}
+
 /// The period a trace started in, as its file names it: `2025-01-31`
 /// ([`Rotation::Day`]) or `2025-01-31T13` ([`Rotation::Hour`]), UTC.
 pub fn period(started_unix_ms: u64, rotation: Rotation) -> String {
@@ -212,6 +224,20 @@ mod tests {
         // 2000-12-31T12:00:00Z and 2100-03-01T00:00:00Z (century rules).
         assert_eq!(period(978_264_000_000, Rotation::Hour), "2000-12-31T12");
         assert_eq!(period(4_107_542_400_000, Rotation::Day), "2100-03-01");
+    }
+
+    proptest::proptest! {
+        // What lets the writer name a batch's period once.
+        #[test]
+        fn a_period_is_its_start_divided_by_its_length(ms in 0u64..8_000_000_000_000, hour: bool) {
+            let rotate = if hour { Rotation::Hour } else { Rotation::Day };
+            let slot = ms / rotate.millis();
+            proptest::prop_assert_eq!(period(ms, rotate), period(slot * rotate.millis(), rotate));
+            proptest::prop_assert_ne!(period(ms, rotate), period((slot + 1) * rotate.millis(), rotate));
+            if slot > 0 {
+                proptest::prop_assert_ne!(period(ms, rotate), period(slot * rotate.millis() - 1, rotate));
+            }
+        }
     }
 
     #[test]

@@ -180,9 +180,21 @@ fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
     // (workspace, period, lines, traces, newest start)
     let mut by_file: Vec<(String, String, Vec<u8>, u64, u64)> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
+    // A batch's traces nearly all start in one period: its name is made
+    // once (a calendar date formatted), not per trace.
+    let mut last: Option<(u64, String)> = None;
     for line in batch.drain(..) {
         let started_unix_ms = line.started_unix_ms();
-        let key = (line.workspace().to_owned(), period(started_unix_ms, rotate));
+        let slot = started_unix_ms / rotate.millis();
+        let named = match &last {
+            Some((s, name)) if *s == slot => name.clone(),
+            _ => {
+                let name = period(started_unix_ms, rotate);
+                last = Some((slot, name.clone()));
+                name
+            }
+        };
+        let key = (line.workspace().to_owned(), named);
         let i = match index.get(&key) {
             Some(&i) => i,
             None => {

@@ -1,6 +1,6 @@
 //! A JSON cursor that reads a few fields of a small document without
 //! building anything: the stream scanner's fast path for OpenAI chat
-//! chunks (see `chat.rs`). serde_json spends about 27 instructions a byte
+//! chunks (see `chat.rs`), and whole OpenAI answers' (`answer.rs`). serde_json spends about 27 instructions a byte
 //! on a typical 220-byte chunk matching keys and driving visitors; this
 //! walks it with a handful.
 //!
@@ -14,7 +14,7 @@ const MAX_DEPTH: usize = 64;
 
 /// A position in a JSON document, checked to be UTF-8 once at the start
 /// (a string's quotes are ASCII, so its bounds are character bounds).
-pub(super) struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
@@ -22,7 +22,7 @@ pub(super) struct Cursor<'a> {
 
 /// A string value as it appears between its quotes.
 #[derive(Clone, Copy)]
-pub(super) struct Str<'a> {
+pub(crate) struct Str<'a> {
     raw: &'a str,
     escaped: bool,
 }
@@ -30,13 +30,13 @@ pub(super) struct Str<'a> {
 impl<'a> Str<'a> {
     /// The string itself, when it has no escapes (else `None`: the caller
     /// falls back).
-    pub(super) fn plain(self) -> Option<&'a str> {
+    pub(crate) fn plain(self) -> Option<&'a str> {
         (!self.escaped).then_some(self.raw)
     }
 
     /// Its length in characters once unescaped, as `str::chars().count()`
     /// counts the string serde_json would build.
-    pub(super) fn chars(self) -> Option<u64> {
+    pub(crate) fn chars(self) -> Option<u64> {
         let bytes = self.raw.as_bytes();
         if !self.escaped {
             return Some(count_chars(bytes));
@@ -122,10 +122,35 @@ fn hex4(digits: &[u8]) -> Option<u32> {
     })
 }
 
+/// The known fields met so far in one object, one bit each: serde
+/// rejects a duplicate, so the cursor leaves it to serde.
+#[derive(Default)]
+pub(crate) struct Seen(u16);
+
+impl Seen {
+    pub(crate) fn first(&mut self, field: u8) -> Option<()> {
+        debug_assert!(field < 16);
+        let bit = 1 << field;
+        if self.0 & bit != 0 {
+            return None;
+        }
+        self.0 |= bit;
+        Some(())
+    }
+}
+
+/// `null` or a string without escapes.
+pub(crate) fn optional_str<'a>(c: &mut Cursor<'a>) -> Option<Option<&'a str>> {
+    if c.null()? {
+        return Some(None);
+    }
+    c.string()?.plain().map(Some)
+}
+
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `bytes`, if they are UTF-8 (serde_json
     /// decides for those that are not).
-    pub(super) fn new(bytes: &'a [u8]) -> Option<Self> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
         Some(Cursor { text, bytes, at: 0 })
     }
@@ -137,7 +162,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte after whitespace, not consumed.
-    pub(super) fn peek(&mut self) -> Option<u8> {
+    pub(crate) fn peek(&mut self) -> Option<u8> {
         self.ws();
         self.bytes.get(self.at).copied()
     }
@@ -147,12 +172,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Whether only whitespace is left.
-    pub(super) fn at_end(&mut self) -> bool {
+    pub(crate) fn at_end(&mut self) -> bool {
         self.peek().is_none()
     }
 
     /// Consumes `null` if it comes next; whether it did.
-    pub(super) fn null(&mut self) -> Option<bool> {
+    pub(crate) fn null(&mut self) -> Option<bool> {
         if self.peek()? != b'n' {
             return Some(false);
         }
@@ -165,8 +190,29 @@ impl<'a> Cursor<'a> {
         (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
     }
 
+    /// `null`, or a whole number that fits a `u64`, as serde reads an
+    /// `Option<u64>` (anything else, `-0` and `1.0` included, is left to
+    /// serde).
+    pub(crate) fn optional_u64(&mut self) -> Option<Option<u64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let digits = self.bytes.get(self.at..)?;
+        let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (first, next) = (*digits.first()?, digits.get(len).copied());
+        if len == 0 || (first == b'0' && len > 1) || matches!(next, Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let mut n: u64 = 0;
+        for &d in &digits[..len] {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        self.at += len;
+        Some(Some(n))
+    }
+
     /// A string value.
-    pub(super) fn string(&mut self) -> Option<Str<'a>> {
+    pub(crate) fn string(&mut self) -> Option<Str<'a>> {
         self.eat(b'"')?;
         // A local slice and index: the loop runs per byte.
         let rest = self.bytes.get(self.at..)?;
@@ -189,7 +235,7 @@ impl<'a> Cursor<'a> {
 
     /// Walks an object, calling `field` with each key (unescaped keys
     /// only) and the cursor at its value, which `field` must consume.
-    pub(super) fn object(
+    pub(crate) fn object(
         &mut self,
         mut field: impl FnMut(&mut Self, &str) -> Option<()>,
     ) -> Option<()> {
@@ -215,7 +261,7 @@ impl<'a> Cursor<'a> {
 
     /// Walks an array, calling `item` with the cursor at each element,
     /// which `item` must consume; returns how many there were.
-    pub(super) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
+    pub(crate) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
         self.eat(b'[')?;
         if self.peek()? == b']' {
             self.at += 1;
@@ -238,7 +284,7 @@ impl<'a> Cursor<'a> {
 
     /// Skips one value of any kind, checking it as serde_json would;
     /// returns the bytes it spanned.
-    pub(super) fn skip(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn skip(&mut self) -> Option<&'a [u8]> {
         self.skip_at(0)
     }
 
