@@ -61,7 +61,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sluice_admit::PoolConfig;
-use sluice_gateway::config::Config;
+use sluice_gateway::config::{Config, RedisSettings};
 
 use report::Report;
 use requests::{chat, client};
@@ -89,6 +89,12 @@ pub struct GatewayArgs {
     /// Run only (d), OpenTelemetry export off and on.
     #[arg(long)]
     pub otel_only: bool,
+    /// Give the in-process gateways of (a) (both upstreams), (b) and (d)
+    /// (both sides) `[redis]` at this URL, e.g. `redis://127.0.0.1:6379`:
+    /// every request's limit decided in Redis (exact mode), to see what
+    /// that adds.
+    #[arg(long)]
+    pub redis: Option<String>,
 }
 
 /// The model every request of (a) and (b) names.
@@ -146,6 +152,16 @@ pub(crate) fn note(json: bool, what: &str) {
 
 /// Every limit, queue and pool far above the offered load: the gateway's
 /// own cost, not its policy, is measured.
+/// [`limits_off`], with `[redis]` at `--redis` when it names one.
+fn limits_off_for(args: &GatewayArgs) -> impl FnOnce(&mut Config) + '_ {
+    move |config| {
+        limits_off(config);
+        if let Some(url) = &args.redis {
+            config.redis = Some(RedisSettings::new(url.clone()));
+        }
+    }
+}
+
 fn limits_off(config: &mut Config) {
     config.admin_token = Some(BENCH_ADMIN.into());
     let big = NonZeroUsize::new(100_000).expect("non-zero");

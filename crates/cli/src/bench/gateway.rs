@@ -10,7 +10,7 @@ use super::report::Report;
 use super::requests::{cached_chat, client, warm};
 use super::swarm::SWARM_LIMIT;
 use super::{
-    GatewayArgs, keys, latency, limits_off, note, open_loop, otel, slow, swarm, throughput,
+    GatewayArgs, keys, latency, limits_off_for, note, open_loop, otel, slow, swarm, throughput,
 };
 use crate::stack::Stack;
 
@@ -27,7 +27,7 @@ pub(super) struct Ends<'a> {
 }
 
 pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
-    let stack = Stack::start(SimConfig::unlimited(), limits_off).await?;
+    let stack = Stack::start(SimConfig::unlimited(), limits_off_for(args)).await?;
     let sim = stack.sim.url();
     let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
     let gateway = gateway.trim_end_matches('/').to_owned();
@@ -81,6 +81,7 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     let otel = otel::run(args).await?;
     Ok(Report {
         target: args.target.clone(),
+        redis: args.redis.clone(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         latency,
         slow,

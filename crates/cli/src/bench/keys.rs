@@ -11,7 +11,7 @@ use sluice_sim::SimConfig;
 
 use super::report::{Cpu, KeysPart};
 use super::requests::{chat, client, keyed_request, warm};
-use super::{BENCH_ADMIN, GatewayArgs, MODEL, PROVIDER, limits_off, note, open_loop};
+use super::{BENCH_ADMIN, GatewayArgs, MODEL, PROVIDER, limits_off_for, note, open_loop};
 use crate::stack::Stack;
 
 /// (a)'s non-streamed chat completion through the gateway, as `key`.
@@ -73,8 +73,10 @@ pub(super) async fn keys_and_budgets(
         args.json,
         "(d) (a) through a gateway with no key store, no ledger, no budgets",
     );
+    // With `--redis` too, as the other side (the first stack) has it.
+    let with_redis = limits_off_for(args);
     let stack = Stack::start(SimConfig::unlimited(), |c| {
-        limits_off(c);
+        with_redis(c);
         c.keys.enabled = false;
         c.ledger.enabled = false;
     })

@@ -15,6 +15,8 @@ use crate::summary::{RunSummary, ms};
 pub struct Report {
     /// The gateway (a) and (b) went through, when not the in-process one.
     pub target: Option<String>,
+    /// The Redis the in-process gateway decided its limits in (`--redis`).
+    pub redis: Option<String>,
     /// CPUs of this machine, load generator included.
     pub cpus: usize,
     pub latency: LatencyPart,
@@ -373,7 +375,11 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let l = &self.latency;
-        let via = self.target.as_deref().unwrap_or("the in-process gateway");
+        let via = match (&self.target, &self.redis) {
+            (Some(target), _) => target.clone(),
+            (None, Some(redis)) => format!("the in-process gateway, [redis] at {redis}"),
+            (None, None) => "the in-process gateway".to_owned(),
+        };
         let _ = writeln!(
             s,
             "sluice bench gateway: loopback, {} CPUs shared by the sim, the gateway and the load\n",

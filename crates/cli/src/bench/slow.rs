@@ -8,7 +8,7 @@ use super::bare::BareHop;
 use super::latency::{no_cpu, stream};
 use super::report::SlowPart;
 use super::requests::{chat, client, warm};
-use super::{GatewayArgs, limits_off, note};
+use super::{GatewayArgs, limits_off_for, note};
 use crate::stack::Stack;
 use crate::stack::{bare_cpu, gateway_cpu};
 
@@ -25,7 +25,7 @@ pub(super) async fn slow_upstream(args: &GatewayArgs) -> Result<SlowPart, String
         base_ms: SLOW_UPSTREAM.as_millis() as u64,
         ..Latency::default()
     };
-    let stack = Stack::start(sim, limits_off).await?;
+    let stack = Stack::start(sim, limits_off_for(args)).await?;
     let sim = stack.sim.url();
     let gateway = args.target.clone().unwrap_or_else(|| stack.gateway_url());
     let gateway = gateway.trim_end_matches('/').to_owned();
