@@ -84,7 +84,10 @@ impl Inner {
         if !OWN.get() {
             return self.ops.clone();
         }
-        LANES.with_borrow_mut(|lanes| {
+        // Past this thread's thread-locals' end (a grant dropped by another
+        // one's destructor), the limiter's lane.
+        let lane = LANES.try_with(|lanes| {
+            let mut lanes = lanes.borrow_mut();
             // A lane whose limiter or runtime is gone is of no more use.
             lanes.retain(|(inner, tx)| inner.strong_count() > 0 && !tx.is_closed());
             let mine = Arc::as_ptr(self);
@@ -106,6 +109,7 @@ impl Inner {
             }
             lanes.push((Arc::downgrade(self), tx.clone()));
             tx
-        })
+        });
+        lane.unwrap_or_else(|_| self.ops.clone())
     }
 }
