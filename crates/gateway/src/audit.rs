@@ -29,6 +29,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{Config, StoreLocation};
 use crate::error::chain;
+use crate::layers::context::X_REQUEST_ID;
 use crate::state::{AppState, StartError};
 
 /// The actor of the admin token.
@@ -196,10 +197,10 @@ impl Act {
     /// `answer` with this request's id (unless it has one), so that the
     /// caller can find its act in the trail.
     pub fn answer(&self, mut answer: Response) -> Response {
-        if !answer.headers().contains_key("x-request-id")
+        if !answer.headers().contains_key(X_REQUEST_ID)
             && let Ok(v) = HeaderValue::from_str(&self.request_id)
         {
-            answer.headers_mut().insert("x-request-id", v);
+            answer.headers_mut().insert(X_REQUEST_ID, v);
         }
         answer
     }

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::error::ApiError;
+use crate::layers::context::X_REQUEST_ID;
 
 /// What a request's leader publishes to requests that joined it.
 pub type Shared = Arc<Result<Buffered, ApiError>>;
@@ -146,7 +147,6 @@ impl BudgetNote {
 }
 
 // Names made once: a `&str` name is parsed and checked on every insert.
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const QUEUE_MS: HeaderName = HeaderName::from_static("x-sluice-queue-ms");
 const ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
 const MODEL: HeaderName = HeaderName::from_static("x-sluice-model");
@@ -163,7 +163,7 @@ impl Meta {
         if !self.request_id.is_empty()
             && let Ok(v) = HeaderValue::from_str(&self.request_id)
         {
-            h.insert(REQUEST_ID, v);
+            h.insert(X_REQUEST_ID, v);
         }
         h.insert(QUEUE_MS, HeaderValue::from(self.queued.as_millis() as u64));
         h.insert(ATTEMPTS, HeaderValue::from(self.attempts));

@@ -25,7 +25,7 @@ use crate::state::AppState;
 
 pub use crate::auth::DEFAULT_WORKSPACE;
 pub use headers::{Context, new_id, new_span_id};
-pub(crate) use headers::{client_request_id, client_traceparent, stamp};
+pub(crate) use headers::{X_REQUEST_ID, client_request_id, client_traceparent, stamp};
 
 /// A request as its handler hands it over: what the context layer needs
 /// to read it.

@@ -14,7 +14,8 @@ use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The request id a client may send and every answer carries.
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 // The headers read per request, named once: a lookup by `&str` parses
