@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use reqwest::Method;
 use serde_json::Value;
+use sluice_ledger::SUMS;
 use sluice_usage::Cost;
 
 use crate::client::{Call, Failure};
@@ -137,14 +138,11 @@ fn columns(body: &Value) -> (bool, Vec<String>) {
     (bucketed, dims)
 }
 
-const SUMS: [&str; 6] = [
-    "requests",
-    "errors",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-];
+/// A row's counts: the ledger's sums but the cost, which is shown in
+/// dollars.
+fn counts() -> &'static [&'static str] {
+    &SUMS[..SUMS.len() - 1]
+}
 
 fn dollars(v: &Value) -> String {
     Cost::from_nanodollars(v.as_u64().unwrap_or(0)).to_string()
@@ -186,7 +184,7 @@ fn table(body: &Value) -> String {
             s if s.is_empty() => "-".to_owned(),
             s => s,
         }));
-        cells.extend(SUMS.iter().map(|s| text(&r[*s])));
+        cells.extend(counts().iter().map(|s| text(&r[*s])));
         cells.push(dollars(&r["cost_nanos"]));
         total = total.saturating_add(r["cost_nanos"].as_u64().unwrap_or(0));
         t.row(cells);
@@ -213,7 +211,7 @@ fn csv(body: &Value) -> String {
         head.push("bucket_ms".into());
     }
     head.extend(dims.iter().cloned());
-    head.extend(SUMS.iter().map(|s| (*s).to_owned()));
+    head.extend(counts().iter().map(|s| (*s).to_owned()));
     head.extend(["cost_nanodollars".into(), "cost_usd".into()]);
     let mut out = head.join(",");
     out.push('\n');
@@ -223,7 +221,7 @@ fn csv(body: &Value) -> String {
             cells.push(text(&r["bucket_ms"]));
         }
         cells.extend(dims.iter().map(|d| field(&text(&r[d.as_str()]))));
-        cells.extend(SUMS.iter().map(|s| text(&r[*s])));
+        cells.extend(counts().iter().map(|s| text(&r[*s])));
         cells.push(text(&r["cost_nanos"]));
         cells.push(dollars(&r["cost_nanos"]).trim_start_matches('$').to_owned());
         out.push_str(&cells.join(","));

@@ -37,7 +37,7 @@ mod rollup;
 mod spent;
 mod store;
 
-pub use query::{Dim, Granularity, Query, Row, Totals};
+pub use query::{Dim, Granularity, Query, Row, SUMS, Totals};
 pub use record::{Record, now_ms};
 pub use spent::Spent;
 pub use store::LedgerStore;

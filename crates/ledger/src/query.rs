@@ -211,6 +211,19 @@ pub struct Row {
     pub cost_nanos: u64,
 }
 
+/// The columns a usage [`Row`] sums, as the ledger's tables, the usage
+/// API's JSON and `sluice usage` name them, in that order: the counts,
+/// then the cost (`cost_nanos`), last.
+pub const SUMS: [&str; 7] = [
+    "requests",
+    "errors",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cost_nanos",
+];
+
 impl Row {
     /// The value of `dim` in this row.
     pub fn dim(&self, dim: Dim) -> Option<&str> {
@@ -238,4 +251,18 @@ pub struct Totals {
     pub reasoning_tokens: u64,
     /// Nanodollars.
     pub cost_nanos: u64,
+}
+
+#[cfg(test)]
+mod sums {
+    use super::{Row, SUMS};
+
+    #[test]
+    fn every_sum_is_a_field_of_a_row_and_the_cost_comes_last() {
+        let row = serde_json::to_value(Row::default()).expect("a row serializes");
+        for s in SUMS {
+            assert!(row[s].is_u64(), "{s} is not a counted field of Row: {row}");
+        }
+        assert_eq!(SUMS.last(), Some(&"cost_nanos"));
+    }
 }

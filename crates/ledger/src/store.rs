@@ -10,7 +10,7 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row as _};
 
 use crate::rollup::{Delta, Key, deltas};
-use crate::{Dim, Error, Granularity, Query, Record, Row, Totals};
+use crate::{Dim, Error, Granularity, Query, Record, Row, SUMS, Totals};
 
 const MIGRATIONS_TABLE: &str = "_sluice_ledger_migrations";
 
@@ -36,16 +36,6 @@ const RECORDS_PER_INSERT: usize = 100;
 const ROLLUPS_PER_UPSERT: usize = 200;
 
 const RECORD_COLUMNS: &str = "at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
-
-const SUMS: [&str; 7] = [
-    "requests",
-    "errors",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "cost_nanos",
-];
 
 #[derive(Debug, Clone)]
 pub(crate) enum Db {
