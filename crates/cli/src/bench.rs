@@ -150,8 +150,6 @@ pub(crate) fn note(json: bool, what: &str) {
     }
 }
 
-/// Every limit, queue and pool far above the offered load: the gateway's
-/// own cost, not its policy, is measured.
 /// [`limits_off`], with `[redis]` at `--redis` when it names one.
 fn limits_off_for(args: &GatewayArgs) -> impl FnOnce(&mut Config) + '_ {
     move |config| {
@@ -162,6 +160,8 @@ fn limits_off_for(args: &GatewayArgs) -> impl FnOnce(&mut Config) + '_ {
     }
 }
 
+/// Every limit, queue and pool far above the offered load: the gateway's
+/// own cost, not its policy, is measured.
 fn limits_off(config: &mut Config) {
     config.admin_token = Some(BENCH_ADMIN.into());
     let big = NonZeroUsize::new(100_000).expect("non-zero");
