@@ -33,12 +33,18 @@ fn main() {
     let records: usize = args.next().map_or(20_000, |a| a.parse().expect("records"));
     let batch: usize = args.next().map_or(32, |a| a.parse().expect("batch"));
     let vary = args.next().is_none_or(|a| a == "vary");
-    assert!(records > 0 && batch > 0, "records and batch must be above 0");
+    assert!(
+        records > 0 && batch > 0,
+        "records and batch must be above 0"
+    );
 
     let dir = std::env::temp_dir().join(format!("sluice-ledger-cpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let batches = batches(records, batch, vary);
-    let (rounds, counted) = (batches.len() - 1, batches[1..].iter().map(Vec::len).sum::<usize>());
+    let (rounds, counted) = (
+        batches.len() - 1,
+        batches[1..].iter().map(Vec::len).sum::<usize>(),
+    );
     let path = dir.join("ledger.db");
     let spent = std::thread::Builder::new()
         .name(THREAD.into())
@@ -69,7 +75,11 @@ fn main() {
     println!(
         "{counted} records in {} batches of {batch} ({}): the ledger's threads spent {:.3} s of CPU, {per:.2} µs per record",
         rounds,
-        if vary { "1 to 2·batch−1, mean batch" } else { "fixed" },
+        if vary {
+            "1 to 2·batch−1, mean batch"
+        } else {
+            "fixed"
+        },
         spent.as_secs_f64(),
     );
 }
@@ -82,7 +92,11 @@ fn batches(records: usize, batch: usize, vary: bool) -> Vec<Vec<Record>> {
     let mut i = 0;
     while left > 0 {
         // A stride prime to the cycle's length visits every size.
-        let size = if vary { 1 + (i * 7919) % (2 * batch - 1) } else { batch };
+        let size = if vary {
+            1 + (i * 7919) % (2 * batch - 1)
+        } else {
+            batch
+        };
         sizes.push(size.min(left));
         left -= size.min(left);
         i += 1;
@@ -127,7 +141,10 @@ fn record(n: u64) -> Record {
 /// CPU time of the ledger's threads so far: [`THREAD`] and SQLite's.
 fn ledger_cpu() -> Duration {
     let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").expect("/proc (Linux only)").flatten() {
+    for task in std::fs::read_dir("/proc/self/task")
+        .expect("/proc (Linux only)")
+        .flatten()
+    {
         let dir = task.path();
         let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
             continue;
