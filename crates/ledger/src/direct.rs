@@ -20,14 +20,24 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::types::ToSql;
+use rusqlite::{Connection, Statement, TransactionBehavior, params};
 
 use crate::rollup::{Delta, Key};
 use crate::store::{RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
 use crate::{Error, Record};
 
-/// Statements kept prepared: the two of a batch, with room to spare.
+/// Statements kept prepared: the three of a batch, with room to spare.
 const STATEMENTS: usize = 4;
+
+/// Records per INSERT, but for a batch's last few, inserted one by one:
+/// two statements whatever the batch's size, so both stay prepared.
+/// Each statement also updates `sqlite_sequence` (the ids'
+/// AUTOINCREMENT) once: per record for single-row INSERTs.
+const RECORDS_PER_INSERT: usize = 16;
+
+/// The columns of a record, as [`RECORD_COLUMNS`] lists them.
+const COLUMNS: usize = 21;
 
 /// The writing connection to a ledger's SQLite file; closed by
 /// [`Direct::close`] (writes then fail, as sqlx's on a closed pool).
@@ -68,31 +78,22 @@ impl Direct {
         // never upgraded mid-batch where SQLite could only fail.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
-            let mut insert = tx.prepare_cached(insert_record())?;
-            for r in records {
-                insert.execute(params![
-                    r.at_ms,
-                    r.request_id,
-                    r.tenant,
-                    r.key_id,
-                    r.user,
-                    r.feature,
-                    r.kind,
-                    r.provider,
-                    r.model,
-                    r.endpoint,
-                    i64::from(r.status),
-                    to_i64(r.prompt_tokens),
-                    to_i64(r.completion_tokens),
-                    to_i64(r.cached_tokens),
-                    to_i64(r.reasoning_tokens),
-                    r.estimated,
-                    to_i64(r.cost_nanos),
-                    to_i64(r.latency_ms),
-                    to_i64(r.queue_ms),
-                    i64::from(r.retries),
-                    r.cache_hit,
-                ])?;
+            let mut chunks = records.chunks_exact(RECORDS_PER_INSERT);
+            if chunks.len() > 0 {
+                let mut insert = tx.prepare_cached(insert_records(RECORDS_PER_INSERT))?;
+                for chunk in &mut chunks {
+                    for (i, r) in chunk.iter().enumerate() {
+                        bind(&mut insert, i, r)?;
+                    }
+                    insert.raw_execute()?;
+                }
+            }
+            if !chunks.remainder().is_empty() {
+                let mut insert = tx.prepare_cached(insert_records(1))?;
+                for r in chunks.remainder() {
+                    bind(&mut insert, 0, r)?;
+                    insert.raw_execute()?;
+                }
             }
             let mut upsert = tx.prepare_cached(upsert_rollup())?;
             for (k, d) in rollups {
@@ -119,16 +120,59 @@ impl Direct {
     }
 }
 
-/// `INSERT INTO usage_records (…) VALUES (?1, …)`, one record.
-fn insert_record() -> &'static str {
-    static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| {
-        let n = RECORD_COLUMNS.split(',').count();
+/// Binds `r` as the `row`th (from 0) of `insert`'s rows.
+fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<()> {
+    {
+        let values: [&dyn ToSql; COLUMNS] = [
+            &r.at_ms,
+            &r.request_id,
+            &r.tenant,
+            &r.key_id,
+            &r.user,
+            &r.feature,
+            &r.kind,
+            &r.provider,
+            &r.model,
+            &r.endpoint,
+            &i64::from(r.status),
+            &to_i64(r.prompt_tokens),
+            &to_i64(r.completion_tokens),
+            &to_i64(r.cached_tokens),
+            &to_i64(r.reasoning_tokens),
+            &r.estimated,
+            &to_i64(r.cost_nanos),
+            &to_i64(r.latency_ms),
+            &to_i64(r.queue_ms),
+            &i64::from(r.retries),
+            &r.cache_hit,
+        ];
+        for (j, v) in values.iter().enumerate() {
+            insert.raw_bind_parameter(row * COLUMNS + j + 1, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// `INSERT INTO usage_records (…) VALUES (?1, …), …`: `rows` records
+/// (1 or [`RECORDS_PER_INSERT`]).
+fn insert_records(rows: usize) -> &'static str {
+    static ONE: OnceLock<String> = OnceLock::new();
+    static CHUNK: OnceLock<String> = OnceLock::new();
+    let sql = |rows: usize| {
+        let rows: Vec<String> = (0..rows)
+            .map(|i| format!("({})", placeholders(i * COLUMNS, COLUMNS)))
+            .collect();
         format!(
-            "INSERT INTO usage_records ({RECORD_COLUMNS}) VALUES ({})",
-            placeholders(n)
+            "INSERT INTO usage_records ({RECORD_COLUMNS}) VALUES {}",
+            rows.join(", ")
         )
-    })
+    };
+    if rows == 1 {
+        ONE.get_or_init(|| sql(1))
+    } else {
+        debug_assert_eq!(rows, RECORDS_PER_INSERT);
+        CHUNK.get_or_init(|| sql(RECORDS_PER_INSERT))
+    }
 }
 
 /// The rollups' upsert, one row.
@@ -138,15 +182,15 @@ fn upsert_rollup() -> &'static str {
         format!(
             "{} VALUES ({}){}",
             rollup_head(),
-            placeholders(6 + crate::SUMS.len()),
+            placeholders(0, 6 + crate::SUMS.len()),
             rollup_conflict()
         )
     })
 }
 
-/// `?1, ?2, …, ?n`.
-fn placeholders(n: usize) -> String {
-    (1..=n)
+/// `?{from + 1}, …, ?{from + n}`.
+fn placeholders(from: usize, n: usize) -> String {
+    (from + 1..=from + n)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ")

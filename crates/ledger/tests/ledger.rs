@@ -110,6 +110,12 @@ async fn rollups_match_the_records(store: &LedgerStore) {
     let read = store.records(&t, 0, 1_000).await.unwrap();
     assert_eq!(read.len(), 300);
     assert_eq!(read[17].1, mine[17], "a record reads back whole");
+    // Every one, in order: batches of 64 and a last of 45 go in as
+    // multi-row INSERTs and one by one (direct.rs).
+    assert!(
+        read.iter().map(|(_, r)| r).eq(mine.iter()),
+        "every record reads back whole, in order"
+    );
 
     let totals = store.totals(0, i64::MAX, Some(&t)).await.unwrap();
     assert_eq!(totals.records, 300);
