@@ -12,8 +12,8 @@
 //! PostgreSQL stay with sqlx.
 //!
 //! Durability is sqlx's: the file is in WAL mode (set when the pool
-//! opened it), `synchronous` is SQLite's default (FULL) on both, and a
-//! batch is stored when its commit returns.
+//! opened it), `synchronous` is FULL (SQLite's default, which sqlx
+//! keeps), and a batch is stored when its commit returns.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -50,6 +50,10 @@ impl Direct {
     pub(crate) fn open(path: &Path) -> Result<Direct, rusqlite::Error> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
+        // As sqlx's connections have them: FULL is SQLite's default,
+        // said here so that a commit stays durable whatever the build's.
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.set_prepared_statement_cache_capacity(STATEMENTS);
         Ok(Direct(Arc::new(Mutex::new(Some(conn)))))
     }
