@@ -36,7 +36,17 @@ where
 
     async fn serve(state: AppState, inner: S, req: Req<Attempt>) -> Served<Reply, Failure> {
         let Req { call: a, mut notes } = req;
-        let (adapter, Outbound { url, headers, body, exchange }, plan, estimate) = match prepare(&state, &a) {
+        let (
+            adapter,
+            Outbound {
+                url,
+                headers,
+                body,
+                exchange,
+            },
+            plan,
+            estimate,
+        ) = match prepare(&state, &a) {
             Ok(prepared) => prepared,
             Err(f) => return Served::err(f, notes),
         };

@@ -29,7 +29,11 @@ fn wire() -> Probe<impl Fn(Req<Try>) -> Served<Tried, Failure> + Send + Sync + '
 async fn the_slot_is_taken_once_and_kept_across_attempts() {
     let state = one_slot();
     let svc = BulkheadLayer::new().layer(wire());
-    let first = call(svc.clone(), first_try(&state, upstream(&[("m", 1)], None, true))).await;
+    let first = call(
+        svc.clone(),
+        first_try(&state, upstream(&[("m", 1)], None, true)),
+    )
+    .await;
     let pool = first.result.expect("a slot").pool;
     // The second attempt brings the slot back down with it.
     let mut again = first_try(&state, upstream(&[("m", 1)], None, true));

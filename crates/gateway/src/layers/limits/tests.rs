@@ -46,7 +46,11 @@ async fn a_call_the_limiter_refuses_is_not_sent() {
     let calls = Arc::new(AtomicUsize::new(0));
     let sent = || Ok(answer(200, &[]));
     let svc = LimitsLayer::new().layer(below(&state, sent, calls.clone()));
-    let served = call(svc.clone(), first_try(&state, upstream(&[("m", 1)], None, true))).await;
+    let served = call(
+        svc.clone(),
+        first_try(&state, upstream(&[("m", 1)], None, true)),
+    )
+    .await;
     assert!(served.result.is_ok());
     // The burst is spent and the next grant comes in a second: past a
     // deadline 10 ms away.
