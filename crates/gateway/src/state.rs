@@ -409,8 +409,7 @@ impl AppState {
             return None;
         }
         let mut fut = std::pin::pin!(fut);
-        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-        if let Poll::Ready(out) = first {
+        if let Poll::Ready(out) = crate::ready::first_poll(fut.as_mut()).await {
             return Some(out);
         }
         tokio::select! {

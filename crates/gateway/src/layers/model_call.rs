@@ -53,6 +53,9 @@ pub(crate) struct Call {
     pub headers: HeaderMap,
     /// The model asked for.
     pub model: String,
+    /// Where the provider serving `model` is in `config.providers`: found
+    /// and checked once, when the call is read ([`Call::provider`]).
+    pub provider: usize,
     /// Whether the client asked for a stream.
     pub stream: bool,
     /// The key under which identical requests share this one's answer
@@ -67,6 +70,33 @@ pub(crate) struct Attempt {
     pub call: Arc<Call>,
     /// The candidate.
     pub model: String,
+}
+
+impl Call {
+    /// The provider serving the model asked for (in the route's wire
+    /// format), as [`provider`] found it when the call was read.
+    pub(crate) fn provider<'a>(&self, state: &'a AppState) -> &'a ProviderConfig {
+        // An index into the configuration of the state that read the
+        // call, which never changes.
+        &state.config.providers[self.provider]
+    }
+
+    /// The provider serving `model`, the model asked for or a fallback:
+    /// the one found when the call was read for the first.
+    ///
+    /// # Errors
+    /// As [`provider`], for a fallback.
+    pub(crate) fn provider_for<'a>(
+        &self,
+        state: &'a AppState,
+        model: &str,
+    ) -> Result<&'a ProviderConfig, ApiError> {
+        if model == self.model {
+            Ok(self.provider(state))
+        } else {
+            provider(state, model, self.endpoint)
+        }
+    }
 }
 
 impl Queued for Call {
@@ -139,6 +169,13 @@ impl Parse for Incoming {
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
         let prov = provider(state, &model, self.endpoint)?;
+        // Found in this very list: the position is always there.
+        let index = state
+            .config
+            .providers
+            .iter()
+            .position(|p| std::ptr::eq(p, prov))
+            .ok_or_else(|| ApiError::bad_field("model", "no provider serves it"))?;
         if !ctx.allows_model(&model) {
             return Err(ApiError::Forbidden(format!(
                 "model {model:?} is not allowed for this API key (its `models` allow-list)"
@@ -166,6 +203,7 @@ impl Parse for Incoming {
             json,
             headers: self.headers,
             model,
+            provider: index,
             share: None,
         })
     }

@@ -10,7 +10,7 @@ mod stream;
 use axum::http::{StatusCode, header};
 
 use super::failure::Failure;
-use super::model_call::{Attempt, provider, route};
+use super::model_call::{Attempt, route};
 use super::step::{Step, StepLayer};
 use super::upstream::{Outgoing, Plan, Upstream};
 use super::usage::Delivery;
@@ -76,7 +76,9 @@ where
             }
         };
         if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-            let upstream = provider(&state, &a.model, a.call.endpoint)
+            let upstream = a
+                .call
+                .provider_for(&state, &a.model)
                 .map_or(a.model.as_str(), |p| upstream_model(p, &a.model));
             o.model_began(&crate::otel::ModelCall {
                 endpoint: a.call.endpoint,
@@ -119,7 +121,7 @@ type Prepared = (&'static dyn Provider, Outbound, Plan, (u64, u64));
 /// `a`'s call, ready to go.
 fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
-    let prov = provider(state, model, c.endpoint)?;
+    let prov = c.provider_for(state, model)?;
     let adapter = providers::for_format(prov.format);
     let cfg = &state.config;
     let est = adapter.estimate(
@@ -265,7 +267,8 @@ async fn read(
         return Ok(Reply::Stream(res));
     }
     let attempts = d.attempts;
-    let bytes = tokio::time::timeout_at(
+    // An answer whose body came with its head arms no timer.
+    let bytes = crate::ready::by(
         c.ctx.deadline,
         axum::body::to_bytes(d.response.into_body(), usize::MAX),
     )
