@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use axum::body::HttpBody;
 use axum::extract::{FromRequest, Request};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -37,24 +37,47 @@ impl FromRequest<AppState> for Body {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
-        let limit = state.config.max_body_bytes;
-        let timeout = Duration::from_millis(state.config.http.body_read_timeout_ms);
-        read(req, limit, timeout).await.map(Body)
+        let (parts, body) = req.into_parts();
+        read(&parts.headers, body, state).await.map(Body)
     }
 }
 
-/// Reads `req`'s body: at most `limit` bytes, within `timeout`.
-async fn read(req: Request, limit: usize, timeout: Duration) -> Result<Bytes, Response> {
-    let declared = req
-        .headers()
+/// The request's headers and its whole body ([`Body`]), for a handler
+/// that keeps both: the headers are moved out of the request, where
+/// axum's `HeaderMap` extractor clones them (a map and its entries per
+/// request).
+#[derive(Debug, Clone, Default)]
+pub struct HeadersAndBody(pub HeaderMap, pub Bytes);
+
+impl FromRequest<AppState> for HeadersAndBody {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+        let (parts, body) = req.into_parts();
+        let bytes = read(&parts.headers, body, state).await?;
+        Ok(HeadersAndBody(parts.headers, bytes))
+    }
+}
+
+/// Reads `body`, sent with `headers`: at most `max_body_bytes`, within
+/// `http.body_read_timeout_ms`.
+async fn read(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    state: &AppState,
+) -> Result<Bytes, Response> {
+    let limit = state.config.max_body_bytes;
+    let timeout = Duration::from_millis(state.config.http.body_read_timeout_ms);
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::PayloadTooLarge { limit }.into_response());
     }
-    let body = Limited::new(req.into_body(), limit);
-    match tokio::time::timeout(timeout, body.collect()).await {
+    let body = Limited::new(body, limit);
+    // A body that came with its head (most do) arms no timer.
+    match crate::ready::within(timeout, body.collect()).await {
         Ok(Ok(c)) => Ok(c.to_bytes()),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
             Err(ApiError::PayloadTooLarge { limit }.into_response())

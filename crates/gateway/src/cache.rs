@@ -9,6 +9,7 @@ mod tenants;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::HeaderName;
 use sluice_usage::cache::{AnswerCache, Invalidate, RedisCache, RedisCacheConfig, ResponseCache};
 
 use crate::config::Config;
@@ -18,11 +19,11 @@ pub(crate) use tenants::TenantCounters;
 
 /// The header a client sets to steer the cache and that every answer
 /// carries back.
-pub const CACHE_HEADER: &str = "x-sluice-cache";
+pub const CACHE_HEADER: HeaderName = HeaderName::from_static("x-sluice-cache");
 /// The header asking for a TTL (whole seconds) for the answer stored.
-pub const TTL_HEADER: &str = "x-sluice-cache-ttl";
+pub const TTL_HEADER: HeaderName = HeaderName::from_static("x-sluice-cache-ttl");
 /// The header naming the client's session, for the per-session cache.
-pub const SESSION_HEADER: &str = "x-sluice-session";
+pub const SESSION_HEADER: HeaderName = HeaderName::from_static("x-sluice-session");
 
 /// The cache as the gateway holds it: in this process or in Redis.
 pub(crate) type SharedCache = Arc<dyn AnswerCache>;

@@ -32,6 +32,7 @@ mod limits;
 pub mod metrics;
 mod otel;
 mod providers;
+mod ready;
 pub mod response;
 pub mod routes;
 mod server;

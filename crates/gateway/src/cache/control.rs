@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 
 use super::{CACHE_HEADER, TTL_HEADER};
 use crate::error::ApiError;
@@ -26,13 +26,16 @@ pub(crate) enum Control {
 ///
 /// # Errors
 /// 400 naming the header when it is not visible ASCII.
-pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+pub(crate) fn header<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'a str>, ApiError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v
             .to_str()
             .map(|s| Some(s.trim()).filter(|s| !s.is_empty()))
-            .map_err(|_| ApiError::bad_header(name, "not visible ASCII")),
+            .map_err(|_| ApiError::bad_header(name.as_str(), "not visible ASCII")),
     }
 }
 
@@ -41,14 +44,14 @@ pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'
 /// # Errors
 /// 400 naming the header for any other value than the three it takes.
 pub(crate) fn control(headers: &HeaderMap) -> Result<Control, ApiError> {
-    Ok(match header(headers, CACHE_HEADER)? {
+    Ok(match header(headers, &CACHE_HEADER)? {
         None => Control::Use,
         Some(v) if v.eq_ignore_ascii_case("off") => Control::Off,
         Some(v) if v.eq_ignore_ascii_case("refresh") => Control::Refresh,
         Some(v) if v.eq_ignore_ascii_case("only-if-cached") => Control::OnlyIfCached,
         Some(v) => {
             return Err(ApiError::bad_header(
-                CACHE_HEADER,
+                CACHE_HEADER.as_str(),
                 format!("must be off, refresh or only-if-cached, not {v:?}"),
             ));
         }
@@ -60,18 +63,21 @@ pub(crate) fn control(headers: &HeaderMap) -> Result<Control, ApiError> {
 /// # Errors
 /// 400 naming the header for anything else.
 pub(crate) fn requested_ttl(headers: &HeaderMap, max: u64) -> Result<Option<Duration>, ApiError> {
-    let Some(v) = header(headers, TTL_HEADER)? else {
+    let Some(v) = header(headers, &TTL_HEADER)? else {
         return Ok(None);
     };
     let seconds: u64 = v
         .parse()
-        .map_err(|_| ApiError::bad_header(TTL_HEADER, "not a whole number of seconds"))?;
+        .map_err(|_| ApiError::bad_header(TTL_HEADER.as_str(), "not a whole number of seconds"))?;
     if seconds == 0 {
-        return Err(ApiError::bad_header(TTL_HEADER, "must be at least 1"));
+        return Err(ApiError::bad_header(
+            TTL_HEADER.as_str(),
+            "must be at least 1",
+        ));
     }
     if seconds > max {
         return Err(ApiError::bad_header(
-            TTL_HEADER,
+            TTL_HEADER.as_str(),
             format!("must be at most {max} (cache.max_ttl_seconds)"),
         ));
     }

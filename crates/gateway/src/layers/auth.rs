@@ -24,8 +24,8 @@
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -189,17 +189,18 @@ impl Tenant {
 
 /// The workspace an open gateway's caller names.
 fn workspace(headers: &HeaderMap) -> Result<&str, ApiError> {
-    const HEADER: &str = "x-sluice-workspace";
-    let Some(v) = headers.get(HEADER) else {
+    // A name made once: a lookup by `&str` parses the name every time.
+    const HEADER: HeaderName = HeaderName::from_static("x-sluice-workspace");
+    let Some(v) = headers.get(&HEADER) else {
         return Ok(DEFAULT_WORKSPACE);
     };
     let w = v
         .to_str()
-        .map_err(|_| ApiError::bad_header(HEADER, "not visible ASCII"))?
+        .map_err(|_| ApiError::bad_header(HEADER.as_str(), "not visible ASCII"))?
         .trim();
     if w.len() > MAX_WORKSPACE {
         return Err(ApiError::bad_header(
-            HEADER,
+            HEADER.as_str(),
             format!("longer than {MAX_WORKSPACE}"),
         ));
     }

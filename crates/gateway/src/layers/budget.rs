@@ -23,7 +23,7 @@ use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
 
 use super::context::Context;
-use super::model_call::{Call, provider};
+use super::model_call::Call;
 use super::step::{Step, StepLayer};
 use super::{Next, Reply, Req, Served, call};
 use crate::budgets::{self, Scope, WARN_AT};
@@ -221,7 +221,7 @@ async fn reserve<C: Budgeted>(
 /// limit, at the dearest price among its model and fallbacks.
 fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiError> {
     let cfg = &state.config.tokens;
-    let prov = provider(state, &c.model, c.endpoint)?;
+    let prov = c.provider(state);
     let est = providers::for_format(prov.format).estimate(
         c.endpoint,
         &c.json,

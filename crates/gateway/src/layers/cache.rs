@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use tokio::time::Instant;
 
-use super::model_call::{Call, provider};
+use super::model_call::Call;
 use super::step::{Step, StepLayer};
 use super::{Next, Reply, Req, Served, call, observe};
 use crate::state::AppState;
@@ -55,10 +55,7 @@ where
         call: mut c,
         mut notes,
     } = req;
-    let prov = match provider(state, &c.model, c.endpoint) {
-        Ok(p) => p,
-        Err(e) => return Served::err(e, notes),
-    };
+    let prov = c.provider(state);
     let asked = Asked {
         endpoint: c.endpoint,
         tenant: &c.ctx.workspace,

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::failure::Failure;
-use super::model_call::{Attempt, Call, provider};
+use super::model_call::{Attempt, Call};
 use super::step::{Step, StepLayer};
 use super::{Next, Reply, Req, Served, call, observe};
 use crate::error::ApiError;
@@ -35,7 +35,7 @@ where
         let mut last: Option<ApiError> = None;
         for (i, candidate) in chain.iter().enumerate() {
             // A fallback the caller's key may not use is no fallback.
-            if provider(&state, candidate, c.endpoint).is_err() || !c.ctx.allows_model(candidate) {
+            if c.provider_for(&state, candidate).is_err() || !c.ctx.allows_model(candidate) {
                 continue;
             }
             if i > 0 {

@@ -16,6 +16,7 @@ use super::Notes;
 use super::admission::Queued;
 use super::context::{Context, Parse};
 use super::observe::Routed;
+use super::step::Stateful;
 use crate::auth::Tenant;
 use crate::config::ProviderConfig;
 use crate::error::ApiError;
@@ -27,6 +28,8 @@ use sluice_usage::{self as usage, Endpoint};
 /// A model call as its handler hands it over.
 #[derive(Debug)]
 pub(crate) struct Incoming {
+    /// The gateway's state, brought down the stack.
+    pub state: AppState,
     /// The route called.
     pub endpoint: Endpoint,
     /// The caller.
@@ -50,6 +53,9 @@ pub(crate) struct Call {
     pub headers: HeaderMap,
     /// The model asked for.
     pub model: String,
+    /// Where the provider serving `model` is in `config.providers`: found
+    /// and checked once, when the call is read ([`Call::provider`]).
+    pub provider: usize,
     /// Whether the client asked for a stream.
     pub stream: bool,
     /// The key under which identical requests share this one's answer
@@ -64,6 +70,33 @@ pub(crate) struct Attempt {
     pub call: Arc<Call>,
     /// The candidate.
     pub model: String,
+}
+
+impl Call {
+    /// The provider serving the model asked for (in the route's wire
+    /// format), as [`provider`] found it when the call was read.
+    pub(crate) fn provider<'a>(&self, state: &'a AppState) -> &'a ProviderConfig {
+        // An index into the configuration of the state that read the
+        // call, which never changes.
+        &state.config.providers[self.provider]
+    }
+
+    /// The provider serving `model`, the model asked for or a fallback:
+    /// the one found when the call was read for the first.
+    ///
+    /// # Errors
+    /// As [`provider`], for a fallback.
+    pub(crate) fn provider_for<'a>(
+        &self,
+        state: &'a AppState,
+        model: &str,
+    ) -> Result<&'a ProviderConfig, ApiError> {
+        if model == self.model {
+            Ok(self.provider(state))
+        } else {
+            provider(state, model, self.endpoint)
+        }
+    }
 }
 
 impl Queued for Call {
@@ -89,6 +122,12 @@ pub(crate) fn route(endpoint: Endpoint) -> &'static str {
         Endpoint::Embeddings => "/v1/embeddings",
         Endpoint::Responses => "/v1/responses",
         Endpoint::Messages => "/v1/messages",
+    }
+}
+
+impl Stateful for Incoming {
+    fn state(&self) -> &AppState {
+        &self.state
     }
 }
 
@@ -130,6 +169,13 @@ impl Parse for Incoming {
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
         let prov = provider(state, &model, self.endpoint)?;
+        // Found in this very list: the position is always there.
+        let index = state
+            .config
+            .providers
+            .iter()
+            .position(|p| std::ptr::eq(p, prov))
+            .ok_or_else(|| ApiError::bad_field("model", "no provider serves it"))?;
         if !ctx.allows_model(&model) {
             return Err(ApiError::Forbidden(format!(
                 "model {model:?} is not allowed for this API key (its `models` allow-list)"
@@ -157,6 +203,7 @@ impl Parse for Incoming {
             json,
             headers: self.headers,
             model,
+            provider: index,
             share: None,
         })
     }

@@ -5,49 +5,47 @@
 //! ([`crate::layers::models`]): context → dedup → admission → fallback →
 //! provider → usage → retry → limits → bulkhead → upstream.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::auth::Tenant;
-use crate::body::Body;
+use crate::body::HeadersAndBody;
 use crate::layers::{self, model_call::Incoming};
 use crate::state::AppState;
 use sluice_usage::Endpoint;
 
 /// `POST /v1/chat/completions`.
-pub async fn chat(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
-    handle(s, Endpoint::Chat, t, h, b.0).await
+pub async fn chat(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Chat, t, hb).await
 }
 
 /// `POST /v1/embeddings`.
-pub async fn embeddings(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
-    handle(s, Endpoint::Embeddings, t, h, b.0).await
+pub async fn embeddings(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Embeddings, t, hb).await
 }
 
 /// `POST /v1/responses`.
-pub async fn responses(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
-    handle(s, Endpoint::Responses, t, h, b.0).await
+pub async fn responses(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Responses, t, hb).await
 }
 
 /// `POST /v1/messages`.
-pub async fn messages(State(s): State<AppState>, t: Tenant, h: HeaderMap, b: Body) -> Response {
-    handle(s, Endpoint::Messages, t, h, b.0).await
+pub async fn messages(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Messages, t, hb).await
 }
 
 async fn handle(
     state: AppState,
     endpoint: Endpoint,
     tenant: Tenant,
-    headers: HeaderMap,
-    body: Bytes,
+    HeadersAndBody(headers, body): HeadersAndBody,
 ) -> Response {
     let req = Incoming {
+        state,
         endpoint,
         tenant,
         headers,
         body,
     };
-    layers::call(layers::models::stack(&state), req).await
+    layers::call(layers::models::stack(), req).await
 }

@@ -5,11 +5,11 @@
 //! retry → limits → bulkhead → upstream.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::Tenant;
-use crate::body::Body;
+use crate::body::HeadersAndBody;
 use crate::layers::proxy::{Incoming, target};
 use crate::layers::{self};
 use crate::state::AppState;
@@ -20,8 +20,7 @@ pub async fn proxy(
     tenant: Tenant,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
-    Body(body): Body,
+    HeadersAndBody(headers, body): HeadersAndBody,
 ) -> Response {
     // The path as sent, still encoded: decoded here, once (see `target`).
     let (api, rest) = match target::split(uri.path()) {
@@ -29,6 +28,7 @@ pub async fn proxy(
         Err(e) => return e.into_response(),
     };
     let req = Incoming {
+        state,
         tenant,
         method,
         rest: rest.to_owned(),
@@ -37,5 +37,5 @@ pub async fn proxy(
         headers,
         body,
     };
-    layers::call(layers::proxy::stack(&state), req).await
+    layers::call(layers::proxy::stack(), req).await
 }

@@ -79,9 +79,10 @@ pub(super) async fn lookup(
     let settings = &config.cache;
     let asked_ttl = requested_ttl(req.headers, settings.max_ttl_seconds)?;
     let scope = settings.scope(req.tenant);
-    let session = header(req.headers, SESSION_HEADER)?
+    let session = header(req.headers, &SESSION_HEADER)?
         .map(|id| {
-            SessionId::new(scope.clone(), id).map_err(|e| ApiError::bad_header(SESSION_HEADER, e))
+            SessionId::new(scope.clone(), id)
+                .map_err(|e| ApiError::bad_header(SESSION_HEADER.as_str(), e))
         })
         .transpose()?
         .filter(|_| settings.session_entries > 0);
