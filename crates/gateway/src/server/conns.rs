@@ -117,9 +117,9 @@ const FLOOR_MIN: Duration = Duration::from_secs(1);
 /// head, `header_read_timeout` from now. Tokio's time driver wakes its
 /// own thread (an eventfd write, and one more return from `epoll_wait`)
 /// whenever a timer is armed earlier than the wake-up it planned when
-/// it last parked, and when it planned none; at saturation, with most
-/// connections waiting on the upstream and only longer timers (the
-/// upstream's, 90 s idle) pending, that was one request in fifteen
+/// it last parked, and when it planned none: with only longer timers
+/// pending (the upstream call's, the pool's idle check) that was every
+/// request on a lone connection and one in two to four at saturation
 /// (docs/gateway.md, "System calls per request at saturation"). With this
 /// timer always due within `header_read_timeout`, a header-read timer is
 /// never the earliest and the driver is left alone; the cost is one
