@@ -43,11 +43,7 @@ EVENTS="raw_syscalls:sys_enter,context-switches,sched:sched_wakeup,task-clock"
 for k in $KINDS; do EVENTS="$EVENTS,syscalls:sys_enter_$k"; done
 # Per thread name: switches and run time (ns), summed.
 threads() {
-  for d in /proc/$1/task/*; do
-    n=$(tr ' ' _ <$d/comm 2>/dev/null) || continue
-    read ns _ <$d/schedstat 2>/dev/null || continue
-    awk -v n="$n" -v ns=$ns '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s, ns}' $d/status 2>/dev/null
-  done | awk '{s[$1]+=$2; c[$1]+=$3} END {for (n in s) print n, s[n], c[n]}' | sort
+  per_thread $1 | awk '{sub(/\/[0-9]+$/, "", $1); s[$1]+=$2; c[$1]+=$3} END {for (n in s) print n, s[n], c[n]}' | sort
 }
 # measure NAME PID URL [--direct]
 measure() {
