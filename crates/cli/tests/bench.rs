@@ -81,6 +81,13 @@ fn bench_gateway_reports_every_part() {
             cpu["us_per_request"].as_f64().is_some_and(|us| us > 0.0),
             "throughput.cpu.{kind}: {r}"
         );
+        // With the writers' threads: over the same requests.
+        let whole = &t["cpu_with_writers"][kind];
+        assert_eq!(whole["requests"], cpu["requests"], "{r}");
+        assert!(
+            whole["us_per_request"].as_f64().is_some_and(|us| us > 0.0),
+            "throughput.cpu_with_writers.{kind}: {r}"
+        );
     }
     // Not the warm-up's requests: at most those (b) counted.
     let answered = t["gateway"]["answered"].as_u64().unwrap_or(0);

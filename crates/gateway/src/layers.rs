@@ -57,6 +57,7 @@ use tower::Service;
 
 use crate::error::ApiError;
 use crate::response::{Buffered, Meta, Shared, from_shared};
+use crate::state::AppState;
 use crate::trace::Trace;
 
 /// The future of every service of the stack.
@@ -130,8 +131,26 @@ impl<T, E> Served<T, E> {
 /// Boxed because every layer moves it twice (down in its [`Req`], up in
 /// its [`Served`]) and its fields take about a kilobyte: moved by value,
 /// those copies were a sixth of the request path's instructions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Notes(Box<Fields>);
+
+impl Notes {
+    /// The notes of a request to the gateway of `state`, nothing learned
+    /// yet.
+    pub(crate) fn new(state: &AppState) -> Self {
+        Notes(Box::new(Fields {
+            state: state.clone(),
+            meta: Meta::default(),
+            tenant: None,
+            label: None,
+            trace: None,
+            admission: None,
+            ledger: None,
+            pulse: crate::dashboard::pulse::Tally::default(),
+            budget: None,
+        }))
+    }
+}
 
 impl std::ops::Deref for Notes {
     type Target = Fields;
@@ -148,8 +167,11 @@ impl std::ops::DerefMut for Notes {
 }
 
 /// The fields of [`Notes`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Fields {
+    /// The gateway's state, which the request brings down the stack (see
+    /// [`step::Stateful`]).
+    pub state: AppState,
     /// The gateway's own response headers.
     pub meta: Meta,
     /// The tenant, once known (a metrics label).

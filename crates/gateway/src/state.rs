@@ -2,9 +2,11 @@
 //! config → limiter → queues → writers (the listener comes last, in
 //! `server.rs`).
 
+use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use sluice_admit::{AdmissionQueue, Bulkheads};
@@ -394,6 +396,27 @@ impl AppState {
         // while anyone waits here.
         if rx.wait_for(|over| *over).await.is_err() {
             std::future::pending::<()>().await;
+        }
+    }
+
+    /// `fut`'s output, or `None` when the shutdown grace has ended or ends
+    /// before it is ready (as `select!`, biased to the grace, would
+    /// answer). A future ready at its first poll (a grant, a free slot:
+    /// most requests) is taken without watching the grace, which costs a
+    /// subscription, a registered waiter and its removal.
+    pub(crate) async fn unless_grace_over<F: Future>(&self, fut: F) -> Option<F::Output> {
+        if *self.grace_over.borrow() {
+            return None;
+        }
+        let mut fut = std::pin::pin!(fut);
+        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        if let Poll::Ready(out) = first {
+            return Some(out);
+        }
+        tokio::select! {
+            biased;
+            () = self.grace_over() => None,
+            out = fut => Some(out),
         }
     }
 

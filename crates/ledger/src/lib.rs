@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod direct;
 mod query;
 mod record;
 mod rollup;
@@ -52,4 +53,10 @@ pub enum Error {
     /// not be brought up to date.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    /// A SQLite file refused a batch written on the writer's own thread.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The store was closed ([`LedgerStore::close`]).
+    #[error("the ledger store is closed")]
+    Closed,
 }

@@ -6,15 +6,17 @@ use std::collections::BTreeMap;
 
 use crate::{Granularity, Record};
 
-/// A rollup row's key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Key {
+/// A rollup row's key, borrowed from the batch's records (a record adds
+/// to three rows: copying its strings for each would be most of the
+/// rollups' cost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Key<'a> {
     pub granularity: &'static str,
     pub bucket_ms: i64,
-    pub tenant: String,
-    pub key_id: String,
-    pub model: String,
-    pub feature: String,
+    pub tenant: &'a str,
+    pub key_id: &'a str,
+    pub model: &'a str,
+    pub feature: &'a str,
 }
 
 /// What a batch adds to one rollup row.
@@ -42,17 +44,17 @@ impl Delta {
 }
 
 /// The deltas of `records`, in key order.
-pub(crate) fn deltas(records: &[Record]) -> BTreeMap<Key, Delta> {
+pub(crate) fn deltas(records: &[Record]) -> BTreeMap<Key<'_>, Delta> {
     let mut out = BTreeMap::new();
     for r in records {
         for g in Granularity::STORED {
             let key = Key {
                 granularity: g.as_str(),
                 bucket_ms: g.bucket(r.at_ms),
-                tenant: r.tenant.clone(),
-                key_id: r.key_id.clone().unwrap_or_default(),
-                model: r.model.clone(),
-                feature: r.feature.clone().unwrap_or_default(),
+                tenant: &r.tenant,
+                key_id: r.key_id.as_deref().unwrap_or_default(),
+                model: &r.model,
+                feature: r.feature.as_deref().unwrap_or_default(),
             };
             out.entry(key).or_insert_with(Delta::default).add(r);
         }
@@ -76,17 +78,18 @@ mod tests {
         b.status = 500;
         let mut c = a.clone();
         c.feature = Some("search".into());
-        let d = deltas(&[a, b, c]);
+        let records = [a, b, c];
+        let d = deltas(&records);
         // minute: 60_000 (a), 120_000 (b), 60_000+search (c); hour and
         // day: one plain, one with the feature.
         assert_eq!(d.len(), 3 + 2 + 2);
         let hour = Key {
             granularity: "hour",
             bucket_ms: 0,
-            tenant: "acme".into(),
-            key_id: String::new(),
-            model: "m".into(),
-            feature: String::new(),
+            tenant: "acme",
+            key_id: "",
+            model: "m",
+            feature: "",
         };
         assert_eq!(
             d[&hour],

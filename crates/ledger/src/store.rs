@@ -3,12 +3,14 @@
 //! job, key and audit stores may share the database).
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use sluice_migrate::{Schema, Step};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row as _};
 
+use crate::direct::Direct;
 use crate::rollup::{Delta, Key, deltas};
 use crate::{Dim, Error, Granularity, Query, Record, Row, SUMS, Totals};
 
@@ -35,7 +37,7 @@ const RECORDS_PER_INSERT: usize = 100;
 /// Rollup rows per upsert: 13 binds a row.
 const ROLLUPS_PER_UPSERT: usize = 200;
 
-const RECORD_COLUMNS: &str = "at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
+pub(crate) const RECORD_COLUMNS: &str = "at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Db {
@@ -47,6 +49,9 @@ pub(crate) enum Db {
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
     pub(crate) db: Db,
+    /// A SQLite file's writes, on the writer's thread (`direct.rs`);
+    /// `None` for PostgreSQL and in-memory SQLite, written through `db`.
+    direct: Option<Direct>,
 }
 
 impl LedgerStore {
@@ -57,9 +62,17 @@ impl LedgerStore {
     /// [`Error::Database`] if the file cannot be opened or the schema
     /// cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<LedgerStore, Error> {
-        let pool = SQLITE.open_sqlite(path).await?;
+        let pool = SQLITE.open_sqlite(path.as_ref()).await?;
+        let direct = match Direct::open(path.as_ref()) {
+            Ok(d) => d,
+            Err(e) => {
+                pool.close().await;
+                return Err(Error::Sqlite(e));
+            }
+        };
         Ok(LedgerStore {
             db: Db::Sqlite(pool),
+            direct: Some(direct),
         })
     }
 
@@ -71,6 +84,7 @@ impl LedgerStore {
         let pool = SQLITE.sqlite_in_memory().await?;
         Ok(LedgerStore {
             db: Db::Sqlite(pool),
+            direct: None,
         })
     }
 
@@ -84,11 +98,16 @@ impl LedgerStore {
         let pool = POSTGRES.connect_postgres(url).await?;
         Ok(LedgerStore {
             db: Db::Postgres(pool),
+            direct: None,
         })
     }
 
-    /// Closes the pool, waiting for connections in use.
+    /// Closes the pool, waiting for connections in use (later calls
+    /// fail).
     pub async fn close(&self) {
+        if let Some(d) = &self.direct {
+            d.close();
+        }
         match &self.db {
             Db::Sqlite(p) => p.close().await,
             Db::Postgres(p) => p.close().await,
@@ -97,11 +116,22 @@ impl LedgerStore {
 
     /// Stores `records` and adds them to the rollups, in one transaction.
     ///
+    /// Into a SQLite file, the transaction runs on the calling thread,
+    /// which it blocks until the commit (waiting up to 10 s for another
+    /// writer): call it where that is fine, as the gateway's ledger
+    /// writer does on a thread of its own. On a multi-threaded tokio
+    /// runtime it tells the runtime first (`block_in_place`).
+    ///
     /// # Errors
-    /// [`Error::Database`]; then none of them is stored.
+    /// [`Error::Database`], [`Error::Sqlite`] or [`Error::Closed`]; then
+    /// none of them is stored.
     pub async fn insert(&self, records: &[Record]) -> Result<(), Error> {
         if records.is_empty() {
             return Ok(());
+        }
+        if let Some(direct) = &self.direct {
+            let rollups = deltas(records);
+            return blocking(|| direct.insert(records, &rollups));
         }
         let rollups: Vec<(Key, Delta)> = deltas(records).into_iter().collect();
         macro_rules! write {
@@ -261,7 +291,18 @@ where
     out
 }
 
-fn to_i64(n: u64) -> i64 {
+/// Runs `f`, which blocks, telling a multi-threaded runtime first so
+/// that it moves its other tasks off this thread.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -274,21 +315,21 @@ where
     DB: sqlx::Database,
     i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     bool: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    Option<String>: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> Option<&'t str>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     let mut q = QueryBuilder::new(format!("INSERT INTO usage_records ({RECORD_COLUMNS}) "));
     q.push_values(chunk, |mut b, r| {
         b.push_bind(r.at_ms)
-            .push_bind(r.request_id.clone())
-            .push_bind(r.tenant.clone())
-            .push_bind(r.key_id.clone())
-            .push_bind(r.user.clone())
-            .push_bind(r.feature.clone())
-            .push_bind(r.kind.clone())
-            .push_bind(r.provider.clone())
-            .push_bind(r.model.clone())
-            .push_bind(r.endpoint.clone())
+            .push_bind(r.request_id.as_str())
+            .push_bind(r.tenant.as_str())
+            .push_bind(r.key_id.as_deref())
+            .push_bind(r.user.as_deref())
+            .push_bind(r.feature.as_deref())
+            .push_bind(r.kind.as_str())
+            .push_bind(r.provider.as_str())
+            .push_bind(r.model.as_str())
+            .push_bind(r.endpoint.as_str())
             .push_bind(i64::from(r.status))
             .push_bind(to_i64(r.prompt_tokens))
             .push_bind(to_i64(r.completion_tokens))
@@ -304,23 +345,46 @@ where
     q
 }
 
-fn upsert_rollups<DB>(chunk: &[(Key, Delta)]) -> QueryBuilder<DB>
+/// `INSERT INTO usage_rollups (…columns…) `, before the values.
+pub(crate) fn rollup_head() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO usage_rollups (granularity, bucket_ms, tenant, key_id, model, feature, {}) ",
+            SUMS.join(", ")
+        )
+    })
+}
+
+/// After the values: a row that exists adds the deltas to its sums.
+pub(crate) fn rollup_conflict() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        let sets: Vec<String> = SUMS
+            .iter()
+            .map(|c| format!("{c} = usage_rollups.{c} + excluded.{c}"))
+            .collect();
+        format!(
+            " ON CONFLICT (granularity, bucket_ms, tenant, key_id, model, feature) DO UPDATE SET {}",
+            sets.join(", ")
+        )
+    })
+}
+
+fn upsert_rollups<DB>(chunk: &[(Key<'_>, Delta)]) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = QueryBuilder::new(
-        "INSERT INTO usage_rollups (granularity, bucket_ms, tenant, key_id, model, feature, ",
-    );
-    q.push(SUMS.join(", ")).push(") ");
+    let mut q = QueryBuilder::new(rollup_head());
     q.push_values(chunk, |mut b, (k, d)| {
-        b.push_bind(k.granularity.to_owned())
+        b.push_bind(k.granularity)
             .push_bind(k.bucket_ms)
-            .push_bind(k.tenant.clone())
-            .push_bind(k.key_id.clone())
-            .push_bind(k.model.clone())
-            .push_bind(k.feature.clone())
+            .push_bind(k.tenant)
+            .push_bind(k.key_id)
+            .push_bind(k.model)
+            .push_bind(k.feature)
             .push_bind(to_i64(d.requests))
             .push_bind(to_i64(d.errors))
             .push_bind(to_i64(d.prompt_tokens))
@@ -329,12 +393,7 @@ where
             .push_bind(to_i64(d.reasoning_tokens))
             .push_bind(to_i64(d.cost_nanos));
     });
-    q.push(" ON CONFLICT (granularity, bucket_ms, tenant, key_id, model, feature) DO UPDATE SET ");
-    let sets: Vec<String> = SUMS
-        .iter()
-        .map(|c| format!("{c} = usage_rollups.{c} + excluded.{c}"))
-        .collect();
-    q.push(sets.join(", "));
+    q.push(rollup_conflict());
     q
 }
 

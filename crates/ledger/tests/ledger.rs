@@ -11,6 +11,14 @@ mod stores;
 
 use stores::{TempDir, postgres_url, unique};
 
+/// A store in a SQLite file of `dir`: its batches are written on the
+/// calling thread (the store's direct writer), not through sqlx.
+async fn sqlite_file(dir: &TempDir) -> LedgerStore {
+    LedgerStore::open(dir.0.join("ledger.db"))
+        .await
+        .expect("SQLite file")
+}
+
 async fn postgres() -> Option<LedgerStore> {
     let url = postgres_url("ledger")?;
     Some(LedgerStore::connect(&url).await.expect("PostgreSQL"))
@@ -102,6 +110,12 @@ async fn rollups_match_the_records(store: &LedgerStore) {
     let read = store.records(&t, 0, 1_000).await.unwrap();
     assert_eq!(read.len(), 300);
     assert_eq!(read[17].1, mine[17], "a record reads back whole");
+    // Every one, in order: batches of 64 and a last of 45 go in as
+    // multi-row INSERTs and one by one (direct.rs).
+    assert!(
+        read.iter().map(|(_, r)| r).eq(mine.iter()),
+        "every record reads back whole, in order"
+    );
 
     let totals = store.totals(0, i64::MAX, Some(&t)).await.unwrap();
     assert_eq!(totals.records, 300);
@@ -207,6 +221,12 @@ async fn sqlite_rollups_match_the_records() {
 }
 
 #[tokio::test]
+async fn sqlite_file_rollups_match_the_records() {
+    let dir = TempDir::new("ledger-file");
+    rollups_match_the_records(&sqlite_file(&dir).await).await;
+}
+
+#[tokio::test]
 async fn postgres_rollups_match_the_records() {
     if let Some(store) = postgres().await {
         rollups_match_the_records(&store).await;
@@ -252,6 +272,36 @@ async fn the_writer_loses_nothing(store: LedgerStore) {
 #[tokio::test]
 async fn sqlite_the_writer_loses_nothing() {
     the_writer_loses_nothing(LedgerStore::in_memory().await.unwrap()).await;
+}
+
+/// On a multi-threaded runtime the file's writes tell the runtime that
+/// they block (`block_in_place`): the same records arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_file_the_writer_loses_nothing() {
+    let dir = TempDir::new("ledger-file");
+    the_writer_loses_nothing(sqlite_file(&dir).await).await;
+}
+
+/// A file store's writes end with it: a batch after `close` is refused,
+/// whole, and says why (the writer spills it for the next start).
+#[tokio::test]
+async fn a_closed_sqlite_file_refuses_batches() {
+    let dir = TempDir::new("ledger-file");
+    let store = sqlite_file(&dir).await;
+    let t = unique("closed");
+    store
+        .insert(&[record(&t, base(), "m", None, 1)])
+        .await
+        .unwrap();
+    store.close().await;
+    let refused = store.insert(&[record(&t, base(), "m", None, 2)]).await;
+    assert!(
+        matches!(refused, Err(sluice_ledger::Error::Closed)),
+        "{refused:?}"
+    );
+    let reopened = sqlite_file(&dir).await;
+    let totals = reopened.totals(0, i64::MAX, Some(&t)).await.unwrap();
+    assert_eq!(totals.records, 1, "the batch before the close, only");
 }
 
 #[tokio::test]
@@ -329,6 +379,12 @@ async fn spend_is_read_as_budgets_count_it(store: &LedgerStore) {
 #[tokio::test]
 async fn sqlite_spend_is_read_as_budgets_count_it() {
     spend_is_read_as_budgets_count_it(&LedgerStore::in_memory().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_file_spend_is_read_as_budgets_count_it() {
+    let dir = TempDir::new("ledger-file");
+    spend_is_read_as_budgets_count_it(&sqlite_file(&dir).await).await;
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 pub(crate) mod body;
 pub(crate) mod errors;
 pub(crate) mod headers;
+pub(crate) mod timer;
 
 /// The model wire formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

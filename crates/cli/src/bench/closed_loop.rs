@@ -29,20 +29,20 @@ pub async fn run<F>(connections: usize, duration: Duration, make: F) -> Throughp
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
-    run_with_cpu(connections, duration, make, || None).await.0
+    run_with_cpu(connections, duration, make, || []).await.0
 }
 
-/// [`run`], and the CPU time `cpu` reads (the in-process gateway's,
-/// [`crate::stack::gateway_cpu`], or the bare hop's) over the requests
-/// answered: read when the counting begins and when it ends, so that
-/// neither the warm-up nor the requests still under way at the end
-/// count (`None` where the kernel does not say).
-pub async fn run_with_cpu<F>(
+/// [`run`], and the CPU times `cpu` reads (the in-process gateway's,
+/// [`crate::stack::gateway_cpu`], with its writers' or not, or the bare
+/// hop's) over the requests answered: read when the counting begins and
+/// when it ends, so that neither the warm-up nor the requests still
+/// under way at the end count (`None` where the kernel does not say).
+pub async fn run_with_cpu<F, const N: usize>(
     connections: usize,
     duration: Duration,
     make: F,
-    cpu: fn() -> Option<Duration>,
-) -> (Throughput, Option<Cpu>)
+    cpu: fn() -> [Option<Duration>; N],
+) -> (Throughput, [Option<Cpu>; N])
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
@@ -85,5 +85,6 @@ where
         answered,
         errors: errors.load(Ordering::Relaxed),
     };
-    (throughput, Cpu::over(before, after, in_window))
+    let spent = std::array::from_fn(|i| Cpu::over(before[i], after[i], in_window));
+    (throughput, spent)
 }

@@ -122,7 +122,7 @@ pub(super) async fn keys_and_budgets(
 
 /// The gateway's CPU so far: its request threads, and with the threads
 /// that write for it.
-fn cpu_now() -> [Option<std::time::Duration>; 2] {
+pub(super) fn cpu_now() -> [Option<std::time::Duration>; 2] {
     [
         crate::stack::gateway_cpu(),
         crate::stack::gateway_and_writers_cpu(),

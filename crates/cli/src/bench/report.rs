@@ -321,6 +321,9 @@ pub struct ThroughputPart {
     /// saturated (none for a `--target`): CPU per proxied request as
     /// issue 12 defines it.
     pub cpu: Option<CpuPart>,
+    /// The same with the threads that write for the gateway (the usage
+    /// ledger's writer, SQLite's connections): the whole gateway's CPU.
+    pub cpu_with_writers: Option<CpuPart>,
     /// The bare hop's CPU time ÷ the requests it answered, saturated.
     pub bare_cpu: Option<Cpu>,
 }
@@ -353,6 +356,7 @@ impl ThroughputPart {
             streamed,
             cache_hit,
             cpu: None,
+            cpu_with_writers: None,
             bare_cpu: None,
         }
     }
@@ -479,6 +483,9 @@ impl Report {
         if let Some(c) = &t.cpu {
             cpu_row(&mut s, "saturated", c);
         }
+        if let Some(c) = &t.cpu_with_writers {
+            cpu_line(&mut s, "  with its ledger writer's and SQLite's threads", c);
+        }
         one_cpu_row(&mut s, "bare hop", "saturated", t.bare_cpu);
         s.push('\n');
 
@@ -560,10 +567,15 @@ fn added_row(s: &mut String, name: &str, a: &Added) {
 
 /// The gateway's CPU per request `when` (at a rate, or saturated).
 fn cpu_row(s: &mut String, when: &str, c: &CpuPart) {
+    cpu_line(s, &format!("gateway CPU per request {when}"), c);
+}
+
+/// `lead`: CPU per request non-streamed and streamed.
+fn cpu_line(s: &mut String, lead: &str, c: &CpuPart) {
     let (n, st) = (&c.non_streamed, &c.streamed);
     let _ = writeln!(
         s,
-        "gateway CPU per request {when}: {} non-streamed, {} streamed ({:.2} s ÷ {} and {:.2} s ÷ {} requests)",
+        "{lead}: {} non-streamed, {} streamed ({:.2} s ÷ {} and {:.2} s ÷ {} requests)",
         us(n.us_per_request),
         us(st.us_per_request),
         n.seconds,

@@ -2,16 +2,19 @@
 //! through a bare hop and straight to the sim, with a fixed number of connections; the same
 //! streamed and answered by the gateway's cache. The gateway's CPU time ÷
 //! the requests it answered, saturated, non-streamed and streamed: the
-//! issue's "CPU per proxied request".
+//! issue's "CPU per proxied request"; and the same with the threads that
+//! write for it (the usage ledger's writer, SQLite's connections), whose
+//! CPU the requests cause and the sim and the load compete with.
 
 use std::time::Duration;
 
 use super::closed_loop::run_with_cpu;
 use super::gateway::Ends;
+use super::keys::cpu_now;
 use super::report::{CpuPart, ThroughputPart};
 use super::requests::{cached_chat, chat, streamed_chat};
 use super::{GatewayArgs, closed_loop, note};
-use crate::stack::{bare_cpu, gateway_cpu};
+use crate::stack::bare_cpu;
 
 /// (b) against the sim and the gateway of `ends`, both warm.
 pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
@@ -29,13 +32,14 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
     let direct = closed_loop::run(c, each, make).await;
     note(args.json, "(b) the same through a bare hop");
     let make = chat(ends.bare_client, ends.bare, true);
-    let (bare, bare_cpu) = run_with_cpu(c, each, make, bare_cpu).await;
+    let (bare, [bare_cpu]) = run_with_cpu(c, each, make, || [bare_cpu()]).await;
     note(args.json, "(b) the same through the gateway");
     let make = chat(ends.gateway_client, ends.gateway, false);
-    let (through, cpu) = run_with_cpu(c, each, make, gateway_cpu).await;
+    let (through, [cpu, with_writers]) = run_with_cpu(c, each, make, cpu_now).await;
     note(args.json, "(b) the same streamed, through the gateway");
     let make = streamed_chat(ends.gateway_client, ends.gateway);
-    let (streamed, streamed_cpu) = run_with_cpu(c, each, make, gateway_cpu).await;
+    let (streamed, [streamed_cpu, streamed_with_writers]) =
+        run_with_cpu(c, each, make, cpu_now).await;
     note(args.json, "(b) the same answered by the gateway's cache");
     let make = cached_chat(ends.gateway_client, ends.gateway);
     let cached = closed_loop::run(c, each, make).await;
@@ -49,6 +53,7 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
         cached,
     );
     part.cpu = CpuPart::of(args, cpu, streamed_cpu);
+    part.cpu_with_writers = CpuPart::of(args, with_writers, streamed_with_writers);
     part.bare_cpu = bare_cpu;
     part
 }

@@ -34,12 +34,9 @@ where
             None => {
                 let plan = &t.upstream.plan;
                 let pool = state.bulkheads.get(plan.pool);
-                let acquired = tokio::select! {
-                    biased;
-                    () = state.grace_over() => {
-                        return Served::err(AppState::grace_ended(), notes);
-                    }
-                    r = pool.acquire(t.upstream.deadline) => r,
+                let acquire = pool.acquire(t.upstream.deadline);
+                let Some(acquired) = state.unless_grace_over(acquire).await else {
+                    return Served::err(AppState::grace_ended(), notes);
                 };
                 match acquired {
                     Ok(p) => p,

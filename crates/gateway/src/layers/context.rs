@@ -67,7 +67,7 @@ where
     type Response = Served<Reply>;
 
     async fn serve(state: AppState, inner: S, req: R) -> Served<Reply> {
-        let mut notes = Notes::default();
+        let mut notes = Notes::new(&state);
         let ctx = match read(&state, &req, &mut notes) {
             Ok(ctx) => ctx,
             Err(e) => return Served::err(e, notes),

@@ -36,12 +36,10 @@ where
         let plan = &up.plan;
         let cap = Instant::now() + Duration::from_millis(state.config.retry.max_retry_after_ms);
         let needs: Vec<(&str, u64)> = plan.needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
-        let acquired = tokio::select! {
-            biased;
-            () = state.grace_over() => {
-                return Served::err(AppState::grace_ended(), req.notes);
-            }
-            r = state.limits.acquire_many(&needs, Some(up.last_send(&state.config.retry).min(cap))) => r,
+        let until = up.last_send(&state.config.retry).min(cap);
+        let acquire = state.limits.acquire_many(&needs, Some(until));
+        let Some(acquired) = state.unless_grace_over(acquire).await else {
+            return Served::err(AppState::grace_ended(), req.notes);
         };
         let grant = match acquired {
             Ok(g) => g,

@@ -16,6 +16,7 @@ use super::Notes;
 use super::admission::Queued;
 use super::context::{Context, Parse};
 use super::observe::Routed;
+use super::step::Stateful;
 use crate::auth::Tenant;
 use crate::config::ProviderConfig;
 use crate::error::ApiError;
@@ -27,6 +28,8 @@ use sluice_usage::{self as usage, Endpoint};
 /// A model call as its handler hands it over.
 #[derive(Debug)]
 pub(crate) struct Incoming {
+    /// The gateway's state, brought down the stack.
+    pub state: AppState,
     /// The route called.
     pub endpoint: Endpoint,
     /// The caller.
@@ -89,6 +92,12 @@ pub(crate) fn route(endpoint: Endpoint) -> &'static str {
         Endpoint::Embeddings => "/v1/embeddings",
         Endpoint::Responses => "/v1/responses",
         Endpoint::Messages => "/v1/messages",
+    }
+}
+
+impl Stateful for Incoming {
+    fn state(&self) -> &AppState {
+        &self.state
     }
 }
 

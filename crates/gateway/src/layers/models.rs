@@ -19,22 +19,23 @@ use super::provider::ProviderLayer;
 use super::retry::RetryLayer;
 use super::upstream::Wire;
 use super::usage::UsageLayer;
-use crate::state::AppState;
 
-/// The stack of the model routes: the request path, top to bottom.
-pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Response> {
+/// The stack of the model routes: the request path, top to bottom. It
+/// holds nothing (each request brings the state), so building it costs
+/// nothing.
+pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
     ServiceBuilder::new()
-        .layer(ObserveLayer::new(state))
-        .layer(ContextLayer::new(state))
-        .layer(CacheLayer::new(state))
-        .layer(DedupLayer::new(state))
-        .layer(AdmissionLayer::new(state))
-        .layer(BudgetLayer::new(state))
-        .layer(FallbackLayer::new(state))
-        .layer(ProviderLayer::new(state))
-        .layer(UsageLayer::new(state))
-        .layer(RetryLayer::new(state))
-        .layer(LimitsLayer::new(state))
-        .layer(BulkheadLayer::new(state))
-        .service(Wire::new(state))
+        .layer(ObserveLayer)
+        .layer(ContextLayer::new())
+        .layer(CacheLayer::new())
+        .layer(DedupLayer::new())
+        .layer(AdmissionLayer::new())
+        .layer(BudgetLayer::new())
+        .layer(FallbackLayer::new())
+        .layer(ProviderLayer::new())
+        .layer(UsageLayer::new())
+        .layer(RetryLayer::new())
+        .layer(LimitsLayer::new())
+        .layer(BulkheadLayer::new())
+        .service(Wire)
 }

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use super::context::Context;
+use super::step::Stateful;
 use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{BoxFuture, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
@@ -37,40 +38,26 @@ pub(crate) trait Routed {
 }
 
 /// Wraps a stack in [`Observe`].
-#[derive(Debug, Clone)]
-pub(crate) struct ObserveLayer {
-    state: AppState,
-}
-
-impl ObserveLayer {
-    pub(crate) fn new(state: &AppState) -> Self {
-        ObserveLayer {
-            state: state.clone(),
-        }
-    }
-}
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ObserveLayer;
 
 impl<S> Layer<S> for ObserveLayer {
     type Service = Observe<S>;
 
     fn layer(&self, inner: S) -> Observe<S> {
-        Observe {
-            state: self.state.clone(),
-            inner,
-        }
+        Observe { inner }
     }
 }
 
 /// See the module doc.
 #[derive(Debug, Clone)]
 pub(crate) struct Observe<S> {
-    state: AppState,
     inner: S,
 }
 
 impl<R, S> Service<R> for Observe<S>
 where
-    R: Routed + Send + 'static,
+    R: Routed + Stateful + Send + 'static,
     S: Next<R, Served<Reply>>,
 {
     type Response = Response;
@@ -82,7 +69,7 @@ where
     }
 
     fn call(&mut self, req: R) -> Self::Future {
-        let state = self.state.clone();
+        let state = req.state().clone();
         let inner = self.inner.clone();
         let route = req.route();
         let label = req.label(&state);

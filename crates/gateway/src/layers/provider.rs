@@ -18,7 +18,7 @@ use super::{Next, Notes, Reply, Req, Served, call};
 use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
-use crate::providers::{self, Outbound, Provider, RequestError};
+use crate::providers::{self, Exchange, Outbound, Provider, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
 
@@ -36,7 +36,17 @@ where
 
     async fn serve(state: AppState, inner: S, req: Req<Attempt>) -> Served<Reply, Failure> {
         let Req { call: a, mut notes } = req;
-        let (adapter, outbound, plan, estimate) = match prepare(&state, &a) {
+        let (
+            adapter,
+            Outbound {
+                url,
+                headers,
+                body,
+                exchange,
+            },
+            plan,
+            estimate,
+        ) = match prepare(&state, &a) {
             Ok(prepared) => prepared,
             Err(f) => return Served::err(f, notes),
         };
@@ -46,11 +56,13 @@ where
         if let Some(t) = notes.trace.as_mut() {
             t.model = Some(a.model.clone());
         }
+        // The headers and body go on as they are: reading the answer
+        // needs only the exchange.
         let outgoing = Outgoing::to(
             reqwest::Method::POST,
-            &outbound.url,
-            outbound.headers.clone(),
-            outbound.body.clone(),
+            &url,
+            headers,
+            body,
             Some(a.call.ctx.clone()),
         );
         let outgoing = match outgoing {
@@ -86,7 +98,7 @@ where
             Ok(delivery) => {
                 let answer = Answer {
                     adapter,
-                    outbound: &outbound,
+                    exchange: &exchange,
                     estimate,
                 };
                 read(&state, &a, answer, delivery, &mut notes).await
@@ -179,7 +191,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
 /// How to read the answer of a call.
 struct Answer<'a> {
     adapter: &'static dyn Provider,
-    outbound: &'a Outbound,
+    exchange: &'a Exchange,
     /// The estimate (prompt, completion): what a stream cut before its
     /// usage came is charged for its input, and what the ledger records
     /// for an answer without usage.
@@ -208,7 +220,7 @@ async fn read(
 ) -> Result<Reply, Failure> {
     let Answer {
         adapter,
-        outbound,
+        exchange,
         estimate,
     } = answer;
     let c = &*a.call;
@@ -238,7 +250,7 @@ async fn read(
             attempts: notes.meta.attempts,
         });
         let relay = stream::Relay {
-            reader: adapter.stream(&outbound.exchange),
+            reader: adapter.stream(exchange),
             deadline: c.ctx.deadline,
             route: route(c.endpoint),
             trace,
@@ -263,7 +275,7 @@ async fn read(
         message: format!("reading the upstream body: {e}"),
         attempts,
     })?;
-    let answer = adapter.answer(&outbound.exchange, status, bytes);
+    let answer = adapter.answer(exchange, status, bytes);
     // Read from the provider's own body, before any translation.
     let details = if status.is_success() {
         answer.details

@@ -23,6 +23,7 @@ use super::context::{Context, ContextLayer, Parse};
 use super::limits::LimitsLayer;
 use super::observe::{ObserveLayer, Routed};
 use super::retry::RetryLayer;
+use super::step::Stateful;
 use super::upstream::{Outgoing, Plan, Upstream, Wire};
 use super::{Next, Notes, Reply};
 use crate::auth::Tenant;
@@ -50,24 +51,28 @@ const FORWARDED: &[&str] = &[
     "x-github-api-version",
 ];
 
-/// The stack of the proxy route: the request path, top to bottom.
-pub(crate) fn stack(state: &AppState) -> impl Next<Incoming, axum::response::Response> {
+/// The stack of the proxy route: the request path, top to bottom. It
+/// holds nothing (each request brings the state), so building it costs
+/// nothing.
+pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
     ServiceBuilder::new()
-        .layer(ObserveLayer::new(state))
-        .layer(ContextLayer::new(state))
-        .layer(ApiCacheLayer::new(state))
-        .layer(AdmissionLayer::new(state))
-        .layer(BudgetLayer::new(state))
-        .layer(ForwardLayer::new(state))
-        .layer(RetryLayer::new(state))
-        .layer(LimitsLayer::new(state))
-        .layer(BulkheadLayer::new(state))
-        .service(Wire::new(state))
+        .layer(ObserveLayer)
+        .layer(ContextLayer::new())
+        .layer(ApiCacheLayer::new())
+        .layer(AdmissionLayer::new())
+        .layer(BudgetLayer::new())
+        .layer(ForwardLayer::new())
+        .layer(RetryLayer::new())
+        .layer(LimitsLayer::new())
+        .layer(BulkheadLayer::new())
+        .service(Wire)
 }
 
 /// A proxied call as its handler hands it over.
 #[derive(Debug)]
 pub(crate) struct Incoming {
+    /// The gateway's state, brought down the stack.
+    pub state: AppState,
     /// The caller.
     pub tenant: Tenant,
     /// The method.
@@ -95,6 +100,12 @@ pub(crate) struct Call {
     pub upstream: Upstream,
     /// What the response cache does for it.
     pub cache: Ask,
+}
+
+impl Stateful for Incoming {
+    fn state(&self) -> &AppState {
+        &self.state
+    }
 }
 
 impl Routed for Incoming {

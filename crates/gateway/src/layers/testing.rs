@@ -124,12 +124,13 @@ pub(crate) fn model_call(
         "messages": [{"role": "user", "content": "hi"}],
     });
     let incoming = Incoming {
+        state: state.clone(),
         endpoint: Endpoint::Chat,
         tenant,
         headers: h,
         body: serde_json::to_vec(&body).unwrap().into(),
     };
-    let mut notes = Notes::default();
+    let mut notes = Notes::new(state);
     let call = incoming.parse(state, ctx, &mut notes).expect("a good call");
     Req { call, notes }
 }
@@ -199,7 +200,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
 }
 
 /// The first attempt of `up`.
-pub(crate) fn first_try(up: Upstream) -> Req<Try> {
+pub(crate) fn first_try(state: &AppState, up: Upstream) -> Req<Try> {
     Req {
         call: Try {
             upstream: Arc::new(up),
@@ -207,7 +208,7 @@ pub(crate) fn first_try(up: Upstream) -> Req<Try> {
             pool: None,
             limiter_start: tokio::time::Instant::now(),
         },
-        notes: Notes::default(),
+        notes: Notes::new(state),
     }
 }
 

@@ -22,7 +22,6 @@ use crate::client::{TransportError, UpstreamResponse};
 use crate::layers::context::Context;
 use crate::layers::failure::Failure;
 use crate::providers::Provider;
-use crate::state::AppState;
 
 /// What to limit a call on.
 #[derive(Debug, Clone)]
@@ -214,19 +213,10 @@ pub(crate) struct Answered {
     pub waited: Duration,
 }
 
-/// The bottom of the stack: sends one attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct Wire {
-    state: AppState,
-}
-
-impl Wire {
-    pub(crate) fn new(state: &AppState) -> Self {
-        Wire {
-            state: state.clone(),
-        }
-    }
-}
+/// The bottom of the stack: sends one attempt (with the client of the
+/// state the request brings).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Wire;
 
 impl Service<Req<Try>> for Wire {
     type Response = Served<Tried, Failure>;
@@ -238,9 +228,9 @@ impl Service<Req<Try>> for Wire {
     }
 
     fn call(&mut self, req: Req<Try>) -> Self::Future {
-        let state = self.state.clone();
         Box::pin(async move {
             let Req { call: t, notes } = req;
+            let state = &notes.state;
             let up = &t.upstream;
             if Instant::now() > up.last_send(&state.config.retry) {
                 // Granted too late to be answered in time: not sent, and

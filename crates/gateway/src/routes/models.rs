@@ -44,10 +44,11 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let req = Incoming {
+        state,
         endpoint,
         tenant,
         headers,
         body,
     };
-    layers::call(layers::models::stack(&state), req).await
+    layers::call(layers::models::stack(), req).await
 }

@@ -29,6 +29,7 @@ pub async fn proxy(
         Err(e) => return e.into_response(),
     };
     let req = Incoming {
+        state,
         tenant,
         method,
         rest: rest.to_owned(),
@@ -37,5 +38,5 @@ pub async fn proxy(
         headers,
         body,
     };
-    layers::call(layers::proxy::stack(&state), req).await
+    layers::call(layers::proxy::stack(), req).await
 }

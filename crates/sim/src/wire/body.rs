@@ -69,7 +69,7 @@ pub(crate) async fn sleep_unless_shutdown(
         return true;
     }
     tokio::select! {
-        () = tokio::time::sleep(wait) => true,
+        () = super::timer::sleep(wait) => true,
         _ = shutdown.wait_for(|stop| *stop) => false,
     }
 }

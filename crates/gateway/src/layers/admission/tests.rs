@@ -20,7 +20,7 @@ async fn the_slot_goes_down_in_the_notes_and_the_wait_is_traced() {
         Served::ok(buffered("{}"), req.notes)
     });
     let mut served = call(
-        AdmissionLayer::new(&state).layer(probe),
+        AdmissionLayer::new().layer(probe),
         model_call(&state, MODEL, false, &[]),
     )
     .await;
@@ -51,7 +51,7 @@ async fn a_dispatched_request_lets_the_next_one_go_while_it_runs() {
             }
         })
     };
-    let svc = AdmissionLayer::new(&state).layer(probe);
+    let svc = AdmissionLayer::new().layer(probe);
     let first = tokio::spawn(call(
         svc.clone(),
         model_call(&state, MODEL, false, &[("x-request-id", "first")]),

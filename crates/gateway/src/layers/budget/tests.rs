@@ -45,7 +45,7 @@ fn answered(used: u64) -> impl Next<Req<Call>, Served<Reply>> {
 async fn a_spent_budget_refuses_with_its_name_and_reset() {
     let state = state();
     let daily = budget(serde_json::json!({"name": "daily", "requests": 2, "period": "day"}));
-    let svc = BudgetLayer::new(&state).layer(answered(10));
+    let svc = BudgetLayer::new().layer(answered(10));
     for _ in 0..2 {
         let mut served = call(svc.clone(), call_with(&state, vec![daily.clone()])).await;
         assert!(served.result.is_ok());
@@ -82,14 +82,14 @@ async fn a_call_that_fails_gives_its_reservation_back() {
         assert!(req.notes.budget.is_some());
         Served::err(ApiError::BadGateway("down".into()), req.notes)
     });
-    let svc = BudgetLayer::new(&state).layer(failing);
+    let svc = BudgetLayer::new().layer(failing);
     // A budget of one request, and ten calls that each failed.
     for _ in 0..10 {
         let served = call(svc.clone(), call_with(&state, vec![b.clone()])).await;
         assert!(matches!(served.result, Err(ApiError::BadGateway(_))));
     }
     let served = call(
-        BudgetLayer::new(&state).layer(answered(5)),
+        BudgetLayer::new().layer(answered(5)),
         call_with(&state, vec![b]),
     )
     .await;
@@ -102,7 +102,7 @@ async fn the_worst_case_is_priced_and_bounded() {
     // The default max_tokens alone is above a 100-token budget.
     let small = budget(serde_json::json!({"name": "tiny", "tokens": 100, "period": "month"}));
     let served = call(
-        BudgetLayer::new(&state).layer(answered(1)),
+        BudgetLayer::new().layer(answered(1)),
         call_with(&state, vec![small]),
     )
     .await;
@@ -114,7 +114,7 @@ async fn the_worst_case_is_priced_and_bounded() {
     let mut money = budget(serde_json::json!({"name": "m", "requests": 1000, "period": "week"}));
     money.money = Some(Money::from_nanodollars(1_000_000_000));
     let mut served = call(
-        BudgetLayer::new(&state).layer(answered(1)),
+        BudgetLayer::new().layer(answered(1)),
         call_with(&state, vec![money.clone()]),
     )
     .await;
@@ -124,7 +124,7 @@ async fn the_worst_case_is_priced_and_bounded() {
     // A model without a price cannot be held to a money budget.
     let mut req = call_with(&state, vec![money]);
     req.call.model = "openai/gpt-unpriced".into();
-    let served = call(BudgetLayer::new(&state).layer(answered(1)), req).await;
+    let served = call(BudgetLayer::new().layer(answered(1)), req).await;
     let e = served.result.expect_err("refused");
     assert_eq!(e.status(), axum::http::StatusCode::FORBIDDEN);
     assert!(e.to_string().contains("no price"), "{e}");
@@ -138,7 +138,7 @@ async fn callers_without_budgets_pass_untouched() {
         Served::ok(buffered("{}"), req.notes)
     });
     let served = call(
-        BudgetLayer::new(&state).layer(probe),
+        BudgetLayer::new().layer(probe),
         model_call(&state, MODEL, false, &[]),
     )
     .await;

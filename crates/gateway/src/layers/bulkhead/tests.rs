@@ -28,17 +28,21 @@ fn wire() -> Probe<impl Fn(Req<Try>) -> Served<Tried, Failure> + Send + Sync + '
 #[tokio::test(start_paused = true)]
 async fn the_slot_is_taken_once_and_kept_across_attempts() {
     let state = one_slot();
-    let svc = BulkheadLayer::new(&state).layer(wire());
-    let first = call(svc.clone(), first_try(upstream(&[("m", 1)], None, true))).await;
+    let svc = BulkheadLayer::new().layer(wire());
+    let first = call(
+        svc.clone(),
+        first_try(&state, upstream(&[("m", 1)], None, true)),
+    )
+    .await;
     let pool = first.result.expect("a slot").pool;
     // The second attempt brings the slot back down with it.
-    let mut again = first_try(upstream(&[("m", 1)], None, true));
+    let mut again = first_try(&state, upstream(&[("m", 1)], None, true));
     again.call.attempt = 2;
     again.call.pool = Some(pool);
     let second = call(svc.clone(), again).await;
     let _held = second.result.expect("the same slot").pool;
     // Another call finds the only slot taken and no room to wait.
-    let other = call(svc, first_try(upstream(&[("m", 1)], None, true))).await;
+    let other = call(svc, first_try(&state, upstream(&[("m", 1)], None, true))).await;
     match other.result {
         Err(Failure::Limited(ApiError::Unavailable { message, .. })) => {
             assert!(message.contains("model"), "{message}");
@@ -54,9 +58,9 @@ async fn a_call_with_a_slot_gives_its_admission_slot_back() {
     let Ok(Admission::Run(permit)) = state.queue.admit(Ticket::new("t", deadline)).await else {
         panic!("admitted");
     };
-    let mut req = first_try(upstream(&[("m", 1)], None, true));
+    let mut req = first_try(&state, upstream(&[("m", 1)], None, true));
     req.notes.admission = Some(permit);
-    let served = call(BulkheadLayer::new(&state).layer(wire()), req).await;
+    let served = call(BulkheadLayer::new().layer(wire()), req).await;
     assert!(served.notes.admission.is_some(), "still held for dedup");
     // The queue runs one at a time: the next request goes at once.
     let next = tokio::time::timeout(

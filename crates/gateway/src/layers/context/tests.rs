@@ -12,8 +12,15 @@ use crate::response::Buffered;
 
 /// A request whose route asks for nothing more than its context.
 struct Plain {
+    state: AppState,
     tenant: Tenant,
     headers: HeaderMap,
+}
+
+impl crate::layers::step::Stateful for Plain {
+    fn state(&self) -> &AppState {
+        &self.state
+    }
 }
 
 impl Parse for Plain {
@@ -39,6 +46,7 @@ fn plain(state: &AppState, headers: &[(&'static str, &'static str)]) -> Plain {
         h.insert(*k, HeaderValue::from_static(v));
     }
     Plain {
+        state: state.clone(),
         tenant: Tenant::from_headers(state, &h).expect("an open gateway"),
         headers: h,
     }
@@ -63,7 +71,7 @@ async fn passes_the_context_down_and_notes_the_request() {
             Served::ok(ok(), req.notes)
         })
     };
-    let svc = ContextLayer::new(&state).layer(probe);
+    let svc = ContextLayer::new().layer(probe);
     let req = plain(
         &state,
         &[
@@ -89,7 +97,7 @@ async fn a_bad_header_is_refused_before_the_stack_below() {
     let probe = Probe::new(|_: Req<Context>| -> Served<Reply> {
         panic!("a refused request must not go further")
     });
-    let svc = ContextLayer::new(&state).layer(probe);
+    let svc = ContextLayer::new().layer(probe);
     let req = plain(&state, &[("x-sluice-timeout-ms", "soon")]);
     let served = call(svc, req).await;
     let e = served.result.expect_err("refused");
@@ -105,7 +113,7 @@ async fn a_draining_gateway_refuses_with_503() {
     let probe = Probe::new(|_: Req<Context>| -> Served<Reply> {
         panic!("a refused request must not go further")
     });
-    let svc = ContextLayer::new(&state).layer(probe);
+    let svc = ContextLayer::new().layer(probe);
     let served = call(svc, plain(&state, &[])).await;
     let e = served.result.expect_err("refused");
     assert_eq!(e.into_response().status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -122,7 +130,7 @@ async fn a_bad_request_id_is_replaced_and_a_bad_traceparent_restarts_the_trace()
             Served::ok(ok(), req.notes)
         })
     };
-    let svc = ContextLayer::new(&state).layer(probe);
+    let svc = ContextLayer::new().layer(probe);
     let req = plain(
         &state,
         &[

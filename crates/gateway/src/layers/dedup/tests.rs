@@ -22,7 +22,7 @@ async fn key_for(stream: bool, headers: &[(&'static str, &'static str)]) -> Opti
         })
     };
     let served = call(
-        DedupLayer::new(&state).layer(probe),
+        DedupLayer::new().layer(probe),
         model_call(&state, MODEL, stream, headers),
     )
     .await;
@@ -63,8 +63,8 @@ async fn a_request_with_the_same_id_joins_the_one_in_flight() {
         })
     };
     let svc = ServiceBuilder::new()
-        .layer(DedupLayer::new(&state))
-        .layer(AdmissionLayer::new(&state))
+        .layer(DedupLayer::new())
+        .layer(AdmissionLayer::new())
         .service(probe);
     let same = [("x-request-id", "same")];
     let first = tokio::spawn(call(svc.clone(), model_call(&state, MODEL, false, &same)));

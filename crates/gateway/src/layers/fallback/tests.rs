@@ -31,7 +31,7 @@ async fn run(answer: fn(&str) -> Result<(), Failure>) -> (Served<Reply>, Vec<Str
             }
         })
     };
-    let svc = FallbackLayer::new(&state).layer(probe);
+    let svc = FallbackLayer::new().layer(probe);
     let served = call(svc, model_call(&state, "openai/gpt-4o", false, &[])).await;
     let tried = tried.lock().unwrap().clone();
     (served, tried)

@@ -32,8 +32,8 @@ async fn a_429_reaches_the_limiter_and_its_retry_after_comes_up() {
     let state = limited("m", 100.0, 100, None);
     let calls = Arc::new(AtomicUsize::new(0));
     let sent = || Ok(answer(429, &[("retry-after", "5")]));
-    let svc = LimitsLayer::new(&state).layer(below(&state, sent, calls));
-    let served = call(svc, first_try(upstream(&[("m", 1)], None, true))).await;
+    let svc = LimitsLayer::new().layer(below(&state, sent, calls));
+    let served = call(svc, first_try(&state, upstream(&[("m", 1)], None, true))).await;
     let granted = served.result.expect("granted and sent");
     assert_eq!(granted.limits.retry_after, Some(Duration::from_secs(5)));
     let capacity = state.limits.get_capacity("m").await.unwrap();
@@ -45,14 +45,18 @@ async fn a_call_the_limiter_refuses_is_not_sent() {
     let state = limited("m", 1.0, 1, None);
     let calls = Arc::new(AtomicUsize::new(0));
     let sent = || Ok(answer(200, &[]));
-    let svc = LimitsLayer::new(&state).layer(below(&state, sent, calls.clone()));
-    let served = call(svc.clone(), first_try(upstream(&[("m", 1)], None, true))).await;
+    let svc = LimitsLayer::new().layer(below(&state, sent, calls.clone()));
+    let served = call(
+        svc.clone(),
+        first_try(&state, upstream(&[("m", 1)], None, true)),
+    )
+    .await;
     assert!(served.result.is_ok());
     // The burst is spent and the next grant comes in a second: past a
     // deadline 10 ms away.
     let mut up = upstream(&[("m", 1)], None, true);
     up.deadline = Instant::now() + Duration::from_millis(10);
-    let served = call(svc, first_try(up)).await;
+    let served = call(svc, first_try(&state, up)).await;
     match served.result {
         Err(Failure::Limited(ApiError::RateLimited { resource, .. })) => assert_eq!(resource, "m"),
         other => panic!("{other:?}"),
@@ -65,10 +69,10 @@ async fn a_request_larger_than_the_limit_can_ever_allow_is_too_large() {
     let state = limited("m", 1.0, 1, Some(100));
     let calls = Arc::new(AtomicUsize::new(0));
     let sent = || Err(Fault::Timeout);
-    let svc = LimitsLayer::new(&state).layer(below(&state, sent, calls.clone()));
+    let svc = LimitsLayer::new().layer(below(&state, sent, calls.clone()));
     let tokens = crate::state::tokens_resource("m");
     let up = upstream(&[("m", 1), (&tokens, 1_000)], Some(&tokens), true);
-    let served = call(svc, first_try(up)).await;
+    let served = call(svc, first_try(&state, up)).await;
     let f = served.result.expect_err("refused");
     assert!(!f.may_fall_back(), "{f:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 0);

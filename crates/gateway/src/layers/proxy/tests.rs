@@ -17,6 +17,7 @@ fn parse(
     let tenant = Tenant::from_headers(state, &h).expect("an open gateway");
     let ctx = Context::from_headers(state, &tenant, &h).expect("good headers");
     let incoming = Incoming {
+        state: state.clone(),
         tenant,
         method,
         api: api.to_owned(),
@@ -25,7 +26,7 @@ fn parse(
         headers: h,
         body: Bytes::from_static(b"{}"),
     };
-    let mut notes = Notes::default();
+    let mut notes = Notes::new(state);
     (incoming.parse(state, ctx, &mut notes), notes)
 }
 

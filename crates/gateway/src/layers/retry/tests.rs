@@ -5,6 +5,7 @@ use tower::Layer;
 
 use super::*;
 use crate::config::Config;
+use crate::layers::Notes;
 use crate::layers::testing::{Later, answer, state_with, tried, upstream};
 
 fn state(max_attempts: u32) -> AppState {
@@ -54,10 +55,10 @@ async fn run(
     retryable: bool,
 ) -> (Result<Answered, Failure>, u32) {
     let attempts = Arc::new(AtomicU32::new(0));
-    let svc = RetryLayer::new(state).layer(below(state, sent, wait, attempts.clone()));
+    let svc = RetryLayer::new().layer(below(state, sent, wait, attempts.clone()));
     let req = Req {
         call: upstream(&[("m", 1)], None, retryable),
-        notes: Default::default(),
+        notes: Notes::new(state),
     };
     let served = call(svc, req).await;
     (served.result, attempts.load(Ordering::SeqCst))

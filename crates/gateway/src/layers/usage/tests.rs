@@ -3,6 +3,7 @@ use std::time::Duration;
 use tower::Layer;
 
 use super::*;
+use crate::layers::Notes;
 use crate::layers::testing::{Later, answer, limited, upstream};
 use crate::state::{AppState, tokens_resource};
 
@@ -35,9 +36,9 @@ async fn delivered(state: &AppState) -> Delivery {
     let up = upstream(&[(MODEL, 1), (&tokens, 500)], Some(&tokens), true);
     let req = Req {
         call: up,
-        notes: Default::default(),
+        notes: Notes::new(state),
     };
-    call(UsageLayer::new(state).layer(below), req)
+    call(UsageLayer::new().layer(below), req)
         .await
         .result
         .expect("answered")
