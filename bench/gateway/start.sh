@@ -18,3 +18,14 @@ start_gateway() {
   GW=$!
   wait_up $GW_PORT || { echo gateway down; kill $GW $SIM; exit 1; }
 }
+
+# per_thread PID: a line per thread of PID, "name/tid switches run_ns":
+# its context switches (voluntary + nonvoluntary, /proc status) and its
+# run time (schedstat).
+per_thread() {
+  for d in /proc/$1/task/*; do
+    n=$(tr ' ' _ <$d/comm 2>/dev/null) || continue
+    read ns _ <$d/schedstat 2>/dev/null || continue
+    awk -v n="$n/${d##*/}" -v ns=$ns '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s, ns}' $d/status 2>/dev/null
+  done | sort
+}

@@ -49,13 +49,7 @@ start_sim sim.wakes.toml
 start_gateway gw.wakes.toml
 # Per thread ("name/tid switches cpu_ns" lines): voluntary+nonvoluntary
 # context switches, and run time from schedstat.
-switches() {
-  for d in /proc/$GW/task/*; do
-    n=$(tr ' ' _ <$d/comm 2>/dev/null) || continue
-    read ns _ <$d/schedstat 2>/dev/null || continue
-    awk -v n="$n/${d##*/}" -v ns=$ns '/^(non)?voluntary_ctxt_switches/ {s+=$2} END {print n, s, ns}' $d/status 2>/dev/null
-  done | sort
-}
+switches() { per_thread $GW; }
 EVENTS=context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,sched:sched_wakeup,task-clock
 # counted SECONDS_OR_CMD...: perf stat over the gateway while a command
 # runs; prints "event value" lines.

@@ -50,6 +50,7 @@ mod otel;
 pub mod redis;
 mod report;
 mod requests;
+pub mod saturate;
 mod slow;
 mod swarm;
 mod throughput;

@@ -103,6 +103,14 @@ enum BenchCommand {
     /// Adaptive control against a simulated provider whose limit is
     /// configured exactly, too high, changes mid-run, or is unknown.
     Adaptive(bench::adaptive::AdaptiveArgs),
+    /// The bare hop of `bench gateway` alone in front of a sim (for
+    /// `bench/gateway/saturate.sh`).
+    #[command(hide = true)]
+    Hop(bench::saturate::HopArgs),
+    /// A closed loop of chat completions over many connections (for
+    /// `bench/gateway/saturate.sh`).
+    #[command(hide = true)]
+    Load(bench::saturate::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -154,6 +162,12 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchCommand::Adaptive(args),
         } => runtime().block_on(bench::adaptive::adaptive(args)),
+        Command::Bench {
+            what: BenchCommand::Hop(args),
+        } => runtime().block_on(bench::saturate::hop(args)),
+        Command::Bench {
+            what: BenchCommand::Load(args),
+        } => runtime().block_on(bench::saturate::load(args)),
     }
 }
 

@@ -7,9 +7,10 @@
 //! INSERT whose text changes with the batch's size, so that SQLite
 //! compiled most of them again. Here the writer's thread runs SQLite
 //! itself (rusqlite, on the one libsqlite3 sqlx links): one transaction
-//! per batch, one prepared single-row statement per table kept across
-//! batches, values bound from the records in place. Reads, purges and
-//! PostgreSQL stay with sqlx.
+//! per batch, statements prepared once and kept across batches (INSERTs
+//! of 16 records and of one, the rollups' upsert), values bound from the
+//! records in place. Reads, purges, PostgreSQL and in-memory SQLite stay
+//! with sqlx.
 //!
 //! Durability is sqlx's: the file is in WAL mode (set when the pool
 //! opened it), `synchronous` is FULL (SQLite's default, which sqlx
@@ -126,33 +127,31 @@ impl Direct {
 
 /// Binds `r` as the `row`th (from 0) of `insert`'s rows.
 fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<()> {
-    {
-        let values: [&dyn ToSql; COLUMNS] = [
-            &r.at_ms,
-            &r.request_id,
-            &r.tenant,
-            &r.key_id,
-            &r.user,
-            &r.feature,
-            &r.kind,
-            &r.provider,
-            &r.model,
-            &r.endpoint,
-            &i64::from(r.status),
-            &to_i64(r.prompt_tokens),
-            &to_i64(r.completion_tokens),
-            &to_i64(r.cached_tokens),
-            &to_i64(r.reasoning_tokens),
-            &r.estimated,
-            &to_i64(r.cost_nanos),
-            &to_i64(r.latency_ms),
-            &to_i64(r.queue_ms),
-            &i64::from(r.retries),
-            &r.cache_hit,
-        ];
-        for (j, v) in values.iter().enumerate() {
-            insert.raw_bind_parameter(row * COLUMNS + j + 1, v)?;
-        }
+    let values: [&dyn ToSql; COLUMNS] = [
+        &r.at_ms,
+        &r.request_id,
+        &r.tenant,
+        &r.key_id,
+        &r.user,
+        &r.feature,
+        &r.kind,
+        &r.provider,
+        &r.model,
+        &r.endpoint,
+        &i64::from(r.status),
+        &to_i64(r.prompt_tokens),
+        &to_i64(r.completion_tokens),
+        &to_i64(r.cached_tokens),
+        &to_i64(r.reasoning_tokens),
+        &r.estimated,
+        &to_i64(r.cost_nanos),
+        &to_i64(r.latency_ms),
+        &to_i64(r.queue_ms),
+        &i64::from(r.retries),
+        &r.cache_hit,
+    ];
+    for (j, v) in values.iter().enumerate() {
+        insert.raw_bind_parameter(row * COLUMNS + j + 1, v)?;
     }
     Ok(())
 }
@@ -198,4 +197,21 @@ fn placeholders(from: usize, n: usize) -> String {
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_statements_bind_what_the_columns_list() {
+        assert_eq!(RECORD_COLUMNS.split(',').count(), COLUMNS);
+        let one = insert_records(1);
+        assert!(one.ends_with(&format!("?{COLUMNS})")), "{one}");
+        let chunk = insert_records(RECORDS_PER_INSERT);
+        let last = RECORDS_PER_INSERT * COLUMNS;
+        assert!(chunk.ends_with(&format!("?{last})")), "{chunk}");
+        assert_eq!(chunk.matches('(').count(), RECORDS_PER_INSERT + 1);
+        assert!(upsert_rollup().contains(&format!("?{})", 6 + crate::SUMS.len())));
+    }
 }

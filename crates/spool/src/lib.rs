@@ -196,8 +196,10 @@ struct Shared {
     batch: usize,
     linger: Duration,
     spill: Option<PathBuf>,
-    /// Held while the spill file is appended to or taken for import.
-    lock: std::sync::Mutex<()>,
+    /// The spill file while it is open for appending (from the first
+    /// spill until it is taken for import); held while it is appended to
+    /// or taken.
+    file: std::sync::Mutex<Option<std::fs::File>>,
     spilled: AtomicU64,
     lost: AtomicU64,
     written: AtomicU64,
@@ -246,7 +248,7 @@ where
             batch: config.batch.max(1),
             linger: config.linger,
             spill: config.spill,
-            lock: std::sync::Mutex::new(()),
+            file: std::sync::Mutex::new(None),
             spilled: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             written: AtomicU64::new(0),
@@ -320,8 +322,8 @@ impl Shared {
         let n = records.len() as u64;
         let written = match &self.spill {
             Some(path) => {
-                let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-                file::append(path, records)
+                let mut open = self.file.lock().unwrap_or_else(|e| e.into_inner());
+                file::append(&mut open, path, records)
             }
             None => Err(std::io::Error::other("no spill file")),
         };
@@ -382,7 +384,10 @@ impl Shared {
         let taken = file::importing(spill);
         {
             // Records spilled from now on go to a fresh file.
-            let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut open = self.file.lock().unwrap_or_else(|e| e.into_inner());
+            // Closed: the next spill opens (creates) the file at `spill`
+            // again instead of appending to the one taken.
+            *open = None;
             if !taken.exists()
                 && let Err(e) = std::fs::rename(spill, &taken)
                 && e.kind() != std::io::ErrorKind::NotFound

@@ -79,6 +79,40 @@ async fn a_full_queue_spills_and_every_record_arrives_once() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn records_spilled_after_a_write_back_go_to_a_fresh_file() {
+    let sink = Memory::default();
+    let spill = temp("spill.jsonl");
+    let config = SpoolConfig::new("test")
+        .capacity(10)
+        .batch(4)
+        .spill(Some(spill.clone()));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..50 {
+        spool.push(n);
+    }
+    assert_eq!(spool.spilled(), 40);
+    // The writer takes the queue and writes the spill file back (the
+    // file it appended to is then taken aside and removed).
+    for _ in 0..10_000 {
+        if spool.written() == 50 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(spool.written(), 50);
+    assert!(!file::exists(&spill));
+    // Spilled again: into a new file at the same path, not the one removed.
+    for n in 50..100 {
+        spool.push(n);
+    }
+    assert_eq!(spool.spilled(), 80);
+    assert!(spill.exists());
+    task.shutdown().await;
+    assert_eq!(sorted(&sink), (0..100).collect::<Vec<_>>());
+    assert_eq!(spool.lost(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn a_failing_sink_spills_and_a_later_start_writes_the_file() {
     let sink = Memory::default();
     sink.failing.store(true, Ordering::Relaxed);

@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 use tower::ServiceExt;
 
 use crate::config::HttpConfig;
@@ -54,10 +55,12 @@ pub(super) async fn serve_until(
     cap: Arc<Semaphore>,
     stop: impl Future<Output = ()>,
 ) -> Connections {
+    let header_read_timeout = Duration::from_millis(http.header_read_timeout_ms);
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(http.header_read_timeout_ms));
+        .header_read_timeout(header_read_timeout);
+    let floor = AbortOnDropHandle::new(tokio::spawn(timer_floor(header_read_timeout)));
     let mut conns = Connections {
         tasks: JoinSet::new(),
         graceful: GracefulShutdown::new(),
@@ -100,7 +103,33 @@ pub(super) async fn serve_until(
             }
         });
     }
+    drop(floor);
     conns
+}
+
+/// The period of [`timer_floor`] when the header-read timeout is shorter.
+const FLOOR_MIN: Duration = Duration::from_secs(1);
+
+/// Keeps a timer pending on this thread's runtime at most
+/// `header_read_timeout` (or [`FLOOR_MIN`]) ahead, for as long as it runs.
+///
+/// Every request arms its connection's header-read timer for the next
+/// head, `header_read_timeout` from now. Tokio's time driver wakes its
+/// own thread (an eventfd write, and one more return from `epoll_wait`)
+/// whenever a timer is armed earlier than the wake-up it planned when
+/// it last parked, and when it planned none: with only longer timers
+/// pending (the upstream call's, the pool's idle check) that was every
+/// request on a lone connection and one in two to four at saturation
+/// (docs/gateway.md, "System calls per request at saturation"). With this
+/// timer always due within `header_read_timeout`, a header-read timer is
+/// never the earliest and the driver is left alone; the cost is one
+/// wake-up per period on an idle thread.
+async fn timer_floor(header_read_timeout: Duration) {
+    let mut tick = tokio::time::interval(header_read_timeout.max(FLOOR_MIN));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+    }
 }
 
 /// `req` with its connection's peer address as axum's [`ConnectInfo`],
