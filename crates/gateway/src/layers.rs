@@ -212,7 +212,7 @@ pub(crate) enum Reply {
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
         match self {
-            Reply::Buffered(b) => b.to_response(),
+            Reply::Buffered(b) => b.into_response(),
             Reply::Stream(res) => res,
             Reply::Joined(shared) => from_shared(&shared),
             Reply::Cached(res) => res,

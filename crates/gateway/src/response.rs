@@ -27,11 +27,19 @@ pub struct Buffered {
 }
 
 impl Buffered {
-    /// The response, once more.
+    /// The response, once more (for an answer shared between requests).
     pub fn to_response(&self) -> Response {
-        let mut res = Response::new(Body::from(self.body.clone()));
+        self.clone().into_response()
+    }
+}
+
+impl IntoResponse for Buffered {
+    /// The response, its headers and body moved in (an answer only its
+    /// own request holds is not copied).
+    fn into_response(self) -> Response {
+        let mut res = Response::new(Body::from(self.body));
         *res.status_mut() = self.status;
-        *res.headers_mut() = self.headers.clone();
+        *res.headers_mut() = self.headers;
         res
     }
 }

@@ -7,22 +7,18 @@ use tower::ServiceBuilder;
 use super::Next;
 use super::admission::AdmissionLayer;
 use super::budget::BudgetLayer;
-use super::bulkhead::BulkheadLayer;
 use super::cache::CacheLayer;
 use super::context::ContextLayer;
 use super::dedup::DedupLayer;
 use super::fallback::FallbackLayer;
-use super::limits::LimitsLayer;
 use super::model_call::Incoming;
 use super::observe::ObserveLayer;
 use super::provider::ProviderLayer;
-use super::retry::RetryLayer;
-use super::upstream::Wire;
+use super::upstream::attempts;
 use super::usage::UsageLayer;
 
-/// The stack of the model routes: the request path, top to bottom. It
-/// holds nothing (each request brings the state), so building it costs
-/// nothing.
+/// The stack of the model routes: the request path, top to bottom (it
+/// holds nothing: see [`super::step`]).
 pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
     ServiceBuilder::new()
         .layer(ObserveLayer)
@@ -34,8 +30,5 @@ pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
         .layer(FallbackLayer::new())
         .layer(ProviderLayer::new())
         .layer(UsageLayer::new())
-        .layer(RetryLayer::new())
-        .layer(LimitsLayer::new())
-        .layer(BulkheadLayer::new())
-        .service(Wire)
+        .service(attempts())
 }

@@ -18,13 +18,10 @@ use tower::ServiceBuilder;
 
 use super::admission::{AdmissionLayer, Queued};
 use super::budget::{BudgetLayer, Budgeted};
-use super::bulkhead::BulkheadLayer;
 use super::context::{Context, ContextLayer, Parse};
-use super::limits::LimitsLayer;
 use super::observe::{ObserveLayer, Routed};
-use super::retry::RetryLayer;
 use super::step::Stateful;
-use super::upstream::{Outgoing, Plan, Upstream, Wire};
+use super::upstream::{Outgoing, Plan, Upstream, attempts};
 use super::{Next, Notes, Reply};
 use crate::auth::Tenant;
 use crate::credentials;
@@ -51,9 +48,8 @@ const FORWARDED: &[&str] = &[
     "x-github-api-version",
 ];
 
-/// The stack of the proxy route: the request path, top to bottom. It
-/// holds nothing (each request brings the state), so building it costs
-/// nothing.
+/// The stack of the proxy route: the request path, top to bottom (it
+/// holds nothing: see [`super::step`]).
 pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
     ServiceBuilder::new()
         .layer(ObserveLayer)
@@ -62,10 +58,7 @@ pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
         .layer(AdmissionLayer::new())
         .layer(BudgetLayer::new())
         .layer(ForwardLayer::new())
-        .layer(RetryLayer::new())
-        .layer(LimitsLayer::new())
-        .layer(BulkheadLayer::new())
-        .service(Wire)
+        .service(attempts())
 }
 
 /// A proxied call as its handler hands it over.

@@ -17,7 +17,12 @@ use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 use tower::Service;
 
-use super::{BoxFuture, Req, Served};
+use tower::ServiceBuilder;
+
+use super::bulkhead::BulkheadLayer;
+use super::limits::LimitsLayer;
+use super::retry::RetryLayer;
+use super::{BoxFuture, Next, Req, Served};
 use crate::client::{TransportError, UpstreamResponse};
 use crate::layers::context::Context;
 use crate::layers::failure::Failure;
@@ -211,6 +216,17 @@ pub(crate) struct Answered {
     pub attempts: u32,
     /// Time spent waiting for the limiter and the pool.
     pub waited: Duration,
+}
+
+/// The bottom of every stack, one upstream call: retried above the
+/// limits and the pool, so that each attempt clears both again before it
+/// goes on the wire (see [`super::retry`]).
+pub(crate) fn attempts() -> impl Next<Req<Upstream>, Served<Answered, Failure>> {
+    ServiceBuilder::new()
+        .layer(RetryLayer::new())
+        .layer(LimitsLayer::new())
+        .layer(BulkheadLayer::new())
+        .service(Wire)
 }
 
 /// The bottom of the stack: sends one attempt (with the client of the
