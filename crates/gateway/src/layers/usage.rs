@@ -78,7 +78,13 @@ where
 
     async fn serve(state: AppState, inner: S, req: Req<Upstream>) -> Served<Delivery, Failure> {
         let tokens = req.call.plan.settle.clone();
-        let price = state.prices.price(&req.call.plan.name).copied();
+        // Priced only for a call with a budget reservation to settle (the
+        // table is a scan of every price's prefix).
+        let price = req
+            .notes
+            .budget
+            .as_ref()
+            .and_then(|_| state.prices.price(&req.call.plan.name).copied());
         let Served { result, mut notes } = call(inner, req).await;
         // An answer came: it settles the budgets (a failure leaves the
         // reservation in the notes, for another candidate or the
