@@ -50,6 +50,19 @@ fn batching(batch: usize, linger: Duration) -> (Memory, Spool<u64>, SpoolTask) {
     (sink, spool, task)
 }
 
+/// A spool into memory with a queue of 10, batches of 4 and a spill
+/// file (its path returned).
+fn spilling() -> (Memory, PathBuf, Spool<u64>, SpoolTask) {
+    let sink = Memory::default();
+    let spill = temp("spill.jsonl");
+    let config = SpoolConfig::new("test")
+        .capacity(10)
+        .batch(4)
+        .spill(Some(spill.clone()));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    (sink, spill, spool, task)
+}
+
 fn sorted(m: &Memory) -> Vec<u64> {
     let mut v = m.rows.lock().unwrap().clone();
     v.sort_unstable();
@@ -58,15 +71,9 @@ fn sorted(m: &Memory) -> Vec<u64> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_full_queue_spills_and_every_record_arrives_once() {
-    let sink = Memory::default();
-    let spill = temp("spill.jsonl");
     // The task does not run until this test awaits: the queue of 10 takes
     // the first 10, the other 90 spill.
-    let config = SpoolConfig::new("test")
-        .capacity(10)
-        .batch(4)
-        .spill(Some(spill.clone()));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spill, spool, task) = spilling();
     for n in 0..100 {
         spool.push(n);
     }
@@ -80,13 +87,7 @@ async fn a_full_queue_spills_and_every_record_arrives_once() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn records_spilled_after_a_write_back_go_to_a_fresh_file() {
-    let sink = Memory::default();
-    let spill = temp("spill.jsonl");
-    let config = SpoolConfig::new("test")
-        .capacity(10)
-        .batch(4)
-        .spill(Some(spill.clone()));
-    let (spool, task) = Spool::spawn(sink.clone(), config);
+    let (sink, spill, spool, task) = spilling();
     for n in 0..50 {
         spool.push(n);
     }
