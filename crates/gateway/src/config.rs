@@ -570,11 +570,17 @@ impl Config {
     /// The provider serving `model` (`openai/gpt-4o` → openai), by longest
     /// prefix.
     pub fn provider_for(&self, model: &str) -> Option<&ProviderConfig> {
+        self.provider_index(model).map(|i| &self.providers[i])
+    }
+
+    /// Where in `providers` [`Config::provider_for`]'s provider is.
+    pub fn provider_index(&self, model: &str) -> Option<usize> {
         // On every model call: the length of each matching prefix (`name/`
         // or a configured one), compared without building a string.
         self.providers
             .iter()
-            .flat_map(|p| {
+            .enumerate()
+            .flat_map(|(i, p)| {
                 let by_name = model
                     .strip_prefix(p.name.as_str())
                     .filter(|rest| rest.starts_with('/'))
@@ -587,10 +593,10 @@ impl Config {
                 by_name
                     .into_iter()
                     .chain(by_prefix)
-                    .map(move |len| (len, p))
+                    .map(move |len| (len, i))
             })
             .max_by_key(|&(len, _)| len)
-            .map(|(_, p)| p)
+            .map(|(_, i)| i)
     }
 
     /// The API named `name`.

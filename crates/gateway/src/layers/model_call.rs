@@ -168,14 +168,8 @@ impl Parse for Incoming {
             }
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
-        let prov = provider(state, &model, self.endpoint)?;
-        // Found in this very list: the position is always there.
-        let index = state
-            .config
-            .providers
-            .iter()
-            .position(|p| std::ptr::eq(p, prov))
-            .ok_or_else(|| ApiError::bad_field("model", "no provider serves it"))?;
+        let index = provider_index(state, &model, self.endpoint)?;
+        let prov = &state.config.providers[index];
         if !ctx.allows_model(&model) {
             return Err(ApiError::Forbidden(format!(
                 "model {model:?} is not allowed for this API key (its `models` allow-list)"
@@ -219,7 +213,15 @@ pub(crate) fn provider<'a>(
     model: &str,
     endpoint: Endpoint,
 ) -> Result<&'a ProviderConfig, ApiError> {
-    let p = state.config.provider_for(model).ok_or_else(|| {
+    provider_index(state, model, endpoint).map(|i| &state.config.providers[i])
+}
+
+/// Where [`provider`]'s answer is in the configuration's providers.
+///
+/// # Errors
+/// As [`provider`].
+fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<usize, ApiError> {
+    let index = state.config.provider_index(model).ok_or_else(|| {
         let known: Vec<String> = state
             .config
             .providers
@@ -234,6 +236,7 @@ pub(crate) fn provider<'a>(
             ),
         )
     })?;
+    let p = &state.config.providers[index];
     let adapter = providers::for_format(p.format);
     if !adapter.serves(endpoint) {
         return Err(ApiError::bad_field(
@@ -245,5 +248,5 @@ pub(crate) fn provider<'a>(
             ),
         ));
     }
-    Ok(p)
+    Ok(index)
 }
