@@ -1,6 +1,8 @@
 //! `sluice`: traffic control for AI agents.
 
 mod admin;
+#[allow(unsafe_code)]
+mod alloc;
 mod args;
 mod audit;
 mod bench;
@@ -18,9 +20,10 @@ mod usage;
 /// per request (header maps, JSON, futures), and mimalloc's thread-local
 /// free lists cost fewer instructions per pair (docs/gateway.md, "Where
 /// the time goes"). The binary only: the library crates leave the choice
-/// to their users.
+/// to their users. Asked through [`alloc::Mimalloc`], which keeps
+/// ordinary layouts on mimalloc's fast path.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: alloc::Mimalloc = alloc::Mimalloc;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

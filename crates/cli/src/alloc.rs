@@ -1,0 +1,131 @@
+//! The binary's global allocator: mimalloc, asked the way its fast path
+//! expects.
+//!
+//! The `mimalloc` crate's allocator passed every allocation to
+//! `mi_malloc_aligned`, whatever its alignment. mimalloc 3 serves such a
+//! call from its fast path only for a block of at most 1 KiB whose free
+//! list happens to start aligned; a larger block (a request's boxed
+//! futures, its notes, header maps, bodies) takes the generic aligned path,
+//! which over-allocates by the alignment and marks the page as holding
+//! interior pointers. At 44faeae that path ran 23 times per proxied chat
+//! completion, 7k of its 163k instructions (`bench/gateway/prof.sh`,
+//! callgrind: `mi_theap_malloc_zero_aligned_at_generic` and
+//! `…_at_overalloc`). Every block `mi_malloc` returns is aligned to
+//! mimalloc's `MI_MAX_ALIGN_SIZE` (16 bytes) when it is at least that
+//! large, and to its own size below (blocks are whole words, rounded to
+//! two), so a layout whose alignment is at most 16 and at most its size
+//! goes to the plain calls; only the rest (over-aligned types: tokio's
+//! task cells, cache-padded counters) to the aligned ones.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
+
+use libmimalloc_sys as mi;
+
+/// The alignment of every block of at least this many bytes that
+/// `mi_malloc` returns (mimalloc's `MI_MAX_ALIGN_SIZE`).
+const MIN_ALIGN: usize = 16;
+
+/// Whether a plain `mi_malloc` of `size` bytes is aligned to `align`.
+fn plain(align: usize, size: usize) -> bool {
+    align <= MIN_ALIGN && align <= size
+}
+
+/// mimalloc, with plain calls where they give the alignment asked for.
+#[derive(Debug)]
+pub struct Mimalloc;
+
+// SAFETY: every pointer returned comes from mimalloc for a block of at
+// least `layout.size()` bytes aligned to `layout.align()` (`plain`, as
+// above, or mimalloc's aligned calls), or is null on failure; every
+// pointer freed or grown is one of those (the `GlobalAlloc` contract),
+// and mimalloc frees and grows its blocks whichever call made them.
+unsafe impl GlobalAlloc for Mimalloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: plain FFI calls; mimalloc accepts any size and a
+        // power-of-two alignment, which `Layout` guarantees.
+        unsafe {
+            if plain(layout.align(), layout.size()) {
+                mi::mi_malloc(layout.size()).cast()
+            } else {
+                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as in `alloc`.
+        unsafe {
+            if plain(layout.align(), layout.size()) {
+                mi::mi_zalloc(layout.size()).cast()
+            } else {
+                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: `ptr` came from one of the calls above (the caller's
+        // contract); `mi_free` takes a block of any of them.
+        unsafe { mi::mi_free(ptr.cast::<c_void>()) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from one of the calls above with `layout`
+        // (the caller's contract). `mi_realloc` keeps the block where it
+        // fits, already aligned as `layout` asked, or moves it to a plain
+        // block of `new_size`, aligned as `plain` says.
+        unsafe {
+            if plain(layout.align(), new_size) {
+                mi::mi_realloc(ptr.cast::<c_void>(), new_size).cast()
+            } else {
+                mi::mi_realloc_aligned(ptr.cast::<c_void>(), new_size, layout.align()).cast()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks of the sizes the gateway asks for, and over-aligned ones,
+    /// come back aligned as asked, writable to their last byte, keep their
+    /// bytes when grown and shrunk, and are freed.
+    #[test]
+    fn blocks_are_aligned_as_asked_and_keep_their_bytes() {
+        let sizes = [1, 7, 8, 12, 16, 24, 40, 100, 1000, 1025, 1500, 4097, 70_000];
+        for align in [1, 2, 4, 8, 16, 32, 64, 128, 4096] {
+            for size in sizes {
+                let layout = Layout::from_size_align(size, align).unwrap();
+                let grown = size * 3;
+                let shrunk = size / 2 + 1;
+                // SAFETY: non-zero sizes; each block is used within its
+                // size and freed once with the layout it has then.
+                unsafe {
+                    let p = Mimalloc.alloc(layout);
+                    assert!(!p.is_null());
+                    assert_eq!(p.addr() % align, 0, "size {size} align {align}");
+                    p.write_bytes(0xA5, size);
+                    let p = Mimalloc.realloc(p, layout, grown);
+                    assert_eq!(p.addr() % align, 0, "grown {size} align {align}");
+                    assert!((0..size).all(|i| *p.add(i) == 0xA5), "grown {size}");
+                    p.add(size).write_bytes(0x5A, grown - size);
+                    let grown = Layout::from_size_align(grown, align).unwrap();
+                    let p = Mimalloc.realloc(p, grown, shrunk);
+                    assert_eq!(p.addr() % align, 0, "shrunk {size} align {align}");
+                    assert!((0..shrunk.min(size)).all(|i| *p.add(i) == 0xA5));
+                    Mimalloc.dealloc(p, Layout::from_size_align(shrunk, align).unwrap());
+                    let z = Mimalloc.alloc_zeroed(layout);
+                    assert_eq!(z.addr() % align, 0, "zeroed {size} align {align}");
+                    assert!((0..size).all(|i| *z.add(i) == 0));
+                    Mimalloc.dealloc(z, layout);
+                }
+            }
+        }
+    }
+}
