@@ -13,7 +13,8 @@
 //! resource there), and every fallback model has limits of its own.
 //!
 //! `auth` is the extractor a handler takes before it reads its body
-//! ([`auth`]); everything after it is a [`tower::Service`] wrapped by the
+//! ([`auth`]); everything after it is a [`Next`] (the crate's own
+//! service trait, whose futures are not boxed) wrapped by the
 //! [`tower::Layer`] of its file. A request goes down as a [`Req`], which
 //! carries its [`Notes`]: what the request holds (its admission slot) and
 //! what the layers learn about it (request id, tenant, model, trace). The
@@ -22,8 +23,8 @@
 //! shared state between layers.
 //!
 //! Every service here is always ready and cheap to clone; a refusal is an
-//! answer (`Served::result`), never a service error, so `Error` is
-//! [`Infallible`].
+//! answer (`Served::result`), never a service error, so a call's future
+//! yields the answer itself, with no `Result` around it.
 
 pub(crate) mod admission;
 pub mod auth;
@@ -47,46 +48,32 @@ pub(crate) mod testing;
 pub(crate) mod upstream;
 pub(crate) mod usage;
 
-use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 
 use axum::response::{IntoResponse, Response};
 use sluice_admit::Permit;
-use tower::Service;
 
 use crate::error::ApiError;
 use crate::response::{Buffered, Meta, Shared, from_shared};
 use crate::state::AppState;
 use crate::trace::Trace;
 
-/// The future of every service of the stack.
-pub(crate) type BoxFuture<T> =
-    Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send + 'static>>;
-
-/// The service below a layer: always ready, cloned for every call, never
-/// failing (see the module doc).
-pub(crate) trait Next<Req, Res>:
-    Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static
-{
-}
-
-impl<Req, Res, S> Next<Req, Res> for S where
-    S: Service<Req, Response = Res, Error = Infallible, Future: Send>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
+/// The service below a layer: always ready, free to clone, never
+/// failing (see the module doc). Its call's future is a plain type, not a
+/// box: a layer's future holds the one below it inline, so the whole
+/// stack is one future, which the handler awaits (axum boxes that one).
+pub(crate) trait Next<Req, Res>: Clone + Send + Sync + 'static {
+    /// Serves `req`.
+    fn call(self, req: Req) -> impl Future<Output = Res> + Send + 'static;
 }
 
 /// Calls `inner` once: the stack's services are always ready, so there is
 /// nothing to wait for before the call.
-pub(crate) async fn call<Req, Res, S: Next<Req, Res>>(mut inner: S, req: Req) -> Res {
-    match inner.call(req).await {
-        Ok(res) => res,
-        Err(never) => match never {},
-    }
+pub(crate) fn call<Req, Res, S: Next<Req, Res>>(
+    inner: S,
+    req: Req,
+) -> impl Future<Output = Res> + Send + 'static {
+    inner.call(req)
 }
 
 /// A request on its way down, past the context layer.

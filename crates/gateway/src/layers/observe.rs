@@ -6,18 +6,18 @@
 //! `sluice_requests_total` counts a request refused for its headers or
 //! body; the trace exists only once a layer below started it.
 
-use std::task::{Context as TaskContext, Poll};
+use std::future::Future;
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use sluice_admit::Priority;
 use tokio::time::Instant;
-use tower::{Layer, Service};
+use tower::Layer;
 
 use super::context::Context;
 use super::step::Stateful;
 use super::upstream::{AttemptRecord, Plan, Upstream};
-use super::{BoxFuture, Next, Notes, Reply, Served, call};
+use super::{Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::ledger::{Draft, Handed};
 use crate::metrics;
@@ -55,25 +55,17 @@ pub(crate) struct Observe<S> {
     inner: S,
 }
 
-impl<R, S> Service<R> for Observe<S>
+impl<R, S> Next<R, Response> for Observe<S>
 where
     R: Routed + Stateful + Send + 'static,
     S: Next<R, Served<Reply>>,
 {
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Response>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: R) -> Self::Future {
+    fn call(self, req: R) -> impl Future<Output = Response> + Send + 'static {
         let state = req.state().clone();
-        let inner = self.inner.clone();
+        let inner = self.inner;
         let route = req.route();
         let label = req.label(&state);
-        Box::pin(async move {
+        async move {
             let started = Instant::now();
             let Served { result, mut notes } = call(inner, req).await;
             if notes.label.is_none() {
@@ -124,8 +116,8 @@ where
                 trace.error = error;
                 submit(state.traces.as_ref(), trace);
             }
-            Ok(res)
-        })
+            res
+        }
     }
 }
 

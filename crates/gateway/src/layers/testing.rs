@@ -1,20 +1,17 @@
 //! What the layers' unit tests share: a state from the default config, and
 //! a probe service that stands for the stack below a layer.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use bytes::Bytes;
 use sluice_usage::Endpoint;
-use tower::Service;
 
 use super::context::{Context, Parse};
 use super::model_call::{Call, Incoming};
 use super::upstream::{AttemptRecord, Fault, Outgoing, Plan, Tried, Try, Upstream};
-use super::{BoxFuture, Notes, Reply, Req};
+use super::{Next, Notes, Reply, Req};
 use crate::auth::Tenant;
 use crate::client::UpstreamResponse;
 use crate::config::{Config, ModelLimits};
@@ -49,23 +46,14 @@ impl<F> Clone for Probe<F> {
     }
 }
 
-impl<F, Req, Res> Service<Req> for Probe<F>
+impl<F, Req, Res> Next<Req, Res> for Probe<F>
 where
     F: Fn(Req) -> Res + Send + Sync + 'static,
     Req: Send + 'static,
     Res: Send + 'static,
 {
-    type Response = Res;
-    type Error = Infallible;
-    type Future = BoxFuture<Res>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req) -> Self::Future {
-        let res = (self.0)(req);
-        Box::pin(async move { Ok(res) })
+    fn call(self, req: Req) -> impl Future<Output = Res> + Send + 'static {
+        std::future::ready((self.0)(req))
     }
 }
 
@@ -84,24 +72,15 @@ impl<F> Clone for Later<F> {
     }
 }
 
-impl<F, Fut, Req> Service<Req> for Later<F>
+impl<F, Fut, Req> Next<Req, Fut::Output> for Later<F>
 where
     F: Fn(Req) -> Fut + Send + Sync + 'static,
     Fut: Future + Send + 'static,
     Fut::Output: Send + 'static,
     Req: Send + 'static,
 {
-    type Response = Fut::Output;
-    type Error = Infallible;
-    type Future = BoxFuture<Fut::Output>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req) -> Self::Future {
-        let fut = (self.0)(req);
-        Box::pin(async move { Ok(fut.await) })
+    fn call(self, req: Req) -> impl Future<Output = Fut::Output> + Send + 'static {
+        (self.0)(req)
     }
 }
 

@@ -6,7 +6,6 @@
 mod urls;
 
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use axum::http::Uri;
@@ -15,14 +14,12 @@ use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
 use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
-use tower::Service;
-
 use tower::ServiceBuilder;
 
 use super::bulkhead::BulkheadLayer;
 use super::limits::LimitsLayer;
 use super::retry::RetryLayer;
-use super::{BoxFuture, Next, Req, Served};
+use super::{Next, Req, Served};
 use crate::client::{TransportError, UpstreamResponse};
 use crate::layers::context::Context;
 use crate::layers::failure::Failure;
@@ -234,63 +231,53 @@ pub(crate) fn attempts() -> impl Next<Req<Upstream>, Served<Answered, Failure>> 
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Wire;
 
-impl Service<Req<Try>> for Wire {
-    type Response = Served<Tried, Failure>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<Served<Tried, Failure>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req<Try>) -> Self::Future {
-        Box::pin(async move {
-            let Req { call: t, notes } = req;
-            let state = &notes.state;
-            let up = &t.upstream;
-            if Instant::now() > up.last_send(&state.config.retry) {
-                // Granted too late to be answered in time: not sent, and
-                // the limits above give back what it took.
-                super::observe::refused(&up.plan.requests, "too_late");
-                let f = Failure::Timeout {
-                    attempts: t.attempt - 1,
-                };
-                return Ok(Served::err(f, notes));
-            }
-            let out = &up.outgoing;
-            let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
-                .min(up.deadline.saturating_duration_since(Instant::now()));
-            let sent = Instant::now();
-            let mut headers = out.headers.clone();
-            let span_id = crate::layers::context::new_span_id();
-            if let Some(ctx) = &out.context {
-                ctx.propagate(&mut headers, span_id);
-            }
-            let request = state.upstream.send(
-                out.method.clone(),
-                &out.uri,
-                headers,
-                out.host.as_ref(),
-                out.body.clone(),
-            );
-            let result = tokio::time::timeout(timeout, request).await;
-            let (status, outcome) = classify(&result);
-            let record = AttemptRecord {
-                attempt: t.attempt,
-                span_id,
-                limiter_start: t.limiter_start,
-                sent,
-                ended: Instant::now(),
-                status,
-                outcome,
+impl Next<Req<Try>, Served<Tried, Failure>> for Wire {
+    async fn call(self, req: Req<Try>) -> Served<Tried, Failure> {
+        let Req { call: t, notes } = req;
+        let state = &notes.state;
+        let up = &t.upstream;
+        if Instant::now() > up.last_send(&state.config.retry) {
+            // Granted too late to be answered in time: not sent, and
+            // the limits above give back what it took.
+            super::observe::refused(&up.plan.requests, "too_late");
+            let f = Failure::Timeout {
+                attempts: t.attempt - 1,
             };
-            let sent = match result {
-                Ok(Ok(r)) => Ok(r),
-                Ok(Err(e)) => Err(Fault::Transport(e)),
-                Err(_) => Err(Fault::Timeout),
-            };
-            Ok(Served::ok(Tried { sent, record }, notes))
-        })
+            return Served::err(f, notes);
+        }
+        let out = &up.outgoing;
+        let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
+            .min(up.deadline.saturating_duration_since(Instant::now()));
+        let sent = Instant::now();
+        let mut headers = out.headers.clone();
+        let span_id = crate::layers::context::new_span_id();
+        if let Some(ctx) = &out.context {
+            ctx.propagate(&mut headers, span_id);
+        }
+        let request = state.upstream.send(
+            out.method.clone(),
+            &out.uri,
+            headers,
+            out.host.as_ref(),
+            out.body.clone(),
+        );
+        let result = tokio::time::timeout(timeout, request).await;
+        let (status, outcome) = classify(&result);
+        let record = AttemptRecord {
+            attempt: t.attempt,
+            span_id,
+            limiter_start: t.limiter_start,
+            sent,
+            ended: Instant::now(),
+            status,
+            outcome,
+        };
+        let sent = match result {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(Fault::Transport(e)),
+            Err(_) => Err(Fault::Timeout),
+        };
+        Served::ok(Tried { sent, record }, notes)
     }
 }
 
