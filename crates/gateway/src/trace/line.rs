@@ -205,11 +205,44 @@ fn int(j: &mut Vec<u8>, n: u64) {
 /// As serde_json writes an `f64`: `zmij`'s shortest form, `null` when
 /// not finite.
 fn float(j: &mut Vec<u8>, x: f64) {
-    if x.is_finite() {
+    if let Some(us) = whole_micros(x) {
+        // `us / 1000` with its decimals: the shortest form of a value
+        // that has at most three, as zmij writes it (`1.0`, `0.25`).
+        int(j, us / 1000);
+        let (mut frac, mut digits) = (us % 1000, 3);
+        while digits > 1 && frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        j.push(b'.');
+        if digits == 3 && frac < 100 {
+            j.push(b'0');
+        }
+        if digits >= 2 && frac < 10 {
+            j.push(b'0');
+        }
+        int(j, frac);
+    } else if x.is_finite() {
         j.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
     } else {
         j.extend_from_slice(b"null");
     }
+}
+
+/// `x` times 1,000 when that is a whole number below 2^40 (about 35
+/// years of microseconds), as [`ms`] makes every duration of the line:
+/// so small that no shorter decimal than its three places names the same
+/// `f64` (its spacing there is below 10^-6).
+fn whole_micros(x: f64) -> Option<u64> {
+    const MAX: f64 = (1u64 << 40) as f64;
+    let us = (x * 1e3).round();
+    // Whole only if dividing back gives `x` exactly: `ms` divides by
+    // 1,000 once, and so does this test.
+    if x.is_sign_negative() || !(0.0..MAX).contains(&us) || us / 1e3 != x {
+        return None;
+    }
+    // In range and whole: the cast is exact.
+    Some(us as u64)
 }
 
 fn write(j: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
@@ -280,7 +313,8 @@ mod tests {
             let mut j = Vec::new();
             int(&mut j, n);
             proptest::prop_assert_eq!(&j, &serde_json::to_vec(&n).unwrap());
-            for x in [x, ms(std::time::Duration::from_micros(us)), f64::NAN, f64::INFINITY] {
+            let edges = [0.0, -0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 1.05, 9.999, 10.0, 100.25, 1e9, 1_099_511_627.775, 1_099_511_627.776, 1e12];
+            for x in edges.into_iter().chain([x, ms(std::time::Duration::from_micros(us)), f64::NAN, f64::INFINITY]) {
                 let mut j = Vec::new();
                 float(&mut j, x);
                 proptest::prop_assert_eq!(&j, &serde_json::to_vec(&x).unwrap());
