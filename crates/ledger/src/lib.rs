@@ -32,6 +32,7 @@
 //! ```
 
 mod direct;
+mod pg;
 mod query;
 mod record;
 mod rollup;

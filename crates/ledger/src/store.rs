@@ -11,6 +11,7 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row as _};
 
 use crate::direct::Direct;
+use crate::pg;
 use crate::rollup::{Delta, Key, deltas};
 use crate::{Dim, Error, Granularity, Query, Record, Row, SUMS, Totals};
 
@@ -134,9 +135,9 @@ impl LedgerStore {
             return blocking(|| direct.insert(records, &rollups));
         }
         let rollups: Vec<(Key, Delta)> = deltas(records).into_iter().collect();
-        macro_rules! write {
-            ($pool:expr) => {{
-                let mut tx = $pool.begin().await?;
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let mut tx = pool.begin().await?;
                 for chunk in records.chunks(RECORDS_PER_INSERT) {
                     insert_records(chunk).build().execute(&mut *tx).await?;
                 }
@@ -144,11 +145,13 @@ impl LedgerStore {
                     upsert_rollups(chunk).build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
-            }};
-        }
-        match &self.db {
-            Db::Sqlite(pool) => write!(pool),
-            Db::Postgres(pool) => write!(pool),
+            }
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                pg::insert_records(records).execute(&mut *tx).await?;
+                pg::upsert_rollups(&rollups).execute(&mut *tx).await?;
+                tx.commit().await?;
+            }
         }
         Ok(())
     }

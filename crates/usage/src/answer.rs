@@ -40,7 +40,7 @@ pub(crate) fn openai(body: &[u8]) -> Option<(Option<RawUsage>, u32)> {
             }
             Some(())
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })?;
     if !c.at_end() {
         return None;
@@ -63,7 +63,7 @@ fn choice(c: &mut Cursor<'_>, calls: &mut usize) -> Option<()> {
                 "tool_calls" => {
                     seen.first(0)?;
                     if !c.null()? {
-                        *calls += c.array(|c| c.skip().map(drop))?;
+                        *calls += c.array(|c| c.skip())?;
                     }
                     Some(())
                 }
@@ -75,10 +75,10 @@ fn choice(c: &mut Cursor<'_>, calls: &mut usize) -> Option<()> {
                     }
                     Some(())
                 }
-                _ => c.skip().map(drop),
+                _ => c.skip(),
             })
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })
 }
 
@@ -95,7 +95,7 @@ fn output_item(c: &mut Cursor<'_>, calls: &mut usize) -> Option<()> {
             }
             Some(())
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })?;
     *calls += usize::from(call);
     Some(())
@@ -170,6 +170,16 @@ mod tests {
             (
                 r#"{"usage":{"input_tokens":7,"output_tokens":8,"output_tokens_details":{"reasoning_tokens":5}}}"#,
                 true,
+            ),
+            // Pretty-printed: whitespace between values, none in strings.
+            (
+                "{\n  \"usage\": {\"prompt_tokens\": 1},\n\t\"choices\": [{\"message\": {\"content\": \"a\\\"b\", \"tool_calls\": [{}]}}]\r\n}",
+                true,
+            ),
+            // A raw control character in a string: serde rejects the body.
+            (
+                "{\"choices\":[{\"message\":{\"content\":\"tab\there\"}}],\"usage\":{\"prompt_tokens\":1}}",
+                false,
             ),
             (r#"{"usage":{"prompt_tokens":1}} x"#, false),
             (r#"[{"prompt_tokens":1},null,null]"#, false),

@@ -73,7 +73,7 @@ impl RawUsage {
                     *slot = details.map(|reasoning_tokens| CompletionDetails { reasoning_tokens });
                     return Some(());
                 }
-                _ => return c.skip().map(drop),
+                _ => return c.skip(),
             };
             seen.first(bit)?;
             *slot = c.optional_u64()?;
@@ -92,7 +92,7 @@ fn optional_detail(c: &mut Cursor<'_>, field: &str) -> Option<Option<Option<u64>
     let (mut value, mut seen) = (None, false);
     c.object(|c, key| {
         if key != field {
-            return c.skip().map(drop);
+            return c.skip();
         }
         if seen {
             return None;

@@ -92,37 +92,62 @@ impl Trace {
     }
 
     /// Appends the JSON of the trace, ended `total` after its start, to
-    /// `j`: the bytes `serde_json` writes for its [`TraceRecord`].
+    /// `j`: the bytes `serde_json` writes for its [`TraceRecord`]. The
+    /// keys are constants with their quotes, colon and comma, numbers go
+    /// straight into `j` (`itoa`, and `zmij` as serde_json writes floats),
+    /// and only a string with something to escape goes through serde_json.
     fn write_json(&self, total: Duration, j: &mut Vec<u8>) {
         j.reserve(256 + 160 * self.spans.len());
-        j.push(b'{');
-        key_value(j, "trace_id", Json::Str(&self.trace_id));
-        key_value(j, "request_id", Json::Str(&self.request_id));
-        key_value(j, "workspace", Json::Str(&self.workspace));
-        key_value(j, "thread", Json::Str(&self.thread));
-        key_value(j, "route", Json::Str(&self.route));
-        key_value(j, "model", Json::opt(self.model.as_deref()));
-        key_value(j, "started_unix_ms", Json::Int(self.started_unix_ms));
-        key_value(j, "total_ms", Json::Float(ms(total)));
-        key_value(j, "status", Json::Int(self.status.into()));
-        key_value(j, "attempts", Json::Int(self.attempts.into()));
-        key_value(j, "tool_calls", Json::Int(self.tool_calls.into()));
-        j.extend_from_slice(br#""usage":"#);
-        write(j, &self.usage);
-        j.push(b',');
-        key_value(j, "error", Json::opt(self.error.as_deref()));
-        j.extend_from_slice(br#""spans":["#);
+        j.extend_from_slice(br#"{"trace_id":"#);
+        string(j, &self.trace_id);
+        j.extend_from_slice(br#","request_id":"#);
+        string(j, &self.request_id);
+        j.extend_from_slice(br#","workspace":"#);
+        string(j, &self.workspace);
+        j.extend_from_slice(br#","thread":"#);
+        string(j, &self.thread);
+        j.extend_from_slice(br#","route":"#);
+        string(j, &self.route);
+        j.extend_from_slice(br#","model":"#);
+        optional(j, self.model.as_deref());
+        j.extend_from_slice(br#","started_unix_ms":"#);
+        int(j, self.started_unix_ms);
+        j.extend_from_slice(br#","total_ms":"#);
+        float(j, ms(total));
+        j.extend_from_slice(br#","status":"#);
+        int(j, self.status.into());
+        j.extend_from_slice(br#","attempts":"#);
+        int(j, self.attempts.into());
+        j.extend_from_slice(br#","tool_calls":"#);
+        int(j, self.tool_calls.into());
+        j.extend_from_slice(br#","usage":"#);
+        match &self.usage {
+            // `Usage`'s fields in their order, as its `Serialize` writes them.
+            Some(u) => {
+                j.extend_from_slice(br#"{"prompt_tokens":"#);
+                int(j, u.prompt_tokens);
+                j.extend_from_slice(br#","completion_tokens":"#);
+                int(j, u.completion_tokens);
+                j.extend_from_slice(br#","total_tokens":"#);
+                int(j, u.total_tokens);
+                j.push(b'}');
+            }
+            None => j.extend_from_slice(b"null"),
+        }
+        j.extend_from_slice(br#","error":"#);
+        optional(j, self.error.as_deref());
+        j.extend_from_slice(br#","spans":["#);
         for (i, s) in self.spans.iter().enumerate() {
             if i > 0 {
                 j.push(b',');
             }
-            j.push(b'{');
-            let start = ms(s.start.saturating_duration_since(self.started));
-            key_value(j, "name", Json::Str(&s.name));
-            key_value(j, "start_ms", Json::Float(start));
-            let duration = ms(s.end.saturating_duration_since(s.start));
-            key_value(j, "duration_ms", Json::Float(duration));
-            j.extend_from_slice(br#""metadata":"#);
+            j.extend_from_slice(br#"{"name":"#);
+            string(j, &s.name);
+            j.extend_from_slice(br#","start_ms":"#);
+            float(j, ms(s.start.saturating_duration_since(self.started)));
+            j.extend_from_slice(br#","duration_ms":"#);
+            float(j, ms(s.end.saturating_duration_since(s.start)));
+            j.extend_from_slice(br#","metadata":"#);
             match &s.metadata {
                 Meta::Map(m) => write(j, m),
                 Meta::Fields(fields) => {
@@ -131,14 +156,13 @@ impl Trace {
                         if i > 0 {
                             j.push(b',');
                         }
-                        Json::Str(k).write(j);
+                        string(j, k);
                         j.push(b':');
                         match v {
-                            Field::Static(s) => Json::Str(s),
-                            Field::Text(s) => Json::Str(s),
-                            Field::Number(n) => Json::Int(*n),
+                            Field::Static(s) => string(j, s),
+                            Field::Text(s) => string(j, s),
+                            Field::Number(n) => int(j, *n),
                         }
-                        .write(j);
                     }
                     j.push(b'}');
                 }
@@ -149,45 +173,76 @@ impl Trace {
     }
 }
 
-/// A value of the line.
-#[derive(Clone, Copy)]
-enum Json<'a> {
-    Str(&'a str),
-    Null,
-    Int(u64),
-    Float(f64),
+/// A string as serde_json writes it: one with nothing to escape (no
+/// quote, backslash or control character: what serde_json escapes) is
+/// copied as it is. The test for escapes has no early exit, so that it
+/// runs many bytes at a time.
+fn string(j: &mut Vec<u8>, s: &str) {
+    let escape = s
+        .bytes()
+        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if escape {
+        write(j, s);
+    } else {
+        j.reserve(s.len() + 2);
+        j.push(b'"');
+        j.extend_from_slice(s.as_bytes());
+        j.push(b'"');
+    }
 }
 
-impl<'a> Json<'a> {
-    fn opt(s: Option<&'a str>) -> Self {
-        s.map_or(Json::Null, Json::Str)
+fn optional(j: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => string(j, s),
+        None => j.extend_from_slice(b"null"),
     }
+}
 
-    /// As serde_json writes it; a string with nothing to escape (no
-    /// quote, backslash or control character: what serde_json escapes)
-    /// is copied as it is.
-    fn write(self, j: &mut Vec<u8>) {
-        match self {
-            Json::Str(s) if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
-                j.push(b'"');
-                j.extend_from_slice(s.as_bytes());
-                j.push(b'"');
-            }
-            Json::Str(s) => write(j, s),
-            Json::Null => j.extend_from_slice(b"null"),
-            Json::Int(n) => write(j, &n),
-            Json::Float(x) => write(j, &x),
+fn int(j: &mut Vec<u8>, n: u64) {
+    j.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// As serde_json writes an `f64`: `zmij`'s shortest form, `null` when
+/// not finite.
+fn float(j: &mut Vec<u8>, x: f64) {
+    if let Some(us) = whole_micros(x) {
+        // `us / 1000` with its decimals: the shortest form of a value
+        // that has at most three, as zmij writes it (`1.0`, `0.25`).
+        int(j, us / 1000);
+        let (mut frac, mut digits) = (us % 1000, 3);
+        while digits > 1 && frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
         }
+        j.push(b'.');
+        if digits == 3 && frac < 100 {
+            j.push(b'0');
+        }
+        if digits >= 2 && frac < 10 {
+            j.push(b'0');
+        }
+        int(j, frac);
+    } else if x.is_finite() {
+        j.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        j.extend_from_slice(b"null");
     }
 }
 
-/// `"key":value,` as serde_json writes them (keys need no escaping).
-fn key_value(j: &mut Vec<u8>, key: &str, value: Json<'_>) {
-    j.push(b'"');
-    j.extend_from_slice(key.as_bytes());
-    j.extend_from_slice(b"\":");
-    value.write(j);
-    j.push(b',');
+/// `x` times 1,000 when that is a whole number below 2^40 (about 35
+/// years of microseconds), as [`ms`] makes every duration of the line:
+/// so small that no shorter decimal than its three places names the same
+/// `f64` (its spacing there is below 10^-6).
+fn whole_micros(x: f64) -> Option<u64> {
+    const MAX: f64 = (1u64 << 40) as f64;
+    let us = (x * 1e3).round();
+    // Whole only if dividing back gives `x` exactly: `ms` divides by
+    // 1,000 once, and so does this test.
+    if x.is_sign_negative() || !(0.0..MAX).contains(&us) || us / 1e3 != x {
+        return None;
+    }
+    // In range and whole: the cast is exact.
+    Some(us as u64)
 }
 
 fn write(j: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
@@ -217,15 +272,16 @@ mod tests {
             total_tokens: 7,
         });
         let now = Instant::now();
+        let later = |us| now + std::time::Duration::from_micros(us);
         let mut m = serde_json::Map::new();
         m.insert("zeta".into(), 1.into());
         m.insert("alpha".into(), "a".into());
         t.record_span("custom", now, now, m);
-        t.record_fields("auth", now, now, Vec::new());
+        t.record_fields("auth", later(1), later(999_999), Vec::new());
         t.record_fields(
             "upstream",
-            now,
-            now,
+            later(1_234),
+            later(86_400_000_001),
             vec![
                 ("attempt", Field::Number(1)),
                 ("outcome", Field::Static("ok")),
@@ -233,6 +289,7 @@ mod tests {
                 ("upstream", Field::Text("openai".into())),
             ],
         );
+        tokio::time::advance(std::time::Duration::from_micros(86_400_123_457)).await;
         let record = t.clone().finish();
         let line = t.ended();
         let mut json = b"before ".to_vec();
@@ -246,5 +303,29 @@ mod tests {
         assert_eq!(back.spans[2].metadata["upstream"], "openai");
         assert_eq!(line.workspace(), "acme");
         assert_eq!(line.started_unix_ms(), record.started_unix_ms);
+    }
+
+    proptest::proptest! {
+        // Numbers as serde_json writes them: the line's floats are
+        // milliseconds with three decimals, any finite or not.
+        #[test]
+        fn numbers_are_serde_jsons(n: u64, x: f64, us in 0u64..10_000_000_000_000) {
+            let mut j = Vec::new();
+            int(&mut j, n);
+            proptest::prop_assert_eq!(&j, &serde_json::to_vec(&n).unwrap());
+            let edges = [0.0, -0.0, 0.001, 0.01, 0.1, 0.5, 1.0, 1.05, 9.999, 10.0, 100.25, 1e9, 1_099_511_627.775, 1_099_511_627.776, 1e12];
+            for x in edges.into_iter().chain([x, ms(std::time::Duration::from_micros(us)), f64::NAN, f64::INFINITY]) {
+                let mut j = Vec::new();
+                float(&mut j, x);
+                proptest::prop_assert_eq!(&j, &serde_json::to_vec(&x).unwrap());
+            }
+        }
+
+        #[test]
+        fn strings_are_serde_jsons(s in "[a-z\"\\\\\u{0}-\u{1f}\u{7f}é€😀/ ]{0,40}") {
+            let mut j = Vec::new();
+            string(&mut j, &s);
+            proptest::prop_assert_eq!(&j, &serde_json::to_vec(&s).unwrap());
+        }
     }
 }

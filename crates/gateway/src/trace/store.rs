@@ -127,10 +127,7 @@ impl Store {
         let key = (file_component(workspace), period.to_owned());
         while !lines.is_empty() {
             let max = self.retention.max_file_bytes;
-            let first = lines
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(lines.len(), |i| i + 1) as u64;
+            let first = memchr::memchr(b'\n', lines).map_or(lines.len(), |i| i + 1) as u64;
             let current = self.latest.get(&key).and_then(|&id| {
                 let f = self.files.get(&id)?;
                 let (_, _, n) = f.segment.as_ref()?;
@@ -298,17 +295,11 @@ impl Store {
 
 /// The length of the longest run of whole lines at the start of `lines`
 /// that is at most `room` bytes; `None` if not even the first fits.
+/// The last newline within `room`, searched from the end: a batch
+/// that fits (the common case) ends with one, found at once.
 fn fit(lines: &[u8], room: u64) -> Option<u64> {
-    let mut end = None;
-    for (i, &b) in lines.iter().enumerate() {
-        if i as u64 >= room {
-            break;
-        }
-        if b == b'\n' {
-            end = Some(i as u64 + 1);
-        }
-    }
-    end
+    let within = usize::try_from(room).map_or(lines.len(), |room| room.min(lines.len()));
+    memchr::memrchr(b'\n', &lines[..within]).map(|i| i as u64 + 1)
 }
 
 fn segment_of(path: &Path) -> Option<(String, String, u32)> {
@@ -432,4 +423,34 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         std::fs::create_dir_all(parent)?;
     }
     OpenOptions::new().create(true).append(true).open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    /// `fit` by its definition: the end of the last whole line that
+    /// starts the input and ends within `room`.
+    fn naive(lines: &[u8], room: u64) -> Option<u64> {
+        let mut end = None;
+        for (i, &b) in lines.iter().enumerate() {
+            if i as u64 >= room {
+                break;
+            }
+            if b == b'\n' {
+                end = Some(i as u64 + 1);
+            }
+        }
+        end
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fit_is_the_last_newline_within_room(
+            lines in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(b'\n'), proptest::strategy::Just(b'x')], 0..80),
+            room in proptest::prop_oneof![0u64..100, proptest::strategy::Just(u64::MAX)],
+        ) {
+            proptest::prop_assert_eq!(fit(&lines, room), naive(&lines, room));
+        }
+    }
 }

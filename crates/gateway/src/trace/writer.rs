@@ -151,18 +151,19 @@ async fn run(dir: PathBuf, retention: Retention, queue: Arc<Queue<Line>>) {
         return;
     };
     let mut batch = Vec::with_capacity(BATCH);
+    let mut spare = Spare::default();
     // A close does not overtake queued traces: they come out first.
     while queue.next_batch(&mut batch, LINGER).await {
-        // One hop to a blocking thread per batch; the store and the
-        // emptied batch come back for the next one.
+        // One hop to a blocking thread per batch; the store, the emptied
+        // batch and its buffers come back for the next one.
         let rotate = retention.rotate;
         let wrote = tokio::task::spawn_blocking(move || {
-            write_batch(&mut store, rotate, &mut batch);
-            (store, batch)
+            write_batch(&mut store, rotate, &mut batch, &mut spare);
+            (store, batch, spare)
         })
         .await;
         match wrote {
-            Ok(back) => (store, batch) = back,
+            Ok(back) => (store, batch, spare) = back,
             Err(e) => {
                 tracing::error!(error = %e, "trace writer failed");
                 discard(&queue).await;
@@ -173,50 +174,84 @@ async fn run(dir: PathBuf, retention: Retention, queue: Arc<Queue<Line>>) {
     let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
 }
 
+/// The lines' buffers of earlier batches, emptied, for the next: a
+/// batch's lines are written into memory that is already there.
+#[derive(Default)]
+struct Spare(Vec<Vec<u8>>);
+
+impl Spare {
+    /// Buffers kept for the next batch: a batch nearly always goes to one
+    /// or two files; more files than this allocate theirs.
+    const KEEP: usize = 4;
+
+    fn take(&mut self) -> Vec<u8> {
+        self.0.pop().unwrap_or_default()
+    }
+
+    fn give(&mut self, mut buf: Vec<u8>) {
+        if self.0.len() < Self::KEEP {
+            buf.clear();
+            self.0.push(buf);
+        }
+    }
+}
+
+/// One file's share of a batch.
+struct File<'a> {
+    workspace: &'a str,
+    /// The period its traces started in (`started_unix_ms / rotate.millis()`).
+    slot: u64,
+    lines: Vec<u8>,
+    traces: u64,
+    newest: u64,
+}
+
 /// Appends each line to its workspace's file for the period its trace
 /// started in, one write per file per batch, keeping the order of lines
 /// within each file.
-fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>) {
-    // (workspace, period, lines, traces, newest start)
-    let mut by_file: Vec<(String, String, Vec<u8>, u64, u64)> = Vec::new();
-    let mut index: HashMap<(String, String), usize> = HashMap::new();
-    // A batch's traces nearly all start in one period: its name is made
-    // once (a calendar date formatted), not per trace.
-    let mut last: Option<(u64, String)> = None;
-    for line in batch.drain(..) {
+fn write_batch(store: &mut Store, rotate: Rotation, batch: &mut Vec<Line>, spare: &mut Spare) {
+    let mut files: Vec<File<'_>> = Vec::new();
+    // A batch's lines nearly all go to one file: a line goes where the
+    // one before it went unless its workspace or period differs, and only
+    // then is the file looked up (or added).
+    let mut index: HashMap<(&str, u64), usize, foldhash::fast::RandomState> = HashMap::default();
+    let mut last = usize::MAX;
+    for line in batch.iter() {
         let started_unix_ms = line.started_unix_ms();
-        let slot = started_unix_ms / rotate.millis();
-        let named = match &last {
-            Some((s, name)) if *s == slot => name.clone(),
-            _ => {
-                let name = period(started_unix_ms, rotate);
-                last = Some((slot, name.clone()));
-                name
-            }
-        };
-        let key = (line.workspace().to_owned(), named);
-        let i = match index.get(&key) {
-            Some(&i) => i,
-            None => {
-                by_file.push((key.0.clone(), key.1.clone(), Vec::new(), 0, 0));
-                index.insert(key, by_file.len() - 1);
-                by_file.len() - 1
-            }
-        };
-        let (_, _, buf, count, newest) = &mut by_file[i];
-        *newest = (*newest).max(started_unix_ms);
-        line.write(buf);
-        buf.push(b'\n');
-        *count += 1;
+        let (workspace, slot) = (line.workspace(), started_unix_ms / rotate.millis());
+        let same = files
+            .get(last)
+            .is_some_and(|f| f.slot == slot && f.workspace == workspace);
+        if !same {
+            last = *index.entry((workspace, slot)).or_insert_with(|| {
+                files.push(File {
+                    workspace,
+                    slot,
+                    lines: spare.take(),
+                    traces: 0,
+                    newest: 0,
+                });
+                files.len() - 1
+            });
+        }
+        let file = &mut files[last];
+        file.newest = file.newest.max(started_unix_ms);
+        line.write(&mut file.lines);
+        file.lines.push(b'\n');
+        file.traces += 1;
     }
-    for (workspace, period, buf, count, newest) in by_file {
-        if let Err(e) = store.append(&workspace, &period, &buf, newest) {
+    for file in files {
+        // The period's name is made once per file, from any of its starts.
+        let period = period(file.newest, rotate);
+        if let Err(e) = store.append(file.workspace, &period, &file.lines, file.newest) {
             // Log and go on: a full or broken disk loses traces, never
             // the writer or the gateway.
-            tracing::warn!(error = %e, workspace = ?workspace, traces = count, "trace write failed");
-            crate::metrics::trace_dropped("write_error", count);
+            tracing::warn!(error = %e, workspace = ?file.workspace, traces = file.traces, "trace write failed");
+            crate::metrics::trace_dropped("write_error", file.traces);
         }
+        spare.give(file.lines);
     }
+    batch.clear();
 }
 
 /// The writer cannot go on: closes the queue (later traces count as

@@ -59,7 +59,7 @@ pub(super) fn read(data: &[u8]) -> Option<ChunkFacts<'_>> {
             }
             Some(())
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })?;
     if !c.at_end() {
         return None;
@@ -84,7 +84,7 @@ fn choice<'a>(c: &mut Cursor<'a>, facts: &mut ChunkFacts<'a>) -> Option<()> {
             reason = optional_str(c)?;
             Some(())
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })?;
     facts.finish_reasons.extend(reason);
     Some(())
@@ -110,7 +110,7 @@ fn delta(c: &mut Cursor<'_>, facts: &mut ChunkFacts<'_>) -> Option<()> {
             }
             Some(())
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })
 }
 
@@ -139,10 +139,10 @@ fn tool_call(c: &mut Cursor<'_>, facts: &mut ChunkFacts<'_>) -> Option<()> {
                     facts.chars = facts.chars.saturating_add(chars(c)?);
                     Some(())
                 }
-                _ => c.skip().map(drop),
+                _ => c.skip(),
             })
         }
-        _ => c.skip().map(drop),
+        _ => c.skip(),
     })?;
     facts.tool_calls += usize::from(starts);
     Some(())

@@ -18,6 +18,11 @@ pub(crate) struct Cursor<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
+    /// Whether the document has no byte below 0x20 (compact JSON, as
+    /// providers send it): then a string ends at the first `"` or `\\`
+    /// that `memchr2` finds, many bytes at a time, with no control
+    /// character to look for on the way.
+    compact: bool,
 }
 
 /// A string value as it appears between its quotes.
@@ -114,6 +119,31 @@ fn plain_run(bytes: &[u8]) -> usize {
         .unwrap_or(bytes.len() - at)
 }
 
+/// How many bytes from the start of `bytes` come before the first `"`
+/// or `\\` (or all of them): [`plain_run`] for a document with no control
+/// character, one test fewer a word.
+fn quote_or_backslash(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    let mut at = 0;
+    while let Some(word) = bytes.get(at..at + 8) {
+        let mut eight = [0; 8];
+        eight.copy_from_slice(word);
+        let x = u64::from_le_bytes(eight);
+        let found =
+            (zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\')))) & HIGH;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .unwrap_or(bytes.len() - at)
+}
+
 /// Four hex digits (no sign: `from_str_radix` alone would take `+abc`).
 fn hex4(digits: &[u8]) -> Option<u32> {
     digits.iter().try_fold(0, |n, &d| {
@@ -152,10 +182,21 @@ impl<'a> Cursor<'a> {
     /// decides for those that are not).
     pub(crate) fn new(bytes: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
-        Some(Cursor { text, bytes, at: 0 })
+        // No early exit: the test runs many bytes at a time.
+        let compact = !bytes.iter().fold(false, |c, &b| c | (b < 0x20));
+        Some(Cursor {
+            text,
+            bytes,
+            at: 0,
+            compact,
+        })
     }
 
     fn ws(&mut self) {
+        // Compact JSON has none: one test for the common case.
+        if self.bytes.get(self.at).is_some_and(|&b| b > b' ') {
+            return;
+        }
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
             self.at += 1;
         }
@@ -197,29 +238,38 @@ impl<'a> Cursor<'a> {
         if self.null()? {
             return Some(None);
         }
-        let digits = self.bytes.get(self.at..)?;
-        let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
-        let (first, next) = (*digits.first()?, digits.get(len).copied());
-        if len == 0 || (first == b'0' && len > 1) || matches!(next, Some(b'.' | b'e' | b'E')) {
+        let start = self.at;
+        let mut n: u64 = 0;
+        while let Some(&b) = self.bytes.get(self.at) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            n = n.checked_mul(10)?.checked_add(u64::from(d))?;
+            self.at += 1;
+        }
+        let len = self.at - start;
+        let leading_zero = len > 1 && self.bytes[start] == b'0';
+        let fraction = matches!(self.bytes.get(self.at), Some(b'.' | b'e' | b'E'));
+        if len == 0 || leading_zero || fraction {
             return None;
         }
-        let mut n: u64 = 0;
-        for &d in &digits[..len] {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-        }
-        self.at += len;
         Some(Some(n))
     }
 
     /// A string value.
     pub(crate) fn string(&mut self) -> Option<Str<'a>> {
         self.eat(b'"')?;
-        // A local slice and index: the loop runs per byte.
-        let rest = self.bytes.get(self.at..)?;
-        let (mut i, mut escaped) = (0, false);
+        let (start, bytes) = (self.at, self.bytes);
+        let (mut i, mut escaped) = (start, false);
         loop {
-            i += plain_run(rest.get(i..)?);
-            match *rest.get(i)? {
+            // In a compact document no byte is a control character.
+            i += if self.compact {
+                quote_or_backslash(bytes.get(i..)?)
+            } else {
+                plain_run(bytes.get(i..)?)
+            };
+            match *bytes.get(i)? {
                 b'"' => break,
                 b'\\' => {
                     escaped = true;
@@ -228,8 +278,8 @@ impl<'a> Cursor<'a> {
                 _ => return None, // a control character
             }
         }
-        let raw = self.text.get(self.at..self.at + i)?;
-        self.at += i + 1;
+        let raw = self.text.get(start..i)?;
+        self.at = i + 1;
         Some(Str { raw, escaped })
     }
 
@@ -282,20 +332,15 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Skips one value of any kind, checking it as serde_json would;
-    /// returns the bytes it spanned.
-    pub(crate) fn skip(&mut self) -> Option<&'a [u8]> {
+    /// Skips one value of any kind, checking it as serde_json would.
+    pub(crate) fn skip(&mut self) -> Option<()> {
         self.skip_at(0)
     }
 
-    fn skip_at(&mut self, depth: usize) -> Option<&'a [u8]> {
+    fn skip_at(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let start = {
-            self.ws();
-            self.at
-        };
         match self.peek()? {
             b'"' => {
                 let s = self.string()?;
@@ -303,14 +348,14 @@ impl<'a> Cursor<'a> {
                     s.chars()?;
                 }
             }
-            b'{' => self.object(|c, _| c.skip_at(depth + 1).map(drop))?,
-            b'[' => self.array(|c| c.skip_at(depth + 1).map(drop)).map(drop)?,
+            b'{' => self.object(|c, _| c.skip_at(depth + 1))?,
+            b'[' => self.array(|c| c.skip_at(depth + 1)).map(drop)?,
             b't' => self.literal(b"true")?,
             b'f' => self.literal(b"false")?,
             b'n' => self.literal(b"null")?,
             _ => self.number()?,
         }
-        self.bytes.get(start..self.at)
+        Some(())
     }
 
     /// A number, by JSON's grammar.
@@ -352,7 +397,7 @@ impl<'a> Cursor<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_run;
+    use super::{plain_run, quote_or_backslash};
     use proptest::prelude::*;
 
     fn naive(bytes: &[u8]) -> usize {
@@ -383,6 +428,12 @@ mod tests {
         #[test]
         fn plain_run_is_the_naive_search(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             prop_assert_eq!(plain_run(&bytes), naive(&bytes));
+        }
+
+        #[test]
+        fn quote_or_backslash_is_the_naive_search(bytes in proptest::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), Just(0x22_u8 ^ 0x80), Just(b'a'), Just(0xc3_u8)], 0..40)) {
+            let naive = bytes.iter().position(|&b| b == b'"' || b == b'\\').unwrap_or(bytes.len());
+            prop_assert_eq!(quote_or_backslash(&bytes), naive);
         }
 
         #[test]

@@ -1,0 +1,133 @@
+//! A batch's two writes on PostgreSQL, each one statement whatever the
+//! batch's size: every column is bound as one array and `UNNEST`ed into
+//! rows. sqlx prepares a statement once per connection and SQL text, and
+//! rows in `VALUES` (as SQLite through sqlx still has them) made a new
+//! text for every batch size: up to a hundred statements a connection,
+//! each parsed and planned when first met and crowding the others out of
+//! the statement cache.
+
+use std::sync::OnceLock;
+
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+
+use crate::Record;
+use crate::rollup::{Delta, Key};
+use crate::store::{RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
+
+/// The PostgreSQL type of each of [`RECORD_COLUMNS`], in order.
+const RECORD_TYPES: [&str; 21] = [
+    "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT",
+    "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
+    "BOOLEAN",
+];
+
+/// The types of the rollups' key columns and sums, in `rollup_head`'s
+/// order.
+const ROLLUP_TYPES: [&str; 13] = [
+    "TEXT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
+    "BIGINT", "BIGINT", "BIGINT",
+];
+
+/// `SELECT * FROM UNNEST($1::T1[], $2::T2[], …)`.
+fn unnest(types: &[&str]) -> String {
+    let arrays: Vec<String> = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("${}::{t}[]", i + 1))
+        .collect();
+    format!("SELECT * FROM UNNEST({})", arrays.join(", "))
+}
+
+/// The records' INSERT.
+fn records_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO usage_records ({RECORD_COLUMNS}) {}",
+            unnest(&RECORD_TYPES)
+        )
+    })
+}
+
+/// The rollups' upsert.
+fn rollups_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "{}{}{}",
+            rollup_head(),
+            unnest(&ROLLUP_TYPES),
+            rollup_conflict()
+        )
+    })
+}
+
+/// One column of `rows`, as the array bound for it.
+fn column<'r, R, T>(rows: &'r [R], f: impl Fn(&'r R) -> T) -> Vec<T> {
+    rows.iter().map(f).collect()
+}
+
+/// Inserts `records` into `usage_records`.
+pub(crate) fn insert_records(records: &[Record]) -> Query<'_, Postgres, PgArguments> {
+    let r = records;
+    sqlx::query(records_sql())
+        .bind(column(r, |r| r.at_ms))
+        .bind(column(r, |r| r.request_id.as_str()))
+        .bind(column(r, |r| r.tenant.as_str()))
+        .bind(column(r, |r| r.key_id.as_deref()))
+        .bind(column(r, |r| r.user.as_deref()))
+        .bind(column(r, |r| r.feature.as_deref()))
+        .bind(column(r, |r| r.kind.as_str()))
+        .bind(column(r, |r| r.provider.as_str()))
+        .bind(column(r, |r| r.model.as_str()))
+        .bind(column(r, |r| r.endpoint.as_str()))
+        .bind(column(r, |r| i64::from(r.status)))
+        .bind(column(r, |r| to_i64(r.prompt_tokens)))
+        .bind(column(r, |r| to_i64(r.completion_tokens)))
+        .bind(column(r, |r| to_i64(r.cached_tokens)))
+        .bind(column(r, |r| to_i64(r.reasoning_tokens)))
+        .bind(column(r, |r| r.estimated))
+        .bind(column(r, |r| to_i64(r.cost_nanos)))
+        .bind(column(r, |r| to_i64(r.latency_ms)))
+        .bind(column(r, |r| to_i64(r.queue_ms)))
+        .bind(column(r, |r| i64::from(r.retries)))
+        .bind(column(r, |r| r.cache_hit))
+}
+
+/// Adds `rollups` to `usage_rollups` (each key once: `deltas` sums a
+/// batch by key, as `ON CONFLICT DO UPDATE` needs).
+pub(crate) fn upsert_rollups<'a>(
+    rollups: &'a [(Key<'a>, Delta)],
+) -> Query<'a, Postgres, PgArguments> {
+    let r = rollups;
+    sqlx::query(rollups_sql())
+        .bind(column(r, |(k, _)| k.granularity))
+        .bind(column(r, |(k, _)| k.bucket_ms))
+        .bind(column(r, |(k, _)| k.tenant))
+        .bind(column(r, |(k, _)| k.key_id))
+        .bind(column(r, |(k, _)| k.model))
+        .bind(column(r, |(k, _)| k.feature))
+        .bind(column(r, |(_, d)| to_i64(d.requests)))
+        .bind(column(r, |(_, d)| to_i64(d.errors)))
+        .bind(column(r, |(_, d)| to_i64(d.prompt_tokens)))
+        .bind(column(r, |(_, d)| to_i64(d.completion_tokens)))
+        .bind(column(r, |(_, d)| to_i64(d.cached_tokens)))
+        .bind(column(r, |(_, d)| to_i64(d.reasoning_tokens)))
+        .bind(column(r, |(_, d)| to_i64(d.cost_nanos)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The arrays line up with the columns they fill.
+    #[test]
+    fn one_array_per_column() {
+        assert_eq!(RECORD_COLUMNS.split(", ").count(), RECORD_TYPES.len());
+        assert_eq!(rollup_head().matches(", ").count() + 1, ROLLUP_TYPES.len());
+        assert!(records_sql().ends_with("$21::BOOLEAN[])"));
+        assert!(rollups_sql().contains("$13::BIGINT[]) ON CONFLICT"));
+    }
+}
