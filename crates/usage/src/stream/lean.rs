@@ -89,10 +89,11 @@ fn count_chars(bytes: &[u8]) -> u64 {
 }
 
 /// How many bytes from the start of `bytes` need nothing done inside a
-/// string: up to the first `"`, `\\` or control character (or all of
-/// them). Eight bytes at a time: content deltas and ids are most of a
-/// chunk's bytes.
-fn plain_run(bytes: &[u8]) -> usize {
+/// JSON string: up to the first `"`, `\\` or control character (or all
+/// of them), what serde_json escapes. Eight bytes at a time: content
+/// deltas and ids are most of a chunk's bytes (the gateway's trace lines
+/// copy their strings by it too).
+pub fn plain_run(bytes: &[u8]) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
     // A byte of the word is zero (`is(x ^ ONES * c)`: is `c`), or is below
