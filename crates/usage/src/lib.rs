@@ -57,6 +57,7 @@ pub use estimate::{
 };
 pub use price::{Cost, Price, PriceError, PriceTable};
 pub use sse::SseEvents;
+pub use stream::lean::plain_run as json_plain_run;
 pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
 
 /// How a provider is spoken to.

@@ -175,13 +175,9 @@ impl Trace {
 
 /// A string as serde_json writes it: one with nothing to escape (no
 /// quote, backslash or control character: what serde_json escapes) is
-/// copied as it is. The test for escapes has no early exit, so that it
-/// runs many bytes at a time.
+/// copied as it is.
 fn string(j: &mut Vec<u8>, s: &str) {
-    let escape = s
-        .bytes()
-        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
-    if escape {
+    if sluice_usage::json_plain_run(s.as_bytes()) < s.len() {
         write(j, s);
     } else {
         j.reserve(s.len() + 2);

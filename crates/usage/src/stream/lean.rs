@@ -89,10 +89,25 @@ fn count_chars(bytes: &[u8]) -> u64 {
 }
 
 /// How many bytes from the start of `bytes` need nothing done inside a
-/// string: up to the first `"`, `\\` or control character (or all of
-/// them). Eight bytes at a time: content deltas and ids are most of a
-/// chunk's bytes.
-fn plain_run(bytes: &[u8]) -> usize {
+/// JSON string: up to the first `"`, `\\` or control character (or all
+/// of them), what serde_json escapes. Eight bytes at a time: content
+/// deltas and ids are most of a chunk's bytes (the gateway's trace lines
+/// copy their strings by it too).
+pub fn plain_run(bytes: &[u8]) -> usize {
+    run_before::<true>(bytes)
+}
+
+/// How many bytes from the start of `bytes` come before the first `"`
+/// or `\\` (or all of them): [`plain_run`] for a document with no control
+/// character, one test fewer a word.
+fn quote_or_backslash(bytes: &[u8]) -> usize {
+    run_before::<false>(bytes)
+}
+
+/// The bytes before the first `"` or `\\`, or control character when
+/// `CONTROLS`.
+#[inline(always)]
+fn run_before<const CONTROLS: bool>(bytes: &[u8]) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
     // A byte of the word is zero (`is(x ^ ONES * c)`: is `c`), or is below
@@ -104,10 +119,11 @@ fn plain_run(bytes: &[u8]) -> usize {
         let mut eight = [0; 8];
         eight.copy_from_slice(word);
         let x = u64::from_le_bytes(eight);
-        let found = (zero(x ^ (ONES * u64::from(b'"')))
-            | zero(x ^ (ONES * u64::from(b'\\')))
-            | (x.wrapping_sub(ONES * 0x20) & !x))
-            & HIGH;
+        let mut found = zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\')));
+        if CONTROLS {
+            found |= x.wrapping_sub(ONES * 0x20) & !x;
+        }
+        let found = found & HIGH;
         if found != 0 {
             return at + (found.trailing_zeros() / 8) as usize;
         }
@@ -115,32 +131,7 @@ fn plain_run(bytes: &[u8]) -> usize {
     }
     at + bytes[at..]
         .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(bytes.len() - at)
-}
-
-/// How many bytes from the start of `bytes` come before the first `"`
-/// or `\\` (or all of them): [`plain_run`] for a document with no control
-/// character, one test fewer a word.
-fn quote_or_backslash(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGH: u64 = ONES << 7;
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    let mut at = 0;
-    while let Some(word) = bytes.get(at..at + 8) {
-        let mut eight = [0; 8];
-        eight.copy_from_slice(word);
-        let x = u64::from_le_bytes(eight);
-        let found =
-            (zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\')))) & HIGH;
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at + bytes[at..]
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\')
+        .position(|&b| b == b'"' || b == b'\\' || (CONTROLS && b < 0x20))
         .unwrap_or(bytes.len() - at)
 }
 
