@@ -49,6 +49,7 @@ pub(crate) mod upstream;
 pub(crate) mod usage;
 
 use std::future::Future;
+use std::pin::Pin;
 
 use axum::response::{IntoResponse, Response};
 use sluice_admit::Permit;
@@ -74,6 +75,22 @@ pub(crate) fn call<Req, Res, S: Next<Req, Res>>(
     req: Req,
 ) -> impl Future<Output = Res> + Send + 'static {
     inner.call(req)
+}
+
+/// Calls `inner` once, its future in a box of its own: what a handler
+/// awaits, so that the future axum boxes for the handler stays small.
+///
+/// The stack's future is large (every layer's state inline, about 13 KB;
+/// see `models::tests`). A future passed by value into a box
+/// (`Box::pin(f)`, as axum boxes the handler's) is copied whole, 13 KB a
+/// request; here the box is allocated first and the call writes its
+/// future into it in place.
+pub(crate) fn call_boxed<Req, Res, S: Next<Req, Res>>(
+    inner: S,
+    req: Req,
+) -> Pin<Box<impl Future<Output = Res> + Send + 'static>> {
+    let slot = Box::new_uninit();
+    Box::into_pin(Box::write(slot, inner.call(req)))
 }
 
 /// A request on its way down, past the context layer.

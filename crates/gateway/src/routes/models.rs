@@ -47,5 +47,5 @@ async fn handle(
         headers,
         body,
     };
-    layers::call(layers::models::stack(), req).await
+    layers::call_boxed(layers::models::stack(), req).await
 }

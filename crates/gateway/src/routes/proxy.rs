@@ -37,5 +37,5 @@ pub async fn proxy(
         headers,
         body,
     };
-    layers::call(layers::proxy::stack(), req).await
+    layers::call_boxed(layers::proxy::stack(), req).await
 }
