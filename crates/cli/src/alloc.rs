@@ -35,6 +35,28 @@ fn plain(align: usize, size: usize) -> bool {
 #[derive(Debug)]
 pub struct Mimalloc;
 
+/// A block for `layout` from `plain(size)` where a plain block is aligned
+/// as asked, else from `aligned(size, align)`.
+///
+/// # Safety
+/// Both must be mimalloc's allocation calls of those shapes.
+#[inline]
+unsafe fn block(
+    layout: Layout,
+    plain_call: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_call: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: plain FFI calls; mimalloc accepts any size and a
+    // power-of-two alignment, which `Layout` guarantees.
+    unsafe {
+        if plain(layout.align(), layout.size()) {
+            plain_call(layout.size()).cast()
+        } else {
+            aligned_call(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every pointer returned comes from mimalloc for a block of at
 // least `layout.size()` bytes aligned to `layout.align()` (`plain`, as
 // above, or mimalloc's aligned calls), or is null on failure; every
@@ -43,27 +65,14 @@ pub struct Mimalloc;
 unsafe impl GlobalAlloc for Mimalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: plain FFI calls; mimalloc accepts any size and a
-        // power-of-two alignment, which `Layout` guarantees.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: mimalloc's allocation calls.
+        unsafe { block(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: mimalloc's zeroing allocation calls.
+        unsafe { block(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]
