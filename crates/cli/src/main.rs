@@ -153,24 +153,16 @@ fn main() -> ExitCode {
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
-        Command::Bench {
-            what: BenchCommand::Gateway(args),
-        } => runtime().block_on(bench::gateway(args)),
-        Command::Bench {
-            what: BenchCommand::Redis(args),
-        } => runtime().block_on(bench::redis::redis(args)),
-        Command::Bench {
-            what: BenchCommand::Jobs(args),
-        } => runtime().block_on(bench::jobs::jobs(args)),
-        Command::Bench {
-            what: BenchCommand::Adaptive(args),
-        } => runtime().block_on(bench::adaptive::adaptive(args)),
-        Command::Bench {
-            what: BenchCommand::Hop(args),
-        } => runtime().block_on(bench::saturate::hop(args)),
-        Command::Bench {
-            what: BenchCommand::Load(args),
-        } => runtime().block_on(bench::saturate::load(args)),
+        Command::Bench { what } => runtime().block_on(async move {
+            match what {
+                BenchCommand::Gateway(args) => bench::gateway(args).await,
+                BenchCommand::Redis(args) => bench::redis::redis(args).await,
+                BenchCommand::Jobs(args) => bench::jobs::jobs(args).await,
+                BenchCommand::Adaptive(args) => bench::adaptive::adaptive(args).await,
+                BenchCommand::Hop(args) => bench::saturate::hop(args).await,
+                BenchCommand::Load(args) => bench::saturate::load(args).await,
+            }
+        }),
     }
 }
 

@@ -294,8 +294,8 @@ impl Store {
 }
 
 /// The length of the longest run of whole lines at the start of `lines`
-/// that is at most `room` bytes; `None` if not even the first fits.
-/// The last newline within `room`, searched from the end: a batch
+/// that is at most `room` bytes; `None` if not even the first fits. It
+/// ends at the last newline within `room`, searched from the end: a batch
 /// that fits (the common case) ends with one, found at once.
 fn fit(lines: &[u8], room: u64) -> Option<u64> {
     let within = usize::try_from(room).map_or(lines.len(), |room| room.min(lines.len()));
