@@ -121,7 +121,8 @@ type Prepared = (&'static dyn Provider, Outbound, Plan, (u64, u64));
 /// `a`'s call, ready to go.
 fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
-    let prov = c.provider_for(state, model)?;
+    let index = c.provider_index_for(state, model)?;
+    let prov = &state.config.providers[index];
     let adapter = providers::for_format(prov.format);
     let cfg = &state.config;
     let est = adapter.estimate(
@@ -161,7 +162,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     };
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
-        state.credentials.provider(&prov.name),
+        state.credentials.provider(index),
         &c.ctx.workspace,
         "provider",
         &prov.name,
