@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
 use sluice_jobs_http::{Credentials, Secret};
 
 use crate::config::{Config, TenantConfig};
@@ -21,10 +22,16 @@ use crate::state::StartError;
 
 /// Every API's and provider's credentials, built once at start-up from
 /// the values read with the configuration.
+///
+/// Looked up on every call: a provider's by its place in
+/// `config.providers` (a model call knows it), an API's by name with
+/// foldhash (the names are the configuration's, fixed at start; SipHash
+/// cost more than the rest of the lookup).
 #[derive(Debug, Default)]
 pub(crate) struct Upstreams {
-    apis: HashMap<String, Credentials>,
-    providers: HashMap<String, Credentials>,
+    apis: HashMap<String, Credentials, RandomState>,
+    /// In the order of `config.providers`.
+    providers: Vec<Credentials>,
 }
 
 /// What is not configured: no credential is sent.
@@ -50,8 +57,7 @@ impl Upstreams {
                 .filter_map(|t| Some((t, t.providers.get(&p.name)?.api_key_env.as_str())));
             let shared = (p.api_key_env.as_deref(), p.shared_auth);
             let key = format!("providers.{}.api_key_env", p.name);
-            out.providers
-                .insert(p.name.clone(), build(config, shared, own, &key)?);
+            out.providers.push(build(config, shared, own, &key)?);
         }
         Ok(out)
     }
@@ -61,9 +67,10 @@ impl Upstreams {
         self.apis.get(name).unwrap_or(&NONE)
     }
 
-    /// The provider's credentials (none for an unknown provider).
-    pub(crate) fn provider(&self, name: &str) -> &Credentials {
-        self.providers.get(name).unwrap_or(&NONE)
+    /// The credentials of the provider at `index` in `config.providers`
+    /// (none past their end).
+    pub(crate) fn provider(&self, index: usize) -> &Credentials {
+        self.providers.get(index).unwrap_or(&NONE)
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Inner {
     pub(crate) client: reqwest::Client,
     /// Model and API calls' client (`client.rs`); `client` serves jobs.
     pub(crate) upstream: crate::client::UpstreamClient,
+    /// Which upstreams go through a proxy, decided at start.
+    pub(crate) routes: crate::client::Routes,
     pub(crate) tools: ToolClassifier,
     /// Tenant keys and the operator's tokens.
     pub(crate) keys: crate::auth::Keys,
@@ -283,6 +285,7 @@ impl AppState {
         let upstream =
             crate::client::UpstreamClient::new(client.clone(), config.http.serving_threads())
                 .map_err(StartError::Client)?;
+        let routes = crate::client::Routes::new(&config, &upstream);
         let (otel, otel_task) = match &config.otel {
             Some(o) => {
                 let export = o.export_config().map_err(StartError::Otel)?;
@@ -328,6 +331,7 @@ impl AppState {
                 bulkheads,
                 client,
                 upstream,
+                routes,
                 tools,
                 keys,
                 credentials,

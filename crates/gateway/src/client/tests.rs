@@ -60,6 +60,7 @@ async fn sends_the_request_as_given_and_reads_the_answer() {
     headers.insert("authorization", HeaderValue::from_static("Bearer k"));
     let res = no_proxies()
         .send(
+            None,
             Method::POST,
             &uri,
             headers,
@@ -113,7 +114,14 @@ async fn a_host_made_once_is_the_one_the_client_makes() {
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
         client
-            .send(Method::POST, &uri, headers, made, Bytes::from_static(b"{}"))
+            .send(
+                None,
+                Method::POST,
+                &uri,
+                headers,
+                made,
+                Bytes::from_static(b"{}"),
+            )
             .await
             .unwrap();
     }
@@ -137,7 +145,7 @@ async fn keeps_the_callers_accept() {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     no_proxies()
-        .send(Method::GET, &uri, headers, None, Bytes::new())
+        .send(None, Method::GET, &uri, headers, None, Bytes::new())
         .await
         .unwrap();
     let seen = seen.lock().unwrap();
@@ -156,7 +164,14 @@ async fn a_closed_port_is_a_connect_error_without_the_url() {
         .parse()
         .unwrap();
     let e = no_proxies()
-        .send(Method::POST, &uri, HeaderMap::new(), None, Bytes::new())
+        .send(
+            None,
+            Method::POST,
+            &uri,
+            HeaderMap::new(),
+            None,
+            Bytes::new(),
+        )
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
@@ -175,7 +190,14 @@ async fn an_https_uri_is_never_sent_in_the_clear() {
     let (addr, seen) = recorder().await;
     let uri: Uri = format!("https://{addr}/").parse().unwrap();
     let e = no_proxies()
-        .send(Method::GET, &uri, HeaderMap::new(), None, Bytes::new())
+        .send(
+            None,
+            Method::GET,
+            &uri,
+            HeaderMap::new(),
+            None,
+            Bytes::new(),
+        )
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
@@ -200,6 +222,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
     let uri: Uri = "http://upstream.invalid/v1/x".parse().unwrap();
     let res = client
         .send(
+            None,
             Method::POST,
             &uri,
             HeaderMap::new(),
@@ -222,9 +245,79 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
     // `NO_PROXY` destinations go direct (nothing listens there).
     let direct: Uri = "http://127.0.0.2:9/".parse().unwrap();
     let e = client
-        .send(Method::GET, &direct, HeaderMap::new(), None, Bytes::new())
+        .send(
+            None,
+            Method::GET,
+            &direct,
+            HeaderMap::new(),
+            None,
+            Bytes::new(),
+        )
         .await
         .unwrap_err();
     assert!(e.is_connect(), "{e}");
     assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_route_decided_at_start_is_the_one_taken() {
+    let (proxy, seen) = recorder().await;
+    let proxy_url = format!("http://{proxy}");
+    let matcher = Matcher::builder()
+        .http(proxy_url.clone())
+        .no("127.0.0.2")
+        .build();
+    tls();
+    let proxied = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::http(&proxy_url).unwrap())
+        .build()
+        .unwrap();
+    let client = client(matcher, proxied);
+    let behind: Uri = "http://upstream.invalid/v1/x".parse().unwrap();
+    let direct: Uri = "http://127.0.0.2:9/v1/x".parse().unwrap();
+    assert_eq!(client.route(&behind), Route::Proxied);
+    assert_eq!(client.route(&direct), Route::Direct);
+    // Routes decided per provider and API from their base URLs, as the
+    // requests to them are.
+    let mut config = crate::config::Config::default();
+    config.providers.truncate(1);
+    config.providers[0].base_url = "http://upstream.invalid/v1".into();
+    config.apis.truncate(2);
+    config.apis[0].name = "near".into();
+    config.apis[0].base_url = "http://127.0.0.2:9".into();
+    config.apis[1].name = "broken".into();
+    config.apis[1].base_url = "not a url".into();
+    let routes = Routes::new(&config, &client);
+    assert_eq!(routes.provider(0), Some(Route::Proxied));
+    assert_eq!(routes.provider(1), None);
+    assert_eq!(routes.api("near"), Some(Route::Direct));
+    assert_eq!(routes.api("broken"), None);
+    assert_eq!(routes.api("unknown"), None);
+    // The route given is the one taken, whatever the URI.
+    let e = client
+        .send(
+            Some(Route::Direct),
+            Method::GET,
+            &behind,
+            HeaderMap::new(),
+            None,
+            Bytes::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_connect(), "{e}");
+    assert!(seen.lock().unwrap().is_empty());
+    let res = client
+        .send(
+            Some(Route::Proxied),
+            Method::GET,
+            &behind,
+            HeaderMap::new(),
+            None,
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    assert_eq!(seen.lock().unwrap()[0].1, "http://upstream.invalid/v1/x");
 }

@@ -74,7 +74,7 @@ pub(crate) struct Attempt {
 
 impl Call {
     /// The provider serving the model asked for (in the route's wire
-    /// format), as [`provider`] found it when the call was read.
+    /// format), as [`provider_index`] found it when the call was read.
     pub(crate) fn provider<'a>(&self, state: &'a AppState) -> &'a ProviderConfig {
         // An index into the configuration of the state that read the
         // call, which never changes.
@@ -85,16 +85,30 @@ impl Call {
     /// the one found when the call was read for the first.
     ///
     /// # Errors
-    /// As [`provider`], for a fallback.
+    /// As [`provider_index`], for a fallback.
     pub(crate) fn provider_for<'a>(
         &self,
         state: &'a AppState,
         model: &str,
     ) -> Result<&'a ProviderConfig, ApiError> {
+        self.provider_index_for(state, model)
+            .map(|i| &state.config.providers[i])
+    }
+
+    /// Where [`Call::provider_for`]'s provider is in `config.providers`
+    /// (what its credentials are found by).
+    ///
+    /// # Errors
+    /// As [`provider_index`], for a fallback.
+    pub(crate) fn provider_index_for(
+        &self,
+        state: &AppState,
+        model: &str,
+    ) -> Result<usize, ApiError> {
         if model == self.model {
-            Ok(self.provider(state))
+            Ok(self.provider)
         } else {
-            provider(state, model, self.endpoint)
+            provider_index(state, model, self.endpoint)
         }
     }
 }
@@ -203,23 +217,12 @@ impl Parse for Incoming {
     }
 }
 
-/// The provider serving `model` in `endpoint`'s format.
+/// Where the provider serving `model` in `endpoint`'s format is in the
+/// configuration's providers.
 ///
 /// # Errors
 /// 400 naming `model` when no provider serves it, or one does in another
 /// wire format.
-pub(crate) fn provider<'a>(
-    state: &'a AppState,
-    model: &str,
-    endpoint: Endpoint,
-) -> Result<&'a ProviderConfig, ApiError> {
-    provider_index(state, model, endpoint).map(|i| &state.config.providers[i])
-}
-
-/// Where [`provider`]'s answer is in the configuration's providers.
-///
-/// # Errors
-/// As [`provider`].
 fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<usize, ApiError> {
     let index = state.config.provider_index(model).ok_or_else(|| {
         let known: Vec<String> = state

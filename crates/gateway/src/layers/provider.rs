@@ -15,6 +15,7 @@ use super::step::{Step, StepLayer};
 use super::upstream::{Outgoing, Plan, Upstream};
 use super::usage::Delivery;
 use super::{Next, Notes, Reply, Req, Served, call};
+use crate::client::Route;
 use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
@@ -46,6 +47,7 @@ where
             },
             plan,
             estimate,
+            route,
         ) = match prepare(&state, &a) {
             Ok(prepared) => prepared,
             Err(f) => return Served::err(f, notes),
@@ -66,7 +68,7 @@ where
             Some(a.call.ctx.clone()),
         );
         let outgoing = match outgoing {
-            Ok(outgoing) => outgoing,
+            Ok(outgoing) => outgoing.by(route),
             Err(e) => {
                 let f = Failure::Upstream {
                     message: format!("provider {}: its URL does not parse: {e}", plan.label),
@@ -114,14 +116,21 @@ where
     }
 }
 
-/// A call ready to go: the adapter, the upstream request, the plan, and
-/// the estimate (prompt, completion).
-type Prepared = (&'static dyn Provider, Outbound, Plan, (u64, u64));
+/// A call ready to go: the adapter, the upstream request, the plan, the
+/// estimate (prompt, completion), and the provider's route.
+type Prepared = (
+    &'static dyn Provider,
+    Outbound,
+    Plan,
+    (u64, u64),
+    Option<Route>,
+);
 
 /// `a`'s call, ready to go.
 fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
-    let prov = c.provider_for(state, model)?;
+    let index = c.provider_index_for(state, model)?;
+    let prov = &state.config.providers[index];
     let adapter = providers::for_format(prov.format);
     let cfg = &state.config;
     let est = adapter.estimate(
@@ -161,7 +170,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     };
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
-        state.credentials.provider(&prov.name),
+        state.credentials.provider(index),
         &c.ctx.workspace,
         "provider",
         &prov.name,
@@ -187,7 +196,8 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         est.prompt_tokens,
         est.total.saturating_sub(est.prompt_tokens),
     );
-    Ok((adapter, outbound, plan, estimate))
+    let route = state.routes.provider(index);
+    Ok((adapter, outbound, plan, estimate, route))
 }
 
 /// How to read the answer of a call.

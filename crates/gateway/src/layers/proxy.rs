@@ -225,12 +225,12 @@ impl Parse for Incoming {
             ctx,
             upstream: Upstream {
                 plan,
-                outgoing: Outgoing::new(method, url, headers, self.body, context).map_err(|e| {
-                    ApiError::BadRequest {
+                outgoing: Outgoing::new(method, url, headers, self.body, context)
+                    .map_err(|e| ApiError::BadRequest {
                         message: format!("the upstream URL cannot be sent to: {e}"),
                         param: None,
-                    }
-                })?,
+                    })?
+                    .by(state.routes.api(api)),
                 deadline,
             },
             api: self.api,

@@ -20,7 +20,7 @@ use super::bulkhead::BulkheadLayer;
 use super::limits::LimitsLayer;
 use super::retry::RetryLayer;
 use super::{Next, Req, Served};
-use crate::client::{TransportError, UpstreamResponse};
+use crate::client::{Route, TransportError, UpstreamResponse};
 use crate::layers::context::Context;
 use crate::layers::failure::Failure;
 use crate::providers::Provider;
@@ -70,6 +70,9 @@ pub(crate) struct Outgoing {
     /// The client request's context, sent along on every attempt
     /// (`x-request-id`, and a `traceparent` with a new span id each).
     pub context: Option<Context>,
+    /// Through a proxy or not, as decided for the upstream at start
+    /// (`None`: decided when sent).
+    pub route: Option<Route>,
 }
 
 impl Outgoing {
@@ -93,7 +96,14 @@ impl Outgoing {
             host: None,
             body,
             context,
+            route: None,
         })
+    }
+
+    /// The same, sent by `route`.
+    #[must_use]
+    pub(crate) fn by(self, route: Option<Route>) -> Self {
+        Outgoing { route, ..self }
     }
 
     /// A request to the URL `url`, parsed once per serving thread (see
@@ -117,6 +127,7 @@ impl Outgoing {
             host,
             body,
             context,
+            route: None,
         })
     }
 }
@@ -255,6 +266,7 @@ impl Next<Req<Try>, Served<Tried, Failure>> for Wire {
             ctx.propagate(&mut headers, span_id);
         }
         let request = state.upstream.send(
+            out.route,
             out.method.clone(),
             &out.uri,
             headers,

@@ -18,7 +18,7 @@ async fn the_plan_names_every_limit_the_call_is_under() {
     let model = "openai/gpt-4o-mini";
     let state = limited(model, 10.0, 10, Some(10_000));
     let a = attempt(&state, model, &[("x-sluice-thread", "t-1")]);
-    let (adapter, outbound, plan, (prompt, completion)) = prepare(&state, &a).expect("prepared");
+    let (adapter, outbound, plan, (prompt, completion), _) = prepare(&state, &a).expect("prepared");
     let resources: Vec<&str> = plan.needs.iter().map(|(r, _)| r.as_str()).collect();
     let tokens = tokens_resource(model);
     let session = session_resource("default", "t-1");
@@ -50,7 +50,7 @@ async fn the_plan_names_every_limit_the_call_is_under() {
 async fn an_unlimited_model_reserves_no_tokens() {
     let state = crate::layers::testing::state();
     let a = attempt(&state, "openai/gpt-4o-mini", &[]);
-    let (_, _, plan, _) = prepare(&state, &a).expect("prepared");
+    let (_, _, plan, _, _) = prepare(&state, &a).expect("prepared");
     assert_eq!(plan.needs.len(), 1);
     assert_eq!(plan.tokens, None);
 }
