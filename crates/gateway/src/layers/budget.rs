@@ -59,7 +59,7 @@ pub(crate) trait Budgeted: Send + Sync + 'static {
     fn keeps(result: &Result<Reply, ApiError>) -> bool;
 }
 
-impl Budgeted for Call {
+impl Budgeted for Box<Call> {
     fn ctx(&self) -> &Context {
         &self.ctx
     }

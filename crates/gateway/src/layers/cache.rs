@@ -36,20 +36,20 @@ pub(crate) type CacheLayer = StepLayer<Cache>;
 /// See the module doc.
 pub(crate) enum Cache {}
 
-impl<S> Step<Req<Call>, S> for Cache
+impl<S> Step<Req<Box<Call>>, S> for Cache
 where
-    S: Next<Req<Call>, Served<Reply>>,
+    S: Next<Req<Box<Call>>, Served<Reply>>,
 {
     type Response = Served<Reply>;
 
-    async fn serve(state: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+    async fn serve(state: AppState, inner: S, req: Req<Box<Call>>) -> Served<Reply> {
         serve(&state, inner, req).await
     }
 }
 
-async fn serve<S>(state: &AppState, inner: S, req: Req<Call>) -> Served<Reply>
+async fn serve<S>(state: &AppState, inner: S, req: Req<Box<Call>>) -> Served<Reply>
 where
-    S: Next<Req<Call>, Served<Reply>>,
+    S: Next<Req<Box<Call>>, Served<Reply>>,
 {
     let Req {
         call: mut c,

@@ -20,13 +20,13 @@ pub(crate) type DedupLayer = StepLayer<Dedup>;
 /// See the module doc.
 pub(crate) enum Dedup {}
 
-impl<S> Step<Req<Call>, S> for Dedup
+impl<S> Step<Req<Box<Call>>, S> for Dedup
 where
-    S: Next<Req<Call>, Served<Reply>>,
+    S: Next<Req<Box<Call>>, Served<Reply>>,
 {
     type Response = Served<Reply>;
 
-    async fn serve(_: AppState, inner: S, mut req: Req<Call>) -> Served<Reply> {
+    async fn serve(_: AppState, inner: S, mut req: Req<Box<Call>>) -> Served<Reply> {
         let c = &req.call;
         if c.ctx.client_id && !c.stream {
             req.call.share = Some(c.ctx.request_id.clone());

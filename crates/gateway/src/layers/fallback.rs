@@ -22,24 +22,33 @@ pub(crate) type FallbackLayer = StepLayer<Fallback>;
 /// See the module doc.
 pub(crate) enum Fallback {}
 
-impl<S> Step<Req<Call>, S> for Fallback
+impl<S> Step<Req<Box<Call>>, S> for Fallback
 where
     S: Next<Req<Attempt>, Served<Reply, Failure>>,
 {
     type Response = Served<Reply>;
 
-    async fn serve(state: AppState, inner: S, req: Req<Call>) -> Served<Reply> {
+    async fn serve(state: AppState, inner: S, req: Req<Box<Call>>) -> Served<Reply> {
         let Req { call: c, mut notes } = req;
-        let chain = candidates(&state, &c.model);
-        let c = Arc::new(c);
+        let c: Arc<Call> = Arc::from(c);
+        // The model, then its fallbacks in order (read in place: most
+        // calls have none).
+        let fallbacks = state.config.fallbacks.get(&c.model);
+        let fallbacks = fallbacks.map_or(&[][..], Vec::as_slice);
+        let chain = |i: usize| match i {
+            0 => &c.model,
+            _ => &fallbacks[i - 1],
+        };
+        let len = 1 + fallbacks.len();
         let mut last: Option<ApiError> = None;
-        for (i, candidate) in chain.iter().enumerate() {
+        for i in 0..len {
+            let candidate = chain(i);
             // A fallback the caller's key may not use is no fallback.
             if c.provider_for(&state, candidate).is_err() || !c.ctx.allows_model(candidate) {
                 continue;
             }
             if i > 0 {
-                observe::fell_back(&mut notes, &chain[i - 1], candidate);
+                observe::fell_back(&mut notes, chain(i - 1), candidate);
             }
             let attempt = Attempt {
                 call: c.clone(),
@@ -63,7 +72,7 @@ where
                 }
                 Err(f) => {
                     notes.meta.attempts += f.attempts();
-                    let fall_back = f.may_fall_back() && i + 1 < chain.len();
+                    let fall_back = f.may_fall_back() && i + 1 < len;
                     last = Some(f.into_error(candidate));
                     if !fall_back {
                         break;
@@ -74,21 +83,6 @@ where
         let e = last.unwrap_or_else(|| ApiError::bad_field("model", "no provider serves it"));
         Served::err(e, notes)
     }
-}
-
-/// `model`, then its fallbacks in order.
-fn candidates(state: &AppState, model: &str) -> Vec<String> {
-    std::iter::once(model.to_owned())
-        .chain(
-            state
-                .config
-                .fallbacks
-                .get(model)
-                .into_iter()
-                .flatten()
-                .cloned(),
-        )
-        .collect()
 }
 
 #[cfg(test)]

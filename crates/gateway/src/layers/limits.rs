@@ -93,7 +93,7 @@ where
             tried,
             pool,
             grant,
-            limits,
+            retry_after: limits.retry_after,
         };
         Served::ok(granted, notes)
     }

@@ -7,6 +7,8 @@
 
 mod stream;
 
+use std::sync::Arc;
+
 use axum::http::{StatusCode, header};
 
 use super::failure::Failure;
@@ -31,7 +33,7 @@ pub(crate) enum Adapt {}
 
 impl<S> Step<Req<Attempt>, S> for Adapt
 where
-    S: Next<Req<Upstream>, Served<Delivery, Failure>>,
+    S: Next<Req<Arc<Upstream>>, Served<Delivery, Failure>>,
 {
     type Response = Served<Reply, Failure>;
 
@@ -92,11 +94,12 @@ where
                 stream: a.call.stream,
             });
         }
-        let up = Upstream {
+        // One copy, shared by the layers below and every attempt.
+        let up = Arc::new(Upstream {
             plan,
             outgoing,
             deadline: a.call.ctx.deadline,
-        };
+        });
         let Served { result, mut notes } = call(inner, Req { call: up, notes }).await;
         let result = match result {
             Ok(delivery) => {

@@ -10,6 +10,8 @@ mod cache;
 mod forward;
 pub(crate) mod target;
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method};
 use sluice_admit::Ticket;
@@ -89,8 +91,8 @@ pub(crate) struct Call {
     pub ctx: Context,
     /// The API's name.
     pub api: String,
-    /// The upstream call.
-    pub upstream: Upstream,
+    /// The upstream call (shared by the layers below and every attempt).
+    pub upstream: Arc<Upstream>,
     /// What the response cache does for it.
     pub cache: Ask,
 }
@@ -223,7 +225,7 @@ impl Parse for Incoming {
         let context = Some(ctx.clone());
         Ok(Call {
             ctx,
-            upstream: Upstream {
+            upstream: Arc::new(Upstream {
                 plan,
                 outgoing: Outgoing::new(method, url, headers, self.body, context)
                     .map_err(|e| ApiError::BadRequest {
@@ -232,7 +234,7 @@ impl Parse for Incoming {
                     })?
                     .by(state.routes.api(api)),
                 deadline,
-            },
+            }),
             api: self.api,
             cache,
         })

@@ -34,18 +34,21 @@ pub(crate) type RetryLayer = StepLayer<Retry>;
 /// See the module doc.
 pub(crate) enum Retry {}
 
-impl<S> Step<Req<Upstream>, S> for Retry
+impl<S> Step<Req<Arc<Upstream>>, S> for Retry
 where
     S: Next<Req<Try>, Served<Granted, Failure>>,
 {
     type Response = Served<Answered, Failure>;
 
-    async fn serve(state: AppState, inner: S, req: Req<Upstream>) -> Served<Answered, Failure> {
+    async fn serve(
+        state: AppState,
+        inner: S,
+        req: Req<Arc<Upstream>>,
+    ) -> Served<Answered, Failure> {
         let Req {
             call: up,
             mut notes,
         } = req;
-        let up = Arc::new(up);
         let cfg = &state.config.retry;
         let plan = &up.plan;
         let max_attempts = if plan.retryable {
@@ -70,7 +73,7 @@ where
                 tried: Tried { sent, record },
                 pool: held,
                 mut grant,
-                limits,
+                retry_after,
             } = match served.result {
                 Ok(granted) => granted,
                 Err(f) => return Served::err(f, notes),
@@ -95,7 +98,6 @@ where
                     }
                     refund_tokens(&mut grant, &up);
                     if status == 429 {
-                        let retry_after = limits.retry_after;
                         if let Some(r) = retry_after {
                             observe::retry_after(r);
                         }

@@ -90,7 +90,7 @@ pub(crate) fn model_call(
     model: &str,
     stream: bool,
     headers: &[(&'static str, &'static str)],
-) -> Req<Call> {
+) -> Req<Box<Call>> {
     let mut h = HeaderMap::new();
     for (k, v) in headers {
         h.insert(*k, HeaderValue::from_static(v));

@@ -12,7 +12,6 @@ use axum::http::Uri;
 use bytes::Bytes;
 use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
-use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 use tower::ServiceBuilder;
 
@@ -204,14 +203,15 @@ pub(crate) struct Pooled {
     pub pool: BulkheadPermit,
 }
 
-/// An attempt past the limits, with its grant and the upstream's
-/// rate-limit headers.
+/// An attempt past the limits, with its grant and the Retry-After of the
+/// upstream's rate-limit headers (the limiter has read the rest; all of
+/// them are about 230 bytes to pass up).
 #[derive(Debug)]
 pub(crate) struct Granted {
     pub tried: Tried,
     pub pool: BulkheadPermit,
     pub grant: Permit,
-    pub limits: RateLimitHeaders,
+    pub retry_after: Option<Duration>,
 }
 
 /// A call that got an answer worth passing on (2xx, or a 4xx that is the
@@ -229,7 +229,7 @@ pub(crate) struct Answered {
 /// The bottom of every stack, one upstream call: retried above the
 /// limits and the pool, so that each attempt clears both again before it
 /// goes on the wire (see [`super::retry`]).
-pub(crate) fn attempts() -> impl Next<Req<Upstream>, Served<Answered, Failure>> {
+pub(crate) fn attempts() -> impl Next<Req<Arc<Upstream>>, Served<Answered, Failure>> {
     ServiceBuilder::new()
         .layer(RetryLayer::new())
         .layer(LimitsLayer::new())

@@ -9,6 +9,7 @@
 //! the call's budget reservation from the notes with it (priced at the
 //! model that answered), settled with the same usage.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_admit::BulkheadPermit;
@@ -70,13 +71,17 @@ pub(crate) type UsageLayer = StepLayer<Settle>;
 /// See the module doc.
 pub(crate) enum Settle {}
 
-impl<S> Step<Req<Upstream>, S> for Settle
+impl<S> Step<Req<Arc<Upstream>>, S> for Settle
 where
-    S: Next<Req<Upstream>, Served<Answered, Failure>>,
+    S: Next<Req<Arc<Upstream>>, Served<Answered, Failure>>,
 {
     type Response = Served<Delivery, Failure>;
 
-    async fn serve(state: AppState, inner: S, req: Req<Upstream>) -> Served<Delivery, Failure> {
+    async fn serve(
+        state: AppState,
+        inner: S,
+        req: Req<Arc<Upstream>>,
+    ) -> Served<Delivery, Failure> {
         let tokens = req.call.plan.settle.clone();
         // Priced only for a call with a budget reservation to settle (the
         // table is a scan of every price's prefix).

@@ -15,7 +15,7 @@ const MODEL: &str = "openai/gpt-4o-mini";
 #[tokio::test]
 async fn the_slot_goes_down_in_the_notes_and_the_wait_is_traced() {
     let state = state();
-    let probe = Later::new(|req: Req<Call>| async move {
+    let probe = Later::new(|req: Req<Box<Call>>| async move {
         assert!(req.notes.admission.is_some(), "the slot is held below");
         Served::ok(buffered("{}"), req.notes)
     });
@@ -38,7 +38,7 @@ async fn a_dispatched_request_lets_the_next_one_go_while_it_runs() {
     let gate = Arc::new(Semaphore::new(0));
     let probe = {
         let gate = gate.clone();
-        Later::new(move |mut req: Req<Call>| {
+        Later::new(move |mut req: Req<Box<Call>>| {
             let gate = gate.clone();
             async move {
                 let first = req.call.ctx.request_id == "first";

@@ -13,7 +13,7 @@ fn budget(json: serde_json::Value) -> Budget {
 }
 
 /// A call of a key whose tenant has `budgets`.
-fn call_with(state: &AppState, budgets: Vec<Budget>) -> Req<Call> {
+fn call_with(state: &AppState, budgets: Vec<Budget>) -> Req<Box<Call>> {
     let mut req = model_call(state, MODEL, false, &[]);
     req.call.ctx.caller = Some(Arc::new(Caller {
         tenant: "acme".into(),
@@ -29,8 +29,8 @@ fn call_with(state: &AppState, budgets: Vec<Budget>) -> Req<Call> {
 
 /// Below the layer: an answer that settles at `used` tokens, as the
 /// usage layer does.
-fn answered(used: u64) -> impl Next<Req<Call>, Served<Reply>> {
-    Later::new(move |mut req: Req<Call>| async move {
+fn answered(used: u64) -> impl Next<Req<Box<Call>>, Served<Reply>> {
+    Later::new(move |mut req: Req<Box<Call>>| async move {
         let hold = req.notes.budget.take().expect("a reservation goes down");
         hold.settle(Spend {
             tokens: used,
@@ -78,7 +78,7 @@ async fn a_spent_budget_refuses_with_its_name_and_reset() {
 async fn a_call_that_fails_gives_its_reservation_back() {
     let state = state();
     let b = budget(serde_json::json!({"name": "b", "requests": 1, "window_seconds": 3600}));
-    let failing = Later::new(|req: Req<Call>| async move {
+    let failing = Later::new(|req: Req<Box<Call>>| async move {
         assert!(req.notes.budget.is_some());
         Served::err(ApiError::BadGateway("down".into()), req.notes)
     });
@@ -133,7 +133,7 @@ async fn the_worst_case_is_priced_and_bounded() {
 #[tokio::test]
 async fn callers_without_budgets_pass_untouched() {
     let state = state();
-    let probe = Later::new(|req: Req<Call>| async move {
+    let probe = Later::new(|req: Req<Box<Call>>| async move {
         assert!(req.notes.budget.is_none());
         Served::ok(buffered("{}"), req.notes)
     });

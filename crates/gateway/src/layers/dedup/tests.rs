@@ -16,7 +16,7 @@ async fn key_for(stream: bool, headers: &[(&'static str, &'static str)]) -> Opti
     let seen = Arc::new(Mutex::new(None));
     let probe = {
         let seen = seen.clone();
-        Probe::new(move |req: Req<Call>| {
+        Probe::new(move |req: Req<Box<Call>>| {
             *seen.lock().unwrap() = Some(req.call.share.clone());
             Served::ok(buffered("{}"), req.notes)
         })
@@ -53,7 +53,7 @@ async fn a_request_with_the_same_id_joins_the_one_in_flight() {
     let gate = Arc::new(Semaphore::new(0));
     let probe = {
         let (calls, gate) = (calls.clone(), gate.clone());
-        Later::new(move |req: Req<Call>| {
+        Later::new(move |req: Req<Box<Call>>| {
             calls.fetch_add(1, Ordering::SeqCst);
             let gate = gate.clone();
             async move {

@@ -35,7 +35,7 @@ async fn a_429_reaches_the_limiter_and_its_retry_after_comes_up() {
     let svc = LimitsLayer::new().layer(below(&state, sent, calls));
     let served = call(svc, first_try(&state, upstream(&[("m", 1)], None, true))).await;
     let granted = served.result.expect("granted and sent");
-    assert_eq!(granted.limits.retry_after, Some(Duration::from_secs(5)));
+    assert_eq!(granted.retry_after, Some(Duration::from_secs(5)));
     let capacity = state.limits.get_capacity("m").await.unwrap();
     assert!(capacity.paused_for.is_some(), "{capacity:?}");
 }

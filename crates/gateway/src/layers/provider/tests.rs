@@ -9,7 +9,7 @@ fn attempt(state: &AppState, model: &str, headers: &[(&'static str, &'static str
     let call = model_call(state, model, false, headers).call;
     Attempt {
         model: call.model.clone(),
-        call: Arc::new(call),
+        call: Arc::from(call),
     }
 }
 

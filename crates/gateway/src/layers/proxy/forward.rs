@@ -2,6 +2,8 @@
 //! body streamed while the call keeps its grant and its pool slot; a
 //! failed call's answer names the API.
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -22,7 +24,7 @@ pub(crate) enum Forward {}
 
 impl<S> Step<Req<Call>, S> for Forward
 where
-    S: Next<Req<Upstream>, Served<Answered, Failure>>,
+    S: Next<Req<Arc<Upstream>>, Served<Answered, Failure>>,
 {
     type Response = Served<Reply>;
 

@@ -1,6 +1,5 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use sluice_limit::headers::RateLimitHeaders;
 use tower::Layer;
 
 use super::*;
@@ -38,10 +37,7 @@ fn below(
                 tried: tried(sent(n), n),
                 pool,
                 grant,
-                limits: RateLimitHeaders {
-                    retry_after: wait,
-                    ..RateLimitHeaders::default()
-                },
+                retry_after: wait,
             };
             Served::ok(granted, req.notes)
         }
@@ -57,7 +53,7 @@ async fn run(
     let attempts = Arc::new(AtomicU32::new(0));
     let svc = RetryLayer::new().layer(below(state, sent, wait, attempts.clone()));
     let req = Req {
-        call: upstream(&[("m", 1)], None, retryable),
+        call: Arc::new(upstream(&[("m", 1)], None, retryable)),
         notes: Notes::new(state),
     };
     let served = call(svc, req).await;

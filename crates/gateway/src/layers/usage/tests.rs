@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower::Layer;
@@ -16,7 +17,7 @@ async fn delivered(state: &AppState) -> Delivery {
     let below = {
         let state = state.clone();
         let tokens = tokens.clone();
-        Later::new(move |req: Req<Upstream>| {
+        Later::new(move |req: Req<Arc<Upstream>>| {
             let (state, tokens) = (state.clone(), tokens.clone());
             async move {
                 let needs = [(MODEL, 1), (tokens.as_str(), 500)];
@@ -35,7 +36,7 @@ async fn delivered(state: &AppState) -> Delivery {
     };
     let up = upstream(&[(MODEL, 1), (&tokens, 500)], Some(&tokens), true);
     let req = Req {
-        call: up,
+        call: Arc::new(up),
         notes: Notes::new(state),
     };
     call(UsageLayer::new().layer(below), req)
