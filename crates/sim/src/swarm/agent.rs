@@ -34,6 +34,15 @@ pub(crate) async fn run(shared: Arc<Shared>, tenant: usize, seed: u64) {
     // shortest think time.
     let spread = shared.workload.think.0.as_micros() as u64;
     tokio::time::sleep(Duration::from_micros(rng.u64(0..=spread))).await;
+    // Nor at the same point of their loop: as in a swarm that was already
+    // running, some begin with a step's tool call. (Were every agent to
+    // begin with a model call, the APIs would idle until the first model
+    // answers came back, their burst unused.)
+    if let Some(api) = shared.workload.pick_start(&mut rng) {
+        let priority = shared.workload.pick_priority(&mut rng);
+        call(&shared, tenant, api, false, priority, &mut rng).await;
+        tokio::time::sleep(shared.workload.pick_think(&mut rng)).await;
+    }
     loop {
         let priority = shared.workload.pick_priority(&mut rng);
         let (model, stream) = shared.workload.pick_model(&mut rng);

@@ -71,10 +71,13 @@ impl Workload {
     /// high and 20% low priority, 0.5–2 s of thought between steps.
     ///
     /// Each model and API is called in proportion to its request limit in
-    /// `config` (a swarm sized to its quotas), and a step makes twice as
-    /// many tool calls as the APIs' capacity against the models' allows:
-    /// tool calls follow model answers, so with fewer the APIs would only
-    /// ever be offered what the models let through.
+    /// `config`, and a step makes as many tool calls as the APIs' capacity
+    /// against the models' allows: a swarm sized to its quotas, whose
+    /// every limit a gateway that queues instead of failing can keep busy.
+    /// More tool calls a step would make the APIs the loop's bottleneck:
+    /// agents waiting their turn at an API call no model, and in the long
+    /// run the models would idle in proportion (at twice as many, half the
+    /// models' capacity) however well the calls were scheduled.
     pub fn mixed(config: &SimConfig) -> Workload {
         let rate = |limits: crate::Limits| limits.request_bucket().map_or(1.0, |(_, r)| r);
         let models: Vec<ModelTarget> = MIXED_MODELS
@@ -98,7 +101,7 @@ impl Workload {
             models,
             apis,
             stream_share: 0.25,
-            tool_calls: (2.0 * api_rate / model_rate).clamp(0.0, MAX_TOOL_CALLS),
+            tool_calls: (api_rate / model_rate).clamp(0.0, MAX_TOOL_CALLS),
             priorities: [0.1, 0.7, 0.2],
             think: (Duration::from_millis(500), Duration::from_millis(2_000)),
         }
@@ -141,9 +144,20 @@ impl Workload {
         }
         let mean = self.tool_calls.clamp(0.0, MAX_TOOL_CALLS);
         let n = mean.trunc() as usize + usize::from(rng.f64() < mean.fract());
-        (0..n)
-            .map(|_| self.models.len() + pick(rng, self.apis.iter().map(|a| a.weight)))
-            .collect()
+        (0..n).map(|_| self.pick_tool(rng)).collect()
+    }
+
+    /// Where a swarm that was already running would find an agent: the
+    /// tool call it is making (`Some`, with the share of tool calls among
+    /// all calls) or, `None`, about to call a model.
+    pub(crate) fn pick_start(&self, rng: &mut fastrand::Rng) -> Option<usize> {
+        let tools = self.tool_calls.clamp(0.0, MAX_TOOL_CALLS);
+        let share = tools / (1.0 + tools);
+        (!self.apis.is_empty() && rng.f64() < share).then(|| self.pick_tool(rng))
+    }
+
+    fn pick_tool(&self, rng: &mut fastrand::Rng) -> usize {
+        self.models.len() + pick(rng, self.apis.iter().map(|a| a.weight))
     }
 
     pub(crate) fn pick_priority(&self, rng: &mut fastrand::Rng) -> &'static str {
@@ -260,8 +274,29 @@ mod tests {
         assert_eq!(weights, [3.0, 3.0, 2.0, 2.0, 5.0]);
         let apis: Vec<f64> = w.apis.iter().map(|a| a.weight).collect();
         assert_eq!(apis, [3.0, 5.0, 2.0]);
-        // Twice 10 API requests a second against 15 model requests.
-        assert!((w.tool_calls - 20.0 / 15.0).abs() < 1e-12);
+        // 10 API requests a second against 15 model requests.
+        assert!((w.tool_calls - 10.0 / 15.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn agents_start_at_a_tool_call_as_often_as_calls_are_tool_calls() {
+        let w = Workload::mixed(&SimConfig::default());
+        let mut rng = fastrand::Rng::with_seed(11);
+        let mut apis = [0u32; 3];
+        let mut models = 0u32;
+        for _ in 0..10_000 {
+            match w.pick_start(&mut rng) {
+                Some(i) => apis[i - w.models.len()] += 1,
+                None => models += 1,
+            }
+        }
+        // Two tool calls in five calls, each API by its limit (3, 5, 2).
+        assert!((5_700..6_300).contains(&models), "{models}");
+        assert!((1_000..1_400).contains(&apis[0]), "{apis:?}");
+        assert!((1_800..2_200).contains(&apis[1]), "{apis:?}");
+        assert!((600..1_000).contains(&apis[2]), "{apis:?}");
+        let none = Workload::single_model("openai", "m", Default::default());
+        assert_eq!(none.pick_start(&mut rng), None);
     }
 
     #[test]
