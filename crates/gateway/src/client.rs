@@ -1,12 +1,14 @@
-//! The HTTP client of upstream calls: hyper's pooled client over a rustls
-//! connector, the same transport reqwest builds, without reqwest's layers
-//! around it. With redirects off those layers still ran a redirect policy
-//! and parsed each request's URL twice, about a sixth of a proxied
-//! request's instructions (`docs/gateway.md`, "Where the time goes").
+//! The HTTP client of upstream calls: hyper's HTTP/1 connections over a
+//! rustls connector, the same transport reqwest builds, without reqwest's
+//! layers around it (with redirects off those layers still ran a redirect
+//! policy and parsed each request's URL twice, about a sixth of a proxied
+//! request's instructions: `docs/gateway.md`, "Where the time goes"), and
+//! without hyper-util's pool ([`pool`] says why).
 //!
 //! What reqwest did is kept: TLS through rustls with the platform's
 //! verifier and the process's crypto provider, HTTP/1.1 only, a 10 s
-//! connect timeout, 90 s idle connections, TCP keepalive (15 s, 3
+//! connect timeout, idle connections closed after 90 s (60 to 90 s
+//! unused: see [`pool`]), TCP keepalive (15 s, 3
 //! probes), a 30 s TCP user timeout, `TCP_NODELAY`, `accept: */*` when the
 //! caller sent none, redirects passed on as they are. A destination that
 //! the environment's proxy settings (`HTTP_PROXY`, `HTTPS_PROXY`,
@@ -21,7 +23,9 @@
 //! Each serving thread (`http.threads`) has a pool of its own: a pooled
 //! connection is driven by a task on the runtime that opened it, so a
 //! request that took another thread's connection would wake that thread
-//! to send and be woken back for the answer.
+//! to send and be woken back for the answer. A request whose idle
+//! connection turns out closed before it was sent is sent again on a new
+//! one, as hyper-util's client did.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -32,11 +36,11 @@ use axum::http::{self, HeaderMap, HeaderValue, Method, Uri, header::ACCEPT, head
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tower::Service;
 
+mod pool;
 mod routes;
 
 pub(crate) use routes::Routes;
@@ -46,10 +50,11 @@ pub(crate) type UpstreamResponse = http::Response<Body>;
 
 /// Connecting may take this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// An idle pooled connection is closed after this long.
+/// An idle pooled connection is closed after this long (to within a
+/// third of it).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-type Direct = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Connector = HttpsConnector<HttpConnector>;
 
 thread_local! {
     /// Which of [`UpstreamClient`]'s pools this thread's requests use:
@@ -66,8 +71,12 @@ pub(crate) fn use_pool(index: usize) {
 /// See the module doc. Cloning shares the pools.
 #[derive(Clone)]
 pub(crate) struct UpstreamClient {
+    /// Makes connections (TCP, then TLS for `https`).
+    connector: Connector,
     /// One pool per serving thread.
-    direct: Arc<[Direct]>,
+    pools: Arc<[pool::Pool]>,
+    /// An idle connection is closed after this long.
+    idle_timeout: Duration,
     /// The environment's proxy settings.
     proxies: Arc<Matcher>,
     /// For destinations behind a proxy.
@@ -136,11 +145,12 @@ impl From<reqwest::Error> for TransportError {
     }
 }
 
-impl From<hyper_util::client::legacy::Error> for TransportError {
-    fn from(e: hyper_util::client::legacy::Error) -> Self {
+impl TransportError {
+    /// The connection could not be made.
+    fn connect(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         TransportError {
-            connect: e.is_connect(),
-            source: Box::new(e),
+            connect: true,
+            source: e.into(),
         }
     }
 }
@@ -187,16 +197,10 @@ impl UpstreamClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let direct = (0..pools.max(1))
-            .map(|_| {
-                Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(IDLE_TIMEOUT)
-                    .pool_timer(TokioTimer::new())
-                    .build(https.clone())
-            })
-            .collect();
         Ok(UpstreamClient {
-            direct,
+            connector: https,
+            pools: (0..pools.max(1)).map(|_| pool::Pool::default()).collect(),
+            idle_timeout: IDLE_TIMEOUT,
             proxies: Arc::new(proxies),
             proxied,
         })
@@ -241,17 +245,74 @@ impl UpstreamClient {
                 .await?;
             return Ok(http::Response::<reqwest::Body>::from(res).map(Body::new));
         }
-        // The `Host` hyper-util would add last, made once for the URL.
-        if let Some(host) = host {
-            headers.entry(HOST).or_insert_with(|| host.clone());
+        // The `Host` hyper-util added last, made once for the URL.
+        if !headers.contains_key(HOST) {
+            let made = match host {
+                Some(host) => Some(host.clone()),
+                None => host_header(uri),
+            };
+            if let Some(host) = made {
+                headers.insert(HOST, host);
+            }
         }
         let mut req = http::Request::new(Full::new(body));
         *req.method_mut() = method;
-        *req.uri_mut() = uri.clone();
+        *req.uri_mut() = origin_form(uri);
         *req.headers_mut() = headers;
-        let direct = &self.direct[POOL.get() % self.direct.len()];
-        let res = direct.request(req).await?;
-        Ok(res.map(Body::new))
+        let index = POOL.get() % self.pools.len();
+        loop {
+            let conn = match self.pools[index].checkout(uri) {
+                Some(conn) => conn,
+                None => self.connect(uri).await?,
+            };
+            let mut conn = conn;
+            match conn.sender.try_send_request(req).await {
+                Ok(res) => {
+                    let pools = Arc::clone(&self.pools);
+                    let res = res.map(|b| Body::new(pool::PooledBody::new(b, conn, pools, index)));
+                    return Ok(res);
+                }
+                Err(mut e) => match e.take_message() {
+                    // Not sent: the idle connection had closed. Once more,
+                    // on a new one (a new one that fails is the answer).
+                    Some(again) if conn.reused => req = again,
+                    _ => {
+                        return Err(TransportError {
+                            connect: false,
+                            source: Box::new(e.into_error()),
+                        });
+                    }
+                },
+            }
+        }
+    }
+
+    /// A new connection to `uri`, driven by a task of this runtime.
+    ///
+    /// # Errors
+    /// Connecting, the TLS handshake or HTTP/1's failed (a connect error).
+    async fn connect(&self, uri: &Uri) -> Result<pool::Conn, TransportError> {
+        let mut connector = self.connector.clone();
+        std::future::poll_fn(|cx| connector.poll_ready(cx))
+            .await
+            .map_err(TransportError::connect)?;
+        let io = connector
+            .call(uri.clone())
+            .await
+            .map_err(TransportError::connect)?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(TransportError::connect)?;
+        pool::Conn::new(uri, sender, conn, self.idle_timeout)
+            .ok_or_else(|| TransportError::connect("the URI has no scheme and host"))
+    }
+}
+
+/// `uri` as a request to its host names it: its path and query.
+fn origin_form(uri: &Uri) -> Uri {
+    match uri.path_and_query() {
+        Some(pq) if pq.as_str() != "/" => Uri::from(pq.clone()),
+        _ => Uri::from_static("/"),
     }
 }
 

@@ -204,8 +204,9 @@ async fn an_https_uri_is_never_sent_in_the_clear() {
     assert!(seen.lock().unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn a_destination_behind_a_proxy_goes_through_it() {
+/// A client whose proxy settings send `http` destinations but 127.0.0.2
+/// through a recorder, and what the recorder saw.
+async fn behind_a_proxy() -> (UpstreamClient, Seen) {
     let (proxy, seen) = recorder().await;
     let proxy_url = format!("http://{proxy}");
     let matcher = Matcher::builder()
@@ -217,7 +218,12 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
         .proxy(reqwest::Proxy::http(&proxy_url).unwrap())
         .build()
         .unwrap();
-    let client = client(matcher, proxied);
+    (client(matcher, proxied), seen)
+}
+
+#[tokio::test]
+async fn a_destination_behind_a_proxy_goes_through_it() {
+    let (client, seen) = behind_a_proxy().await;
     // Nothing listens at upstream.invalid: only the proxy can answer.
     let uri: Uri = "http://upstream.invalid/v1/x".parse().unwrap();
     let res = client
@@ -261,18 +267,7 @@ async fn a_destination_behind_a_proxy_goes_through_it() {
 
 #[tokio::test]
 async fn a_route_decided_at_start_is_the_one_taken() {
-    let (proxy, seen) = recorder().await;
-    let proxy_url = format!("http://{proxy}");
-    let matcher = Matcher::builder()
-        .http(proxy_url.clone())
-        .no("127.0.0.2")
-        .build();
-    tls();
-    let proxied = reqwest::Client::builder()
-        .proxy(reqwest::Proxy::http(&proxy_url).unwrap())
-        .build()
-        .unwrap();
-    let client = client(matcher, proxied);
+    let (client, seen) = behind_a_proxy().await;
     let behind: Uri = "http://upstream.invalid/v1/x".parse().unwrap();
     let direct: Uri = "http://127.0.0.2:9/v1/x".parse().unwrap();
     assert_eq!(client.route(&behind), Route::Proxied);
@@ -294,30 +289,21 @@ async fn a_route_decided_at_start_is_the_one_taken() {
     assert_eq!(routes.api("broken"), None);
     assert_eq!(routes.api("unknown"), None);
     // The route given is the one taken, whatever the URI.
-    let e = client
-        .send(
-            Some(Route::Direct),
+    let get = |route| {
+        let headers = HeaderMap::new();
+        client.send(
+            Some(route),
             Method::GET,
             &behind,
-            HeaderMap::new(),
+            headers,
             None,
             Bytes::new(),
         )
-        .await
-        .unwrap_err();
+    };
+    let e = get(Route::Direct).await.unwrap_err();
     assert!(e.is_connect(), "{e}");
     assert!(seen.lock().unwrap().is_empty());
-    let res = client
-        .send(
-            Some(Route::Proxied),
-            Method::GET,
-            &behind,
-            HeaderMap::new(),
-            None,
-            Bytes::new(),
-        )
-        .await
-        .unwrap();
+    let res = get(Route::Proxied).await.unwrap();
     assert_eq!(res.status(), 201);
     assert_eq!(seen.lock().unwrap()[0].1, "http://upstream.invalid/v1/x");
 }
