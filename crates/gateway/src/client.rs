@@ -7,8 +7,8 @@
 //!
 //! What reqwest did is kept: TLS through rustls with the platform's
 //! verifier and the process's crypto provider, HTTP/1.1 only, a 10 s
-//! connect timeout, idle connections closed after 90 s (60 to 90 s
-//! unused: see [`pool`]), TCP keepalive (15 s, 3
+//! connect timeout, idle connections closed after about 90 s (60 to
+//! 120 s unused: see [`pool`]), TCP keepalive (15 s, 3
 //! probes), a 30 s TCP user timeout, `TCP_NODELAY`, `accept: */*` when the
 //! caller sent none, redirects passed on as they are. A destination that
 //! the environment's proxy settings (`HTTP_PROXY`, `HTTPS_PROXY`,
@@ -50,8 +50,8 @@ pub(crate) type UpstreamResponse = http::Response<Body>;
 
 /// Connecting may take this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// An idle pooled connection is closed after this long (to within a
-/// third of it).
+/// An idle pooled connection is closed after about this long (two to
+/// four thirds of it: see `pool::drive`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 type Connector = HttpsConnector<HttpConnector>;

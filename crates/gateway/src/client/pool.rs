@@ -11,8 +11,8 @@
 //! connection whose answer was not read, as it did in hyper-util's pool).
 //!
 //! Each connection is driven by a task of its own ([`drive`]), which also
-//! closes it once it has sat in the list, unused, for the idle timeout
-//! (to within a third of it; no clock is read per request).
+//! closes it once it has sat in the list, unused, for about the idle
+//! timeout (two to four thirds of it; no clock is read per request).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,8 +83,11 @@ impl Conn {
     }
 }
 
-/// Drives `conn` until it ends, or until it has been in a list, unused,
-/// for three ticks of a third of `idle_timeout` in a row.
+/// Drives `conn` until it ends, or until it has been found in a list,
+/// not taken since the tick before, at three ticks of a third of
+/// `idle_timeout` in a row: after two to four thirds of it unused
+/// (hyper-util's pool, which looked every `idle_timeout` for connections
+/// idle that long, closed them after one to two).
 async fn drive<T>(conn: Connection<T, Full<Bytes>>, idle: Arc<Idle>, idle_timeout: Duration)
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
