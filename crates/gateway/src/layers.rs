@@ -152,6 +152,7 @@ impl Notes {
             ledger: None,
             pulse: crate::dashboard::pulse::Tally::default(),
             budget: None,
+            unanswered: None,
         }))
     }
 }
@@ -197,6 +198,22 @@ pub(crate) struct Fields {
     /// The call's budget reservation, from the budget layer until an
     /// answer takes it to settle (see `usage`).
     pub budget: Option<sluice_usage::budget::Hold>,
+    /// The route of a request the context layer took in, until its
+    /// answer reaches `observe`: notes dropped with it still set belong to
+    /// a request whose future was dropped unanswered (see the `Drop`).
+    pub unanswered: Option<&'static str>,
+}
+
+/// A request dropped before its answer (the client closed the connection
+/// while it waited in a queue or for its upstream, or a drain ran out of
+/// time) is still counted, recorded in the ledger and traced, as status
+/// 499: nothing handed to the gateway leaves no record.
+impl Drop for Fields {
+    fn drop(&mut self) {
+        if let Some(route) = self.unanswered.take() {
+            observe::abandoned(route, self);
+        }
+    }
 }
 
 /// An answer for the client.

@@ -313,3 +313,69 @@ async fn a_session_over_its_limit_is_refused_with_retry_after() {
     assert_eq!(h.sim.stats().model("gpt-4o").requests, 3);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_the_queue_is_counted_traced_and_recorded_as_499() {
+    let h = Arc::new(Harness::with(held_sim(), one_slot).await);
+    let (grant, holder) = block(&h).await;
+
+    // A request waits in the queue; its client goes before its turn (the
+    // task's end drops the request and closes its connection).
+    let leaver = spawn_chat(&h, HELD, ("x-sluice-workspace", "leaver"), None);
+    wait_queued(&h, 1).await;
+    leaver.abort();
+    assert!(leaver.await.unwrap_err().is_cancelled());
+    common::wait_until("the gateway sees the client go", || async {
+        h.queued().await == 0
+    })
+    .await;
+    common::wait_until("its request is counted as a 499", || async {
+        h.metrics().await.lines().any(|l| {
+            l.starts_with("sluice_requests_total{")
+                && l.contains(r#"status="499""#)
+                && l.contains(r#"model="openai/held""#)
+                && l.ends_with(" 1")
+        })
+    })
+    .await;
+
+    // The queue moves on, and the sim never saw the request that left.
+    h.release(&grant).await;
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+    assert_eq!(
+        h.sim.stats().model("held").requests,
+        1,
+        "the holder's alone"
+    );
+    let mut h = unwrap(h);
+    h.shutdown().await;
+
+    let lines = sluice_gateway::trace::workspace_files(&h.trace_dir, "leaver")
+        .unwrap()
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["status"], 499, "{}", lines[0]);
+    assert_eq!(lines[0]["model"], HELD, "{}", lines[0]);
+    assert!(
+        lines[0]["error"].as_str().unwrap().contains("closed"),
+        "{}",
+        lines[0]
+    );
+
+    let store = sluice_ledger::LedgerStore::open(h.data_dir.join("ledger.db"))
+        .await
+        .expect("the ledger file");
+    let records = store.records("leaver", 0, 100).await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0].1;
+    assert_eq!((r.status, r.model.as_str()), (499, HELD), "{r:?}");
+    assert_eq!(r.prompt_tokens + r.completion_tokens, 0, "{r:?}");
+    h.stop().await;
+}

@@ -17,6 +17,7 @@ mod headers;
 
 use axum::http::HeaderMap;
 
+use super::observe::Routed;
 use super::step::{Step, StepLayer};
 use super::{Next, Notes, Reply, Req, Served, call};
 use crate::auth::Tenant;
@@ -61,13 +62,14 @@ pub(crate) enum WithContext {}
 
 impl<R, S> Step<R, S> for WithContext
 where
-    R: Parse,
+    R: Parse + Routed,
     S: Next<Req<R::Parsed>, Served<Reply>>,
 {
     type Response = Served<Reply>;
 
     async fn serve(state: AppState, inner: S, req: R) -> Served<Reply> {
         let mut notes = Notes::new(&state);
+        notes.unanswered = Some(req.route());
         let ctx = match read(&state, &req, &mut notes) {
             Ok(ctx) => ctx,
             Err(e) => return Served::err(e, notes),

@@ -17,7 +17,7 @@ use tower::Layer;
 use super::context::Context;
 use super::step::Stateful;
 use super::upstream::{AttemptRecord, Plan, Upstream};
-use super::{Next, Notes, Reply, Served, call};
+use super::{Fields, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::ledger::{Draft, Handed};
 use crate::metrics;
@@ -68,6 +68,7 @@ where
         async move {
             let started = Instant::now();
             let Served { result, mut notes } = call(inner, req).await;
+            notes.unanswered = None;
             if notes.label.is_none() {
                 notes.label = label;
             }
@@ -121,6 +122,30 @@ where
     }
 }
 
+/// Status of a request dropped before its answer, as nginx logs a client
+/// that closed the connection first.
+pub(crate) const ABANDONED: u16 = 499;
+
+/// The request on `route` with these notes was dropped before its answer
+/// (see [`Fields`]'s `Drop`): its count, ledger record and trace, as
+/// status [`ABANDONED`].
+pub(crate) fn abandoned(route: &'static str, notes: &mut Fields) {
+    let state = notes.state.clone();
+    let label = notes.label.as_deref().unwrap_or("-");
+    state
+        .metrics
+        .request(route, label, ABANDONED, notes.tenant.as_deref());
+    if let Some(draft) = notes.ledger.take() {
+        settled(&state, draft, ABANDONED, notes);
+    }
+    if let Some(mut trace) = notes.trace.take() {
+        trace.status = ABANDONED;
+        trace.attempts = notes.meta.attempts;
+        trace.error = Some("the connection closed before the answer".to_owned());
+        submit(state.traces.as_ref(), trace);
+    }
+}
+
 /// The trace of `ctx`'s request on `route` (`method` on the wire), from
 /// its arrival: in the client's trace when it sent one, with its
 /// OpenTelemetry spans when they are exported and the request sampled.
@@ -146,7 +171,7 @@ pub(crate) fn begin_trace(
 const NO_THREAD: &str = "unthreaded";
 
 /// Hands a call's ledger record over, answered `status` now.
-pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Notes) {
+pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Fields) {
     if let Some(ledger) = state.ledger.get() {
         let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
         match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {

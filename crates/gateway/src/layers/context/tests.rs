@@ -23,6 +23,12 @@ impl crate::layers::step::Stateful for Plain {
     }
 }
 
+impl crate::layers::observe::Routed for Plain {
+    fn route(&self) -> &'static str {
+        "/plain"
+    }
+}
+
 impl Parse for Plain {
     type Parsed = Context;
 
