@@ -138,14 +138,11 @@ impl TraceParent {
     /// [`Display`](fmt::Display) writes it, in one allocation (every
     /// upstream attempt sends one).
     pub fn to_header(&self) -> String {
-        let mut s = String::with_capacity(55);
-        s.push_str("00-");
-        push_hex(&mut s, &self.trace_id);
-        s.push('-');
-        push_hex(&mut s, &self.span_id);
-        s.push('-');
-        push_hex(&mut s, &[self.flags]);
-        s
+        let mut buf = *b"00-################################-################-##";
+        write_hex(&mut buf[3..35], &self.trace_id);
+        write_hex(&mut buf[36..52], &self.span_id);
+        write_hex(&mut buf[53..55], &[self.flags]);
+        ascii(&buf).to_owned()
     }
 }
 
@@ -155,9 +152,9 @@ impl fmt::Display for TraceParent {
     }
 }
 
-/// Lowercase hex, two digits a byte. By table rather than `write!` per
-/// byte: every request formats a trace id and a span id or two, and the
-/// formatter's machinery cost more than the request's JSON.
+/// Lowercase hex, two digits a byte. By table rather than `write!` or a
+/// `push` per digit: every request formats a trace id and a span id or
+/// two, and the formatter's machinery cost more than the request's JSON.
 fn to_hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     push_hex(&mut s, bytes);
@@ -167,12 +164,42 @@ fn to_hex(bytes: &[u8]) -> String {
 /// Appends `bytes` to `s` in lowercase hex, two digits a byte (see
 /// [`to_hex`]): `{:016x}` of a `u64` is `push_hex` of its big-endian bytes.
 pub fn push_hex(s: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    s.reserve(bytes.len() * 2);
-    for &b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    // Through a buffer on the stack, so `s` grows once a chunk rather
+    // than once a digit.
+    let mut buf = [0; 64];
+    for chunk in bytes.chunks(buf.len() / 2) {
+        let hex = &mut buf[..chunk.len() * 2];
+        write_hex(hex, chunk);
+        s.push_str(ascii(hex));
     }
+}
+
+/// Each byte's two lowercase hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        pairs[b] = [DIGITS[b >> 4], DIGITS[b & 0x0f]];
+        b += 1;
+    }
+    pairs
+};
+
+/// Writes `bytes` in hex into `out`, two digits a byte, as far as `out`
+/// holds them (the callers size it to `2 * bytes.len()`).
+fn write_hex(out: &mut [u8], bytes: &[u8]) {
+    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+    }
+}
+
+/// `buf`, which holds ASCII only (hex digits and dashes), as a `str`.
+fn ascii(buf: &[u8]) -> &str {
+    // Never the empty fallback: every byte written is from `HEX_PAIRS`
+    // or an ASCII template. Checking costs a few instructions a word
+    // where `unsafe` would cost the crate its `forbid(unsafe_code)`.
+    std::str::from_utf8(buf).unwrap_or_default()
 }
 
 /// Lowercase hex into `N` bytes.
@@ -266,6 +293,12 @@ mod tests {
             push_hex(&mut s, &n.to_be_bytes());
             assert_eq!(s, format!("x{n:016x}"));
         }
+        // Longer than the buffer it writes through, every byte value.
+        let all: Vec<u8> = (0..=255).chain(0..=255).collect();
+        let mut s = String::new();
+        push_hex(&mut s, &all);
+        let formatted: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(s, formatted);
     }
 
     #[test]

@@ -282,10 +282,12 @@ pub fn new_span_id() -> [u8; 8] {
 pub fn new_id() -> String {
     // `req_` and 24 hex digits, as `format!("req_{:016x}{:08x}")` writes
     // them, without the formatter's machinery.
+    let mut random = [0; 12];
+    random[..8].copy_from_slice(&fastrand::u64(..).to_be_bytes());
+    random[8..].copy_from_slice(&fastrand::u32(..).to_be_bytes());
     let mut id = String::with_capacity(28);
     id.push_str("req_");
-    push_hex(&mut id, &fastrand::u64(..).to_be_bytes());
-    push_hex(&mut id, &fastrand::u32(..).to_be_bytes());
+    push_hex(&mut id, &random);
     id
 }
 
