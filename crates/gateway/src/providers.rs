@@ -175,11 +175,13 @@ pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
     /// A reader of the streamed answer, fed its chunks as they come.
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader>;
 
-    /// The upstream's rate-limit headers.
+    /// The upstream's rate-limit headers. The others are passed by their
+    /// name's prefix before their value is read as text.
     fn rate_limits(&self, headers: &HeaderMap, now: SystemTime) -> RateLimitHeaders {
         RateLimitHeaders::parse(
             headers
                 .iter()
+                .filter(|(k, _)| sluice_limit::headers::may_read(k.as_str()))
                 .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
             now,
         )

@@ -238,56 +238,98 @@ enum Slot {
     ResetAfter,
 }
 
-/// Every header read, lowercase.
-const NAMES: &[(&str, Slot)] = {
+/// Every header read, lowercase, by the prefix its group shares: a name
+/// is compared with its group's only, and most of an answer's headers
+/// (`content-type`, `date`, `x-request-id`) with none.
+const GROUPS: &[(&str, &[(&str, Slot)])] = {
     use Part::{Limit, Remaining, Reset};
     use Slot::Quota as Q;
     use Source::{Common, Ietf, Input, Output, Requests, Tokens};
     &[
-        ("x-ratelimit-limit-requests", Q(Requests, Limit)),
-        ("x-ratelimit-remaining-requests", Q(Requests, Remaining)),
-        ("x-ratelimit-reset-requests", Q(Requests, Reset)),
-        ("x-ratelimit-limit-tokens", Q(Tokens, Limit)),
-        ("x-ratelimit-remaining-tokens", Q(Tokens, Remaining)),
-        ("x-ratelimit-reset-tokens", Q(Tokens, Reset)),
-        ("anthropic-ratelimit-requests-limit", Q(Requests, Limit)),
         (
-            "anthropic-ratelimit-requests-remaining",
-            Q(Requests, Remaining),
+            "x-ratelimit",
+            &[
+                ("x-ratelimit-limit-requests", Q(Requests, Limit)),
+                ("x-ratelimit-remaining-requests", Q(Requests, Remaining)),
+                ("x-ratelimit-reset-requests", Q(Requests, Reset)),
+                ("x-ratelimit-limit-tokens", Q(Tokens, Limit)),
+                ("x-ratelimit-remaining-tokens", Q(Tokens, Remaining)),
+                ("x-ratelimit-reset-tokens", Q(Tokens, Reset)),
+                ("x-ratelimit-limit", Q(Common, Limit)),
+                ("x-ratelimit-remaining", Q(Common, Remaining)),
+                ("x-ratelimit-reset", Q(Common, Reset)),
+                ("x-ratelimit-reset-after", Slot::ResetAfter),
+            ],
         ),
-        ("anthropic-ratelimit-requests-reset", Q(Requests, Reset)),
-        ("anthropic-ratelimit-tokens-limit", Q(Tokens, Limit)),
-        ("anthropic-ratelimit-tokens-remaining", Q(Tokens, Remaining)),
-        ("anthropic-ratelimit-tokens-reset", Q(Tokens, Reset)),
-        ("anthropic-ratelimit-input-tokens-limit", Q(Input, Limit)),
         (
-            "anthropic-ratelimit-input-tokens-remaining",
-            Q(Input, Remaining),
+            "anthropic-ratelimit-",
+            &[
+                ("anthropic-ratelimit-requests-limit", Q(Requests, Limit)),
+                (
+                    "anthropic-ratelimit-requests-remaining",
+                    Q(Requests, Remaining),
+                ),
+                ("anthropic-ratelimit-requests-reset", Q(Requests, Reset)),
+                ("anthropic-ratelimit-tokens-limit", Q(Tokens, Limit)),
+                ("anthropic-ratelimit-tokens-remaining", Q(Tokens, Remaining)),
+                ("anthropic-ratelimit-tokens-reset", Q(Tokens, Reset)),
+                ("anthropic-ratelimit-input-tokens-limit", Q(Input, Limit)),
+                (
+                    "anthropic-ratelimit-input-tokens-remaining",
+                    Q(Input, Remaining),
+                ),
+                ("anthropic-ratelimit-input-tokens-reset", Q(Input, Reset)),
+                ("anthropic-ratelimit-output-tokens-limit", Q(Output, Limit)),
+                (
+                    "anthropic-ratelimit-output-tokens-remaining",
+                    Q(Output, Remaining),
+                ),
+                ("anthropic-ratelimit-output-tokens-reset", Q(Output, Reset)),
+            ],
         ),
-        ("anthropic-ratelimit-input-tokens-reset", Q(Input, Reset)),
-        ("anthropic-ratelimit-output-tokens-limit", Q(Output, Limit)),
         (
-            "anthropic-ratelimit-output-tokens-remaining",
-            Q(Output, Remaining),
+            "ratelimit",
+            &[
+                ("ratelimit", Slot::IetfCurrent),
+                ("ratelimit-policy", Slot::IetfPolicy),
+                ("ratelimit-limit", Slot::IetfLimit),
+                ("ratelimit-remaining", Q(Ietf, Remaining)),
+                ("ratelimit-reset", Q(Ietf, Reset)),
+            ],
         ),
-        ("anthropic-ratelimit-output-tokens-reset", Q(Output, Reset)),
-        ("ratelimit", Slot::IetfCurrent),
-        ("ratelimit-policy", Slot::IetfPolicy),
-        ("ratelimit-limit", Slot::IetfLimit),
-        ("ratelimit-remaining", Q(Ietf, Remaining)),
-        ("ratelimit-reset", Q(Ietf, Reset)),
-        ("x-ratelimit-limit", Q(Common, Limit)),
-        ("x-ratelimit-remaining", Q(Common, Remaining)),
-        ("x-ratelimit-reset", Q(Common, Reset)),
-        ("x-ratelimit-reset-after", Slot::ResetAfter),
-        ("retry-after", Slot::RetryAfter),
-        ("retry-after-ms", Slot::RetryAfterMs),
+        (
+            "retry-after",
+            &[
+                ("retry-after", Slot::RetryAfter),
+                ("retry-after-ms", Slot::RetryAfterMs),
+            ],
+        ),
     ]
 };
 
+/// The names `name`, trimmed, may be among, by its prefix (any case).
+fn group(name: &str) -> Option<&'static [(&'static str, Slot)]> {
+    let name = name.trim().as_bytes();
+    GROUPS
+        .iter()
+        .find(|(prefix, _)| {
+            name.get(..prefix.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
+        })
+        .map(|&(_, names)| names)
+}
+
+/// Whether [`RateLimitHeaders::parse`] may read a header named `name`: a
+/// test of its prefix only, so that a caller can skip the others' values
+/// (converting a value to `&str` costs more than this).
+pub fn may_read(name: &str) -> bool {
+    group(name).is_some()
+}
+
 fn slot(name: &str) -> Option<Slot> {
+    let names = group(name)?;
     let name = name.trim();
-    NAMES
+    names
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|&(_, slot)| slot)

@@ -334,7 +334,9 @@ proptest! {
         headers in prop::collection::vec(
             (
                 prop_oneof![
-                    prop::sample::select(NAMES.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>()),
+                    prop::sample::select(
+                        GROUPS.iter().flat_map(|(_, names)| names.iter().map(|(n, _)| n.to_string())).collect::<Vec<_>>()
+                    ),
                     "\\PC{0,30}",
                 ],
                 prop_oneof![
@@ -356,5 +358,38 @@ proptest! {
     fn parse_reset_never_panics(value in "\\PC*") {
         let _ = parse_reset(&value, now());
         let _ = parse_retry_after(&value, now());
+    }
+}
+
+#[test]
+fn every_name_is_found_in_its_group_and_others_are_skipped() {
+    for (prefix, names) in GROUPS {
+        for &(name, _) in *names {
+            assert!(name.starts_with(prefix), "{name} is not under {prefix}");
+            assert!(may_read(name) && slot(name).is_some(), "{name}");
+            let shouted = format!(" {} ", name.to_ascii_uppercase());
+            assert!(may_read(&shouted) && slot(&shouted).is_some(), "{shouted}");
+        }
+    }
+    for other in [
+        "content-type",
+        "date",
+        "x-request-id",
+        "x-ratelimi",
+        "",
+        "r",
+    ] {
+        assert!(!may_read(other), "{other}");
+    }
+    // A name with a group's prefix that is none of its names.
+    assert!(may_read("x-ratelimit-bogus") && slot("x-ratelimit-bogus").is_none());
+}
+
+proptest! {
+    #[test]
+    fn a_name_skipped_by_its_prefix_is_never_read(name in "[ a-zA-Z-]{0,24}") {
+        if !may_read(&name) {
+            prop_assert!(slot(&name).is_none());
+        }
     }
 }

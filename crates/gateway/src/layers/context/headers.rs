@@ -63,10 +63,57 @@ pub struct Context {
     pub feature: Option<String>,
 }
 
+/// The headers [`Context::from_headers`] reads, found in one pass over
+/// the request's headers: a lookup by name hashes the name (none of them
+/// is a standard header, which would hash by its index), nine lookups
+/// cost more than comparing the few names a request has. The first value
+/// of a name counts, as [`HeaderMap::get`] gives it.
+#[derive(Default)]
+struct Found<'a> {
+    priority: Option<&'a HeaderValue>,
+    thread: Option<&'a HeaderValue>,
+    request_id: Option<&'a HeaderValue>,
+    idempotency_key: Option<&'a HeaderValue>,
+    timeout_ms: Option<&'a HeaderValue>,
+    traceparent: Option<&'a HeaderValue>,
+    tracestate: Option<&'a HeaderValue>,
+    user: Option<&'a HeaderValue>,
+    feature: Option<&'a HeaderValue>,
+}
+
+impl<'a> Found<'a> {
+    fn read(headers: &'a HeaderMap) -> Found<'a> {
+        let mut found = Found::default();
+        for (name, value) in headers {
+            let name = name.as_str();
+            // Every name read here starts with `x`, `t` or `i`; most of a
+            // request's others (`host`, `content-*`, `authorization`,
+            // `accept`, `user-agent`) are passed by their first byte.
+            if !matches!(name.as_bytes().first(), Some(b'x' | b't' | b'i')) {
+                continue;
+            }
+            let slot = match name {
+                "x-sluice-priority" => &mut found.priority,
+                "x-sluice-thread" => &mut found.thread,
+                "x-request-id" => &mut found.request_id,
+                "idempotency-key" => &mut found.idempotency_key,
+                "x-sluice-timeout-ms" => &mut found.timeout_ms,
+                "traceparent" => &mut found.traceparent,
+                "tracestate" => &mut found.tracestate,
+                "x-sluice-user" => &mut found.user,
+                "x-sluice-feature" => &mut found.feature,
+                _ => continue,
+            };
+            slot.get_or_insert(value);
+        }
+        found
+    }
+}
+
 /// A tag header (`x-sluice-user`, `x-sluice-feature`): absent or empty is
 /// none; longer than [`MAX_ID`] is refused.
-fn tag(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ApiError> {
-    let value = header(headers, name)?.filter(|v| !v.is_empty());
+fn tag(value: Option<&HeaderValue>, name: &HeaderName) -> Result<Option<String>, ApiError> {
+    let value = header(value, name)?.filter(|v| !v.is_empty());
     if value.is_some_and(|v| v.len() > MAX_ID) {
         return Err(ApiError::bad_header(
             name.as_str(),
@@ -76,8 +123,13 @@ fn tag(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ApiErro
     Ok(value.map(str::to_owned))
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
+/// `value` of header `name`, trimmed; 400 naming it when it is not
+/// visible ASCII.
+fn header<'a>(
+    value: Option<&'a HeaderValue>,
+    name: &HeaderName,
+) -> Result<Option<&'a str>, ApiError> {
+    match value {
         None => Ok(None),
         Some(v) => v
             .to_str()
@@ -110,13 +162,14 @@ impl Context {
             .and_then(|c| c.priority())
             .and_then(|p| p.parse().ok())
             .unwrap_or(Priority::Normal);
-        let priority = match header(headers, &PRIORITY)? {
+        let found = Found::read(headers);
+        let priority = match header(found.priority, &PRIORITY)? {
             None | Some("") => default_priority,
             Some(p) => p
                 .parse()
                 .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?,
         };
-        let thread = header(headers, &THREAD)?
+        let thread = header(found.thread, &THREAD)?
             .filter(|t| !t.is_empty())
             .map(str::to_owned);
         if thread.as_ref().is_some_and(|t| t.len() > MAX_ID) {
@@ -125,9 +178,9 @@ impl Context {
                 format!("longer than {MAX_ID}"),
             ));
         }
-        let id = match client_request_id(headers) {
+        let id = match request_id(found.request_id) {
             Some(id) => Some(("x-request-id", id)),
-            None => header(headers, &IDEMPOTENCY_KEY)?
+            None => header(found.idempotency_key, &IDEMPOTENCY_KEY)?
                 .filter(|k| !k.is_empty())
                 .map(|k| ("idempotency-key", k)),
         };
@@ -137,7 +190,7 @@ impl Context {
             return Err(ApiError::bad_header(name, format!("longer than {MAX_ID}")));
         }
         let cfg = &state.config;
-        let timeout_ms = match header(headers, &TIMEOUT_MS)? {
+        let timeout_ms = match header(found.timeout_ms, &TIMEOUT_MS)? {
             None | Some("") => cfg.default_timeout_ms,
             Some(t) => {
                 let ms: u64 = t.parse().map_err(|_| {
@@ -155,9 +208,10 @@ impl Context {
                 ms.min(cfg.max_timeout_ms)
             }
         };
-        let (trace, parent_span, tracestate) = trace_context(headers, state.otel.as_ref());
-        let user = tag(headers, &USER)?;
-        let feature = tag(headers, &FEATURE)?;
+        let (trace, parent_span, tracestate) =
+            trace_context(found.traceparent, found.tracestate, state.otel.as_ref());
+        let user = tag(found.user, &USER)?;
+        let feature = tag(found.feature, &FEATURE)?;
         Ok(Context {
             workspace,
             priority,
@@ -227,8 +281,12 @@ impl Context {
 /// The client's `x-request-id`, when it is one to keep (see the module
 /// doc).
 pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(X_REQUEST_ID)
+    request_id(headers.get(X_REQUEST_ID))
+}
+
+/// An `x-request-id` of `value`, when it is one to keep.
+fn request_id(value: Option<&HeaderValue>) -> Option<&str> {
+    value
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|id| valid_request_id(id))
@@ -237,23 +295,28 @@ pub(crate) fn client_request_id(headers: &HeaderMap) -> Option<&str> {
 /// The client's `traceparent`, when it sent a valid one (an invalid one
 /// starts a new trace, as if none was sent).
 pub(crate) fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
-    headers
-        .get(TRACEPARENT)
+    traceparent(headers.get(TRACEPARENT))
+}
+
+/// A valid `traceparent` of `value`.
+fn traceparent(value: Option<&HeaderValue>) -> Option<TraceParent> {
+    value
         .and_then(|v| v.to_str().ok())
         .and_then(|v| TraceParent::parse(v).ok())
 }
 
 /// The request's span, the client's span and `tracestate` (see
-/// [`Context::trace`]). A new trace is sampled (flag `01`, sent upstream)
-/// when `otel` exports it; a client's trace keeps the client's flags.
+/// [`Context::trace`]), from the request's `traceparent` and `tracestate`.
+/// A new trace is sampled (flag `01`, sent upstream) when `otel` exports
+/// it; a client's trace keeps the client's flags.
 fn trace_context(
-    headers: &HeaderMap,
+    parent: Option<&HeaderValue>,
+    state: Option<&HeaderValue>,
     otel: Option<&sluice_otel::Exporter>,
 ) -> (TraceParent, Option<[u8; 8]>, Option<String>) {
-    match client_traceparent(headers) {
+    match traceparent(parent) {
         Some(parent) => {
-            let state = headers
-                .get(TRACESTATE)
+            let state = state
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
                 .filter(|s| !s.is_empty() && valid_tracestate(s))

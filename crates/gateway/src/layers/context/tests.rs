@@ -178,3 +178,81 @@ async fn a_bad_request_id_is_replaced_and_a_bad_traceparent_restarts_the_trace()
     assert_ne!(ctx.trace.span_id, ctx.parent_span.unwrap());
     assert_eq!(ctx.tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
 }
+
+/// Each header `Context::from_headers` reads, in a header map of its own.
+fn read(state: &AppState, headers: &[(&'static str, HeaderValue)]) -> Result<Context, ApiError> {
+    let mut h = HeaderMap::new();
+    for (k, v) in headers {
+        h.append(*k, v.clone());
+    }
+    let tenant = Tenant::from_headers(state, &h).expect("an open gateway");
+    Context::from_headers(state, &tenant, &h)
+}
+
+#[tokio::test]
+async fn every_header_read_is_named_when_it_is_not_ascii() {
+    let state = state();
+    let bad = HeaderValue::from_bytes(b"caf\xe9").unwrap();
+    for name in [
+        "x-sluice-priority",
+        "x-sluice-thread",
+        "idempotency-key",
+        "x-sluice-timeout-ms",
+        "x-sluice-user",
+        "x-sluice-feature",
+    ] {
+        let e = read(&state, &[(name, bad.clone())]).expect_err(name);
+        assert!(e.to_string().contains(name), "{name}: {e}");
+        assert_eq!(e.into_response().status(), StatusCode::BAD_REQUEST);
+    }
+    // A request id or trace that is not ASCII is replaced, not refused.
+    let ctx = read(
+        &state,
+        &[("x-request-id", bad.clone()), ("traceparent", bad.clone())],
+    )
+    .expect("replaced");
+    assert!(!ctx.client_id);
+    assert_eq!(ctx.parent_span, None);
+}
+
+#[tokio::test]
+async fn a_header_sent_twice_is_read_by_its_first_value() {
+    let state = state();
+    let ctx = read(
+        &state,
+        &[
+            ("host", HeaderValue::from_static("gw")),
+            ("x-sluice-priority", HeaderValue::from_static("high")),
+            ("x-sluice-priority", HeaderValue::from_static("nonsense")),
+            ("x-sluice-thread", HeaderValue::from_static("t-1")),
+            ("x-sluice-thread", HeaderValue::from_static("t-2")),
+            ("x-request-id", HeaderValue::from_static("id-1")),
+            ("x-request-id", HeaderValue::from_static("id-2")),
+            ("x-sluice-timeout-ms", HeaderValue::from_static("1500")),
+            ("x-sluice-user", HeaderValue::from_static("ada")),
+            ("x-sluice-feature", HeaderValue::from_static("search")),
+            ("x-sluice-feature", HeaderValue::from_static("chat")),
+        ],
+    )
+    .expect("good headers");
+    assert_eq!(ctx.priority, Priority::High);
+    assert_eq!(ctx.thread.as_deref(), Some("t-1"));
+    assert_eq!((ctx.request_id.as_str(), ctx.client_id), ("id-1", true));
+    assert_eq!(
+        ctx.deadline - ctx.started,
+        std::time::Duration::from_millis(1500)
+    );
+    assert_eq!(ctx.user.as_deref(), Some("ada"));
+    assert_eq!(ctx.feature.as_deref(), Some("search"));
+    // The first value decides, even when a later one would be refused
+    // or kept.
+    let e = read(
+        &state,
+        &[
+            ("x-sluice-timeout-ms", HeaderValue::from_static("0")),
+            ("x-sluice-timeout-ms", HeaderValue::from_static("10")),
+        ],
+    )
+    .expect_err("the first value is 0");
+    assert!(e.to_string().contains("x-sluice-timeout-ms"), "{e}");
+}
