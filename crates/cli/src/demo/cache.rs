@@ -239,8 +239,14 @@ fn table(off: &CacheRun, on: &CacheRun) -> String {
         t.row([name.to_owned(), a, b]);
     }
     let mut out = format!("\n{}", t.render());
+    out.push_str(&format!(
+        "\nerrors: calls without an answer: refused, or given up by their agent after {} s (most \
+         still queued behind the provider's limit, which the gateway then drops from its queue and \
+         traces as 499).\n",
+        CALL_TIMEOUT.as_secs()
+    ));
     out.push_str(
-        "\ncalls saved: answers that made no upstream call, cache hits and identical requests that \
+        "calls saved: answers that made no upstream call, cache hits and identical requests that \
          shared one call in flight.\nA hit spends no provider quota, no limiter token and no budget: \
          the provider's limit serves only the questions asked for the first time.\n",
     );
