@@ -91,12 +91,6 @@ where
             };
             notes.meta.apply(&mut res);
             let status = res.status().as_u16();
-            state.metrics.request(
-                route,
-                notes.label.as_deref().unwrap_or("-"),
-                status,
-                notes.tenant.as_deref(),
-            );
             let elapsed = started.elapsed();
             metrics::request_duration(route, elapsed.as_secs_f64());
             if state.config.ui.enabled {
@@ -108,17 +102,33 @@ where
                     elapsed,
                 );
             }
-            if let Some(draft) = notes.ledger.take() {
-                settled(&state, draft, status, &mut notes);
-            }
-            if let Some(mut trace) = notes.trace.take() {
-                trace.status = status;
-                trace.attempts = notes.meta.attempts;
-                trace.error = error;
-                submit(state.traces.as_ref(), trace);
-            }
+            ended(&state, route, status, error, &mut notes);
             res
         }
+    }
+}
+
+/// The request on `route` ended with `status` (and `error`, the refusal's
+/// message): its count, ledger record and trace.
+fn ended(
+    state: &AppState,
+    route: &'static str,
+    status: u16,
+    error: Option<String>,
+    notes: &mut Fields,
+) {
+    let label = notes.label.as_deref().unwrap_or("-");
+    state
+        .metrics
+        .request(route, label, status, notes.tenant.as_deref());
+    if let Some(draft) = notes.ledger.take() {
+        settled(state, draft, status, notes);
+    }
+    if let Some(mut trace) = notes.trace.take() {
+        trace.status = status;
+        trace.attempts = notes.meta.attempts;
+        trace.error = error;
+        submit(state.traces.as_ref(), trace);
     }
 }
 
@@ -131,19 +141,8 @@ pub(crate) const ABANDONED: u16 = 499;
 /// status [`ABANDONED`].
 pub(crate) fn abandoned(route: &'static str, notes: &mut Fields) {
     let state = notes.state.clone();
-    let label = notes.label.as_deref().unwrap_or("-");
-    state
-        .metrics
-        .request(route, label, ABANDONED, notes.tenant.as_deref());
-    if let Some(draft) = notes.ledger.take() {
-        settled(&state, draft, ABANDONED, notes);
-    }
-    if let Some(mut trace) = notes.trace.take() {
-        trace.status = ABANDONED;
-        trace.attempts = notes.meta.attempts;
-        trace.error = Some("the connection closed before the answer".to_owned());
-        submit(state.traces.as_ref(), trace);
-    }
+    let error = "the connection closed before the answer".to_owned();
+    ended(&state, route, ABANDONED, Some(error), notes);
 }
 
 /// The trace of `ctx`'s request on `route` (`method` on the wire), from
