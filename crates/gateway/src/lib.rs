@@ -39,6 +39,7 @@ mod server;
 mod state;
 pub mod trace;
 pub mod warnings;
+mod watchdog;
 
 pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;

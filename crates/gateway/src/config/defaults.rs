@@ -252,6 +252,7 @@ impl Default for TokenConfig {
             default_max_tokens: 1024,
             // The usual rule of thumb for English text with BPE tokenizers.
             chars_per_token: 4,
+            cut_stream_share: 1.0,
         }
     }
 }
@@ -334,6 +335,7 @@ impl Default for HttpConfig {
         HttpConfig {
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
+            write_timeout_ms: 30_000,
             max_connections: 1_024,
             threads: 0,
         }

@@ -67,7 +67,7 @@ impl Provider for Gemini {
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         check_model(call.model)?;
         let chat = translate::parse(call.body, chat::ACCEPTS)?;
-        let body = chat::request(&chat)?;
+        let body = chat::request(&chat, call.default_max_tokens)?;
         let path = if call.stream {
             format!("/models/{}:streamGenerateContent?alt=sse", call.model)
         } else {

@@ -1,0 +1,222 @@
+//! Slow readers (issue 33 High 4, issue 34 item 6): streams whose client
+//! never reads held their pool slot, grant and upstream connection past
+//! their deadline, because the deadline was checked only when the body
+//! was polled, and the body is polled only while the client reads. 64
+//! such streams from one tenant held every slot of the model pool, and
+//! another tenant's call to another model waited out its deadline (504).
+//! Proxied bodies had no deadline at all.
+//!
+//! Now: a tenant holds at most its share of a pool
+//! (`bulkheads.{pool}.max_per_tenant`, half by default), the request's
+//! deadline is kept by a watchdog outside the body, and a connection
+//! whose client takes no bytes for `http.write_timeout_ms` is closed.
+//! The never-reading clients here are raw sockets with a 4 KiB receive
+//! buffer that read nothing at all.
+
+use std::time::Instant;
+
+use serde_json::json;
+use sluice_sim::{ModelConfig, SimConfig};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::gateway::{Gateway, chat, client, sim, wait_until};
+
+const MALLORY: &str = "sk-attacks-mallory";
+const VICTIM: &str = "sk-attacks-victim";
+
+/// Two tenants (keys inline), and `http` settings.
+fn tenants(http: &str) -> String {
+    format!(
+        r#"[[tenants]]
+name = "mallory"
+api_key = "{MALLORY}"
+
+[[tenants]]
+name = "victim"
+api_key = "{VICTIM}"
+
+[http]
+{http}
+"#
+    )
+}
+
+/// A model that writes 20,000 tokens (about 3 MB of events) when asked.
+fn flood_sim() -> SimConfig {
+    let mut config = SimConfig::unlimited();
+    config.models.insert(
+        "flood".into(),
+        ModelConfig {
+            output_tokens: Some(20_000),
+            ..ModelConfig::default()
+        },
+    );
+    config
+}
+
+/// Sends `request` (a whole HTTP/1.1 request) on a socket with a 4 KiB
+/// receive buffer, and never reads from it.
+async fn never_reading(port: u16, request: Vec<u8>) -> TcpStream {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4_096).expect("SO_RCVBUF");
+    let mut s = socket
+        .connect(([127, 0, 0, 1], port).into())
+        .await
+        .expect("connects");
+    s.write_all(&request).await.expect("the request is sent");
+    s
+}
+
+/// A POST of `body` as JSON to `path` with the tenant's `key` and a
+/// deadline of `timeout_ms`.
+fn post(path: &str, key: &str, timeout_ms: u64, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\nx-sluice-timeout-ms: {timeout_ms}\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn port_of(gw: &Gateway) -> u16 {
+    gw.url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The model pool's slots held and waiters, from `/metrics`.
+async fn pool(gw: &Gateway, name: &str) -> (f64, f64) {
+    let in_use = gw
+        .gauge(&format!("sluice_bulkhead_in_use{{pool=\"{name}\"}}"))
+        .await
+        .unwrap_or(0.0);
+    let waiting = gw
+        .gauge(&format!("sluice_bulkhead_waiting{{pool=\"{name}\"}}"))
+        .await
+        .unwrap_or(0.0);
+    (in_use, waiting)
+}
+
+/// 64 never-reading streams from one tenant (deadline 600 s, the most a
+/// request may ask) do not make another tenant's call to another model
+/// wait out its deadline: it is answered 200. Then the connections are
+/// closed by the write timeout and every slot comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_reading_streams_do_not_starve_another_tenant() {
+    let sim = sim(flood_sim()).await;
+    let gw = Gateway::start("slow-readers", &sim, &tenants("write_timeout_ms = 3000"));
+    let port = port_of(&gw);
+    let mut flood = chat("openai/flood", true);
+    flood["max_tokens"] = json!(20_000);
+    let flood = serde_json::to_vec(&flood).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        held.push(
+            never_reading(port, post("/v1/chat/completions", MALLORY, 600_000, &flood)).await,
+        );
+    }
+    // The tenant's share of the model pool (32 of 64) is streaming.
+    wait_until("mallory's streams reach the upstream", || async {
+        sim.stats().model("flood").requests >= 32
+    })
+    .await;
+    let (in_use, waiting) = pool(&gw, "model").await;
+    println!("mallory holds {in_use} model slots, {waiting} of its calls wait");
+
+    let started = Instant::now();
+    let res = client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(VICTIM)
+        .header("x-sluice-timeout-ms", "60000")
+        .json(&chat("openai/gpt-4o-mini", false))
+        .send()
+        .await
+        .expect("the gateway answers");
+    let latency = started.elapsed();
+    let status = res.status();
+    let body = res.text().await.unwrap_or_default();
+    println!("the victim's call: {status} after {latency:?}, with 64 slow readers holding streams");
+    assert_eq!(status, 200, "{body}");
+
+    // Nobody reads: the write timeout closes the connections, and every
+    // slot (mallory's waiting calls' too, in their turn) comes back.
+    wait_until("the model pool is empty again", || async {
+        pool(&gw, "model").await == (0.0, 0.0)
+    })
+    .await;
+    drop(held);
+}
+
+/// A stream whose client never reads ends at its deadline even though
+/// the write timeout is far away: the watchdog releases its slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_nobody_reads_ends_at_its_deadline() {
+    let sim = sim(flood_sim()).await;
+    let gw = Gateway::start(
+        "unread-deadline",
+        &sim,
+        &tenants("write_timeout_ms = 600000"),
+    );
+    let port = port_of(&gw);
+    let mut flood = chat("openai/flood", true);
+    flood["max_tokens"] = json!(20_000);
+    let flood = serde_json::to_vec(&flood).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(never_reading(port, post("/v1/chat/completions", MALLORY, 3_000, &flood)).await);
+    }
+    wait_until("the streams reach the upstream", || async {
+        sim.stats().model("flood").requests >= 4
+    })
+    .await;
+    wait_until("the model pool is empty at the deadline", || async {
+        pool(&gw, "model").await == (0.0, 0.0)
+    })
+    .await;
+    drop(held);
+}
+
+/// A proxied body (the API's echo of 1.5 MB) whose client never reads ends
+/// at the request's deadline: before, proxied bodies had none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_body_nobody_reads_ends_at_its_deadline() {
+    let sim = sim(SimConfig::unlimited()).await;
+    let api = format!(
+        "{}\n[[apis]]\nname = \"slack\"\nbase_url = \"{}/slack\"\nrequests_per_second = 100000.0\nburst = 100000\n",
+        tenants("write_timeout_ms = 600000"),
+        sim.url()
+    );
+    let gw = Gateway::start("unread-proxy", &sim, &api);
+    let port = port_of(&gw);
+    let big = serde_json::to_vec(&json!({"text": "x".repeat(1_500_000)})).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            never_reading(
+                port,
+                post("/proxy/slack/chat.postMessage", MALLORY, 3_000, &big),
+            )
+            .await,
+        );
+    }
+    wait_until("the calls reach the API", || async {
+        sim.stats().api("slack").requests >= 4
+    })
+    .await;
+    wait_until("the api pool is empty at the deadline", || async {
+        pool(&gw, "api").await == (0.0, 0.0)
+    })
+    .await;
+    drop(held);
+    // And the gateway still answers.
+    let ok = client()
+        .post(format!("{}/proxy/slack/chat.postMessage", gw.url))
+        .bearer_auth(VICTIM)
+        .json(&json!({"text": "hi"}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(ok.status(), 200);
+}
