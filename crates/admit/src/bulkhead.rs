@@ -98,8 +98,11 @@ struct Pool {
     /// Each tenant's share, while it holds or waits for a slot: an entry
     /// goes when its last holder or waiter does ([`Share`]), so the map
     /// holds at most as many tenants as there are slots and waiters.
-    tenants: Mutex<HashMap<Arc<str>, (Arc<Semaphore>, usize)>>,
+    tenants: Mutex<HashMap<Arc<str>, TenantEntry>>,
 }
+
+/// A tenant's share of a pool's slots, and how many [`Share`]s hold it.
+type TenantEntry = (Arc<Semaphore>, usize);
 
 /// A pool's numbers, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,6 +55,13 @@ fn flood_sim() -> SimConfig {
     config
 }
 
+/// A streamed call of the flood model, asking for all it writes.
+fn flood() -> Vec<u8> {
+    let mut flood = chat("openai/flood", true);
+    flood["max_tokens"] = json!(20_000);
+    serde_json::to_vec(&flood).unwrap()
+}
+
 /// Sends `request` (a whole HTTP/1.1 request) on a socket with a 4 KiB
 /// receive buffer, and never reads from it.
 async fn never_reading(port: u16, request: Vec<u8>) -> TcpStream {
@@ -99,31 +106,28 @@ async fn pool(gw: &Gateway, name: &str) -> (f64, f64) {
     (in_use, waiting)
 }
 
-/// 64 never-reading streams from one tenant (deadline 600 s, the most a
-/// request may ask) do not make another tenant's call to another model
-/// wait out its deadline: it is answered 200. Then the connections are
-/// closed by the write timeout and every slot comes back.
+/// 64 never-reading streams from one tenant do not make another
+/// tenant's call to another model wait out its deadline: it is answered
+/// 200 while they hold their share of the model pool (32 streaming, the
+/// others waiting). At their deadline (40 s) the watchdog ends them, the
+/// write timeout being far away, and every slot comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_reading_streams_do_not_starve_another_tenant() {
     let sim = sim(flood_sim()).await;
-    let gw = Gateway::start("slow-readers", &sim, &tenants("write_timeout_ms = 3000"));
+    let gw = Gateway::start("slow-readers", &sim, &tenants("write_timeout_ms = 600000"));
     let port = port_of(&gw);
-    let mut flood = chat("openai/flood", true);
-    flood["max_tokens"] = json!(20_000);
-    let flood = serde_json::to_vec(&flood).unwrap();
     let mut held = Vec::new();
     for _ in 0..64 {
-        held.push(
-            never_reading(port, post("/v1/chat/completions", MALLORY, 600_000, &flood)).await,
-        );
+        let request = post("/v1/chat/completions", MALLORY, 40_000, &flood());
+        held.push(never_reading(port, request).await);
     }
-    // The tenant's share of the model pool (32 of 64) is streaming.
-    wait_until("mallory's streams reach the upstream", || async {
-        sim.stats().model("flood").requests >= 32
+    wait_until("mallory holds its share of the model pool", || async {
+        pool(&gw, "model").await.0 >= 32.0
     })
     .await;
     let (in_use, waiting) = pool(&gw, "model").await;
-    println!("mallory holds {in_use} model slots, {waiting} of its calls wait");
+    println!("mallory holds {in_use} model slots, {waiting} of its calls wait for its share");
+    assert_eq!(in_use, 32.0, "never more than its share");
 
     let started = Instant::now();
     let res = client()
@@ -140,11 +144,35 @@ async fn never_reading_streams_do_not_starve_another_tenant() {
     println!("the victim's call: {status} after {latency:?}, with 64 slow readers holding streams");
     assert_eq!(status, 200, "{body}");
 
-    // Nobody reads: the write timeout closes the connections, and every
-    // slot (mallory's waiting calls' too, in their turn) comes back.
+    // Nobody reads; the deadline passes: every slot comes back.
     wait_until("the model pool is empty again", || async {
         pool(&gw, "model").await == (0.0, 0.0)
     })
+    .await;
+    drop(held);
+}
+
+/// A connection whose client takes no bytes is closed after
+/// `http.write_timeout_ms`, however far its deadline: its slot comes
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_takes_no_bytes_is_closed() {
+    let sim = sim(flood_sim()).await;
+    let gw = Gateway::start("unread-write", &sim, &tenants("write_timeout_ms = 2000"));
+    let port = port_of(&gw);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let request = post("/v1/chat/completions", MALLORY, 600_000, &flood());
+        held.push(never_reading(port, request).await);
+    }
+    wait_until("the streams reach the upstream", || async {
+        sim.stats().model("flood").requests >= 4
+    })
+    .await;
+    wait_until(
+        "the model pool is empty after the write timeout",
+        || async { pool(&gw, "model").await == (0.0, 0.0) },
+    )
     .await;
     drop(held);
 }
@@ -160,12 +188,10 @@ async fn a_stream_nobody_reads_ends_at_its_deadline() {
         &tenants("write_timeout_ms = 600000"),
     );
     let port = port_of(&gw);
-    let mut flood = chat("openai/flood", true);
-    flood["max_tokens"] = json!(20_000);
-    let flood = serde_json::to_vec(&flood).unwrap();
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(never_reading(port, post("/v1/chat/completions", MALLORY, 3_000, &flood)).await);
+        let request = post("/v1/chat/completions", MALLORY, 10_000, &flood());
+        held.push(never_reading(port, request).await);
     }
     wait_until("the streams reach the upstream", || async {
         sim.stats().model("flood").requests >= 4
