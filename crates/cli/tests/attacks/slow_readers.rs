@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use serde_json::json;
 use sluice_sim::{ModelConfig, SimConfig};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
-use crate::gateway::{Gateway, chat, client, sim, wait_until};
+use crate::gateway::{Gateway, PATIENCE, chat, client, sim, wait_until};
 
 const MALLORY: &str = "sk-attacks-mallory";
 const VICTIM: &str = "sk-attacks-victim";
@@ -42,13 +42,20 @@ api_key = "{VICTIM}"
     )
 }
 
-/// A model that writes 20,000 tokens (about 3 MB of events) when asked.
+/// What the flood model writes when asked: 6,000 tokens, about 1.1 MB
+/// of events, far more than the buffers between the gateway and a client
+/// that reads nothing can take ([`never_reading`]): such a stream
+/// blocks.
+const FLOOD_TOKENS: u32 = 6_000;
+
+/// A model that writes [`FLOOD_TOKENS`] when asked.
 fn flood_sim() -> SimConfig {
     let mut config = SimConfig::unlimited();
+    config.defaults.max_tokens = FLOOD_TOKENS;
     config.models.insert(
         "flood".into(),
         ModelConfig {
-            output_tokens: Some(20_000),
+            output_tokens: Some(FLOOD_TOKENS),
             ..ModelConfig::default()
         },
     );
@@ -58,19 +65,50 @@ fn flood_sim() -> SimConfig {
 /// A streamed call of the flood model, asking for all it writes.
 fn flood() -> Vec<u8> {
     let mut flood = chat("openai/flood", true);
-    flood["max_tokens"] = json!(20_000);
+    flood["max_tokens"] = json!(FLOOD_TOKENS);
     serde_json::to_vec(&flood).unwrap()
 }
 
-/// Sends `request` (a whole HTTP/1.1 request) on a socket with a 4 KiB
-/// receive buffer, and never reads from it.
+/// Reads what `s` holds and what comes until the stream says how it
+/// ended (`[DONE]`, or the `deadline_exceeded` event), the connection
+/// closes, or [`PATIENCE`] passes: the text read.
+async fn drain(s: &mut TcpStream) -> String {
+    let mut text = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let end = Instant::now() + PATIENCE;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => text.extend_from_slice(&buf[..n]),
+        }
+        let tail = &text[text.len().saturating_sub(4_096)..];
+        if contains(tail, b"[DONE]") || contains(tail, b"deadline_exceeded") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Sends `request` (a whole HTTP/1.1 request) on a socket that reads
+/// nothing: a 4 KiB receive buffer and 536-byte segments (`TCP_MAXSEG`,
+/// so that the gateway's side of the connection sizes its send buffer
+/// for small segments, as across the internet, rather than loopback's
+/// 64 KiB ones: what the buffers between the two can hold is then about
+/// half a megabyte, far less than the streams here).
 async fn never_reading(port: u16, request: Vec<u8>) -> TcpStream {
-    let socket = TcpSocket::new_v4().expect("a socket");
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("a socket");
     socket.set_recv_buffer_size(4_096).expect("SO_RCVBUF");
-    let mut s = socket
-        .connect(([127, 0, 0, 1], port).into())
-        .await
-        .expect("connects");
+    socket.set_tcp_mss(536).expect("TCP_MAXSEG");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    socket.connect(&addr.into()).expect("connects");
+    socket.set_nonblocking(true).expect("non-blocking");
+    let mut s = TcpStream::from_std(socket.into()).expect("a tokio stream");
     s.write_all(&request).await.expect("the request is sent");
     s
 }
@@ -144,12 +182,20 @@ async fn never_reading_streams_do_not_starve_another_tenant() {
     println!("the victim's call: {status} after {latency:?}, with 64 slow readers holding streams");
     assert_eq!(status, 200, "{body}");
 
-    // Nobody reads; the deadline passes: every slot comes back.
+    // Nobody reads; the deadline passes: every slot comes back, and the
+    // streams were cut there, not finished (what the first one holds ends
+    // with the deadline's event).
     wait_until("the model pool is empty again", || async {
         pool(&gw, "model").await == (0.0, 0.0)
     })
     .await;
-    drop(held);
+    let text = drain(&mut held[0]).await;
+    assert!(
+        text.contains("deadline_exceeded") && !text.contains("[DONE]"),
+        "cut at the deadline: {} bytes, ends {:?}",
+        text.len(),
+        &text[text.len().saturating_sub(300)..]
+    );
 }
 
 /// A connection whose client takes no bytes is closed after
@@ -174,7 +220,9 @@ async fn a_connection_that_takes_no_bytes_is_closed() {
         || async { pool(&gw, "model").await == (0.0, 0.0) },
     )
     .await;
-    drop(held);
+    // Closed, not finished: what was on its way, then the end.
+    let text = drain(&mut held[0]).await;
+    assert!(!text.contains("[DONE]"), "cut, {} bytes", text.len());
 }
 
 /// A stream whose client never reads ends at its deadline even though
@@ -201,46 +249,57 @@ async fn a_stream_nobody_reads_ends_at_its_deadline() {
         pool(&gw, "model").await == (0.0, 0.0)
     })
     .await;
-    drop(held);
+    for s in &mut held {
+        let text = drain(s).await;
+        assert!(
+            text.contains("deadline_exceeded") && !text.contains("[DONE]"),
+            "cut at the deadline: {} bytes, ends {:?}",
+            text.len(),
+            &text[text.len().saturating_sub(300)..]
+        );
+    }
 }
 
-/// A proxied body (the API's echo of 1.5 MB) whose client never reads ends
-/// at the request's deadline: before, proxied bodies had none.
+/// A proxied body whose client never reads ends at the request's
+/// deadline: before, proxied bodies had none. The API here is the
+/// simulator's OpenAI endpoint, proxied as any API: its flood stream is a
+/// body far larger than the buffers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxied_body_nobody_reads_ends_at_its_deadline() {
-    let sim = sim(SimConfig::unlimited()).await;
+    let sim = sim(flood_sim()).await;
     let api = format!(
-        "{}\n[[apis]]\nname = \"slack\"\nbase_url = \"{}/slack\"\nrequests_per_second = 100000.0\nburst = 100000\n",
+        "{}\n[[apis]]\nname = \"llm\"\nbase_url = \"{}/openai/v1\"\n\
+         requests_per_second = 100000.0\nburst = 100000\n",
         tenants("write_timeout_ms = 600000"),
         sim.url()
     );
     let gw = Gateway::start("unread-proxy", &sim, &api);
     let port = port_of(&gw);
-    let big = serde_json::to_vec(&json!({"text": "x".repeat(1_500_000)})).unwrap();
+    let mut body: serde_json::Value = serde_json::from_slice(&flood()).unwrap();
+    body["model"] = json!("flood");
+    let body = serde_json::to_vec(&body).unwrap();
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(
-            never_reading(
-                port,
-                post("/proxy/slack/chat.postMessage", MALLORY, 3_000, &big),
-            )
-            .await,
-        );
+        let request = post("/proxy/llm/chat/completions", MALLORY, 10_000, &body);
+        held.push(never_reading(port, request).await);
     }
     wait_until("the calls reach the API", || async {
-        sim.stats().api("slack").requests >= 4
+        sim.stats().model("flood").requests >= 4
     })
     .await;
     wait_until("the api pool is empty at the deadline", || async {
         pool(&gw, "api").await == (0.0, 0.0)
     })
     .await;
+    // Broken off, not finished.
+    let text = drain(&mut held[0]).await;
+    assert!(!text.contains("[DONE]"), "cut, {} bytes", text.len());
     drop(held);
     // And the gateway still answers.
     let ok = client()
-        .post(format!("{}/proxy/slack/chat.postMessage", gw.url))
+        .post(format!("{}/proxy/llm/chat/completions", gw.url))
         .bearer_auth(VICTIM)
-        .json(&json!({"text": "hi"}))
+        .json(&chat("flood", false))
         .send()
         .await
         .expect("answers");
