@@ -101,12 +101,12 @@ fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
 }
 
 /// Refuses, with 429 and `Retry-After`, a client address that has given a
-/// wrong operator token (admin, dashboard, metrics) too often: the same
-/// count as `/ui/login`'s ([`crate::dashboard::logins`]), so that guessing
-/// a token on the API routes is as slow as guessing it at the login.
+/// wrong operator token (admin, dashboard, metrics) too often: the rule of
+/// `/ui/login` ([`crate::dashboard::logins`], counted apart), so that
+/// guessing a token on the API routes is as slow as at the login.
 fn check_guesses(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
     use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
-    match peer(parts).map(|a| state.board.logins.check(a)) {
+    match peer(parts).map(|a| state.board.tokens.check(a)) {
         Some(Err(wait)) => Err(ApiError::RateLimited {
             resource: "wrong tokens from this address".into(),
             retry_after: Some(wait),
@@ -116,10 +116,16 @@ fn check_guesses(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
     }
 }
 
-/// Counts a wrong operator token from the request's address.
-fn guessed(state: &AppState, parts: &Parts) {
+/// Counts `given`, a wrong token for the route, from the request's
+/// address, when it is a guess: a credential of another role (a tenant's
+/// key, the dashboard's or the metrics token) presented where it does not
+/// serve is a mistake, not a guess, and is not counted.
+fn guessed(state: &AppState, parts: &Parts, given: &str) {
+    if state.keys.is_known(given.as_bytes()) {
+        return;
+    }
     if let Some(a) = peer(parts) {
-        state.board.logins.failed(a);
+        state.board.tokens.failed(a);
     }
 }
 
@@ -264,7 +270,7 @@ impl FromRequestParts<AppState> for Admin {
         })?;
         check_guesses(state, parts)?;
         if !state.keys.is_admin(given.as_bytes()) {
-            guessed(state, parts);
+            guessed(state, parts, given);
             return Err(ApiError::Forbidden("wrong admin token".into()));
         }
         Ok(Admin)
@@ -295,7 +301,7 @@ impl FromRequestParts<AppState> for Scraper {
         })?;
         check_guesses(state, parts)?;
         if !keys.is_scraper(given.as_bytes()) {
-            guessed(state, parts);
+            guessed(state, parts, given);
             return Err(ApiError::Forbidden("wrong metrics token".into()));
         }
         Ok(Scraper)
@@ -322,7 +328,7 @@ impl FromRequestParts<AppState> for Viewer {
         if let Some(given) = bearer(&parts.headers)? {
             check_guesses(state, parts)?;
             if !keys.is_viewer(given.as_bytes()) {
-                guessed(state, parts);
+                guessed(state, parts, given);
                 return Err(ApiError::Forbidden("wrong dashboard token".into()));
             }
             return Ok(Viewer);
