@@ -41,22 +41,23 @@ pub(crate) fn check(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks that no `/`-separated segment of `model` (the name after its
-/// provider's prefix) is empty, `.` or `..` (path parameters after `;`
-/// ignored, as some servers read them): such a name could climb out of a
-/// URL path, or pass an allow-list written for another model.
+/// Checks that no `/`-separated segment of `model` is `.` or `..` (path
+/// parameters after `;` ignored, as some servers read them): such a name
+/// could climb out of a URL path, or pass an allow-list written for
+/// another model. (An empty segment steps nowhere: `anthropic/` is the
+/// name of a limit on every Anthropic model.)
 ///
 /// # Errors
 /// 400 naming `model`.
 pub(crate) fn check_model_segments(model: &str) -> Result<(), ApiError> {
     for segment in model.split('/') {
         let bare = segment.split(';').next().unwrap_or(segment);
-        if bare.is_empty() || bare == "." || bare == ".." {
+        if bare == "." || bare == ".." {
             return Err(ApiError::bad_field(
                 "model",
                 format!(
-                    "{model:?} has an empty, `.` or `..` segment: a model name is one path \
-                     segment after its provider's prefix"
+                    "{model:?} has a `.` or `..` segment: a model name is one path segment \
+                     after its provider's prefix"
                 ),
             ));
         }
@@ -105,7 +106,14 @@ mod tests {
 
     #[test]
     fn dot_segments_are_refused() {
-        for ok in ["gpt-4o", "meta-llama/llama-3.1", "v1.5", "a..b"] {
+        for ok in [
+            "gpt-4o",
+            "meta-llama/llama-3.1",
+            "v1.5",
+            "a..b",
+            "anthropic/",
+            "a//b",
+        ] {
             assert!(check_model_segments(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -113,10 +121,10 @@ mod tests {
             "..",
             ".",
             "a/./b",
-            "a//b",
-            "/a",
-            "a/",
+            "../a",
+            "a/..",
             "..;x/pro",
+            "a/.;b",
         ] {
             assert!(check_model_segments(bad).is_err(), "{bad}");
         }
