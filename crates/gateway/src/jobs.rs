@@ -11,8 +11,8 @@ mod workers;
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
-    worker::ShutdownReport,
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, StoreHealth,
+    WorkerPool, worker::ShutdownReport,
 };
 use tokio::task::JoinHandle;
 
@@ -33,6 +33,8 @@ pub struct Jobs {
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
     pool: std::sync::Mutex<Option<WorkerPool>>,
+    /// Set once the workers find the store damaged (`/readyz` says so).
+    health: StoreHealth,
 }
 
 impl Jobs {
@@ -68,6 +70,7 @@ impl Jobs {
             store,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
             pool: std::sync::Mutex::new(None),
+            health: StoreHealth::new(),
         })
     }
 
@@ -95,6 +98,7 @@ impl Jobs {
             client,
             otel,
             ledger,
+            self.health.clone(),
         )?;
         tracing::info!(
             worker = pool.worker_id(),
@@ -115,6 +119,12 @@ impl Jobs {
         {
             pool.notify(queue);
         }
+    }
+
+    /// What damage the workers found in the store, if any: they claim
+    /// nothing more, and `/readyz` answers 503.
+    pub fn damage(&self) -> Option<&str> {
+        self.health.damage()
     }
 
     /// The store.
