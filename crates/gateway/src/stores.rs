@@ -142,9 +142,9 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
             return match marker.try_exists() {
                 Ok(false) => Ok(FileState::New),
                 Ok(true) => Err(refuse(format!(
-                    "{} is missing, but {} says the {what} store was created there before; \
-                     starting on a new, empty one, {}. To go on, {restore}; to start with an \
-                     empty {what} store on purpose, delete {}",
+                    "{} is missing, but {} says the {what} store was created there before. \
+                     On a new, empty one {}. To go on, {restore}; to start with an empty {what} \
+                     store on purpose, delete {}",
                     path.display(),
                     marker.display(),
                     store.stakes(),
@@ -241,8 +241,10 @@ pub fn mark_all(config: &Config) {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// What `sluice check-config --stores` found of one store.

@@ -19,10 +19,7 @@ fn config(name: &str) -> Config {
 }
 
 fn store(c: &Config, name: &str) -> Store {
-    configured(c)
-        .into_iter()
-        .find(|s| s.name == name)
-        .unwrap()
+    configured(c).into_iter().find(|s| s.name == name).unwrap()
 }
 
 fn path(s: &Store) -> PathBuf {
@@ -82,8 +79,16 @@ fn an_empty_file_is_refused_with_or_without_a_marker() {
     std::fs::create_dir_all(&c.data_dir).unwrap();
     std::fs::write(path(&jobs), b"").unwrap();
     let refused = check(&jobs).unwrap_err();
-    assert!(refused.detail.contains("jobs.db is empty (0 bytes)"), "{refused}");
-    assert!(refused.detail.contains("every job stored there would be lost"), "{refused}");
+    assert!(
+        refused.detail.contains("jobs.db is empty (0 bytes)"),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .detail
+            .contains("every job stored there would be lost"),
+        "{refused}"
+    );
     // Marking skips nothing that is there: a later truncation is refused too.
     sqlite_like(&path(&jobs));
     mark_all(&c);
@@ -99,7 +104,10 @@ fn a_file_that_is_not_sqlite_or_not_a_file_is_refused() {
     std::fs::create_dir_all(&c.data_dir).unwrap();
     std::fs::write(path(&ledger), b"{\"not\": \"a database\"}").unwrap();
     let refused = check(&ledger).unwrap_err();
-    assert!(refused.detail.contains("not a SQLite database"), "{refused}");
+    assert!(
+        refused.detail.contains("not a SQLite database"),
+        "{refused}"
+    );
     std::fs::remove_file(path(&ledger)).unwrap();
     std::fs::create_dir(path(&ledger)).unwrap();
     assert!(check(&ledger).unwrap_err().detail.contains("is not a file"));
