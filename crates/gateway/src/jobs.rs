@@ -11,8 +11,8 @@ mod workers;
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, StoreHealth,
-    WorkerPool, worker::ShutdownReport,
+    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+    worker::ShutdownReport,
 };
 use tokio::task::JoinHandle;
 
@@ -33,8 +33,6 @@ pub struct Jobs {
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
     pool: std::sync::Mutex<Option<WorkerPool>>,
-    /// Set once the workers find the store damaged (`/readyz` says so).
-    health: StoreHealth,
 }
 
 impl Jobs {
@@ -70,7 +68,6 @@ impl Jobs {
             store,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
             pool: std::sync::Mutex::new(None),
-            health: StoreHealth::new(),
         })
     }
 
@@ -98,7 +95,6 @@ impl Jobs {
             client,
             otel,
             ledger,
-            self.health.clone(),
         )?;
         tracing::info!(
             worker = pool.worker_id(),
@@ -123,8 +119,9 @@ impl Jobs {
 
     /// What damage the workers found in the store, if any: they claim
     /// nothing more, and `/readyz` answers 503.
-    pub fn damage(&self) -> Option<&str> {
-        self.health.damage()
+    pub fn damage(&self) -> Option<String> {
+        let slot = self.pool.lock().ok()?;
+        slot.as_ref()?.health().damage().map(str::to_owned)
     }
 
     /// The store.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_jobs::{QueueConfig, StoreHealth, WorkerPool};
+use sluice_jobs::{QueueConfig, WorkerPool};
 use sluice_jobs_http::discord::DiscordConfig;
 use sluice_jobs_http::http::HttpApis;
 use sluice_limit::Limit;
@@ -30,7 +30,6 @@ pub(super) fn start(
     client: reqwest::Client,
     otel: Option<&sluice_otel::Exporter>,
     ledger: Option<&Arc<UsageLedger>>,
-    health: StoreHealth,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
@@ -46,7 +45,6 @@ pub(super) fn start(
     }
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)
-        .health(health)
         .configure(|p| {
             p.lease = Duration::from_millis(j.lease_ms);
             p.heartbeat = Duration::from_millis(j.heartbeat_ms);
