@@ -43,6 +43,16 @@ impl Store {
         }
     }
 
+    /// The store as messages name it ("the job store").
+    fn noun(&self) -> &'static str {
+        match self.name {
+            "jobs" => "job store",
+            "ledger" => "usage ledger",
+            "keys" => "key store",
+            _ => "audit store",
+        }
+    }
+
     /// What losing this store costs, for the refusal.
     fn stakes(&self) -> &'static str {
         match self.name {
@@ -127,7 +137,7 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
     };
     let marker = marker_of(path);
     let file = file_name(path);
-    let what = store.name;
+    let what = store.noun();
     let refuse = |detail: String| Refused {
         path: path.clone(),
         detail,
@@ -142,9 +152,9 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
             return match marker.try_exists() {
                 Ok(false) => Ok(FileState::New),
                 Ok(true) => Err(refuse(format!(
-                    "{} is missing, but {} says the {what} store was created there before. \
-                     On a new, empty one {}. To go on, {restore}; to start with an empty {what} \
-                     store on purpose, delete {}",
+                    "{} is missing, but {} says the {what} was created there before. \
+                     On a new, empty one {}. To go on, {restore}; to start with an empty {what} on \
+                     purpose, delete {}",
                     path.display(),
                     marker.display(),
                     store.stakes(),
@@ -160,23 +170,23 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
         }
         Err(e) => {
             return Err(refuse(format!(
-                "{} cannot be read ({e}); give the user sluice runs as read and write \
-                 access to it and its directory, or {restore}",
+                "the {what} {} cannot be read ({e}); give the user sluice runs as read \
+                 and write access to it and its directory, or {restore}",
                 path.display()
             )));
         }
     };
     if !meta.is_file() {
         return Err(refuse(format!(
-            "{} is not a file; the {what} store must be a SQLite file there",
+            "{} is not a file; the {what} must be a SQLite file there",
             path.display()
         )));
     }
     if meta.len() == 0 {
         return Err(refuse(format!(
             "{} is empty (0 bytes): it was truncated or never written, and would be taken for \
-             a new, empty {what} store ({}). To go on, {restore}; to start with an empty \
-             {what} store on purpose, delete {} and {}",
+             a new, empty {what} ({}). To go on, {restore}; to start with an empty {what} \
+             on purpose, delete {} and {}",
             path.display(),
             store.stakes(),
             path.display(),
@@ -187,15 +197,15 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
     let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
     if let Err(e) = read {
         return Err(refuse(format!(
-            "{} cannot be read ({e}); give the user sluice runs as read and write access to \
-             it, or {restore}",
+            "the {what} {} cannot be read ({e}); give the user sluice runs as read and \
+             write access to it, or {restore}",
             path.display()
         )));
     }
     if &header != SQLITE_HEADER {
         return Err(refuse(format!(
-            "{} is not a SQLite database (its first bytes are not SQLite's header): it was \
-             overwritten or damaged. {restore}",
+            "the {what} {} is not a SQLite database (its first bytes are not SQLite's \
+             header): it was overwritten or damaged; {restore}",
             path.display()
         )));
     }
@@ -227,11 +237,11 @@ pub fn mark_all(config: &Config) {
         }
         let file = file_name(path);
         let text = format!(
-            "sluice opened the {} store {file} in this directory. While this marker is here, \
+            "sluice opened the {what} {file} in this directory. While this marker is here, \
              sluice refuses to start if {file} is missing or empty instead of creating a new, \
              empty one. Restore {file} from a backup, or delete this marker to start with an \
-             empty {} store on purpose.\n",
-            store.name, store.name
+             empty {what} on purpose.\n",
+            what = store.noun()
         );
         if let Err(e) = std::fs::write(&marker, text) {
             tracing::warn!(marker = %marker.display(), error = %e,
