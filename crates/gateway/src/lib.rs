@@ -30,6 +30,7 @@ mod layers;
 mod ledger;
 mod limits;
 pub mod metrics;
+mod names;
 mod otel;
 mod providers;
 mod ready;

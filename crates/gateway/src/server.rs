@@ -47,6 +47,12 @@ impl Gateway {
             let ledger = crate::ledger::UsageLedger::open(&state.config).await?;
             let _ = state.ledger.set(ledger);
         }
+        // Before the workers, which ask it whether a job's tenant is
+        // blocked before each attempt.
+        if state.config.keys.enabled {
+            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
+            let _ = state.keystore.set(keys);
+        }
         if let Some(jobs) = jobs {
             if state.config.jobs.workers {
                 // The request path's limits: with `[redis]`, job rates and
@@ -59,14 +65,11 @@ impl Gateway {
                     state.client.clone(),
                     state.otel.as_ref(),
                     state.ledger.get(),
+                    state.keystore.get().map(|k| k.store().clone()),
                 )
                 .await?;
             }
             let _ = state.jobs.set(jobs);
-        }
-        if state.config.keys.enabled {
-            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
-            let _ = state.keystore.set(keys);
         }
         if state.config.audit.enabled {
             let audit = crate::audit::Audit::open(&state.config).await?;

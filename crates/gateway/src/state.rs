@@ -41,6 +41,11 @@ pub struct Inner {
     pub(crate) redis: Option<RedisLimiter>,
     /// Grants held for callers of the limiter API.
     pub(crate) holds: Holds,
+    /// What tenants' reports to the limiter API did, for corroboration
+    /// and their own pauses.
+    pub(crate) reports: crate::limits::reports::Reports,
+    /// Client request ids in flight, with their bodies' hashes (dedup).
+    pub(crate) dedup_ids: crate::layers::dedup::Ids,
     pub(crate) queue: AdmissionQueue<Shared>,
     pub(crate) bulkheads: Bulkheads,
     pub(crate) client: reqwest::Client,
@@ -331,6 +336,8 @@ impl AppState {
                 limits,
                 redis,
                 holds,
+                reports: Default::default(),
+                dedup_ids: Default::default(),
                 queue,
                 bulkheads,
                 client,
