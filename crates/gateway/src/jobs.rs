@@ -121,6 +121,13 @@ impl Jobs {
         }
     }
 
+    /// What damage the workers found in the store, if any: they claim
+    /// nothing more, and `/readyz` answers 503.
+    pub fn damage(&self) -> Option<String> {
+        let slot = self.pool.lock().ok()?;
+        slot.as_ref()?.health().damage().map(str::to_owned)
+    }
+
     /// The store.
     pub fn store(&self) -> &AnyStore {
         &self.store

@@ -38,6 +38,7 @@ pub mod response;
 pub mod routes;
 mod server;
 mod state;
+pub mod stores;
 pub mod trace;
 pub mod warnings;
 

@@ -33,6 +33,9 @@ impl Gateway {
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
+        // Before any store opens: SQLite would create a deleted file and
+        // take an emptied one for a new database.
+        crate::stores::check_all(&config)?;
         let state = AppState::start(config).await?;
         let jobs = match state.config.jobs.enabled {
             true => Some(crate::jobs::Jobs::open(&state.config).await?),
@@ -76,6 +79,8 @@ impl Gateway {
             }
             let _ = state.audit.set(audit);
         }
+        // Every store opened: a later start knows their files existed.
+        crate::stores::mark_all(&state.config);
         // Once every source it reads is open: the first snapshot is whole.
         crate::dashboard::start_sampler(&state).await;
         let listener = TcpListener::bind(addr)

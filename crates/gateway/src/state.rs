@@ -194,6 +194,10 @@ pub enum StartError {
         /// Why.
         detail: String,
     },
+    /// A store's file is missing although it existed, empty, unreadable
+    /// or not a database ([`crate::stores`]).
+    #[error("refusing to start: {0}")]
+    Store(#[from] crate::stores::Refused),
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
