@@ -214,7 +214,7 @@ struct Answer<'a> {
 }
 
 /// The model's name as its provider knows it.
-fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
+pub(crate) fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
     if prov.strip_prefix {
         model
             .strip_prefix(prov.name.as_str())
