@@ -165,6 +165,6 @@ async fn a_spilled_record_without_a_key_is_stored_once() {
     r.uid.clear();
     assert_eq!(read, r);
     let store = LedgerStore::in_memory().await.unwrap();
-    assert_eq!(store.insert(&[read.clone()]).await.unwrap(), 1);
+    assert_eq!(store.insert(std::slice::from_ref(&read)).await.unwrap(), 1);
     assert_eq!(store.insert(&[read]).await.unwrap(), 0);
 }

@@ -8,8 +8,8 @@
 //! records are appended to a spill file (one JSON line each) and counted
 //! ([`Spool::spilled`]). So are they when the sink stalls: a write not
 //! answered within [`SpoolConfig::stall`] (1 s) puts its batch and the
-//! queue in the file, fsynced, and records go straight there until it
-//! returns (see `stall.rs`). The task writes the spill file into the sink
+//! queue in the file, fsynced, and so on every quarter of the bound
+//! until it returns (see `stall.rs`). The task writes the spill file into the sink
 //! after its next good batch, at start and at shutdown, a batch at a
 //! time behind a durable cursor (see `replay.rs`). Only when the
 //! spill file itself cannot be written (or there is none) is a record
@@ -110,8 +110,8 @@ pub struct SpoolConfig {
     /// `None` (the default): a task.
     pub thread: Option<String>,
     /// A write the sink has not answered within this long is a stall:
-    /// its batch and the queue go to the spill file (fsynced), and so do
-    /// records handed over until it returns ([`DEFAULT_STALL`]; `None`:
+    /// its batch and the queue go to the spill file (fsynced), and so
+    /// does the queue every quarter of this until it returns ([`DEFAULT_STALL`]; `None`:
     /// only a full queue or a failed write spills). Needs a spill file,
     /// and the writer on a thread of its own (or a sink that does not
     /// block its runtime's thread): the guard that watches runs on the
@@ -233,8 +233,8 @@ struct Shared {
     written: AtomicU64,
     /// Whether the spill file may hold records.
     pending: AtomicBool,
-    /// Whether the sink stalls (see `stall.rs`): records handed over go
-    /// straight to the spill file.
+    /// Whether the sink stalls (see `stall.rs`): the guard moves the
+    /// queue to the spill file at each look.
     stalled: AtomicBool,
     /// Whether records were appended to the spill file since its last
     /// fsync.
@@ -320,10 +320,6 @@ where
     /// Queues `record` and returns at once (see the crate doc for a full
     /// queue and a stalled sink).
     pub fn push(&self, record: T) {
-        if self.inner.shared.stalled.load(Ordering::Acquire) {
-            self.inner.shared.spill(std::slice::from_ref(&record));
-            return;
-        }
         if let Err(r) = self.inner.queue.push(record) {
             self.inner
                 .shared
@@ -397,10 +393,18 @@ impl Shared {
         if !self.unsynced.swap(false, Ordering::AcqRel) {
             return;
         }
-        let open = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = open.as_ref() {
-            self.sync_file(f);
+        if let Some(f) = self.file_handle() {
+            self.sync_file(&f);
         }
+    }
+
+    /// A handle of its own on the open spill file: an fsync takes from
+    /// milliseconds to a second on a busy disk, and callers spilling
+    /// (on serving threads, in a stall) must not wait for it behind the
+    /// file's lock.
+    fn file_handle(&self) -> Option<std::fs::File> {
+        let open = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        open.as_ref().and_then(|f| f.try_clone().ok())
     }
 
     /// Fsyncs `f`, the spill file; a failure is logged and tried again

@@ -110,13 +110,14 @@ where
         let shared = &self.shared;
         let taken = file::importing(spill);
         let cursor = cursor(&taken);
+        if let Some(f) = shared.file_handle() {
+            // On disk before it is read back and removed (what a caller
+            // appends meanwhile is in the file taken, read below).
+            shared.sync_file(&f);
+        }
         {
             // Records spilled from now on go to a fresh file.
             let mut open = shared.file.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(f) = open.as_ref() {
-                // On disk before it is read back and removed.
-                shared.sync_file(f);
-            }
             // Closed: the next spill opens (creates) the file at `spill`
             // again instead of appending to the one taken.
             *open = None;

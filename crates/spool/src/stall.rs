@@ -8,12 +8,19 @@
 //! So a guard task, on the runtime that started the spool (not the
 //! writer's thread, which a blocked write may hold), looks every quarter
 //! of the bound: once a write has been waiting longer than the bound, it
-//! appends the batch being written and the queue to the spill file,
-//! fsyncs it, and until the write returns, records handed over go
-//! straight to the file. The guard also fsyncs the file whenever records
-//! were appended since its last look, so a crash of the machine loses at
-//! most the spills of one interval, and a crash of the process (kill -9)
-//! at most what was handed over in the last bound and a quarter.
+//! appends the batch being written and the queue to the spill file and
+//! fsyncs it, and does so with the queue at every look until the write
+//! returns. The guard also fsyncs the file whenever records were
+//! appended since its last look (a full queue spills on the callers'
+//! threads). A crash of the process (kill -9) in a stall loses at most
+//! what was handed over since the last look (a quarter of the bound,
+//! plus the time the fsync took); of the machine, what was appended
+//! since the last fsync.
+//!
+//! Callers never write the file themselves in a stall: an fsync of a
+//! file holds its appends on common filesystems (a busy disk: hundreds
+//! of milliseconds), and the serving threads must not wait for it. They
+//! queue as usual, and the guard moves the queue.
 //!
 //! The batch spilled while its write still runs may be stored by that
 //! write after all: it is then written again from the file, and only a
@@ -68,7 +75,7 @@ impl<T> Inner<T> {
         };
     }
 
-    /// The write returned: records go to the queue again. Whether the
+    /// The write returned: the queue is the writer's again. Whether the
     /// guard spilled its batch meanwhile.
     pub(crate) fn end_write(&self) -> bool {
         let was = std::mem::take(&mut *self.inflight());
@@ -103,7 +110,7 @@ impl<T: Serialize + Send + Sync + 'static> Inner<T> {
             }
         }
         if self.shared.stalled.load(Ordering::Acquire) {
-            // Records a caller queued just before the switch.
+            // What came since the last look.
             let queued = self.queue.drain();
             if !queued.is_empty() {
                 self.shared.spill(&queued);

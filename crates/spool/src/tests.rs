@@ -278,8 +278,10 @@ async fn a_stalled_sink_spills_its_batch_and_queue_once_the_bound_passes() {
     tokio::time::sleep(DEFAULT_STALL * 2 / 5).await;
     assert_eq!((spool.spilled(), spool.queued()), (10, 0));
     assert_eq!(lines(&spill), 10);
-    // Until the store answers, records go straight to the file.
+    // Until the store answers, the queue follows at every look.
     spool.push(10);
+    assert_eq!((spool.spilled(), spool.queued()), (10, 1));
+    tokio::time::sleep(DEFAULT_STALL / 4).await;
     assert_eq!(
         (spool.spilled(), spool.queued(), lines(&spill)),
         (11, 0, 11)

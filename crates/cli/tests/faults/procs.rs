@@ -167,6 +167,13 @@ impl Drop for TempDir {
 /// `sluice serve --config CONFIG`, its config listening on `port`; returns
 /// once it says it listens.
 pub fn serve(config: &Path) -> Proc {
+    let mut p = spawn_serve(config);
+    p.wait_line("listening on");
+    p
+}
+
+/// `sluice serve --config CONFIG`, started: returns at once.
+pub fn spawn_serve(config: &Path) -> Proc {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
     command
         .args(["serve", "--config"])
@@ -174,9 +181,7 @@ pub fn serve(config: &Path) -> Proc {
         .env("SLUICE_LOG", "info")
         .env_remove("SLUICE_ADMIN_TOKEN")
         .env_remove("SLUICE_CONFIG");
-    let mut p = Proc::spawn(command);
-    p.wait_line("listening on");
-    p
+    Proc::spawn(command)
 }
 
 /// `redis-server` on `port`, without persistence.
