@@ -132,8 +132,11 @@ pub(crate) fn guard<T: Serialize + Send + Sync + 'static>(inner: Weak<Inner<T>>,
             let Some(inner) = inner.upgrade() else {
                 return;
             };
-            inner.look(stall);
-            if inner.shared.done.load(Ordering::Acquire) {
+            let done = inner.shared.done.load(Ordering::Acquire);
+            // Appends and an fsync (up to a second on a busy disk): on a
+            // blocking thread, not one of the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || inner.look(stall)).await;
+            if done {
                 return;
             }
         }

@@ -1,8 +1,9 @@
 //! Retry: an upstream call is sent again on connect errors, timeouts,
-//! 408s, 5xx and a model's 200 that is not an answer (`retry/answer.rs`) (after a full-jitter backoff) and on 429s (after the
-//! Retry-After, which the limiter now enforces as a pause of the
-//! resource), up to `retry.max_attempts`, never past the request's
-//! deadline nor the shutdown grace. Each attempt goes through the limits
+//! 408s, 5xx and a model's 200 that is not an answer (`retry/answer.rs`)
+//! (after a full-jitter backoff) and on 429s (after the Retry-After,
+//! which the limiter now enforces as a pause of the resource), up to
+//! `retry.max_attempts`, never past the request's deadline nor the
+//! shutdown grace. Each attempt goes through the limits
 //! and the pool again; a failed attempt gives its reserved tokens back.
 //!
 //! # Why not `backon`
