@@ -505,11 +505,17 @@ pub(crate) async fn run(command: &str, target: &Target, r: Request) -> ExitCode 
             ExitCode::SUCCESS
         }
         Err(Failure::Usage(e)) => {
-            eprintln!("sluice {command}: {e}");
+            eprintln!(
+                "sluice {command}: {}",
+                crate::table::printable(&e.to_string())
+            );
             ExitCode::from(2)
         }
         Err(Failure::Failed(e)) => {
-            eprintln!("sluice {command}: {e}");
+            eprintln!(
+                "sluice {command}: {}",
+                crate::table::printable(&e.to_string())
+            );
             ExitCode::from(1)
         }
     }

@@ -56,6 +56,12 @@ enum Command {
     CheckConfig {
         /// The config file; without one, the defaults and environment.
         file: Option<PathBuf>,
+        /// Check the stores instead of printing the config: each SQLite
+        /// file present (or not created yet), not emptied, readable and
+        /// whole (every page read), without starting; PostgreSQL stores
+        /// reachable. Exits 1 when one is not.
+        #[arg(long)]
+        stores: bool,
     },
     /// Run simulated providers and SaaS APIs (for tests, demos, benches).
     Sim {
@@ -142,7 +148,7 @@ fn main() -> ExitCode {
     // is built with `rustls-no-provider`.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
-        Command::CheckConfig { file } => check_config(file),
+        Command::CheckConfig { file, stores } => check_config(file, stores),
         Command::Serve { config, listen } => waiting().block_on(serve(config, listen)),
         Command::Sim { listen, config } => runtime().block_on(sim(listen, config)),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
@@ -196,8 +202,9 @@ fn waiting() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-fn check_config(file: Option<PathBuf>) -> ExitCode {
+fn check_config(file: Option<PathBuf>, stores: bool) -> ExitCode {
     match sluice_gateway::config::load(file.as_deref()) {
+        Ok(config) if stores => check_stores(&config),
         Ok(config) => {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
@@ -207,6 +214,27 @@ fn check_config(file: Option<PathBuf>) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `check-config --stores`: one line per store, exit 1 if one is not
+/// fit to start on.
+fn check_stores(config: &sluice_gateway::config::Config) -> ExitCode {
+    let found = runtime().block_on(sluice_gateway::stores::inspect_all(config));
+    let mut code = ExitCode::SUCCESS;
+    if found.is_empty() {
+        println!("no store is enabled");
+    }
+    for i in found {
+        let at = i.store.location.display();
+        match i.result {
+            Ok(what) => println!("{} ({at}): {what}", i.store.name),
+            Err(why) => {
+                println!("{} ({at}): NOT OK: {why}", i.store.name);
+                code = ExitCode::from(1);
+            }
+        }
+    }
+    code
 }
 
 async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> ExitCode {

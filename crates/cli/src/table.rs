@@ -34,10 +34,15 @@ impl Table {
         self
     }
 
-    /// Appends a row.
+    /// Appends a row. Control characters in a cell are written escaped
+    /// ([`printable`]): names in tables come from callers.
     pub(crate) fn row<S: ToString>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Table {
-        self.inner
-            .add_row(cells.into_iter().map(|c| c.to_string()).collect::<Vec<_>>());
+        self.inner.add_row(
+            cells
+                .into_iter()
+                .map(|c| printable(&c.to_string()))
+                .collect::<Vec<_>>(),
+        );
         self
     }
 
@@ -60,6 +65,25 @@ impl Table {
     }
 }
 
+/// `s` with every control character (C0, DEL, C1: what a terminal reads as
+/// a command, e.g. the escape that starts `\x1b[2J`) written as `\u{..}`,
+/// so that a name a caller chose (a tenant, a user, a model, a feature)
+/// prints as text and never drives the operator's terminal.
+pub(crate) fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A table of left-aligned text columns in one call.
 pub(crate) fn plain<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
     let mut t = Table::new(head);
@@ -72,6 +96,18 @@ pub(crate) fn plain<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_print_escaped() {
+        assert_eq!(printable("acme"), "acme");
+        assert_eq!(printable("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("x\ny\u{9b}z\u{7f}"), "x\\u{a}y\\u{9b}z\\u{7f}");
+        let mut t = Table::new(["NAME"]);
+        t.row(["evil\u{1b}]0;pwned\u{7}"]);
+        let out = t.render();
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+        assert!(out.contains("evil\\u{1b}]0;pwned\\u{7}"), "{out:?}");
+    }
 
     #[test]
     fn columns_are_two_spaces_apart_and_numbers_right_aligned() {

@@ -91,11 +91,11 @@ pub async fn run(args: UsageArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Failure::Usage(m)) => {
-            eprintln!("sluice usage: {m}");
+            eprintln!("sluice usage: {}", crate::table::printable(&m));
             ExitCode::from(2)
         }
         Err(Failure::Failed(m)) => {
-            eprintln!("sluice usage: {m}");
+            eprintln!("sluice usage: {}", crate::table::printable(&m));
             ExitCode::FAILURE
         }
     }
@@ -232,10 +232,12 @@ fn csv(body: &Value) -> String {
 
 /// A CSV field, quoted when it must be (RFC 4180).
 fn field(s: &str) -> String {
+    // Control characters escaped first: a CSV is read in terminals too.
+    let s = crate::table::printable(s);
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }
 

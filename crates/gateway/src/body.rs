@@ -59,6 +59,27 @@ impl FromRequest<AppState> for HeadersAndBody {
     }
 }
 
+/// The most a [`SmallBody`] reads: a login's token and its JSON.
+pub const SMALL_BODY_BYTES: usize = 4 * 1024;
+
+/// The request's whole body, like [`Body`], but at most
+/// [`SMALL_BODY_BYTES`]: for routes anyone may call (`/ui/login`), which
+/// must not buffer megabytes for a caller nobody knows.
+#[derive(Debug, Clone, Default)]
+pub struct SmallBody(pub Bytes);
+
+impl FromRequest<AppState> for SmallBody {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+        let (parts, body) = req.into_parts();
+        let limit = SMALL_BODY_BYTES.min(state.config.max_body_bytes);
+        read_at_most(&parts.headers, body, state, limit)
+            .await
+            .map(SmallBody)
+    }
+}
+
 /// Reads `body`, sent with `headers`: at most `max_body_bytes`, within
 /// `http.body_read_timeout_ms`.
 async fn read(
@@ -66,7 +87,16 @@ async fn read(
     body: axum::body::Body,
     state: &AppState,
 ) -> Result<Bytes, Response> {
-    let limit = state.config.max_body_bytes;
+    read_at_most(headers, body, state, state.config.max_body_bytes).await
+}
+
+/// [`read`] with a limit of its own.
+async fn read_at_most(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    state: &AppState,
+    limit: usize,
+) -> Result<Bytes, Response> {
     let timeout = Duration::from_millis(state.config.http.body_read_timeout_ms);
     let declared = headers
         .get(header::CONTENT_LENGTH)

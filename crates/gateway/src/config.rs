@@ -292,6 +292,12 @@ pub struct TenantConfig {
     /// sent instead of the provider's shared one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, TenantProvider>,
+    /// Whether its requests may ask for `high` priority
+    /// (`x-sluice-priority: high`, an acquire's `"priority": "high"`);
+    /// default false: a tenant's `high` is refused (403), so that no
+    /// tenant can jump every other tenant's queue on its own say-so.
+    #[serde(default)]
+    pub high_priority: bool,
 }
 
 impl TenantConfig {
@@ -305,6 +311,7 @@ impl TenantConfig {
             weight: 1,
             apis: BTreeMap::new(),
             providers: BTreeMap::new(),
+            high_priority: false,
         }
     }
 }

@@ -44,6 +44,10 @@ pub(crate) struct Board {
     pub(crate) sessions: Sessions,
     /// Failed logins by client address.
     pub(crate) logins: FailedLogins,
+    /// Wrong operator tokens (admin, dashboard, metrics) on the API routes
+    /// by client address: counted apart from the logins, so that neither
+    /// locks the other out.
+    pub(crate) tokens: FailedLogins,
     history: Mutex<VecDeque<Point>>,
     history_len: usize,
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -69,6 +73,7 @@ impl Board {
             pulse: Pulse::default(),
             sessions: Sessions::default(),
             logins: FailedLogins::default(),
+            tokens: FailedLogins::default(),
             history: Mutex::new(VecDeque::new()),
             history_len: config.history_seconds as usize,
             latest: Mutex::new(None),

@@ -2,6 +2,7 @@
 //! startup and closed on shutdown, the retention cleaner, and the queue
 //! gauges read at scrape time.
 
+mod admitted;
 #[cfg(test)]
 mod redis_tests;
 mod store;
@@ -78,6 +79,7 @@ impl Jobs {
     ///
     /// # Errors
     /// [`StartError::Workers`] naming what cannot be used.
+    #[allow(clippy::too_many_arguments)] // the start-up order's parts, each used once
     pub(crate) async fn start_workers(
         &self,
         config: &Config,
@@ -86,6 +88,7 @@ impl Jobs {
         client: reqwest::Client,
         otel: Option<&sluice_otel::Exporter>,
         ledger: Option<&std::sync::Arc<crate::ledger::UsageLedger>>,
+        keys: Option<sluice_keys::KeyStore>,
     ) -> Result<(), StartError> {
         let pool = workers::start(
             config,
@@ -95,6 +98,7 @@ impl Jobs {
             client,
             otel,
             ledger,
+            keys,
         )?;
         tracing::info!(
             worker = pool.worker_id(),
@@ -115,6 +119,13 @@ impl Jobs {
         {
             pool.notify(queue);
         }
+    }
+
+    /// What damage the workers found in the store, if any: they claim
+    /// nothing more, and `/readyz` answers 503.
+    pub fn damage(&self) -> Option<String> {
+        let slot = self.pool.lock().ok()?;
+        slot.as_ref()?.health().damage().map(str::to_owned)
     }
 
     /// The store.

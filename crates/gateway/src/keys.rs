@@ -33,6 +33,11 @@ pub(crate) use limits::CALLER_PREFIX;
 /// The bus topic of key store changes.
 const TOPIC: &str = "keys";
 
+/// How often a gateway that has seen no tenant reads the store again to
+/// learn whether it has one now: a replica that started open closes
+/// within this of a tenant created anywhere, bus or no bus.
+pub const OPEN_RECHECK: Duration = Duration::from_secs(2);
+
 /// The open key store, its cache, and what it set in the limiter.
 #[derive(Debug, Clone)]
 pub struct KeyRegistry {
@@ -97,6 +102,12 @@ impl KeyRegistry {
             applied: Arc::default(),
             retired: Arc::default(),
         };
+        if !has_tenants {
+            tokio::spawn(recheck_open(
+                registry.store().clone(),
+                Arc::downgrade(&registry.has_tenants),
+            ));
+        }
         if let Some(r) = &registry.redis {
             // Weak: the listener lives as long as the limiter, the cache
             // only as long as the gateway.
@@ -152,6 +163,10 @@ impl KeyRegistry {
     pub async fn changed(&self, change: Change) {
         if matches!(change, Change::Tenant(_)) {
             self.has_tenants.store(true, Ordering::SeqCst);
+        } else if !self.has_tenants() {
+            // Any change: the store itself says whether there are tenants
+            // now (a key names one that may have been made elsewhere).
+            self.recheck().await;
         }
         self.cache.invalidate(&change);
         self.retired.push(&change);
@@ -188,6 +203,16 @@ impl KeyRegistry {
         }
     }
 
+    /// Reads the store: whether it has tenants now. Once it has, the
+    /// gateway stays closed (a tenant deleted later does not open it).
+    pub async fn recheck(&self) -> bool {
+        if !self.has_tenants() && store_has_tenants(self.store()).await {
+            self.has_tenants.store(true, Ordering::SeqCst);
+            tracing::warn!("tenants found in the key store: every caller now needs a key");
+        }
+        self.has_tenants()
+    }
+
     /// Closes the store's connections.
     pub async fn close(&self) {
         self.store().close().await;
@@ -208,6 +233,43 @@ pub(crate) fn caller_needs(
     match (&ctx.caller, state.keystore.get()) {
         (Some(c), Some(r)) => r.needs(&state.limits, c, tokens),
         _ => Ok(limits::CallerNeeds::default()),
+    }
+}
+
+/// Whether `store` has a tenant; a store that cannot be read says no
+/// (and is asked again at the next check).
+async fn store_has_tenants(store: &KeyStore) -> bool {
+    match store.tenants().await {
+        Ok(t) => !t.is_empty(),
+        Err(e) => {
+            tracing::debug!(error = %chain(&e), "key store: cannot read the tenants");
+            false
+        }
+    }
+}
+
+/// Reads `store` every [`OPEN_RECHECK`] until it has a tenant (then sets
+/// `has_tenants`) or the registry is dropped: open mode is decided at
+/// start-up and re-checked from the store itself, not only from notices
+/// on the bus, which a replica without Redis (or one that missed the
+/// notice) never hears.
+async fn recheck_open(store: KeyStore, has_tenants: std::sync::Weak<AtomicBool>) {
+    let mut tick = tokio::time::interval(OPEN_RECHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(flag) = has_tenants.upgrade() else {
+            return;
+        };
+        if flag.load(Ordering::SeqCst) {
+            return;
+        }
+        if store_has_tenants(&store).await {
+            flag.store(true, Ordering::SeqCst);
+            tracing::warn!("tenants found in the key store: every caller now needs a key");
+            return;
+        }
     }
 }
 

@@ -30,6 +30,7 @@ mod layers;
 mod ledger;
 mod limits;
 pub mod metrics;
+mod names;
 mod otel;
 mod providers;
 mod ready;
@@ -37,6 +38,7 @@ pub mod response;
 pub mod routes;
 mod server;
 mod state;
+pub mod stores;
 pub mod trace;
 pub mod warnings;
 

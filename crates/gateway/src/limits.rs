@@ -4,3 +4,4 @@
 //! limiter API ([`holds`]).
 
 pub(crate) mod holds;
+pub(crate) mod reports;

@@ -169,6 +169,17 @@ pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
     /// be sent as a header.
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError>;
 
+    /// Checks `model`, the name sent upstream (prefix stripped where
+    /// configured), before anything is created for the call: a format
+    /// that puts it in the URL takes only what is one path segment.
+    ///
+    /// # Errors
+    /// [`BadField`] naming `model`.
+    fn check_model(&self, model: &str) -> Result<(), BadField> {
+        let _ = model;
+        Ok(())
+    }
+
     /// Reads a whole answer with status `status`.
     fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer;
 
@@ -275,9 +286,35 @@ fn pass_answer(format: WireFormat, endpoint: Endpoint, status: StatusCode, body:
     }
 }
 
-/// `{base_url}{path}`, without a doubled slash.
-fn join(base_url: &str, path: &str) -> String {
-    format!("{}{path}", base_url.trim_end_matches('/'))
+/// `base_url` with `segments` appended, each one path segment (a `/` in
+/// one is sent encoded, never as a separator), and `query` set: built on a
+/// parsed URL, never by joining strings, and checked to start with the
+/// base URL's path, so that no model name can leave it.
+///
+/// # Errors
+/// [`RequestError::Setup`] when `base_url` is not a URL that paths can be
+/// appended to, [`RequestError::BadField`] naming `model` when the result
+/// would leave the base path (which [`Provider::check_model`] prevents).
+fn url(base_url: &str, segments: &[&str], query: Option<&str>) -> Result<String, RequestError> {
+    let base = url::Url::parse(base_url)
+        .map_err(|e| RequestError::Setup(format!("the provider's base_url does not parse: {e}")))?;
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| RequestError::Setup("the provider's base_url cannot be a base".into()))?
+        .pop_if_empty()
+        .extend(segments);
+    url.set_query(query);
+    let base_path = base.path().trim_end_matches('/');
+    let inside = url
+        .path()
+        .strip_prefix(base_path)
+        .is_some_and(|rest| rest.starts_with('/'));
+    if !inside || url.host_str() != base.host_str() || url.port() != base.port() {
+        return Err(
+            BadField::new("model", "cannot be one path segment of the provider's URL").into(),
+        );
+    }
+    Ok(url.into())
 }
 
 /// The headers every JSON call sends.
@@ -369,6 +406,128 @@ mod tests {
             assert_eq!(to_bytes_with_model(&body, "gpt-4o-mini"), want, "{raw}");
             let text = String::from_utf8_lossy(&want);
             assert!(text.contains(r#""model":"gpt-4o-mini""#), "{text}");
+        }
+    }
+
+    /// Hostile names a caller may send as the model (after the prefix).
+    const HOSTILE: &[&str] = &[
+        "../pro",
+        "cheap/../pro",
+        "cheap/../../../../v1beta/models/pro",
+        "..",
+        ".",
+        "%2e%2e",
+        "%2e%2e/%2e%2e/x",
+        "..%2f..%2fx",
+        "a\\..\\..\\x",
+        "..;/x",
+        "x?key=1",
+        "x#frag",
+        "//evil.example/x",
+        "@evil.example",
+        "x:generateContent?alt=sse&key=1",
+    ];
+
+    /// Checks that `format`'s adapter, given `model`, either refuses it or
+    /// builds a URL inside `base`'s path on `base`'s host.
+    fn stays_inside(format: WireFormat, base: &str, model: &str) {
+        let adapter = for_format(format);
+        let endpoint = match format {
+            WireFormat::Anthropic => Endpoint::Messages,
+            _ => Endpoint::Chat,
+        };
+        let body = serde_json::json!({
+            "model": model,
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        });
+        let headers = HeaderMap::new();
+        let call = Call {
+            endpoint,
+            body: &body,
+            model,
+            stream: false,
+            headers: &headers,
+            key: Some("secret"),
+        };
+        // What the model route checks before the call exists, then what
+        // the adapter builds.
+        if crate::names::check("model", model).is_err()
+            || crate::names::check_model_segments(model).is_err()
+            || adapter.check_model(model).is_err()
+        {
+            return;
+        }
+        let Ok(out) = adapter.request(base, &call) else {
+            return;
+        };
+        let sent = url::Url::parse(&out.url).expect("a URL");
+        let base = url::Url::parse(base).unwrap();
+        assert_eq!(sent.host_str(), base.host_str(), "{model:?} → {sent}");
+        assert_eq!(sent.port(), base.port(), "{model:?} → {sent}");
+        let prefix = format!("{}/", base.path().trim_end_matches('/'));
+        assert!(sent.path().starts_with(&prefix), "{model:?} → {sent}");
+        // No segment of what was sent steps up, encoded or not.
+        for segment in sent.path().split('/') {
+            let lower = segment.to_ascii_lowercase();
+            assert!(
+                !matches!(
+                    lower.as_str(),
+                    "." | ".." | "%2e" | "%2e%2e" | ".%2e" | "%2e."
+                ),
+                "{model:?} → {sent}"
+            );
+        }
+        if format == WireFormat::Gemini {
+            // The model is one segment: `models/{model}:generateContent`.
+            let segments: Vec<&str> = sent.path().split('/').collect();
+            let n = segments.len();
+            assert_eq!(segments[n - 2], "models", "{model:?} → {sent}");
+            assert_eq!(segments[n - 1], format!("{model}:generateContent"));
+            assert_eq!(sent.query(), None, "{model:?} → {sent}");
+        }
+    }
+
+    const BASE: &str = "http://127.0.0.1:9/google/v1beta";
+
+    #[test]
+    fn no_model_name_leaves_the_openai_base_path() {
+        for m in HOSTILE {
+            stays_inside(WireFormat::Openai, BASE, m);
+        }
+    }
+
+    #[test]
+    fn no_model_name_leaves_the_anthropic_base_path() {
+        for m in HOSTILE {
+            stays_inside(WireFormat::Anthropic, BASE, m);
+        }
+    }
+
+    #[test]
+    fn no_model_name_leaves_the_gemini_base_path() {
+        for m in HOSTILE {
+            stays_inside(WireFormat::Gemini, BASE, m);
+        }
+        // The one of issue 33: refused before any state, naming `model`.
+        let err = for_format(WireFormat::Gemini).check_model("cheap/../pro");
+        assert_eq!(err.map_err(|b| b.field), Err("model".to_owned()));
+        assert!(
+            for_format(WireFormat::Gemini)
+                .check_model("gemini-2.0-flash")
+                .is_ok()
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_random_model_name_leaves_any_base_path(
+            model in "[a-z./%:?#@;\\\\-]{1,24}",
+        ) {
+            for format in [WireFormat::Openai, WireFormat::Anthropic, WireFormat::Gemini] {
+                stays_inside(format, BASE, &model);
+                stays_inside(format, "https://api.example/", &model);
+            }
         }
     }
 }

@@ -33,6 +33,9 @@ impl Gateway {
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
+        // Before any store opens: SQLite would create a deleted file and
+        // take an emptied one for a new database.
+        crate::stores::check_all(&config)?;
         let state = AppState::start(config).await?;
         let jobs = match state.config.jobs.enabled {
             true => Some(crate::jobs::Jobs::open(&state.config).await?),
@@ -43,6 +46,12 @@ impl Gateway {
         if state.config.ledger.enabled {
             let ledger = crate::ledger::UsageLedger::open(&state.config).await?;
             let _ = state.ledger.set(ledger);
+        }
+        // Before the workers, which ask it whether a job's tenant is
+        // blocked before each attempt.
+        if state.config.keys.enabled {
+            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
+            let _ = state.keystore.set(keys);
         }
         if let Some(jobs) = jobs {
             if state.config.jobs.workers {
@@ -56,14 +65,11 @@ impl Gateway {
                     state.client.clone(),
                     state.otel.as_ref(),
                     state.ledger.get(),
+                    state.keystore.get().map(|k| k.store().clone()),
                 )
                 .await?;
             }
             let _ = state.jobs.set(jobs);
-        }
-        if state.config.keys.enabled {
-            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
-            let _ = state.keystore.set(keys);
         }
         if state.config.audit.enabled {
             let audit = crate::audit::Audit::open(&state.config).await?;
@@ -73,6 +79,8 @@ impl Gateway {
             }
             let _ = state.audit.set(audit);
         }
+        // Every store opened: a later start knows their files existed.
+        crate::stores::mark_all(&state.config);
         // Once every source it reads is open: the first snapshot is whole.
         crate::dashboard::start_sampler(&state).await;
         let listener = TcpListener::bind(addr)

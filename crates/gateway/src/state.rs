@@ -41,6 +41,11 @@ pub struct Inner {
     pub(crate) redis: Option<RedisLimiter>,
     /// Grants held for callers of the limiter API.
     pub(crate) holds: Holds,
+    /// What tenants' reports to the limiter API did, for corroboration
+    /// and their own pauses.
+    pub(crate) reports: crate::limits::reports::Reports,
+    /// Client request ids in flight, with their bodies' hashes (dedup).
+    pub(crate) dedup_ids: crate::layers::dedup::Ids,
     pub(crate) queue: AdmissionQueue<Shared>,
     pub(crate) bulkheads: Bulkheads,
     pub(crate) client: reqwest::Client,
@@ -189,6 +194,10 @@ pub enum StartError {
         /// Why.
         detail: String,
     },
+    /// A store's file is missing although it existed, empty, unreadable
+    /// or not a database ([`crate::stores`]).
+    #[error("refusing to start: {0}")]
+    Store(#[from] crate::stores::Refused),
     /// The job workers could not start.
     #[error("cannot start the job workers: {0}")]
     Workers(String),
@@ -327,6 +336,8 @@ impl AppState {
                 limits,
                 redis,
                 holds,
+                reports: Default::default(),
+                dedup_ids: Default::default(),
                 queue,
                 bulkheads,
                 client,

@@ -33,8 +33,9 @@ fn worst_case() -> u64 {
         completion_tokens: MAX_TOKENS,
         total_tokens: PROMPT_ESTIMATE + MAX_TOKENS,
     };
+    // The slow model is priced as gpt-4o-mini (see `wide`).
     PriceTable::defaults()
-        .cost(MODEL, &u, 0)
+        .cost("openai/gpt-4o-mini", &u, 0)
         .unwrap()
         .nanodollars()
 }
@@ -52,6 +53,16 @@ fn slow_sim() -> SimConfig {
 
 fn wide(c: &mut Config) {
     with_admin(c);
+    // A price of its own: a prefix prices only a model and its snapshots
+    // (issue 33), and `-slow` is neither.
+    c.prices.insert(
+        MODEL.into(),
+        sluice_gateway::config::PriceConfig {
+            input: sluice_gateway::config::Dollars("0.15".into()),
+            output: sluice_gateway::config::Dollars("0.60".into()),
+            cached_input: None,
+        },
+    );
     c.queue.concurrency = std::num::NonZeroUsize::new(64).unwrap();
 }
 
@@ -81,8 +92,9 @@ fn cost_of(body: &Value) -> u64 {
         completion_tokens: body["usage"]["completion_tokens"].as_u64().unwrap(),
         total_tokens: body["usage"]["total_tokens"].as_u64().unwrap(),
     };
+    // The slow model is priced as gpt-4o-mini (see `wide`).
     PriceTable::defaults()
-        .cost(MODEL, &u, 0)
+        .cost("openai/gpt-4o-mini", &u, 0)
         .unwrap()
         .nanodollars()
 }

@@ -201,6 +201,19 @@ async fn tenants_need_a_known_key_and_a_valid_priority() {
         .send()
         .await
         .unwrap();
+    // `high` is a permission (issue 33), which acme does not have.
+    let e = expect_error(res, 403, "forbidden").await;
+    assert!(
+        e["message"].as_str().unwrap().contains("x-sluice-priority"),
+        "{e}"
+    );
+    let res = h
+        .post("/v1/chat/completions", &body)
+        .bearer_auth("sk-acme")
+        .header("x-sluice-priority", "low")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     h.stop().await;
 }

@@ -182,13 +182,25 @@ async fn hole2_reports_come_from_grant_holders_once_per_grant() {
     // nor reduced.
     let res = globex_chat(&h, 5_000).await;
     assert_eq!(res.status(), StatusCode::OK);
-    // The holder reports its call's answer, once.
+    // The holder reports its call's answer, once. Alone, it pauses only
+    // its own acquires (issue 33): the model is not reduced for globex.
     let res = post(&h, "/v1/limits/report", Some(ACME), theirs.clone()).await;
     assert_eq!(res.status(), StatusCode::OK);
     let cap: Value = res.json().await.unwrap();
-    assert_eq!(cap["reduced"], true, "{cap}");
+    assert_eq!(
+        (&cap["reduced"], &cap["applied"]),
+        (&json!(false), &json!("own")),
+        "{cap}"
+    );
     let res = post(&h, "/v1/limits/report", Some(ACME), theirs).await;
     expect_error(res, 409, "conflict").await;
+    // globex, holding a grant of its own, agrees: now the model is cut.
+    let g = acquire(&h, GLOBEX, json!({"model": MODEL})).await;
+    let mut agreed = report.clone();
+    agreed["grant_id"] = g["grant_id"].clone();
+    let res = post(&h, "/v1/limits/report", Some(GLOBEX), agreed).await;
+    let cap: Value = res.json().await.unwrap();
+    assert_eq!(cap["reduced"], true, "{cap}");
     h.stop().await;
 }
 

@@ -44,7 +44,37 @@ pub enum Error {
     /// each call of the batch sees it.
     #[error("database error in a batch: {0}")]
     Batch(String),
+    /// The database file (or a page of it) is damaged: SQLite's
+    /// `SQLITE_CORRUPT` or `SQLITE_NOTADB`, PostgreSQL's `XX001`/`XX002`.
+    /// Retrying does not help; see [`Error::is_damaged`].
+    #[error("the job store's database is damaged: {0}")]
+    Damaged(String),
     /// The schema could not be brought up to date.
     #[error("migrating the job store failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// SQLite's primary result codes for a damaged file: `SQLITE_CORRUPT`
+/// and `SQLITE_NOTADB` (the extended codes carry them in the low byte).
+const SQLITE_DAMAGED: [i64; 2] = [11, 26];
+
+/// PostgreSQL's `data_corrupted` and `index_corrupted`.
+const POSTGRES_DAMAGED: [&str; 2] = ["XX001", "XX002"];
+
+impl Error {
+    /// Whether the database said its file is damaged (a corrupt page, a
+    /// file that is not a database): a fault no retry repairs, unlike a
+    /// busy or unreachable database.
+    pub fn is_damaged(&self) -> bool {
+        match self {
+            Error::Damaged(_) => true,
+            Error::Database(sqlx::Error::Database(db)) => {
+                db.code().is_some_and(|code| match code.parse::<i64>() {
+                    Ok(n) => SQLITE_DAMAGED.contains(&(n & 0xff)),
+                    Err(_) => POSTGRES_DAMAGED.contains(&code.as_ref()),
+                })
+            }
+            _ => false,
+        }
+    }
 }

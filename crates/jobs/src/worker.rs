@@ -32,6 +32,7 @@ mod backoff;
 mod batch;
 mod config;
 mod handler;
+mod health;
 mod heartbeat;
 mod pool;
 mod run;
@@ -42,4 +43,5 @@ pub use config::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_THROTTLES, DEFAULT_RATE, PoolConfig, QueueConfig,
 };
 pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_fn};
+pub use health::StoreHealth;
 pub use pool::{ShutdownReport, WorkerPool, WorkerPoolBuilder};

@@ -18,10 +18,22 @@ pub(crate) const MAX_RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
 
 type Listener = Arc<dyn Fn(bool) + Send + Sync>;
 
+/// What runs once a lost connection is back, before decisions go to
+/// Redis again (`handback.rs`): the local shares hand back what they spent.
+pub(crate) type HandBack =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
+
 pub(crate) struct Conn {
     client: redis::Client,
     current: RwLock<Option<MultiplexedConnection>>,
+    /// Decisions follow the failure mode: from the first failed call until
+    /// a new connection answered and the hand-back is done.
     degraded: AtomicBool,
+    /// No connection works: from the first failed call until a new one
+    /// answers a PING. Calls are refused only while this holds, so that
+    /// the hand-back can talk to Redis while decisions are still local.
+    down: AtomicBool,
+    hand_back: std::sync::OnceLock<HandBack>,
     reconnecting: AtomicBool,
     pub(crate) timeout: Duration,
     listeners: Mutex<Vec<Listener>>,
@@ -62,6 +74,8 @@ impl Conn {
             client,
             current: RwLock::new(None),
             degraded: AtomicBool::new(true),
+            down: AtomicBool::new(true),
+            hand_back: std::sync::OnceLock::new(),
             reconnecting: AtomicBool::new(false),
             timeout,
             listeners: Mutex::new(Vec::new()),
@@ -77,6 +91,12 @@ impl Conn {
 
     pub(crate) fn is_degraded(&self) -> bool {
         self.degraded.load(Ordering::SeqCst)
+    }
+
+    /// Runs `f` after every reconnection, before the replica counts as
+    /// shared again (set once).
+    pub(crate) fn on_return(&self, f: HandBack) {
+        let _ = self.hand_back.set(f);
     }
 
     pub(crate) fn on_change(&self, f: Listener) {
@@ -101,7 +121,7 @@ impl Conn {
 
     /// The connection, unless Redis is known to be down.
     pub(crate) fn get(&self) -> Option<MultiplexedConnection> {
-        if self.is_degraded() {
+        if self.down.load(Ordering::SeqCst) {
             return None;
         }
         self.current
@@ -133,16 +153,22 @@ impl Conn {
 
     /// `c` answered: it is the connection from now on, and Redis is back.
     fn connected(&self, c: MultiplexedConnection) {
+        self.store(c);
+        self.set_degraded(false);
+    }
+
+    /// `c` answered: calls go through it from now on.
+    fn store(&self, c: MultiplexedConnection) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(c);
         self.generation.fetch_add(1, Ordering::SeqCst);
-        self.set_degraded(false);
+        self.down.store(false, Ordering::SeqCst);
     }
 
     /// The connection of the lane `own`, opened on this runtime unless it
     /// was already since the last reconnection; none while Redis is known
     /// to be down, or when it cannot be opened (which degrades).
     async fn own(self: &Arc<Self>, own: &Own) -> Option<MultiplexedConnection> {
-        if self.is_degraded() || self.closed.load(Ordering::SeqCst) {
+        if self.down.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst) {
             return None;
         }
         let generation = self.generation.load(Ordering::SeqCst);
@@ -168,6 +194,7 @@ impl Conn {
     /// connection answers a PING. Later calls fail fast instead of each
     /// waiting out the timeout.
     pub(crate) fn fail(self: &Arc<Self>) {
+        self.down.store(true, Ordering::SeqCst);
         self.set_degraded(true);
         if self.closed.load(Ordering::SeqCst) || self.reconnecting.swap(true, Ordering::SeqCst) {
             return;
@@ -177,15 +204,30 @@ impl Conn {
             let mut backoff = Duration::from_millis(50);
             loop {
                 tokio::time::sleep(backoff).await;
-                let Some(conn) = weak.upgrade() else { return };
+                let Some(mut conn) = weak.upgrade() else {
+                    return;
+                };
                 if conn.closed.load(Ordering::SeqCst) {
                     conn.reconnecting.store(false, Ordering::SeqCst);
                     return;
                 }
                 if let Ok(c) = conn.open().await {
-                    conn.reconnecting.store(false, Ordering::SeqCst);
-                    conn.connected(c);
-                    return;
+                    conn.store(c);
+                    // Still degraded: decisions stay on the local shares
+                    // until they have handed back what they spent.
+                    let hand_back = conn.hand_back.get().cloned();
+                    if let Some(f) = hand_back {
+                        drop(conn);
+                        f().await;
+                        let Some(c) = weak.upgrade() else { return };
+                        conn = c;
+                    }
+                    // A call of the hand-back failed: Redis went again.
+                    if !conn.down.load(Ordering::SeqCst) {
+                        conn.reconnecting.store(false, Ordering::SeqCst);
+                        conn.set_degraded(false);
+                        return;
+                    }
                 }
                 backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
             }

@@ -42,6 +42,12 @@ async fn beat(inner: &std::sync::Arc<Inner>) {
         .await;
     if let Ok(n) = n {
         let n = n.max(1);
+        // Back from an outage and still on the shares (`handback.rs`): a
+        // restarted Redis has seen only the replicas that beat since, and
+        // a share grown on that count would spend what is not there.
+        if inner.conn.is_degraded() && n < inner.replicas.load(Ordering::Relaxed) {
+            return;
+        }
         if inner.replicas.swap(n, Ordering::Relaxed) != n {
             let _ = inner.local.set_rules(share(&inner.rules, n));
             // Limits set at run time are the local limiter's own, kept

@@ -68,6 +68,7 @@ mod conn;
 mod error;
 mod fallback;
 mod grant;
+mod handback;
 mod lane;
 mod leased;
 mod limiter;

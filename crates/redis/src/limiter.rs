@@ -183,6 +183,10 @@ impl RedisLimiter {
             tasks: Mutex::new(vec![batcher]),
             dropped_ops: AtomicU64::new(0),
         });
+        // After each reconnection, before decisions go to Redis again.
+        inner
+            .conn
+            .on_return(crate::handback::hook(Arc::downgrade(&inner)));
         let (subscribed, on_bus) = oneshot::channel();
         let mut tasks = vec![
             crate::bus::spawn(Arc::downgrade(&inner), subscribed),

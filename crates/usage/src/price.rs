@@ -208,12 +208,17 @@ impl PriceTable {
         self
     }
 
-    /// The price of `model`: its longest priced prefix.
+    /// The price of `model`: its longest priced prefix that names it or a
+    /// snapshot of it ([`names_variant`]). `openai/gpt-4o` prices
+    /// `openai/gpt-4o-2024-08-06`, but not `openai/gpt-4o-realtime-preview`
+    /// (another model, which costs more): a model name that merely starts
+    /// like a cheaper one has no price of its own, rather than the cheaper
+    /// one's.
     pub fn price(&self, model: &str) -> Option<&Price> {
         // A few dozen entries: a scan is as fast as anything cleverer.
         self.by_prefix
             .iter()
-            .filter(|(p, _)| model.starts_with(p.as_str()))
+            .filter(|(p, _)| names_variant(p, model))
             .max_by_key(|(p, _)| p.len())
             .map(|(_, price)| price)
     }
@@ -226,10 +231,67 @@ impl PriceTable {
     }
 }
 
+/// Whether the priced `prefix` covers `model`: `model` is `prefix`, or
+/// `prefix` and then a snapshot's suffix (`-` and a digit, as in
+/// `-2024-08-06` or `-20241022` or `-001`; `-latest`; `@…`), or `prefix`
+/// ends in a separator (`/`, `-`, `:`, `.`, `@`) and so names a family on
+/// purpose (`openai/` prices every OpenAI model).
+fn names_variant(prefix: &str, model: &str) -> bool {
+    let Some(rest) = model.strip_prefix(prefix) else {
+        return false;
+    };
+    if rest.is_empty() || prefix.ends_with(['/', '-', ':', '.', '@']) {
+        return true;
+    }
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some('@') => true,
+        Some('-') => {
+            let after = chars.as_str();
+            after.starts_with(|c: char| c.is_ascii_digit()) || after == "latest"
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Usage;
+
+    #[test]
+    fn a_prefix_prices_its_snapshots_not_other_models_that_start_like_it() {
+        let t = PriceTable::defaults();
+        let gpt4o = t.price("openai/gpt-4o").copied();
+        assert!(gpt4o.is_some());
+        for snapshot in [
+            "openai/gpt-4o-2024-08-06",
+            "openai/gpt-4o-latest",
+            "openai/gpt-4o@2024",
+        ] {
+            assert_eq!(t.price(snapshot).copied(), gpt4o, "{snapshot}");
+        }
+        // Costlier models whose names start like a cheaper one: no price
+        // of their own, not the cheaper one's (issue 33).
+        for other in [
+            "openai/gpt-4o-realtime-preview",
+            "openai/gpt-4o-audio-preview",
+            "openai/gpt-4opus",
+            "anthropic/claude-3-5-haiku-pro",
+        ] {
+            assert_eq!(t.price(other), None, "{other}");
+        }
+        // A family priced on purpose by a prefix that ends in a separator.
+        let family = t.clone().with(
+            "acme/",
+            Price {
+                input: 1,
+                output: 1,
+                cached_input: 1,
+            },
+        );
+        assert!(family.price("acme/anything-at-all").is_some());
+    }
 
     fn usage(prompt: u64, completion: u64) -> Usage {
         Usage {

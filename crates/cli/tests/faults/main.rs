@@ -21,6 +21,7 @@ mod postgres;
 mod procs;
 mod redis;
 mod sigterm;
+mod stores;
 mod upstream;
 
 use std::path::Path;

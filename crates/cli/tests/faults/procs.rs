@@ -167,13 +167,17 @@ impl Drop for TempDir {
 /// `sluice serve --config CONFIG`, its config listening on `port`; returns
 /// once it says it listens.
 pub fn serve(config: &Path) -> Proc {
-    let mut p = spawn_serve(config);
+    let mut p = Proc::spawn(serve_command(config));
     p.wait_line("listening on");
     p
 }
 
 /// `sluice serve --config CONFIG`, started: returns at once.
 pub fn spawn_serve(config: &Path) -> Proc {
+    Proc::spawn(serve_command(config))
+}
+
+fn serve_command(config: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
     command
         .args(["serve", "--config"])
@@ -181,7 +185,33 @@ pub fn spawn_serve(config: &Path) -> Proc {
         .env("SLUICE_LOG", "info")
         .env_remove("SLUICE_ADMIN_TOKEN")
         .env_remove("SLUICE_CONFIG");
-    Proc::spawn(command)
+    command
+}
+
+/// `sluice serve --config CONFIG` that must refuse to start: its exit
+/// status and what it wrote on stderr. Fails if it listens instead.
+pub fn serve_refused(config: &Path) -> (ExitStatus, String) {
+    let mut p = Proc::spawn(serve_command(config));
+    let end = Instant::now() + PATIENCE;
+    loop {
+        let exited = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            p.child = None;
+            // Its last words may still be in the pipe.
+            std::thread::sleep(Duration::from_millis(100));
+            return (status, p.log().join("\n"));
+        }
+        let log = p.log();
+        assert!(
+            !log.iter().any(|l| l.contains("listening on")),
+            "started instead of refusing: {log:#?}"
+        );
+        assert!(
+            Instant::now() < end,
+            "neither refused nor listening: {log:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `redis-server` on `port`, without persistence.

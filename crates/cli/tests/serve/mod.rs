@@ -10,6 +10,7 @@ use std::time::Duration;
 
 /// A directory of its own under the system's temporary directory, removed
 /// on drop.
+#[derive(Debug)]
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
@@ -36,6 +37,7 @@ impl Drop for TempDir {
 }
 
 /// A running `sluice serve`.
+#[derive(Debug)]
 pub struct Serve {
     child: Child,
     /// `http://127.0.0.1:{port}`.
@@ -91,6 +93,11 @@ impl Serve {
             .recv_timeout(Duration::from_secs(60))
             .expect("sluice says where it listens");
         Serve { child, url }
+    }
+
+    /// The process's id (to read its memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process at once (SIGKILL: no drain, no cleanup) and reaps it.

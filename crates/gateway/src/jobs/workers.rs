@@ -19,6 +19,7 @@ use crate::ledger::UsageLedger;
 use crate::state::StartError;
 
 /// Starts workers for every configured queue.
+#[allow(clippy::too_many_arguments)] // the start-up order's parts, each used once
 ///
 /// # Errors
 /// [`StartError::Workers`] naming the API or queue that cannot be used.
@@ -30,6 +31,7 @@ pub(super) fn start(
     client: reqwest::Client,
     otel: Option<&sluice_otel::Exporter>,
     ledger: Option<&Arc<UsageLedger>>,
+    keys: Option<sluice_keys::KeyStore>,
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
@@ -42,6 +44,11 @@ pub(super) fn start(
     }
     if let Some(exporter) = otel {
         handlers = super::traced::traced(handlers, exporter);
+    }
+    if let Some(keys) = keys {
+        // Outermost: a blocked tenant's job calls nothing, and its
+        // attempt leaves no span.
+        handlers = super::admitted::admitted(handlers, keys);
     }
     let mut pool = WorkerPool::builder(Arc::new(store), limiter)
         .handlers(handlers)

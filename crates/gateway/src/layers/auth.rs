@@ -92,6 +92,43 @@ pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     Ok(Some(credential))
 }
 
+/// The TCP peer's address of the request, when the server recorded it.
+fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// Refuses, with 429 and `Retry-After`, a client address that has given a
+/// wrong operator token (admin, dashboard, metrics) too often: the rule of
+/// `/ui/login` ([`crate::dashboard::logins`], counted apart), so that
+/// guessing a token on the API routes is as slow as at the login.
+fn check_guesses(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
+    use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
+    match peer(parts).map(|a| state.board.tokens.check(a)) {
+        Some(Err(wait)) => Err(ApiError::RateLimited {
+            resource: "wrong tokens from this address".into(),
+            retry_after: Some(wait),
+            policy: Some((u64::from(MAX_FAILURES), WINDOW)),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Counts `given`, a wrong token for the route, from the request's
+/// address, when it is a guess: a credential of another role (a tenant's
+/// key, the dashboard's or the metrics token) presented where it does not
+/// serve is a mistake, not a guess, and is not counted.
+fn guessed(state: &AppState, parts: &Parts, given: &str) {
+    if state.keys.is_known(given.as_bytes()) {
+        return;
+    }
+    if let Some(a) = peer(parts) {
+        state.board.tokens.failed(a);
+    }
+}
+
 /// Anyone may call the route: health checks. Taking it says so.
 #[derive(Debug, Clone, Copy)]
 pub struct Anyone;
@@ -231,7 +268,9 @@ impl FromRequestParts<AppState> for Admin {
         let given = bearer(&parts.headers)?.ok_or_else(|| {
             ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())
         })?;
+        check_guesses(state, parts)?;
         if !state.keys.is_admin(given.as_bytes()) {
+            guessed(state, parts, given);
             return Err(ApiError::Forbidden("wrong admin token".into()));
         }
         Ok(Admin)
@@ -260,7 +299,9 @@ impl FromRequestParts<AppState> for Scraper {
         let given = given.ok_or_else(|| {
             ApiError::Unauthorized("missing `Authorization: Bearer <metrics token>`".into())
         })?;
+        check_guesses(state, parts)?;
         if !keys.is_scraper(given.as_bytes()) {
+            guessed(state, parts, given);
             return Err(ApiError::Forbidden("wrong metrics token".into()));
         }
         Ok(Scraper)
@@ -285,7 +326,9 @@ impl FromRequestParts<AppState> for Viewer {
             ));
         }
         if let Some(given) = bearer(&parts.headers)? {
+            check_guesses(state, parts)?;
             if !keys.is_viewer(given.as_bytes()) {
+                guessed(state, parts, given);
                 return Err(ApiError::Forbidden("wrong dashboard token".into()));
             }
             return Ok(Viewer);

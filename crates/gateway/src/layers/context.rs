@@ -26,7 +26,9 @@ use crate::state::AppState;
 
 pub use crate::auth::DEFAULT_WORKSPACE;
 pub use headers::{Context, new_id, new_span_id};
-pub(crate) use headers::{X_REQUEST_ID, client_request_id, client_traceparent, stamp};
+pub(crate) use headers::{
+    X_REQUEST_ID, check_priority, client_request_id, client_traceparent, stamp,
+};
 
 /// A request as its handler hands it over: what the context layer needs
 /// to read it.

@@ -6,8 +6,15 @@
 //! flight): this layer chooses the key on the way down and publishes the
 //! answer to the requests that joined on the way up. Only whole answers
 //! are shared: a stream cannot be handed to a second client.
+//!
+//! A request joins another with its id only when their bodies are the
+//! same (byte for byte): one with the same id and another body while the
+//! first is in flight is a 409 naming `x-request-id`, never handed an
+//! answer to a question it did not ask.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex};
 
 use super::model_call::Call;
 use super::step::{Step, StepLayer};
@@ -26,10 +33,16 @@ where
 {
     type Response = Served<Reply>;
 
-    async fn serve(_: AppState, inner: S, mut req: Req<Box<Call>>) -> Served<Reply> {
+    async fn serve(state: AppState, inner: S, mut req: Req<Box<Call>>) -> Served<Reply> {
         let c = &req.call;
+        let mut _in_flight = None;
         if c.ctx.client_id && !c.stream {
-            req.call.share = Some(c.ctx.request_id.clone());
+            let fingerprint = c.fingerprint.unwrap_or(0);
+            match enter(&state, &c.ctx.workspace, &c.ctx.request_id, fingerprint) {
+                Ok(guard) => _in_flight = Some(guard),
+                Err(e) => return Served::err(e, req.notes),
+            }
+            req.call.share = Some(format!("{}#{fingerprint:016x}", c.ctx.request_id));
         }
         let mut served = call(inner, req).await;
         // The slot's flight ends here: the joiners get this answer, and
@@ -46,6 +59,73 @@ where
             }
         }
         served
+    }
+}
+
+/// The client ids in flight, per tenant, with their bodies' hashes (and
+/// how many requests carry each): entries live only while a request with
+/// the id is in flight, so the table is bounded by the admission queue.
+#[derive(Debug, Default)]
+pub(crate) struct Ids {
+    table: Mutex<HashMap<(String, String), (u64, usize)>>,
+}
+
+/// Holds an id in [`Ids`] for one request; dropping it lets the id go.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    state: AppState,
+    key: (String, String),
+}
+
+impl Ids {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (u64, usize)>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Enters `tenant`'s request `id` with a body hashing to `fingerprint`.
+///
+/// # Errors
+/// 409 naming `x-request-id` when the id is in flight with another body.
+fn enter(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    fingerprint: u64,
+) -> Result<InFlight, crate::error::ApiError> {
+    let key = (tenant.to_owned(), id.to_owned());
+    {
+        let mut table = state.dedup_ids.lock();
+        match table.entry(key.clone()) {
+            Entry::Occupied(mut e) => {
+                if e.get().0 != fingerprint {
+                    return Err(crate::error::ApiError::Conflict(format!(
+                        "header `x-request-id`: {id:?} is in flight with another body; \
+                         use a new id for a different request"
+                    )));
+                }
+                e.get_mut().1 += 1;
+            }
+            Entry::Vacant(e) => {
+                e.insert((fingerprint, 1));
+            }
+        }
+    }
+    Ok(InFlight {
+        state: state.clone(),
+        key,
+    })
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut table = self.state.dedup_ids.lock();
+        if let Entry::Occupied(mut e) = table.entry(std::mem::take(&mut self.key)) {
+            e.get_mut().1 -= 1;
+            if e.get().1 == 0 {
+                e.remove();
+            }
+        }
     }
 }
 

@@ -61,6 +61,9 @@ pub(crate) struct Call {
     /// The key under which identical requests share this one's answer
     /// (set by dedup).
     pub share: Option<String>,
+    /// A hash of the body as sent, for a call with a client id: a
+    /// request joins another with its id only when their bodies match.
+    pub fingerprint: Option<u64>,
 }
 
 /// One candidate model for a call (the model asked for, or a fallback).
@@ -187,6 +190,9 @@ impl Parse for Incoming {
             }
             Some(_) => return Err(ApiError::bad_field("model", "must be a string")),
         };
+        // Bounded before anything (a lane, a resource, a trace, a ledger
+        // record) is made of it.
+        crate::names::check("model", &model)?;
         let index = provider_index(state, &model, self.endpoint)?;
         let prov = &state.config.providers[index];
         if !ctx.allows_model(&model) {
@@ -204,11 +210,21 @@ impl Parse for Incoming {
         trace.model = Some(model.clone());
         notes.trace = Some(trace);
         if state.ledger.get().is_some() {
-            let user = json.get("user").and_then(Value::as_str);
+            // The body's `user` is the caller's string: kept at most
+            // `names::MAX_NAME` bytes in the ledger.
+            let user = json
+                .get("user")
+                .and_then(Value::as_str)
+                .map(crate::names::truncated);
             let mut draft = Draft::model(&ctx, route(self.endpoint), &model, user);
             draft.record.provider.clone_from(&prov.name);
             notes.ledger = Some(draft);
         }
+        let fingerprint = ctx.client_id.then(|| {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            // Fixed keys: the same body hashes the same in every request.
+            BuildHasherDefault::<DefaultHasher>::default().hash_one(&self.body[..])
+        });
         // Boxed: every layer down to fallback moves the call (twice:
         // its argument, then its own local), about 400 bytes a move.
         Ok(Box::new(Call {
@@ -220,6 +236,7 @@ impl Parse for Incoming {
             model,
             provider: index,
             share: None,
+            fingerprint,
         }))
     }
 }
@@ -248,6 +265,12 @@ fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<u
     })?;
     let p = &state.config.providers[index];
     let adapter = providers::for_format(p.format);
+    // One path segment after the prefix: `gem/cheap/../pro` would pass an
+    // allow-list written for `gem/cheap*` and be priced as `cheap`.
+    crate::names::check_model_segments(model)?;
+    adapter
+        .check_model(super::provider::upstream_model(p, model))
+        .map_err(|b| ApiError::bad_field(&b.field, b.message))?;
     if !adapter.serves(endpoint) {
         return Err(ApiError::bad_field(
             "model",

@@ -231,7 +231,7 @@ fn provider_name<'s>(state: &'s AppState, a: &Attempt) -> &'s str {
 }
 
 /// The model's name as its provider knows it.
-fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
+pub(crate) fn upstream_model<'a>(prov: &ProviderConfig, model: &'a str) -> &'a str {
     if prov.strip_prefix {
         model
             .strip_prefix(prov.name.as_str())

@@ -239,7 +239,15 @@ impl Holds {
                 settled: actual.min(most),
                 clamped: actual > most,
             };
-            hold.grant.settle(done.settled);
+            // Only the resource's part: the key's own limits taken with it
+            // stay at what they reserved.
+            if hold
+                .grant
+                .settle_part(&hold.resource, done.settled)
+                .is_err()
+            {
+                hold.grant.settle(done.settled);
+            }
         }
         // Dropping the grant releases it (in-flight slots come back).
         drop(hold);

@@ -11,7 +11,7 @@ use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
 
 use super::translate::{self, Translated};
 use super::{
-    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
+    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader,
     json_headers, pass_answer, secret, to_bytes, to_bytes_with_model,
 };
 
@@ -79,7 +79,7 @@ impl Provider for Anthropic {
             headers.insert(HeaderName::from_static("anthropic-beta"), beta.clone());
         }
         Ok(Outbound {
-            url: join(base_url, "/messages"),
+            url: super::url(base_url, &["messages"], None)?,
             headers,
             body,
             exchange: Exchange {

@@ -14,21 +14,26 @@ use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
 
 use super::translate::{self, Translated};
 use super::{
-    Answer, BadField, Call, Exchange, Outbound, Provider, RequestError, StreamReader, join,
-    json_headers, secret, to_bytes,
+    Answer, BadField, Call, Exchange, Outbound, Provider, RequestError, StreamReader, json_headers,
+    secret, to_bytes,
 };
 
 /// The Gemini adapter.
 #[derive(Debug)]
 pub(crate) struct Gemini;
 
-/// The model goes in the URL path: only characters that need no escaping.
+/// The model goes in the URL path as one segment: only characters that
+/// need no escaping, no `/`, and not `.` or `..` (which a URL reads as a
+/// step up or nowhere).
 fn check_model(model: &str) -> Result<(), BadField> {
-    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
-    if model.is_empty() || !model.chars().all(plain) {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if model.is_empty() || !model.chars().all(plain) || model == "." || model == ".." {
         return Err(BadField::new(
             "model",
-            format!("{model:?} cannot go in a Gemini URL: use letters, digits, '-', '_', '.'"),
+            format!(
+                "{model:?} cannot be one segment of a Gemini URL: use letters, digits, '-', '_', \
+                 '.' after the provider's prefix"
+            ),
         ));
     }
     Ok(())
@@ -64,21 +69,26 @@ impl Provider for Gemini {
         )
     }
 
+    fn check_model(&self, model: &str) -> Result<(), BadField> {
+        check_model(model)
+    }
+
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         check_model(call.model)?;
         let chat = translate::parse(call.body, chat::ACCEPTS)?;
         let body = chat::request(&chat)?;
-        let path = if call.stream {
-            format!("/models/{}:streamGenerateContent?alt=sse", call.model)
+        let (method, query) = if call.stream {
+            ("streamGenerateContent", Some("alt=sse"))
         } else {
-            format!("/models/{}:generateContent", call.model)
+            ("generateContent", None)
         };
+        let segment = format!("{}:{method}", call.model);
         let mut headers = json_headers(call.stream);
         if let Some(key) = call.key {
             secret(&mut headers, HeaderName::from_static("x-goog-api-key"), key)?;
         }
         Ok(Outbound {
-            url: join(base_url, &path),
+            url: super::url(base_url, &["models", &segment], query)?,
             headers,
             body: to_bytes(&body),
             exchange: Exchange {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use sluice_usage::{self as usage, Endpoint, WireFormat};
 
 use super::{
-    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader, join,
+    Answer, Call, Exchange, Outbound, Passthrough, Provider, RequestError, StreamReader,
     json_headers, pass_answer, secret, to_bytes, to_bytes_with_model, with_model,
 };
 
@@ -14,12 +14,12 @@ use super::{
 #[derive(Debug)]
 pub(crate) struct Openai;
 
-fn path(endpoint: Endpoint) -> &'static str {
+fn path(endpoint: Endpoint) -> &'static [&'static str] {
     match endpoint {
-        Endpoint::Embeddings => "/embeddings",
-        Endpoint::Responses => "/responses",
+        Endpoint::Embeddings => &["embeddings"],
+        Endpoint::Responses => &["responses"],
         // Not served (see `serves`); chat is the nearest.
-        Endpoint::Chat | Endpoint::Messages => "/chat/completions",
+        Endpoint::Chat | Endpoint::Messages => &["chat", "completions"],
     }
 }
 
@@ -59,7 +59,7 @@ impl Provider for Openai {
             )?;
         }
         Ok(Outbound {
-            url: join(base_url, path(call.endpoint)),
+            url: super::url(base_url, path(call.endpoint), None)?,
             headers,
             body,
             exchange: Exchange {

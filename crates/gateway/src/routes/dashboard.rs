@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::audit::Act;
 use crate::auth::{Anyone, Viewer};
-use crate::body::Body;
+use crate::body::SmallBody;
 use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
 use crate::dashboard::sessions::{COOKIE_NAME, SESSION_TTL};
 use crate::dashboard::{INTERVAL, LOGIN_PATH, sse_event};
@@ -96,11 +96,13 @@ pub async fn login(
     _: Anyone,
     act: Act,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
-    Body(body): Body,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
 ) -> Response {
     let address = peer.map(|Extension(ConnectInfo(a))| a.ip());
     let opened = (|| {
         enabled(&state)?;
+        same_site(&headers)?;
         if let Some(wait) = address.and_then(|a| state.board.logins.check(a).err()) {
             return Err(ApiError::RateLimited {
                 resource: "dashboard logins from this address".into(),
@@ -139,8 +141,9 @@ pub async fn login(
     act.answer(match opened {
         Ok(id) => {
             let cookie = format!(
-                "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-                SESSION_TTL.as_secs()
+                "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+                SESSION_TTL.as_secs(),
+                secure(&headers)
             );
             (
                 [(header::SET_COOKIE, cookie)],
@@ -154,13 +157,65 @@ pub async fn login(
 
 /// `POST /ui/logout`: ends the browser's session.
 pub async fn logout(State(state): State<AppState>, _: Anyone, headers: HeaderMap) -> Response {
+    if let Err(e) = same_site(&headers) {
+        return e.into_response();
+    }
     state.board.sessions.close(&headers);
-    let gone = format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    let gone = format!(
+        "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
+        secure(&headers)
+    );
     (
         [(header::SET_COOKIE, gone)],
         Json(json!({"logged_in": false})),
     )
         .into_response()
+}
+
+/// Refuses a login or logout sent from another site: a browser says where
+/// a request comes from in `Sec-Fetch-Site` and `Origin`, and a page of
+/// another site must not log a browser in (to a session the attacker
+/// chose) or out. A client that is not a browser sends neither.
+///
+/// # Errors
+/// 403 naming the header.
+fn same_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = get("sec-fetch-site")
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Err(ApiError::Forbidden(format!(
+            "header `sec-fetch-site`: {site:?}: log in from the dashboard's own page"
+        )));
+    }
+    if let Some(origin) = get("origin") {
+        let host = get("host").unwrap_or("");
+        let origin_host = origin
+            .split_once("://")
+            .map_or("", |(_, rest)| rest.trim_end_matches('/'));
+        if origin_host.is_empty() || !origin_host.eq_ignore_ascii_case(host) {
+            return Err(ApiError::Forbidden(format!(
+                "header `origin`: {origin:?} is not this dashboard's ({host:?})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `; Secure` when the browser reached the gateway over TLS (a reverse
+/// proxy in front of it says so in `X-Forwarded-Proto` or `Forwarded`),
+/// so that the cookie is never sent back in clear.
+fn secure(headers: &HeaderMap) -> &'static str {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let forwarded_https = get("x-forwarded-proto").is_some_and(|p| {
+        p.split(',')
+            .next()
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+    }) || get("forwarded").is_some_and(|f| {
+        f.split([';', ','])
+            .any(|kv| kv.trim().eq_ignore_ascii_case("proto=https"))
+    });
+    if forwarded_https { "; Secure" } else { "" }
 }
 
 /// `GET /v1/dashboard`: the latest snapshot (taken every second).

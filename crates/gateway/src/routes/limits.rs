@@ -29,6 +29,7 @@ use crate::body::Body;
 use crate::context::Context;
 use crate::error::ApiError;
 use crate::limits::holds::{HoldError, HoldId};
+use crate::limits::reports::Verdict;
 use crate::state::{AppState, scoped, tokens_resource, unscoped};
 
 /// The body as `T`; a field of the wrong type is named (serde's own
@@ -72,52 +73,89 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
-    /// The limiter resource, checked against what the gateway knows, in
-    /// `tenant`'s scope (`session:x` is the tenant's own session `x`).
-    fn resolve(&self, state: &AppState, tenant: &str) -> Result<String, ApiError> {
+    /// The limiter resource, in `tenant`'s scope: a configured model or
+    /// API the caller's key allows (`openai/…`, `api:{name}`, or a tool
+    /// classified as one), that model's or API's `tokens:` or `inflight:`
+    /// resource, or the caller's own session (`session:x` is the tenant's
+    /// session `x`). Nothing else: not another tenant's session or job
+    /// group, not the queues' resources, not per-key limits. Every name is
+    /// bounded ([`crate::names::check`]) before anything is looked up.
+    fn resolve(&self, state: &AppState, tenant: &Tenant) -> Result<String, ApiError> {
         match (self.resource, self.model, self.tool) {
             (Some(r), None, None) => {
-                if r.starts_with(crate::keys::CALLER_PREFIX) {
-                    return Err(ApiError::NotFound(format!(
-                        "unknown resource {r:?}: per-key and per-tenant limits are not for the limiter API"
-                    )));
+                crate::names::check("resource", r)?;
+                if r.starts_with(sluice_limit::SESSION_PREFIX) {
+                    return Ok(scoped(tenant.name(), r));
                 }
-                let known = state.config.provider_for(r).is_some()
-                    || r.strip_prefix("api:")
-                        .is_some_and(|a| state.config.api(a).is_some())
-                    || r.starts_with(sluice_limit::SESSION_PREFIX)
-                    || r.starts_with("tokens:")
-                    || r.starts_with("inflight:")
-                    || state.limiter.contains(r);
-                if !known {
-                    return Err(ApiError::NotFound(format!(
-                        "unknown resource {r:?}: use a model (`openai/…`), `api:<name>`, `session:<id>`, or configure it with PUT /v1/limits/{{resource}}"
-                    )));
+                let (kind, bare) = match r.split_once(':') {
+                    Some((k @ ("tokens" | "inflight"), rest)) => (Some(k), rest),
+                    _ => (None, r.as_str()),
+                };
+                let unknown = || {
+                    ApiError::NotFound(format!(
+                        "unknown resource {r:?}: use a configured model (`openai/…`), `api:<name>`, \
+                         their `tokens:`/`inflight:` resources, or your `session:<id>`"
+                    ))
+                };
+                if let Some(api) = bare.strip_prefix("api:") {
+                    if kind == Some("tokens") || state.config.api(api).is_none() {
+                        return Err(unknown());
+                    }
+                    allow_api(tenant, api)?;
+                } else if state.config.provider_for(bare).is_some() {
+                    crate::names::check_model_segments(bare)?;
+                    allow_model(tenant, bare)?;
+                } else {
+                    return Err(unknown());
                 }
-                Ok(scoped(tenant, r))
+                Ok(r.clone())
             }
             (None, Some(m), None) => {
+                crate::names::check("model", m)?;
                 if state.config.provider_for(m).is_none() {
                     return Err(ApiError::bad_field(
                         "model",
                         format!("unknown model prefix in {m:?}"),
                     ));
                 }
+                crate::names::check_model_segments(m)?;
+                allow_model(tenant, m)?;
                 Ok(m.clone())
             }
-            (None, None, Some(t)) => state
-                .tools
-                .classify(t)
-                .map(sluice_limit::api_resource)
-                .ok_or_else(|| {
+            (None, None, Some(t)) => {
+                crate::names::check("tool", t)?;
+                let api = state.tools.classify(t).ok_or_else(|| {
                     ApiError::bad_field("tool", format!("no API is configured for tool {t:?}"))
-                }),
+                })?;
+                allow_api(tenant, api)?;
+                Ok(sluice_limit::api_resource(api))
+            }
             _ => Err(ApiError::BadRequest {
                 message: "give exactly one of `resource`, `model` or `tool`".into(),
                 param: None,
             }),
         }
     }
+}
+
+/// 403 unless the caller's key and tenant allow `model`.
+fn allow_model(tenant: &Tenant, model: &str) -> Result<(), ApiError> {
+    if tenant.caller().is_some_and(|c| !c.allows_model(model)) {
+        return Err(ApiError::Forbidden(format!(
+            "model {model:?} is not allowed for this API key (its `models` allow-list)"
+        )));
+    }
+    Ok(())
+}
+
+/// 403 unless the caller's key and tenant allow the API `api`.
+fn allow_api(tenant: &Tenant, api: &str) -> Result<(), ApiError> {
+    if tenant.caller().is_some_and(|c| !c.allows_api(api)) {
+        return Err(ApiError::Forbidden(format!(
+            "API {api:?} is not allowed for this API key (its `apis` allow-list)"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,9 +236,13 @@ async fn acquire_inner(
     let ctx = Context::from_headers(state, tenant, headers)?;
     let b: AcquireBody = parse(body)?;
     let priority = match &b.priority {
-        Some(p) => p
-            .parse::<sluice_admit::Priority>()
-            .map_err(|e| ApiError::bad_field("priority", e))?,
+        Some(p) => {
+            let p = p
+                .parse::<sluice_admit::Priority>()
+                .map_err(|e| ApiError::bad_field("priority", e))?;
+            crate::context::check_priority(state, tenant, p, "`priority`")?;
+            p
+        }
         None => ctx.priority,
     };
     if b.cost == 0 {
@@ -211,8 +253,23 @@ async fn acquire_inner(
         model: &b.model,
         tool: &b.tool,
     };
-    let resource = target.resolve(state, tenant.name())?;
+    let resource = target.resolve(state, tenant)?;
+    // A refusal this tenant reported alone pauses its own acquires of the
+    // resource (see `limits::reports`), nobody else's.
+    if let Some(wait) = state.reports.paused(tenant.name(), &resource) {
+        return Err(ApiError::RateLimited {
+            resource: unscoped(tenant.name(), &resource).unwrap_or(resource),
+            retry_after: Some(wait.max(Duration::from_secs(1))),
+            policy: None,
+        });
+    }
     state.holds.check(tenant.name()).map_err(hold_error)?;
+    // The key's and its tenant's own limits (key store), taken with the
+    // resource and settled at what was reserved.
+    let tokens = resource.starts_with("tokens:").then_some(b.cost);
+    let caller = crate::keys::caller_needs(state, &ctx, tokens)?;
+    let mut needs: Vec<(&str, u64)> = vec![(resource.as_str(), b.cost)];
+    needs.extend(caller.needs.iter().map(|(r, c)| (r.as_str(), *c)));
     let max_wait = state.config.limits_api.max_wait_ms;
     let wait = b.timeout_ms.unwrap_or(0).min(max_wait);
     let deadline = (Instant::now() + Duration::from_millis(wait)).min(ctx.deadline);
@@ -246,7 +303,7 @@ async fn acquire_inner(
         let mut permit = state.queue.try_admit(ticket).map_err(refused)?;
         permit.dispatched();
         drop(permit);
-        state.limits.try_acquire_many(&[(&resource, b.cost)]).await
+        state.limits.try_acquire_many(&needs).await
     } else {
         let mut permit = match state.queue.admit(ticket).await {
             Ok(Admission::Run(p)) => p,
@@ -255,10 +312,7 @@ async fn acquire_inner(
             }
             Err(e) => return Err(refused(e)),
         };
-        let grant = state
-            .limits
-            .acquire_many(&[(&resource, b.cost)], Some(deadline))
-            .await;
+        let grant = state.limits.acquire_many(&needs, Some(deadline)).await;
         // Through the limiter: the lane's slot goes to the next in line.
         permit.dispatched();
         drop(permit);
@@ -335,6 +389,18 @@ pub async fn report(State(state): State<AppState>, tenant: Tenant, Body(body): B
 
 async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result<Value, ApiError> {
     let b: ReportBody = parse(body)?;
+    let owner: Arc<str> = Arc::from(tenant.name());
+    state
+        .reports
+        .count(&owner)
+        .map_err(|too_many| ApiError::RateLimited {
+            resource: "limits_api_reports".into(),
+            retry_after: Some(too_many.retry_after.max(Duration::from_secs(1))),
+            policy: None,
+        })?;
+    if b.headers.len() > 64 {
+        return Err(ApiError::bad_field("headers", "more than 64 headers"));
+    }
     if !(100..=599).contains(&b.status) {
         return Err(ApiError::bad_field(
             "status",
@@ -370,7 +436,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
                 model: &b.model,
                 tool: &b.tool,
             }
-            .resolve(state, tenant.name())
+            .resolve(state, tenant)
         })
         .transpose()?;
     let resource = state.holds.report(tenant.name(), id).map_err(hold_error)?;
@@ -391,6 +457,38 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
             .map(|_| tokens_resource(&resource));
         (Some(resource.clone()), tokens)
     };
+    // A tenant's word alone never lowers what others share (see
+    // `limits::reports`): a refusal, or headers that would lower the
+    // bucket, pause only the reporter's own acquires until another
+    // tenant agrees. Its own sessions, and an open gateway's callers, are
+    // taken at their word.
+    let shared = !resource.starts_with(sluice_limit::SESSION_PREFIX) && !state.is_open();
+    let verdict = if !shared {
+        Verdict::Shared
+    } else if b.status == 429 {
+        let wait = limits
+            .throttle_wait()
+            .unwrap_or(Duration::from_secs(60))
+            .max(Duration::from_secs(1));
+        state.reports.refusal(&owner, &resource, wait)
+    } else if !b.headers.is_empty() || b.retry_after.is_some() {
+        Verdict::Ignored
+    } else {
+        Verdict::Shared
+    };
+    let name = unscoped(tenant.name(), &resource).unwrap_or_else(|| resource.clone());
+    let entry = sluice_audit::NewEntry::now(tenant.actor(), "limit.report", &name).after(json!({
+        "status": b.status,
+        "applied": verdict.as_str(),
+        "own_pause_ms": own_pause_ms(verdict),
+    }));
+    state.record(entry);
+    if verdict != Verdict::Shared {
+        let mut answer = current(state, tenant.name(), &resource).await?;
+        answer["applied"] = json!(verdict.as_str());
+        answer["own_pause_ms"] = json!(own_pause_ms(verdict));
+        return Ok(answer);
+    }
     // A reduction this report causes is the reporter's in the audit trail.
     // The call is made inside the scope: the in-process limiter does its
     // work when called, not when polled.
@@ -409,7 +507,20 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
     crate::audit::caused_by(tenant.actor().into(), observed)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
-    current(state, tenant.name(), &resource).await
+    let mut answer = current(state, tenant.name(), &resource).await?;
+    answer["applied"] = json!("shared");
+    Ok(answer)
+}
+
+/// How long the reporter's own acquires now wait, for a report that
+/// paused only them.
+fn own_pause_ms(verdict: Verdict) -> Option<u64> {
+    match verdict {
+        Verdict::Own(until) => {
+            Some(until.saturating_duration_since(Instant::now()).as_millis() as u64)
+        }
+        Verdict::Shared | Verdict::Ignored => None,
+    }
 }
 
 /// The state of `resource` as JSON, named as `tenant` knows it.
@@ -424,18 +535,44 @@ async fn current(state: &AppState, tenant: &str, resource: &str) -> Result<Value
 }
 
 /// `GET /v1/limits`: the live resources the caller may see: the shared
-/// ones (models, tokens, APIs) and its own sessions (in distributed mode,
-/// those this replica used recently, with their shared state).
+/// ones (models, tokens, APIs, the job queues' own limits) and its own
+/// sessions and job groups (in distributed mode, those this replica used
+/// recently, with their shared state).
 pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
-    // Other tenants' sessions are not even read.
+    let visible =
+        |r: &str| unscoped(tenant.name(), r).is_some() && own_jobs(&state, tenant.name(), r);
+    // Other tenants' sessions and job groups are not even read.
     let all: Vec<Value> = state
         .limits
-        .capacities(&|r| unscoped(tenant.name(), r).is_some())
+        .capacities(&visible)
         .await
         .iter()
+        .filter(|c| own_jobs(&state, tenant.name(), &c.resource))
         .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))
         .collect();
     Json(json!({"resources": all})).into_response()
+}
+
+/// Whether `resource` is not a job group of another tenant: a queue's own
+/// limit (`jobs:{queue}`) is shared, a group's (`jobs:{queue}:{tenant}:{group}`)
+/// is its tenant's; any other name is not a job resource.
+fn own_jobs(state: &AppState, tenant: &str, resource: &str) -> bool {
+    let Some(rest) = resource.strip_prefix("jobs:") else {
+        return true;
+    };
+    state
+        .config
+        .jobs
+        .queues
+        .keys()
+        .any(|q| match rest.strip_prefix(q.as_str()) {
+            Some("") => true,
+            Some(below) => below
+                .strip_prefix(':')
+                .and_then(|b| b.strip_prefix(tenant))
+                .is_some_and(|b| b.starts_with(':')),
+            None => false,
+        })
 }
 
 #[derive(Debug, Deserialize)]

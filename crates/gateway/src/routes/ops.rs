@@ -32,6 +32,15 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
         json!({"degraded": degraded, "failure": r.config().failure.as_str(),
             "mode": r.config().mode.as_str(), "replicas": r.replicas()})
     });
+    let damaged = state.jobs.get().and_then(|j| j.damage()).map(|d| {
+        format!(
+            "the job store is damaged ({d}): no jobs are claimed; check it with \
+             `sluice check-config --stores` and restore it from a backup"
+        )
+    });
+    if let Some(d) = &damaged {
+        reasons.push(d);
+    }
     if state.queue.is_busy() {
         reasons.push(
             "busy: the admission backlog exceeds twice the dispatch concurrency per waiting lane",

@@ -133,10 +133,20 @@ async fn timer_floor(header_read_timeout: Duration) {
 }
 
 /// `req` with its connection's peer address as axum's [`ConnectInfo`],
-/// for the one route that reads it (the dashboard's login counts failures
-/// per address): other requests do not pay for the extension.
+/// for the routes that read it: the dashboard's login and every route that
+/// takes an operator's token count wrong tokens per address. The model
+/// routes and `/proxy` (tenants' hot paths, which take no operator token)
+/// do not pay for the extension.
 fn with_peer<B>(mut req: Request<B>, peer: SocketAddr) -> Request<B> {
-    if req.uri().path() == crate::dashboard::LOGIN_PATH {
+    const HOT: [&str; 5] = [
+        "/v1/chat/",
+        "/v1/embeddings",
+        "/v1/responses",
+        "/v1/messages",
+        "/proxy/",
+    ];
+    let path = req.uri().path();
+    if !HOT.iter().any(|p| path.starts_with(p)) {
         req.extensions_mut().insert(ConnectInfo(peer));
     }
     req

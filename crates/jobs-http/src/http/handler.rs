@@ -77,6 +77,11 @@ impl HttpHandler {
             .header("x-sluice-job-id", job.id.to_string());
         let mut request = crate::context::attach(job, request);
         for (name, value) in &p.headers {
+            // Refused when the job was enqueued; skipped here too for a
+            // job stored before that rule.
+            if name.eq_ignore_ascii_case(super::payload::JOB_ID_HEADER) {
+                continue;
+            }
             if let (Ok(n), Ok(v)) = (
                 HeaderName::from_bytes(name.as_bytes()),
                 HeaderValue::from_str(value),

@@ -25,7 +25,13 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "keep-alive",
     "proxy-authorization",
     "proxy-connection",
+    // The worker's own: the upstream (and the simulator) read it as the
+    // job that called, so a job may not name another one.
+    JOB_ID_HEADER,
 ];
+
+/// The header every call of a job carries: the job's id.
+pub const JOB_ID_HEADER: &str = "x-sluice-job-id";
 
 /// `{"api": "slack", "method": "POST", "path": "/api/chat.postMessage",
 /// "headers": {…}, "body": …}`. The base URL comes from the configured API,
@@ -133,7 +139,9 @@ fn check_path(path: &str) -> Result<(), String> {
     let route = path.split('?').next().unwrap_or(path);
     let dot_dot = route.split('/').any(|seg| {
         let seg = seg.to_ascii_lowercase();
-        seg == ".." || seg == "." || seg.contains("%2e") || seg.contains("%2f")
+        // `..;x` is `..` to servers that read path parameters.
+        let bare = seg.split(';').next().unwrap_or(&seg);
+        bare == ".." || bare == "." || seg.contains("%2e") || seg.contains("%2f")
     });
     if dot_dot {
         return Err("must not contain '.' or '..' segments or encoded dots and slashes".to_owned());
@@ -194,6 +202,14 @@ mod tests {
         assert_eq!(
             field(json!({"api": "slack", "path": "/x", "headers": {"Host": "a"}})),
             "payload.headers.Host"
+        );
+        assert_eq!(
+            field(json!({"api": "slack", "path": "/x", "headers": {"X-Sluice-Job-Id": "1"}})),
+            "payload.headers.X-Sluice-Job-Id"
+        );
+        assert_eq!(
+            field(json!({"api": "slack", "path": "/a/..;/b"})),
+            "payload.path"
         );
         assert_eq!(field(json!({"path": "/x"})), "payload.api");
     }

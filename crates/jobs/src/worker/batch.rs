@@ -142,16 +142,26 @@ fn answer(replies: Vec<Reply>, results: Result<Vec<Result<Job, Error>>, Error>) 
             }
         }
         Err(e) => {
-            let msg = describe(&e);
+            // Each run must still tell a damaged file from a database
+            // that may answer on the next try.
+            let damaged = e.is_damaged();
+            let msg = match damaged {
+                true => crate::worker::health::innermost(&e),
+                false => describe(&e),
+            };
             for reply in replies {
-                let _ = reply.send(Err(Error::Batch(msg.clone())));
+                let err = match damaged {
+                    true => Error::Damaged(msg.clone()),
+                    false => Error::Batch(msg.clone()),
+                };
+                let _ = reply.send(Err(err));
             }
         }
     }
 }
 
 /// `e` with its sources: "database error" alone says too little.
-fn describe(e: &Error) -> String {
+pub(crate) fn describe(e: &Error) -> String {
     let mut msg = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

@@ -17,6 +17,7 @@ use crate::worker::backoff::Backoff;
 use crate::worker::batch::Completer;
 use crate::worker::config::{PoolConfig, QueueConfig};
 use crate::worker::handler::Handlers;
+use crate::worker::health::StoreHealth;
 use crate::worker::heartbeat::{self, Heartbeats};
 use crate::worker::run::{Claimed, Slot, give_back_unstarted, run_job};
 use crate::worker::wake::{QueueWake, Wakes};
@@ -47,6 +48,8 @@ pub(crate) struct Ctx<S> {
     pub completer: Completer,
     /// The leases of running jobs, renewed together.
     pub heartbeats: Arc<Heartbeats>,
+    /// Whether the store was found damaged: then nothing more is claimed.
+    pub health: StoreHealth,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -115,6 +118,7 @@ pub struct WorkerPool {
     stats: Arc<dyn StatsView>,
     wakes: Arc<Wakes>,
     worker_id: String,
+    health: StoreHealth,
 }
 
 /// How a [`WorkerPool::shutdown`] went.
@@ -181,6 +185,7 @@ impl WorkerPool {
             handlers: Handlers::new(),
             queues: Vec::new(),
             config: PoolConfig::default(),
+            health: StoreHealth::new(),
         }
     }
 
@@ -196,6 +201,11 @@ impl WorkerPool {
         if let Some(w) = self.wakes.get(queue) {
             w.now();
         }
+    }
+
+    /// Whether the pool found its store damaged (and stopped claiming).
+    pub fn health(&self) -> &StoreHealth {
+        &self.health
     }
 
     /// What the pool's runs ended in so far.
@@ -242,9 +252,18 @@ pub struct WorkerPoolBuilder<S> {
     handlers: Handlers,
     queues: Vec<QueueConfig>,
     config: PoolConfig,
+    health: StoreHealth,
 }
 
 impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
+    /// Reports the store's damage to `health` (shared with whoever
+    /// reports readiness) rather than to one of the pool's own.
+    #[must_use]
+    pub fn health(mut self, health: StoreHealth) -> Self {
+        self.health = health;
+        self
+    }
+
     /// Runs jobs with these handlers (added to earlier ones).
     #[must_use]
     pub fn handlers(mut self, handlers: Handlers) -> Self {
@@ -299,6 +318,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
         let (stop, stop_rx) = watch::channel(false);
         let (halt, halt_rx) = watch::channel(false);
         let worker_id = self.config.worker_id.clone();
+        let health = self.health.clone();
         let wakes: Arc<Wakes> = Arc::new(
             self.queues
                 .iter()
@@ -310,6 +330,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
             wakes: Arc::clone(&wakes),
             completer,
             heartbeats: Arc::default(),
+            health: self.health,
             store: self.store,
             limiter: self.limiter,
             handlers: self.handlers,
@@ -357,6 +378,7 @@ impl<S: JobStore + 'static> WorkerPoolBuilder<S> {
             stats: ctx,
             wakes,
             worker_id,
+            health,
         })
     }
 }
@@ -425,6 +447,13 @@ async fn claim_loop<S: JobStore + 'static>(
         let (Ok(permit), (job, lease, claimed)) = (slot, job) else {
             break;
         };
+        if ctx.health.is_damaged() {
+            // Claimed before the damage was found: not started, left to
+            // its lease (a run whose outcome cannot be recorded would
+            // only run again).
+            drop((job, lease, claimed, permit));
+            continue;
+        }
         running.spawn(run_job(
             Arc::clone(&ctx),
             Arc::clone(&queue),
@@ -477,6 +506,11 @@ async fn claimer<S: JobStore + 'static>(
     let capacity = queue.concurrency.get() + queue.ahead();
     let wake = ctx.wakes.get(&queue.name).cloned().unwrap_or_default();
     loop {
+        if ctx.health.is_damaged() {
+            // Claim nothing more; wait to be stopped.
+            let _ = stop.wait_for(|s| *s).await;
+            break;
+        }
         let first = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
@@ -512,7 +546,9 @@ async fn claimer<S: JobStore + 'static>(
         {
             Ok(jobs) => jobs,
             Err(e) => {
-                tracing::warn!(queue = %queue.name, error = %e, "jobs: claim failed");
+                if !ctx.health.observe(&e) {
+                    tracing::warn!(queue = %queue.name, error = %e, "jobs: claim failed");
+                }
                 Vec::new()
             }
         };
@@ -558,7 +594,11 @@ async fn rescuer<S: JobStore>(ctx: Arc<Ctx<S>>, every: Duration) {
                     metrics::failed(&job.queue, &job.kind, "rescued");
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "jobs: rescue failed"),
+            Err(e) => {
+                if !ctx.health.observe(&e) {
+                    tracing::warn!(error = %e, "jobs: rescue failed");
+                }
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::metrics;
 use crate::store::{JobStore, RetryDecision};
 use crate::worker::config::QueueConfig;
 use crate::worker::handler::Outcome;
+use crate::worker::health::StoreHealth;
 use crate::worker::heartbeat::Held;
 use crate::worker::pool::Ctx;
 
@@ -232,7 +233,7 @@ async fn give_back<S: JobStore>(
 ) {
     let now = ctx.config.clock.now();
     let decision = RetryDecision::RescheduleAt(now + after);
-    if persist(lease, || {
+    if persist(&ctx.health, lease, || {
         ctx.completer
             .fail(lease.clone(), error.to_owned(), decision)
     })
@@ -250,7 +251,7 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
     let (queue, kind) = (job.queue.as_str(), job.kind.as_str());
     let (error, decision, reason) = match outcome {
         Outcome::Completed(result) => {
-            if persist(lease, || {
+            if persist(&ctx.health, lease, || {
                 ctx.completer.complete(lease.clone(), result.clone())
             })
             .await
@@ -279,7 +280,7 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
         }
         Outcome::Fatal(error) => (error, RetryDecision::Dead, "dead"),
     };
-    if let Some(after) = persist(lease, || {
+    if let Some(after) = persist(&ctx.health, lease, || {
         ctx.completer.fail(lease.clone(), error.clone(), decision)
     })
     .await
@@ -303,7 +304,7 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
 /// Runs a store call on the lease, trying a failing database a few times:
 /// giving up leaves the job running until its lease expires and the
 /// rescuer takes it back, so it is never lost.
-async fn persist<F, Fut>(lease: &Lease, call: F) -> Option<Job>
+async fn persist<F, Fut>(health: &StoreHealth, lease: &Lease, call: F) -> Option<Job>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Job, Error>>,
@@ -313,6 +314,13 @@ where
             Ok(job) => return Some(job),
             Err(e @ (Error::LeaseLost(_) | Error::NotFound(_))) => {
                 tracing::warn!(job = %lease.job, error = %e, "jobs: outcome not recorded");
+                return None;
+            }
+            Err(e) if health.observe(&e) => {
+                // A damaged file fails the same way on every try; the
+                // pool has stopped claiming, so the job is not run again
+                // here once its lease expires.
+                tracing::warn!(job = %lease.job, error = %e, "jobs: outcome not recorded: the job store is damaged");
                 return None;
             }
             Err(e) => {

@@ -132,6 +132,22 @@ impl Keys {
                 .is_some_and(|t| bool::from(t.ct_eq(given)))
     }
 
+    /// Whether `given` is a credential of some role: an operator's token
+    /// or a static tenant's key, or of the key store's form (whose keys are
+    /// checked there, and which no operator token takes).
+    pub(crate) fn is_known(&self, given: &[u8]) -> bool {
+        let operator_prefixed = [&self.admin, &self.metrics, &self.dashboard]
+            .iter()
+            .any(|t| {
+                t.as_deref()
+                    .is_some_and(|t| t.starts_with(sluice_keys::PREFIX.as_bytes()))
+            });
+        self.is_scraper(given)
+            || self.is_viewer(given)
+            || self.tenant(given).is_some()
+            || (!operator_prefixed && given.starts_with(sluice_keys::PREFIX.as_bytes()))
+    }
+
     /// Whether any token can read the dashboard.
     pub(crate) fn dashboard_enabled(&self) -> bool {
         self.admin.is_some() || self.dashboard.is_some()

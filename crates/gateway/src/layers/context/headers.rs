@@ -138,6 +138,40 @@ fn header<'a>(
     }
 }
 
+/// Refuses `high` priority to a caller that may not ask for it: `high`
+/// jumps every other tenant's queue, so it is a permission (a static
+/// tenant's `high_priority = true`, or a key or tenant of the key store
+/// whose own default priority is `high`), not a caller's say-so. An open
+/// gateway's callers are all trusted. `what` names where it was asked.
+///
+/// # Errors
+/// 403 naming `what`.
+pub(crate) fn check_priority(
+    state: &AppState,
+    tenant: &Tenant,
+    priority: Priority,
+    what: &str,
+) -> Result<(), ApiError> {
+    if priority != Priority::High || state.is_open() {
+        return Ok(());
+    }
+    let allowed = match tenant.caller() {
+        Some(c) => c.priority() == Some("high"),
+        None => state
+            .config
+            .tenants
+            .iter()
+            .any(|t| t.name == tenant.name() && t.high_priority),
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "{what}: `high` priority is not allowed for this tenant (set `high_priority = true` \
+         under its [[tenants]], or `priority = \"high\"` on its key or tenant in the key store)"
+    )))
+}
+
 /// Longest header value used as a key or a file name.
 const MAX_ID: usize = 256;
 
@@ -165,9 +199,13 @@ impl Context {
         let found = Found::read(headers);
         let priority = match header(found.priority, &PRIORITY)? {
             None | Some("") => default_priority,
-            Some(p) => p
-                .parse()
-                .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?,
+            Some(p) => {
+                let p = p
+                    .parse()
+                    .map_err(|e| ApiError::bad_header("x-sluice-priority", e))?;
+                check_priority(state, tenant, p, "header `x-sluice-priority`")?;
+                p
+            }
         };
         let thread = header(found.thread, &THREAD)?
             .filter(|t| !t.is_empty())

@@ -12,6 +12,13 @@ const MODEL: &str = "openai/gpt-4o-mini";
 
 /// The key dedup chose for a call with `headers`.
 async fn key_for(stream: bool, headers: &[(&'static str, &'static str)]) -> Option<String> {
+    // The id, without the body's hash after it.
+    key_with_hash(stream, headers)
+        .await
+        .map(|k| k.split('#').next().unwrap_or_default().to_owned())
+}
+
+async fn key_with_hash(stream: bool, headers: &[(&'static str, &'static str)]) -> Option<String> {
     let state = state();
     let seen = Arc::new(Mutex::new(None));
     let probe = {
@@ -90,4 +97,57 @@ async fn a_request_with_the_same_id_joins_the_one_in_flight() {
     let again = call(svc, model_call(&state, MODEL, false, &same)).await;
     assert!(matches!(again.result, Ok(Reply::Buffered(_))));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_id_with_another_body_is_a_409_while_the_first_runs() {
+    let state = state();
+    let gate = Arc::new(Semaphore::new(0));
+    let probe = {
+        let gate = gate.clone();
+        Later::new(move |req: Req<Box<Call>>| {
+            let gate = gate.clone();
+            async move {
+                let _open = gate.acquire().await.unwrap();
+                Served::ok(buffered("the answer"), req.notes)
+            }
+        })
+    };
+    let svc = ServiceBuilder::new()
+        .layer(DedupLayer::new())
+        .layer(AdmissionLayer::new())
+        .service(probe);
+    let same = [("x-request-id", "same")];
+    let first = tokio::spawn(call(svc.clone(), model_call(&state, MODEL, false, &same)));
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    // Same id, another model: another body.
+    let other = call(
+        svc.clone(),
+        model_call(&state, "openai/gpt-4o", false, &same),
+    )
+    .await;
+    match other.result {
+        Err(crate::error::ApiError::Conflict(m)) => assert!(m.contains("x-request-id"), "{m}"),
+        Err(e) => panic!("expected a 409, got {e:?}"),
+        Ok(_) => panic!("expected a 409, got an answer"),
+    }
+    gate.add_permits(2);
+    assert!(first.await.unwrap().result.is_ok());
+    // The id is free again once the first is done.
+    let again = call(svc, model_call(&state, "openai/gpt-4o", false, &same)).await;
+    assert!(again.result.is_ok());
+    assert!(
+        state.dedup_ids.lock().is_empty(),
+        "nothing left in the table"
+    );
+}
+
+#[tokio::test]
+async fn the_share_key_carries_the_bodys_hash() {
+    let k = key_with_hash(false, &[("x-request-id", "r-1")])
+        .await
+        .unwrap();
+    assert!(k.starts_with("r-1#") && k.len() == "r-1#".len() + 16, "{k}");
 }

@@ -25,6 +25,12 @@ pub(crate) fn split(raw: &str) -> Result<(String, &str), ApiError> {
     let api = percent_decode_str(api)
         .decode_utf8()
         .map_err(|_| bad_path("the API name is not UTF-8"))?;
+    if api.len() > crate::names::MAX_NAME || !api.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(bad_path(&format!(
+            "the API name is not 1 to {} bytes of visible ASCII",
+            crate::names::MAX_NAME
+        )));
+    }
     Ok((api.into_owned(), rest))
 }
 
@@ -45,8 +51,13 @@ pub(crate) fn upstream_url(
         let segment = percent_decode_str(raw)
             .decode_utf8()
             .map_err(|_| bad_path("a path segment is not UTF-8 once decoded"))?;
-        if segment == "." || segment == ".." {
-            return Err(bad_path("path segments `.` and `..` are not allowed"));
+        // `..;x` is `..` to servers that read path parameters (Tomcat,
+        // Spring, some proxies in front of the upstream).
+        let bare = segment.split(';').next().unwrap_or(&segment);
+        if bare == "." || bare == ".." {
+            return Err(bad_path(
+                "path segments `.` and `..` (with or without `;` parameters) are not allowed",
+            ));
         }
         if segment.contains(['/', '\\']) {
             return Err(bad_path(
@@ -124,6 +135,10 @@ mod tests {
             "a%5Cb",
             ".",
             "%2e",
+            "..;/_sim/stats",
+            "a/..;x/..;/_sim",
+            "%2e%2e;/x",
+            ".;/x",
         ] {
             assert!(
                 matches!(url(rest), Err(ApiError::BadRequest { .. })),
@@ -150,5 +165,8 @@ mod tests {
         assert_eq!(split("/proxy/slack/a/b").unwrap(), ("slack".into(), "a/b"));
         assert_eq!(split("/proxy/sl%61ck/x").unwrap().0, "slack");
         assert_eq!(split("/proxy/slack").unwrap(), ("slack".into(), ""));
+        let long = format!("/proxy/{}/x", "a".repeat(crate::names::MAX_NAME + 1));
+        assert!(split(&long).is_err());
+        assert!(split("/proxy/sl%0Aack/x").is_err());
     }
 }
