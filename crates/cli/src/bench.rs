@@ -29,6 +29,10 @@
 //!     tenant and key).
 //! (e) OpenTelemetry export off and on: latency and CPU per request
 //!     ([`otel`]); `--otel-only` runs this part alone.
+//! (f) One model limited to 500 to 5,000 a second in front of an
+//!     unlimited upstream: what the gateway delivers against the least
+//!     of the limit and what it delivers with the limit off ([`limited`]);
+//!     `--limited-only` runs this part alone.
 //!
 //! (a) and (b) also send a request the response cache answers (the same
 //! chat completion at `temperature` 0, stored by the warm-up): a hit's
@@ -45,6 +49,7 @@ mod gateway;
 pub mod jobs;
 mod keys;
 mod latency;
+mod limited;
 mod open_loop;
 mod otel;
 pub mod redis;
@@ -90,6 +95,9 @@ pub struct GatewayArgs {
     /// Run only (d), OpenTelemetry export off and on.
     #[arg(long)]
     pub otel_only: bool,
+    /// Run only (f), one model limited in front of an unlimited upstream.
+    #[arg(long)]
+    pub limited_only: bool,
     /// Give the in-process gateways of (a) (both upstreams), (b) and (d)
     /// (both sides) `[redis]` at this URL, e.g. `redis://127.0.0.1:6379`:
     /// every request's limit decided in Redis (exact mode), to see what
@@ -115,6 +123,13 @@ pub async fn gateway(args: GatewayArgs) -> ExitCode {
     }
     if args.otel_only {
         return finish(args.json, otel::run(&args).await, otel::OtelPart::table);
+    }
+    if args.limited_only {
+        return finish(
+            args.json,
+            limited::run(&args).await,
+            limited::LimitedPart::table,
+        );
     }
     finish(args.json, gateway::run(&args).await, Report::table)
 }

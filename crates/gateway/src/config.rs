@@ -381,6 +381,10 @@ pub struct TokenConfig {
     /// the stream does not show. Default 1: the worst case, over and
     /// never under.
     pub cut_stream_share: f64,
+    /// The most input tokens, and the most output tokens, one call is
+    /// billed for whatever its upstream reports (default 10,000,000);
+    /// output is bounded by the request's own limit too.
+    pub max_call_tokens: u64,
 }
 
 /// How a 429 is read (see [`AdaptiveSettings::policy`]).

@@ -8,6 +8,14 @@
 //! a capacity change wakes it. When the head is granted or leaves, it wakes
 //! the next. Every other waiter sleeps without a timer, except for its own
 //! deadline.
+//!
+//! A head that is granted serves the queue behind it in the same pass
+//! (`State::serve`): every waiter on that resource alone whose tokens are
+//! due is granted in FIFO order and woken to take its grant, so that one
+//! wake-up lets go everything that came due meanwhile, however fine the
+//! rate and however coarse the timer. A grant to a queued waiter is dated
+//! when its tokens came due (see `State::grant_time`), not when its task
+//! ran.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -179,9 +187,13 @@ impl Future for Acquire {
 impl Drop for Acquire {
     fn drop(&mut self) {
         if let (Some(ticket), Ok(needs)) = (self.ticket, &self.needs) {
+            let now = self.inner.shared.now();
             let mut guards: Vec<_> = needs.iter().map(|n| n.resource.lock()).collect();
             for g in guards.iter_mut() {
                 g.leave(ticket);
+                // Served in passing but gone before taking it: the grant
+                // goes back.
+                g.unserve(now, ticket);
             }
         }
     }
@@ -204,6 +216,18 @@ fn step(
             }
         }
     };
+    // Granted by a pass over the queue (`State::serve`) since last polled.
+    if let (Some(t), [g], [n]) = (*ticket, &mut *guards, needs)
+        && let Some(served) = g.take_served(t)
+    {
+        *ticket = None;
+        return Step::Done(Ok(vec![Held {
+            resource: n.resource.clone(),
+            reserved: served.cost,
+            stamp: served.stamp,
+            taken: served.taken,
+        }]));
+    }
     for (g, n) in guards.iter_mut().zip(needs) {
         g.tick(now, &inner.shared, &n.resource.name);
         if let Err(e) = refuse_never(g, &n.resource.name, n.cost) {
@@ -235,6 +259,9 @@ fn step(
                     Waiter {
                         cost: n.cost,
                         waker: Some(waker.clone()),
+                        joined: now,
+                        deadline,
+                        alone: needs.len() == 1,
                     },
                 );
                 g.queued_cost += n.cost;
@@ -260,6 +287,19 @@ fn step(
     let wait = if head {
         match check_all(guards, needs, now) {
             Ok(()) => {
+                if let ([g], [n]) = (&mut *guards, needs) {
+                    // Dated when due, then everyone due behind it served
+                    // in the same pass.
+                    let joined = g.waiters.get(&t).map_or(now, |w| w.joined);
+                    let at = g.grant_time(now, n.cost, joined);
+                    let held = take_one(g, n, at);
+                    if let Some(w) = g.waiters.remove(&t) {
+                        g.queued_cost -= w.cost;
+                    }
+                    *ticket = None;
+                    g.serve(now);
+                    return Step::Done(Ok(vec![held]));
+                }
                 let held = take_all(guards, needs, now);
                 // Leaving wakes the next head, which may fit as well.
                 leave(guards, ticket);
@@ -336,17 +376,20 @@ fn take_all(guards: &mut [Locked<'_>], needs: &[Need], now: Nanos) -> Vec<Held> 
     guards
         .iter_mut()
         .zip(needs)
-        .map(|(g, n)| {
-            let stamp = g.take(now, n.cost);
-            g.in_flight += 1;
-            Held {
-                resource: n.resource.clone(),
-                reserved: n.cost,
-                stamp,
-                taken: g.taken,
-            }
-        })
+        .map(|(g, n)| take_one(g, n, now))
         .collect()
+}
+
+/// Takes `n` from one resource, dated `at`.
+fn take_one(g: &mut Locked<'_>, n: &Need, at: Nanos) -> Held {
+    let stamp = g.take(at, n.cost);
+    g.in_flight += 1;
+    Held {
+        resource: n.resource.clone(),
+        reserved: n.cost,
+        stamp,
+        taken: g.taken,
+    }
 }
 
 /// All or nothing, now: for `try_acquire_many`.

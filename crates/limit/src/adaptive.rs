@@ -40,10 +40,13 @@ pub struct AdaptiveConfig {
     pub cooldown: Option<Duration>,
     /// How an observed 429 is read.
     pub policy: Policy,
-    /// Refill held back before every grant of a token bucket or GCRA, so
-    /// that calls let go at the bucket's pace and reaching the upstream with
-    /// network jitter do not arrive before its own bucket refilled. Costs
-    /// about `margin × rate` tokens once per busy period, never the rate.
+    /// Refill of a token bucket or GCRA held back once at the start of each
+    /// busy period (when a grant finds the bucket full, and never more than
+    /// it was idle), so that calls reaching the upstream with network
+    /// jitter never find its bucket emptier than this one: the upstream's
+    /// may have stayed full, wasting refill, up to the jitter longer. Costs
+    /// a delay of at most the margin at the start of a busy period (taken
+    /// from the burst where it has room, else from time), never the rate.
     /// Zero in the library; the gateway configures it.
     pub jitter_margin: Duration,
     /// The widest the margin grows after collisions.

@@ -58,6 +58,37 @@ pub(crate) fn try_take(
         .flatten()
 }
 
+thread_local! {
+    /// Misses since this thread last remembered a resource in a taken slot.
+    static MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Misses between two resources remembered in slots already taken: with
+/// many more names than slots (a keyed limit's 100k sessions) every call
+/// misses, and replacing a slot each time (a reference taken, another
+/// dropped) would cost more than the cache saves; a name called often is
+/// still remembered soon.
+const REMEMBER_EVERY: u32 = 16;
+
+/// Whether a name that missed should be remembered: always into an empty
+/// slot, else one miss in [`REMEMBER_EVERY`].
+#[inline]
+pub(crate) fn worth_remembering(name: &str) -> bool {
+    let empty = CACHE
+        .try_with(|c| c.try_borrow().is_ok_and(|c| c[index(name)].is_none()))
+        .unwrap_or(false);
+    if empty {
+        return true;
+    }
+    MISSES
+        .try_with(|m| {
+            let n = m.get().wrapping_add(1);
+            m.set(n);
+            n % REMEMBER_EVERY == 0
+        })
+        .unwrap_or(false)
+}
+
 /// Remembers `resource`, just looked up in the map, for this thread.
 pub(crate) fn remember(inner: &Inner, resource: Arc<Resource>) {
     let _ = CACHE.try_with(|c| {

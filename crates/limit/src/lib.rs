@@ -132,9 +132,9 @@ pub struct Capacity {
     /// The window of the configured capacity (an announced rate may be
     /// counted over a longer window than the configured one).
     pub configured_window: Duration,
-    /// Refill held back before each grant so that calls reaching the
-    /// upstream with network jitter do not beat its refill (see
-    /// [`AdaptiveConfig::jitter_margin`]); widened after collisions.
+    /// Refill held back once at the start of a busy period so that calls
+    /// reaching the upstream with network jitter do not beat its refill
+    /// (see [`AdaptiveConfig::jitter_margin`]); widened after collisions.
     pub jitter_margin: Duration,
     /// Why the resource is not simply its configured self, in words:
     /// paused, cut after 429s and recovering, or following an announced

@@ -169,6 +169,15 @@ impl Limiter {
         if let Some(taken) = crate::cache::try_take(inner, resource, now, cost) {
             return taken.map_err(|wait| crate::handle::refused(resource, wait));
         }
+        if !inner.closed.load(Ordering::Relaxed) {
+            let remember = crate::cache::worth_remembering(resource);
+            if let Some((taken, res)) = inner.take_existing(resource, now, cost, remember) {
+                if let Some(res) = res {
+                    crate::cache::remember(inner, res);
+                }
+                return taken.map_err(|wait| crate::handle::refused(resource, wait));
+            }
+        }
         let res = inner.resource(resource)?;
         // Read again: a resource just created is full as of its creation,
         // which is later than `now`.

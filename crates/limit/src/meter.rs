@@ -62,7 +62,7 @@ impl Meter {
     /// A fresh, full meter for `limit` (which has been validated).
     pub(crate) fn new(limit: &Limit, now: Nanos) -> Self {
         match limit.kind() {
-            Algorithm::TokenBucket | Algorithm::Gcra => Meter::Bucket(Bucket::new(limit, now)),
+            Algorithm::TokenBucket | Algorithm::Gcra => Meter::Bucket(Bucket::new(limit)),
             Algorithm::SlidingWindow => Meter::SlidingWindow(SlidingWindow::new(limit, now)),
             Algorithm::InFlight => Meter::InFlight(InFlight::new(limit)),
         }
@@ -106,11 +106,12 @@ impl Meter {
         }
     }
 
-    /// Holds back `margin` nanoseconds of refill before any grant, where
-    /// the burst leaves room: calls reach an upstream with some jitter,
-    /// and one let go the instant its token refilled here may arrive
-    /// before the upstream's own bucket has refilled it. Only token buckets
-    /// and GCRA refill continuously; the others ignore it.
+    /// Holds back up to `margin` nanoseconds of refill once at the start of
+    /// each busy period: calls reach an upstream with some jitter, and the
+    /// upstream's own bucket may stay full (wasting refill) that much
+    /// longer than this one. Never per grant, so never the rate (see
+    /// `Params::take`). Only token buckets and GCRA refill continuously;
+    /// the others ignore it.
     pub(crate) fn set_margin(&mut self, margin: Nanos) {
         match self {
             Meter::Bucket(m) => m.set_margin(margin),

@@ -26,6 +26,10 @@ pub(crate) struct Shard {
     pub(crate) sweep_at: usize,
 }
 
+/// What [`Inner::take_existing`] answers: taken or the wait, and the
+/// resource when asked for.
+pub(crate) type TakenExisting = (Result<(), Nanos>, Option<Arc<Resource>>);
+
 /// Distinct creation limits a shard shares before it starts over.
 const LIMITS: usize = 64;
 
@@ -102,6 +106,24 @@ impl Inner {
         read(&self.rules)
             .resolve(name)
             .ok_or_else(|| Error::UnknownResource(name.to_owned()))
+    }
+
+    /// Takes `cost` at `now` from `name`'s lock-free path under the map's
+    /// lock, without a reference of the caller's own: `None` when there is
+    /// no such resource or its path is shut. With the answer, the resource
+    /// if `remember` asks for it (for the thread's cache).
+    #[inline]
+    pub(crate) fn take_existing(
+        &self,
+        name: &str,
+        now: Nanos,
+        cost: u64,
+        remember: bool,
+    ) -> Option<TakenExisting> {
+        let shard = lock(self.shard(name));
+        let Entry(r) = shard.map.get(name.as_bytes())?;
+        let taken = r.fast.try_take(now, cost)?;
+        Some((taken, remember.then(|| r.clone())))
     }
 
     pub(crate) fn existing(&self, name: &str) -> Option<Arc<Resource>> {

@@ -325,7 +325,31 @@ impl DerefMut for Locked<'_> {
 pub(crate) struct Waiter {
     pub(crate) cost: u64,
     pub(crate) waker: Option<Waker>,
+    /// When it joined the queue: a grant is never dated before.
+    pub(crate) joined: Nanos,
+    /// Its deadline, if it has one: a batch never grants past it.
+    pub(crate) deadline: Option<Nanos>,
+    /// It waits on this resource alone, so whoever serves the queue may
+    /// grant it in passing (see [`State::serve`]).
+    pub(crate) alone: bool,
 }
+
+/// A grant made to a queued waiter by someone else's pass over the queue
+/// (see [`State::serve`]), held until its task is polled and takes it.
+#[derive(Debug)]
+pub(crate) struct Served {
+    pub(crate) ticket: u64,
+    pub(crate) cost: u64,
+    pub(crate) stamp: Stamp,
+    pub(crate) taken: u64,
+}
+
+/// How far a grant to a queued waiter is dated back to when its tokens
+/// came due: what a timer woken late (tokio's resolve to the millisecond)
+/// and the scheduler may add. Within it, a waiter woken late is granted as
+/// of when it was due, so lateness never lowers the rate; beyond it, the
+/// time is lost as it would be without.
+pub(crate) const LATE: Nanos = 2_000_000;
 
 #[derive(Debug)]
 pub(crate) struct State {
@@ -334,6 +358,9 @@ pub(crate) struct State {
     pub(crate) limit: Limit,
     pub(crate) adaptive: Option<Box<Adaptive>>,
     pub(crate) waiters: BTreeMap<u64, Waiter>,
+    /// Grants made to waiters that have not yet taken them (see
+    /// [`State::serve`]); counted in `in_flight`.
+    pub(crate) served: Vec<Served>,
     /// Total cost of the waiters, for wait estimates of newcomers.
     pub(crate) queued_cost: u64,
     /// Grants held.
@@ -356,6 +383,7 @@ impl State {
             limit,
             adaptive: None,
             waiters: BTreeMap::new(),
+            served: Vec::new(),
             queued_cost: 0,
             in_flight: 0,
             taken: 0,
@@ -481,6 +509,77 @@ impl State {
             if let Some(waker) = &w.waker {
                 waker.wake_by_ref();
             }
+        }
+    }
+
+    /// When a grant of `cost` to a waiter that joined at `joined`, allowed
+    /// at `now`, is dated: when its tokens came due, if that was after it
+    /// joined and at most [`LATE`] ago (token buckets and GCRA; other
+    /// meters at `now`). Dating it then rather than when its task ran is
+    /// what keeps the rate when wake-ups come late: the bucket is charged
+    /// as if the grant had gone on time.
+    pub(crate) fn grant_time(&self, now: Nanos, cost: u64, joined: Nanos) -> Nanos {
+        let Meter::Bucket(b) = &self.meter else {
+            return now;
+        };
+        let paused = self.adaptive.as_ref().map_or(0, |a| a.paused_until);
+        b.params
+            .due(b.tat, cost)
+            .max(paused)
+            .max(joined)
+            .max(now.saturating_sub(LATE))
+            .min(now)
+    }
+
+    /// Grants, in FIFO order, every waiter at the head of the queue that
+    /// waits on this resource alone and whose tokens are due at `now`, in
+    /// one pass: at high rates a token is due every few microseconds, and
+    /// a wake-up per grant would cap the rate at the timer's. Each grant is
+    /// left for its task (see [`State::take_served`]) and the task woken;
+    /// the first waiter not granted is woken to look at the meter itself.
+    pub(crate) fn serve(&mut self, now: Nanos) {
+        while let Some((&ticket, w)) = self.waiters.first_key_value() {
+            let (cost, joined) = (w.cost, w.joined);
+            let ready = w.alone
+                && w.deadline.is_none_or(|d| now < d)
+                && !self.closed
+                && self.check(now, cost).is_ok();
+            if !ready {
+                self.wake_head();
+                return;
+            }
+            let at = self.grant_time(now, cost, joined);
+            let Some(mut w) = self.waiters.remove(&ticket) else {
+                return;
+            };
+            self.queued_cost -= cost;
+            let stamp = self.take(at, cost);
+            self.in_flight += 1;
+            self.served.push(Served {
+                ticket,
+                cost,
+                stamp,
+                taken: self.taken,
+            });
+            if let Some(waker) = w.waker.take() {
+                waker.wake();
+            }
+        }
+    }
+
+    /// The grant [`State::serve`] made to `ticket`, if it made one.
+    pub(crate) fn take_served(&mut self, ticket: u64) -> Option<Served> {
+        let i = self.served.iter().position(|s| s.ticket == ticket)?;
+        Some(self.served.swap_remove(i))
+    }
+
+    /// A waiter that was served but went away before taking its grant:
+    /// what it was granted goes back, as if it had never been taken.
+    pub(crate) fn unserve(&mut self, now: Nanos, ticket: u64) {
+        if let Some(s) = self.take_served(ticket) {
+            self.adjust(now, s.stamp, -i128::from(s.cost));
+            self.in_flight = self.in_flight.saturating_sub(1);
+            self.wake_head();
         }
     }
 

@@ -171,6 +171,59 @@ async fn a_future_polled_once_and_dropped_leaves_the_queue() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn one_wake_serves_everyone_due_in_order() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10_000).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut queued: Vec<_> = (0..30).map(|_| l.acquire("r", 1, None)).collect();
+    for a in &mut queued {
+        assert!(poll_once(a).is_pending());
+    }
+    // Ten tokens come due in 1 ms (one timer tick); the head's one
+    // wake-up grants all ten, dated when each came due, before anyone
+    // else is polled.
+    advance(MS).await;
+    assert!(ready(poll_once(&mut queued[0])).is_ok());
+    let c = l.get_capacity("r").unwrap();
+    assert_eq!((c.waiting, c.in_flight), (20, 10));
+    for a in &mut queued[1..10] {
+        assert!(ready(poll_once(a)).is_ok());
+    }
+    // FIFO: the eleventh waits for its own token, the next tick serves
+    // the next ten.
+    assert!(poll_once(&mut queued[10]).is_pending());
+    assert!(poll_once(&mut queued[11]).is_pending());
+    advance(MS).await;
+    assert!(
+        poll_once(&mut queued[11]).is_pending(),
+        "not before the head"
+    );
+    for a in &mut queued[10..20] {
+        assert!(ready(poll_once(a)).is_ok());
+    }
+    assert!(poll_once(&mut queued[20]).is_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_served_but_dropped_gives_its_grant_back() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(1_000).burst(1)));
+    let _g = l.try_acquire("r", 1).unwrap();
+    let mut first = l.acquire("r", 1, None);
+    let mut second = l.acquire("r", 1, None);
+    assert!(poll_once(&mut first).is_pending());
+    assert!(poll_once(&mut second).is_pending());
+    advance(2 * MS).await;
+    // The head's pass grants the second too; it goes without taking it.
+    let held = ready(poll_once(&mut first)).unwrap();
+    assert_eq!(l.get_capacity("r").unwrap().in_flight, 3);
+    drop(second);
+    assert_eq!(l.get_capacity("r").unwrap().in_flight, 2);
+    // Its token is back: there at 2 ms, not 3 ms.
+    assert!(l.try_acquire("r", 1).is_ok());
+    assert!(l.try_acquire("r", 1).is_err());
+    drop(held);
+}
+
+#[tokio::test(start_paused = true)]
 async fn dropped_head_wakes_the_next() {
     let l = limiter(Rules::new().exact("slots", Limit::in_flight(1)));
     let g = l.try_acquire("slots", 1).unwrap();

@@ -289,3 +289,40 @@ async fn notices_reach_every_other_replica_and_not_the_sender() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guess_follows_an_announced_higher_rate_in_redis_too() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let connect = |id: &'static str, guess: bool| {
+        let (url, p) = (url.clone(), p.clone());
+        async move {
+            let rules =
+                Rules::new().prefix("openai/", Limit::per_second(3).burst(10).provisional(guess));
+            RedisLimiter::connect(
+                config(&url, &p, id, Mode::Exact),
+                rules,
+                AdaptiveConfig::default(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let headers = announcing_30_per_second();
+    let (guessed, configured) = (connect("a", true).await, connect("b", false).await);
+    for (r, model) in [
+        (&guessed, "openai/guessed"),
+        (&configured, "openai/configured"),
+    ] {
+        for _ in 0..3 {
+            r.observe(Some(model), None, 200, &headers).await.unwrap();
+        }
+    }
+    // The embedded guess (3/s) is no ceiling: the shared state follows
+    // the announced 30/s …
+    let c = guessed.get_capacity("openai/guessed").await.unwrap();
+    assert!((29.0..32.0).contains(&c.per_second()), "{c:?}");
+    // … a rate the user configured is one.
+    let c = configured.get_capacity("openai/configured").await.unwrap();
+    assert!((c.per_second() - 3.0).abs() < 1e-9, "{c:?}");
+}

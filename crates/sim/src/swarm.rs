@@ -167,6 +167,7 @@ impl Swarm {
             bases: std::iter::once(config.base_url.clone())
                 .chain(config.replicas.iter().cloned())
                 .collect(),
+            tenant_per_replica: config.tenant_per_replica,
             mode: config.mode,
             workload: config.workload.clone(),
             retry: config.retry,

@@ -75,6 +75,17 @@ pub struct AdaptiveArgs {
     /// `redis-server` from PATH.
     #[arg(long)]
     pub redis: Option<String>,
+    /// With replicas: `[redis] mode`, `exact` or `leased`.
+    #[arg(long, default_value = "exact")]
+    pub mode: String,
+    /// With replicas: each tenant's calls all go to one replica (tenant
+    /// `i` to replica `i mod n`) instead of one at random.
+    #[arg(long)]
+    pub split_tenants: bool,
+    /// The gateway's `[adaptive] jitter_margin_ms` (its default, 20, when
+    /// not given): 0 shows what the margin buys.
+    #[arg(long)]
+    pub jitter_margin_ms: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -89,6 +100,9 @@ pub struct AdaptiveReport {
     agents: usize,
     tenants: usize,
     replicas: usize,
+    /// `[redis] mode` of the replicas, and whether each tenant kept to one.
+    mode: String,
+    split_tenants: bool,
     duration_s: f64,
     jitter_ms: u64,
     /// What the provider admitted, and what it allowed over the run.
@@ -98,6 +112,8 @@ pub struct AdaptiveReport {
     upstream_429s: u64,
     /// 429s per request sent upstream.
     rate_429: f64,
+    /// The gateway's jitter margin, milliseconds.
+    jitter_margin_ms: u64,
     /// From the end of the warm-up on.
     warmup_s: f64,
     admitted_after_warmup: u64,
@@ -111,7 +127,7 @@ pub struct AdaptiveReport {
 impl AdaptiveReport {
     fn table(&self) -> String {
         format!(
-            "scenario {:?}: gateway configured {}, provider {:.1}/s burst {}, {} agents in {} tenants, {} gateway(s), {:.0} s, {} ms jitter\n  \
+            "scenario {:?}: gateway configured {}, provider {:.1}/s burst {}, {} agents in {} tenants, {} gateway(s){}, {:.0} s, {} ms jitter, {} ms margin\n  \
              goodput {:.1}% ({} of {:.0}), upstream 429s {} ({:.2}% of requests), fairness {:.4}\n  \
              after {:.0} s: goodput {:.1}% ({} of {:.0}), 429s {:.2}%\n",
             self.scenario,
@@ -122,8 +138,14 @@ impl AdaptiveReport {
             self.agents,
             self.tenants,
             self.replicas,
+            match (self.replicas, self.split_tenants) {
+                (1, _) => String::new(),
+                (_, true) => format!(" ({}, tenants split)", self.mode),
+                (_, false) => format!(" ({}, calls spread)", self.mode),
+            },
             self.duration_s,
             self.jitter_ms,
+            self.jitter_margin_ms,
             self.goodput * 100.0,
             self.admitted,
             self.capacity,
@@ -137,6 +159,13 @@ impl AdaptiveReport {
             self.rate_429_after_warmup * 100.0,
         )
     }
+}
+
+/// The gateway's jitter margin when `--jitter-margin-ms` is not given.
+fn margin_default() -> u64 {
+    sluice_gateway::config::Config::default()
+        .adaptive
+        .jitter_margin_ms
 }
 
 pub async fn adaptive(args: AdaptiveArgs) -> std::process::ExitCode {
@@ -233,9 +262,14 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
                 }
             }
         }
+        if let Some(ms) = args.jitter_margin_ms {
+            c.adaptive.jitter_margin_ms = ms;
+            c.adaptive.max_jitter_margin_ms = c.adaptive.max_jitter_margin_ms.max(ms);
+        }
         if let Some(url) = redis {
             let mut r = sluice_gateway::config::RedisSettings::new(url);
             r.prefix.clone_from(&key_prefix);
+            r.mode.clone_from(&args.mode);
             c.redis = Some(r);
         }
     };
@@ -247,6 +281,7 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
     stack.fresh_start(workload.target_names());
     let config = SwarmConfig::new(stack.gateway_url(), Mode::Gateway, workload)
         .replicas(stack.gateway_urls().into_iter().skip(1))
+        .tenant_per_replica(args.split_tenants)
         .agents(args.agents)
         .tenants(args.tenants)
         .duration(args.duration);
@@ -319,6 +354,8 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
         agents: args.agents,
         tenants: args.tenants,
         replicas: args.replicas,
+        mode: args.mode.clone(),
+        split_tenants: args.split_tenants,
         duration_s: secs,
         jitter_ms: args.jitter_ms,
         admitted,
@@ -326,6 +363,7 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
         goodput: admitted as f64 / capacity,
         upstream_429s: refused,
         rate_429: share(admitted, refused),
+        jitter_margin_ms: args.jitter_margin_ms.unwrap_or(margin_default()),
         warmup_s: warmup,
         admitted_after_warmup: admitted_after,
         capacity_after_warmup: capacity_after,

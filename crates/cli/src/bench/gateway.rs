@@ -10,7 +10,8 @@ use super::report::Report;
 use super::requests::{cached_chat, client, warm};
 use super::swarm::SWARM_LIMIT;
 use super::{
-    GatewayArgs, keys, latency, limits_off_for, note, open_loop, otel, slow, swarm, throughput,
+    GatewayArgs, keys, latency, limited, limits_off_for, note, open_loop, otel, slow, swarm,
+    throughput,
 };
 use crate::stack::Stack;
 
@@ -79,6 +80,7 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
     );
     let swarm = swarm::swarm(args.duration).await?;
     let otel = otel::run(args).await?;
+    let limited = limited::run(args).await?;
     Ok(Report {
         target: args.target.clone(),
         redis: args.redis.clone(),
@@ -89,5 +91,6 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<Report, String> {
         swarm,
         otel,
         keys,
+        limited,
     })
 }

@@ -28,6 +28,8 @@ pub struct Report {
     pub keys: Option<KeysPart>,
     /// (e).
     pub otel: super::otel::OtelPart,
+    /// (f).
+    pub limited: super::limited::LimitedPart,
 }
 
 /// (d): the same stream through a gateway with keys, ledger and budgets
@@ -526,6 +528,7 @@ impl Report {
         }
         s.push('\n');
         s.push_str(&self.otel.table());
+        s.push_str(&self.limited.table());
         s
     }
 }

@@ -49,23 +49,43 @@ impl Params {
     /// The arrival time after taking `cost` at `now` from `tat`, or how
     /// long to wait. `cost` may exceed the burst (a queue's total ahead of
     /// a newcomer): the answer is then the wait for it to drain.
+    ///
+    /// The jitter margin is held back once per busy period, never per
+    /// grant: a bucket found full (`tat <= now`) has refilled for nothing
+    /// since `tat`, and the upstream's own bucket, which calls reach up to
+    /// the margin late, may have stayed full that much longer; so refill
+    /// restarts here up to the margin later (never more than the bucket
+    /// was idle, so a waiter woken a little late does not pay it). While
+    /// the bucket is busy the margin costs nothing, so the sustained rate
+    /// is the configured one whatever the margin. Where the burst leaves
+    /// no room for it, the margin is taken from time, not tokens: a full
+    /// bucket always lets its grant go, and the next waits it out.
     #[inline]
     pub(crate) fn take(&self, tat: u128, now: Nanos, cost: u64) -> Result<u128, Option<Nanos>> {
         let now_s = self.scaled(now);
         let inc = self.increment(cost);
-        let new_tat = tat.max(now_s) + inc;
-        // The margin, scaled, where the burst leaves room for it: a full
-        // bucket always lets its largest grant go.
-        let room = self.tau().saturating_sub(inc);
-        let margin = (self.margin as u128 * self.capacity as u128).min(room);
-        // Allowed at `new_tat + margin - tau`, compared without underflow.
-        let allowed_at = new_tat + margin;
+        // Full for less than a nanosecond is not idle: a grant dated on the
+        // nanosecond its token came due (rounded up) loses nothing.
+        let (base, idle) = match now_s.saturating_sub(tat) {
+            idle if idle < self.capacity as u128 => (tat, 0),
+            idle => (now_s, idle),
+        };
+        let held = (self.margin as u128 * self.capacity as u128).min(idle);
+        let new_tat = base + held + inc;
         let ready = now_s + self.tau();
-        if allowed_at <= ready {
+        if new_tat <= ready || (tat <= now_s && inc <= self.tau()) {
             return Ok(new_tat);
         }
-        let wait = (allowed_at - ready).div_ceil(self.capacity as u128);
+        let wait = (new_tat - ready).div_ceil(self.capacity as u128);
         Err(Some(u64::try_from(wait).unwrap_or(u64::MAX)))
+    }
+
+    /// The earliest time, in nanoseconds, from which taking `cost` from
+    /// `tat` is allowed (a cost within the burst).
+    #[inline]
+    pub(crate) fn due(&self, tat: u128, cost: u64) -> Nanos {
+        let at = (tat + self.increment(cost)).saturating_sub(self.tau());
+        u64::try_from(at.div_ceil(self.capacity as u128)).unwrap_or(Nanos::MAX)
     }
 }
 
@@ -77,7 +97,7 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
-    pub(crate) fn new(limit: &Limit, now: Nanos) -> Self {
+    pub(crate) fn new(limit: &Limit) -> Self {
         let (capacity, window) = (limit.capacity(), limit.window_nanos());
         let params = Params {
             capacity,
@@ -86,10 +106,9 @@ impl Bucket {
             margin: 0,
             unit: gcd(capacity, window).max(1),
         };
-        Bucket {
-            tat: params.scaled(now),
-            params,
-        }
+        // Full, and idle since ever: the first busy period holds its
+        // margin back like any other.
+        Bucket { tat: 0, params }
     }
 
     pub(crate) fn set_margin(&mut self, margin: Nanos) {
@@ -101,7 +120,11 @@ impl Bucket {
     }
 
     pub(crate) fn take(&mut self, now: Nanos, cost: u64) -> Stamp {
-        self.debit(now, cost);
+        match self.params.take(self.tat, now, cost) {
+            Ok(tat) => self.tat = tat,
+            // Not reached: a take follows a check that allowed it.
+            Err(_) => self.debit(now, cost),
+        }
         now
     }
 
@@ -152,7 +175,7 @@ impl Bucket {
         // out more than the new maximum, a raise adds nothing.
         let level = self.level(now);
         let margin = self.params.margin;
-        let mut next = Bucket::new(limit, now);
+        let mut next = Bucket::new(limit);
         next.params.margin = margin;
         let p = &next.params;
         let (new, old) = (p.window as i128, self.params.window as i128);
@@ -196,7 +219,7 @@ mod tests {
 
     #[test]
     fn burst_then_emission_interval() {
-        let mut b = Bucket::new(&Limit::per_second(3).burst(10), 0);
+        let mut b = Bucket::new(&Limit::per_second(3).burst(10));
         take(&mut b, 0, 10);
         // One token comes every 1/3 s, rounded up to the nanosecond.
         assert_eq!(b.check(0, 1), Err(Some(333_333_334)));
@@ -207,33 +230,80 @@ mod tests {
     #[test]
     fn fractional_rate() {
         // 2.5 per second as 5 per 2 s, burst 1.
-        let mut b = Bucket::new(&Limit::new(5, Duration::from_secs(2)).burst(1), 0);
+        let mut b = Bucket::new(&Limit::new(5, Duration::from_secs(2)).burst(1));
         b.take(0, 1);
         assert_eq!(b.check(0, 1), Err(Some(400_000_000)));
     }
 
+    fn with_margin(limit: Limit, margin: Nanos) -> Bucket {
+        let mut b = Bucket::new(&limit);
+        b.set_margin(margin);
+        b
+    }
+
     #[test]
-    fn margin_delays_only_the_refill() {
-        let mut b = Bucket::new(&Limit::per_second(50).burst(10), 0);
-        b.set_margin(10_000_000);
-        // Half a token held back: nine go at once, the tenth 10 ms later.
-        take(&mut b, 0, 9);
-        assert_eq!(b.check(0, 1), Err(Some(10_000_000)));
-        b.take(10_000_000, 1);
-        // Then one every 20 ms, each 10 ms after its token refilled.
-        assert_eq!(b.check(10_000_000, 1), Err(Some(20_000_000)));
-        assert!(b.check(30_000_000, 1).is_ok());
-        let mut one = Bucket::new(&Limit::per_second(5).burst(1), 0);
-        one.set_margin(10_000_000);
-        assert!(
-            one.check(0, 1).is_ok(),
-            "no room for a margin in a burst of 1"
-        );
+    fn margin_held_back_once_per_busy_period() {
+        let mut b = with_margin(Limit::per_second(50).burst(10), 10_000_000);
+        // Idle: half a token held back, so nine go at once, the tenth
+        // 10 ms later.
+        take(&mut b, S, 9);
+        assert_eq!(b.check(S, 1), Err(Some(10_000_000)));
+        b.take(S + 10_000_000, 1);
+        // Then one every 20 ms: the margin is not held again while busy.
+        assert_eq!(b.check(S + 10_000_000, 1), Err(Some(20_000_000)));
+        for i in 1..=100 {
+            let at = S + 10_000_000 + i * 20_000_000;
+            assert!(b.check(at - 1, 1).is_err());
+            b.take(at, 1);
+        }
+        // Idle for 5 ms (less than the margin) after the bucket filled up:
+        // 5 ms held back, not the whole margin.
+        let full = S + 10_000_000 + 100 * 20_000_000 + 200_000_000;
+        take(&mut b, full + 5_000_000, 9);
+        assert_eq!(b.check(full + 5_000_000, 1), Err(Some(5_000_000)));
+    }
+
+    #[test]
+    fn margin_without_room_is_taken_from_time() {
+        // 1,000/s burst 10 with a 20 ms margin: no room in the burst.
+        let mut b = with_margin(Limit::per_second(1_000).burst(10), 20_000_000);
+        // A full bucket lets its grant go; the refill restarts 20 ms on,
+        // so the next waits 12 ms (the margin less the nine the burst
+        // holds) …
+        take(&mut b, S, 1);
+        assert_eq!(b.check(S, 1), Err(Some(12_000_000)));
+        // … and from then on the rate is the configured one: 1,000 in 1 s.
+        let mut n = 0;
+        let mut now = S + 12_000_000;
+        while now < S + 12_000_000 + S {
+            match b.check(now, 1) {
+                Ok(()) => {
+                    b.take(now, 1);
+                    n += 1;
+                }
+                Err(w) => now += w.unwrap(),
+            }
+        }
+        assert_eq!(n, 1_000);
+        let mut one = with_margin(Limit::per_second(5).burst(1), 10_000_000);
+        assert!(one.check(S, 1).is_ok(), "a full bucket lets its grant go");
+        one.take(S, 1);
+        assert_eq!(one.check(S, 1), Err(Some(210_000_000)));
+    }
+
+    #[test]
+    fn due_is_the_first_nanosecond_allowed() {
+        let mut b = Bucket::new(&Limit::per_second(3).burst(2));
+        take(&mut b, S, 2);
+        let due = b.params.due(b.tat, 1);
+        assert_eq!(due, S + 333_333_334);
+        assert!(b.check(due - 1, 1).is_err());
+        assert!(b.check(due, 1).is_ok());
     }
 
     #[test]
     fn refund_caps_at_burst_and_debit_makes_debt() {
-        let mut b = Bucket::new(&Limit::per_second(2).burst(2), 0);
+        let mut b = Bucket::new(&Limit::per_second(2).burst(2));
         let s = b.take(0, 2);
         b.refund(0, s, 5);
         assert_eq!(b.available(0), 2.0);
@@ -245,7 +315,7 @@ mod tests {
 
     #[test]
     fn debt_stops_at_one_window() {
-        let mut b = Bucket::new(&Limit::gcra(3, Duration::from_secs(1)).burst(10), 0);
+        let mut b = Bucket::new(&Limit::gcra(3, Duration::from_secs(1)).burst(10));
         b.debit(0, u64::MAX);
         assert_eq!(b.available(0), -3.0);
         // Repaid within one window, full again after the burst's refill.
@@ -258,7 +328,7 @@ mod tests {
 
     #[test]
     fn reconfigure_caps_available() {
-        let mut b = Bucket::new(&Limit::per_second(100), 0);
+        let mut b = Bucket::new(&Limit::per_second(100));
         b.reconfigure(&Limit::per_second(50), 0);
         assert_eq!(b.available(0), 50.0);
         b.reconfigure(&Limit::per_second(100), 0);
@@ -272,7 +342,7 @@ mod tests {
 
     #[test]
     fn clamp_follows_upstream() {
-        let mut b = Bucket::new(&Limit::per_second(10), 0);
+        let mut b = Bucket::new(&Limit::per_second(10));
         b.clamp_available(0, 3);
         assert_eq!(b.available(0), 3.0);
     }

@@ -96,13 +96,17 @@ impl Fast {
             let now_u = now
                 .checked_sub(u.base)?
                 .checked_mul(u.rate)
-                .filter(|n| *n <= TAT_MASK - u.tau)?;
-            let tat = (word & TAT_MASK).max(now_u) + inc;
-            // The margin where the burst leaves room for it, as in
+                .filter(|n| *n <= TAT_MASK - u.tau - u.margin)?;
+            // The margin held back once per busy period, as in
             // `Params::take`.
-            let allowed_at = tat + u.margin.min(u.tau - inc);
+            let was = word & TAT_MASK;
+            let (base, idle) = match now_u.saturating_sub(was) {
+                idle if idle < u.rate => (was, 0),
+                idle => (now_u, idle),
+            };
+            let tat = base + u.margin.min(idle) + inc;
             let ready = now_u + u.tau;
-            if allowed_at <= ready {
+            if tat <= ready || was <= now_u {
                 let next = (word & VERSION_MASK) | tat;
                 match self.word.compare_exchange_weak(
                     word,
@@ -124,7 +128,7 @@ impl Fast {
                 // the parameters read) did not change meanwhile.
                 let again = self.word.load(Ordering::Acquire);
                 if again == word {
-                    return Some(Err((allowed_at - ready).div_ceil(u.rate)));
+                    return Some(Err((tat - ready).div_ceil(u.rate)));
                 }
                 if (again ^ word) & VERSION_MASK != 0 {
                     u = self.units();
@@ -192,9 +196,10 @@ impl Fast {
         // fraction): never more generous.
         let tat = tat.div_ceil(unit as u128);
         // The arrival time runs at most a burst and a window's capacity
-        // (the deepest debt) ahead of the time of any lock holder, so a
-        // base that far behind it is not after any `now` read since.
-        let lead = tau + rate as u128 * params.window as u128;
+        // (the deepest debt), or a burst and the margin, ahead of the time
+        // of any lock holder, so a base that far behind it is not after
+        // any `now` read since.
+        let lead = tau + margin + rate as u128 * params.window as u128;
         let Ok(base) = u64::try_from(tat.saturating_sub(lead) / rate as u128) else {
             return false;
         };
@@ -223,7 +228,7 @@ mod tests {
     use std::time::Duration;
 
     fn opened(limit: Limit, tat: u128) -> (Fast, Params) {
-        let p = Bucket::new(&limit, 0).params;
+        let p = Bucket::new(&limit).params;
         let f = Fast::new();
         assert!(f.open(tat, &p));
         (f, p)
@@ -255,7 +260,7 @@ mod tests {
         assert!(f.shut(p.capacity).is_none());
         // Numbers that do not reduce stay on the locked path.
         let odd = Limit::new(1_000_000_007, Duration::from_secs(1));
-        assert!(!Fast::new().open(0, &Bucket::new(&odd, 0).params));
+        assert!(!Fast::new().open(0, &Bucket::new(&odd).params));
         assert!(f.open(0, &p));
     }
 }

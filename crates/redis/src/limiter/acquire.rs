@@ -71,6 +71,9 @@ impl RedisLimiter {
         };
         let q = inner.waitq(&first.0.name);
         if q.waiting.load(Ordering::SeqCst) == 0 {
+            if let Some(g) = inner.from_stash(&specs, &q.stash) {
+                return Ok(g);
+            }
             match inner.attempt(&specs).await {
                 Ok(g) => return Ok(g),
                 Err(Refusal::Down) => return inner.fallback(needs, deadline).await,
@@ -91,16 +94,21 @@ impl RedisLimiter {
         };
         loop {
             let notified = q.notify.notified();
-            let (resource, wait, known) = match inner.attempt(&specs).await {
-                Ok(g) => return Ok(g),
-                Err(Refusal::Down) => return inner.fallback(needs, deadline).await,
-                Err(Refusal::Fatal(e)) => return Err(e),
-                Err(Refusal::Wait {
-                    resource,
-                    wait,
-                    known,
-                }) => (resource, wait, known),
-            };
+            if let Some(g) = inner.from_stash(&specs, &q.stash) {
+                return Ok(g);
+            }
+            let queued = q.waiting.load(Ordering::SeqCst) as u64;
+            let (resource, wait, known) =
+                match inner.attempt_for_line(&specs, &q.stash, queued).await {
+                    Ok(g) => return Ok(g),
+                    Err(Refusal::Down) => return inner.fallback(needs, deadline).await,
+                    Err(Refusal::Fatal(e)) => return Err(e),
+                    Err(Refusal::Wait {
+                        resource,
+                        wait,
+                        known,
+                    }) => (resource, wait, known),
+                };
             if inner.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
             }
@@ -138,6 +146,8 @@ impl RedisLimiter {
 #[derive(Debug, Default)]
 pub(crate) struct Waitq {
     pub(super) waiting: AtomicUsize,
+    /// Tokens taken for the line in one call (exact mode).
+    pub(super) stash: std::sync::Mutex<super::attempt::Stash>,
     turn: tokio::sync::Mutex<()>,
     pub(crate) notify: Notify,
 }

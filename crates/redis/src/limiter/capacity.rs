@@ -69,7 +69,12 @@ pub(crate) fn share(rules: &Rules, n: u64) -> Rules {
 pub(crate) fn share_limit(l: Limit, n: u64) -> Limit {
     let n = n.max(1);
     let burst = (l.effective_burst() / n).max(1);
-    let l2 = Limit::new((l.capacity() / n).max(1), l.window()).algorithm(l.kind());
+    // A replica's whole share of a guess is still a guess (its limiter
+    // follows an upstream announcing more; see `Inner::follow_announced`);
+    // a fraction of one is not followed above.
+    let l2 = Limit::new((l.capacity() / n).max(1), l.window())
+        .algorithm(l.kind())
+        .provisional(n == 1 && l.is_provisional());
     if matches!(l.kind(), Algorithm::TokenBucket | Algorithm::Gcra) {
         l2.burst(burst)
     } else {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
-use sluice_limit::{CapacityChange, Error};
+use sluice_limit::{CapacityChange, Error, Limit};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -64,6 +64,54 @@ impl Inner {
         });
         specs.insert(resource.to_owned(), s.clone());
         Ok(s)
+    }
+
+    /// A guessed limit ([`Limit::provisional`], the embedded defaults') is
+    /// no ceiling in Redis either: once the upstream's rate-limit headers
+    /// announce more than the guess, which this replica's local share
+    /// follows, the shared state is kept at the local share's rate in
+    /// force; back at the guess when that falls to it. A limit set at run
+    /// time or configured by the user is left alone.
+    pub(crate) fn follow_announced(self: &Arc<Self>, resource: &str) {
+        let Some(guess) = self.rules.resolve(resource) else {
+            return;
+        };
+        if !guess.is_provisional() || lock(&self.overrides).contains_key(resource) {
+            return;
+        }
+        let Ok(cap) = self.local.get_capacity(resource) else {
+            return;
+        };
+        let limit = if cap.announced_per_second.is_some()
+            && cap.per_second() > guess.per_second_rate() * 1.000_001
+        {
+            Limit::new(cap.total, cap.window)
+                .burst(cap.burst)
+                .algorithm(guess.kind())
+                .provisional(true)
+        } else {
+            guess
+        };
+        if limit.validate().is_err() {
+            return;
+        }
+        let changed = {
+            let mut specs = lock(&self.specs);
+            match specs.get(resource) {
+                Some(s) if s.limit == limit => false,
+                _ => {
+                    if specs.len() >= MAP_BOUND {
+                        specs.clear();
+                    }
+                    let name = resource.to_owned();
+                    specs.insert(name.clone(), Arc::new(Spec { name, limit }));
+                    true
+                }
+            }
+        };
+        if changed {
+            self.forget(resource);
+        }
     }
 
     /// Forgets what this replica believed about `resource` (deny cache,

@@ -57,6 +57,7 @@ impl RedisLimiter {
         if status != 429 {
             if status < 400 {
                 lock(&inner.strikes).remove(resource);
+                inner.follow_announced(resource);
             }
             return Ok(None);
         }

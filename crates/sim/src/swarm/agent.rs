@@ -20,6 +20,8 @@ pub(crate) struct Shared {
     pub client: reqwest::Client,
     /// The gateway replicas (or the sim) calls go to, one at random.
     pub bases: Vec<String>,
+    /// Each tenant to one replica instead of one at random.
+    pub tenant_per_replica: bool,
     pub mode: Mode,
     pub workload: Workload,
     pub retry: RetryPolicy,
@@ -86,6 +88,7 @@ async fn call(
         r.attempts += 1;
         let base = match shared.bases.len() {
             1 => &shared.bases[0],
+            n if shared.tenant_per_replica => &shared.bases[tenant % n],
             n => &shared.bases[rng.usize(..n)],
         };
         let request = shared

@@ -57,6 +57,9 @@ pub struct SwarmConfig {
     /// Further gateway replicas: each call goes to one of `base_url` and
     /// these, picked at random, as a load balancer would.
     pub replicas: Vec<String>,
+    /// Each tenant's calls all go to one replica instead (tenant `i` to
+    /// replica `i mod n`), as a load balancer that routes by tenant does.
+    pub tenant_per_replica: bool,
     /// Which of the two it is.
     pub mode: Mode,
     /// What the agents call.
@@ -85,6 +88,7 @@ impl SwarmConfig {
         SwarmConfig {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
             replicas: Vec::new(),
+            tenant_per_replica: false,
             mode,
             workload,
             agents: 100,
@@ -103,6 +107,13 @@ impl SwarmConfig {
             .into_iter()
             .map(|u| u.trim_end_matches('/').to_owned())
             .collect();
+        self
+    }
+
+    /// Routing each tenant's calls to one replica (see
+    /// [`SwarmConfig::tenant_per_replica`]).
+    pub fn tenant_per_replica(mut self, on: bool) -> Self {
+        self.tenant_per_replica = on;
         self
     }
 

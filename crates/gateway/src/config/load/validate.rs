@@ -273,6 +273,7 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
             format!("must be from 0 to 1, not {}", t.cut_stream_share),
         ));
     }
+    c.at_least(key(&["tokens", "max_call_tokens"]), t.max_call_tokens, 1)?;
 
     let a = &config.adaptive;
     if !(a.reduce_factor > 0.0 && a.reduce_factor < 1.0) {

@@ -1,6 +1,8 @@
 //! A streamed answer on its way to the client: chunk by chunk through the
 //! adapter's reader (which reads the usage and may translate), ended in
-//! the client's format when the upstream fails or the deadline passes.
+//! the client's format when the upstream fails, the deadline passes or
+//! the shutdown grace ends (an error event in its format, then a clean
+//! end, rather than a connection cut mid-stream).
 //!
 //! Everything the call holds lives in the client's body: a client that
 //! goes away drops the body, which cancels the upstream call, settles
@@ -23,7 +25,7 @@ use sluice_usage::Usage;
 use tokio::time::Instant;
 
 use crate::layers::observe;
-use crate::layers::usage::{Delivery, Reserved};
+use crate::layers::usage::{Delivery, Reserved, bounded};
 use crate::ledger::{Draft, Handed};
 use crate::providers::StreamReader;
 use crate::state::AppState;
@@ -52,6 +54,18 @@ pub(super) struct Relay {
     pub cut_share: f64,
     /// What its output is charged at, by the characters streamed.
     pub chars_per_token: u64,
+    /// Resolves when the shutdown grace ends ([`AppState::grace_over_owned`]).
+    pub grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The most the call could use, whatever the stream reports.
+    pub bound: Bound,
+}
+
+/// The most a streamed call could use, and whose it is (for the flag
+/// when its reported usage is above).
+pub(super) struct Bound {
+    pub ceiling: sluice_usage::UsageCeiling,
+    pub provider: String,
+    pub model: String,
 }
 
 impl Relay {
@@ -75,9 +89,12 @@ impl Relay {
             completion_reserved,
             cut_share,
             chars_per_token,
+            grace_over,
+            bound,
         } = self;
         let body = RelayBody {
             upstream: response.into_body(),
+            grace_over,
             metered: Metered {
                 reader,
                 reserved: Some(reserved),
@@ -87,6 +104,7 @@ impl Relay {
                 cut_share,
                 chars_per_token,
                 whole: false,
+                bound,
             },
             ending: Some(Ending {
                 route,
@@ -110,6 +128,8 @@ impl Relay {
 /// out together (see `poll_frame`).
 struct RelayBody {
     upstream: axum::body::Body,
+    /// The end of the shutdown grace: the stream ends there.
+    grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
     metered: Metered,
     /// Taken when the stream ends; still there on drop means the client
     /// went away first.
@@ -236,8 +256,22 @@ impl HttpBody for RelayBody {
                     }
                     return Poll::Ready(Some(Ok(Frame::data(this.release(Bytes::new())))));
                 }
-                // The deadline is the watchdog's (see `Expire`).
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if this.grace_over.as_mut().poll(cx).is_ready() {
+                        // The server closes the connections still open a
+                        // moment later: the client learns why, in its
+                        // format, before the close.
+                        let event = this.fail(
+                            "shutdown",
+                            "unavailable",
+                            "the gateway is shutting down: the stream was cut at the end of \
+                             its shutdown grace; send the request again",
+                        );
+                        return Poll::Ready(Some(Ok(Frame::data(event))));
+                    }
+                    // The deadline is the watchdog's (see `Expire`).
+                    return Poll::Pending;
+                }
             }
         }
     }
@@ -296,6 +330,7 @@ struct Metered {
     cut_share: f64,
     chars_per_token: u64,
     whole: bool,
+    bound: Bound,
 }
 
 impl Drop for Metered {
@@ -310,14 +345,25 @@ impl Metered {
     /// the request's spans).
     fn settle(&mut self, timed: bool) -> Option<Handed> {
         let reserved = self.reserved.take()?;
-        let reported = if self.whole {
-            self.reader.usage()
+        let b = &self.bound;
+        // What the stream reported, within what the call could use.
+        let mut details = if self.whole {
+            self.reader.details()
         } else {
-            None
+            sluice_usage::Details::default()
         };
+        let reported = self.whole.then(|| self.reader.usage()).flatten();
+        let reported = bounded(&b.ceiling, &b.provider, &b.model, reported, &mut details);
         let so_far = self
             .reader
-            .used_so_far(self.prompt_estimate, self.chars_per_token);
+            .used_so_far(self.prompt_estimate, self.chars_per_token)
+            .map(|mut u| {
+                // Partly reported too: bounded alike (flagged once, above,
+                // for a whole stream).
+                b.ceiling
+                    .clamp(&mut u, &mut sluice_usage::Details::default());
+                u
+            });
         let used = if self.whole { reported } else { so_far };
         let charged = reported.unwrap_or_else(|| {
             charged(
@@ -329,11 +375,6 @@ impl Metered {
         });
         reserved.settle_apart(used, Some(charged), true);
         let p = self.ledger.take()?;
-        let details = if reported.is_some() {
-            self.reader.details()
-        } else {
-            sluice_usage::Details::default()
-        };
         let estimate = (charged.prompt_tokens, charged.completion_tokens);
         p.hand_over(reported, Some(estimate), details, timed)
     }
