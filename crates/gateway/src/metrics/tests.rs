@@ -17,6 +17,9 @@ fn record_everything(m: &Metrics) {
     queue_rejected("queue_full");
     busy(true);
     bulkhead("fam-pool", 2, 1);
+    budget_refused("tenant", "exceeded");
+    budget_warned("tenant");
+    usage_clamped("fam-provider", "prompt_tokens");
     redis_degraded(false);
     upstream_latency("fam-provider", 2.0);
     upstream_attempt("fam-provider", "ok");
