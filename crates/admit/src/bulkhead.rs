@@ -6,11 +6,19 @@
 //! every slot and API calls would queue behind them. Each pool here has its
 //! own slots and its own bounded waiting line, served first come first
 //! served (tokio's fair semaphore).
+//!
+//! Within a pool, one tenant holds at most its share of the slots
+//! ([`PoolConfig::max_per_tenant`], half the pool unless configured), so
+//! that a tenant whose calls are slow or held on purpose (streams nobody
+//! reads) cannot take the slots every other tenant needs
+//! ([`Bulkhead::acquire_for`]); past its share its calls wait in the same
+//! bounded line.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
@@ -31,6 +39,10 @@ pub struct PoolConfig {
     /// Calls waiting for a slot; beyond that, [`Error::BulkheadFull`]. Zero
     /// fails fast whenever every slot is busy.
     pub max_waiting: usize,
+    /// Slots one tenant may hold at once ([`Bulkhead::acquire_for`]);
+    /// unset: half the pool, rounded up ([`PoolConfig::tenant_share`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_tenant: Option<NonZeroUsize>,
 }
 
 impl PoolConfig {
@@ -55,7 +67,18 @@ impl PoolConfig {
             max_concurrent: NonZeroUsize::new(max_concurrent)
                 .expect("max_concurrent must be at least 1"),
             max_waiting,
+            max_per_tenant: None,
         }
+    }
+
+    /// The slots one tenant may hold: `max_per_tenant`, else half the
+    /// pool rounded up (so that the other tenants always have the other
+    /// half), never more than the pool.
+    pub fn tenant_share(&self) -> usize {
+        let all = self.max_concurrent.get();
+        self.max_per_tenant
+            .map_or(all.div_ceil(2), NonZeroUsize::get)
+            .min(all)
     }
 }
 
@@ -72,7 +95,14 @@ struct Pool {
     waiting: AtomicUsize,
     rejected: AtomicU64,
     expired: AtomicU64,
+    /// Each tenant's share, while it holds or waits for a slot: an entry
+    /// goes when its last holder or waiter does ([`Share`]), so the map
+    /// holds at most as many tenants as there are slots and waiters.
+    tenants: Mutex<HashMap<Arc<str>, TenantEntry>>,
 }
+
+/// A tenant's share of a pool's slots, and how many [`Share`]s hold it.
+type TenantEntry = (Arc<Semaphore>, usize);
 
 /// A pool's numbers, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +124,63 @@ pub struct BulkheadStats {
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct BulkheadPermit {
     _slot: OwnedSemaphorePermit,
+    /// The tenant's share of the pool, given back after the slot.
+    _share: Option<ShareSlot>,
     pool: Arc<str>,
+}
+
+/// One slot of a tenant's share: its permit, dropped (fields drop in
+/// order) before the [`Share`] that may then remove the tenant's entry.
+struct ShareSlot {
+    _permit: OwnedSemaphorePermit,
+    _share: Share,
+}
+
+/// A hold on a tenant's entry in [`Pool::tenants`], counted in it; the
+/// last one removes the entry. A slot of the share ([`ShareSlot`]) and a
+/// wait for one live within a hold.
+struct Share {
+    pool: Arc<Pool>,
+    tenant: Arc<str>,
+    semaphore: Arc<Semaphore>,
+}
+
+impl Share {
+    fn of(pool: &Arc<Pool>, tenant: &str) -> Share {
+        let mut tenants = lock(&pool.tenants);
+        let name: Arc<str> = match tenants.get_key_value(tenant) {
+            Some((name, _)) => Arc::clone(name),
+            None => tenant.into(),
+        };
+        let share = pool.config.tenant_share();
+        let entry = tenants
+            .entry(Arc::clone(&name))
+            .or_insert_with(|| (Arc::new(Semaphore::new(share)), 0));
+        entry.1 += 1;
+        Share {
+            pool: Arc::clone(pool),
+            tenant: name,
+            semaphore: Arc::clone(&entry.0),
+        }
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut tenants = lock(&self.pool.tenants);
+        if let Some(entry) = tenants.get_mut(&self.tenant) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                tenants.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The map is changed in one step under the lock: a panic elsewhere
+    // cannot leave it half-changed.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl BulkheadPermit {
@@ -125,6 +211,7 @@ impl Bulkhead {
                 waiting: AtomicUsize::new(0),
                 rejected: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
+                tenants: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -142,9 +229,47 @@ impl Bulkhead {
     /// [`Error::DeadlineExceeded`] if `deadline` passes first,
     /// [`Error::Closed`] once the pool is closed.
     pub async fn acquire(&self, deadline: Instant) -> Result<BulkheadPermit, Error> {
+        let slot = self.take(&self.inner.slots, deadline).await?;
+        Ok(self.permit(slot, None))
+    }
+
+    /// [`acquire`](Self::acquire) for `tenant`: it first takes a slot of
+    /// the tenant's share ([`PoolConfig::tenant_share`]), waiting in the
+    /// same line (and within the same `deadline`) while the tenant holds
+    /// its whole share, then a slot of the pool. `None`: no share applies
+    /// (one trusted caller).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_for(
+        &self,
+        tenant: Option<&str>,
+        deadline: Instant,
+    ) -> Result<BulkheadPermit, Error> {
+        let Some(tenant) = tenant else {
+            return self.acquire(deadline).await;
+        };
+        let share = Share::of(&self.inner, tenant);
+        let own = self.take(&share.semaphore, deadline).await?;
+        let own = ShareSlot {
+            _permit: own,
+            _share: share,
+        };
+        let slot = self.take(&self.inner.slots, deadline).await?;
+        Ok(self.permit(slot, Some(own)))
+    }
+
+    /// A permit of `slots` (the pool's, or a tenant's share), waiting in
+    /// the pool's line until `deadline` if none is free.
+    async fn take(
+        &self,
+        slots: &Arc<Semaphore>,
+        deadline: Instant,
+    ) -> Result<OwnedSemaphorePermit, Error> {
         let pool = &*self.inner;
-        match Arc::clone(&pool.slots).try_acquire_owned() {
-            Ok(slot) => return Ok(self.permit(slot)),
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(slot) => return Ok(slot),
             Err(TryAcquireError::Closed) => return Err(Error::Closed),
             Err(TryAcquireError::NoPermits) => {}
         }
@@ -162,14 +287,20 @@ impl Bulkhead {
             });
         }
         let _waiting = Waiting(&pool.waiting);
-        match timeout_at(deadline, Arc::clone(&pool.slots).acquire_owned()).await {
-            Ok(Ok(slot)) => Ok(self.permit(slot)),
+        match timeout_at(deadline, Arc::clone(slots).acquire_owned()).await {
+            Ok(Ok(slot)) => Ok(slot),
             Ok(Err(_closed)) => Err(Error::Closed),
             Err(_elapsed) => {
                 pool.expired.fetch_add(1, Ordering::Relaxed);
                 Err(Error::DeadlineExceeded)
             }
         }
+    }
+
+    /// Tenants that hold or wait for a slot now (each keeps an entry
+    /// until its last slot goes back).
+    pub fn tenants(&self) -> usize {
+        lock(&self.inner.tenants).len()
     }
 
     /// Takes a slot if one is free now.
@@ -180,7 +311,7 @@ impl Bulkhead {
     /// the pool is closed.
     pub fn try_acquire(&self) -> Result<BulkheadPermit, Error> {
         match Arc::clone(&self.inner.slots).try_acquire_owned() {
-            Ok(slot) => Ok(self.permit(slot)),
+            Ok(slot) => Ok(self.permit(slot, None)),
             Err(TryAcquireError::Closed) => Err(Error::Closed),
             Err(TryAcquireError::NoPermits) => {
                 self.inner.rejected.fetch_add(1, Ordering::Relaxed);
@@ -191,9 +322,10 @@ impl Bulkhead {
         }
     }
 
-    fn permit(&self, slot: OwnedSemaphorePermit) -> BulkheadPermit {
+    fn permit(&self, slot: OwnedSemaphorePermit, share: Option<ShareSlot>) -> BulkheadPermit {
         BulkheadPermit {
             _slot: slot,
+            _share: share,
             pool: Arc::clone(&self.inner.name),
         }
     }

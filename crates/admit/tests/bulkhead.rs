@@ -131,3 +131,74 @@ async fn closing_wakes_waiters() {
         Error::Closed
     );
 }
+
+/// Issue 33: one tenant held every slot of the model pool (streams it
+/// never read), and every other tenant's call waited out its deadline.
+/// Now a tenant holds at most its share (half the pool by default); its
+/// next call waits, another tenant's goes at once.
+#[tokio::test(start_paused = true)]
+async fn one_tenant_holds_at_most_its_share() {
+    let pool = Bulkhead::new("model", PoolConfig::new(4, 8));
+    assert_eq!(PoolConfig::new(4, 8).tenant_share(), 2);
+    let a1 = pool.acquire_for(Some("a"), in_secs(60)).await.unwrap();
+    let a2 = pool.acquire_for(Some("a"), in_secs(60)).await.unwrap();
+    let mut a3 = pin!(pool.acquire_for(Some("a"), in_secs(60)));
+    assert!(poll_once(a3.as_mut()).is_pending(), "past its share");
+    assert_eq!(pool.stats().waiting, 1);
+    // Another tenant finds the other half free.
+    let b1 = match poll_once(pin!(pool.acquire_for(Some("b"), in_secs(60)))) {
+        std::task::Poll::Ready(Ok(slot)) => slot,
+        other => panic!("b waited behind a: {other:?}"),
+    };
+    let b2 = pool.acquire_for(Some("b"), in_secs(60)).await.unwrap();
+    assert_eq!(pool.stats().in_use, 4);
+    // a's waiting call goes when a gives a slot back.
+    drop(a1);
+    let a3 = match poll_once(a3.as_mut()) {
+        std::task::Poll::Ready(Ok(slot)) => slot,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(pool.tenants(), 2);
+    drop((a3, b1, a2, b2));
+    assert_eq!(pool.stats().in_use, 0);
+    assert_eq!(pool.tenants(), 0, "no entry outlives its tenant's slots");
+}
+
+/// A tenant's wait past its share ends at its deadline and leaves no
+/// entry behind; `None` (no tenants) has no share.
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_share_ends_at_the_deadline() {
+    let mut config = PoolConfig::new(3, 8);
+    config.max_per_tenant = std::num::NonZeroUsize::new(1);
+    assert_eq!(config.tenant_share(), 1);
+    let pool = Bulkhead::new("model", config);
+    let held = pool.acquire_for(Some("a"), in_secs(60)).await.unwrap();
+    let waited = pool.acquire_for(Some("a"), in_secs(5)).await.unwrap_err();
+    assert_eq!(waited, Error::DeadlineExceeded);
+    drop(held);
+    assert_eq!(pool.tenants(), 0);
+    let all: Vec<_> = whole_pool(&pool).await;
+    assert_eq!(all.len(), 3, "without a tenant, the whole pool");
+}
+
+async fn whole_pool(pool: &Bulkhead) -> Vec<sluice_admit::BulkheadPermit> {
+    let mut all = Vec::new();
+    for _ in 0..3 {
+        all.push(pool.acquire_for(None, in_secs(1)).await.unwrap());
+    }
+    all
+}
+
+#[test]
+fn max_per_tenant_is_read_from_config() {
+    let c: PoolConfig =
+        serde_json::from_str(r#"{"max_concurrent": 10, "max_waiting": 1, "max_per_tenant": 3}"#)
+            .unwrap();
+    assert_eq!(c.tenant_share(), 3);
+    let c: PoolConfig = serde_json::from_str(r#"{"max_concurrent": 7, "max_waiting": 1}"#).unwrap();
+    assert_eq!(c.tenant_share(), 4, "half, rounded up");
+    let c: PoolConfig =
+        serde_json::from_str(r#"{"max_concurrent": 2, "max_waiting": 1, "max_per_tenant": 9}"#)
+            .unwrap();
+    assert_eq!(c.tenant_share(), 2, "never more than the pool");
+}

@@ -378,6 +378,13 @@ pub struct TokenConfig {
     /// billed for whatever its upstream reports (default 10,000,000);
     /// output is bounded by the request's own limit too.
     pub max_call_tokens: u64,
+    /// The share (0 to 1) of its reserved output tokens that a stream
+    /// without its final usage (cut short, or ended without reporting) is
+    /// charged at least, in budgets and the ledger: the upstream bills
+    /// what it wrote before the cut, hidden reasoning included, which
+    /// the stream does not show. Default 1: the worst case, over and
+    /// never under.
+    pub cut_stream_share: f64,
 }
 
 /// How a 429 is read (see [`AdaptiveSettings::policy`]).
@@ -529,6 +536,11 @@ pub struct HttpConfig {
     /// A request's body must arrive within this, counted once the caller
     /// is authenticated and the handler starts reading it.
     pub body_read_timeout_ms: u64,
+    /// A connection whose client takes none of the bytes the server has
+    /// to write for this long is closed, and the answer it was given
+    /// (its stream, its pool slot, its grant, its upstream connection)
+    /// with it: a client that stops reading cannot hold them.
+    pub write_timeout_ms: u64,
     /// Connections served at once; past it new ones wait in the listen
     /// backlog until one closes.
     pub max_connections: usize,

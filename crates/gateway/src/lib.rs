@@ -41,6 +41,7 @@ mod state;
 pub mod stores;
 pub mod trace;
 pub mod warnings;
+mod watchdog;
 
 pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;

@@ -228,6 +228,10 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Model calls admitted with a budget of their key or tenant at 80 % or more of a cap, by scope (requests)."),
     ("sluice_redis_degraded", Kind::Gauge, Unit::Count,
         "1 while Redis cannot be reached and shared limits follow the failure mode, else 0 (boolean)."),
+    ("sluice_bulkhead_in_use", Kind::Gauge, Unit::Count,
+        "Slots held in a bulkhead pool as of the last scrape, by pool (calls)."),
+    ("sluice_bulkhead_waiting", Kind::Gauge, Unit::Count,
+        "Calls waiting for a slot of a bulkhead pool (or of their tenant's share of it) as of the last scrape, by pool (calls)."),
     ("sluice_busy", Kind::Gauge, Unit::Count,
         "1 while the admission backlog exceeds twice the dispatch concurrency per waiting lane, else 0 (boolean)."),
     ("sluice_upstream_latency_seconds", Kind::Histogram, Unit::Seconds,
@@ -356,6 +360,13 @@ pub fn capacity_change(resource: &str, reason: &'static str, new_capacity: f64) 
 /// `low`: `sluice_admit::Priority::as_str`).
 pub fn queue_depth(priority: &'static str, depth: usize) {
     gauge!("sluice_queue_depth", "priority" => priority).set(depth as f64);
+}
+
+/// Sets a bulkhead pool's slots held and calls waiting.
+pub fn bulkhead(pool: &str, in_use: usize, waiting: usize) {
+    let pool = pool.to_owned();
+    gauge!("sluice_bulkhead_in_use", "pool" => pool.clone()).set(in_use as f64);
+    gauge!("sluice_bulkhead_waiting", "pool" => pool).set(waiting as f64);
 }
 
 /// Records time spent in the admission queue, in seconds.

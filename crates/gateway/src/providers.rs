@@ -85,6 +85,11 @@ pub(crate) struct Call<'a> {
     pub headers: &'a HeaderMap,
     /// The API key to authenticate with upstream, if any.
     pub key: Option<&'a str>,
+    /// The output limit the call's reservation assumed when the body sets
+    /// none (`tokens.default_max_tokens`): sent upstream as the format's
+    /// limit field, so that the upstream never writes more than was
+    /// reserved (and priced against budgets).
+    pub default_max_tokens: u64,
 }
 
 /// The upstream request, sent again as is on every attempt, and what
@@ -357,32 +362,67 @@ fn to_bytes(body: &Value) -> Bytes {
 /// `to_bytes(&with_model(body, model))`, written from `body` as it is
 /// rather than from a copy of its tree.
 fn to_bytes_with_model(body: &Value, model: &str) -> Bytes {
+    to_bytes_with(body, model, None)
+}
+
+/// [`to_bytes_with_model`], and `limit` (a field and its value) set
+/// where the body has it `null`, else added at its end.
+fn to_bytes_with(body: &Value, model: &str, limit: Option<(&str, u64)>) -> Bytes {
     match body {
         Value::Object(map) if map.contains_key("model") => {
-            Bytes::from(serde_json::to_vec(&WithModel { map, model }).unwrap_or_default())
+            let with = WithModel { map, model, limit };
+            Bytes::from(serde_json::to_vec(&with).unwrap_or_default())
         }
         // Not what a checked call holds (an object with a `model`).
-        _ => to_bytes(&with_model(body, model)),
+        _ => {
+            let mut body = with_model(body, model);
+            if let Some((field, n)) = limit {
+                body[field] = Value::from(n);
+            }
+            to_bytes(&body)
+        }
     }
 }
 
-/// An object with its `model` entry's value replaced, serialized as
-/// `serde_json` serializes a map: the same entries, in the same order.
+/// The output limit to add to `body` when it sets none of `fields`
+/// (absent or `null`; other values were checked by
+/// [`sluice_usage::check_bounds`]): `send` with `default`.
+fn missing_limit<'f>(
+    body: &Value,
+    fields: &[&str],
+    send: &'f str,
+    default: u64,
+) -> Option<(&'f str, u64)> {
+    let set = fields
+        .iter()
+        .any(|f| body.get(*f).is_some_and(|v| !v.is_null()));
+    (!set).then_some((send, default))
+}
+
+/// An object with its `model` entry's value replaced (and an output
+/// limit set), serialized as `serde_json` serializes a map: the same
+/// entries, in the same order, the limit last if it is new.
 struct WithModel<'a> {
     map: &'a serde_json::Map<String, Value>,
     model: &'a str,
+    limit: Option<(&'a str, u64)>,
 }
 
 impl serde::Serialize for WithModel<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut out = s.serialize_map(Some(self.map.len()))?;
+        let added = self.limit.filter(|(f, _)| !self.map.contains_key(*f));
+        let len = self.map.len() + usize::from(added.is_some());
+        let mut out = s.serialize_map(Some(len))?;
         for (k, v) in self.map {
-            if k == "model" {
-                out.serialize_entry(k, self.model)?;
-            } else {
-                out.serialize_entry(k, v)?;
+            match self.limit {
+                _ if k == "model" => out.serialize_entry(k, self.model)?,
+                Some((f, n)) if k == f => out.serialize_entry(k, &n)?,
+                _ => out.serialize_entry(k, v)?,
             }
+        }
+        if let Some((f, n)) = added {
+            out.serialize_entry(f, &n)?;
         }
         out.end()
     }
@@ -449,6 +489,7 @@ mod tests {
             stream: false,
             headers: &headers,
             key: Some("secret"),
+            default_max_tokens: 1_024,
         };
         // What the model route checks before the call exists, then what
         // the adapter builds.

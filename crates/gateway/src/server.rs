@@ -4,6 +4,7 @@
 
 mod conns;
 mod threads;
+mod write_timeout;
 
 use std::future::Future;
 use std::net::SocketAddr;

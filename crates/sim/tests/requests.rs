@@ -137,6 +137,12 @@ async fn bad_bodies_are_400_naming_the_field() {
             r#"{"model":"m","input":"a","encoding_format":"hex"}"#,
             "encoding_format",
         ),
+        // OpenAI's reasoning models take `max_completion_tokens` only.
+        (
+            "/v1/chat/completions",
+            r#"{"model":"o3-mini","messages":[{"role":"u","content":"x"}],"max_tokens":5}"#,
+            "max_tokens",
+        ),
         ("/v1/responses", r#"{"model":"m","input":5}"#, "input"),
         (
             "/v1/responses",

@@ -2,16 +2,22 @@
 //! against a real `sluice serve` (in front of `sluice sim`), as a hostile
 //! tenant or an anonymous caller would, asserting that it is refused or
 //! bounded. One file per topic; they share only [`Target`] and the few
-//! helpers below. Figures (memory before and after a flood of names) are
-//! printed: `cargo test -p sluice --test attacks -- --nocapture`.
+//! helpers below (`spend` and `slow_readers` run the simulator in the test
+//! process, through `gateway`, to read its counters). Figures (memory
+//! before and after a flood of names, money spent against a budget, a
+//! victim's latency under slow readers) are printed: `cargo test -p
+//! sluice --test attacks -- --nocapture`.
 
 #[path = "../serve/mod.rs"]
 mod serve;
 
+mod gateway;
 mod lows;
 mod names;
 mod open_mode;
 mod reach;
+mod slow_readers;
+mod spend;
 
 use std::time::Duration;
 

@@ -253,6 +253,7 @@ impl Default for TokenConfig {
             // The usual rule of thumb for English text with BPE tokenizers.
             chars_per_token: 4,
             max_call_tokens: sluice_usage::MAX_CALL_TOKENS,
+            cut_stream_share: 1.0,
         }
     }
 }
@@ -335,6 +336,7 @@ impl Default for HttpConfig {
         HttpConfig {
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
+            write_timeout_ms: 30_000,
             max_connections: 1_024,
             threads: 0,
         }

@@ -218,42 +218,55 @@ async fn reserve<C: Budgeted>(
 }
 
 /// The most `c` can cost: its prompt's estimate plus its completion's
-/// limit, at the dearest price among its model and fallbacks.
+/// limit, at the dearest of its model and the fallbacks it may go to,
+/// each estimated in its own provider's format (a translated call may
+/// have another default limit). Under a money budget every one of them
+/// must have a price: a fallback without one would answer for free.
 fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiError> {
     let cfg = &state.config.tokens;
-    let prov = c.provider(state);
-    let est = providers::for_format(prov.format).estimate(
-        c.endpoint,
-        &c.json,
-        cfg.chars_per_token,
-        cfg.default_max_tokens,
-    );
-    let usage = Usage {
-        prompt_tokens: est.prompt_tokens,
-        completion_tokens: est.max_completion_tokens,
-        total_tokens: est.total,
+    let counts_money = budgets::counts_money(rules);
+    let fallbacks = state.config.fallbacks.get(&c.model).into_iter().flatten();
+    let mut worst = Spend {
+        requests: 1,
+        ..Spend::default()
     };
-    let mut money = 0;
-    if budgets::counts_money(rules) {
-        let price = state.prices.price(&c.model).ok_or_else(|| {
+    for model in std::iter::once(&c.model).chain(fallbacks) {
+        // Those the fallback layer skips cost nothing (see `fallback.rs`).
+        let Ok(prov) = c.provider_for(state, model) else {
+            continue;
+        };
+        if model != &c.model && !c.ctx.allows_model(model) {
+            continue;
+        }
+        let est = providers::for_format(prov.format).estimate(
+            c.endpoint,
+            &c.json,
+            cfg.chars_per_token,
+            cfg.default_max_tokens,
+        );
+        worst.tokens = worst.tokens.max(est.total);
+        if !counts_money {
+            continue;
+        }
+        let price = state.prices.price(model).ok_or_else(|| {
             metrics::budget_refused(Scope::of(&rules[0].id).as_str(), "unpriced");
+            let which = if model == &c.model {
+                String::new()
+            } else {
+                format!(" (a fallback of {:?})", c.model)
+            };
             ApiError::Forbidden(format!(
-                "model {:?} has no price, so a money budget cannot be kept for it",
-                c.model
+                "model {model:?}{which} has no price, so a money budget cannot be kept for it"
             ))
         })?;
-        money = price.cost(&usage, 0).nanodollars();
-        for m in state.config.fallbacks.get(&c.model).into_iter().flatten() {
-            if let Some(p) = state.prices.price(m) {
-                money = money.max(p.cost(&usage, 0).nanodollars());
-            }
-        }
+        let usage = Usage {
+            prompt_tokens: est.prompt_tokens,
+            completion_tokens: est.max_completion_tokens,
+            total_tokens: est.total,
+        };
+        worst.money = worst.money.max(price.cost(&usage, 0).nanodollars());
     }
-    Ok(Spend {
-        money,
-        tokens: est.total,
-        requests: 1,
-    })
+    Ok(worst)
 }
 
 fn now_ms() -> i64 {

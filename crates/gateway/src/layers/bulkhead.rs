@@ -1,6 +1,8 @@
 //! Bulkhead: a call takes a slot of its workload's pool (`model`, `api`)
 //! before it is sent, and keeps it across its attempts until its answer
-//! is delivered, so one workload cannot take every connection.
+//! is delivered, so one workload cannot take every connection; and one
+//! tenant at most its share of the pool's slots, so one tenant cannot
+//! take every slot of a workload (issue 33).
 //!
 //! Having cleared the limiter and the pool, the request gives its
 //! admission slot back: the queue orders who goes to the limiter next,
@@ -34,7 +36,15 @@ where
             None => {
                 let plan = &t.upstream.plan;
                 let pool = state.bulkheads.get(plan.pool);
-                let acquire = pool.acquire(t.upstream.deadline);
+                // With tenants, each holds at most its share of the pool
+                // (`bulkheads.{pool}.max_per_tenant`); without, every
+                // caller is one trusted user.
+                let tenant = if state.is_open() {
+                    None
+                } else {
+                    notes.tenant.as_deref()
+                };
+                let acquire = pool.acquire_for(tenant, t.upstream.deadline);
                 let Some(acquired) = state.unless_grace_over(acquire).await else {
                     return Served::err(AppState::grace_ended(), notes);
                 };

@@ -186,6 +186,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         stream: c.stream,
         headers: &c.headers,
         key: key.as_deref(),
+        default_max_tokens: cfg.tokens.default_max_tokens,
     };
     let outbound = adapter
         .request(&prov.base_url, &call)
@@ -289,6 +290,8 @@ async fn read(
             writer: state.traces.clone(),
             ledger,
             prompt_estimate: estimate.0,
+            completion_reserved: estimate.1,
+            cut_share: state.config.tokens.cut_stream_share,
             chars_per_token: state.config.tokens.chars_per_token,
             grace_over: Box::pin(state.grace_over_owned()),
             bound: stream::Bound {

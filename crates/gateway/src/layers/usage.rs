@@ -34,22 +34,32 @@ pub(crate) struct Reserved {
 }
 
 impl Reserved {
-    /// Settles the reservation of a call that succeeded with `usage` (the
-    /// estimate stands without it) and releases the grant.
-    pub(crate) fn settle(self, usage: Option<Usage>) {
-        self.settle_answer(usage, true);
+    /// Settles the reservation of a call answered with `usage` (the
+    /// estimate stands without it) and releases the grant; an answer
+    /// that is a failure and reports no usage cost nothing against the
+    /// budgets.
+    pub(crate) fn settle_answer(self, usage: Option<Usage>, success: bool) {
+        self.settle_apart(usage, usage, success);
     }
 
-    /// [`settle`](Self::settle) for an answer that may be a failure: one
-    /// that reports no usage cost nothing against the budgets.
-    pub(crate) fn settle_answer(mut self, usage: Option<Usage>, success: bool) {
-        if let Some(u) = usage {
+    /// Settles the token limits at `used` and the budgets at `charged`
+    /// (a stream without its final usage: the limits take back what it
+    /// did not send, the budgets charge what the upstream may have billed
+    /// unseen; see `provider/stream.rs`). `None` leaves the estimate
+    /// standing, or gives it all back to the budgets of a failure.
+    pub(crate) fn settle_apart(
+        mut self,
+        used: Option<Usage>,
+        charged: Option<Usage>,
+        success: bool,
+    ) {
+        if let Some(u) = used {
             for t in &self.tokens {
                 let _ = self.grant.settle_part(t, u.total_tokens);
             }
         }
         if let Some(b) = self.budget.take() {
-            b.settle(usage, success);
+            b.settle(charged, success);
         }
     }
 }

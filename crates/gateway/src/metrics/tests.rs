@@ -16,6 +16,7 @@ fn record_everything(m: &Metrics) {
     queue_wait("high", 0.002);
     queue_rejected("queue_full");
     busy(true);
+    bulkhead("fam-pool", 2, 1);
     redis_degraded(false);
     upstream_latency("fam-provider", 2.0);
     upstream_attempt("fam-provider", "ok");

@@ -76,7 +76,7 @@ impl Provider for Gemini {
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         check_model(call.model)?;
         let chat = translate::parse(call.body, chat::ACCEPTS)?;
-        let body = chat::request(&chat)?;
+        let body = chat::request(&chat, call.default_max_tokens)?;
         let (method, query) = if call.stream {
             ("streamGenerateContent", Some("alt=sse"))
         } else {

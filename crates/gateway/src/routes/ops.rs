@@ -78,6 +78,10 @@ pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
         crate::metrics::queue_depth(p.as_str(), stats.queued_in(p));
     }
     crate::metrics::busy(stats.busy);
+    for pool in state.bulkheads.iter() {
+        let s = pool.stats();
+        crate::metrics::bulkhead(pool.name(), s.in_use, s.waiting);
+    }
     if let Some(ledger) = state.ledger.get() {
         let (spilled, lost, queued) = ledger.writer_stats();
         crate::metrics::ledger_writer(spilled, lost, queued);

@@ -9,7 +9,8 @@
 //! idle between requests) is closed after `http.header_read_timeout_ms`
 //! and gives its permit back. Bodies are read by the handlers, after
 //! authentication, within `http.body_read_timeout_ms` (see
-//! [`crate::body`]).
+//! [`crate::body`]). A connection whose client takes none of an answer's
+//! bytes for `http.write_timeout_ms` is closed ([`WriteTimeout`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 use tower::ServiceExt;
 
+use super::write_timeout::WriteTimeout;
 use crate::config::HttpConfig;
 use crate::routes::Edge;
 
@@ -56,6 +58,7 @@ pub(super) async fn serve_until(
     stop: impl Future<Output = ()>,
 ) -> Connections {
     let header_read_timeout = Duration::from_millis(http.header_read_timeout_ms);
+    let write_timeout = Duration::from_millis(http.write_timeout_ms);
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -93,7 +96,8 @@ pub(super) async fn serve_until(
         let _ = stream.set_nodelay(true);
         let service =
             TowerToHyperService::new(app.clone().map_request(move |req| with_peer(req, peer)));
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let io = TokioIo::new(WriteTimeout::new(stream, write_timeout));
+        let conn = builder.serve_connection(io, service);
         let conn = conns.graceful.watch(conn);
         conns.tasks.spawn(async move {
             // Held until the connection ends, whichever way it ends.

@@ -155,6 +155,14 @@ pub(crate) fn parse(
             if let Some(tools) = body.get("tools") {
                 prompt.add(&tools.to_string());
             }
+            // OpenAI's reasoning models refuse the older field.
+            if reasons_openai(&parsed.model) && body.get("max_tokens").is_some() {
+                return Err(Problem::bad(
+                    "max_tokens",
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. \
+                     Use 'max_completion_tokens' instead.",
+                ));
+            }
             parsed.max_tokens = match body.count("max_completion_tokens")? {
                 Some(n) => Some(n),
                 None => body.count("max_tokens")?,
@@ -205,6 +213,17 @@ pub(crate) fn parse(
     }
     parsed.prompt = prompt;
     Ok(parsed)
+}
+
+/// Whether `model` is one of OpenAI's reasoning models (`o1`, `o3`,
+/// `o4-mini`, `gpt-5`, …), which take `max_completion_tokens` only.
+fn reasons_openai(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    let family = |p: &str| {
+        name.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    };
+    ["o1", "o3", "o4"].into_iter().any(family) || name.starts_with("gpt-5")
 }
 
 /// The text of a Gemini `Content`'s parts: `text`, and function calls

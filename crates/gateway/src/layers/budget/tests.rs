@@ -164,3 +164,59 @@ async fn a_keys_weight_from_the_store_goes_into_its_admission_ticket() {
     req.call.ctx.caller = Some(Arc::new(caller));
     assert_eq!(req.call.ctx.ticket().weight.map(|w| w.get()), Some(5));
 }
+
+/// Issue 33: a fallback without a price answered for free under a money
+/// budget (the check skipped it), and a fallback in another provider's
+/// format was reserved at its primary's output limit.
+#[tokio::test]
+async fn every_fallback_must_have_a_price_under_a_money_budget() {
+    let mut config = crate::config::Config::default();
+    config.trace.enabled = false;
+    config
+        .fallbacks
+        .insert(MODEL.into(), vec!["openai/gpt-unpriced".into()]);
+    let state = crate::layers::testing::state_with(config);
+    let mut money = budget(serde_json::json!({"name": "m", "requests": 1000, "period": "week"}));
+    money.money = Some(Money::from_nanodollars(1_000_000_000));
+    let served = call(
+        BudgetLayer::new().layer(answered(1)),
+        call_with(&state, vec![money.clone()]),
+    )
+    .await;
+    let e = served.result.expect_err("refused");
+    assert_eq!(e.status(), axum::http::StatusCode::FORBIDDEN);
+    let m = e.to_string();
+    assert!(
+        m.contains("gpt-unpriced") && m.contains("a fallback of") && m.contains("no price"),
+        "{m}"
+    );
+    // Without a money budget the fallback is fine.
+    let requests = budget(serde_json::json!({"name": "r", "requests": 10, "period": "week"}));
+    let served = call(
+        BudgetLayer::new().layer(answered(1)),
+        call_with(&state, vec![requests]),
+    )
+    .await;
+    assert!(served.result.is_ok());
+}
+
+#[tokio::test]
+async fn a_fallback_in_another_format_is_reserved_at_its_own_limit() {
+    let mut config = crate::config::Config::default();
+    config.trace.enabled = false;
+    let sonnet = "anthropic/claude-sonnet-4-5";
+    config.fallbacks.insert(MODEL.into(), vec![sonnet.into()]);
+    let state = crate::layers::testing::state_with(config);
+    let tokens = budget(serde_json::json!({"name": "t", "tokens": 1_000_000, "period": "week"}));
+    let req = call_with(&state, vec![tokens]);
+    let c = &req.call;
+    let ask = worst_case(
+        &state,
+        c,
+        &state.budget_rules.of(c.ctx.caller.as_ref().unwrap()),
+    )
+    .expect("priced");
+    // Anthropic's translation sends (and reserves) 4,096 output tokens
+    // where the OpenAI model reserves `default_max_tokens` (1,024).
+    assert!(ask.tokens > 4_096, "{ask:?}");
+}

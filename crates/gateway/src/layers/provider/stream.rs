@@ -7,10 +7,11 @@
 //! Everything the call holds lives in the client's body: a client that
 //! goes away drops the body, which cancels the upstream call, settles
 //! the tokens the stream used so far and releases the grant and the pool
-//! slot.
+//! slot. So does the request's deadline, kept by a watchdog outside the
+//! body ([`crate::watchdog`]): a client that stops reading leaves the
+//! body unpolled, and cannot hold any of it past the deadline.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::Frame;
 use sluice_admit::BulkheadPermit;
 use sluice_usage::Usage;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use crate::layers::observe;
 use crate::layers::usage::{Delivery, Reserved, bounded};
@@ -29,6 +30,7 @@ use crate::ledger::{Draft, Handed};
 use crate::providers::StreamReader;
 use crate::state::AppState;
 use crate::trace::{Trace, TraceWriter};
+use crate::watchdog;
 
 /// What relaying a stream needs besides the answer.
 pub(super) struct Relay {
@@ -45,6 +47,11 @@ pub(super) struct Relay {
     pub ledger: Option<Pending>,
     /// What a stream cut before its end is charged for its input.
     pub prompt_estimate: u64,
+    /// The output tokens reserved for it: a stream without its final
+    /// usage is charged at least `cut_share` of them.
+    pub completion_reserved: u64,
+    /// `tokens.cut_stream_share`.
+    pub cut_share: f64,
     /// What its output is charged at, by the characters streamed.
     pub chars_per_token: u64,
     /// Resolves when the shutdown grace ends ([`AppState::grace_over_owned`]).
@@ -79,19 +86,22 @@ impl Relay {
             writer,
             ledger,
             prompt_estimate,
+            completion_reserved,
+            cut_share,
             chars_per_token,
             grace_over,
             bound,
         } = self;
         let body = RelayBody {
             upstream: response.into_body(),
-            deadline: Box::pin(tokio::time::sleep_until(deadline)),
             grace_over,
             metered: Metered {
                 reader,
                 reserved: Some(reserved),
                 ledger,
                 prompt_estimate,
+                completion_reserved,
+                cut_share,
                 chars_per_token,
                 whole: false,
                 bound,
@@ -106,21 +116,20 @@ impl Relay {
             held: BytesMut::new(),
             idle_polls: 0,
         };
-        Response::new(axum::body::Body::new(body))
+        Response::new(axum::body::Body::new(watchdog::watched(body, deadline)))
     }
 }
 
 /// The client's body: each poll reads the upstream body in place, with
 /// no task or channel between the two connections, so a chunk costs one
 /// hand-over (hyper's client connection to the server's) instead of
-/// three, and the deadline is one timer for the whole stream rather than
-/// one per chunk. Chunks that the upstream's connection has already
-/// read go out together (see `poll_frame`).
+/// three. The deadline is one timer for the whole stream, in its
+/// watchdog. Chunks that the upstream's connection has already read go
+/// out together (see `poll_frame`).
 struct RelayBody {
     upstream: axum::body::Body,
-    /// The request's deadline: the stream ends there.
-    deadline: Pin<Box<Sleep>>,
-    /// The end of the shutdown grace: the stream ends there too.
+    /// The end of the shutdown grace: the stream ends there too (the
+    /// deadline is the watchdog's).
     grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
     metered: Metered,
     /// Taken when the stream ends; still there on drop means the client
@@ -261,15 +270,8 @@ impl HttpBody for RelayBody {
                         );
                         return Poll::Ready(Some(Ok(Frame::data(event))));
                     }
-                    if this.deadline.as_mut().poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    let event = this.fail(
-                        "deadline",
-                        "deadline_exceeded",
-                        "the request's deadline passed mid-stream",
-                    );
-                    return Poll::Ready(Some(Ok(Frame::data(event))));
+                    // The deadline is the watchdog's (see `Expire`).
+                    return Poll::Pending;
                 }
             }
         }
@@ -277,6 +279,19 @@ impl HttpBody for RelayBody {
 
     fn is_end_stream(&self) -> bool {
         self.ending.is_none()
+    }
+}
+
+impl watchdog::Expire for RelayBody {
+    /// The deadline passed: the stream ends with the error event in its
+    /// format (after what is held), settled at what it used so far.
+    fn expire(&mut self) -> Result<Bytes, Infallible> {
+        let event = self.fail(
+            "deadline",
+            "deadline_exceeded",
+            "the request's deadline passed mid-stream",
+        );
+        Ok(self.release(event))
     }
 }
 
@@ -293,15 +308,27 @@ impl Drop for RelayBody {
 }
 
 /// A stream's reader and its reservation, settled however the stream
-/// ends, on drop at the latest. A stream that ended whole settles at the usage it
-/// reported (none reported: the estimate stands); one cut before its end
-/// (upstream reset, deadline, client gone) at what it used so far, not at
-/// its whole `max_tokens`.
+/// ends, on drop at the latest. A stream that ended whole settles at the
+/// usage it reported.
+///
+/// One without that usage (cut before its end by an upstream reset, the
+/// deadline or the client leaving; or ended without reporting) settles
+/// apart:
+/// - the token limits (the upstream's quota, paced here) at what it used
+///   so far, not its whole `max_tokens`, so that a cut stream does not
+///   starve the model's bucket (none reported and not cut: the estimate
+///   stands);
+/// - the budgets and the ledger (what is billed) at what it used so far
+///   with its output never below `cut_share` of the output reserved
+///   ([`charged`]): the upstream bills what it wrote before the cut,
+///   hidden reasoning included, which the stream never shows.
 struct Metered {
     reader: Box<dyn StreamReader>,
     reserved: Option<Reserved>,
     ledger: Option<Pending>,
     prompt_estimate: u64,
+    completion_reserved: u64,
+    cut_share: f64,
     chars_per_token: u64,
     whole: bool,
     bound: Bound,
@@ -338,10 +365,42 @@ impl Metered {
                     .clamp(&mut u, &mut sluice_usage::Details::default());
                 u
             });
-        reserved.settle(if self.whole { reported } else { so_far });
+        let used = if self.whole { reported } else { so_far };
+        let charged = reported.unwrap_or_else(|| {
+            charged(
+                so_far,
+                self.prompt_estimate,
+                self.completion_reserved,
+                self.cut_share,
+            )
+        });
+        reserved.settle_apart(used, Some(charged), true);
         let p = self.ledger.take()?;
-        let so_far = so_far.map(|u| (u.prompt_tokens, u.completion_tokens));
-        p.hand_over(reported, so_far, details, timed)
+        if reported.is_none() {
+            // An estimate has no cached input or reasoning to tell.
+            details = sluice_usage::Details::default();
+        }
+        let estimate = (charged.prompt_tokens, charged.completion_tokens);
+        p.hand_over(reported, Some(estimate), details, timed)
+    }
+}
+
+/// What a stream without its final usage is charged: what it used so
+/// far (`None`: the reader cannot tell, the prompt's estimate), its
+/// output at least `share` of the `reserved` output tokens.
+fn charged(so_far: Option<Usage>, prompt_estimate: u64, reserved: u64, share: f64) -> Usage {
+    let (prompt, streamed, share) = match so_far {
+        Some(u) => (u.prompt_tokens, u.completion_tokens, share),
+        None => (prompt_estimate, 0, 1.0),
+    };
+    // `share` is checked to be within 0..=1 at load; the product is at
+    // most `reserved`.
+    let floor = (reserved as f64 * share.clamp(0.0, 1.0)).ceil() as u64;
+    let completion = streamed.max(floor.min(reserved));
+    Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt.saturating_add(completion),
     }
 }
 
@@ -375,5 +434,36 @@ impl Pending {
         }
         ledger.submit(record);
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(prompt: u64, completion: u64) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+        }
+    }
+
+    /// Issue 33: a stream cut after a few visible tokens was billed at
+    /// those, while the upstream billed its hidden reasoning too. Its
+    /// output is charged at least `share` of what was reserved.
+    #[test]
+    fn a_cut_stream_is_charged_at_least_its_share_of_the_reservation() {
+        let streamed = Some(usage(12, 5));
+        assert_eq!(charged(streamed, 10, 1_000, 1.0), usage(12, 1_000));
+        assert_eq!(charged(streamed, 10, 1_000, 0.25), usage(12, 250));
+        assert_eq!(charged(streamed, 10, 1_000, 0.0), usage(12, 5));
+        // Streamed past its reservation (a low estimate): what it streamed.
+        assert_eq!(
+            charged(Some(usage(12, 1_500)), 10, 1_000, 1.0),
+            usage(12, 1_500)
+        );
+        // A reader that cannot tell: the worst case, whatever the share.
+        assert_eq!(charged(None, 10, 1_000, 0.0), usage(10, 1_000));
     }
 }

@@ -55,11 +55,14 @@ async fn the_usage_reported_settles_the_tokens_reserved() {
     let state = limited(MODEL, 100.0, 100, Some(1_000));
     let d = delivered(&state).await;
     assert_eq!(available(&state).await, 500.0);
-    d.reserved.settle(Some(Usage {
-        prompt_tokens: 60,
-        completion_tokens: 40,
-        total_tokens: 100,
-    }));
+    d.reserved.settle_answer(
+        Some(Usage {
+            prompt_tokens: 60,
+            completion_tokens: 40,
+            total_tokens: 100,
+        }),
+        true,
+    );
     assert_eq!(available(&state).await, 900.0);
 }
 
@@ -67,6 +70,6 @@ async fn the_usage_reported_settles_the_tokens_reserved() {
 async fn without_a_report_the_estimate_stands() {
     let state = limited(MODEL, 100.0, 100, Some(1_000));
     let d = delivered(&state).await;
-    d.reserved.settle(None);
+    d.reserved.settle_answer(None, true);
     assert_eq!(available(&state).await, 500.0);
 }

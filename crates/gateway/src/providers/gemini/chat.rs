@@ -19,13 +19,15 @@ pub(super) const ACCEPTS: Accepts = Accepts {
     sampling_extras: true,
 };
 
-/// The `generateContent` body for `chat`.
+/// The `generateContent` body for `chat`; its output limited to
+/// `default_max_tokens` (what its reservation assumed) when the client
+/// set none.
 ///
 /// # Errors
 /// An image given by URL (Gemini takes images inline or from its own file
 /// store), or a tool result whose call is not in the conversation (Gemini
 /// answers a call by its function's name).
-pub(super) fn request(chat: &Chat) -> Result<Value, BadField> {
+pub(super) fn request(chat: &Chat, default_max_tokens: u64) -> Result<Value, BadField> {
     let mut body = Map::new();
     if !chat.system.is_empty() {
         body.insert(
@@ -46,9 +48,8 @@ pub(super) fn request(chat: &Chat) -> Result<Value, BadField> {
             config.insert(key.into(), json!(v));
         }
     }
-    if let Some(max) = chat.max_tokens {
-        config.insert("maxOutputTokens".into(), json!(max));
-    }
+    let max = chat.max_tokens.unwrap_or(default_max_tokens);
+    config.insert("maxOutputTokens".into(), json!(max));
     if !chat.stop.is_empty() {
         config.insert("stopSequences".into(), json!(chat.stop));
     }

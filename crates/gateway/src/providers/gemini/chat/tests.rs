@@ -38,7 +38,7 @@ fn the_request_becomes_generate_content() {
         "tools": [{"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}}],
         "tool_choice": {"type": "function", "function": {"name": "look"}},
     }));
-    let r = request(&c).unwrap();
+    let r = request(&c, 1_024).unwrap();
     assert_eq!(
         r["systemInstruction"],
         json!({"parts": [{"text": "Be terse."}]})
@@ -74,14 +74,18 @@ fn the_request_becomes_generate_content() {
             {"functionResponse": {"name": "smell", "response": {"content": "nothing"}}},
         ])
     );
-    // Nothing set, nothing sent.
-    let bare = request(&chat(
-        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
-    ))
+    // Nothing set, nothing sent but the output limit the call's
+    // reservation assumed (issue 33: without it Gemini writes up to the
+    // model's own maximum, past the budget's reservation).
+    let bare = request(
+        &chat(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})),
+        1_024,
+    )
     .unwrap();
     assert_eq!(
         bare,
-        json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+        json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+               "generationConfig": {"maxOutputTokens": 1_024}})
     );
 }
 
@@ -91,14 +95,19 @@ fn what_gemini_cannot_take_is_refused() {
         {"role": "user", "content": "hi"},
         {"role": "tool", "tool_call_id": "nope", "content": "x"},
     ]}));
-    let e = request(&orphan).unwrap_err();
+    let e = request(&orphan, 1_024).unwrap_err();
     assert!(e.message.contains("\"nope\""), "{}", e.message);
     let url = chat(
         json!({"model": "m", "messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "https://e.com/x.png"}},
         ]}]}),
     );
-    assert!(request(&url).unwrap_err().message.contains("data: URLs"));
+    assert!(
+        request(&url, 1_024)
+            .unwrap_err()
+            .message
+            .contains("data: URLs")
+    );
 }
 
 #[test]
