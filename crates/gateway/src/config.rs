@@ -374,6 +374,10 @@ pub struct TokenConfig {
     pub default_max_tokens: u64,
     /// Characters per prompt token, for the estimate.
     pub chars_per_token: u64,
+    /// The most input tokens, and the most output tokens, one call is
+    /// billed for whatever its upstream reports (default 10,000,000);
+    /// output is bounded by the request's own limit too.
+    pub max_call_tokens: u64,
 }
 
 /// How a 429 is read (see [`AdaptiveSettings::policy`]).

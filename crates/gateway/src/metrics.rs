@@ -238,6 +238,8 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Upstream retries, by provider and reason (retries)."),
     ("sluice_fallbacks_total", Kind::Counter, Unit::Count,
         "Requests moved to a fallback model, by original and fallback model (requests)."),
+    ("sluice_usage_clamped_total", Kind::Counter, Unit::Count,
+        "Answers whose reported usage was above what the call could use (the request's output limit, tokens.max_call_tokens) and was clamped to it, by provider and the first field above (answers)."),
     ("sluice_stream_disconnects_total", Kind::Counter, Unit::Count,
         "Streams the client left before their end, by route (streams)."),
     ("sluice_traces_dropped_total", Kind::Counter, Unit::Count,
@@ -406,6 +408,13 @@ pub fn retry(provider: &str, reason: &'static str) {
 /// Counts a move from model `from` to fallback model `to` (configured names).
 pub fn fallback(from: &str, to: &str) {
     counter!("sluice_fallbacks_total", "from" => bounded(from), "to" => bounded(to)).increment(1);
+}
+
+/// Counts an answer of `provider` whose reported usage was clamped,
+/// `field` the first figure above the bound.
+pub fn usage_clamped(provider: &str, field: &'static str) {
+    counter!("sluice_usage_clamped_total", "provider" => bounded(provider), "field" => field)
+        .increment(1);
 }
 
 /// Counts a client that left a stream before its end.

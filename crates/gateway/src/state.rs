@@ -414,6 +414,17 @@ impl AppState {
         }
     }
 
+    /// [`AppState::grace_over`] as a future of its own, for what outlives
+    /// the request's handler (a stream's body).
+    pub(crate) fn grace_over_owned(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.grace_over.subscribe();
+        async move {
+            if rx.wait_for(|over| *over).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// `fut`'s output, or `None` when the shutdown grace has ended or ends
     /// before it is ready (as `select!`, biased to the grace, would
     /// answer). A future ready at its first poll (a grant, a free slot:

@@ -16,7 +16,6 @@
 //! opened it), `synchronous` is FULL (SQLite's default, which sqlx
 //! keeps), and a batch is stored when its commit returns.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -24,8 +23,8 @@ use std::time::Duration;
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, Statement, TransactionBehavior, params};
 
-use crate::rollup::{Delta, Key};
-use crate::store::{RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
+use crate::rollup::deltas;
+use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, stored, to_i64};
 use crate::{Error, Record};
 
 /// Statements kept prepared: the three of a batch, with room to spare.
@@ -38,7 +37,7 @@ const STATEMENTS: usize = 4;
 const RECORDS_PER_INSERT: usize = 16;
 
 /// The columns of a record, as [`RECORD_COLUMNS`] lists them.
-const COLUMNS: usize = 21;
+const COLUMNS: usize = 22;
 
 /// The writing connection to a ledger's SQLite file; closed by
 /// [`Direct::close`] (writes then fail, as sqlx's on a closed pool).
@@ -70,18 +69,17 @@ impl Direct {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stores `records` and adds `rollups` in one transaction, on the
-    /// calling thread (it blocks: see [`crate::LedgerStore::insert`]).
-    pub(crate) fn insert(
-        &self,
-        records: &[Record],
-        rollups: &BTreeMap<Key<'_>, Delta>,
-    ) -> Result<(), Error> {
+    /// Stores the records of `records` whose key is not stored yet and
+    /// adds them to the rollups, in one transaction, on the calling
+    /// thread (it blocks: see [`crate::LedgerStore::insert`]); returns
+    /// how many were new.
+    pub(crate) fn insert(&self, records: &[Record]) -> Result<u64, Error> {
         let mut guard = self.lock();
         let conn = guard.as_mut().ok_or(Error::Closed)?;
         // IMMEDIATE: the write lock is taken (or waited for) up front,
         // never upgraded mid-batch where SQLite could only fail.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut fresh: Vec<&Record> = Vec::with_capacity(records.len());
         {
             let mut chunks = records.chunks_exact(RECORDS_PER_INSERT);
             if chunks.len() > 0 {
@@ -90,18 +88,26 @@ impl Direct {
                     for (i, r) in chunk.iter().enumerate() {
                         bind(&mut insert, i, r)?;
                     }
-                    insert.raw_execute()?;
+                    let mut keys = Vec::with_capacity(RECORDS_PER_INSERT);
+                    let mut rows = insert.raw_query();
+                    while let Some(row) = rows.next()? {
+                        keys.push(row.get::<_, String>(0)?);
+                    }
+                    stored(chunk, keys, &mut fresh);
                 }
             }
             if !chunks.remainder().is_empty() {
                 let mut insert = tx.prepare_cached(insert_records(1))?;
                 for r in chunks.remainder() {
                     bind(&mut insert, 0, r)?;
-                    insert.raw_execute()?;
+                    // 0 rows changed: its key was stored already.
+                    if insert.raw_execute()? == 1 {
+                        fresh.push(r);
+                    }
                 }
             }
             let mut upsert = tx.prepare_cached(upsert_rollup())?;
-            for (k, d) in rollups {
+            for (k, d) in deltas(fresh.iter().copied()) {
                 upsert.execute(params![
                     k.granularity,
                     k.bucket_ms,
@@ -121,13 +127,15 @@ impl Direct {
         }
         // On failure the transaction rolls back as it drops: none stored.
         tx.commit()?;
-        Ok(())
+        Ok(fresh.len() as u64)
     }
 }
 
 /// Binds `r` as the `row`th (from 0) of `insert`'s rows.
 fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<()> {
+    let key = r.key();
     let values: [&dyn ToSql; COLUMNS] = [
+        &key.as_ref(),
         &r.at_ms,
         &r.request_id,
         &r.tenant,
@@ -156,8 +164,10 @@ fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<
     Ok(())
 }
 
-/// `INSERT INTO usage_records (…) VALUES (?1, …), …`: `rows` records
-/// (1 or [`RECORDS_PER_INSERT`]).
+/// `INSERT INTO usage_records (…) VALUES (?1, …), … ON CONFLICT (uid) DO
+/// NOTHING`: `rows` records (1 or [`RECORDS_PER_INSERT`]). The chunk's
+/// returns the keys it stored; the single record's tells by its count of
+/// rows changed.
 fn insert_records(rows: usize) -> &'static str {
     static ONE: OnceLock<String> = OnceLock::new();
     static CHUNK: OnceLock<String> = OnceLock::new();
@@ -166,8 +176,13 @@ fn insert_records(rows: usize) -> &'static str {
             .map(|i| format!("({})", placeholders(i * COLUMNS, COLUMNS)))
             .collect();
         format!(
-            "INSERT INTO usage_records ({RECORD_COLUMNS}) VALUES {}",
-            rows.join(", ")
+            "INSERT INTO usage_records ({RECORD_COLUMNS}) VALUES {}{ON_KEY}{}",
+            rows.join(", "),
+            if rows.len() == 1 {
+                ""
+            } else {
+                " RETURNING uid"
+            }
         )
     };
     if rows == 1 {
@@ -207,11 +222,14 @@ mod tests {
     fn the_statements_bind_what_the_columns_list() {
         assert_eq!(RECORD_COLUMNS.split(',').count(), COLUMNS);
         let one = insert_records(1);
-        assert!(one.ends_with(&format!("?{COLUMNS})")), "{one}");
+        assert!(one.ends_with(&format!("?{COLUMNS}){ON_KEY}")), "{one}");
         let chunk = insert_records(RECORDS_PER_INSERT);
         let last = RECORDS_PER_INSERT * COLUMNS;
-        assert!(chunk.ends_with(&format!("?{last})")), "{chunk}");
-        assert_eq!(chunk.matches('(').count(), RECORDS_PER_INSERT + 1);
+        assert!(
+            chunk.ends_with(&format!("?{last}){ON_KEY} RETURNING uid")),
+            "{chunk}"
+        );
+        assert_eq!(chunk.matches('(').count(), RECORDS_PER_INSERT + 2);
         assert!(upsert_rollup().contains(&format!("?{})", 6 + crate::SUMS.len())));
     }
 }

@@ -14,13 +14,13 @@ use sqlx::query::Query;
 
 use crate::Record;
 use crate::rollup::{Delta, Key};
-use crate::store::{RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
+use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
 
 /// The PostgreSQL type of each of [`RECORD_COLUMNS`], in order.
-const RECORD_TYPES: [&str; 21] = [
-    "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT",
-    "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
-    "BOOLEAN",
+const RECORD_TYPES: [&str; 22] = [
+    "TEXT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT",
+    "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT",
+    "BIGINT", "BOOLEAN",
 ];
 
 /// The types of the rollups' key columns and sums, in `rollup_head`'s
@@ -45,7 +45,7 @@ fn records_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
     SQL.get_or_init(|| {
         format!(
-            "INSERT INTO usage_records ({RECORD_COLUMNS}) {}",
+            "INSERT INTO usage_records ({RECORD_COLUMNS}) {}{ON_KEY} RETURNING uid",
             unnest(&RECORD_TYPES)
         )
     })
@@ -69,10 +69,12 @@ fn column<'r, R, T>(rows: &'r [R], f: impl Fn(&'r R) -> T) -> Vec<T> {
     rows.iter().map(f).collect()
 }
 
-/// Inserts `records` into `usage_records`.
+/// Inserts the records of `records` whose key is not stored yet into
+/// `usage_records`, returning the keys it stored.
 pub(crate) fn insert_records(records: &[Record]) -> Query<'_, Postgres, PgArguments> {
     let r = records;
     sqlx::query(records_sql())
+        .bind(column(r, |r| r.key().into_owned()))
         .bind(column(r, |r| r.at_ms))
         .bind(column(r, |r| r.request_id.as_str()))
         .bind(column(r, |r| r.tenant.as_str()))
@@ -127,7 +129,7 @@ mod tests {
     fn one_array_per_column() {
         assert_eq!(RECORD_COLUMNS.split(", ").count(), RECORD_TYPES.len());
         assert_eq!(rollup_head().matches(", ").count() + 1, ROLLUP_TYPES.len());
-        assert!(records_sql().ends_with("$21::BOOLEAN[])"));
+        assert!(records_sql().contains("$22::BOOLEAN[]) ON CONFLICT (uid) DO NOTHING"));
         assert!(rollups_sql().contains("$13::BIGINT[]) ON CONFLICT"));
     }
 }

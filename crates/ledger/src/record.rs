@@ -9,6 +9,17 @@ use serde::{Deserialize, Serialize};
 pub struct Record {
     /// When it was answered, milliseconds since the Unix epoch.
     pub at_ms: i64,
+    /// The record's own key: one per call, made by the gateway (see
+    /// [`Record::new`]), or `job:{id}#{attempt}` for a job attempt. The
+    /// store keeps one record per key, so that a record written twice (a
+    /// spill file replayed again after a crash, a batch spilled while a
+    /// stalled write went through after all) counts once. Not the
+    /// client's `x-request-id`: clients send the same id again when they
+    /// retry (two calls, both billed), and one tenant could name another's.
+    /// Empty in spill files of versions before it: [`Record::key`] then
+    /// derives one from the record.
+    #[serde(default)]
+    pub uid: String,
     /// The request id (`x-request-id`) or the job's id and attempt.
     pub request_id: String,
     /// The tenant (workspace) that called.
@@ -55,7 +66,8 @@ pub struct Record {
 }
 
 impl Record {
-    /// A record of a call now, with no usage yet.
+    /// A record of a call now, with no usage yet, under a new key
+    /// ([`Record::uid`]) unique to it.
     pub fn new(
         request_id: impl Into<String>,
         tenant: impl Into<String>,
@@ -66,6 +78,7 @@ impl Record {
     ) -> Record {
         Record {
             at_ms: now_ms(),
+            uid: new_uid(),
             request_id: request_id.into(),
             tenant: tenant.into(),
             key_id: None,
@@ -89,10 +102,46 @@ impl Record {
         }
     }
 
+    /// The key the store keeps the record under: its [`uid`](Self::uid),
+    /// or for a record without one (spilled by an older version) one made
+    /// of its request id, time and latency, the same each time the line
+    /// is read again.
+    pub fn key(&self) -> std::borrow::Cow<'_, str> {
+        if self.uid.is_empty() {
+            std::borrow::Cow::Owned(format!(
+                "spill:{}:{}:{}:{}",
+                self.tenant, self.request_id, self.at_ms, self.latency_ms
+            ))
+        } else {
+            std::borrow::Cow::Borrowed(&self.uid)
+        }
+    }
+
     /// Whether the call failed (no answer, or a status of 400 and above).
     pub fn is_error(&self) -> bool {
         self.status == 0 || self.status >= 400
     }
+}
+
+/// A key no other record has: 64 random bits chosen once per process,
+/// then a counter (128 bits, 32 hex digits). The random half keeps two
+/// processes (a gateway restarted, several replicas on one PostgreSQL)
+/// apart; the counter keeps a process's records apart.
+fn new_uid() -> String {
+    use std::hash::BuildHasher;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PROCESS: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let process = *PROCESS.get_or_init(|| {
+        // std's hasher keys come from the OS's random source.
+        std::collections::hash_map::RandomState::new()
+            .hash_one((std::process::id(), SystemTime::now()))
+    });
+    format!(
+        "{process:016x}{:016x}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -44,7 +44,9 @@ impl Delta {
 }
 
 /// The deltas of `records`, in key order.
-pub(crate) fn deltas(records: &[Record]) -> BTreeMap<Key<'_>, Delta> {
+pub(crate) fn deltas<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+) -> BTreeMap<Key<'a>, Delta> {
     let mut out = BTreeMap::new();
     for r in records {
         for g in Granularity::STORED {

@@ -17,28 +17,42 @@ use crate::{Dim, Error, Granularity, Query, Record, Row, SUMS, Totals};
 
 const MIGRATIONS_TABLE: &str = "_sluice_ledger_migrations";
 
-const SQLITE: Schema = Schema::new(&[Step::new(
-    1,
-    "usage ledger",
-    include_str!("../migrations/sqlite/0001_ledger.sql"),
-)])
+const SQLITE: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "usage ledger",
+        include_str!("../migrations/sqlite/0001_ledger.sql"),
+    ),
+    Step::new(
+        2,
+        "record keys",
+        include_str!("../migrations/sqlite/0002_record_keys.sql"),
+    ),
+])
 .table(MIGRATIONS_TABLE);
 
-const POSTGRES: Schema = Schema::new(&[Step::new(
-    1,
-    "usage ledger",
-    include_str!("../migrations/postgres/0001_ledger.sql"),
-)])
+const POSTGRES: Schema = Schema::new(&[
+    Step::new(
+        1,
+        "usage ledger",
+        include_str!("../migrations/postgres/0001_ledger.sql"),
+    ),
+    Step::new(
+        2,
+        "record keys",
+        include_str!("../migrations/postgres/0002_record_keys.sql"),
+    ),
+])
 .table(MIGRATIONS_TABLE);
 
-/// Records per INSERT statement: 21 binds a row, well under both
+/// Records per INSERT statement: 22 binds a row, well under both
 /// engines' bind limits.
 const RECORDS_PER_INSERT: usize = 100;
 
 /// Rollup rows per upsert: 13 binds a row.
 const ROLLUPS_PER_UPSERT: usize = 200;
 
-pub(crate) const RECORD_COLUMNS: &str = "at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
+pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Db {
@@ -115,7 +129,12 @@ impl LedgerStore {
         }
     }
 
-    /// Stores `records` and adds them to the rollups, in one transaction.
+    /// Stores the records of `records` whose key ([`Record::key`]) is not
+    /// stored yet and adds them (only them) to the rollups, in one
+    /// transaction; returns how many were new. A batch written again
+    /// (a spill file replayed twice, a batch spilled while its write went
+    /// through after all) changes nothing; a key twice in `records`
+    /// counts once.
     ///
     /// Into a SQLite file, the transaction runs on the calling thread,
     /// which it blocks until the commit (waiting up to 10 s for another
@@ -126,21 +145,27 @@ impl LedgerStore {
     /// # Errors
     /// [`Error::Database`], [`Error::Sqlite`] or [`Error::Closed`]; then
     /// none of them is stored.
-    pub async fn insert(&self, records: &[Record]) -> Result<(), Error> {
+    pub async fn insert(&self, records: &[Record]) -> Result<u64, Error> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         if let Some(direct) = &self.direct {
-            let rollups = deltas(records);
-            return blocking(|| direct.insert(records, &rollups));
+            return blocking(|| direct.insert(records));
         }
-        let rollups: Vec<(Key, Delta)> = deltas(records).into_iter().collect();
+        let mut fresh: Vec<&Record> = Vec::with_capacity(records.len());
         match &self.db {
             Db::Sqlite(pool) => {
                 let mut tx = pool.begin().await?;
                 for chunk in records.chunks(RECORDS_PER_INSERT) {
-                    insert_records(chunk).build().execute(&mut *tx).await?;
+                    let rows = insert_records(chunk).build().fetch_all(&mut *tx).await?;
+                    let keys = rows
+                        .iter()
+                        .map(|r| r.try_get::<String, _>(0))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    stored(chunk, keys, &mut fresh);
                 }
+                let rollups: Vec<(Key, Delta)> =
+                    deltas(fresh.iter().copied()).into_iter().collect();
                 for chunk in rollups.chunks(ROLLUPS_PER_UPSERT) {
                     upsert_rollups(chunk).build().execute(&mut *tx).await?;
                 }
@@ -148,12 +173,22 @@ impl LedgerStore {
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                pg::insert_records(records).execute(&mut *tx).await?;
-                pg::upsert_rollups(&rollups).execute(&mut *tx).await?;
+                let keys: Vec<String> = pg::insert_records(records)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .iter()
+                    .map(|r| r.try_get::<String, _>(0))
+                    .collect::<Result<_, _>>()?;
+                stored(records, keys, &mut fresh);
+                let rollups: Vec<(Key, Delta)> =
+                    deltas(fresh.iter().copied()).into_iter().collect();
+                if !rollups.is_empty() {
+                    pg::upsert_rollups(&rollups).execute(&mut *tx).await?;
+                }
                 tx.commit().await?;
             }
         }
-        Ok(())
+        Ok(fresh.len() as u64)
     }
 
     /// The rollups `query` selects, grouped as it asks, in bucket and
@@ -313,17 +348,37 @@ pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// Adds to `fresh` the records of `chunk` that an INSERT stored, given
+/// the keys it returned (`RETURNING uid`: the rows it inserted, in no
+/// promised order). Each key returned stands for one record: a key twice
+/// in `chunk` was inserted once.
+pub(crate) fn stored<'a>(chunk: &'a [Record], keys: Vec<String>, fresh: &mut Vec<&'a Record>) {
+    if keys.len() == chunk.len() {
+        // Every record was new (the common case): no lookups.
+        fresh.extend(chunk);
+        return;
+    }
+    let mut keys: std::collections::HashSet<String> = keys.into_iter().collect();
+    fresh.extend(chunk.iter().filter(|r| keys.remove(r.key().as_ref())));
+}
+
+/// After an INSERT's values: a record whose key is stored already is
+/// left out, and the keys of those stored are returned.
+pub(crate) const ON_KEY: &str = " ON CONFLICT (uid) DO NOTHING";
+
 fn insert_records<DB>(chunk: &[Record]) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     bool: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> Option<&'t str>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     let mut q = QueryBuilder::new(format!("INSERT INTO usage_records ({RECORD_COLUMNS}) "));
     q.push_values(chunk, |mut b, r| {
-        b.push_bind(r.at_ms)
+        b.push_bind(r.key().into_owned())
+            .push_bind(r.at_ms)
             .push_bind(r.request_id.as_str())
             .push_bind(r.tenant.as_str())
             .push_bind(r.key_id.as_deref())
@@ -345,6 +400,7 @@ where
             .push_bind(i64::from(r.retries))
             .push_bind(r.cache_hit);
     });
+    q.push(ON_KEY).push(" RETURNING uid");
     q
 }
 
@@ -506,6 +562,7 @@ macro_rules! decoders {
             Ok((
                 r.try_get("id")?,
                 Record {
+                    uid: r.try_get::<Option<String>, _>("uid")?.unwrap_or_default(),
                     at_ms: r.try_get("at_ms")?,
                     request_id: r.try_get("request_id")?,
                     tenant: r.try_get("tenant")?,
@@ -540,6 +597,6 @@ impl sluice_spool::Sink<Record> for LedgerStore {
     type Error = Error;
 
     async fn write(&self, batch: &[Record]) -> Result<(), Error> {
-        self.insert(batch).await
+        self.insert(batch).await.map(drop)
     }
 }

@@ -9,7 +9,7 @@ use crate::Error;
 mod knobs;
 mod seed;
 
-pub use knobs::{Faults, Latency, Limits};
+pub use knobs::{Faults, Latency, Limits, MalformedBody};
 
 /// The sim's configuration. `Default` reproduces the seed's tables: the
 /// providers `openai`, `anthropic`, `google`, `deepseek`, `minimax` and the

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::Faults;
+use crate::config::{Faults, MalformedBody};
 
 /// What happens to one admitted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,8 +14,9 @@ pub(crate) enum Fault {
     Disconnect {
         after_chunks: u32,
     },
-    /// Answer 200 with a body that is not what the format promises.
-    Malformed,
+    /// Answer 200 with a body that is not what the format promises
+    /// (a stream garbled whatever the body asked for).
+    Malformed(MalformedBody),
     /// Sleep this long before answering.
     Hang(Duration),
 }
@@ -27,7 +28,7 @@ impl Fault {
             Fault::None => None,
             Fault::Error(_) => Some("error"),
             Fault::Disconnect { .. } => Some("disconnect"),
-            Fault::Malformed => Some("malformed"),
+            Fault::Malformed(_) => Some("malformed"),
             Fault::Hang(_) => Some("hang"),
         }
     }
@@ -81,7 +82,7 @@ impl FaultState {
             };
         }
         if hits(n, f.malformed_every, f.malformed_rate, rng) {
-            return Fault::Malformed;
+            return Fault::Malformed(f.malformed_body);
         }
         Fault::None
     }

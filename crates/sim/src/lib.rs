@@ -95,7 +95,8 @@ pub mod swarm;
 mod wire;
 
 pub use config::{
-    ApiConfig, Faults, Latency, Limits, ModelConfig, ModelDefaults, ProviderConfig, SimConfig,
+    ApiConfig, Faults, Latency, Limits, MalformedBody, ModelConfig, ModelDefaults, ProviderConfig,
+    SimConfig,
 };
 pub use error::Error;
 pub use log::{LogEntry, LogPage};

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use crate::config::Latency;
+use crate::config::{Latency, MalformedBody};
 use crate::faults::Fault;
 use crate::log::Line;
 use crate::state::{Ask, Decision, Kind, MAX_TARGETS, Shared};
@@ -194,6 +194,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
             tokens_out,
             latency,
             truncated,
+            claim,
         } => {
             let answer = Answer {
                 fault,
@@ -201,6 +202,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
                 latency,
                 truncated,
                 seq: outcome.seq,
+                claim,
             };
             let how = How {
                 endpoint: call.endpoint,
@@ -251,6 +253,8 @@ struct Answer {
     latency: Latency,
     truncated: bool,
     seq: u64,
+    /// Prompt tokens to report instead of the prompt's.
+    claim: Option<u64>,
 }
 
 async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Response {
@@ -285,7 +289,7 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        prompt_tokens: parsed.prompt.tokens(),
+        prompt_tokens: a.claim.unwrap_or_else(|| parsed.prompt.tokens()),
         tokens: text::tokens(parsed.prompt.hash(), a.tokens_out),
         truncated: a.truncated,
         include_usage: parsed.include_usage,
@@ -308,7 +312,7 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
         } else {
             "text/event-stream; charset=utf-8"
         };
-        if a.fault == Fault::Malformed {
+        if matches!(a.fault, Fault::Malformed(_)) {
             garble(&mut events);
         }
         let body = paced(pace(events, a.latency), cut, shutdown);
@@ -328,14 +332,23 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
         (None, Endpoint::Responses) => openai::response(&reply, true),
         (None, _) => openai::chat(&reply),
     };
-    if a.fault == Fault::Malformed {
-        // Whole on the wire: only the JSON inside is broken.
+    if let Fault::Malformed(kind) = a.fault {
+        // Whole on the wire: only what is inside is broken.
         let text = Bytes::from(json.to_string());
-        let mut r = text.slice(..text.len() / 2).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let (body, content_type) = match kind {
+            MalformedBody::Cut => (text.slice(..text.len() / 2), "application/json"),
+            MalformedBody::Html => (
+                Bytes::from_static(
+                    b"<html><head><title>502 Bad Gateway</title></head><body>\
+                      <center><h1>502 Bad Gateway</h1></center></body></html>",
+                ),
+                "text/html",
+            ),
+            MalformedBody::Empty => (Bytes::new(), "application/json"),
+        };
+        let mut r = body.into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         return r;
     }
     match cut {

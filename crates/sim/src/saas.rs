@@ -119,7 +119,7 @@ async fn admitted(shared: &Shared, call: &Call, fault: Fault, base: Duration) ->
         );
         return r;
     }
-    if fault == Fault::Malformed {
+    if matches!(fault, Fault::Malformed(_)) {
         let text = Bytes::from(body.to_string());
         let mut r = text.slice(..text.len() / 2).into_response();
         r.headers_mut().insert(

@@ -75,6 +75,9 @@ pub(crate) enum Decision {
         latency: Latency,
         /// `max_tokens` cut the completion short.
         truncated: bool,
+        /// The prompt tokens the answer claims, whatever it used
+        /// ([`crate::Faults::claim_prompt_tokens`]).
+        claim: Option<u64>,
     },
     Limited {
         retry_after: Duration,
@@ -192,6 +195,7 @@ impl Shared {
                         tokens_out,
                         latency: target.latency,
                         truncated,
+                        claim: target.faults.faults.claim_prompt_tokens,
                     }
                 }
                 Verdict::Wait { after, on } => Decision::Limited {

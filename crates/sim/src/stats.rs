@@ -80,12 +80,12 @@ impl Counters {
         match fault {
             Fault::Disconnect { .. } => self.disconnects += 1,
             Fault::Hang(_) => self.hangs += 1,
-            Fault::Malformed => self.malformed += 1,
+            Fault::Malformed(_) => self.malformed += 1,
             Fault::None | Fault::Error(_) => {}
         }
         if (200..=299).contains(&status) {
             self.tokens_in += tokens.0;
-            if !matches!(fault, Fault::Disconnect { .. } | Fault::Malformed) {
+            if !matches!(fault, Fault::Disconnect { .. } | Fault::Malformed(_)) {
                 self.tokens_out += tokens.1;
             }
         }

@@ -2,11 +2,10 @@
 //! (`.importing`) while they are written back.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 /// Where the spill file goes while it is written back.
 pub(crate) fn importing(spill: &Path) -> PathBuf {
@@ -38,10 +37,24 @@ pub(crate) fn append<T: Serialize>(
     let f = match open {
         Some(f) => f,
         None => {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(dir) = dir {
                 std::fs::create_dir_all(dir)?;
             }
-            open.insert(OpenOptions::new().create(true).append(true).open(path)?)
+            let created = !path.exists();
+            let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+            if created {
+                // The file's name on disk too, not only its lines, before
+                // the first fsync counts on it.
+                if let Some(dir) = dir {
+                    let _ = File::open(dir).and_then(|d| d.sync_all());
+                }
+            } else if cut(path)? {
+                // A crash cut the last line: ours starts on a line of its
+                // own rather than glued to that one's end.
+                f.write_all(b"\n")?;
+            }
+            open.insert(f)
         }
     };
     // One write: lines of concurrent spills never interleave.
@@ -52,19 +65,15 @@ pub(crate) fn append<T: Serialize>(
     written
 }
 
-/// The records of a spill file; a line that is not one (a write cut by a
-/// crash) is logged and skipped.
-pub(crate) fn read<T: DeserializeOwned>(path: &Path, name: &str) -> std::io::Result<Vec<T>> {
-    let mut out = Vec::new();
-    for line in BufReader::new(File::open(path)?).lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(&line) {
-            Ok(r) => out.push(r),
-            Err(e) => tracing::error!(spool = name, error = %e, %line, "spill line unreadable"),
-        }
+/// Whether the file at `path` ends inside a line (a write cut by a
+/// crash).
+fn cut(path: &Path) -> std::io::Result<bool> {
+    let mut f = File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
     }
-    Ok(out)
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }

@@ -6,8 +6,12 @@
 //! batch rather than per record (see [`SpoolConfig::linger`]). When the queue
 //! is full (or the task has stopped), or a batch cannot be written,
 //! records are appended to a spill file (one JSON line each) and counted
-//! ([`Spool::spilled`]); the task writes the spill file into the sink
-//! after its next good batch, at start and at shutdown. Only when the
+//! ([`Spool::spilled`]). So are they when the sink stalls: a write not
+//! answered within [`SpoolConfig::stall`] (1 s) puts its batch and the
+//! queue in the file, fsynced, and so on every quarter of the bound
+//! until it returns (see `stall.rs`). The task writes the spill file into the sink
+//! after its next good batch, at start and at shutdown, a batch at a
+//! time behind a durable cursor (see `replay.rs`). Only when the
 //! spill file itself cannot be written (or there is none) is a record
 //! lost: counted ([`Spool::lost`]) and logged whole at `error`, so that it
 //! still reaches the operator's logs. [`SpoolTask::shutdown`] is the
@@ -48,7 +52,9 @@
 
 mod file;
 mod queue;
+mod replay;
 mod runner;
+mod stall;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -103,7 +109,18 @@ pub struct SpoolConfig {
     /// batches then never hold a worker thread that requests wait for.
     /// `None` (the default): a task.
     pub thread: Option<String>,
+    /// A write the sink has not answered within this long is a stall:
+    /// its batch and the queue go to the spill file (fsynced), and so
+    /// does the queue every quarter of this until it returns ([`DEFAULT_STALL`]; `None`:
+    /// only a full queue or a failed write spills). Needs a spill file,
+    /// and the writer on a thread of its own (or a sink that does not
+    /// block its runtime's thread): the guard that watches runs on the
+    /// runtime that spawns the spool.
+    pub stall: Option<Duration>,
 }
+
+/// A write not answered within this long is a stall by default.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(1);
 
 /// A batch that is not full waits this long for more records by default.
 pub const DEFAULT_LINGER: Duration = Duration::from_millis(10);
@@ -118,7 +135,16 @@ impl SpoolConfig {
             spill: None,
             linger: DEFAULT_LINGER,
             thread: None,
+            stall: Some(DEFAULT_STALL),
         }
+    }
+
+    /// With writes not answered within `stall` taken for a stall (`None`:
+    /// never).
+    #[must_use]
+    pub fn stall(mut self, stall: Option<Duration>) -> SpoolConfig {
+        self.stall = stall;
+        self
     }
 
     /// With the writer on a thread named `name` (at most 15 bytes are
@@ -177,6 +203,8 @@ impl<T> Clone for Spool<T> {
 struct Inner<T> {
     queue: Queue<T>,
     shared: Shared,
+    /// The write in progress, for the stall guard.
+    inflight: std::sync::Mutex<stall::Inflight<T>>,
 }
 
 /// Closes a spool's queue, whatever its records' type.
@@ -184,7 +212,7 @@ trait Close: Send + Sync {
     fn close(&self);
 }
 
-impl<T: Send> Close for Inner<T> {
+impl<T: Send + Sync> Close for Inner<T> {
     fn close(&self) {
         self.queue.close();
     }
@@ -205,6 +233,14 @@ struct Shared {
     written: AtomicU64,
     /// Whether the spill file may hold records.
     pending: AtomicBool,
+    /// Whether the sink stalls (see `stall.rs`): the guard moves the
+    /// queue to the spill file at each look.
+    stalled: AtomicBool,
+    /// Whether records were appended to the spill file since its last
+    /// fsync.
+    unsynced: AtomicBool,
+    /// Whether the writer has ended.
+    done: AtomicBool,
     /// When the spill warning was last logged (ms since `started`), and
     /// how many records spilled since: a full queue under load spills
     /// thousands of records a second, the log says so once per
@@ -253,6 +289,9 @@ where
             lost: AtomicU64::new(0),
             written: AtomicU64::new(0),
             pending: AtomicBool::new(pending),
+            stalled: AtomicBool::new(false),
+            unsynced: AtomicBool::new(false),
+            done: AtomicBool::new(false),
             started: std::time::Instant::now(),
             warned_ms: AtomicU64::new(u64::MAX),
             unreported: AtomicU64::new(0),
@@ -260,7 +299,11 @@ where
         let inner = Arc::new(Inner {
             queue: Queue::new(config.capacity, config.batch),
             shared,
+            inflight: std::sync::Mutex::default(),
         });
+        if let (Some(stall), Some(_)) = (config.stall, &inner.shared.spill) {
+            stall::guard(Arc::downgrade(&inner), stall);
+        }
         let runner = Runner::start(
             config.name,
             config.thread.as_deref(),
@@ -275,7 +318,7 @@ where
     }
 
     /// Queues `record` and returns at once (see the crate doc for a full
-    /// queue).
+    /// queue and a stalled sink).
     pub fn push(&self, record: T) {
         if let Err(r) = self.inner.queue.push(record) {
             self.inner
@@ -330,6 +373,7 @@ impl Shared {
         match written {
             Ok(()) => {
                 self.spilled.fetch_add(n, Ordering::Relaxed);
+                self.unsynced.store(true, Ordering::Release);
                 self.pending.store(true, Ordering::Release);
                 self.warn_spilled(n);
             }
@@ -340,6 +384,35 @@ impl Shared {
                     tracing::error!(spool = self.name, error = %e, record = %line, "record lost");
                 }
             }
+        }
+    }
+
+    /// Fsyncs the spill file if records were appended since the last
+    /// time.
+    fn sync(&self) {
+        if !self.unsynced.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(f) = self.file_handle() {
+            self.sync_file(&f);
+        }
+    }
+
+    /// A handle of its own on the open spill file: an fsync takes from
+    /// milliseconds to a second on a busy disk, and callers spilling
+    /// (on serving threads, in a stall) must not wait for it behind the
+    /// file's lock.
+    fn file_handle(&self) -> Option<std::fs::File> {
+        let open = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        open.as_ref().and_then(|f| f.try_clone().ok())
+    }
+
+    /// Fsyncs `f`, the spill file; a failure is logged and tried again
+    /// at the next look.
+    fn sync_file(&self, f: &std::fs::File) {
+        if let Err(e) = f.sync_data() {
+            self.unsynced.store(true, Ordering::Release);
+            tracing::warn!(spool = self.name, error = %e, "spill file not synced");
         }
     }
 
@@ -362,95 +435,48 @@ impl Shared {
                 spool = self.name,
                 records,
                 total = self.spilled.load(Ordering::Relaxed),
-                "queue full or store failing: records spilled to the spill file (written back later; \
+                "queue full or store failing or stalled: records spilled to the spill file (written back later; \
                  logged at most every 10 s)"
             );
         }
-    }
-
-    /// Writes the spill file into `sink`; on failure it stays for the
-    /// next try.
-    async fn import<T, S>(&self, sink: &S)
-    where
-        T: DeserializeOwned,
-        S: Sink<T>,
-    {
-        let Some(spill) = &self.spill else {
-            return;
-        };
-        if !self.pending.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        let taken = file::importing(spill);
-        {
-            // Records spilled from now on go to a fresh file.
-            let mut open = self.file.lock().unwrap_or_else(|e| e.into_inner());
-            // Closed: the next spill opens (creates) the file at `spill`
-            // again instead of appending to the one taken.
-            *open = None;
-            if !taken.exists()
-                && let Err(e) = std::fs::rename(spill, &taken)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::warn!(spool = self.name, error = %e, "spill file not taken");
-                self.pending.store(true, Ordering::Release);
-                return;
-            }
-        }
-        let records: Vec<T> = match file::read(&taken, self.name) {
-            Ok(records) => records,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                tracing::warn!(spool = self.name, error = %e, "spill file unreadable");
-                self.pending.store(true, Ordering::Release);
-                return;
-            }
-        };
-        for chunk in records.chunks(self.batch) {
-            if let Err(e) = sink.write(chunk).await {
-                // The whole file is tried again: a batch may be stored
-                // twice only if the remove below fails.
-                tracing::warn!(spool = self.name, error = %e, "spill not written yet");
-                self.pending.store(true, Ordering::Release);
-                return;
-            }
-        }
-        self.written
-            .fetch_add(records.len() as u64, Ordering::Relaxed);
-        if let Err(e) = std::fs::remove_file(&taken) {
-            tracing::warn!(spool = self.name, error = %e, "spill file not removed");
-        }
-        tracing::info!(
-            spool = self.name,
-            records = records.len(),
-            "spill written to the store"
-        );
     }
 }
 
 async fn run<T, S>(sink: S, inner: Arc<Inner<T>>)
 where
-    T: Serialize + DeserializeOwned + Send,
+    T: Serialize + DeserializeOwned + Send + Sync,
     S: Sink<T>,
 {
     let (shared, queue) = (&inner.shared, &inner.queue);
-    shared.import(&sink).await;
+    inner.import(&sink).await;
     let mut batch = Vec::with_capacity(shared.batch);
     while queue.next_batch(&mut batch, shared.linger).await {
         let n = batch.len();
-        match sink.write(&batch).await {
+        // Shared with the stall guard while it is written.
+        let writing = Arc::new(std::mem::take(&mut batch));
+        inner.begin_write(Some(Arc::clone(&writing)));
+        let written = sink.write(&writing).await;
+        let spilled = inner.end_write();
+        batch = Arc::try_unwrap(writing).unwrap_or_else(|w| Vec::with_capacity(w.len()));
+        match written {
             Ok(()) => {
                 shared.written.fetch_add(n as u64, Ordering::Relaxed);
-                shared.import(&sink).await;
+                inner.import(&sink).await;
             }
             Err(e) => {
                 tracing::warn!(spool = shared.name, error = %e, records = n, "batch not written");
-                shared.spill(&batch);
+                // A batch the guard spilled while it waited is in the
+                // file already.
+                if !spilled {
+                    shared.spill(&batch);
+                }
             }
         }
         batch.clear();
     }
-    shared.import(&sink).await;
+    inner.import(&sink).await;
+    shared.sync();
+    shared.done.store(true, Ordering::Release);
 }
 
 #[cfg(test)]

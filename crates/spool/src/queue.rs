@@ -133,6 +133,12 @@ impl<T> Queue<T> {
         self.len() == 0
     }
 
+    /// Takes every record waiting (the oldest first), for a writer that
+    /// puts them elsewhere.
+    pub fn drain(&self) -> Vec<T> {
+        std::mem::take(&mut self.lock().records)
+    }
+
     /// Records waiting, and whether the queue is closed.
     fn state(&self) -> (usize, bool) {
         let s = self.lock();

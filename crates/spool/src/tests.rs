@@ -1,5 +1,6 @@
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -231,4 +232,195 @@ async fn a_writer_on_its_own_thread_drains_at_shutdown() {
     );
     spool.push(100);
     assert_eq!(spool.lost(), 1, "after shutdown, no spill file: lost");
+}
+
+/// A sink whose writes wait until it is opened (a store that stalls:
+/// a lock held elsewhere, packets held).
+#[derive(Clone, Default)]
+struct Stalling {
+    rows: Arc<Mutex<Vec<u64>>>,
+    open: Arc<AtomicBool>,
+}
+
+impl Sink<u64> for Stalling {
+    type Error = &'static str;
+    async fn write(&self, batch: &[u64]) -> Result<(), Self::Error> {
+        while !self.open.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.rows.lock().unwrap().extend_from_slice(batch);
+        Ok(())
+    }
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_stalled_sink_spills_its_batch_and_queue_once_the_bound_passes() {
+    let sink = Stalling::default();
+    let spill = temp("spill.jsonl");
+    let config = SpoolConfig::new("test")
+        .capacity(100)
+        .batch(4)
+        .spill(Some(spill.clone()));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..10 {
+        spool.push(n);
+    }
+    // The writer takes a batch of 4 and waits on the store; 6 wait in the
+    // queue, far from full.
+    tokio::time::sleep(DEFAULT_STALL * 9 / 10).await;
+    assert_eq!((spool.spilled(), spool.queued()), (0, 6), "not yet a stall");
+    // Past the bound (and the guard's look, a quarter of it): the batch
+    // and the queue are on disk.
+    tokio::time::sleep(DEFAULT_STALL * 2 / 5).await;
+    assert_eq!((spool.spilled(), spool.queued()), (10, 0));
+    assert_eq!(lines(&spill), 10);
+    // Until the store answers, the queue follows at every look.
+    spool.push(10);
+    assert_eq!((spool.spilled(), spool.queued()), (10, 1));
+    tokio::time::sleep(DEFAULT_STALL / 4).await;
+    assert_eq!(
+        (spool.spilled(), spool.queued(), lines(&spill)),
+        (11, 0, 11)
+    );
+    sink.open.store(true, Ordering::Relaxed);
+    tokio::time::sleep(DEFAULT_STALL).await;
+    // Answering again: records are queued again.
+    spool.push(11);
+    assert_eq!(spool.spilled(), 11);
+    task.shutdown().await;
+    // Every record arrived; the batch of 4 twice (its write went through,
+    // and it was in the file): only an idempotent sink stores it once.
+    let mut rows = sorted_rows(&sink.rows);
+    assert_eq!(rows.len(), 12 + 4);
+    rows.dedup();
+    assert_eq!(rows, (0..12).collect::<Vec<_>>());
+    assert_eq!(spool.lost(), 0);
+    assert!(!file::exists(&spill));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn without_a_stall_bound_only_a_full_queue_spills() {
+    let sink = Stalling::default();
+    let spill = temp("spill.jsonl");
+    let config = SpoolConfig::new("test")
+        .capacity(100)
+        .batch(4)
+        .stall(None)
+        .spill(Some(spill.clone()));
+    let (spool, task) = Spool::spawn(sink.clone(), config);
+    for n in 0..10 {
+        spool.push(n);
+    }
+    tokio::time::sleep(DEFAULT_STALL * 10).await;
+    assert_eq!((spool.spilled(), spool.queued()), (0, 6));
+    sink.open.store(true, Ordering::Relaxed);
+    task.shutdown().await;
+    assert_eq!(sorted_rows(&sink.rows), (0..10).collect::<Vec<_>>());
+}
+
+fn sorted_rows(rows: &Mutex<Vec<u64>>) -> Vec<u64> {
+    let mut v = rows.lock().unwrap().clone();
+    v.sort_unstable();
+    v
+}
+
+/// A sink that takes `left` batches, then fails.
+#[derive(Clone, Default)]
+struct Flaky {
+    rows: Arc<Mutex<Vec<u64>>>,
+    left: Arc<Mutex<usize>>,
+}
+
+impl Sink<u64> for Flaky {
+    type Error = &'static str;
+    async fn write(&self, batch: &[u64]) -> Result<(), Self::Error> {
+        let mut left = self.left.lock().unwrap();
+        if *left == 0 {
+            return Err("down");
+        }
+        *left -= 1;
+        self.rows.lock().unwrap().extend_from_slice(batch);
+        Ok(())
+    }
+}
+
+/// A spill file of `0..n`, one JSON line each.
+fn spill_file(n: u64) -> PathBuf {
+    let spill = temp("spill.jsonl");
+    let text: String = (0..n).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&spill, text).unwrap();
+    spill
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_replay_cut_short_resumes_at_its_cursor_without_repeating() {
+    let spill = spill_file(100);
+    let sink = Flaky::default();
+    *sink.left.lock().unwrap() = 3;
+    let config = SpoolConfig::new("test")
+        .batch(10)
+        .spill(Some(spill.clone()));
+    let (spool, task) = Spool::<u64>::spawn(sink.clone(), config.clone());
+    task.shutdown().await;
+    // Three batches taken, the fourth refused: the rest waits.
+    assert_eq!(spool.written(), 30);
+    let taken = file::importing(&spill);
+    assert!(taken.exists());
+    assert_eq!(
+        std::fs::read_to_string(replay::cursor(&taken)).unwrap(),
+        "80",
+        "the cursor is past the three batches' bytes"
+    );
+    // The next start writes the rest, and only the rest.
+    *sink.left.lock().unwrap() = usize::MAX;
+    let (spool, task) = Spool::<u64>::spawn(sink.clone(), config);
+    task.shutdown().await;
+    assert_eq!(spool.written(), 70);
+    assert_eq!(
+        *sink.rows.lock().unwrap(),
+        (0..100).collect::<Vec<_>>(),
+        "every record once, in order"
+    );
+    assert!(!file::exists(&spill) && !replay::cursor(&taken).exists());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_crash_between_a_batch_and_its_cursor_repeats_that_batch_only() {
+    // As a crash leaves it: the file taken aside, a cursor at a line's
+    // start (the batches before it stored), and a newer spill file.
+    let spill = spill_file(0);
+    let taken = file::importing(&spill);
+    std::fs::write(
+        &taken,
+        (0..50).map(|i| format!("{i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let at = (0..20).map(|i: u64| i.to_string().len() + 1).sum::<usize>();
+    std::fs::write(replay::cursor(&taken), at.to_string()).unwrap();
+    std::fs::write(&spill, "50\n51\n").unwrap();
+    let sink = Flaky::default();
+    *sink.left.lock().unwrap() = usize::MAX;
+    let config = SpoolConfig::new("test").batch(8).spill(Some(spill.clone()));
+    let (spool, task) = Spool::<u64>::spawn(sink.clone(), config);
+    task.shutdown().await;
+    // Both files, from the cursor on: 20..52.
+    assert_eq!(*sink.rows.lock().unwrap(), (20..52).collect::<Vec<_>>());
+    assert_eq!(spool.written(), 32);
+    assert!(!file::exists(&spill));
+}
+
+#[test]
+fn a_spill_after_a_cut_line_starts_a_line_of_its_own() {
+    let spill = temp("spill.jsonl");
+    std::fs::write(&spill, "1\n2\n{\"cut").unwrap();
+    let mut open = None;
+    file::append(&mut open, &spill, &[3u64, 4]).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&spill).unwrap(),
+        "1\n2\n{\"cut\n3\n4\n"
+    );
 }

@@ -40,6 +40,7 @@ mod estimate;
 mod price;
 #[cfg(feature = "redis")]
 mod redis_link;
+mod reported;
 mod sse;
 mod stream;
 mod wire;
@@ -56,6 +57,7 @@ pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
 pub use price::{Cost, Price, PriceError, PriceTable};
+pub use reported::{MAX_CALL_TOKENS, UsageCeiling};
 pub use sse::SseEvents;
 pub use stream::lean::plain_run as json_plain_run;
 pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};

@@ -15,6 +15,7 @@
 //! times as long and outages last ten times as long.
 
 mod diskfull;
+mod ledger;
 mod partition;
 mod postgres;
 mod procs;

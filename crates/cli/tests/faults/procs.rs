@@ -172,6 +172,11 @@ pub fn serve(config: &Path) -> Proc {
     p
 }
 
+/// `sluice serve --config CONFIG`, started: returns at once.
+pub fn spawn_serve(config: &Path) -> Proc {
+    Proc::spawn(serve_command(config))
+}
+
 fn serve_command(config: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
     command

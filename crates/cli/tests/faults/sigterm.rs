@@ -364,3 +364,102 @@ rate = 1000.0
     drop(serve);
     sim.shutdown().await;
 }
+
+/// Streams per client format still running when the grace ends.
+const CUT: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_cut_at_the_end_of_the_grace_end_with_an_error_event_in_their_format() {
+    let mut config = SimConfig::unlimited();
+    // 100 tokens 100 ms apart: 10 s, far past a grace of 1 s.
+    config.models.insert(
+        "endless".into(),
+        ModelConfig {
+            latency: Some(Latency {
+                per_token_ms: 100,
+                ..Latency::default()
+            }),
+            output_tokens: Some(100),
+            ..ModelConfig::default()
+        },
+    );
+    let sim = sim(config).await;
+    let dir = TempDir::new("sigterm-cut");
+    let port = procs::free_port();
+    let cfg = write_config(
+        &dir.0,
+        "sluice.toml",
+        port,
+        &sim.url(),
+        "[shutdown]\ndrain_timeout_ms = 1000\n[trace]\nenabled = false\n[jobs]\nenabled = false\n",
+    );
+    let mut serve = procs::serve(&cfg);
+    let url = format!("http://127.0.0.1:{port}");
+    let http = client();
+    let mut tasks = Vec::new();
+    for i in 0..2 * CUT {
+        let (http, url) = (http.clone(), url.clone());
+        let anthropic = i >= CUT;
+        tasks.push(tokio::spawn(async move {
+            let (path, body) = if anthropic {
+                (
+                    "/v1/messages",
+                    json!({"model": "anthropic/endless", "max_tokens": 200, "stream": true,
+                        "messages": [{"role": "user", "content": "hello there"}]}),
+                )
+            } else {
+                ("/v1/chat/completions", chat("openai/endless", true))
+            };
+            let res = http
+                .post(format!("{url}{path}"))
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| format!("send: {e}"))?;
+            let status = res.status().as_u16();
+            Ok::<_, String>((anthropic, status, body_of(res).await))
+        }));
+    }
+    let end = std::time::Instant::now() + procs::PATIENCE;
+    while sim.stats().model("endless").requests < (2 * CUT) as u64 {
+        assert!(std::time::Instant::now() < end, "streams never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Each stream has begun to flow.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    serve.terminate();
+    for t in tasks {
+        let (anthropic, status, body) = t.await.unwrap().expect("an answer began");
+        assert_eq!(status, 200);
+        // The body ends cleanly (no cut connection), with the error last.
+        let body = body.expect("the stream ends cleanly, not cut");
+        let last = body.trim_end().rsplit("\n\n").next().unwrap_or_default();
+        if anthropic {
+            assert!(last.starts_with("event: error"), "{last}");
+            let data: Value =
+                serde_json::from_str(last.lines().nth(1).unwrap().trim_start_matches("data: "))
+                    .unwrap();
+            assert_eq!(data["type"], "error", "{data}");
+            assert!(
+                data["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("shutting down")
+            );
+        } else {
+            let data: Value = serde_json::from_str(last.trim_start_matches("data: "))
+                .unwrap_or_else(|e| panic!("{e}: {last}"));
+            assert_eq!(data["error"]["code"], "unavailable", "{data}");
+        }
+        assert!(
+            !body.contains("[DONE]") && !body.contains("message_stop"),
+            "{body}"
+        );
+    }
+    assert!(serve.wait_exit().success());
+    eprintln!(
+        "figure sigterm cut: {CUT} OpenAI and {CUT} Anthropic streams past a 1 s grace each ended \
+         with its format's error event, then a clean end"
+    );
+    sim.shutdown().await;
+}

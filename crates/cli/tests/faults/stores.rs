@@ -119,7 +119,7 @@ async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
     );
     let (ok, text) = check_stores(&cfg);
     assert!(!ok && text.contains("keys.db is missing"), "{text}");
-    drop(sim);
+    sim.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,9 +168,21 @@ async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
     }
     // Restored: it starts again.
     let mut serve = procs::serve(&cfg);
+    stop(&mut serve, &http, port).await;
+    sim.shutdown().await;
+}
+
+/// Stops a gateway that just started: once it answers (its SIGTERM
+/// handler is installed by then), SIGTERM, and a clean exit.
+async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, port: u16) {
+    let r = http
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     serve.terminate();
     assert!(serve.wait_exit().success());
-    drop(sim);
 }
 
 /// Overwrites the root page of `index` in the SQLite file at `path` with
@@ -212,8 +224,7 @@ async fn a_damaged_jobs_db_turns_readyz_not_ready_and_runs_no_job_twice() {
     let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), rest);
     let http = client();
     let mut serve = procs::serve(&cfg);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    stop(&mut serve, &http, port).await;
     let jobs_db = dir.0.join("data").join("jobs.db");
     damage_index(&jobs_db, "jobs_finished").await;
     let (ok, text) = check_stores(&cfg);

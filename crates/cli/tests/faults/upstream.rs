@@ -294,30 +294,94 @@ async fn a_reset_mid_stream_is_an_error_event_in_the_streams_format() {
     s.sim.shutdown().await;
 }
 
+impl Setup {
+    /// The calling tenant's usage of `model` in the ledger (`/v1/usage`,
+    /// all time), once it holds `requests` calls: (requests, errors,
+    /// prompt tokens, completion tokens, cost in nanodollars).
+    async fn usage_of(&self, model: &str, requests: u64) -> (u64, u64, u64, u64, u64) {
+        let end = Instant::now() + procs::PATIENCE;
+        loop {
+            let url = format!(
+                "{}/v1/usage?group_by=model&granularity=total&from=0",
+                self.url
+            );
+            let all: Value = self
+                .http
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let row = all["rows"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["model"] == model).cloned())
+                .unwrap_or(Value::Null);
+            let n = |f: &str| row[f].as_u64().unwrap_or(0);
+            if n("requests") >= requests {
+                return (
+                    n("requests"),
+                    n("errors"),
+                    n("prompt_tokens"),
+                    n("completion_tokens"),
+                    n("cost_nanos"),
+                );
+            }
+            assert!(Instant::now() < end, "{model}: not recorded: {all}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_answers_pass_through_and_leave_the_gateway_whole() {
+async fn a_malformed_200_is_an_upstream_error_and_a_malformed_stream_passes_through() {
+    use sluice_sim::MalformedBody;
+    let bad = |body| {
+        faulty(Faults {
+            malformed_every: Some(1),
+            malformed_body: body,
+            ..Faults::none()
+        })
+    };
     let s = setup(
         "malformed",
-        &[(
-            "bad",
-            faulty(Faults {
-                malformed_every: Some(1),
-                ..Faults::none()
-            }),
-        )],
+        &[
+            ("bad", bad(MalformedBody::Cut)),
+            ("bad-html", bad(MalformedBody::Html)),
+            ("bad-empty", bad(MalformedBody::Empty)),
+        ],
         "[[models]]\nprefix = \"openai/bad\"\nrequests_per_second = 1000.0\nburst = 1000\n\
          tokens_per_minute = 1000000\nmax_in_flight = 4\n",
     )
     .await;
-    let whole = s
-        .burst("/v1/chat/completions", chat("openai/bad", false), 5, 30_000)
-        .await;
-    for (status, body) in &whole {
-        let body = body.as_ref().expect("an answer");
-        // Passed on as the upstream sent it: the client's parser decides.
-        assert_eq!(*status, 200, "{body}");
-        assert!(serde_json::from_str::<Value>(body).is_err(), "{body}");
+    // A 200 whose body is not an answer (JSON cut in half, an HTML page,
+    // nothing) is an upstream error: sent again like a 5xx, then a 502.
+    for model in ["bad", "bad-html", "bad-empty"] {
+        let answers = s
+            .burst(
+                "/v1/chat/completions",
+                chat(&format!("openai/{model}"), false),
+                5,
+                30_000,
+            )
+            .await;
+        for (status, body) in &answers {
+            let body = body.as_ref().expect("an answer");
+            assert_eq!(*status, 502, "{model}: {body}");
+            assert_eq!(error_code(body), "bad_gateway", "{model}: {body}");
+            assert!(
+                body.contains("not a JSON answer") || body.contains("empty body"),
+                "{body}"
+            );
+        }
+        assert_eq!(
+            s.sim.stats().model(model).requests,
+            5 * ATTEMPTS,
+            "{model}: retried like a 5xx"
+        );
     }
+    // A stream passes through untouched: the client's parser decides.
     let streams = s
         .burst("/v1/chat/completions", chat("openai/bad", true), 5, 30_000)
         .await;
@@ -331,8 +395,17 @@ async fn malformed_answers_pass_through_and_leave_the_gateway_whole() {
         assert!(body.contains("data: [DONE]"), "{body}");
     }
     s.slots_back("inflight:openai/bad").await;
-    let seen = s.sim.stats().model("bad");
-    assert_eq!(seen.requests, 10, "a malformed 200 is not retried");
+    assert_eq!(s.sim.stats().model("bad").requests, 5 * ATTEMPTS + 5);
+    // Billed at zero: no usage came with them.
+    for model in ["openai/bad-html", "openai/bad-empty"] {
+        let (requests, errors, prompt, completion, cost) = s.usage_of(model, 5).await;
+        assert_eq!((requests, errors), (5, 5), "{model}");
+        assert_eq!(
+            (prompt, completion, cost),
+            (0, 0, 0),
+            "{model}: billed at zero"
+        );
+    }
     let health = s
         .http
         .get(format!("{}/healthz", s.url))
@@ -341,7 +414,72 @@ async fn malformed_answers_pass_through_and_leave_the_gateway_whole() {
         .unwrap();
     assert_eq!(health.status(), 200);
     eprintln!(
-        "figure upstream malformed: 5/5 broken JSON and 5/5 broken SSE passed through as sent, not retried, gateway healthy"
+        "figure upstream malformed: 15/15 malformed 200s (cut JSON, HTML, empty) answered 502 after \
+         {ATTEMPTS} attempts each, billed 0; 5/5 broken SSE passed through as sent"
+    );
+    s.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_an_upstream_claims_beyond_the_call_is_clamped_and_flagged() {
+    const CLAIM: u64 = 9_000_000_000_000_000;
+    const CEILING: u64 = 2_000_000;
+    let s = setup(
+        "claims",
+        &[(
+            "gpt-4o-mini-liar",
+            faulty(Faults {
+                claim_prompt_tokens: Some(CLAIM),
+                ..Faults::none()
+            }),
+        )],
+        &format!(
+            "[tokens]\nmax_call_tokens = {CEILING}\n[[models]]\nprefix = \"openai/gpt-4o-mini-liar\"\n\
+             requests_per_second = 1000.0\nburst = 1000\n"
+        ),
+    )
+    .await;
+    let mut body = chat("openai/gpt-4o-mini-liar", false);
+    body["max_tokens"] = json!(50);
+    for (status, body) in s
+        .burst("/v1/chat/completions", body.clone(), 3, 30_000)
+        .await
+    {
+        assert_eq!(status, 200, "{body:?}");
+    }
+    body["stream"] = json!(true);
+    for (status, body) in s.burst("/v1/chat/completions", body, 2, 30_000).await {
+        assert_eq!(status, 200, "{body:?}");
+    }
+    let (requests, _, prompt, completion, cost) = s.usage_of("openai/gpt-4o-mini-liar", 5).await;
+    assert_eq!(requests, 5);
+    assert!(
+        prompt <= 5 * CEILING,
+        "prompt tokens billed as claimed: {prompt}"
+    );
+    assert!(completion <= 5 * 50, "{completion}");
+    // gpt-4o-mini's input price: $0.15 a million tokens.
+    let most = 5 * (CEILING * 150 + 50 * 600);
+    assert!(cost > 0 && cost <= most, "cost {cost}, at most {most}");
+    let metrics = s
+        .http
+        .get(format!("{}/metrics", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let flagged: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("sluice_usage_clamped_total{") && l.contains("prompt_tokens"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum();
+    assert!(flagged >= 3, "flagged {flagged}: {metrics}");
+    eprintln!(
+        "figure usage claims: 5 answers claiming {CLAIM} prompt tokens each billed {prompt} tokens, \
+         {cost} nanodollars (ceiling {CEILING} a call); {flagged} flagged"
     );
     s.sim.shutdown().await;
 }

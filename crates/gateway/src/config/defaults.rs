@@ -252,6 +252,7 @@ impl Default for TokenConfig {
             default_max_tokens: 1024,
             // The usual rule of thumb for English text with BPE tokenizers.
             chars_per_token: 4,
+            max_call_tokens: sluice_usage::MAX_CALL_TOKENS,
         }
     }
 }

@@ -277,7 +277,7 @@ pub(crate) fn disconnected(route: &'static str) {
 }
 
 /// How a streamed answer ended (`outcome`: `complete`,
-/// `client_disconnected`, `upstream_error`, `deadline`), with what was
+/// `client_disconnected`, `upstream_error`, `deadline`, `shutdown`), with what was
 /// read of it and how its ledger record went.
 pub(crate) struct StreamEnd {
     pub outcome: &'static str,

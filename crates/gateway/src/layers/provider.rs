@@ -15,7 +15,7 @@ use super::failure::Failure;
 use super::model_call::{Attempt, route};
 use super::step::{Step, StepLayer};
 use super::upstream::{Outgoing, Plan, Upstream};
-use super::usage::Delivery;
+use super::usage::{Delivery, bounded};
 use super::{Next, Notes, Reply, Req, Served, call};
 use crate::client::Route;
 use crate::config::ProviderConfig;
@@ -170,6 +170,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         label: prov.name.clone(),
         name: model.to_owned(),
         provider: Some(adapter),
+        checks_answer: !c.stream,
     };
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
@@ -211,6 +212,22 @@ struct Answer<'a> {
     /// usage came is charged for its input, and what the ledger records
     /// for an answer without usage.
     estimate: (u64, u64),
+}
+
+/// The most `a`'s call could use, whatever its upstream reports.
+pub(super) fn ceiling(state: &AppState, a: &Attempt) -> sluice_usage::UsageCeiling {
+    sluice_usage::UsageCeiling::of_request(
+        a.call.endpoint,
+        &a.call.json,
+        state.config.tokens.max_call_tokens,
+    )
+}
+
+/// The name of the provider `a`'s model goes to.
+fn provider_name<'s>(state: &'s AppState, a: &Attempt) -> &'s str {
+    a.call
+        .provider_for(state, &a.model)
+        .map_or("", |p| p.name.as_str())
 }
 
 /// The model's name as its provider knows it.
@@ -273,6 +290,12 @@ async fn read(
             ledger,
             prompt_estimate: estimate.0,
             chars_per_token: state.config.tokens.chars_per_token,
+            grace_over: Box::pin(state.grace_over_owned()),
+            bound: stream::Bound {
+                ceiling: ceiling(state, a),
+                provider: provider_name(state, a).to_owned(),
+                model: a.model.clone(),
+            },
         };
         let mut res = relay.start(d);
         *res.status_mut() = status;
@@ -291,13 +314,20 @@ async fn read(
         message: format!("reading the upstream body: {e}"),
         attempts,
     })?;
-    let answer = adapter.answer(exchange, status, bytes);
+    let mut answer = adapter.answer(exchange, status, bytes);
     // Read from the provider's own body, before any translation.
-    let details = if status.is_success() {
+    let mut details = if status.is_success() {
         answer.details
     } else {
         sluice_usage::Details::default()
     };
+    answer.usage = bounded(
+        &ceiling(state, a),
+        provider_name(state, a),
+        &a.model,
+        answer.usage,
+        &mut details,
+    );
     d.reserved
         .settle_answer(answer.usage, answer.status.is_success());
     if let Some(draft) = notes.ledger.as_mut() {

@@ -199,6 +199,7 @@ impl Parse for Incoming {
             label: api.to_owned(),
             name: api.to_owned(),
             provider: None,
+            checks_answer: false,
         };
         let headers = outgoing_headers(state, &ctx, api, &self.headers)?;
         let cache = cache::ask(state, &ctx.workspace, &self, url.as_str(), &headers)?;

@@ -1,8 +1,9 @@
 //! Retry: an upstream call is sent again on connect errors, timeouts,
-//! 408s and 5xx (after a full-jitter backoff) and on 429s (after the
-//! Retry-After, which the limiter now enforces as a pause of the
-//! resource), up to `retry.max_attempts`, never past the request's
-//! deadline nor the shutdown grace. Each attempt goes through the limits
+//! 408s, 5xx and a model's 200 that is not an answer (`retry/answer.rs`)
+//! (after a full-jitter backoff) and on 429s (after the Retry-After,
+//! which the limiter now enforces as a pause of the resource), up to
+//! `retry.max_attempts`, never past the request's deadline nor the
+//! shutdown grace. Each attempt goes through the limits
 //! and the pool again; a failed attempt gives its reserved tokens back.
 //!
 //! # Why not `backon`
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use self::answer::Checked;
 use super::failure::{Failure, describe};
 use super::step::{Step, StepLayer};
 use super::upstream::{Answered, Fault, Granted, Tried, Try, Upstream};
@@ -80,7 +82,42 @@ where
             };
             waited += record.sent - record.limiter_start;
             observe::attempt(&mut notes, &up, &record);
+            // A model's buffered 200 is read here: one that is not an
+            // answer fails like a 5xx.
+            let sent = match sent {
+                Ok(response) if plan.checks_answer && response.status().is_success() => {
+                    match answer::check(response, up.deadline).await {
+                        Checked::Answer(r) => Ok(r),
+                        Checked::NotAnswer(why) => Err(NotAnswer(why)),
+                        Checked::Timeout => {
+                            refund_tokens(&mut grant, &up);
+                            return Served::err(Failure::Timeout { attempts: attempt }, notes);
+                        }
+                    }
+                }
+                Ok(response) => Ok(response),
+                Err(fault) => Err(Sent(fault)),
+            };
             let wait = match sent {
+                Err(NotAnswer(why)) => {
+                    refund_tokens(&mut grant, &up);
+                    tracing::warn!(
+                        upstream = %plan.label,
+                        model = %plan.name,
+                        attempt,
+                        "upstream answered 200 with {why}: an upstream error"
+                    );
+                    if attempt >= max_attempts {
+                        let f = Failure::Upstream {
+                            message: format!(
+                                "upstream answered 200 with {why}, after {attempt} attempts"
+                            ),
+                            attempts: attempt,
+                        };
+                        return Served::err(f, notes);
+                    }
+                    Some(backoff(cfg, attempt))
+                }
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let transient = status == 429 || status == 408 || status >= 500;
@@ -123,7 +160,7 @@ where
                         Some(backoff(cfg, attempt))
                     }
                 }
-                Err(Fault::Transport(e)) => {
+                Err(Sent(Fault::Transport(e))) => {
                     refund_tokens(&mut grant, &up);
                     if attempt >= max_attempts {
                         let f = Failure::Upstream {
@@ -134,7 +171,7 @@ where
                     }
                     Some(backoff(cfg, attempt))
                 }
-                Err(Fault::Timeout) => {
+                Err(Sent(Fault::Timeout)) => {
                     refund_tokens(&mut grant, &up);
                     if Instant::now() >= up.deadline || attempt >= max_attempts {
                         return Served::err(Failure::Timeout { attempts: attempt }, notes);
@@ -161,6 +198,16 @@ where
     }
 }
 
+/// Why an attempt brought no answer to pass on.
+enum NoAnswer {
+    /// The attempt failed on its way.
+    Sent(Fault),
+    /// A 200 whose body is not an answer, and why.
+    NotAnswer(String),
+}
+
+use NoAnswer::{NotAnswer, Sent};
+
 /// Full jitter: uniform in [0, min(max, initial · 2^(attempt−1))].
 pub(crate) fn backoff(cfg: &RetryConfig, attempt: u32) -> Duration {
     let exp = cfg
@@ -176,6 +223,9 @@ fn refund_tokens(grant: &mut sluice_limit::Permit, up: &Upstream) {
         let _ = grant.settle_part(t, 0);
     }
 }
+
+#[path = "retry/answer.rs"]
+mod answer;
 
 #[cfg(test)]
 #[path = "retry/tests.rs"]

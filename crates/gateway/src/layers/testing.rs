@@ -165,6 +165,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
             label: "test".into(),
             name: needs[0].0.to_owned(),
             provider: None,
+            checks_answer: false,
         },
         outgoing: Outgoing::new(
             reqwest::Method::POST,

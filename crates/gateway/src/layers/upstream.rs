@@ -47,6 +47,9 @@ pub(crate) struct Plan {
     /// The model provider's adapter, which reads its rate-limit headers;
     /// `None` for APIs (generic headers).
     pub provider: Option<&'static dyn Provider>,
+    /// Whether a success is read and checked before it is passed on: a
+    /// model's buffered answer must be a JSON object (`retry/answer.rs`).
+    pub checks_answer: bool,
 }
 
 /// The upstream request, sent again as is on every attempt.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
-use sluice_usage::Usage;
+use sluice_usage::{Details, Usage, UsageCeiling};
 
 use super::failure::Failure;
 use super::step::{Step, StepLayer};
@@ -52,6 +52,35 @@ impl Reserved {
             b.settle(usage, success);
         }
     }
+}
+
+/// `usage` and `details` as an upstream reported them, clamped to what
+/// the call could use (`ceiling`): a figure above it is neither billed
+/// nor charged to the token buckets as claimed, but counted
+/// (`sluice_usage_clamped_total`) and logged.
+pub(crate) fn bounded(
+    ceiling: &UsageCeiling,
+    provider: &str,
+    model: &str,
+    usage: Option<Usage>,
+    details: &mut Details,
+) -> Option<Usage> {
+    let mut u = usage?;
+    let claimed = u;
+    if let Some(field) = ceiling.clamp(&mut u, details) {
+        crate::metrics::usage_clamped(provider, field);
+        tracing::warn!(
+            provider,
+            model,
+            field,
+            claimed_prompt = claimed.prompt_tokens,
+            claimed_completion = claimed.completion_tokens,
+            prompt = u.prompt_tokens,
+            completion = u.completion_tokens,
+            "the upstream reported more usage than the call could use: clamped"
+        );
+    }
+    Some(u)
 }
 
 /// An answer to deliver, with what it holds until it is delivered.

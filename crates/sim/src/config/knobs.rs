@@ -159,6 +159,11 @@ pub struct Faults {
     pub malformed_rate: f64,
     /// Every Nth admitted request gets a malformed answer.
     pub malformed_every: Option<u64>,
+    /// What a malformed answer that is not a stream holds.
+    pub malformed_body: MalformedBody,
+    /// Every answer's usage reports this many prompt tokens, whatever the
+    /// prompt held: an upstream that misreports (one claimed 9×10¹⁵).
+    pub claim_prompt_tokens: Option<u64>,
     /// Probability of a hang.
     pub hang_rate: f64,
     /// Every Nth admitted request hangs.
@@ -169,6 +174,20 @@ pub struct Faults {
     pub force_429: bool,
     /// The wait a forced 429 asks for.
     pub force_429_retry_after_ms: u64,
+}
+
+/// The body of a malformed answer that is not a stream (always a 200).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MalformedBody {
+    /// The JSON answer cut in half (`application/json`).
+    #[default]
+    Cut,
+    /// An HTML error page, as a proxy in front of a provider sends
+    /// (`text/html`).
+    Html,
+    /// Nothing (`application/json`, `Content-Length: 0`).
+    Empty,
 }
 
 impl Default for Faults {
@@ -182,6 +201,8 @@ impl Default for Faults {
             disconnect_after_chunks: 2,
             malformed_rate: 0.0,
             malformed_every: None,
+            malformed_body: MalformedBody::Cut,
+            claim_prompt_tokens: None,
             hang_rate: 0.0,
             hang_every: None,
             hang_ms: 600_000,

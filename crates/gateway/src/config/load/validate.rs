@@ -267,6 +267,7 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         1,
     )?;
     c.at_least(key(&["tokens", "chars_per_token"]), t.chars_per_token, 1)?;
+    c.at_least(key(&["tokens", "max_call_tokens"]), t.max_call_tokens, 1)?;
 
     let a = &config.adaptive;
     if !(a.reduce_factor > 0.0 && a.reduce_factor < 1.0) {

@@ -1,6 +1,8 @@
 //! A streamed answer on its way to the client: chunk by chunk through the
 //! adapter's reader (which reads the usage and may translate), ended in
-//! the client's format when the upstream fails or the deadline passes.
+//! the client's format when the upstream fails, the deadline passes or
+//! the shutdown grace ends (an error event in its format, then a clean
+//! end, rather than a connection cut mid-stream).
 //!
 //! Everything the call holds lives in the client's body: a client that
 //! goes away drops the body, which cancels the upstream call, settles
@@ -22,7 +24,7 @@ use sluice_usage::Usage;
 use tokio::time::{Instant, Sleep};
 
 use crate::layers::observe;
-use crate::layers::usage::{Delivery, Reserved};
+use crate::layers::usage::{Delivery, Reserved, bounded};
 use crate::ledger::{Draft, Handed};
 use crate::providers::StreamReader;
 use crate::state::AppState;
@@ -45,6 +47,18 @@ pub(super) struct Relay {
     pub prompt_estimate: u64,
     /// What its output is charged at, by the characters streamed.
     pub chars_per_token: u64,
+    /// Resolves when the shutdown grace ends ([`AppState::grace_over_owned`]).
+    pub grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The most the call could use, whatever the stream reports.
+    pub bound: Bound,
+}
+
+/// The most a streamed call could use, and whose it is (for the flag
+/// when its reported usage is above).
+pub(super) struct Bound {
+    pub ceiling: sluice_usage::UsageCeiling,
+    pub provider: String,
+    pub model: String,
 }
 
 impl Relay {
@@ -66,10 +80,13 @@ impl Relay {
             ledger,
             prompt_estimate,
             chars_per_token,
+            grace_over,
+            bound,
         } = self;
         let body = RelayBody {
             upstream: response.into_body(),
             deadline: Box::pin(tokio::time::sleep_until(deadline)),
+            grace_over,
             metered: Metered {
                 reader,
                 reserved: Some(reserved),
@@ -77,6 +94,7 @@ impl Relay {
                 prompt_estimate,
                 chars_per_token,
                 whole: false,
+                bound,
             },
             ending: Some(Ending {
                 route,
@@ -102,6 +120,8 @@ struct RelayBody {
     upstream: axum::body::Body,
     /// The request's deadline: the stream ends there.
     deadline: Pin<Box<Sleep>>,
+    /// The end of the shutdown grace: the stream ends there too.
+    grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
     metered: Metered,
     /// Taken when the stream ends; still there on drop means the client
     /// went away first.
@@ -229,6 +249,18 @@ impl HttpBody for RelayBody {
                     return Poll::Ready(Some(Ok(Frame::data(this.release(Bytes::new())))));
                 }
                 Poll::Pending => {
+                    if this.grace_over.as_mut().poll(cx).is_ready() {
+                        // The server closes the connections still open a
+                        // moment later: the client learns why, in its
+                        // format, before the close.
+                        let event = this.fail(
+                            "shutdown",
+                            "unavailable",
+                            "the gateway is shutting down: the stream was cut at the end of \
+                             its shutdown grace; send the request again",
+                        );
+                        return Poll::Ready(Some(Ok(Frame::data(event))));
+                    }
                     if this.deadline.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
@@ -272,6 +304,7 @@ struct Metered {
     prompt_estimate: u64,
     chars_per_token: u64,
     whole: bool,
+    bound: Bound,
 }
 
 impl Drop for Metered {
@@ -286,23 +319,28 @@ impl Metered {
     /// the request's spans).
     fn settle(&mut self, timed: bool) -> Option<Handed> {
         let reserved = self.reserved.take()?;
-        let used = if self.whole {
-            self.reader.usage()
+        let b = &self.bound;
+        // What the stream reported, within what the call could use.
+        let mut details = if self.whole {
+            self.reader.details()
         } else {
-            self.reader
-                .used_so_far(self.prompt_estimate, self.chars_per_token)
+            sluice_usage::Details::default()
         };
-        reserved.settle(used);
-        let p = self.ledger.take()?;
-        let (reported, details) = if self.whole {
-            (self.reader.usage(), self.reader.details())
-        } else {
-            (None, sluice_usage::Details::default())
-        };
+        let reported = self.whole.then(|| self.reader.usage()).flatten();
+        let reported = bounded(&b.ceiling, &b.provider, &b.model, reported, &mut details);
         let so_far = self
             .reader
             .used_so_far(self.prompt_estimate, self.chars_per_token)
-            .map(|u| (u.prompt_tokens, u.completion_tokens));
+            .map(|mut u| {
+                // Partly reported too: bounded alike (flagged once, above,
+                // for a whole stream).
+                b.ceiling
+                    .clamp(&mut u, &mut sluice_usage::Details::default());
+                u
+            });
+        reserved.settle(if self.whole { reported } else { so_far });
+        let p = self.ledger.take()?;
+        let so_far = so_far.map(|u| (u.prompt_tokens, u.completion_tokens));
         p.hand_over(reported, so_far, details, timed)
     }
 }
