@@ -374,6 +374,10 @@ pub struct TokenConfig {
     pub default_max_tokens: u64,
     /// Characters per prompt token, for the estimate.
     pub chars_per_token: u64,
+    /// The most input tokens, and the most output tokens, one call is
+    /// billed for whatever its upstream reports (default 10,000,000);
+    /// output is bounded by the request's own limit too.
+    pub max_call_tokens: u64,
     /// The share (0 to 1) of its reserved output tokens that a stream
     /// without its final usage (cut short, or ended without reporting) is
     /// charged at least, in budgets and the ledger: the upstream bills
@@ -381,10 +385,6 @@ pub struct TokenConfig {
     /// the stream does not show. Default 1: the worst case, over and
     /// never under.
     pub cut_stream_share: f64,
-    /// The most input tokens, and the most output tokens, one call is
-    /// billed for whatever its upstream reports (default 10,000,000);
-    /// output is bounded by the request's own limit too.
-    pub max_call_tokens: u64,
 }
 
 /// How a 429 is read (see [`AdaptiveSettings::policy`]).

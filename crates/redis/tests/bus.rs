@@ -326,3 +326,38 @@ async fn a_guess_follows_an_announced_higher_rate_in_redis_too() {
     let c = configured.get_capacity("openai/configured").await.unwrap();
     assert!((c.per_second() - 3.0).abs() < 1e-9, "{c:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_served_from_one_lease_never_takes_more_than_the_bucket() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let rules = Rules::new().exact("m", Limit::per_second(40).burst(4));
+    let a = Arc::new(
+        RedisLimiter::connect(
+            config(&url, &p, "a", Mode::Exact),
+            rules,
+            AdaptiveConfig::default(),
+        )
+        .await
+        .unwrap(),
+    );
+    let t0 = Instant::now();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    // Twenty waiters at once on a bucket of four: the heads lease a token
+    // for each waiter there is, the rest of the line spends them.
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let a = a.clone();
+            tokio::spawn(async move { a.acquire("m", 1, Some(deadline)).await.map(drop) })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    // Never more than the bucket allows: 20 took at least (20 − 4) / 40 s.
+    let elapsed = t0.elapsed().as_secs_f64();
+    assert!(
+        20.0 <= 40.0 * elapsed + 4.0 + 1e-9,
+        "20 granted in {elapsed} s"
+    );
+}

@@ -434,7 +434,8 @@ async fn usage_an_upstream_claims_beyond_the_call_is_clamped_and_flagged() {
             }),
         )],
         &format!(
-            "[tokens]\nmax_call_tokens = {CEILING}\n[[models]]\nprefix = \"openai/gpt-4o-mini-liar\"\n\
+            "[tokens]\nmax_call_tokens = {CEILING}\n[prices.\"openai/gpt-4o-mini-liar\"]\n\
+             input = \"0.15\"\noutput = \"0.60\"\n[[models]]\nprefix = \"openai/gpt-4o-mini-liar\"\n\
              requests_per_second = 1000.0\nburst = 1000\n"
         ),
     )
@@ -458,7 +459,7 @@ async fn usage_an_upstream_claims_beyond_the_call_is_clamped_and_flagged() {
         "prompt tokens billed as claimed: {prompt}"
     );
     assert!(completion <= 5 * 50, "{completion}");
-    // gpt-4o-mini's input price: $0.15 a million tokens.
+    // Priced as configured: $0.15 a million input tokens, $0.60 output.
     let most = 5 * (CEILING * 150 + 50 * 600);
     assert!(cost > 0 && cost <= most, "cost {cost}, at most {most}");
     let metrics = s

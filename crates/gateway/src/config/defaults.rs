@@ -252,8 +252,8 @@ impl Default for TokenConfig {
             default_max_tokens: 1024,
             // The usual rule of thumb for English text with BPE tokenizers.
             chars_per_token: 4,
-            cut_stream_share: 1.0,
             max_call_tokens: sluice_usage::MAX_CALL_TOKENS,
+            cut_stream_share: 1.0,
         }
     }
 }

@@ -267,13 +267,13 @@ fn sections(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         1,
     )?;
     c.at_least(key(&["tokens", "chars_per_token"]), t.chars_per_token, 1)?;
+    c.at_least(key(&["tokens", "max_call_tokens"]), t.max_call_tokens, 1)?;
     if !(0.0..=1.0).contains(&t.cut_stream_share) {
         return Err(c.fail(
             key(&["tokens", "cut_stream_share"]),
             format!("must be from 0 to 1, not {}", t.cut_stream_share),
         ));
     }
-    c.at_least(key(&["tokens", "max_call_tokens"]), t.max_call_tokens, 1)?;
 
     let a = &config.adaptive;
     if !(a.reduce_factor > 0.0 && a.reduce_factor < 1.0) {

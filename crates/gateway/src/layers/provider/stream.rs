@@ -128,7 +128,8 @@ impl Relay {
 /// out together (see `poll_frame`).
 struct RelayBody {
     upstream: axum::body::Body,
-    /// The end of the shutdown grace: the stream ends there.
+    /// The end of the shutdown grace: the stream ends there too (the
+    /// deadline is the watchdog's).
     grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
     metered: Metered,
     /// Taken when the stream ends; still there on drop means the client
@@ -375,6 +376,10 @@ impl Metered {
         });
         reserved.settle_apart(used, Some(charged), true);
         let p = self.ledger.take()?;
+        if reported.is_none() {
+            // An estimate has no cached input or reasoning to tell.
+            details = sluice_usage::Details::default();
+        }
         let estimate = (charged.prompt_tokens, charged.completion_tokens);
         p.hand_over(reported, Some(estimate), details, timed)
     }
