@@ -12,6 +12,10 @@
 //! Handlers that change something take [`Act`], which names the request
 //! the act was made in: the entry and the answer carry the same
 //! `x-request-id`.
+//!
+//! [`query`] reads the trail for the API and the dashboard.
+
+pub(crate) mod query;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,7 +33,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{Config, StoreLocation};
 use crate::error::chain;
-use crate::layers::context::X_REQUEST_ID;
+use crate::request::X_REQUEST_ID;
 use crate::state::{AppState, StartError};
 
 /// The actor of the admin token.
@@ -180,8 +184,8 @@ impl FromRequestParts<AppState> for Act {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Infallible> {
-        let id = crate::context::client_request_id(&parts.headers)
-            .map_or_else(crate::context::new_id, str::to_owned);
+        let id = crate::request::client_request_id(&parts.headers)
+            .map_or_else(crate::request::new_id, str::to_owned);
         Ok(Act {
             request_id: id.into(),
         })

@@ -1,9 +1,11 @@
 //! The gateway's response cache (docs/cache.md): built from `[cache]`,
 //! in this process or in Redis; its headers; the per-tenant counters and
-//! the admin filter. The request path's part is the cache layer
+//! the admin filter; identical misses in flight together ([`flight`]).
+//! The request path's part is the cache layer
 //! (`layers/cache.rs`).
 
 pub(crate) mod control;
+pub(crate) mod flight;
 mod tenants;
 
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use sluice_usage::cache::{AnswerCache, Invalidate, RedisCache, RedisCacheConfig,
 use crate::config::Config;
 use crate::error::ApiError;
 
+pub(crate) use flight::Flights;
 pub(crate) use tenants::TenantCounters;
 
 /// The header a client sets to steer the cache and that every answer

@@ -582,6 +582,14 @@ fn one() -> u32 {
 }
 
 impl Config {
+    /// The model limits that apply to `model` (longest prefix).
+    pub(crate) fn model_limits(&self, model: &str) -> Option<&ModelLimits> {
+        self.models
+            .iter()
+            .filter(|m| model.starts_with(m.prefix.as_str()))
+            .max_by_key(|m| m.prefix.len())
+    }
+
     /// The trace directory in force.
     pub fn trace_dir(&self) -> PathBuf {
         self.trace

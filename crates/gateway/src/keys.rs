@@ -28,8 +28,6 @@ use crate::config::{Config, StoreLocation};
 use crate::error::{ApiError, chain};
 use crate::state::StartError;
 
-pub(crate) use limits::CALLER_PREFIX;
-
 /// The bus topic of key store changes.
 const TOPIC: &str = "keys";
 
@@ -227,7 +225,7 @@ impl KeyRegistry {
 /// When the limiter refuses a limit.
 pub(crate) fn caller_needs(
     state: &crate::state::AppState,
-    ctx: &crate::context::Context,
+    ctx: &crate::request::Context,
     tokens: Option<u64>,
 ) -> Result<limits::CallerNeeds, ApiError> {
     match (&ctx.caller, state.keystore.get()) {

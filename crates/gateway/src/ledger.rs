@@ -22,9 +22,9 @@ use sluice_usage::{Details, PriceTable, Usage};
 use tokio::time::Instant;
 
 use crate::config::{Config, StoreLocation};
-use crate::context::Context;
 use crate::error::chain;
 use crate::metrics::LabelValues;
+use crate::request::Context;
 use crate::state::StartError;
 
 pub(crate) use jobs::recorded;

@@ -34,6 +34,7 @@ mod names;
 mod otel;
 mod providers;
 mod ready;
+mod request;
 pub mod response;
 pub mod routes;
 mod server;

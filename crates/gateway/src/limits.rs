@@ -5,3 +5,5 @@
 
 pub(crate) mod holds;
 pub(crate) mod reports;
+pub(crate) mod resources;
+pub(crate) mod rules;

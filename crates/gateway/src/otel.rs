@@ -23,9 +23,9 @@ use std::borrow::Cow;
 use sluice_otel::{Clock, Exporter, Kind, Span, SpanId, Status, TraceId};
 use tokio::time::Instant;
 
-use crate::layers::context::Context;
 use crate::layers::upstream::{AttemptRecord, Upstream};
 use crate::ledger::Handed;
+use crate::request::Context;
 use crate::state::AppState;
 use crate::trace::Trace;
 use sluice_usage::{AnswerHead, Usage};

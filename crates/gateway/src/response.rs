@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::error::ApiError;
-use crate::layers::context::X_REQUEST_ID;
+use crate::request::X_REQUEST_ID;
 
 /// What a request's leader publishes to requests that joined it.
 pub type Shared = Arc<Result<Buffered, ApiError>>;

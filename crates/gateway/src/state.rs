@@ -10,14 +10,13 @@ use std::task::Poll;
 use std::time::Duration;
 
 use sluice_admit::{AdmissionQueue, Bulkheads};
-use sluice_limit::{
-    AdaptiveConfig, Algorithm, Limit, Limiter, Policy, Rules, SharedLimiter, ToolClassifier,
-};
-use sluice_redis::{Failure, Mode, RedisConfig, RedisLimiter};
+use sluice_limit::{Limiter, SharedLimiter, ToolClassifier};
+use sluice_redis::RedisLimiter;
 
-use crate::config::{AdaptivePolicy, Config, ModelLimits, RedisSettings};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::limits::holds::Holds;
+use crate::limits::rules::{adaptive, capacity_changed, connect_redis, rules};
 use crate::metrics::Metrics;
 use crate::response::Shared;
 use crate::trace::{TraceWriter, TraceWriterTask};
@@ -75,7 +74,7 @@ pub struct Inner {
     /// What the cache did for each tenant.
     pub(crate) cache_tenants: Arc<crate::cache::TenantCounters>,
     /// Identical cache misses in flight together.
-    pub(crate) cache_flights: Arc<crate::layers::cache::Flights>,
+    pub(crate) cache_flights: Arc<crate::cache::Flights>,
     /// `None` when traces are off.
     pub(crate) traces: Option<TraceWriter>,
     /// The OpenTelemetry exporter; `None` without `[otel]`.
@@ -475,15 +474,6 @@ impl AppState {
         }
     }
 
-    /// The model limits that apply to `model` (longest prefix).
-    pub(crate) fn model_limits(&self, model: &str) -> Option<&ModelLimits> {
-        self.config
-            .models
-            .iter()
-            .filter(|m| model.starts_with(m.prefix.as_str()))
-            .max_by_key(|m| m.prefix.len())
-    }
-
     /// Refuses new work while draining.
     pub(crate) fn check_open(&self) -> Result<(), ApiError> {
         if self.is_draining() {
@@ -493,231 +483,5 @@ impl AppState {
             });
         }
         Ok(())
-    }
-}
-
-/// Counts and logs a capacity change, in-process or shared.
-fn capacity_changed(c: &sluice_limit::CapacityChange) {
-    crate::metrics::capacity_change(&c.resource, c.reason.as_str(), c.capacity as f64);
-    tracing::info!(
-        resource = %c.resource,
-        from = c.previous,
-        to = c.capacity,
-        per_second = c.capacity as f64 / c.window.as_secs_f64().max(1e-9),
-        reason = c.reason.as_str(),
-        "capacity changed"
-    );
-}
-
-fn adaptive(config: &Config) -> AdaptiveConfig {
-    let a = &config.adaptive;
-    AdaptiveConfig {
-        reduce_factor: a.reduce_factor,
-        recovery_factor: a.recovery_factor,
-        recovery_interval: Duration::from_secs(a.recovery_interval_seconds),
-        max_pause: Duration::from_secs(a.max_pause_seconds),
-        policy: match a.policy {
-            AdaptivePolicy::Evidence => Policy::Evidence,
-            AdaptivePolicy::Seed => Policy::Seed,
-        },
-        jitter_margin: Duration::from_millis(a.jitter_margin_ms),
-        max_jitter_margin: Duration::from_millis(a.max_jitter_margin_ms),
-        strikes: a.strikes,
-        ..AdaptiveConfig::default()
-    }
-}
-
-/// The shared limiter for `[redis]`, with its metrics and logs wired.
-async fn connect_redis(config: &Config, r: &RedisSettings) -> Result<RedisLimiter, StartError> {
-    let mut cfg = RedisConfig::new(r.url.clone());
-    cfg.prefix = r.prefix.clone();
-    cfg.mode = if r.mode == "leased" {
-        Mode::Leased
-    } else {
-        Mode::Exact
-    };
-    cfg.failure = if r.failure == "fail_closed" {
-        Failure::FailClosed
-    } else {
-        Failure::FailOpen
-    };
-    cfg.timeout = Duration::from_millis(r.timeout_ms.max(1));
-    cfg.lease_ttl = Duration::from_millis(r.lease_ttl_ms);
-    cfg.block_ttl = Duration::from_millis(r.block_ttl_ms.max(1));
-    if let Some(id) = &r.replica_id {
-        cfg.replica_id = id.clone();
-    }
-    let limiter = RedisLimiter::connect(cfg, rules(config), adaptive(config)).await?;
-    let failure = r.failure.clone();
-    limiter.on_degraded(move |on| {
-        crate::metrics::redis_degraded(on);
-        if on {
-            tracing::warn!(failure = %failure, "redis unreachable: limits are degraded");
-        } else {
-            tracing::info!("redis is back: limits are shared again");
-        }
-    });
-    limiter.on_change(capacity_changed);
-    if limiter.is_degraded() {
-        tracing::warn!(
-            url = %crate::config::redact_url(&r.url),
-            "redis unreachable at start: limits are degraded"
-        );
-    }
-    Ok(limiter)
-}
-
-/// Resource names: a model's requests are limited on its own name, its
-/// tokens on `tokens:{model}`, its concurrency on `inflight:{model}`; an
-/// API on `api:{name}` and `inflight:api:{name}`; a tenant's session on
-/// `session:{tenant}:{thread}` (see [`session_resource`]).
-pub(crate) fn tokens_resource(model: &str) -> String {
-    format!("tokens:{model}")
-}
-
-/// The limiter resource of `tenant`'s session `thread`: sessions are the
-/// tenant's own, so two tenants naming the same thread never share (or
-/// drain) one. The tenant's name has `%` and `:` escaped, so the first `:`
-/// after the prefix ends it.
-pub(crate) fn session_resource(tenant: &str, thread: &str) -> String {
-    format!(
-        "{}{}{thread}",
-        sluice_limit::SESSION_PREFIX,
-        session_scope(tenant)
-    )
-}
-
-/// `session:` then `tenant`, escaped, then `:`: what every name of
-/// `tenant`'s sessions starts with.
-fn session_scope(tenant: &str) -> String {
-    let escaped = tenant.replace('%', "%25").replace(':', "%3A");
-    format!("{escaped}:")
-}
-
-/// The session a tenant sees under the name `resource` names in its own
-/// scope: `session:{thread}` → `session:{tenant}:{thread}`; other names
-/// as they are.
-pub(crate) fn scoped(tenant: &str, resource: &str) -> String {
-    match resource.strip_prefix(sluice_limit::SESSION_PREFIX) {
-        Some(thread) => session_resource(tenant, thread),
-        None => resource.to_owned(),
-    }
-}
-
-/// The name `tenant` knows `resource` by, or `None` for another tenant's
-/// session (which it must not see).
-pub(crate) fn unscoped(tenant: &str, resource: &str) -> Option<String> {
-    // Per-key and per-tenant limits are the operator's: no tenant sees
-    // another's (nor learns its key ids).
-    if resource.starts_with(crate::keys::CALLER_PREFIX) {
-        return None;
-    }
-    match resource.strip_prefix(sluice_limit::SESSION_PREFIX) {
-        Some(rest) => rest
-            .strip_prefix(&session_scope(tenant))
-            .map(|thread| format!("{}{thread}", sluice_limit::SESSION_PREFIX)),
-        None => Some(resource.to_owned()),
-    }
-}
-
-/// See [`tokens_resource`].
-pub(crate) fn inflight_resource(name: &str) -> String {
-    format!("inflight:{name}")
-}
-
-/// `r` requests per second as capacity per window: whole numbers per
-/// second, fractions as the smallest power-of-ten window that makes them
-/// whole (2.5/s → 25 per 10 s).
-pub(crate) fn rate_limit(r: f64, burst: u64) -> Limit {
-    let mut window = 1u64;
-    while (r * window as f64).fract().abs() > 1e-9 && window < 1_000 {
-        window *= 10;
-    }
-    let capacity = ((r * window as f64).round() as u64).max(1);
-    Limit::new(capacity, Duration::from_secs(window)).burst(burst.max(1))
-}
-
-/// The limiter's rules from the config.
-pub(crate) fn rules(config: &Config) -> Rules {
-    let mut rules = Rules::new();
-    for m in &config.models {
-        let rate = rate_limit(m.requests_per_second, m.burst).provisional(m.guess);
-        rules = rules.prefix(m.prefix.clone(), rate);
-        if let Some(tpm) = m.tokens_per_minute {
-            rules = rules.prefix(tokens_resource(&m.prefix), Limit::per_minute(tpm.max(1)));
-        }
-        if let Some(n) = m.max_in_flight {
-            rules = rules.prefix(inflight_resource(&m.prefix), Limit::in_flight(n.max(1)));
-        }
-    }
-    for a in &config.apis {
-        let name = sluice_limit::api_resource(&a.name);
-        rules = rules.exact(name.clone(), rate_limit(a.requests_per_second, a.burst));
-        if let Some(n) = a.max_in_flight {
-            rules = rules.exact(inflight_resource(&name), Limit::in_flight(n.max(1)));
-        }
-    }
-    rules.prefix(
-        sluice_limit::SESSION_PREFIX,
-        Limit::new(
-            config.sessions.requests.max(1),
-            Duration::from_secs(config.sessions.window_seconds.max(1)),
-        )
-        .algorithm(Algorithm::SlidingWindow),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sessions_are_scoped_by_tenant() {
-        assert_eq!(session_resource("acme", "t1"), "session:acme:t1");
-        assert_eq!(scoped("acme", "session:t1"), "session:acme:t1");
-        assert_eq!(scoped("acme", "openai/gpt-4o"), "openai/gpt-4o");
-        assert_eq!(
-            unscoped("acme", "session:acme:t1").as_deref(),
-            Some("session:t1")
-        );
-        assert_eq!(unscoped("globex", "session:acme:t1"), None);
-        assert_eq!(
-            unscoped("globex", "api:slack").as_deref(),
-            Some("api:slack")
-        );
-        // `a:b`'s thread `c` and `a`'s thread `b:c` are apart.
-        assert_ne!(session_resource("a:b", "c"), session_resource("a", "b:c"));
-        assert_eq!(unscoped("a", &session_resource("a:b", "c")), None);
-        // A tenant cannot name its way into another's scope.
-        let sneaky = scoped("globex", "session:acme:t1");
-        assert_eq!(unscoped("acme", &sneaky), None);
-    }
-
-    #[test]
-    fn embedded_model_rates_are_guesses_and_configured_ones_ceilings() {
-        let mut config = Config::default();
-        let guess = rules(&config).resolve("openai/gpt-4o-mini").unwrap();
-        assert!(guess.is_provisional(), "{guess:?}");
-        let own = config.models.iter_mut().find(|m| m.prefix == "openai/");
-        let own = own.expect("a default rule for openai/");
-        own.requests_per_second = 50.0;
-        own.guess = false;
-        let ceiling = rules(&config).resolve("openai/gpt-4o-mini").unwrap();
-        assert!(!ceiling.is_provisional(), "{ceiling:?}");
-        let api = rules(&config).resolve("api:slack").unwrap();
-        assert!(!api.is_provisional(), "{api:?}");
-    }
-
-    #[test]
-    fn fractional_rates_become_whole_windows() {
-        assert_eq!(rate_limit(3.0, 10), Limit::per_second(3).burst(10));
-        assert_eq!(
-            rate_limit(2.5, 8),
-            Limit::new(25, Duration::from_secs(10)).burst(8)
-        );
-        assert_eq!(
-            rate_limit(0.5, 1),
-            Limit::new(5, Duration::from_secs(10)).burst(1)
-        );
     }
 }

@@ -361,7 +361,7 @@ mod tests {
 
     /// (requests/s, burst) of the limit the default rules give `resource`.
     fn limit(resource: &str) -> Option<(f64, u64)> {
-        crate::state::rules(&Config::default())
+        crate::limits::rules::rules(&Config::default())
             .resolve(resource)
             .map(|l| (l.per_second_rate(), l.effective_burst()))
     }
@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(limit("api:slack"), Some((3.0, 10)));
         assert_eq!(limit("api:gmail"), Some((2.0, 5)));
         assert_eq!(limit("api:discord"), Some((50.0, 50)));
-        let rules = crate::state::rules(&Config::default());
+        let rules = crate::limits::rules::rules(&Config::default());
         let s = rules.resolve("session:abc").unwrap();
         assert_eq!(s.kind(), Algorithm::SlidingWindow);
         assert_eq!((s.capacity(), s.window()), (10, Duration::from_secs(60)));

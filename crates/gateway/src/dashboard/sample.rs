@@ -66,7 +66,7 @@ fn configured(state: &AppState, resource: &str) -> (Option<f64>, Option<f64>) {
     if let Some(api) = resource.strip_prefix(sluice_limit::API_PREFIX) {
         return (state.config.api(api).map(|a| a.requests_per_second), None);
     }
-    match state.model_limits(resource) {
+    match state.config.model_limits(resource) {
         Some(l) => (
             Some(l.requests_per_second),
             l.tokens_per_minute.map(|t| t as f64),
@@ -79,7 +79,7 @@ fn configured(state: &AppState, resource: &str) -> (Option<f64>, Option<f64>) {
 /// thread) nor per-key limits (the operator's, by key id).
 fn listed(resource: &str) -> bool {
     !resource.starts_with(sluice_limit::SESSION_PREFIX)
-        && !resource.starts_with(crate::keys::CALLER_PREFIX)
+        && !resource.starts_with(crate::limits::resources::CALLER_PREFIX)
 }
 
 impl Sampler {
@@ -298,7 +298,7 @@ async fn audit(
             .map_err(|e| e.to_string())?;
         Ok(entries
             .iter()
-            .map(crate::routes::audit::entry_json)
+            .map(crate::audit::query::entry_json)
             .collect())
     })
     .await

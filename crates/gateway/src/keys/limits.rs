@@ -28,10 +28,8 @@ use sluice_limit::{Limit, SharedLimiter};
 
 use super::KeyRegistry;
 use crate::error::ApiError;
-use crate::state::rate_limit;
-
-/// Every caller resource starts with it.
-pub(crate) const CALLER_PREFIX: &str = "caller:";
+use crate::limits::resources::CALLER_PREFIX;
+use crate::limits::rules::rate_limit;
 
 /// How many set limits are remembered; past it the memory starts over
 /// (the limits are then set once more, which forgives what they owed).

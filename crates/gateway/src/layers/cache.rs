@@ -11,7 +11,6 @@
 //! `age`. An answer from a fallback model is served, never stored: it is
 //! not the answer of the model asked for.
 
-mod flight;
 mod lookup;
 mod stream;
 
@@ -23,12 +22,10 @@ use tokio::time::Instant;
 use super::model_call::Call;
 use super::step::{Step, StepLayer};
 use super::{Next, Reply, Req, Served, call, observe};
+use crate::cache::flight::{self, Role};
 use crate::state::AppState;
-use flight::Role;
 use lookup::{Asked, Looked, Pending, lookup};
 use sluice_usage::{Endpoint, WireFormat};
-
-pub(crate) use flight::Flights;
 
 /// Wraps the path below in [`Cache`].
 pub(crate) type CacheLayer = StepLayer<Cache>;

@@ -25,10 +25,8 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub use crate::auth::DEFAULT_WORKSPACE;
-pub use headers::{Context, new_id, new_span_id};
-pub(crate) use headers::{
-    X_REQUEST_ID, check_priority, client_request_id, client_traceparent, stamp,
-};
+pub use crate::request::{Context, new_id, new_span_id};
+pub(crate) use headers::check_priority;
 
 /// A request as its handler hands it over: what the context layer needs
 /// to read it.

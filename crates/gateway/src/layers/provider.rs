@@ -21,9 +21,10 @@ use crate::client::Route;
 use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
+use crate::limits::resources::{inflight_resource, session_resource, tokens_resource};
 use crate::providers::{self, Exchange, Outbound, Provider, RequestError};
 use crate::response::{Buffered, pass_headers};
-use crate::state::{AppState, inflight_resource, session_resource, tokens_resource};
+use crate::state::AppState;
 
 /// Wraps a stack in [`Adapt`].
 pub(crate) type ProviderLayer = StepLayer<Adapt>;
@@ -143,7 +144,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         cfg.tokens.default_max_tokens,
     );
     let mut needs = vec![(model.to_owned(), 1)];
-    let limits = state.model_limits(model);
+    let limits = state.config.model_limits(model);
     let tokens = limits
         .and_then(|l| l.tokens_per_minute)
         .map(|_| tokens_resource(model));

@@ -29,7 +29,8 @@ use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
 use crate::ledger::Draft;
-use crate::state::{AppState, inflight_resource};
+use crate::limits::resources::inflight_resource;
+use crate::state::AppState;
 use cache::{ApiCacheLayer, Ask};
 use forward::ForwardLayer;
 

@@ -264,7 +264,7 @@ impl Next<Req<Try>, Served<Tried, Failure>> for Wire {
             .min(up.deadline.saturating_duration_since(Instant::now()));
         let sent = Instant::now();
         let mut headers = out.headers.clone();
-        let span_id = crate::layers::context::new_span_id();
+        let span_id = crate::request::new_span_id();
         if let Some(ctx) = &out.context {
             ctx.propagate(&mut headers, span_id);
         }

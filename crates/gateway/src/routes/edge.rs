@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tower::{Layer, Service};
 
 use crate::body;
-use crate::layers::context::{client_request_id, stamp};
+use crate::request::{client_request_id, stamp};
 
 /// The router with what every answer gets (see the module doc).
 #[derive(Debug, Clone)]

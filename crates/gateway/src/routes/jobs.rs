@@ -76,7 +76,7 @@ fn job_json(job: &impl serde::Serialize) -> Value {
 /// Wakes the workers of `queue`.
 /// The enqueuing request's trace, which the job's attempts continue.
 fn enqueuer_trace(headers: &HeaderMap) -> Option<String> {
-    crate::context::client_traceparent(headers).map(|tp| tp.to_string())
+    crate::request::client_traceparent(headers).map(|tp| tp.to_string())
 }
 
 fn notify(state: &AppState, queue: &str) {

@@ -30,7 +30,8 @@ use crate::context::Context;
 use crate::error::ApiError;
 use crate::limits::holds::{HoldError, HoldId};
 use crate::limits::reports::Verdict;
-use crate::state::{AppState, scoped, tokens_resource, unscoped};
+use crate::limits::resources::{scoped, tokens_resource, unscoped};
+use crate::state::AppState;
 
 /// The body as `T`; a field of the wrong type is named (serde's own
 /// message says only "invalid type … at line 1 column 14").
@@ -452,6 +453,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
         (None, Some(resource.clone()))
     } else {
         let tokens = state
+            .config
             .model_limits(&resource)
             .filter(|l| l.tokens_per_minute.is_some())
             .map(|_| tokens_resource(&resource));

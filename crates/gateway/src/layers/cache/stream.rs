@@ -9,8 +9,8 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use sluice_usage::cache::{Answer, StreamCapture};
 
-use super::flight::Leader;
 use super::lookup::Pending;
+use crate::cache::flight::Leader;
 
 /// `res` (a streamed answer) with its body captured on the way. When the
 /// stream ends properly the whole answer is stored and published to the

@@ -70,7 +70,7 @@ async fn a_request_larger_than_the_limit_can_ever_allow_is_too_large() {
     let calls = Arc::new(AtomicUsize::new(0));
     let sent = || Err(Fault::Timeout);
     let svc = LimitsLayer::new().layer(below(&state, sent, calls.clone()));
-    let tokens = crate::state::tokens_resource("m");
+    let tokens = crate::limits::resources::tokens_resource("m");
     let up = upstream(&[("m", 1), (&tokens, 1_000)], Some(&tokens), true);
     let served = call(svc, first_try(&state, up)).await;
     let f = served.result.expect_err("refused");

@@ -6,7 +6,8 @@ use tower::Layer;
 use super::*;
 use crate::layers::Notes;
 use crate::layers::testing::{Later, answer, limited, upstream};
-use crate::state::{AppState, tokens_resource};
+use crate::limits::resources::tokens_resource;
+use crate::state::AppState;
 
 const MODEL: &str = "m";
 

@@ -30,7 +30,7 @@ pub(crate) struct Flights {
 }
 
 /// Who a request is in its flight.
-pub(super) enum Role {
+pub(crate) enum Role {
     /// It goes upstream; the guard publishes (or gives up) for the rest.
     Lead(Leader),
     /// Another request leads: wait for it.
@@ -40,7 +40,7 @@ pub(super) enum Role {
 /// The leader's side of a flight: publishes the answer, or on drop tells
 /// the others to go on their own.
 #[derive(Debug)]
-pub(super) struct Leader {
+pub(crate) struct Leader {
     flights: Arc<Flights>,
     key: CacheKey,
     tx: watch::Sender<Outcome>,
@@ -52,7 +52,7 @@ impl Flights {
     }
 
     /// Leads the flight of `key`, or joins the one in progress.
-    pub(super) fn enter(self: &Arc<Self>, key: CacheKey) -> Role {
+    pub(crate) fn enter(self: &Arc<Self>, key: CacheKey) -> Role {
         let mut map = self.lock();
         if let Some(rx) = map.get(&key)
             && rx.borrow().is_none()
@@ -70,14 +70,14 @@ impl Flights {
 
     /// Flights in progress now.
     #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 }
 
 impl Leader {
     /// Shares `answer` with every request that joined.
-    pub(super) fn publish(self, answer: Arc<Answer>) {
+    pub(crate) fn publish(self, answer: Arc<Answer>) {
         self.tx.send_replace(Some(Some(answer)));
     }
 }
@@ -105,7 +105,7 @@ impl Drop for Leader {
 
 /// Waits until `deadline` for the flight `rx` to end: the leader's answer,
 /// or `None` when it had none (or the deadline passed first).
-pub(super) async fn wait(
+pub(crate) async fn wait(
     mut rx: watch::Receiver<Outcome>,
     deadline: Instant,
 ) -> Option<Arc<Answer>> {
