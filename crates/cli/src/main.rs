@@ -251,7 +251,8 @@ async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> ExitCode 
         {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("sluice: {e}");
+                // The cause of a start error is its source.
+                eprintln!("sluice: {}", sluice_gateway::error::chain(&e));
                 return ExitCode::from(1);
             }
         };

@@ -47,7 +47,7 @@ impl Running {
             let _ = stopped.await;
         })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| sluice_gateway::error::chain(&e))?;
         Ok(Running {
             addr: serving.local_addr(),
             stop,

@@ -32,9 +32,9 @@ use sluice_limit::{CapacityChange, ChangeReason};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{Config, StoreLocation};
-use crate::error::chain;
+use crate::error::{Cause, StartError, chain};
 use crate::request::X_REQUEST_ID;
-use crate::state::{AppState, StartError};
+use crate::state::AppState;
 
 /// The actor of the admin token.
 pub const ADMIN: &str = "admin";
@@ -62,16 +62,16 @@ impl Audit {
     pub async fn open(config: &Config) -> Result<Audit, StartError> {
         let a = &config.audit;
         let location = a.location(&config.data_dir, &config.jobs);
-        let fail = |detail: String| StartError::Audit {
+        let fail = |source: Cause| StartError::Audit {
             store: location.display(),
-            detail,
+            source,
         };
-        location.create_dir().map_err(|e| fail(e.to_string()))?;
+        location.create_dir().map_err(|e| fail(e.into()))?;
         let store = match &location {
             StoreLocation::Sqlite(path) => AuditStore::open(path).await,
             StoreLocation::Postgres(url) => AuditStore::connect(url).await,
         }
-        .map_err(|e| fail(chain(&e)))?;
+        .map_err(|e| fail(e.into()))?;
         let spill = a.spill_file(&config.data_dir);
         let (log, task) = AuditLog::spawn(store.clone(), a.queue, Some(spill));
         let retention = (a.retention_days > 0).then(|| {

@@ -18,7 +18,7 @@ use sluice_jobs_http::{Credentials, Secret};
 
 use crate::config::{Config, TenantConfig};
 use crate::error::ApiError;
-use crate::state::StartError;
+use crate::error::StartError;
 
 /// Every API's and provider's credentials, built once at start-up from
 /// the values read with the configuration.

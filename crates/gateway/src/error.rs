@@ -1,5 +1,6 @@
 //! Every error the gateway answers with, mapped to HTTP in one place:
-//! OpenAI-style JSON bodies, and `Retry-After` where waiting helps.
+//! OpenAI-style JSON bodies, and `Retry-After` where waiting helps; and
+//! why it could not start ([`StartError`]), its causes chained.
 
 use std::time::Duration;
 
@@ -291,4 +292,123 @@ impl ApiError {
             },
         }
     }
+}
+
+/// A cause of a [`StartError`] that is not an error type of its own (a
+/// message) or is one of many kinds.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the gateway could not start. Its cause, where it has one, is its
+/// [`source`](std::error::Error::source): [`chain`] shows both.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A limit in the config is unusable.
+    #[error("invalid limits")]
+    Limits(#[from] sluice_limit::Error),
+    /// A tenant's key variable is not set.
+    #[error("tenant {tenant:?}: environment variable {var} is not set")]
+    MissingKey {
+        /// The tenant.
+        tenant: String,
+        /// The variable.
+        var: String,
+    },
+    /// A tenant's own upstream credential has no value.
+    #[error("tenant {tenant:?}: {key}: environment variable {var} is not set")]
+    MissingCredential {
+        /// The tenant.
+        tenant: String,
+        /// The credential, e.g. `apis.slack.auth_env`.
+        key: String,
+        /// The variable.
+        var: String,
+    },
+    /// A token's variable is not set.
+    #[error("{key}: environment variable {var} is not set")]
+    MissingToken {
+        /// The key that names it, e.g. `ui.token_env`.
+        key: &'static str,
+        /// The variable.
+        var: String,
+    },
+    /// One secret would name two roles (a tenant key that is also the
+    /// admin token).
+    #[error("{0}: every key must name one role")]
+    SharedKey(String),
+    /// The HTTP client could not be built.
+    #[error("http client")]
+    Client(#[source] Cause),
+    /// The OpenTelemetry exporter could not be started.
+    #[error("otel")]
+    Otel(#[source] Cause),
+    /// A serving thread or its runtime could not be started.
+    #[error("cannot start a serving thread")]
+    Threads(#[source] std::io::Error),
+    /// The listener could not bind.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Metrics could not be installed.
+    #[error("metrics")]
+    Metrics(#[source] crate::metrics::MetricsError),
+    /// The `[redis]` settings are unusable.
+    #[error("redis")]
+    Redis(#[from] sluice_redis::Error),
+    /// The job store could not be opened.
+    #[error("cannot open the job store {store}")]
+    Jobs {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        source: Cause,
+    },
+    /// The key store could not be opened.
+    #[error("cannot open the key store {store}")]
+    Keys {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        source: Cause,
+    },
+    /// The audit trail's store could not be opened.
+    #[error("cannot open the audit store {store}")]
+    Audit {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        source: Cause,
+    },
+    /// A store's file is missing although it existed, empty, unreadable
+    /// or not a database ([`crate::stores`]).
+    #[error("refusing to start")]
+    Store(#[from] crate::stores::Refused),
+    /// The job workers could not start.
+    #[error("cannot start the job workers: {what}")]
+    Workers {
+        /// What cannot be used: `queue rates`, `api {name}`, …
+        what: String,
+        /// Why.
+        source: Cause,
+    },
+    /// The response cache could not be built.
+    #[error("response cache")]
+    Cache(#[source] Cause),
+    /// The usage ledger's store could not be opened.
+    #[error("cannot open the usage ledger {store}")]
+    Ledger {
+        /// The SQLite file or PostgreSQL URL (password hidden).
+        store: String,
+        /// Why.
+        source: Cause,
+    },
+    /// A price in `[prices]` does not read.
+    #[error(transparent)]
+    Prices(#[from] sluice_usage::PriceError),
+    /// The budgets' count could not be set up.
+    #[error("budgets")]
+    Budgets(#[source] Cause),
 }

@@ -18,8 +18,7 @@ use sluice_jobs::{
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, JobsConfig, StoreLocation};
-use crate::error::chain;
-use crate::state::StartError;
+use crate::error::{Cause, StartError, chain};
 
 pub use store::AnyStore;
 
@@ -45,23 +44,23 @@ impl Jobs {
     pub async fn open(config: &Config) -> Result<Jobs, StartError> {
         let j = &config.jobs;
         let location = j.location(&config.data_dir);
-        let fail = |detail: String| StartError::Jobs {
+        let fail = |source: Cause| StartError::Jobs {
             store: location.display(),
-            detail,
+            source,
         };
         let store_config =
             StoreConfig::default().idempotency_ttl(Duration::from_secs(j.idempotency_ttl_seconds));
-        location.create_dir().map_err(|e| fail(e.to_string()))?;
+        location.create_dir().map_err(|e| fail(e.into()))?;
         let store = match &location {
             StoreLocation::Sqlite(path) => AnyStore::Sqlite(
                 SqliteStore::open(path, store_config)
                     .await
-                    .map_err(|e| fail(chain(&e)))?,
+                    .map_err(|e| fail(e.into()))?,
             ),
             StoreLocation::Postgres(url) => AnyStore::Postgres(
                 PostgresStore::connect(url, store_config)
                     .await
-                    .map_err(|e| fail(chain(&e)))?,
+                    .map_err(|e| fail(e.into()))?,
             ),
         };
         let cleaner = tokio::spawn(clean(store.clone(), j.clone()));

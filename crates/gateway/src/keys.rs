@@ -25,8 +25,7 @@ use sluice_limit::Limit;
 use sluice_redis::{NoticeEvent, RedisLimiter};
 
 use crate::config::{Config, StoreLocation};
-use crate::error::{ApiError, chain};
-use crate::state::StartError;
+use crate::error::{ApiError, Cause, StartError, chain};
 
 /// The bus topic of key store changes.
 const TOPIC: &str = "keys";
@@ -73,20 +72,20 @@ impl KeyRegistry {
     ) -> Result<KeyRegistry, StartError> {
         let k = &config.keys;
         let location = k.location(&config.data_dir, &config.jobs);
-        let fail = |detail: String| StartError::Keys {
+        let fail = |source: Cause| StartError::Keys {
             store: location.display(),
-            detail,
+            source,
         };
-        location.create_dir().map_err(|e| fail(e.to_string()))?;
+        location.create_dir().map_err(|e| fail(e.into()))?;
         let store = match &location {
             StoreLocation::Sqlite(path) => KeyStore::open(path).await,
             StoreLocation::Postgres(url) => KeyStore::connect(url).await,
         }
-        .map_err(|e| fail(chain(&e)))?;
+        .map_err(|e| fail(e.into()))?;
         let has_tenants = !store
             .tenants()
             .await
-            .map_err(|e| fail(chain(&e)))?
+            .map_err(|e| fail(e.into()))?
             .is_empty();
         let cache = KeyCache::with_ttls(
             store,

@@ -22,10 +22,9 @@ use sluice_usage::{Details, PriceTable, Usage};
 use tokio::time::Instant;
 
 use crate::config::{Config, StoreLocation};
-use crate::error::chain;
+use crate::error::{Cause, StartError, chain};
 use crate::metrics::LabelValues;
 use crate::request::Context;
-use crate::state::StartError;
 
 pub(crate) use jobs::recorded;
 
@@ -70,16 +69,16 @@ impl UsageLedger {
     pub(crate) async fn open(config: &Config) -> Result<Arc<UsageLedger>, StartError> {
         let l = &config.ledger;
         let location = l.location(&config.data_dir, &config.jobs);
-        let fail = |detail: String| StartError::Ledger {
+        let fail = |source: Cause| StartError::Ledger {
             store: location.display(),
-            detail,
+            source,
         };
-        location.create_dir().map_err(|e| fail(e.to_string()))?;
+        location.create_dir().map_err(|e| fail(e.into()))?;
         let store = match &location {
             StoreLocation::Sqlite(path) => LedgerStore::open(path).await,
             StoreLocation::Postgres(url) => LedgerStore::connect(url).await,
         }
-        .map_err(|e| fail(chain(&e)))?;
+        .map_err(|e| fail(e.into()))?;
         // Its own thread: a batch's statements are built and awaited
         // there, never on a worker thread that requests are waiting for.
         let spool = SpoolConfig::new("ledger")

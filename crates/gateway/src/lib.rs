@@ -44,9 +44,10 @@ pub mod trace;
 pub mod warnings;
 mod watchdog;
 
+pub use error::StartError;
 pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;
 pub use server::{
     BACKGROUND_THREAD, Gateway, Serving, THREAD_NAME, is_gateway_thread, shutdown_signal,
 };
-pub use state::{AppState, StartError};
+pub use state::AppState;

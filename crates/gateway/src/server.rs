@@ -17,8 +17,9 @@ use tokio::sync::Semaphore;
 pub use threads::{BACKGROUND_THREAD, Serving, THREAD_NAME, is_gateway_thread};
 
 use crate::config::Config;
+use crate::error::StartError;
 use crate::routes;
-use crate::state::{AppState, StartError};
+use crate::state::AppState;
 
 /// A gateway bound to its address, ready to serve.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use sluice_limit::{Limiter, SharedLimiter, ToolClassifier};
 use sluice_redis::RedisLimiter;
 
 use crate::config::Config;
-use crate::error::ApiError;
+use crate::error::{ApiError, StartError};
 use crate::limits::holds::Holds;
 use crate::limits::rules::{adaptive, capacity_changed, connect_redis, rules};
 use crate::metrics::Metrics;
@@ -110,115 +110,6 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A limit in the config is unusable.
-    #[error("invalid limits: {0}")]
-    Limits(#[from] sluice_limit::Error),
-    /// A tenant's key variable is not set.
-    #[error("tenant {tenant:?}: environment variable {var} is not set")]
-    MissingKey {
-        /// The tenant.
-        tenant: String,
-        /// The variable.
-        var: String,
-    },
-    /// A tenant's own upstream credential has no value.
-    #[error("tenant {tenant:?}: {key}: environment variable {var} is not set")]
-    MissingCredential {
-        /// The tenant.
-        tenant: String,
-        /// The credential, e.g. `apis.slack.auth_env`.
-        key: String,
-        /// The variable.
-        var: String,
-    },
-    /// A token's variable is not set.
-    #[error("{key}: environment variable {var} is not set")]
-    MissingToken {
-        /// The key that names it, e.g. `ui.token_env`.
-        key: &'static str,
-        /// The variable.
-        var: String,
-    },
-    /// One secret would name two roles (a tenant key that is also the
-    /// admin token).
-    #[error("{0}: every key must name one role")]
-    SharedKey(String),
-    /// The HTTP client could not be built.
-    #[error("http client: {0}")]
-    Client(String),
-    /// The OpenTelemetry exporter could not be started.
-    #[error("otel: {0}")]
-    Otel(String),
-    /// A serving thread or its runtime could not be started.
-    #[error("cannot start a serving thread: {0}")]
-    Threads(#[source] std::io::Error),
-    /// The listener could not bind.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Metrics could not be installed.
-    #[error("metrics: {0}")]
-    Metrics(String),
-    /// The `[redis]` settings are unusable.
-    #[error("redis: {0}")]
-    Redis(#[from] sluice_redis::Error),
-    /// The job store could not be opened.
-    #[error("cannot open the job store {store}: {detail}")]
-    Jobs {
-        /// The SQLite file or PostgreSQL URL (password hidden).
-        store: String,
-        /// Why.
-        detail: String,
-    },
-    /// The key store could not be opened.
-    #[error("cannot open the key store {store}: {detail}")]
-    Keys {
-        /// The SQLite file or PostgreSQL URL (password hidden).
-        store: String,
-        /// Why.
-        detail: String,
-    },
-    /// The audit trail's store could not be opened.
-    #[error("cannot open the audit store {store}: {detail}")]
-    Audit {
-        /// The SQLite file or PostgreSQL URL (password hidden).
-        store: String,
-        /// Why.
-        detail: String,
-    },
-    /// A store's file is missing although it existed, empty, unreadable
-    /// or not a database ([`crate::stores`]).
-    #[error("refusing to start: {0}")]
-    Store(#[from] crate::stores::Refused),
-    /// The job workers could not start.
-    #[error("cannot start the job workers: {0}")]
-    Workers(String),
-    /// The response cache could not be built.
-    #[error("response cache: {0}")]
-    Cache(String),
-    /// The usage ledger's store could not be opened.
-    #[error("cannot open the usage ledger {store}: {detail}")]
-    Ledger {
-        /// The SQLite file or PostgreSQL URL (password hidden).
-        store: String,
-        /// Why.
-        detail: String,
-    },
-    /// A price in `[prices]` does not read.
-    #[error("{0}")]
-    Prices(#[from] sluice_usage::PriceError),
-    /// The budgets' count could not be set up.
-    #[error("budgets: {0}")]
-    Budgets(String),
-}
-
 impl AppState {
     /// Whether no caller needs a key: no `[[tenants]]` and no tenant in
     /// the key store.
@@ -289,22 +180,22 @@ impl AppState {
             // calls stay on HTTP/1.1, as before it.
             .http1_only()
             .build()
-            .map_err(|e| StartError::Client(e.to_string()))?;
+            .map_err(|e| StartError::Client(e.into()))?;
         let upstream =
             crate::client::UpstreamClient::new(client.clone(), config.http.serving_threads())
-                .map_err(StartError::Client)?;
+                .map_err(|e| StartError::Client(e.into()))?;
         let routes = crate::client::Routes::new(&config, &upstream);
         let (otel, otel_task) = match &config.otel {
             Some(o) => {
-                let export = o.export_config().map_err(StartError::Otel)?;
-                let (e, t) = sluice_otel::Exporter::spawn(export)
-                    .map_err(|e| StartError::Otel(e.to_string()))?;
+                let export = o.export_config().map_err(|e| StartError::Otel(e.into()))?;
+                let (e, t) =
+                    sluice_otel::Exporter::spawn(export).map_err(|e| StartError::Otel(e.into()))?;
                 (Some(e), Some(t))
             }
             None => (None, None),
         };
-        let metrics = Metrics::install(config.metrics.tenant_labels)
-            .map_err(|e| StartError::Metrics(e.to_string()))?;
+        let metrics =
+            Metrics::install(config.metrics.tenant_labels).map_err(StartError::Metrics)?;
         if let Some(r) = &redis {
             crate::metrics::redis_degraded(r.is_degraded());
         }
@@ -322,10 +213,11 @@ impl AppState {
             config.limits_api.max_held_per_tenant,
             config.limits_api.max_settle_multiple,
         );
-        let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
+        let cache = crate::cache::build(&config).map_err(|e| StartError::Cache(e.into()))?;
         let prices = crate::config::price_table(&config.prices)?;
         let board = crate::dashboard::Board::new(&config.ui);
-        let (budgets, budget_seed) = crate::budgets::store(&config).map_err(StartError::Budgets)?;
+        let (budgets, budget_seed) =
+            crate::budgets::store(&config).map_err(|e| StartError::Budgets(e.into()))?;
         let gauges =
             crate::metrics::Refresh::new(Duration::from_millis(config.metrics.refresh_interval_ms));
         let state = AppState {

@@ -15,8 +15,8 @@ use sluice_limit::SharedLimiter;
 use super::AnyStore;
 use crate::config::Config;
 use crate::credentials::Upstreams;
+use crate::error::StartError;
 use crate::ledger::UsageLedger;
-use crate::state::StartError;
 
 /// Starts workers for every configured queue.
 #[allow(clippy::too_many_arguments)] // the start-up order's parts, each used once
@@ -37,7 +37,7 @@ pub(super) fn start(
     let apis = http_apis(config, credentials)?;
     let mut handlers =
         sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
-            .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+            .map_err(|e| workers("discord limit", e))?;
     if let Some(ledger) = ledger {
         // Every attempt leaves a ledger record.
         handlers = crate::ledger::recorded(&handlers, ledger);
@@ -73,8 +73,15 @@ pub(super) fn start(
         }
         pool = pool.queue(queue);
     }
-    pool.start()
-        .map_err(|e| StartError::Workers(format!("queue rates: {e}")))
+    pool.start().map_err(|e| workers("queue rates", e))
+}
+
+/// The workers cannot start: `what` cannot be used, for `why`.
+fn workers(what: &str, why: impl std::error::Error + Send + Sync + 'static) -> StartError {
+    StartError::Workers {
+        what: what.to_owned(),
+        source: Box::new(why),
+    }
 }
 
 /// `rate` starts a second as a sliding window (so that no window of that
@@ -98,7 +105,7 @@ fn http_apis(config: &Config, credentials: &Upstreams) -> Result<HttpApis, Start
     for api in &config.apis {
         apis = apis
             .api(&api.name, &api.base_url)
-            .map_err(|e| StartError::Workers(format!("api {}: {e}", api.name)))?;
+            .map_err(|e| workers(&format!("api {}", api.name), e))?;
         let creds = credentials.api(&api.name);
         if !creds.is_none() {
             let prefix = if api.name == "discord" {

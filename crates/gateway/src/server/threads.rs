@@ -35,8 +35,9 @@ use tokio::time::Instant;
 
 use super::{Gateway, conns, last_word};
 use crate::config::Config;
+use crate::error::StartError;
 use crate::routes::Edge;
-use crate::state::{AppState, StartError};
+use crate::state::AppState;
 
 /// The name of the gateway's serving threads (Linux keeps 15 bytes of
 /// it) and of their blocking pools: `top -H` finds them by it.

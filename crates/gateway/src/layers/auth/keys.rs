@@ -7,7 +7,7 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 use crate::config::Config;
-use crate::state::StartError;
+use crate::error::StartError;
 
 /// The credentials the gateway knows, read once at start-up.
 pub(crate) struct Keys {
