@@ -34,7 +34,6 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::config::{Config, StoreLocation};
 use crate::error::{Cause, StartError, chain};
 use crate::request::X_REQUEST_ID;
-use crate::state::AppState;
 
 /// The actor of the admin token.
 pub const ADMIN: &str = "admin";
@@ -180,10 +179,10 @@ pub struct Act {
     request_id: Arc<str>,
 }
 
-impl FromRequestParts<AppState> for Act {
+impl<S: Send + Sync> FromRequestParts<S> for Act {
     type Rejection = Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Infallible> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
         let id = crate::request::client_request_id(&parts.headers)
             .map_or_else(crate::request::new_id, str::to_owned);
         Ok(Act {
@@ -213,21 +212,6 @@ impl Act {
 /// `v` as JSON for an entry's before or after (`null` if it cannot be).
 pub(crate) fn snapshot(v: &impl Serialize) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-impl AppState {
-    /// Records `entry` in the audit trail, when it is on; never waits.
-    pub(crate) fn record(&self, entry: NewEntry) {
-        if let Some(audit) = self.audit.get() {
-            audit.record(entry);
-        }
-    }
-
-    /// Whether the audit trail is on (a handler reads the state before a
-    /// change only then).
-    pub(crate) fn audited(&self) -> bool {
-        self.audit.get().is_some()
-    }
 }
 
 #[cfg(test)]

@@ -19,26 +19,31 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::HttpBody;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Frame, SizeHint};
 
+use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The whole request body.
 #[derive(Debug, Clone, Default)]
 pub struct Body(pub Bytes);
 
-impl FromRequest<AppState> for Body {
+impl<S> FromRequest<S> for Body
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = Response;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let config = Arc::<Config>::from_ref(state);
         let (parts, body) = req.into_parts();
-        read(&parts.headers, body, state).await.map(Body)
+        read(&parts.headers, body, &config).await.map(Body)
     }
 }
 
@@ -49,12 +54,17 @@ impl FromRequest<AppState> for Body {
 #[derive(Debug, Clone, Default)]
 pub struct HeadersAndBody(pub HeaderMap, pub Bytes);
 
-impl FromRequest<AppState> for HeadersAndBody {
+impl<S> FromRequest<S> for HeadersAndBody
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = Response;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let config = Arc::<Config>::from_ref(state);
         let (parts, body) = req.into_parts();
-        let bytes = read(&parts.headers, body, state).await?;
+        let bytes = read(&parts.headers, body, &config).await?;
         Ok(HeadersAndBody(parts.headers, bytes))
     }
 }
@@ -68,13 +78,18 @@ pub const SMALL_BODY_BYTES: usize = 4 * 1024;
 #[derive(Debug, Clone, Default)]
 pub struct SmallBody(pub Bytes);
 
-impl FromRequest<AppState> for SmallBody {
+impl<S> FromRequest<S> for SmallBody
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = Response;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let config = Arc::<Config>::from_ref(state);
         let (parts, body) = req.into_parts();
-        let limit = SMALL_BODY_BYTES.min(state.config.max_body_bytes);
-        read_at_most(&parts.headers, body, state, limit)
+        let limit = SMALL_BODY_BYTES.min(config.max_body_bytes);
+        read_at_most(&parts.headers, body, &config, limit)
             .await
             .map(SmallBody)
     }
@@ -85,19 +100,19 @@ impl FromRequest<AppState> for SmallBody {
 async fn read(
     headers: &HeaderMap,
     body: axum::body::Body,
-    state: &AppState,
+    config: &Config,
 ) -> Result<Bytes, Response> {
-    read_at_most(headers, body, state, state.config.max_body_bytes).await
+    read_at_most(headers, body, config, config.max_body_bytes).await
 }
 
 /// [`read`] with a limit of its own.
 async fn read_at_most(
     headers: &HeaderMap,
     body: axum::body::Body,
-    state: &AppState,
+    config: &Config,
     limit: usize,
 ) -> Result<Bytes, Response> {
-    let timeout = Duration::from_millis(state.config.http.body_read_timeout_ms);
+    let timeout = Duration::from_millis(config.http.body_read_timeout_ms);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

@@ -28,7 +28,7 @@ use crate::error::StartError;
 /// foldhash (the names are the configuration's, fixed at start; SipHash
 /// cost more than the rest of the lookup).
 #[derive(Debug, Default)]
-pub(crate) struct Upstreams {
+pub(crate) struct UpstreamCredentials {
     apis: HashMap<String, Credentials, RandomState>,
     /// In the order of `config.providers`.
     providers: Vec<Credentials>,
@@ -37,13 +37,13 @@ pub(crate) struct Upstreams {
 /// What is not configured: no credential is sent.
 static NONE: std::sync::LazyLock<Credentials> = std::sync::LazyLock::new(Credentials::none);
 
-impl Upstreams {
+impl UpstreamCredentials {
     /// # Errors
     /// [`StartError::MissingCredential`] for a tenant's own credential
     /// whose variable has no value (a configuration built in code without
     /// it; a loaded one is refused at load).
-    pub(crate) fn from_config(config: &Config) -> Result<Upstreams, StartError> {
-        let mut out = Upstreams::default();
+    pub(crate) fn from_config(config: &Config) -> Result<UpstreamCredentials, StartError> {
+        let mut out = UpstreamCredentials::default();
         for api in &config.apis {
             let own = (config.tenants.iter())
                 .filter_map(|t| Some((t, t.apis.get(&api.name)?.auth_env.as_str())));

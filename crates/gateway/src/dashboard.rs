@@ -15,13 +15,12 @@ pub mod view;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::state::{AppState, Inner};
 use logins::FailedLogins;
 use pulse::Pulse;
 use sessions::Sessions;
@@ -59,11 +58,11 @@ pub(crate) struct Board {
 
 /// A stream's place among `ui.max_streams`; given back on drop.
 #[derive(Debug)]
-pub(crate) struct StreamSlot(Arc<Inner>);
+pub(crate) struct StreamSlot(Arc<Board>);
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.board.streams.fetch_sub(1, Ordering::SeqCst);
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -108,7 +107,7 @@ impl Board {
 
     /// Publishes a snapshot: kept as the latest, its point added to the
     /// history (the oldest dropped past its length), sent to the streams.
-    fn publish(&self, snapshot: Snapshot) {
+    pub(crate) fn publish(&self, snapshot: Snapshot) {
         let point = Point::of(&snapshot);
         {
             let mut h = self.history.lock().unwrap_or_else(PoisonError::into_inner);
@@ -130,45 +129,14 @@ pub(crate) fn sse_event(name: &str, data: &impl serde::Serialize) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
-impl AppState {
-    /// A place for one more stream; `None` when `ui.max_streams` are open.
-    pub(crate) fn stream_slot(&self) -> Option<StreamSlot> {
-        let board = &self.board;
-        board
-            .streams
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < board.max_streams).then_some(n + 1)
-            })
-            .ok()?;
-        Some(StreamSlot(Arc::clone(&self.inner)))
-    }
-}
-
-/// Takes a first snapshot of `state`, then samples it every [`INTERVAL`]
-/// until the gateway is dropped (the task holds it only while it takes a
-/// snapshot). Called by `Gateway::bind` once the job store and the audit
-/// trail are open, before the listener: a request never finds no
-/// snapshot, whichever serving thread takes it and however busy the
-/// thread that samples is.
-pub(crate) async fn start_sampler(state: &AppState) {
-    if !state.config.ui.enabled {
-        return;
-    }
-    let mut sampler = sample::Sampler::default();
-    let snapshot = sampler.sample(state, state.board.pulse.read()).await;
-    state.board.publish(snapshot);
-    let weak: Weak<Inner> = Arc::downgrade(&state.inner);
-    tokio::spawn(async move {
-        let start = tokio::time::Instant::now() + INTERVAL;
-        let mut tick = tokio::time::interval_at(start, INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(inner) = weak.upgrade() else { break };
-            let state = AppState { inner };
-            let totals = state.board.pulse.read();
-            let snapshot = sampler.sample(&state, totals).await;
-            state.board.publish(snapshot);
-        }
-    });
+/// A place for one more stream of `board`; `None` when `ui.max_streams`
+/// are open.
+pub(crate) fn stream_slot(board: &Arc<Board>) -> Option<StreamSlot> {
+    board
+        .streams
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < board.max_streams).then_some(n + 1)
+        })
+        .ok()?;
+    Some(StreamSlot(Arc::clone(board)))
 }

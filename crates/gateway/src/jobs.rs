@@ -82,7 +82,7 @@ impl Jobs {
     pub(crate) async fn start_workers(
         &self,
         config: &Config,
-        credentials: &crate::credentials::Upstreams,
+        credentials: &crate::credentials::UpstreamCredentials,
         limiter: sluice_limit::SharedLimiter,
         client: reqwest::Client,
         otel: Option<&sluice_otel::Exporter>,

@@ -11,8 +11,12 @@
 //! the notice arrives (milliseconds), not after the cache's TTL. A replica
 //! whose bus reconnects drops its whole cache, since notices sent while
 //! it was away are lost.
+//!
+//! The keys the configuration names (`[[tenants]]` keys, the operator's
+//! tokens) are [`tokens`].
 
 mod limits;
+pub(crate) mod tokens;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,19 +220,21 @@ impl KeyRegistry {
     }
 }
 
-/// What a request in `ctx` takes for its caller's own limits (nothing
+/// What a request in `ctx` takes for its caller's own limits, kept in
+/// `keystore` and counted by `limits` (nothing
 /// for a static key or an open gateway); `tokens` is its estimate, for a
 /// model call.
 ///
 /// # Errors
 /// When the limiter refuses a limit.
 pub(crate) fn caller_needs(
-    state: &crate::state::AppState,
+    keystore: Option<&KeyRegistry>,
+    limits: &sluice_limit::SharedLimiter,
     ctx: &crate::request::Context,
     tokens: Option<u64>,
 ) -> Result<limits::CallerNeeds, ApiError> {
-    match (&ctx.caller, state.keystore.get()) {
-        (Some(c), Some(r)) => r.needs(&state.limits, c, tokens),
+    match (&ctx.caller, keystore) {
+        (Some(c), Some(r)) => r.needs(limits, c, tokens),
         _ => Ok(limits::CallerNeeds::default()),
     }
 }

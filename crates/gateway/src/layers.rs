@@ -47,6 +47,7 @@ pub(crate) mod step;
 pub(crate) mod testing;
 pub(crate) mod upstream;
 pub(crate) mod usage;
+pub(crate) mod wire;
 
 use std::future::Future;
 use std::pin::Pin;

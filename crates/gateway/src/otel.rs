@@ -23,14 +23,24 @@ use std::borrow::Cow;
 use sluice_otel::{Clock, Exporter, Kind, Span, SpanId, Status, TraceId};
 use tokio::time::Instant;
 
-use crate::layers::upstream::{AttemptRecord, Upstream};
-use crate::ledger::Handed;
 use crate::request::Context;
-use crate::state::AppState;
 use crate::trace::Trace;
 use sluice_usage::{AnswerHead, Usage};
 
 pub(crate) use genai::{ModelCall, head_of};
+
+/// One attempt for traces: the limiter wait before it, then the call.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptRecord {
+    pub attempt: u32,
+    /// The attempt's span: the parent id its `traceparent` sent upstream.
+    pub span_id: [u8; 8],
+    pub limiter_start: Instant,
+    pub sent: Instant,
+    pub ended: Instant,
+    pub status: Option<u16>,
+    pub outcome: &'static str,
+}
 
 /// The spans of one sampled request.
 #[derive(Debug, Clone)]
@@ -50,14 +60,14 @@ pub(crate) struct Spans {
 }
 
 impl Spans {
-    /// The spans of `ctx`'s request, when an exporter is on and the
+    /// The spans of `ctx`'s request, when `exporter` is on and the
     /// request is sampled.
     pub(crate) fn start(
-        state: &AppState,
+        exporter: Option<&Exporter>,
         ctx: &Context,
         method: impl Into<Cow<'static, str>>,
     ) -> Option<Box<Spans>> {
-        let exporter = state.otel.as_ref()?;
+        let exporter = exporter?;
         if ctx.trace.flags & 1 == 0 {
             return None;
         }
@@ -118,23 +128,25 @@ impl Spans {
         .set("sluice.cache.result", result);
     }
 
-    /// The call's ledger record was handed to the writer.
-    pub(crate) fn ledger(&mut self, handed: &Handed) {
+    /// The call's ledger record, of `cost_nanos` (`estimated` or read),
+    /// was handed to the writer from `start` to `end`, `queued` records
+    /// waiting for it then.
+    pub(crate) fn ledger(
+        &mut self,
+        (start, end): (Instant, Instant),
+        cost_nanos: u64,
+        estimated: bool,
+        queued: usize,
+    ) {
         let root = self.root;
         // Cost in dollars: what dashboards sum; nanodollars stay exact
         // in the ledger itself.
         #[allow(clippy::cast_precision_loss)]
-        let cost = handed.cost_nanos as f64 / 1e9;
-        self.push(
-            root,
-            "sluice.ledger",
-            Kind::Producer,
-            (handed.start, handed.end),
-            3,
-        )
-        .set("sluice.cost_usd", cost)
-        .set("sluice.usage.estimated", handed.estimated)
-        .set("sluice.ledger.queued", handed.queued as u64);
+        let cost = cost_nanos as f64 / 1e9;
+        self.push(root, "sluice.ledger", Kind::Producer, (start, end), 3)
+            .set("sluice.cost_usd", cost)
+            .set("sluice.usage.estimated", estimated)
+            .set("sluice.ledger.queued", queued as u64);
     }
 
     /// The request waited in its admission queue from `start` to `end`.
@@ -174,9 +186,15 @@ impl Spans {
         }
     }
 
-    /// One attempt of `up`: the limiter wait, then the HTTP call, whose
-    /// span id is the one its `traceparent` carried.
-    pub(crate) fn attempt(&mut self, up: &Upstream, a: &AttemptRecord) {
+    /// One attempt of a call limited on `resource`, sending `method` to
+    /// `url`: the limiter wait, then the HTTP call, whose span id is the
+    /// one its `traceparent` carried.
+    pub(crate) fn attempt(
+        &mut self,
+        resource: &str,
+        (method, url): (&reqwest::Method, &reqwest::Url),
+        a: &AttemptRecord,
+    ) {
         let parent = self.current();
         self.push(
             parent,
@@ -186,19 +204,18 @@ impl Spans {
             2,
         )
         .set("sluice.attempt", a.attempt)
-        .set("sluice.resource", up.plan.name.clone());
-        let out = &up.outgoing;
-        let method = method_name(&out.method);
+        .set("sluice.resource", resource.to_owned());
+        let method = method_name(method);
         let span = self.push(parent, method.clone(), Kind::Client, (a.sent, a.ended), 10);
         span.span_id = a.span_id;
         span.set("http.request.method", method)
-            .set("url.full", without_query(&out.url))
+            .set("url.full", without_query(url))
             .set("sluice.attempt", a.attempt)
             .set("sluice.outcome", a.outcome);
-        if let Some(host) = out.url.host_str() {
+        if let Some(host) = url.host_str() {
             span.set("server.address", host.to_owned());
         }
-        if let Some(port) = out.url.port_or_known_default() {
+        if let Some(port) = url.port_or_known_default() {
             span.set("server.port", port);
         }
         if a.attempt > 1 {

@@ -2,7 +2,7 @@
 //!
 //! The router is built from [`table`] and nothing else, so no route can
 //! exist without a declared [`Owner`]; each handler takes that owner's
-//! extractor (see [`crate::auth`]) before it reads its body.
+//! extractor (see [`crate::layers::auth`]) before it reads its body.
 
 pub mod audit;
 pub mod cache;
@@ -22,9 +22,9 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodRouter, any, delete, get, patch, post, put};
 
-use crate::auth::Owner;
 use crate::dashboard::LOGIN_PATH;
 use crate::error::ApiError;
+use crate::layers::auth::Owner;
 use crate::state::AppState;
 
 pub use edge::{Edge, EdgeFuture};

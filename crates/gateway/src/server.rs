@@ -19,7 +19,7 @@ pub use threads::{BACKGROUND_THREAD, Serving, THREAD_NAME, is_gateway_thread};
 use crate::config::Config;
 use crate::error::StartError;
 use crate::routes;
-use crate::state::AppState;
+use crate::state::{AppState, Builder};
 
 /// A gateway bound to its address, ready to serve.
 #[derive(Debug)]
@@ -29,76 +29,28 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Builds the state and binds `config.listen` (or `listen` when given).
+    /// Builds the state ([`Builder`](crate::state::Builder): stores
+    /// opened, writers and job workers started) and binds `config.listen`
+    /// (or `listen` when given).
     ///
     /// # Errors
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
-        // Before any store opens: SQLite would create a deleted file and
-        // take an emptied one for a new database.
-        crate::stores::check_all(&config)?;
-        let state = AppState::start(config).await?;
-        let jobs = match state.config.jobs.enabled {
-            true => Some(crate::jobs::Jobs::open(&state.config).await?),
-            false => None,
-        };
-        // After the job store (whose database it may share), before the
-        // workers (whose attempts it records).
-        if state.config.ledger.enabled {
-            let ledger = crate::ledger::UsageLedger::open(&state.config).await?;
-            let _ = state.ledger.set(ledger);
-        }
-        // Before the workers, which ask it whether a job's tenant is
-        // blocked before each attempt.
-        if state.config.keys.enabled {
-            let keys = crate::keys::KeyRegistry::open(&state.config, state.redis.clone()).await?;
-            let _ = state.keystore.set(keys);
-        }
-        if let Some(jobs) = jobs {
-            if state.config.jobs.workers {
-                // The request path's limits: with `[redis]`, job rates and
-                // the API buckets jobs call through are every replica's.
-                let limits = state.limits.clone();
-                jobs.start_workers(
-                    &state.config,
-                    &state.credentials,
-                    limits,
-                    state.client.clone(),
-                    state.otel.as_ref(),
-                    state.ledger.get(),
-                    state.keystore.get().map(|k| k.store().clone()),
-                )
-                .await?;
-            }
-            let _ = state.jobs.set(jobs);
-        }
-        if state.config.audit.enabled {
-            let audit = crate::audit::Audit::open(&state.config).await?;
-            state.limiter.on_change(audit.reductions());
-            if let Some(r) = &state.redis {
-                r.on_change(audit.reductions());
-            }
-            let _ = state.audit.set(audit);
-        }
-        // Every store opened: a later start knows their files existed.
-        crate::stores::mark_all(&state.config);
-        // Once every source it reads is open: the first snapshot is whole.
-        crate::dashboard::start_sampler(&state).await;
+        let built = Builder::open(config).await?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
         let bound = listener.local_addr().unwrap_or(addr);
-        let warnings = crate::warnings::startup_warnings(
-            &state.config,
-            bound,
-            state.keystore.get().is_some_and(|k| k.has_tenants()),
-        );
+        let warnings =
+            crate::warnings::startup_warnings(built.config(), bound, built.has_stored_tenants());
         for w in &warnings {
             tracing::warn!("{w}");
         }
-        let _ = state.warnings.set(warnings);
-        Ok(Gateway { state, listener })
+        Ok(Gateway {
+            state: built.finish(warnings),
+            listener,
+        })
     }
 
     /// The address it listens on (useful with port 0).
@@ -153,7 +105,7 @@ impl Gateway {
             state.end_grace();
         };
         let jobs = async {
-            let report = match state.jobs.get() {
+            let report = match &state.stores.jobs {
                 Some(jobs) => jobs.stop_workers(drain).await,
                 None => None,
             };
@@ -172,12 +124,7 @@ impl Gateway {
         tokio::join!(http, jobs);
         // The store closes after both: a request in flight may still
         // read or enqueue jobs while the workers are long gone.
-        if let Some(jobs) = state.jobs.get() {
-            jobs.close().await;
-        }
-        if let Some(keys) = state.keystore.get() {
-            keys.close().await;
-        }
+        state.stores.close().await;
         state.shutdown_writers().await;
         Ok(())
     }

@@ -14,7 +14,6 @@ use super::view::{
     ByPriority, QueueView, ResourceView, Section, Snapshot, Spend, TenantQueued, TenantSpend,
     TenantView,
 };
-use crate::state::AppState;
 
 /// Seconds over which rates, shares and percentiles are counted: long
 /// enough for a p99 to mean something at a few requests a second, short
@@ -34,6 +33,17 @@ const SLOW_TIMEOUT: Duration = Duration::from_secs(2);
 /// Audit entries shown, newest first.
 const AUDIT_ENTRIES: u32 = 10;
 
+/// What a snapshot reads: the gateway's parts, borrowed for one
+/// snapshot (the jobs, the audit trail and the ledger when they are on).
+pub(crate) struct Sources<'a> {
+    pub(crate) config: &'a crate::config::Config,
+    pub(crate) limits: &'a sluice_limit::SharedLimiter,
+    pub(crate) queue: &'a sluice_admit::AdmissionQueue<crate::response::Shared>,
+    pub(crate) ledger: Option<&'a std::sync::Arc<crate::ledger::UsageLedger>>,
+    pub(crate) jobs: Option<&'a crate::jobs::Jobs>,
+    pub(crate) audit: Option<&'a crate::audit::Audit>,
+}
+
 /// Takes snapshots; keeps the readings its rates are counted from.
 #[derive(Debug, Default)]
 pub(crate) struct Sampler {
@@ -50,7 +60,7 @@ pub(crate) fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn kind(state: &AppState, resource: &str) -> &'static str {
+fn kind(state: &Sources<'_>, resource: &str) -> &'static str {
     if resource.starts_with(sluice_limit::API_PREFIX) {
         "api"
     } else if state.config.provider_for(resource).is_some() {
@@ -62,7 +72,7 @@ fn kind(state: &AppState, resource: &str) -> &'static str {
 
 /// The configured requests per second and tokens per minute of a model
 /// or API.
-fn configured(state: &AppState, resource: &str) -> (Option<f64>, Option<f64>) {
+fn configured(state: &Sources<'_>, resource: &str) -> (Option<f64>, Option<f64>) {
     if let Some(api) = resource.strip_prefix(sluice_limit::API_PREFIX) {
         return (state.config.api(api).map(|a| a.requests_per_second), None);
     }
@@ -83,8 +93,8 @@ fn listed(resource: &str) -> bool {
 }
 
 impl Sampler {
-    /// A snapshot of `state` now.
-    pub(crate) async fn sample(&mut self, state: &AppState, totals: Totals) -> Snapshot {
+    /// A snapshot of the gateway, read from `state`, now.
+    pub(crate) async fn sample(&mut self, state: &Sources<'_>, totals: Totals) -> Snapshot {
         let now = Instant::now();
         self.readings.push_back((now, totals));
         while self
@@ -107,7 +117,7 @@ impl Sampler {
         let mut rows: BTreeMap<String, ResourceView> = BTreeMap::new();
         fn row<'a>(
             rows: &'a mut BTreeMap<String, ResourceView>,
-            state: &AppState,
+            state: &Sources<'_>,
             name: &str,
         ) -> &'a mut ResourceView {
             rows.entry(name.to_owned()).or_insert_with(|| ResourceView {
@@ -225,8 +235,8 @@ impl Sampler {
 
 /// Today's spend per tenant, read again when [`SLOW_EVERY`] has passed:
 /// one row per tenant from the day rollups, never the records.
-async fn spend(slow: &mut Slow<Spend>, state: &AppState, now: Instant) -> Section<Spend> {
-    slow.read(now, state.ledger.get(), |ledger| async move {
+async fn spend(slow: &mut Slow<Spend>, state: &Sources<'_>, now: Instant) -> Section<Spend> {
+    slow.read(now, state.ledger, |ledger| async move {
         let now_ms = sluice_ledger::now_ms();
         let since_ms = Granularity::Day.bucket(now_ms);
         let query = Query::new(since_ms, now_ms + 1, Granularity::Day).group_by([Dim::Tenant]);
@@ -260,10 +270,10 @@ async fn spend(slow: &mut Slow<Spend>, state: &AppState, now: Instant) -> Sectio
 /// The job counts, read again when [`SLOW_EVERY`] has passed.
 async fn jobs(
     slow: &mut Slow<Vec<sluice_jobs::QueueCounts>>,
-    state: &AppState,
+    state: &Sources<'_>,
     now: Instant,
 ) -> Section<Vec<sluice_jobs::QueueCounts>> {
-    slow.read(now, state.jobs.get(), |jobs| async move {
+    slow.read(now, state.jobs, |jobs| async move {
         let mut queues = jobs.store().counts().await.map_err(|e| e.to_string())?;
         for name in state.config.jobs.queues.keys() {
             if !queues.iter().any(|q| &q.queue == name) {
@@ -283,10 +293,10 @@ async fn jobs(
 /// The newest audit entries, read again when [`SLOW_EVERY`] has passed.
 async fn audit(
     slow: &mut Slow<Vec<serde_json::Value>>,
-    state: &AppState,
+    state: &Sources<'_>,
     now: Instant,
 ) -> Section<Vec<serde_json::Value>> {
-    slow.read(now, state.audit.get(), |audit| async move {
+    slow.read(now, state.audit, |audit| async move {
         let filter = sluice_audit::Filter {
             limit: AUDIT_ENTRIES,
             ..sluice_audit::Filter::default()

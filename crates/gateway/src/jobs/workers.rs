@@ -14,7 +14,7 @@ use sluice_limit::SharedLimiter;
 
 use super::AnyStore;
 use crate::config::Config;
-use crate::credentials::Upstreams;
+use crate::credentials::UpstreamCredentials;
 use crate::error::StartError;
 use crate::ledger::UsageLedger;
 
@@ -25,7 +25,7 @@ use crate::ledger::UsageLedger;
 /// [`StartError::Workers`] naming the API or queue that cannot be used.
 pub(super) fn start(
     config: &Config,
-    credentials: &Upstreams,
+    credentials: &UpstreamCredentials,
     store: AnyStore,
     limiter: SharedLimiter,
     client: reqwest::Client,
@@ -100,7 +100,7 @@ fn per_second(rate: f64) -> Limit {
 /// the credentials a proxied call sends (the job's tenant's own token, else
 /// the shared one where it is shared; `Bot` for Discord, `Bearer` for the
 /// others).
-fn http_apis(config: &Config, credentials: &Upstreams) -> Result<HttpApis, StartError> {
+fn http_apis(config: &Config, credentials: &UpstreamCredentials) -> Result<HttpApis, StartError> {
     let mut apis = HttpApis::new();
     for api in &config.apis {
         apis = apis
@@ -122,7 +122,7 @@ fn http_apis(config: &Config, credentials: &Upstreams) -> Result<HttpApis, Start
 /// The Discord kinds call the configured `discord` API, limited by its
 /// configured rate (`api:discord`) rather than one of their own, with its
 /// credentials.
-fn discord(config: &Config, credentials: &Upstreams) -> DiscordConfig {
+fn discord(config: &Config, credentials: &UpstreamCredentials) -> DiscordConfig {
     let api = config.api("discord");
     DiscordConfig {
         base_url: api.map_or_else(|| DiscordConfig::default().base_url, |a| a.base_url.clone()),

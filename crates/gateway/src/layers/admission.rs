@@ -43,7 +43,7 @@ where
         let started = Instant::now();
         let ticket = c.ticket();
         notes.pulse.lane.clone_from(&ticket.lane);
-        let permit = match state.queue.admit(ticket).await {
+        let permit = match state.admission.queue.admit(ticket).await {
             Ok(Admission::Run(p)) => p,
             Ok(Admission::Joined(shared)) => {
                 return Served::ok(Reply::Joined(shared), notes);

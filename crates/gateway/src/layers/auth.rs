@@ -36,10 +36,6 @@ pub const DEFAULT_WORKSPACE: &str = "default";
 /// The longest workspace name `x-sluice-workspace` may give.
 const MAX_WORKSPACE: usize = 256;
 
-mod keys;
-
-pub(crate) use keys::Keys;
-
 /// Who a route answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
@@ -106,7 +102,7 @@ fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
 /// guessing a token on the API routes is as slow as at the login.
 fn check_guesses(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
     use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
-    match peer(parts).map(|a| state.board.tokens.check(a)) {
+    match peer(parts).map(|a| state.observers.board.tokens.check(a)) {
         Some(Err(wait)) => Err(ApiError::RateLimited {
             resource: "wrong tokens from this address".into(),
             retry_after: Some(wait),
@@ -121,11 +117,11 @@ fn check_guesses(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
 /// key, the dashboard's or the metrics token) presented where it does not
 /// serve is a mistake, not a guess, and is not counted.
 fn guessed(state: &AppState, parts: &Parts, given: &str) {
-    if state.keys.is_known(given.as_bytes()) {
+    if state.stores.keys.is_known(given.as_bytes()) {
         return;
     }
     if let Some(a) = peer(parts) {
-        state.board.tokens.failed(a);
+        state.observers.board.tokens.failed(a);
     }
 }
 
@@ -189,6 +185,7 @@ impl Tenant {
             ApiError::Unauthorized("missing `Authorization: Bearer <key>`".into())
         })?;
         state
+            .stores
             .keys
             .tenant(key.as_bytes())
             .map(|name| Tenant { name, caller: None })
@@ -206,7 +203,7 @@ impl Tenant {
         state: &AppState,
         headers: &HeaderMap,
     ) -> Result<Tenant, ApiError> {
-        if let Some(registry) = state.keystore.get()
+        if let Some(registry) = state.stores.keystore.as_ref()
             && let Some(key) = bearer(headers)?
             && key.starts_with(sluice_keys::PREFIX)
         {
@@ -260,7 +257,7 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.keys.admin.is_none() {
+        if state.stores.keys.admin.is_none() {
             return Err(ApiError::Forbidden(
                 "admin calls are disabled: set admin_token".into(),
             ));
@@ -269,7 +266,7 @@ impl FromRequestParts<AppState> for Admin {
             ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())
         })?;
         check_guesses(state, parts)?;
-        if !state.keys.is_admin(given.as_bytes()) {
+        if !state.stores.keys.is_admin(given.as_bytes()) {
             guessed(state, parts, given);
             return Err(ApiError::Forbidden("wrong admin token".into()));
         }
@@ -286,7 +283,7 @@ impl FromRequestParts<AppState> for Scraper {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let keys = &state.keys;
+        let keys = &state.stores.keys;
         let given = bearer(&parts.headers)?;
         if keys.metrics.is_none() && state.is_open() {
             return Ok(Scraper);
@@ -319,7 +316,7 @@ impl FromRequestParts<AppState> for Viewer {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let keys = &state.keys;
+        let keys = &state.stores.keys;
         if !keys.dashboard_enabled() {
             return Err(ApiError::Forbidden(
                 "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
@@ -333,7 +330,7 @@ impl FromRequestParts<AppState> for Viewer {
             }
             return Ok(Viewer);
         }
-        if state.board.sessions.check(&parts.headers) {
+        if state.observers.board.sessions.check(&parts.headers) {
             return Ok(Viewer);
         }
         Err(ApiError::Unauthorized(

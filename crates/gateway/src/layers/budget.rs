@@ -90,7 +90,7 @@ where
         let Req { call: c, mut notes } = req;
         let rules: Arc<[Rule]> = match &c.ctx().caller {
             Some(caller) if !caller.key_budgets.is_empty() || !caller.tenant_budgets.is_empty() => {
-                let rules = state.budget_rules.of(caller);
+                let rules = state.spend.budget_rules.of(caller);
                 if rules.iter().all(C::counts_in) {
                     rules
                 } else {
@@ -131,12 +131,14 @@ async fn reserve<C: Budgeted>(
 ) -> Result<Option<(Hold, BudgetNote)>, ApiError> {
     let ask = c.worst_case(state, rules)?;
     let now_ms = now_ms();
-    if let (Some(seed), Some(ledger), Some(caller)) =
-        (&state.budget_seed, state.ledger.get(), &c.ctx().caller)
-    {
+    if let (Some(seed), Some(ledger), Some(caller)) = (
+        &state.spend.budget_seed,
+        state.observers.ledger.as_ref(),
+        &c.ctx().caller,
+    ) {
         seed.ensure(&ledger.store, caller, rules, now_ms).await;
     }
-    match state.budgets.reserve(rules, ask, now_ms).await {
+    match state.spend.budgets.reserve(rules, ask, now_ms).await {
         Ok((reservation, standing)) => {
             let tightest = standing
                 .iter()
@@ -154,7 +156,7 @@ async fn reserve<C: Budgeted>(
             {
                 metrics::budget_warned(Scope::of(&n.budget).as_str());
             }
-            let hold = Hold::new(state.budgets.clone(), reservation);
+            let hold = Hold::new(state.spend.budgets.clone(), reservation);
             Ok(note.map(|n| (hold, n)))
         }
         Err(BudgetError::Exceeded {
@@ -248,7 +250,7 @@ fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiEr
         if !counts_money {
             continue;
         }
-        let price = state.prices.price(model).ok_or_else(|| {
+        let price = state.spend.prices.price(model).ok_or_else(|| {
             metrics::budget_refused(Scope::of(&rules[0].id).as_str(), "unpriced");
             let which = if model == &c.model {
                 String::new()

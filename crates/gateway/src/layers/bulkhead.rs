@@ -35,7 +35,7 @@ where
             Some(held) => held,
             None => {
                 let plan = &t.upstream.plan;
-                let pool = state.bulkheads.get(plan.pool);
+                let pool = state.admission.bulkheads.get(plan.pool);
                 // With tenants, each holds at most its share of the pool
                 // (`bulkheads.{pool}.max_per_tenant`); without, every
                 // caller is one trusted user.
@@ -45,8 +45,8 @@ where
                     notes.tenant.as_deref()
                 };
                 let acquire = pool.acquire_for(tenant, t.upstream.deadline);
-                let Some(acquired) = state.unless_grace_over(acquire).await else {
-                    return Served::err(AppState::grace_ended(), notes);
+                let Some(acquired) = state.grace.unless_over(acquire).await else {
+                    return Served::err(crate::state::Grace::ended(), notes);
                 };
                 match acquired {
                     Ok(p) => p,

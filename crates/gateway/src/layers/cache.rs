@@ -69,7 +69,14 @@ where
         headers: &c.headers,
     };
     let started = Instant::now();
-    let pending = match lookup(&state.cache, &state.cache_tenants, &state.config, asked).await {
+    let pending = match lookup(
+        &state.spend.cache,
+        &state.spend.cache_tenants,
+        &state.config,
+        asked,
+    )
+    .await
+    {
         Err(e) => return Served::err(e, notes),
         Ok(Looked::Hit(res)) => {
             observe::cache_looked(&mut notes, started, "hit");
@@ -130,7 +137,7 @@ enum Led {
 /// share is followed by another, led by one of those who waited.
 async fn lead(state: &AppState, pending: &Pending, deadline: Instant) -> Led {
     loop {
-        match state.cache_flights.enter(pending.key()) {
+        match state.spend.cache_flights.enter(pending.key()) {
             Role::Lead(leader) => {
                 // An identical request may have stored its answer since
                 // our lookup, its flight already over.

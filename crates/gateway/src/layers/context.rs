@@ -20,11 +20,11 @@ use axum::http::HeaderMap;
 use super::observe::Routed;
 use super::step::{Step, StepLayer};
 use super::{Next, Notes, Reply, Req, Served, call};
-use crate::auth::Tenant;
 use crate::error::ApiError;
+use crate::layers::auth::Tenant;
 use crate::state::AppState;
 
-pub use crate::auth::DEFAULT_WORKSPACE;
+pub use crate::layers::auth::DEFAULT_WORKSPACE;
 pub use crate::request::{Context, new_id, new_span_id};
 pub(crate) use headers::check_priority;
 
@@ -91,7 +91,7 @@ where
 
 /// The context of `req`, its id and tenant noted for the answer.
 fn read<R: Parse>(state: &AppState, req: &R, notes: &mut Notes) -> Result<Context, ApiError> {
-    state.check_open()?;
+    state.grace.check_open()?;
     let ctx = Context::from_headers(state, req.tenant(), req.headers())?;
     notes.meta.request_id = ctx.request_id.clone();
     notes.tenant = Some(ctx.workspace.clone());

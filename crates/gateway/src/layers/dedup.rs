@@ -12,14 +12,13 @@
 //! first is in flight is a 409 naming `x-request-id`, never handed an
 //! answer to a question it did not ask.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::model_call::Call;
 use super::step::{Step, StepLayer};
 use super::{Next, Reply, Req, Served, call};
-use crate::state::AppState;
+use crate::state::{Admission, AppState};
 
 /// Wraps a stack in [`Dedup`].
 pub(crate) type DedupLayer = StepLayer<Dedup>;
@@ -62,25 +61,11 @@ where
     }
 }
 
-/// The client ids in flight, per tenant, with their bodies' hashes (and
-/// how many requests carry each): entries live only while a request with
-/// the id is in flight, so the table is bounded by the admission queue.
-#[derive(Debug, Default)]
-pub(crate) struct Ids {
-    table: Mutex<HashMap<(String, String), (u64, usize)>>,
-}
-
-/// Holds an id in [`Ids`] for one request; dropping it lets the id go.
+/// Holds an id in the dedup table for one request; dropping it lets the id go.
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    state: AppState,
+    admission: Arc<Admission>,
     key: (String, String),
-}
-
-impl Ids {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (u64, usize)>> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// Enters `tenant`'s request `id` with a body hashing to `fingerprint`.
@@ -95,7 +80,7 @@ fn enter(
 ) -> Result<InFlight, crate::error::ApiError> {
     let key = (tenant.to_owned(), id.to_owned());
     {
-        let mut table = state.dedup_ids.lock();
+        let mut table = state.admission.dedup.lock();
         match table.entry(key.clone()) {
             Entry::Occupied(mut e) => {
                 if e.get().0 != fingerprint {
@@ -112,14 +97,14 @@ fn enter(
         }
     }
     Ok(InFlight {
-        state: state.clone(),
+        admission: state.admission.clone(),
         key,
     })
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut table = self.state.dedup_ids.lock();
+        let mut table = self.admission.dedup.lock();
         if let Entry::Occupied(mut e) = table.entry(std::mem::take(&mut self.key)) {
             e.get_mut().1 -= 1;
             if e.get().1 == 0 {

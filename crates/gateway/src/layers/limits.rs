@@ -37,9 +37,9 @@ where
         let cap = Instant::now() + Duration::from_millis(state.config.retry.max_retry_after_ms);
         let needs: Vec<(&str, u64)> = plan.needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
         let until = up.last_send(&state.config.retry).min(cap);
-        let acquire = state.limits.acquire_many(&needs, Some(until));
-        let Some(acquired) = state.unless_grace_over(acquire).await else {
-            return Served::err(AppState::grace_ended(), req.notes);
+        let acquire = state.limits.shared.acquire_many(&needs, Some(until));
+        let Some(acquired) = state.grace.unless_over(acquire).await else {
+            return Served::err(crate::state::Grace::ended(), req.notes);
         };
         let grant = match acquired {
             Ok(g) => g,
@@ -52,6 +52,7 @@ where
                 observe::refused(&plan.requests, reason);
                 let policy = state
                     .limits
+                    .shared
                     .get_capacity(&plan.requests)
                     .await
                     .ok()
@@ -80,6 +81,7 @@ where
             };
             let _ = state
                 .limits
+                .shared
                 .observe(
                     Some(&grant),
                     Some(&plan.requests),

@@ -17,9 +17,9 @@ use super::admission::Queued;
 use super::context::{Context, Parse};
 use super::observe::Routed;
 use super::step::Stateful;
-use crate::auth::Tenant;
 use crate::config::ProviderConfig;
 use crate::error::ApiError;
+use crate::layers::auth::Tenant;
 use crate::ledger::Draft;
 use crate::providers;
 use crate::state::AppState;
@@ -209,7 +209,7 @@ impl Parse for Incoming {
         trace.record_fields("auth", ctx.started, checked, Vec::new());
         trace.model = Some(model.clone());
         notes.trace = Some(trace);
-        if state.ledger.get().is_some() {
+        if state.observers.ledger.as_ref().is_some() {
             // The body's `user` is the caller's string: kept at most
             // `names::MAX_NAME` bytes in the ledger.
             let user = json

@@ -14,8 +14,8 @@ use super::fallback::FallbackLayer;
 use super::model_call::Incoming;
 use super::observe::ObserveLayer;
 use super::provider::ProviderLayer;
-use super::upstream::attempts;
 use super::usage::UsageLayer;
+use super::wire::attempts;
 
 /// The stack of the model routes: the request path, top to bottom (it
 /// holds nothing: see [`super::step`]).
@@ -39,7 +39,7 @@ mod tests {
     use sluice_usage::Endpoint;
 
     use super::*;
-    use crate::auth::Tenant;
+    use crate::layers::auth::Tenant;
     use crate::layers::call;
     use crate::layers::testing::state;
 

@@ -14,13 +14,13 @@ use sluice_admit::Priority;
 use tokio::time::Instant;
 use tower::Layer;
 
-use super::context::Context;
 use super::step::Stateful;
 use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{Fields, Next, Notes, Reply, Served, call};
 use crate::error::ApiError;
 use crate::ledger::{Draft, Handed};
 use crate::metrics;
+use crate::request::Context;
 use crate::state::AppState;
 use crate::trace::{Field, Trace, TraceWriter};
 use sluice_usage::{AnswerHead, Usage};
@@ -94,7 +94,7 @@ where
             let elapsed = started.elapsed();
             metrics::request_duration(route, elapsed.as_secs_f64());
             if state.config.ui.enabled {
-                state.board.pulse.record(
+                state.observers.board.pulse.record(
                     notes.pulse.lane.as_deref(),
                     notes.tenant.as_deref(),
                     &notes.pulse,
@@ -119,6 +119,7 @@ fn ended(
 ) {
     let label = notes.label.as_deref().unwrap_or("-");
     state
+        .observers
         .metrics
         .request(route, label, status, notes.tenant.as_deref());
     if let Some(draft) = notes.ledger.take() {
@@ -128,7 +129,7 @@ fn ended(
         trace.status = status;
         trace.attempts = notes.meta.attempts;
         trace.error = error;
-        submit(state.traces.as_ref(), trace);
+        submit(state.observers.traces.as_ref(), trace);
     }
 }
 
@@ -162,7 +163,7 @@ pub(crate) fn begin_trace(
         ctx.thread.clone().unwrap_or_else(|| NO_THREAD.to_owned()),
         route,
     );
-    trace.otel = crate::otel::Spans::start(state, ctx, method);
+    trace.otel = crate::otel::Spans::start(state.observers.otel.as_ref(), ctx, method);
     trace
 }
 
@@ -171,10 +172,13 @@ const NO_THREAD: &str = "unthreaded";
 
 /// Hands a call's ledger record over, answered `status` now.
 pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Fields) {
-    if let Some(ledger) = state.ledger.get() {
+    if let Some(ledger) = state.observers.ledger.as_ref() {
         let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
         match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-            Some(o) => o.ledger(&ledger.submit_timed(record)),
+            Some(o) => {
+                let h = ledger.submit_timed(record);
+                o.ledger((h.start, h.end), h.cost_nanos, h.estimated, h.queued);
+            }
             None => ledger.submit(record),
         }
     }
@@ -255,7 +259,8 @@ pub(crate) fn attempt(notes: &mut Notes, up: &Upstream, a: &AttemptRecord) {
         upstream.push(("upstream", Field::Text(plan.label.clone())));
         trace.record_fields("upstream", a.sent, a.ended, upstream);
         if let Some(o) = trace.otel.as_mut() {
-            o.attempt(up, a);
+            let out = &up.outgoing;
+            o.attempt(&up.plan.name, (&out.method, &out.url), a);
         }
     }
 }
@@ -310,7 +315,7 @@ pub(crate) fn stream_ended(
     t.record_fields("stream", started, Instant::now(), fields);
     if let Some(o) = t.otel.as_mut() {
         if let Some(h) = &handed {
-            o.ledger(h);
+            o.ledger((h.start, h.end), h.cost_nanos, h.estimated, h.queued);
         }
         o.stream(
             started,

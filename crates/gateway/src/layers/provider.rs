@@ -158,7 +158,12 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         needs.push((session_resource(&c.ctx.workspace, thread), 1));
     }
     // The key's and its tenant's own limits, taken with the model's.
-    let caller = crate::keys::caller_needs(state, &c.ctx, Some(est.total))?;
+    let caller = crate::keys::caller_needs(
+        state.stores.keystore.as_ref(),
+        &state.limits.shared,
+        &c.ctx,
+        Some(est.total),
+    )?;
     needs.extend(caller.needs);
     let settle = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
@@ -175,7 +180,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     };
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
-        state.credentials.provider(index),
+        state.upstreams.credentials.provider(index),
         &c.ctx.workspace,
         "provider",
         &prov.name,
@@ -202,7 +207,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         est.prompt_tokens,
         est.total.saturating_sub(est.prompt_tokens),
     );
-    let route = state.routes.provider(index);
+    let route = state.upstreams.routes.provider(index);
     Ok((adapter, outbound, plan, estimate, route))
 }
 
@@ -288,13 +293,13 @@ async fn read(
             deadline: c.ctx.deadline,
             route: route(c.endpoint),
             trace,
-            writer: state.traces.clone(),
+            writer: state.observers.traces.clone(),
             ledger,
             prompt_estimate: estimate.0,
             completion_reserved: estimate.1,
             cut_share: state.config.tokens.cut_stream_share,
             chars_per_token: state.config.tokens.chars_per_token,
-            grace_over: Box::pin(state.grace_over_owned()),
+            grace_over: Box::pin(state.grace.over_owned()),
             bound: stream::Bound {
                 ceiling: ceiling(state, a),
                 provider: provider_name(state, a).to_owned(),
@@ -337,7 +342,7 @@ async fn read(
     if let Some(draft) = notes.ledger.as_mut() {
         // An answer without usage cost its estimate, a failure nothing.
         let estimate = answer.status.is_success().then_some(estimate);
-        draft.used(&state.prices, answer.usage, estimate, details);
+        draft.used(&state.spend.prices, answer.usage, estimate, details);
     }
     if let Some(t) = notes.trace.as_mut() {
         t.usage = answer.usage;

@@ -23,11 +23,12 @@ use super::budget::{BudgetLayer, Budgeted};
 use super::context::{Context, ContextLayer, Parse};
 use super::observe::{ObserveLayer, Routed};
 use super::step::Stateful;
-use super::upstream::{Outgoing, Plan, Upstream, attempts};
+use super::upstream::{Outgoing, Plan, Upstream};
+use super::wire::attempts;
 use super::{Next, Notes, Reply};
-use crate::auth::Tenant;
 use crate::credentials;
 use crate::error::ApiError;
+use crate::layers::auth::Tenant;
 use crate::ledger::Draft;
 use crate::limits::resources::inflight_resource;
 use crate::state::AppState;
@@ -184,7 +185,15 @@ impl Parse for Incoming {
             needs.push((inflight_resource(&resource), 1));
         }
         // The key's and its tenant's own limits, taken with the API's.
-        needs.extend(crate::keys::caller_needs(state, &ctx, None)?.needs);
+        needs.extend(
+            crate::keys::caller_needs(
+                state.stores.keystore.as_ref(),
+                &state.limits.shared,
+                &ctx,
+                None,
+            )?
+            .needs,
+        );
         // Only calls that are safe to repeat are retried.
         let idempotent = matches!(
             self.method,
@@ -220,7 +229,7 @@ impl Parse for Incoming {
             method.as_str().to_owned(),
         );
         notes.trace = Some(trace);
-        if state.ledger.get().is_some() {
+        if state.observers.ledger.as_ref().is_some() {
             notes.ledger = Some(Draft::api(&ctx, api, &format!("{ROUTE}/{api}")));
         }
         let deadline = ctx.deadline;
@@ -234,7 +243,7 @@ impl Parse for Incoming {
                         message: format!("the upstream URL cannot be sent to: {e}"),
                         param: None,
                     })?
-                    .by(state.routes.api(api)),
+                    .by(state.upstreams.routes.api(api)),
                 deadline,
             }),
             api: self.api,
@@ -258,7 +267,12 @@ fn outgoing_headers(
     }
     // The tenant's own token, else the shared one where it is shared;
     // never another tenant's.
-    let token = credentials::value_for(state.credentials.api(api), &ctx.workspace, "API", api)?;
+    let token = credentials::value_for(
+        state.upstreams.credentials.api(api),
+        &ctx.workspace,
+        "API",
+        api,
+    )?;
     if let Some(t) = token {
         let mut v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
             ApiError::BadGateway(format!(

@@ -188,8 +188,8 @@ where
                 }
                 tokio::select! {
                     biased;
-                    () = state.grace_over() => {
-                        return Served::err(AppState::grace_ended(), notes);
+                    () = state.grace.over() => {
+                        return Served::err(crate::state::Grace::ended(), notes);
                     }
                     () = tokio::time::sleep(wait) => {}
                 }

@@ -98,7 +98,7 @@ impl<K, S> Layer<S> for StepLayer<K> {
 }
 
 /// The step `K` above the service `S`: always ready, free to clone when
-/// `S` is (a stack of steps above [`super::upstream::Wire`] is zero-sized),
+/// `S` is (a stack of steps above [`super::wire::Wire`] is zero-sized),
 /// and its answers are never service errors (see [`super`]).
 pub(crate) struct StepService<K, S> {
     inner: S,

@@ -12,9 +12,9 @@ use super::context::{Context, Parse};
 use super::model_call::{Call, Incoming};
 use super::upstream::{AttemptRecord, Fault, Outgoing, Plan, Tried, Try, Upstream};
 use super::{Next, Notes, Reply, Req};
-use crate::auth::Tenant;
 use crate::client::UpstreamResponse;
 use crate::config::{Config, ModelLimits};
+use crate::layers::auth::Tenant;
 use crate::response::Buffered;
 use crate::state::AppState;
 

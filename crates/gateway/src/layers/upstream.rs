@@ -1,7 +1,7 @@
 //! The upstream call as the layers from retry down see it — what to limit
 //! it on ([`Plan`]), what to send ([`Outgoing`]), one attempt on its way
-//! down ([`Try`]) and up ([`Tried`]) — and the service at the bottom of
-//! every stack, [`Wire`]: one HTTP request, timed out and classified.
+//! down ([`Try`]) and up ([`Tried`]). The service at the bottom of every
+//! stack that sends it is `wire.rs`.
 
 mod urls;
 
@@ -13,16 +13,10 @@ use bytes::Bytes;
 use sluice_admit::BulkheadPermit;
 use sluice_limit::Permit;
 use tokio::time::Instant;
-use tower::ServiceBuilder;
 
-use super::bulkhead::BulkheadLayer;
-use super::limits::LimitsLayer;
-use super::retry::RetryLayer;
-use super::{Next, Req, Served};
 use crate::client::{Route, TransportError, UpstreamResponse};
-use crate::layers::context::Context;
-use crate::layers::failure::Failure;
 use crate::providers::Provider;
+use crate::request::Context;
 
 /// What to limit a call on.
 #[derive(Debug, Clone)]
@@ -177,18 +171,7 @@ pub(crate) enum Fault {
     Timeout,
 }
 
-/// One attempt for traces: the limiter wait before it, then the call.
-#[derive(Debug, Clone)]
-pub(crate) struct AttemptRecord {
-    pub attempt: u32,
-    /// The attempt's span: the parent id its `traceparent` sent upstream.
-    pub span_id: [u8; 8],
-    pub limiter_start: Instant,
-    pub sent: Instant,
-    pub ended: Instant,
-    pub status: Option<u16>,
-    pub outcome: &'static str,
-}
+pub(crate) use crate::otel::AttemptRecord;
 
 /// One attempt on its way up from the wire.
 #[derive(Debug)]
@@ -227,91 +210,4 @@ pub(crate) struct Answered {
     pub attempts: u32,
     /// Time spent waiting for the limiter and the pool.
     pub waited: Duration,
-}
-
-/// The bottom of every stack, one upstream call: retried above the
-/// limits and the pool, so that each attempt clears both again before it
-/// goes on the wire (see [`super::retry`]).
-pub(crate) fn attempts() -> impl Next<Req<Arc<Upstream>>, Served<Answered, Failure>> {
-    ServiceBuilder::new()
-        .layer(RetryLayer::new())
-        .layer(LimitsLayer::new())
-        .layer(BulkheadLayer::new())
-        .service(Wire)
-}
-
-/// The bottom of the stack: sends one attempt (with the client of the
-/// state the request brings).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Wire;
-
-impl Next<Req<Try>, Served<Tried, Failure>> for Wire {
-    async fn call(self, req: Req<Try>) -> Served<Tried, Failure> {
-        let Req { call: t, notes } = req;
-        let state = &notes.state;
-        let up = &t.upstream;
-        if Instant::now() > up.last_send(&state.config.retry) {
-            // Granted too late to be answered in time: not sent, and
-            // the limits above give back what it took.
-            super::observe::refused(&up.plan.requests, "too_late");
-            let f = Failure::Timeout {
-                attempts: t.attempt - 1,
-            };
-            return Served::err(f, notes);
-        }
-        let out = &up.outgoing;
-        let timeout = Duration::from_millis(state.config.retry.attempt_timeout_ms)
-            .min(up.deadline.saturating_duration_since(Instant::now()));
-        let sent = Instant::now();
-        let mut headers = out.headers.clone();
-        let span_id = crate::request::new_span_id();
-        if let Some(ctx) = &out.context {
-            ctx.propagate(&mut headers, span_id);
-        }
-        let request = state.upstream.send(
-            out.route,
-            out.method.clone(),
-            &out.uri,
-            headers,
-            out.host.as_ref(),
-            out.body.clone(),
-        );
-        let result = tokio::time::timeout(timeout, request).await;
-        let (status, outcome) = classify(&result);
-        let record = AttemptRecord {
-            attempt: t.attempt,
-            span_id,
-            limiter_start: t.limiter_start,
-            sent,
-            ended: Instant::now(),
-            status,
-            outcome,
-        };
-        let sent = match result {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(Fault::Transport(e)),
-            Err(_) => Err(Fault::Timeout),
-        };
-        Served::ok(Tried { sent, record }, notes)
-    }
-}
-
-/// The status and the outcome's name (a metrics label).
-fn classify<E>(
-    result: &Result<Result<UpstreamResponse, TransportError>, E>,
-) -> (Option<u16>, &'static str) {
-    match result {
-        Ok(Ok(r)) => {
-            let s = r.status().as_u16();
-            let outcome = match s {
-                429 => "throttled",
-                408 | 500..=599 => "error",
-                _ => "answered",
-            };
-            (Some(s), outcome)
-        }
-        Ok(Err(e)) if e.is_connect() => (None, "connect_error"),
-        Ok(Err(_)) => (None, "transport_error"),
-        Err(_) => (None, "timeout"),
-    }
 }

@@ -128,7 +128,7 @@ where
             .notes
             .budget
             .as_ref()
-            .and_then(|_| state.prices.price(&req.call.plan.name).copied());
+            .and_then(|_| state.spend.prices.price(&req.call.plan.name).copied());
         let Served { result, mut notes } = call(inner, req).await;
         // An answer came: it settles the budgets (a failure leaves the
         // reservation in the notes, for another candidate or the

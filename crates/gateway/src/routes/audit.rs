@@ -14,14 +14,14 @@ use serde_json::json;
 use sluice_audit::Filter;
 
 use crate::audit::query::{entry_json, filter};
-use crate::auth::Admin;
 use crate::error::{ApiError, chain};
+use crate::layers::auth::Admin;
 use crate::state::AppState;
 
 /// `GET /v1/audit?from=&to=&actor=&kind=&limit=&before=`.
 pub async fn list(State(state): State<AppState>, _: Admin, RawQuery(q): RawQuery) -> Response {
     let answer = async {
-        let audit = state.audit.get().ok_or_else(|| {
+        let audit = state.observers.audit.as_ref().ok_or_else(|| {
             ApiError::NotFound("the audit trail is disabled ([audit] enabled = false)".into())
         })?;
         let f = filter(q.as_deref().unwrap_or_default())?;

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::audit::{ADMIN, Act};
-use crate::auth::{Admin, Tenant};
 use crate::error::ApiError;
+use crate::layers::auth::{Admin, Tenant};
 use crate::state::AppState;
 
 /// `DELETE /v1/cache?tenant=…&model=…&key_prefix=…`: removes the entries
@@ -34,10 +34,10 @@ pub async fn invalidate(
     };
     act.answer(match crate::cache::filter(&state.config, &query) {
         Ok(filter) => {
-            let removed = state.cache.invalidate(&filter).await;
+            let removed = state.spend.cache.invalidate(&filter).await;
             // What was asked for, in a stable order.
             let asked: std::collections::BTreeMap<_, _> = query.iter().collect();
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "cache.purge", "cache")
                     .after(json!({"filter": asked, "removed": removed})),
             );
@@ -49,12 +49,12 @@ pub async fn invalidate(
 
 /// `GET /v1/cache/stats`: the whole cache's counters and size.
 pub async fn stats(State(state): State<AppState>, _: Admin) -> Response {
-    let stats = state.cache.stats().await;
+    let stats = state.spend.cache.stats().await;
     Json(json!({"scope": "all", "stats": stats})).into_response()
 }
 
 /// `GET /v1/cache/stats/tenant`: the calling tenant's own counters.
 pub async fn tenant_stats(State(state): State<AppState>, tenant: Tenant) -> Response {
-    let own = state.cache_tenants.of(tenant.name());
+    let own = state.spend.cache_tenants.of(tenant.name());
     Json(json!({"scope": "tenant", "tenant": tenant.name(), "stats": own})).into_response()
 }

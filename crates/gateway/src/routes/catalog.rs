@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_usage::Endpoint;
 
-use crate::auth::Tenant;
 use crate::config::{Config, ProviderConfig};
+use crate::layers::auth::Tenant;
 use crate::providers;
 use crate::state::AppState;
 

@@ -20,12 +20,12 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::audit::Act;
-use crate::auth::{Anyone, Viewer};
 use crate::body::SmallBody;
 use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
 use crate::dashboard::sessions::{COOKIE_NAME, SESSION_TTL};
 use crate::dashboard::{INTERVAL, LOGIN_PATH, sse_event};
 use crate::error::ApiError;
+use crate::layers::auth::{Anyone, Viewer};
 use crate::routes::limits::parse;
 use crate::state::AppState;
 
@@ -103,7 +103,7 @@ pub async fn login(
     let opened = (|| {
         enabled(&state)?;
         same_site(&headers)?;
-        if let Some(wait) = address.and_then(|a| state.board.logins.check(a).err()) {
+        if let Some(wait) = address.and_then(|a| state.observers.board.logins.check(a).err()) {
             return Err(ApiError::RateLimited {
                 resource: "dashboard logins from this address".into(),
                 retry_after: Some(wait),
@@ -111,17 +111,17 @@ pub async fn login(
             });
         }
         let b: LoginBody = parse(&body)?;
-        if !state.keys.dashboard_enabled() {
+        if !state.stores.keys.dashboard_enabled() {
             return Err(ApiError::Forbidden(
                 "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
             ));
         }
-        if !state.keys.is_viewer(b.token.as_bytes()) {
+        if !state.stores.keys.is_viewer(b.token.as_bytes()) {
             let who = address.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
             if let Some(a) = address {
-                state.board.logins.failed(a);
+                state.observers.board.logins.failed(a);
             }
-            state.record(
+            state.observers.record(
                 act.entry(&format!("address:{who}"), "ui.login_failed", LOGIN_PATH)
                     .after(json!({"reason": "wrong dashboard token"})),
             );
@@ -130,6 +130,7 @@ pub async fn login(
             ));
         }
         state
+            .observers
             .board
             .sessions
             .open()
@@ -160,7 +161,7 @@ pub async fn logout(State(state): State<AppState>, _: Anyone, headers: HeaderMap
     if let Err(e) = same_site(&headers) {
         return e.into_response();
     }
-    state.board.sessions.close(&headers);
+    state.observers.board.sessions.close(&headers);
     let gone = format!(
         "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
         secure(&headers)
@@ -223,7 +224,7 @@ pub async fn snapshot(State(state): State<AppState>, _: Viewer) -> Response {
     if let Err(e) = enabled(&state) {
         return e.into_response();
     }
-    match state.board.latest() {
+    match state.observers.board.latest() {
         Some(s) => Json(&*s).into_response(),
         None => ApiError::Unavailable {
             message: "no snapshot taken yet".into(),
@@ -241,7 +242,7 @@ pub async fn history(State(state): State<AppState>, _: Viewer) -> Response {
     }
     Json(json!({
         "interval_ms": INTERVAL.as_millis() as u64,
-        "points": state.board.history(),
+        "points": state.observers.board.history(),
     }))
     .into_response()
 }
@@ -263,7 +264,7 @@ pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
     if let Err(e) = enabled(&state) {
         return e.into_response();
     }
-    let Some(slot) = state.stream_slot() else {
+    let Some(slot) = crate::dashboard::stream_slot(&state.observers.board) else {
         return ApiError::Unavailable {
             message: format!(
                 "{} dashboard streams are open (ui.max_streams)",
@@ -273,7 +274,7 @@ pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
         }
         .into_response();
     };
-    let rx = state.board.subscribe();
+    let rx = state.observers.board.subscribe();
     let events = stream::unfold(
         (Step::Start, rx, state, slot),
         |(step, mut rx, state, slot)| async move {
@@ -281,10 +282,10 @@ pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
                 Step::Start => {
                     let history = json!({
                         "interval_ms": INTERVAL.as_millis() as u64,
-                        "points": state.board.history(),
+                        "points": state.observers.board.history(),
                     });
                     let mut first = sse_event("history", &history).to_vec();
-                    if let Some(s) = state.board.latest() {
+                    if let Some(s) = state.observers.board.latest() {
                         first.extend_from_slice(&sse_event("snapshot", &*s));
                     }
                     Some((Ok(Bytes::from(first)), (Step::Live, rx, state, slot)))

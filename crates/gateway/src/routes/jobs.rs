@@ -22,10 +22,10 @@ pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
 use crate::audit::Act;
-use crate::auth::Tenant;
 use crate::body::Body;
 use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
+use crate::layers::auth::Tenant;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 use spec::{Batch, JobSpec};
@@ -38,8 +38,9 @@ pub const REPLAY_HEADER: &str = "x-sluice-idempotent-replay";
 /// The store, or why the jobs API is off.
 fn store(state: &AppState) -> Result<&AnyStore, ApiError> {
     state
+        .stores
         .jobs
-        .get()
+        .as_ref()
         .map(crate::jobs::Jobs::store)
         .ok_or_else(|| {
             ApiError::NotFound("durable jobs are disabled ([jobs] enabled = false)".into())
@@ -80,7 +81,7 @@ fn enqueuer_trace(headers: &HeaderMap) -> Option<String> {
 }
 
 fn notify(state: &AppState, queue: &str) {
-    if let Some(jobs) = state.jobs.get() {
+    if let Some(jobs) = state.stores.jobs.as_ref() {
         jobs.notify(queue);
     }
 }
@@ -105,7 +106,7 @@ pub async fn enqueue(
 ) -> Response {
     reply(
         async {
-            state.check_open()?;
+            state.grace.check_open()?;
             let store = store(&state)?;
             let spec: JobSpec = parse(&body)?;
             let header_key = headers
@@ -167,7 +168,7 @@ pub async fn enqueue_batch(
 ) -> Response {
     reply(
         async {
-            state.check_open()?;
+            state.grace.check_open()?;
             let store = store(&state)?;
             if headers.contains_key("idempotency-key") {
                 // One key cannot stand for many jobs; refuse rather than ignore it.
@@ -299,7 +300,7 @@ async fn call(
                 ),
             };
             if let Some(act) = &act {
-                state.record(
+                state.observers.record(
                     act.entry(&tenant.actor(), kind, &job.id.to_string())
                         .before(job_summary(&was))
                         .after(job_summary(&job)),

@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 use sluice_keys::{Change, KeyRecord, NewKey, Update};
 
 use crate::audit::{ADMIN, Act, snapshot};
-use crate::auth::Admin;
 use crate::body::Body;
 use crate::error::{ApiError, chain};
 use crate::keys::KeyRegistry;
+use crate::layers::auth::Admin;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 
@@ -29,7 +29,7 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(3_600);
 
 /// The key store, or why the keys API is off.
 pub(crate) fn registry(state: &AppState) -> Result<&KeyRegistry, ApiError> {
-    state.keystore.get().ok_or_else(|| {
+    state.stores.keystore.as_ref().ok_or_else(|| {
         ApiError::NotFound("keys managed at run time are disabled ([keys] enabled = false)".into())
     })
 }
@@ -86,7 +86,7 @@ pub async fn issue(
             let issued = r.store().issue_key(&new).await.map_err(store_error)?;
             tracing::info!(key = %issued.record.id, tenant = %issued.record.tenant, "key issued");
             // The record, never the key itself.
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "key.issue", &issued.record.id)
                     .after(snapshot(&issued.record)),
             );
@@ -141,7 +141,7 @@ pub async fn show(State(state): State<AppState>, _: Admin, Path(id): Path<String
 
 /// The key `id` as it is before a change, when the audit trail wants it.
 async fn before(state: &AppState, r: &KeyRegistry, id: &str) -> Result<Value, ApiError> {
-    if !state.audited() {
+    if !state.observers.audited() {
         return Ok(Value::Null);
     }
     let k = r.store().key(id).await.map_err(store_error)?;
@@ -163,7 +163,7 @@ pub async fn update(
             let was = before(&state, r, &id).await?;
             let k = r.store().update_key(&id, &u).await.map_err(store_error)?;
             r.changed(Change::Key(id.clone())).await;
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "key.update", &id)
                     .before(was)
                     .after(snapshot(&k)),
@@ -203,7 +203,7 @@ pub async fn rotate(
                 .map_err(store_error)?;
             r.changed(Change::Key(id.clone())).await;
             tracing::info!(old = %old.id, new = %new.record.id, ?grace, "key rotated");
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "key.rotate", &id)
                     .before(snapshot(&old))
                     .after(snapshot(&new.record)),
@@ -244,7 +244,9 @@ async fn set_state(state: &AppState, act: &Act, id: String, action: Action) -> R
                 Action::Block => "key.block",
                 Action::Unblock => "key.unblock",
             };
-            state.record(act.entry(ADMIN, kind, &id).before(was).after(snapshot(&k)));
+            state
+                .observers
+                .record(act.entry(ADMIN, kind, &id).before(was).after(snapshot(&k)));
             ok(&k)
         }
         .await,

@@ -24,10 +24,10 @@ use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 
 use crate::audit::{ADMIN, Act};
-use crate::auth::{Admin, Tenant};
 use crate::body::Body;
-use crate::context::Context;
 use crate::error::ApiError;
+use crate::layers::auth::{Admin, Tenant};
+use crate::layers::context::Context;
 use crate::limits::holds::{HoldError, HoldId};
 use crate::limits::reports::Verdict;
 use crate::limits::resources::{scoped, tokens_resource, unscoped};
@@ -125,7 +125,7 @@ impl Target<'_> {
             }
             (None, None, Some(t)) => {
                 crate::names::check("tool", t)?;
-                let api = state.tools.classify(t).ok_or_else(|| {
+                let api = state.limits.tools.classify(t).ok_or_else(|| {
                     ApiError::bad_field("tool", format!("no API is configured for tool {t:?}"))
                 })?;
                 allow_api(tenant, api)?;
@@ -233,7 +233,7 @@ async fn acquire_inner(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Value, ApiError> {
-    state.check_open()?;
+    state.grace.check_open()?;
     let ctx = Context::from_headers(state, tenant, headers)?;
     let b: AcquireBody = parse(body)?;
     let priority = match &b.priority {
@@ -241,7 +241,7 @@ async fn acquire_inner(
             let p = p
                 .parse::<sluice_admit::Priority>()
                 .map_err(|e| ApiError::bad_field("priority", e))?;
-            crate::context::check_priority(state, tenant, p, "`priority`")?;
+            crate::layers::context::check_priority(state, tenant, p, "`priority`")?;
             p
         }
         None => ctx.priority,
@@ -257,18 +257,27 @@ async fn acquire_inner(
     let resource = target.resolve(state, tenant)?;
     // A refusal this tenant reported alone pauses its own acquires of the
     // resource (see `limits::reports`), nobody else's.
-    if let Some(wait) = state.reports.paused(tenant.name(), &resource) {
+    if let Some(wait) = state.limits.reports.paused(tenant.name(), &resource) {
         return Err(ApiError::RateLimited {
             resource: unscoped(tenant.name(), &resource).unwrap_or(resource),
             retry_after: Some(wait.max(Duration::from_secs(1))),
             policy: None,
         });
     }
-    state.holds.check(tenant.name()).map_err(hold_error)?;
+    state
+        .limits
+        .holds
+        .check(tenant.name())
+        .map_err(hold_error)?;
     // The key's and its tenant's own limits (key store), taken with the
     // resource and settled at what was reserved.
     let tokens = resource.starts_with("tokens:").then_some(b.cost);
-    let caller = crate::keys::caller_needs(state, &ctx, tokens)?;
+    let caller = crate::keys::caller_needs(
+        state.stores.keystore.as_ref(),
+        &state.limits.shared,
+        &ctx,
+        tokens,
+    )?;
     let mut needs: Vec<(&str, u64)> = vec![(resource.as_str(), b.cost)];
     needs.extend(caller.needs.iter().map(|(r, c)| (r.as_str(), *c)));
     let max_wait = state.config.limits_api.max_wait_ms;
@@ -301,19 +310,23 @@ async fn acquire_inner(
         // It gives the slot back before asking the limiter, so that calls
         // that will not wait never refuse one another while one of them
         // waits for the limiter's answer (a round trip with `[redis]`).
-        let mut permit = state.queue.try_admit(ticket).map_err(refused)?;
+        let mut permit = state.admission.queue.try_admit(ticket).map_err(refused)?;
         permit.dispatched();
         drop(permit);
-        state.limits.try_acquire_many(&needs).await
+        state.limits.shared.try_acquire_many(&needs).await
     } else {
-        let mut permit = match state.queue.admit(ticket).await {
+        let mut permit = match state.admission.queue.admit(ticket).await {
             Ok(Admission::Run(p)) => p,
             Ok(Admission::Joined(_)) => {
                 return Err(ApiError::Internal("joined a flight without a key".into()));
             }
             Err(e) => return Err(refused(e)),
         };
-        let grant = state.limits.acquire_many(&needs, Some(deadline)).await;
+        let grant = state
+            .limits
+            .shared
+            .acquire_many(&needs, Some(deadline))
+            .await;
         // Through the limiter: the lane's slot goes to the next in line.
         permit.dispatched();
         drop(permit);
@@ -324,6 +337,7 @@ async fn acquire_inner(
         Err(e) => {
             let policy = state
                 .limits
+                .shared
                 .get_capacity(&resource)
                 .await
                 .ok()
@@ -334,6 +348,7 @@ async fn acquire_inner(
     let ttl = Duration::from_millis(state.config.limits_api.lease_ttl_ms);
     let owner: Arc<str> = Arc::from(tenant.name());
     let id = state
+        .limits
         .holds
         .hold(&owner, resource.clone(), b.cost, grant, ttl)
         .map_err(hold_error)?;
@@ -341,7 +356,7 @@ async fn acquire_inner(
         "grant_id": id.to_string(),
         "resource": unscoped(tenant.name(), &resource).unwrap_or(resource),
         "cost": b.cost,
-        "max_actual_cost": state.holds.max_settle(b.cost),
+        "max_actual_cost": state.limits.holds.max_settle(b.cost),
         "expires_in_ms": ttl.as_millis() as u64,
     }))
 }
@@ -360,6 +375,7 @@ pub async fn release(State(state): State<AppState>, tenant: Tenant, Body(body): 
         let b: ReleaseBody = parse(&body)?;
         let id = grant_id(&b.grant_id)?;
         let done = state
+            .limits
             .holds
             .release(tenant.name(), id, b.actual_cost)
             .map_err(hold_error)?;
@@ -392,6 +408,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
     let b: ReportBody = parse(body)?;
     let owner: Arc<str> = Arc::from(tenant.name());
     state
+        .limits
         .reports
         .count(&owner)
         .map_err(|too_many| ApiError::RateLimited {
@@ -440,7 +457,11 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
             .resolve(state, tenant)
         })
         .transpose()?;
-    let resource = state.holds.report(tenant.name(), id).map_err(hold_error)?;
+    let resource = state
+        .limits
+        .holds
+        .report(tenant.name(), id)
+        .map_err(hold_error)?;
     if let Some(named) = named.filter(|n| *n != resource) {
         return Err(ApiError::bad_field(
             "resource",
@@ -472,7 +493,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
             .throttle_wait()
             .unwrap_or(Duration::from_secs(60))
             .max(Duration::from_secs(1));
-        state.reports.refusal(&owner, &resource, wait)
+        state.limits.reports.refusal(&owner, &resource, wait)
     } else if !b.headers.is_empty() || b.retry_after.is_some() {
         Verdict::Ignored
     } else {
@@ -484,7 +505,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
         "applied": verdict.as_str(),
         "own_pause_ms": own_pause_ms(verdict),
     }));
-    state.record(entry);
+    state.observers.record(entry);
     if verdict != Verdict::Shared {
         let mut answer = current(state, tenant.name(), &resource).await?;
         answer["applied"] = json!(verdict.as_str());
@@ -497,6 +518,7 @@ async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result
     let observed = async {
         state
             .limits
+            .shared
             .observe(
                 None,
                 requests.as_deref(),
@@ -529,6 +551,7 @@ fn own_pause_ms(verdict: Verdict) -> Option<u64> {
 async fn current(state: &AppState, tenant: &str, resource: &str) -> Result<Value, ApiError> {
     let cap = state
         .limits
+        .shared
         .get_capacity(resource)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
@@ -546,6 +569,7 @@ pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
     // Other tenants' sessions and job groups are not even read.
     let all: Vec<Value> = state
         .limits
+        .shared
         .capacities(&visible)
         .await
         .iter()
@@ -611,7 +635,7 @@ async fn set_inner(
             "must be at least 1 (to drop a limit, restart without it)",
         ));
     }
-    if state.redis.is_some() {
+    if state.limits.redis.is_some() {
         return Err(ApiError::BadRequest {
             message: "limits are shared through Redis ([redis] is set): change them in the \
                       config of every replica"
@@ -619,18 +643,20 @@ async fn set_inner(
             param: Some("capacity".into()),
         });
     }
-    let was = state.limiter.get_capacity(resource).ok();
+    let was = state.limits.limiter.get_capacity(resource).ok();
     let window = match b.window_ms {
         Some(0) => return Err(ApiError::bad_field("window_ms", "must be at least 1")),
         Some(ms) => Duration::from_millis(ms),
         None => was.as_ref().map_or(Duration::from_secs(1), |c| c.window),
     };
     state
+        .limits
         .limiter
         .set_capacity(resource, b.capacity, window)
         .map_err(|e| ApiError::from_limit(e, None))?;
     let cap = state
         .limits
+        .shared
         .get_capacity(resource)
         .await
         .map_err(|e| ApiError::from_limit(e, None))?;
@@ -640,7 +666,7 @@ async fn set_inner(
     if let Some(was) = &was {
         entry = entry.before(limit(was));
     }
-    state.record(entry);
+    state.observers.record(entry);
     Ok(capacity_json(&cap, resource))
 }
 

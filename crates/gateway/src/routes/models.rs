@@ -8,8 +8,8 @@
 use axum::extract::State;
 use axum::response::Response;
 
-use crate::auth::Tenant;
 use crate::body::HeadersAndBody;
+use crate::layers::auth::Tenant;
 use crate::layers::{self, model_call::Incoming};
 use crate::state::AppState;
 use sluice_usage::Endpoint;

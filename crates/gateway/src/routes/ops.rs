@@ -6,7 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::auth::{Anyone, Scraper};
+use crate::layers::auth::{Anyone, Scraper};
 use crate::state::AppState;
 
 /// `GET /healthz`: the process is up.
@@ -24,7 +24,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     // Degraded Redis makes a replica unready only when it fails closed:
     // failing open it still serves (on its share), and pulling every
     // replica out of the balancer at once would be an outage.
-    let redis = state.redis.as_ref().map(|r| {
+    let redis = state.limits.redis.as_ref().map(|r| {
         let degraded = r.is_degraded();
         if degraded && r.config().failure == sluice_redis::Failure::FailClosed {
             reasons.push("redis unreachable: failing closed");
@@ -32,16 +32,21 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
         json!({"degraded": degraded, "failure": r.config().failure.as_str(),
             "mode": r.config().mode.as_str(), "replicas": r.replicas()})
     });
-    let damaged = state.jobs.get().and_then(|j| j.damage()).map(|d| {
-        format!(
-            "the job store is damaged ({d}): no jobs are claimed; check it with \
+    let damaged = state
+        .stores
+        .jobs
+        .as_ref()
+        .and_then(|j| j.damage())
+        .map(|d| {
+            format!(
+                "the job store is damaged ({d}): no jobs are claimed; check it with \
              `sluice check-config --stores` and restore it from a backup"
-        )
-    });
+            )
+        });
     if let Some(d) = &damaged {
         reasons.push(d);
     }
-    if state.queue.is_busy() {
+    if state.admission.queue.is_busy() {
         reasons.push(
             "busy: the admission backlog exceeds twice the dispatch concurrency per waiting lane",
         );
@@ -51,7 +56,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let queued = state.queue.stats().queued();
+    let queued = state.admission.queue.stats().queued();
     // Not a reason to be unready (a local gateway without tenants is a
     // supported setup), but said here for whoever probes it.
     let auth = if state.is_open() {
@@ -59,7 +64,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     } else {
         "tenant keys"
     };
-    let warnings = state.warnings.get().cloned().unwrap_or_default();
+    let warnings = state.warnings.clone();
     (
         status,
         Json(
@@ -73,23 +78,27 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
     // In memory and cheap: read at every scrape.
-    let stats = state.queue.stats();
+    let stats = state.admission.queue.stats();
     for p in sluice_admit::Priority::ALL {
         crate::metrics::queue_depth(p.as_str(), stats.queued_in(p));
     }
     crate::metrics::busy(stats.busy);
-    for pool in state.bulkheads.iter() {
+    for pool in state.admission.bulkheads.iter() {
         let s = pool.stats();
         crate::metrics::bulkhead(pool.name(), s.in_use, s.waiting);
     }
-    if let Some(ledger) = state.ledger.get() {
+    if let Some(ledger) = state.observers.ledger.as_ref() {
         let (spilled, lost, queued) = ledger.writer_stats();
         crate::metrics::ledger_writer(spilled, lost, queued);
     }
     // A count over the jobs table and, in distributed mode, Redis reads:
     // at most once per `metrics.refresh_interval_ms`, whoever scrapes.
-    state.gauges.run_if_due(|| refresh_gauges(&state)).await;
-    let body = state.metrics.render();
+    state
+        .observers
+        .gauges
+        .run_if_due(|| refresh_gauges(&state))
+        .await;
+    let body = state.observers.metrics.render();
     (
         [(
             header::CONTENT_TYPE,
@@ -103,14 +112,14 @@ pub async fn metrics(State(state): State<AppState>, _: Scraper) -> Response {
 /// The gauges that cost a query: limiter tokens, jobs by queue and
 /// state, and the cache's size (a SCAN when it is in Redis).
 async fn refresh_gauges(state: &AppState) {
-    crate::metrics::cache_stats(&state.cache.stats().await);
+    crate::metrics::cache_stats(&state.spend.cache.stats().await);
     // Models, tokens and APIs only: sessions are per-key (cardinality),
     // and are not even read.
     let wanted = |r: &str| !r.starts_with(sluice_limit::SESSION_PREFIX);
-    for c in state.limits.capacities(&wanted).await {
+    for c in state.limits.shared.capacities(&wanted).await {
         crate::metrics::available_tokens(&c.resource, c.available);
     }
-    if let Some(jobs) = state.jobs.get() {
+    if let Some(jobs) = state.stores.jobs.as_ref() {
         jobs.refresh_gauges(state.config.jobs.queues.keys()).await;
     }
 }

@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Tenant;
 use crate::body::HeadersAndBody;
+use crate::layers::auth::Tenant;
 use crate::layers::proxy::{Incoming, target};
 use crate::layers::{self};
 use crate::state::AppState;

@@ -12,9 +12,9 @@ use sluice_keys::{Budget, Change, Limits, NewTenant, Update};
 
 use super::keys::{ok, registry, reply, store_error};
 use crate::audit::{ADMIN, Act, snapshot};
-use crate::auth::Admin;
 use crate::body::Body;
 use crate::error::ApiError;
+use crate::layers::auth::Admin;
 use crate::routes::limits::parse;
 use crate::state::AppState;
 
@@ -32,7 +32,7 @@ pub async fn create(
             let t = r.store().create_tenant(&new).await.map_err(store_error)?;
             // A name looked up before it existed may be cached as absent.
             r.changed(Change::Tenant(t.name.clone())).await;
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "tenant.create", &t.name)
                     .after(snapshot(&t)),
             );
@@ -45,7 +45,7 @@ pub async fn create(
 /// The tenant `name` as it is before a change, when the audit trail
 /// wants it.
 async fn tenant_before(state: &AppState, name: &str) -> Result<Value, ApiError> {
-    if !state.audited() {
+    if !state.observers.audited() {
         return Ok(Value::Null);
     }
     let t = registry(state)?
@@ -106,7 +106,7 @@ pub async fn update(
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tenant(name.clone())).await;
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "tenant.update", &name)
                     .before(was)
                     .after(snapshot(&t)),
@@ -135,7 +135,7 @@ async fn set_blocked(state: &AppState, act: &Act, name: String, blocked: bool) -
             } else {
                 "tenant.unblock"
             };
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, kind, &name)
                     .before(was)
                     .after(snapshot(&t)),
@@ -204,7 +204,9 @@ pub async fn create_tier(
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tier(t.name.clone())).await;
-            state.record(act.entry(ADMIN, "tier.create", &t.name).after(snapshot(&t)));
+            state
+                .observers
+                .record(act.entry(ADMIN, "tier.create", &t.name).after(snapshot(&t)));
             Ok((StatusCode::CREATED, axum::Json(t)).into_response())
         }
         .await,
@@ -239,7 +241,7 @@ pub async fn update_tier(
         async {
             let r = registry(&state)?;
             let u: TierUpdate = parse(&body)?;
-            let was = if state.audited() {
+            let was = if state.observers.audited() {
                 snapshot(&r.store().tier(&name).await.map_err(store_error)?)
             } else {
                 Value::Null
@@ -250,7 +252,7 @@ pub async fn update_tier(
                 .await
                 .map_err(store_error)?;
             r.changed(Change::Tier(name.clone())).await;
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, "tier.update", &name)
                     .before(was)
                     .after(snapshot(&t)),

@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_ledger::{Dim, Granularity, Query};
 
-use crate::auth::{Admin, Tenant};
 use crate::error::{ApiError, chain};
+use crate::layers::auth::{Admin, Tenant};
 use crate::state::AppState;
 
 /// The range read when `from` is not given: the day before `to`.
@@ -30,7 +30,7 @@ pub async fn all(State(state): State<AppState>, _: Admin, RawQuery(raw): RawQuer
 }
 
 async fn answer(state: &AppState, raw: Option<&str>, tenant: Option<&str>) -> Response {
-    let Some(ledger) = state.ledger.get() else {
+    let Some(ledger) = state.observers.ledger.as_ref() else {
         return ApiError::NotFound("the usage ledger is off ([ledger] enabled = false)".into())
             .into_response();
     };

@@ -1,4 +1,5 @@
 use super::*;
+use crate::keys::tokens::Keys;
 use axum::http::HeaderValue;
 
 fn auth(v: &'static str) -> HeaderMap {

@@ -213,7 +213,7 @@ async fn a_fallback_in_another_format_is_reserved_at_its_own_limit() {
     let ask = worst_case(
         &state,
         c,
-        &state.budget_rules.of(c.ctx.caller.as_ref().unwrap()),
+        &state.spend.budget_rules.of(c.ctx.caller.as_ref().unwrap()),
     )
     .expect("priced");
     // Anthropic's translation sends (and reserves) 4,096 output tokens

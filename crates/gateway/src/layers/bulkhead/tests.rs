@@ -55,7 +55,12 @@ async fn the_slot_is_taken_once_and_kept_across_attempts() {
 async fn a_call_with_a_slot_gives_its_admission_slot_back() {
     let state = one_slot();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let Ok(Admission::Run(permit)) = state.queue.admit(Ticket::new("t", deadline)).await else {
+    let Ok(Admission::Run(permit)) = state
+        .admission
+        .queue
+        .admit(Ticket::new("t", deadline))
+        .await
+    else {
         panic!("admitted");
     };
     let mut req = first_try(&state, upstream(&[("m", 1)], None, true));
@@ -65,7 +70,7 @@ async fn a_call_with_a_slot_gives_its_admission_slot_back() {
     // The queue runs one at a time: the next request goes at once.
     let next = tokio::time::timeout(
         Duration::from_secs(30),
-        state.queue.admit(Ticket::new("t", deadline)),
+        state.admission.queue.admit(Ticket::new("t", deadline)),
     )
     .await
     .expect("the slot was given back");

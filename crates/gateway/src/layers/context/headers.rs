@@ -9,8 +9,8 @@ use sluice_admit::Priority;
 use sluice_limit::headers::context::{TraceParent, valid_tracestate};
 use tokio::time::Instant;
 
-use crate::auth::Tenant;
 use crate::error::ApiError;
+use crate::layers::auth::Tenant;
 use crate::request::{Context, new_id, new_span_id, request_id, traceparent};
 use crate::state::AppState;
 
@@ -206,8 +206,11 @@ impl Context {
                 ms.min(cfg.max_timeout_ms)
             }
         };
-        let (trace, parent_span, tracestate) =
-            trace_context(found.traceparent, found.tracestate, state.otel.as_ref());
+        let (trace, parent_span, tracestate) = trace_context(
+            found.traceparent,
+            found.tracestate,
+            state.observers.otel.as_ref(),
+        );
         let user = tag(found.user, &USER)?;
         let feature = tag(found.feature, &FEATURE)?;
         Ok(Context {

@@ -139,7 +139,7 @@ async fn the_same_id_with_another_body_is_a_409_while_the_first_runs() {
     let again = call(svc, model_call(&state, "openai/gpt-4o", false, &same)).await;
     assert!(again.result.is_ok());
     assert!(
-        state.dedup_ids.lock().is_empty(),
+        state.admission.dedup.lock().is_empty(),
         "nothing left in the table"
     );
 }

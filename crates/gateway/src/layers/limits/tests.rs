@@ -16,7 +16,12 @@ fn below(
     let state = state.clone();
     Probe::new(move |req: Req<Try>| {
         calls.fetch_add(1, Ordering::SeqCst);
-        let pool = state.bulkheads.get("model").try_acquire().unwrap();
+        let pool = state
+            .admission
+            .bulkheads
+            .get("model")
+            .try_acquire()
+            .unwrap();
         Served::ok(
             Pooled {
                 tried: tried(sent(), req.call.attempt),
@@ -36,7 +41,7 @@ async fn a_429_reaches_the_limiter_and_its_retry_after_comes_up() {
     let served = call(svc, first_try(&state, upstream(&[("m", 1)], None, true))).await;
     let granted = served.result.expect("granted and sent");
     assert_eq!(granted.retry_after, Some(Duration::from_secs(5)));
-    let capacity = state.limits.get_capacity("m").await.unwrap();
+    let capacity = state.limits.shared.get_capacity("m").await.unwrap();
     assert!(capacity.paused_for.is_some(), "{capacity:?}");
 }
 

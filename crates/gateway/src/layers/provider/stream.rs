@@ -425,9 +425,9 @@ impl Pending {
         details: sluice_usage::Details,
         timed: bool,
     ) -> Option<Handed> {
-        let ledger = self.state.ledger.get()?;
+        let ledger = self.state.observers.ledger.as_ref()?;
         self.draft
-            .used(&self.state.prices, reported, so_far, details);
+            .used(&self.state.spend.prices, reported, so_far, details);
         let record = self.draft.finish(self.status, self.queued, self.attempts);
         if timed {
             return Some(ledger.submit_timed(record));

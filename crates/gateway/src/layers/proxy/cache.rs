@@ -134,8 +134,8 @@ where
         Ask::Uncached => return call(inner, Req { call: c, notes }).await,
         Ask::Bypass => {
             observe::cache_looked(&mut notes, started, "bypass");
-            state.cache.record_bypass();
-            state.cache_tenants.bypass(&tenant);
+            state.spend.cache.record_bypass();
+            state.spend.cache_tenants.bypass(&tenant);
             metrics::cache_lookup("bypass", &format!("api:{}", c.api));
             notes.meta.cache = Some("bypass");
             return call(inner, Req { call: c, notes }).await;
@@ -143,18 +143,18 @@ where
         Ask::Lookup(l) => l,
     };
     if l.control != Control::Refresh
-        && let Some(hit) = state.cache.get(&l.key, true, None).await
+        && let Some(hit) = state.spend.cache.get(&l.key, true, None).await
     {
         observe::cache_looked(&mut notes, started, "hit");
-        state.cache_tenants.hit(&tenant, &hit);
+        state.spend.cache_tenants.hit(&tenant, &hit);
         metrics::cache_hit(&l.label, None);
         return Served::ok(Reply::Cached(answer(&hit)), notes);
     }
     if l.control == Control::Refresh {
-        state.cache.record_miss();
+        state.spend.cache.record_miss();
     }
     observe::cache_looked(&mut notes, started, "miss");
-    state.cache_tenants.miss(&tenant);
+    state.spend.cache_tenants.miss(&tenant);
     metrics::cache_lookup("miss", &l.label);
     if l.control == Control::OnlyIfCached {
         return Served::err(not_cached(), notes);
@@ -164,7 +164,12 @@ where
     let result = match result {
         Ok(Reply::Stream(res)) if res.status() == StatusCode::OK => {
             match ttl(res.headers(), l.ttl) {
-                Some(ttl) => Ok(Reply::Stream(tee(Arc::clone(&state.cache), l, ttl, res))),
+                Some(ttl) => Ok(Reply::Stream(tee(
+                    Arc::clone(&state.spend.cache),
+                    l,
+                    ttl,
+                    res,
+                ))),
                 None => Ok(Reply::Stream(res)),
             }
         }

@@ -28,10 +28,20 @@ fn below(
         let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
         assert_eq!(req.call.attempt, n);
         async move {
-            let grant = state.limits.acquire_many(&[("m", 1)], None).await.unwrap();
+            let grant = state
+                .limits
+                .shared
+                .acquire_many(&[("m", 1)], None)
+                .await
+                .unwrap();
             let pool = match req.call.pool {
                 Some(p) => p,
-                None => state.bulkheads.get("model").try_acquire().unwrap(),
+                None => state
+                    .admission
+                    .bulkheads
+                    .get("model")
+                    .try_acquire()
+                    .unwrap(),
             };
             let granted = Granted {
                 tried: tried(sent(n), n),

@@ -22,8 +22,18 @@ async fn delivered(state: &AppState) -> Delivery {
             let (state, tokens) = (state.clone(), tokens.clone());
             async move {
                 let needs = [(MODEL, 1), (tokens.as_str(), 500)];
-                let grant = state.limits.acquire_many(&needs, None).await.unwrap();
-                let pool = state.bulkheads.get("model").try_acquire().unwrap();
+                let grant = state
+                    .limits
+                    .shared
+                    .acquire_many(&needs, None)
+                    .await
+                    .unwrap();
+                let pool = state
+                    .admission
+                    .bulkheads
+                    .get("model")
+                    .try_acquire()
+                    .unwrap();
                 let answered = Answered {
                     response: answer(200, &[]),
                     grant,
@@ -47,7 +57,11 @@ async fn delivered(state: &AppState) -> Delivery {
 }
 
 async fn available(state: &AppState) -> f64 {
-    let c = state.limits.get_capacity(&tokens_resource(MODEL)).await;
+    let c = state
+        .limits
+        .shared
+        .get_capacity(&tokens_resource(MODEL))
+        .await;
     c.unwrap().available
 }
 

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use sluice_jobs::{JobId, JobState, JobStore, JobSummary, ListFilter, MAX_PAGE};
 
 use super::{job_json, reply, store, store_error};
-use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::jobs::AnyStore;
+use crate::layers::auth::Tenant;
 use crate::state::AppState;
 
 /// What `GET /v1/jobs` was asked.

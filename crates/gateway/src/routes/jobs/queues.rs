@@ -10,8 +10,8 @@ use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
 use super::{notify, reply, store, store_error};
 use crate::audit::{ADMIN, Act};
-use crate::auth::Admin;
 use crate::error::ApiError;
+use crate::layers::auth::Admin;
 use crate::state::AppState;
 
 /// A configured queue, or 404.
@@ -97,7 +97,7 @@ async fn set_paused(state: AppState, act: Act, queue: String, paused: bool) -> R
             } else {
                 "queue.resume"
             };
-            state.record(
+            state.observers.record(
                 act.entry(ADMIN, kind, queue)
                     .after(json!({"paused": paused})),
             );
@@ -144,7 +144,9 @@ async fn dead_letters(state: AppState, act: Act, queue: String, purge: bool) -> 
                 json!({"queue": queue, "retried": n})
             };
             let kind = if purge { "dead.purge" } else { "dead.retry" };
-            state.record(act.entry(ADMIN, kind, queue).after(answer.clone()));
+            state
+                .observers
+                .record(act.entry(ADMIN, kind, queue).after(answer.clone()));
             Ok(axum::Json(answer).into_response())
         }
         .await,

@@ -112,7 +112,7 @@ impl JobSpec {
             _ => Some(("kind", "discord")),
         };
         if let Some((name, api)) = api {
-            credentials::value_for(state.credentials.api(api), tenant, "API", api)
+            credentials::value_for(state.upstreams.credentials.api(api), tenant, "API", api)
                 .map_err(|e| ApiError::NoCredential(format!("`{}`: {e}", field(name))))?;
         }
         let max_attempts = match self.max_attempts {

@@ -18,7 +18,7 @@ async fn a_call_that_will_not_wait_takes_a_free_slot_or_a_429_at_once() {
 
     // A gateway request for the model holds its lane's only slot.
     let ticket = Ticket::new("other", Instant::now() + Duration::from_secs(60)).with_lane(MODEL);
-    let Ok(Admission::Run(held)) = state.queue.admit(ticket).await else {
+    let Ok(Admission::Run(held)) = state.admission.queue.admit(ticket).await else {
         panic!("an idle lane grants a slot");
     };
     match acquire_inner(&state, &tenant, &headers, &body).await {
@@ -32,7 +32,7 @@ async fn a_call_that_will_not_wait_takes_a_free_slot_or_a_429_at_once() {
         }
         other => panic!("expected a 429 on {MODEL}, got {other:?}"),
     }
-    let stats = state.queue.stats();
+    let stats = state.admission.queue.stats();
     assert_eq!((stats.queued(), stats.rejected), (0, 1), "nothing waited");
 
     drop(held);
@@ -40,5 +40,9 @@ async fn a_call_that_will_not_wait_takes_a_free_slot_or_a_429_at_once() {
         .await
         .expect("the lane's slot is free");
     assert_eq!(granted["resource"], MODEL);
-    assert_eq!(state.queue.stats().in_flight, 0, "the slot went back");
+    assert_eq!(
+        state.admission.queue.stats().in_flight,
+        0,
+        "the slot went back"
+    );
 }

@@ -12,11 +12,11 @@ use crate::error::StartError;
 /// The credentials the gateway knows, read once at start-up.
 pub(crate) struct Keys {
     /// Tenant key → tenant name. Empty: the gateway is open.
-    pub(super) tenants: Vec<(Box<[u8]>, Arc<str>)>,
-    pub(super) admin: Option<Box<[u8]>>,
-    pub(super) metrics: Option<Box<[u8]>>,
+    pub(crate) tenants: Vec<(Box<[u8]>, Arc<str>)>,
+    pub(crate) admin: Option<Box<[u8]>>,
+    pub(crate) metrics: Option<Box<[u8]>>,
     /// `ui.token`: reads the dashboard, nothing else.
-    pub(super) dashboard: Option<Box<[u8]>>,
+    pub(crate) dashboard: Option<Box<[u8]>>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -107,7 +107,7 @@ impl Keys {
 
     /// The tenant whose key is `given`. Every key is compared, in constant
     /// time, whichever matches.
-    pub(super) fn tenant(&self, given: &[u8]) -> Option<Arc<str>> {
+    pub(crate) fn tenant(&self, given: &[u8]) -> Option<Arc<str>> {
         let mut found = None;
         for (key, name) in &self.tenants {
             if bool::from(key.as_ref().ct_eq(given)) {
@@ -117,7 +117,7 @@ impl Keys {
         found
     }
 
-    pub(super) fn is_admin(&self, given: &[u8]) -> bool {
+    pub(crate) fn is_admin(&self, given: &[u8]) -> bool {
         self.admin
             .as_deref()
             .is_some_and(|t| bool::from(t.ct_eq(given)))
@@ -153,7 +153,7 @@ impl Keys {
         self.admin.is_some() || self.dashboard.is_some()
     }
 
-    pub(super) fn is_scraper(&self, given: &[u8]) -> bool {
+    pub(crate) fn is_scraper(&self, given: &[u8]) -> bool {
         self.is_admin(given)
             || self
                 .metrics
