@@ -294,6 +294,12 @@ impl ApiError {
     }
 }
 
+impl From<crate::stores::Refused> for StartError {
+    fn from(refused: crate::stores::Refused) -> StartError {
+        StartError::Store(refused)
+    }
+}
+
 /// A cause of a [`StartError`] that is not an error type of its own (a
 /// message) or is one of many kinds.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -383,9 +389,10 @@ pub enum StartError {
         source: Cause,
     },
     /// A store's file is missing although it existed, empty, unreadable
-    /// or not a database ([`crate::stores`]).
-    #[error("refusing to start")]
-    Store(#[from] crate::stores::Refused),
+    /// or not a database ([`crate::stores`]): the file and what to do are
+    /// the message, not a cause.
+    #[error("refusing to start: {0}")]
+    Store(crate::stores::Refused),
     /// The job workers could not start.
     #[error("cannot start the job workers: {what}")]
     Workers {
