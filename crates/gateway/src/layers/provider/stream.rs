@@ -54,7 +54,7 @@ pub(super) struct Relay {
     pub cut_share: f64,
     /// What its output is charged at, by the characters streamed.
     pub chars_per_token: u64,
-    /// Resolves when the shutdown grace ends ([`AppState::grace_over_owned`]).
+    /// Resolves when the shutdown grace ends ([`Grace::over_owned`](crate::state::Grace::over_owned)).
     pub grace_over: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// The most the call could use, whatever the stream reports.
     pub bound: Bound,
