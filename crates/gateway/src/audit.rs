@@ -24,7 +24,7 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::HeaderValue;
 use axum::http::request::Parts;
-use axum::response::Response;
+use axum::response::{IntoResponseParts, Response, ResponseParts};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sluice_audit::{AuditLog, AuditStore, AuditTask, NewEntry};
@@ -173,7 +173,8 @@ fn reduction(c: &CapacityChange) -> Option<NewEntry> {
 
 /// The request an administrative act is made in: its id is the client's
 /// `x-request-id` when it gave a usable one, else a new one, and the
-/// answer carries it (see [`Act::answer`]).
+/// answer carries it (see [`Act::answer`]; a handler that answers
+/// `(act, answer)` gives it the same way).
 #[derive(Debug, Clone)]
 pub struct Act {
     request_id: Arc<str>,
@@ -206,6 +207,19 @@ impl Act {
             answer.headers_mut().insert(X_REQUEST_ID, v);
         }
         answer
+    }
+}
+
+impl IntoResponseParts for Act {
+    type Error = Infallible;
+
+    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Infallible> {
+        if !res.headers().contains_key(X_REQUEST_ID)
+            && let Ok(v) = HeaderValue::from_str(&self.request_id)
+        {
+            res.headers_mut().insert(X_REQUEST_ID, v);
+        }
+        Ok(res)
     }
 }
 

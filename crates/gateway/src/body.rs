@@ -1,5 +1,5 @@
 //! [`Body`]: a request's body, read whole by the handler that needs it,
-//! after the caller is known.
+//! after the caller is known; [`ApiJson`], the same read as JSON.
 //!
 //! Handlers take it last, after their owner's extractor, so an
 //! unauthenticated caller never gets up to `max_body_bytes` buffered. The
@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Frame, SizeHint};
+use serde::de::DeserializeOwned;
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -92,6 +93,67 @@ where
         read_at_most(&parts.headers, body, &config, limit)
             .await
             .map(SmallBody)
+    }
+}
+
+/// The request's body ([`Body`]) read as the JSON value `T`: a body
+/// that is not one is answered 400, naming the field ([`json`]).
+#[derive(Debug, Clone, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+    T: DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let Body(body) = Body::from_request(req, state).await?;
+        json(&body)
+            .map(ApiJson)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+/// `body` as `T`; a field of the wrong type is named (serde's own
+/// message says only "invalid type … at line 1 column 14").
+///
+/// # Errors
+/// 400: not JSON, trailing bytes, or a field that does not read.
+pub(crate) fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if field == "." || inner.is_syntax() || inner.is_eof() {
+            invalid_json(inner)
+        } else {
+            ApiError::bad_field(&field, inner)
+        }
+    })?;
+    // Trailing bytes after the value, as `serde_json::from_slice` refuses.
+    de.end().map_err(invalid_json)?;
+    Ok(value)
+}
+
+/// [`json`], but an empty body is `T::default()`.
+///
+/// # Errors
+/// As [`json`].
+pub(crate) fn json_or_default<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        json(body)
+    }
+}
+
+fn invalid_json(e: serde_json::Error) -> ApiError {
+    ApiError::BadRequest {
+        message: format!("invalid JSON body: {e}"),
+        param: None,
     }
 }
 

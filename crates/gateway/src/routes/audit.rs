@@ -8,9 +8,9 @@
 //! answer's `next_before` is the value for the next page, absent on the
 //! last.
 
+use axum::Json;
 use axum::extract::{RawQuery, State};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use sluice_audit::Filter;
 
 use crate::audit::query::{entry_json, filter};
@@ -19,28 +19,26 @@ use crate::layers::auth::Admin;
 use crate::state::AppState;
 
 /// `GET /v1/audit?from=&to=&actor=&kind=&limit=&before=`.
-pub async fn list(State(state): State<AppState>, _: Admin, RawQuery(q): RawQuery) -> Response {
-    let answer = async {
-        let audit = state.observers.audit.as_ref().ok_or_else(|| {
-            ApiError::NotFound("the audit trail is disabled ([audit] enabled = false)".into())
-        })?;
-        let f = filter(q.as_deref().unwrap_or_default())?;
-        let entries = audit.store().query(&f).await.map_err(|e| {
-            tracing::warn!(error = %chain(&e), "audit store");
-            ApiError::Unavailable {
-                message: format!("the audit store is unavailable: {}", chain(&e)),
-                retry_after: Some(std::time::Duration::from_secs(1)),
-            }
-        })?;
-        let full = entries.len() == f.limit.clamp(1, Filter::MAX_LIMIT) as usize;
-        let mut body = json!({"entries": entries.iter().map(entry_json).collect::<Vec<_>>()});
-        if full && let Some(last) = entries.last() {
-            body["next_before"] = last.id.into();
+pub async fn list(
+    State(state): State<AppState>,
+    _: Admin,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let audit = state.observers.audit.as_ref().ok_or_else(|| {
+        ApiError::NotFound("the audit trail is disabled ([audit] enabled = false)".into())
+    })?;
+    let f = filter(q.as_deref().unwrap_or_default())?;
+    let entries = audit.store().query(&f).await.map_err(|e| {
+        tracing::warn!(error = %chain(&e), "audit store");
+        ApiError::Unavailable {
+            message: format!("the audit store is unavailable: {}", chain(&e)),
+            retry_after: Some(std::time::Duration::from_secs(1)),
         }
-        Ok::<_, ApiError>(axum::Json(body))
-    };
-    match answer.await {
-        Ok(body) => body.into_response(),
-        Err(e) => e.into_response(),
+    })?;
+    let full = entries.len() == f.limit.clamp(1, Filter::MAX_LIMIT) as usize;
+    let mut body = json!({"entries": entries.iter().map(entry_json).collect::<Vec<_>>()});
+    if full && let Some(last) = entries.last() {
+        body["next_before"] = last.id.into();
     }
+    Ok(Json(body))
 }

@@ -22,29 +22,22 @@ pub async fn invalidate(
     _: Admin,
     act: Act,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
-) -> Response {
+) -> Result<(Act, Response), ApiError> {
     let Ok(Query(query)) = query else {
-        return act.answer(
-            ApiError::BadRequest {
-                message: "the query string is not `name=value` pairs".into(),
-                param: None,
-            }
-            .into_response(),
-        );
+        return Err(ApiError::BadRequest {
+            message: "the query string is not `name=value` pairs".into(),
+            param: None,
+        });
     };
-    act.answer(match crate::cache::filter(&state.config, &query) {
-        Ok(filter) => {
-            let removed = state.spend.cache.invalidate(&filter).await;
-            // What was asked for, in a stable order.
-            let asked: std::collections::BTreeMap<_, _> = query.iter().collect();
-            state.observers.record(
-                act.entry(ADMIN, "cache.purge", "cache")
-                    .after(json!({"filter": asked, "removed": removed})),
-            );
-            Json(json!({"removed": removed})).into_response()
-        }
-        Err(e) => e.into_response(),
-    })
+    let filter = crate::cache::filter(&state.config, &query)?;
+    let removed = state.spend.cache.invalidate(&filter).await;
+    // What was asked for, in a stable order.
+    let asked: std::collections::BTreeMap<_, _> = query.iter().collect();
+    state.observers.record(
+        act.entry(ADMIN, "cache.purge", "cache")
+            .after(json!({"filter": asked, "removed": removed})),
+    );
+    Ok((act, Json(json!({"removed": removed})).into_response()))
 }
 
 /// `GET /v1/cache/stats`: the whole cache's counters and size.

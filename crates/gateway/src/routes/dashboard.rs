@@ -16,17 +16,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::audit::Act;
-use crate::body::SmallBody;
+use crate::body::{SmallBody, json};
 use crate::dashboard::logins::{MAX_FAILURES, WINDOW};
 use crate::dashboard::sessions::{COOKIE_NAME, SESSION_TTL};
 use crate::dashboard::{INTERVAL, LOGIN_PATH, sse_event};
 use crate::error::ApiError;
 use crate::layers::auth::{Anyone, Viewer};
-use crate::routes::limits::parse;
 use crate::state::AppState;
 
 const PAGE: &str = include_str!("../../assets/ui/index.html");
@@ -48,11 +47,13 @@ fn enabled(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-fn file(state: &AppState, content_type: &'static str, body: &'static str) -> Response {
-    if let Err(e) = enabled(state) {
-        return e.into_response();
-    }
-    (
+fn file(
+    state: &AppState,
+    content_type: &'static str,
+    body: &'static str,
+) -> Result<Response, ApiError> {
+    enabled(state)?;
+    Ok((
         [
             (header::CONTENT_TYPE, content_type),
             (header::CONTENT_SECURITY_POLICY, CSP),
@@ -62,21 +63,25 @@ fn file(state: &AppState, content_type: &'static str, body: &'static str) -> Res
         ],
         body,
     )
-        .into_response()
+        .into_response())
 }
 
 /// `GET /ui`: the page.
-pub async fn page(State(state): State<AppState>, _: Anyone) -> Response {
+pub async fn page(State(state): State<AppState>, _: Anyone) -> Result<Response, ApiError> {
     file(&state, "text/html; charset=utf-8", PAGE)
 }
 
 /// `GET /ui/assets/{file}`: the page's script and style, embedded in the
 /// binary.
-pub async fn asset(State(state): State<AppState>, _: Anyone, Path(name): Path<String>) -> Response {
+pub async fn asset(
+    State(state): State<AppState>,
+    _: Anyone,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
     match name.as_str() {
         "app.js" => file(&state, "text/javascript; charset=utf-8", SCRIPT),
         "app.css" => file(&state, "text/css; charset=utf-8", STYLE),
-        _ => ApiError::NotFound(format!("no asset {name:?}")).into_response(),
+        _ => Err(ApiError::NotFound(format!("no asset {name:?}"))),
     }
 }
 
@@ -98,79 +103,89 @@ pub async fn login(
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     SmallBody(body): SmallBody,
-) -> Response {
+) -> (Act, Result<Response, ApiError>) {
     let address = peer.map(|Extension(ConnectInfo(a))| a.ip());
-    let opened = (|| {
-        enabled(&state)?;
-        same_site(&headers)?;
-        if let Some(wait) = address.and_then(|a| state.observers.board.logins.check(a).err()) {
-            return Err(ApiError::RateLimited {
-                resource: "dashboard logins from this address".into(),
-                retry_after: Some(wait),
-                policy: Some((u64::from(MAX_FAILURES), WINDOW)),
-            });
+    let opened = open_session(&state, &act, address, &headers, &body).map(|id| {
+        let cookie = format!(
+            "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+            SESSION_TTL.as_secs(),
+            secure(&headers)
+        );
+        (
+            [(header::SET_COOKIE, cookie)],
+            Json(json!({"logged_in": true, "expires_in_s": SESSION_TTL.as_secs()})),
+        )
+            .into_response()
+    });
+    // A failed login is recorded: its answer carries the act's id too.
+    (act, opened)
+}
+
+/// A new session for the token in `body`, sent from `address` (see
+/// [`login`]).
+fn open_session(
+    state: &AppState,
+    act: &Act,
+    address: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+    body: &bytes::Bytes,
+) -> Result<String, ApiError> {
+    enabled(state)?;
+    same_site(headers)?;
+    if let Some(wait) = address.and_then(|a| state.observers.board.logins.check(a).err()) {
+        return Err(ApiError::RateLimited {
+            resource: "dashboard logins from this address".into(),
+            retry_after: Some(wait),
+            policy: Some((u64::from(MAX_FAILURES), WINDOW)),
+        });
+    }
+    let b: LoginBody = json(body)?;
+    if !state.stores.keys.dashboard_enabled() {
+        return Err(ApiError::Forbidden(
+            "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
+        ));
+    }
+    if !state.stores.keys.is_viewer(b.token.as_bytes()) {
+        let who = address.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+        if let Some(a) = address {
+            state.observers.board.logins.failed(a);
         }
-        let b: LoginBody = parse(&body)?;
-        if !state.stores.keys.dashboard_enabled() {
-            return Err(ApiError::Forbidden(
-                "the dashboard needs a token: set ui.token_env (read-only) or admin_token".into(),
-            ));
-        }
-        if !state.stores.keys.is_viewer(b.token.as_bytes()) {
-            let who = address.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
-            if let Some(a) = address {
-                state.observers.board.logins.failed(a);
-            }
-            state.observers.record(
-                act.entry(&format!("address:{who}"), "ui.login_failed", LOGIN_PATH)
-                    .after(json!({"reason": "wrong dashboard token"})),
-            );
-            return Err(ApiError::Unauthorized(
-                "`token`: wrong dashboard token".into(),
-            ));
-        }
-        state
-            .observers
-            .board
-            .sessions
-            .open()
-            .ok_or_else(|| ApiError::Unavailable {
-                message: "no random source for a session id".into(),
-                retry_after: None,
-            })
-    })();
-    act.answer(match opened {
-        Ok(id) => {
-            let cookie = format!(
-                "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-                SESSION_TTL.as_secs(),
-                secure(&headers)
-            );
-            (
-                [(header::SET_COOKIE, cookie)],
-                Json(json!({"logged_in": true, "expires_in_s": SESSION_TTL.as_secs()})),
-            )
-                .into_response()
-        }
-        Err(e) => e.into_response(),
-    })
+        state.observers.record(
+            act.entry(&format!("address:{who}"), "ui.login_failed", LOGIN_PATH)
+                .after(json!({"reason": "wrong dashboard token"})),
+        );
+        return Err(ApiError::Unauthorized(
+            "`token`: wrong dashboard token".into(),
+        ));
+    }
+    state
+        .observers
+        .board
+        .sessions
+        .open()
+        .ok_or_else(|| ApiError::Unavailable {
+            message: "no random source for a session id".into(),
+            retry_after: None,
+        })
 }
 
 /// `POST /ui/logout`: ends the browser's session.
-pub async fn logout(State(state): State<AppState>, _: Anyone, headers: HeaderMap) -> Response {
-    if let Err(e) = same_site(&headers) {
-        return e.into_response();
-    }
+pub async fn logout(
+    State(state): State<AppState>,
+    _: Anyone,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    same_site(&headers)?;
     state.observers.board.sessions.close(&headers);
     let gone = format!(
         "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
         secure(&headers)
     );
-    (
+    Ok((
         [(header::SET_COOKIE, gone)],
         Json(json!({"logged_in": false})),
     )
-        .into_response()
+        .into_response())
 }
 
 /// Refuses a login or logout sent from another site: a browser says where
@@ -220,31 +235,25 @@ fn secure(headers: &HeaderMap) -> &'static str {
 }
 
 /// `GET /v1/dashboard`: the latest snapshot (taken every second).
-pub async fn snapshot(State(state): State<AppState>, _: Viewer) -> Response {
-    if let Err(e) = enabled(&state) {
-        return e.into_response();
-    }
+pub async fn snapshot(State(state): State<AppState>, _: Viewer) -> Result<Response, ApiError> {
+    enabled(&state)?;
     match state.observers.board.latest() {
-        Some(s) => Json(&*s).into_response(),
-        None => ApiError::Unavailable {
+        Some(s) => Ok(Json(&*s).into_response()),
+        None => Err(ApiError::Unavailable {
             message: "no snapshot taken yet".into(),
             retry_after: Some(INTERVAL),
-        }
-        .into_response(),
+        }),
     }
 }
 
 /// `GET /v1/dashboard/history`: one point a second, oldest first, for
 /// the last `ui.history_seconds`.
-pub async fn history(State(state): State<AppState>, _: Viewer) -> Response {
-    if let Err(e) = enabled(&state) {
-        return e.into_response();
-    }
-    Json(json!({
+pub async fn history(State(state): State<AppState>, _: Viewer) -> Result<Json<Value>, ApiError> {
+    enabled(&state)?;
+    Ok(Json(json!({
         "interval_ms": INTERVAL.as_millis() as u64,
         "points": state.observers.board.history(),
-    }))
-    .into_response()
+    })))
 }
 
 /// Where a stream is.
@@ -260,19 +269,16 @@ enum Step {
 /// second. A client more than a few snapshots behind is dropped (it
 /// reconnects and starts again from the history); the stream ends when
 /// the gateway drains.
-pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
-    if let Err(e) = enabled(&state) {
-        return e.into_response();
-    }
+pub async fn stream(State(state): State<AppState>, _: Viewer) -> Result<Response, ApiError> {
+    enabled(&state)?;
     let Some(slot) = crate::dashboard::stream_slot(&state.observers.board) else {
-        return ApiError::Unavailable {
+        return Err(ApiError::Unavailable {
             message: format!(
                 "{} dashboard streams are open (ui.max_streams)",
                 state.config.ui.max_streams
             ),
             retry_after: Some(INTERVAL * 5),
-        }
-        .into_response();
+        });
     };
     let rx = state.observers.board.subscribe();
     let events = stream::unfold(
@@ -321,5 +327,5 @@ pub async fn stream(State(state): State<AppState>, _: Viewer) -> Response {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     *res.status_mut() = StatusCode::OK;
-    res
+    Ok(res)
 }

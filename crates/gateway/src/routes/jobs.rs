@@ -12,7 +12,10 @@ mod spec;
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -22,12 +25,11 @@ pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 
 use crate::audit::Act;
-use crate::body::Body;
+use crate::body::{ApiJson, Body, json};
 use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
 use crate::layers::auth::Tenant;
-use crate::routes::limits::parse;
-use crate::state::AppState;
+use crate::state::{AppState, Stores};
 use spec::{Batch, JobSpec};
 
 /// The most jobs one batch may hold.
@@ -65,8 +67,29 @@ pub(crate) fn store_error(e: sluice_jobs::Error) -> ApiError {
     }
 }
 
-fn reply(r: Result<Response, ApiError>) -> Response {
-    r.unwrap_or_else(IntoResponse::into_response)
+/// The job store for a new job, taken before the body: 503 while the
+/// gateway drains, 404 while `[jobs]` is off.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenStore(Arc<Stores>);
+
+impl FromRequestParts<AppState> for OpenStore {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state.grace.check_open()?;
+        store(state)?;
+        Ok(OpenStore(state.stores.clone()))
+    }
+}
+
+impl std::ops::Deref for OpenStore {
+    type Target = AnyStore;
+
+    fn deref(&self) -> &AnyStore {
+        // Checked when it was extracted; the stores never change.
+        let jobs = self.0.jobs.as_ref().expect("a job store");
+        jobs.store()
+    }
 }
 
 /// A job (or a list's summary of one) as the API shows it.
@@ -98,129 +121,115 @@ fn count(e: &Enqueued) {
 
 /// `POST /v1/jobs`: 201 with the stored job, or 200 with the original job
 /// (and `x-sluice-idempotent-replay: true`) for a known `Idempotency-Key`.
-pub async fn enqueue(
+pub(crate) async fn enqueue(
     State(state): State<AppState>,
     tenant: Tenant,
     headers: HeaderMap,
-    Body(body): Body,
-) -> Response {
-    reply(
-        async {
-            state.grace.check_open()?;
-            let store = store(&state)?;
-            let spec: JobSpec = parse(&body)?;
-            let header_key = headers
-                .get("idempotency-key")
-                .map(|v| {
-                    v.to_str()
-                        .map(|s| s.trim().to_owned())
-                        .map_err(|_| ApiError::bad_header("idempotency-key", "not visible ASCII"))
-                })
-                .transpose()?
-                .filter(|k| !k.is_empty());
-            if let (Some(h), Some(b)) = (&header_key, spec.idempotency_key())
-                && h != b
-            {
-                return Err(ApiError::bad_header(
-                    "idempotency-key",
-                    "differs from the body's `idempotency_key`",
-                ));
-            }
-            let mut job = spec.into_job(&state, tenant.name(), "")?;
-            if let Some(tp) = enqueuer_trace(&headers) {
-                job = job.traceparent(tp);
-            }
-            if let Some(key) = header_key {
-                job = job.idempotency_key(key);
-                job.validate().map_err(|_| {
-                    ApiError::bad_header("idempotency-key", "must be 1 to 200 bytes")
-                })?;
-            }
-            let done = store.enqueue(job).await.map_err(store_error)?;
-            count(&done);
-            notify(&state, &done.job.queue);
-            let status = if done.duplicate {
-                StatusCode::OK
-            } else {
-                StatusCode::CREATED
-            };
-            let mut res = (status, axum::Json(job_json(&done.job))).into_response();
-            let h = res.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(&format!("/v1/jobs/{}", done.job.id)) {
-                h.insert(header::LOCATION, v);
-            }
-            if done.duplicate {
-                h.insert(REPLAY_HEADER, HeaderValue::from_static("true"));
-            }
-            Ok(res)
-        }
-        .await,
-    )
+    store: OpenStore,
+    ApiJson(spec): ApiJson<JobSpec>,
+) -> Result<Response, ApiError> {
+    let header_key = headers
+        .get("idempotency-key")
+        .map(|v| {
+            v.to_str()
+                .map(|s| s.trim().to_owned())
+                .map_err(|_| ApiError::bad_header("idempotency-key", "not visible ASCII"))
+        })
+        .transpose()?
+        .filter(|k| !k.is_empty());
+    if let (Some(h), Some(b)) = (&header_key, spec.idempotency_key())
+        && h != b
+    {
+        return Err(ApiError::bad_header(
+            "idempotency-key",
+            "differs from the body's `idempotency_key`",
+        ));
+    }
+    let mut job = spec.into_job(&state, tenant.name(), "")?;
+    if let Some(tp) = enqueuer_trace(&headers) {
+        job = job.traceparent(tp);
+    }
+    if let Some(key) = header_key {
+        job = job.idempotency_key(key);
+        job.validate()
+            .map_err(|_| ApiError::bad_header("idempotency-key", "must be 1 to 200 bytes"))?;
+    }
+    let done = store.enqueue(job).await.map_err(store_error)?;
+    count(&done);
+    notify(&state, &done.job.queue);
+    let status = if done.duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let mut res = (status, axum::Json(job_json(&done.job))).into_response();
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("/v1/jobs/{}", done.job.id)) {
+        h.insert(header::LOCATION, v);
+    }
+    if done.duplicate {
+        h.insert(REPLAY_HEADER, HeaderValue::from_static("true"));
+    }
+    Ok(res)
 }
 
 /// `POST /v1/jobs/batch`: `{"jobs":[…]}`, all stored or none. 201 with the
 /// jobs in order, each marked `idempotent_replay` if it was an earlier job.
-pub async fn enqueue_batch(
+pub(crate) async fn enqueue_batch(
     State(state): State<AppState>,
     tenant: Tenant,
     headers: HeaderMap,
+    store: OpenStore,
     Body(body): Body,
-) -> Response {
-    reply(
-        async {
-            state.grace.check_open()?;
-            let store = store(&state)?;
-            if headers.contains_key("idempotency-key") {
-                // One key cannot stand for many jobs; refuse rather than ignore it.
-                return Err(ApiError::bad_header(
-                    "idempotency-key",
-                    "a batch takes one `idempotency_key` per job, not the header",
-                ));
-            }
-            let batch: Batch = parse(&body)?;
-            let specs = batch
-                .jobs
-                .ok_or_else(|| ApiError::bad_field("jobs", "is required"))?;
-            if specs.is_empty() {
-                return Err(ApiError::bad_field("jobs", "must hold at least one job"));
-            }
-            if specs.len() > MAX_BATCH {
-                return Err(ApiError::bad_field(
-                    "jobs",
-                    format!("holds {} jobs; at most {MAX_BATCH} per batch", specs.len()),
-                ));
-            }
-            // Every job is checked before any is stored: one bad job
-            // refuses the batch, naming its index.
-            let jobs = specs
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| s.into_job(&state, tenant.name(), &format!("jobs[{i}].")))
-                .map(|job| match enqueuer_trace(&headers) {
-                    Some(tp) => job.map(|j| j.traceparent(tp)),
-                    None => job,
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
-            let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();
-            queues.sort_unstable();
-            queues.dedup();
-            for queue in queues {
-                notify(&state, queue);
-            }
-            let jobs: Vec<Value> = done
-                .iter()
-                .map(|e| {
-                    count(e);
-                    let mut v = job_json(&e.job);
-                    v["idempotent_replay"] = e.duplicate.into();
-                    v
-                })
-                .collect();
-            Ok((StatusCode::CREATED, axum::Json(json!({"jobs": jobs}))).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    if headers.contains_key("idempotency-key") {
+        // One key cannot stand for many jobs; refuse rather than ignore it.
+        return Err(ApiError::bad_header(
+            "idempotency-key",
+            "a batch takes one `idempotency_key` per job, not the header",
+        ));
+    }
+    let batch: Batch = json(&body)?;
+    let specs = batch
+        .jobs
+        .ok_or_else(|| ApiError::bad_field("jobs", "is required"))?;
+    if specs.is_empty() {
+        return Err(ApiError::bad_field("jobs", "must hold at least one job"));
+    }
+    if specs.len() > MAX_BATCH {
+        return Err(ApiError::bad_field(
+            "jobs",
+            format!("holds {} jobs; at most {MAX_BATCH} per batch", specs.len()),
+        ));
+    }
+    // Every job is checked before any is stored: one bad job
+    // refuses the batch, naming its index.
+    let jobs = specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.into_job(&state, tenant.name(), &format!("jobs[{i}].")))
+        .map(|job| match enqueuer_trace(&headers) {
+            Some(tp) => job.map(|j| j.traceparent(tp)),
+            None => job,
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let done = store.enqueue_batch(jobs).await.map_err(store_error)?;
+    let mut queues: Vec<&str> = done.iter().map(|e| e.job.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    for queue in queues {
+        notify(&state, queue);
+    }
+    let jobs: Vec<Value> = done
+        .iter()
+        .map(|e| {
+            count(e);
+            let mut v = job_json(&e.job);
+            v["idempotent_replay"] = e.duplicate.into();
+            v
+        })
+        .collect();
+    Ok((StatusCode::CREATED, axum::Json(json!({"jobs": jobs}))).into_response())
 }
 
 fn job_id(raw: &str) -> Result<JobId, ApiError> {
@@ -249,8 +258,8 @@ pub async fn get_job(
     State(state): State<AppState>,
     tenant: Tenant,
     Path(id): Path<String>,
-) -> Response {
-    call(state, tenant, None, id, JobCall::Read).await
+) -> Result<Response, ApiError> {
+    call(&state, &tenant, None, &id, JobCall::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
@@ -259,8 +268,9 @@ pub async fn retry(
     tenant: Tenant,
     act: Act,
     Path(id): Path<String>,
-) -> Response {
-    call(state, tenant, Some(act), id, JobCall::Retry).await
+) -> Result<(Act, Response), ApiError> {
+    let answer = call(&state, &tenant, Some(&act), &id, JobCall::Retry).await?;
+    Ok((act, answer))
 }
 
 /// `POST /v1/jobs/{id}/cancel`: a job that has not finished never runs
@@ -270,50 +280,42 @@ pub async fn cancel(
     tenant: Tenant,
     act: Act,
     Path(id): Path<String>,
-) -> Response {
-    call(state, tenant, Some(act), id, JobCall::Cancel).await
+) -> Result<(Act, Response), ApiError> {
+    let answer = call(&state, &tenant, Some(&act), &id, JobCall::Cancel).await?;
+    Ok((act, answer))
 }
 
 /// Finds the caller's job `id` (404 for another tenant's) and does `what`
 /// (a change recorded in the audit trail as made in `act`).
 async fn call(
-    state: AppState,
-    tenant: Tenant,
-    act: Option<Act>,
-    id: String,
+    state: &AppState,
+    tenant: &Tenant,
+    act: Option<&Act>,
+    id: &str,
     what: JobCall,
-) -> Response {
-    let answer = reply(
-        async {
-            let store = store(&state)?;
-            let was = owned(store, &tenant, job_id(&id)?).await?;
-            let (job, kind) = match what {
-                JobCall::Read => return Ok(axum::Json(job_json(&was)).into_response()),
-                JobCall::Retry => {
-                    let job = store.retry(was.id).await.map_err(store_error)?;
-                    notify(&state, &job.queue);
-                    (job, "job.retry")
-                }
-                JobCall::Cancel => (
-                    store.cancel(was.id).await.map_err(store_error)?,
-                    "job.cancel",
-                ),
-            };
-            if let Some(act) = &act {
-                state.observers.record(
-                    act.entry(&tenant.actor(), kind, &job.id.to_string())
-                        .before(job_summary(&was))
-                        .after(job_summary(&job)),
-                );
-            }
-            Ok(axum::Json(job_json(&job)).into_response())
+) -> Result<Response, ApiError> {
+    let store = store(state)?;
+    let was = owned(store, tenant, job_id(id)?).await?;
+    let (job, kind) = match what {
+        JobCall::Read => return Ok(axum::Json(job_json(&was)).into_response()),
+        JobCall::Retry => {
+            let job = store.retry(was.id).await.map_err(store_error)?;
+            notify(state, &job.queue);
+            (job, "job.retry")
         }
-        .await,
-    );
-    match &act {
-        Some(act) => act.answer(answer),
-        None => answer,
+        JobCall::Cancel => (
+            store.cancel(was.id).await.map_err(store_error)?,
+            "job.cancel",
+        ),
+    };
+    if let Some(act) = act {
+        state.observers.record(
+            act.entry(&tenant.actor(), kind, &job.id.to_string())
+                .before(job_summary(&was))
+                .after(job_summary(&job)),
+        );
     }
+    Ok(axum::Json(job_json(&job)).into_response())
 }
 
 /// What the audit trail keeps of a job: where it is, not its payload.

@@ -20,47 +20,52 @@ pub async fn own(
     State(state): State<AppState>,
     tenant: Tenant,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Result<Response, ApiError> {
     answer(&state, raw.as_deref(), Some(tenant.name())).await
 }
 
 /// `GET /v1/usage/all`: every tenant's usage (or one's, with `tenant=`).
-pub async fn all(State(state): State<AppState>, _: Admin, RawQuery(raw): RawQuery) -> Response {
+pub async fn all(
+    State(state): State<AppState>,
+    _: Admin,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
     answer(&state, raw.as_deref(), None).await
 }
 
-async fn answer(state: &AppState, raw: Option<&str>, tenant: Option<&str>) -> Response {
+async fn answer(
+    state: &AppState,
+    raw: Option<&str>,
+    tenant: Option<&str>,
+) -> Result<Response, ApiError> {
     let Some(ledger) = state.observers.ledger.as_ref() else {
-        return ApiError::NotFound("the usage ledger is off ([ledger] enabled = false)".into())
-            .into_response();
+        return Err(ApiError::NotFound(
+            "the usage ledger is off ([ledger] enabled = false)".into(),
+        ));
     };
-    let mut q = match parse(raw, tenant.is_none()) {
-        Ok(q) => q,
-        Err(e) => return e.into_response(),
-    };
+    let mut q = parse(raw, tenant.is_none())?;
     if let Some(t) = tenant {
         q.tenant = Some(t.to_owned());
     }
-    match ledger.store.usage(&q).await {
-        Ok(rows) => {
-            let group_by: Vec<&str> = q.group_by.iter().map(|d| d.as_str()).collect();
-            Json(json!({
-                "from_ms": q.from_ms,
-                "to_ms": q.to_ms,
-                "granularity": q.granularity,
-                "group_by": group_by,
-                "tenant": q.tenant,
-                "truncated": rows.len() >= q.limit,
-                "rows": rows,
-            }))
-            .into_response()
-        }
-        Err(e) => ApiError::Unavailable {
+    let rows = ledger
+        .store
+        .usage(&q)
+        .await
+        .map_err(|e| ApiError::Unavailable {
             message: format!("the usage ledger cannot be read: {}", chain(&e)),
             retry_after: Some(std::time::Duration::from_secs(1)),
-        }
-        .into_response(),
-    }
+        })?;
+    let group_by: Vec<&str> = q.group_by.iter().map(|d| d.as_str()).collect();
+    Ok(Json(json!({
+        "from_ms": q.from_ms,
+        "to_ms": q.to_ms,
+        "granularity": q.granularity,
+        "group_by": group_by,
+        "tenant": q.tenant,
+        "truncated": rows.len() >= q.limit,
+        "rows": rows,
+    }))
+    .into_response())
 }
 
 /// The query `raw` asks for; `tenant=` only where `may_name_tenant`.

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{JobId, JobState, JobStore, JobSummary, ListFilter, MAX_PAGE};
 
-use super::{job_json, reply, store, store_error};
+use super::{job_json, store, store_error};
 use crate::error::ApiError;
 use crate::jobs::AnyStore;
 use crate::layers::auth::Tenant;
@@ -80,18 +80,13 @@ pub async fn list(
     State(state): State<AppState>,
     tenant: Tenant,
     RawQuery(raw): RawQuery,
-) -> Response {
-    reply(
-        async {
-            let store = store(&state)?;
-            let q = list_query(raw.as_deref())?;
-            let (jobs, next) = tenant_page(store, tenant.name(), q).await?;
-            let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
-            let next = next.map(|id| id.to_string());
-            Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    let store = store(&state)?;
+    let q = list_query(raw.as_deref())?;
+    let (jobs, next) = tenant_page(store, tenant.name(), q).await?;
+    let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
+    let next = next.map(|id| id.to_string());
+    Ok(axum::Json(json!({"jobs": jobs, "next_cursor": next})).into_response())
 }
 
 /// Up to `q.limit` of `tenant`'s jobs after the cursor, and the cursor

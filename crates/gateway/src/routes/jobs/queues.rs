@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{JobState, JobStore, QueueCounts, StateCounts};
 
-use super::{notify, reply, store, store_error};
+use super::{notify, store, store_error};
 use crate::audit::{ADMIN, Act};
 use crate::error::ApiError;
 use crate::layers::auth::Admin;
@@ -35,26 +35,21 @@ fn queue_json(q: &QueueCounts) -> Value {
 
 /// `GET /v1/queues`: every configured queue (and any other holding jobs)
 /// with its jobs by state and whether it is paused.
-pub async fn list_queues(State(state): State<AppState>, _: Admin) -> Response {
-    reply(
-        async {
-            let store = store(&state)?;
-            let mut counts = store.counts().await.map_err(store_error)?;
-            for name in state.config.jobs.queues.keys() {
-                if !counts.iter().any(|q| &q.queue == name) {
-                    counts.push(QueueCounts {
-                        queue: name.clone(),
-                        paused: false,
-                        counts: StateCounts::default(),
-                    });
-                }
-            }
-            counts.sort_by(|a, b| a.queue.cmp(&b.queue));
-            let queues: Vec<Value> = counts.iter().map(queue_json).collect();
-            Ok(axum::Json(json!({"queues": queues})).into_response())
+pub async fn list_queues(State(state): State<AppState>, _: Admin) -> Result<Response, ApiError> {
+    let store = store(&state)?;
+    let mut counts = store.counts().await.map_err(store_error)?;
+    for name in state.config.jobs.queues.keys() {
+        if !counts.iter().any(|q| &q.queue == name) {
+            counts.push(QueueCounts {
+                queue: name.clone(),
+                paused: false,
+                counts: StateCounts::default(),
+            });
         }
-        .await,
-    )
+    }
+    counts.sort_by(|a, b| a.queue.cmp(&b.queue));
+    let queues: Vec<Value> = counts.iter().map(queue_json).collect();
+    Ok(axum::Json(json!({"queues": queues})).into_response())
 }
 
 /// `POST /v1/queues/{queue}/pause`: workers stop claiming from it; running
@@ -64,7 +59,7 @@ pub async fn pause(
     _: Admin,
     act: Act,
     Path(queue): Path<String>,
-) -> Response {
+) -> Result<(Act, Response), ApiError> {
     set_paused(state, act, queue, true).await
 }
 
@@ -74,36 +69,39 @@ pub async fn resume(
     _: Admin,
     act: Act,
     Path(queue): Path<String>,
-) -> Response {
+) -> Result<(Act, Response), ApiError> {
     set_paused(state, act, queue, false).await
 }
 
-async fn set_paused(state: AppState, act: Act, queue: String, paused: bool) -> Response {
-    act.answer(reply(
-        async {
-            let store = store(&state)?;
-            let queue = configured(&state, &queue)?;
-            if paused {
-                store.pause(queue).await
-            } else {
-                store.resume(queue).await
-            }
-            .map_err(store_error)?;
-            if !paused {
-                notify(&state, queue);
-            }
-            let kind = if paused {
-                "queue.pause"
-            } else {
-                "queue.resume"
-            };
-            state.observers.record(
-                act.entry(ADMIN, kind, queue)
-                    .after(json!({"paused": paused})),
-            );
-            Ok(axum::Json(json!({"queue": queue, "paused": paused})).into_response())
-        }
-        .await,
+async fn set_paused(
+    state: AppState,
+    act: Act,
+    queue: String,
+    paused: bool,
+) -> Result<(Act, Response), ApiError> {
+    let store = store(&state)?;
+    let queue = configured(&state, &queue)?;
+    if paused {
+        store.pause(queue).await
+    } else {
+        store.resume(queue).await
+    }
+    .map_err(store_error)?;
+    if !paused {
+        notify(&state, queue);
+    }
+    let kind = if paused {
+        "queue.pause"
+    } else {
+        "queue.resume"
+    };
+    state.observers.record(
+        act.entry(ADMIN, kind, queue)
+            .after(json!({"paused": paused})),
+    );
+    Ok((
+        act,
+        axum::Json(json!({"queue": queue, "paused": paused})).into_response(),
     ))
 }
 
@@ -114,7 +112,7 @@ pub async fn dead_retry(
     _: Admin,
     act: Act,
     Path(queue): Path<String>,
-) -> Response {
+) -> Result<(Act, Response), ApiError> {
     dead_letters(state, act, queue, false).await
 }
 
@@ -125,30 +123,30 @@ pub async fn dead_purge(
     _: Admin,
     act: Act,
     Path(queue): Path<String>,
-) -> Response {
+) -> Result<(Act, Response), ApiError> {
     dead_letters(state, act, queue, true).await
 }
 
 /// Retries or purges every dead job of `queue`.
-async fn dead_letters(state: AppState, act: Act, queue: String, purge: bool) -> Response {
-    act.answer(reply(
-        async {
-            let store = store(&state)?;
-            let queue = configured(&state, &queue)?;
-            let answer = if purge {
-                let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
-                json!({"queue": queue, "purged": n})
-            } else {
-                let n = store.retry_dead(queue).await.map_err(store_error)?;
-                notify(&state, queue);
-                json!({"queue": queue, "retried": n})
-            };
-            let kind = if purge { "dead.purge" } else { "dead.retry" };
-            state
-                .observers
-                .record(act.entry(ADMIN, kind, queue).after(answer.clone()));
-            Ok(axum::Json(answer).into_response())
-        }
-        .await,
-    ))
+async fn dead_letters(
+    state: AppState,
+    act: Act,
+    queue: String,
+    purge: bool,
+) -> Result<(Act, Response), ApiError> {
+    let store = store(&state)?;
+    let queue = configured(&state, &queue)?;
+    let answer = if purge {
+        let n = store.purge_dead(Some(queue)).await.map_err(store_error)?;
+        json!({"queue": queue, "purged": n})
+    } else {
+        let n = store.retry_dead(queue).await.map_err(store_error)?;
+        notify(&state, queue);
+        json!({"queue": queue, "retried": n})
+    };
+    let kind = if purge { "dead.purge" } else { "dead.retry" };
+    state
+        .observers
+        .record(act.entry(ADMIN, kind, queue).after(answer.clone()));
+    Ok((act, axum::Json(answer).into_response()))
 }

@@ -19,7 +19,7 @@ const MAX_DELAY: Duration = Duration::from_secs(365 * 86_400);
 /// are options so that a missing one is named like any other bad field.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct JobSpec {
+pub(crate) struct JobSpec {
     queue: Option<String>,
     kind: Option<String>,
     payload: Option<Value>,
