@@ -35,6 +35,7 @@ pub mod context;
 pub(crate) mod dedup;
 pub(crate) mod failure;
 pub(crate) mod fallback;
+pub(crate) mod grants;
 pub(crate) mod limits;
 pub(crate) mod model_call;
 pub(crate) mod models;

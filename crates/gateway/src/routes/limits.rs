@@ -2,9 +2,10 @@
 //! acquire / release / report, the state of the resources a tenant may
 //! see, and live capacity changes (admin).
 //!
-//! An acquire waits in the same admission queue as the gateway's own
-//! requests (priorities, per-tenant fairness and depth limits, the
-//! resource's lane), and the grant it gets belongs to the tenant (see
+//! An acquire goes down a stack of its own ([`crate::layers::grants`]):
+//! it waits in the same admission queue as the gateway's own requests
+//! (priorities, per-tenant fairness and depth limits, the resource's
+//! lane), and the grant it gets belongs to the tenant (see
 //! [`crate::limits::holds`]). Sessions are the tenant's own: `session:{x}`
 //! names the caller's session `x`.
 
@@ -12,168 +13,24 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_admit::{Admission, Ticket};
 use sluice_limit::Capacity;
 use sluice_limit::headers::RateLimitHeaders;
 use tokio::time::Instant;
 
 use crate::audit::{ADMIN, Act};
-use crate::body::Body;
+use crate::body::{ApiJson, Body};
 use crate::error::ApiError;
 use crate::layers::auth::{Admin, Tenant};
-use crate::layers::context::Context;
-use crate::limits::holds::{HoldError, HoldId};
+use crate::layers::grants::{self, Acquire, Target, hold_error};
+use crate::layers::{self};
+use crate::limits::holds::HoldId;
 use crate::limits::reports::Verdict;
-use crate::limits::resources::{scoped, tokens_resource, unscoped};
+use crate::limits::resources::{tokens_resource, unscoped};
 use crate::state::AppState;
-
-/// The body as `T`; a field of the wrong type is named (serde's own
-/// message says only "invalid type … at line 1 column 14").
-pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let field = e.path().to_string();
-        let inner = e.into_inner();
-        if field == "." || inner.is_syntax() || inner.is_eof() {
-            invalid_json(inner)
-        } else {
-            ApiError::bad_field(&field, inner)
-        }
-    })?;
-    // Trailing bytes after the value, as `serde_json::from_slice` refuses.
-    de.end().map_err(invalid_json)?;
-    Ok(value)
-}
-
-fn invalid_json(e: serde_json::Error) -> ApiError {
-    ApiError::BadRequest {
-        message: format!("invalid JSON body: {e}"),
-        param: None,
-    }
-}
-
-fn reply(r: Result<Value, ApiError>) -> Response {
-    match r {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-/// What an acquire is about: exactly one of these.
-#[derive(Debug)]
-struct Target<'a> {
-    resource: &'a Option<String>,
-    model: &'a Option<String>,
-    tool: &'a Option<String>,
-}
-
-impl Target<'_> {
-    /// The limiter resource, in `tenant`'s scope: a configured model or
-    /// API the caller's key allows (`openai/…`, `api:{name}`, or a tool
-    /// classified as one), that model's or API's `tokens:` or `inflight:`
-    /// resource, or the caller's own session (`session:x` is the tenant's
-    /// session `x`). Nothing else: not another tenant's session or job
-    /// group, not the queues' resources, not per-key limits. Every name is
-    /// bounded ([`crate::names::check`]) before anything is looked up.
-    fn resolve(&self, state: &AppState, tenant: &Tenant) -> Result<String, ApiError> {
-        match (self.resource, self.model, self.tool) {
-            (Some(r), None, None) => {
-                crate::names::check("resource", r)?;
-                if r.starts_with(sluice_limit::SESSION_PREFIX) {
-                    return Ok(scoped(tenant.name(), r));
-                }
-                let (kind, bare) = match r.split_once(':') {
-                    Some((k @ ("tokens" | "inflight"), rest)) => (Some(k), rest),
-                    _ => (None, r.as_str()),
-                };
-                let unknown = || {
-                    ApiError::NotFound(format!(
-                        "unknown resource {r:?}: use a configured model (`openai/…`), `api:<name>`, \
-                         their `tokens:`/`inflight:` resources, or your `session:<id>`"
-                    ))
-                };
-                if let Some(api) = bare.strip_prefix("api:") {
-                    if kind == Some("tokens") || state.config.api(api).is_none() {
-                        return Err(unknown());
-                    }
-                    allow_api(tenant, api)?;
-                } else if state.config.provider_for(bare).is_some() {
-                    crate::names::check_model_segments(bare)?;
-                    allow_model(tenant, bare)?;
-                } else {
-                    return Err(unknown());
-                }
-                Ok(r.clone())
-            }
-            (None, Some(m), None) => {
-                crate::names::check("model", m)?;
-                if state.config.provider_for(m).is_none() {
-                    return Err(ApiError::bad_field(
-                        "model",
-                        format!("unknown model prefix in {m:?}"),
-                    ));
-                }
-                crate::names::check_model_segments(m)?;
-                allow_model(tenant, m)?;
-                Ok(m.clone())
-            }
-            (None, None, Some(t)) => {
-                crate::names::check("tool", t)?;
-                let api = state.limits.tools.classify(t).ok_or_else(|| {
-                    ApiError::bad_field("tool", format!("no API is configured for tool {t:?}"))
-                })?;
-                allow_api(tenant, api)?;
-                Ok(sluice_limit::api_resource(api))
-            }
-            _ => Err(ApiError::BadRequest {
-                message: "give exactly one of `resource`, `model` or `tool`".into(),
-                param: None,
-            }),
-        }
-    }
-}
-
-/// 403 unless the caller's key and tenant allow `model`.
-fn allow_model(tenant: &Tenant, model: &str) -> Result<(), ApiError> {
-    if tenant.caller().is_some_and(|c| !c.allows_model(model)) {
-        return Err(ApiError::Forbidden(format!(
-            "model {model:?} is not allowed for this API key (its `models` allow-list)"
-        )));
-    }
-    Ok(())
-}
-
-/// 403 unless the caller's key and tenant allow the API `api`.
-fn allow_api(tenant: &Tenant, api: &str) -> Result<(), ApiError> {
-    if tenant.caller().is_some_and(|c| !c.allows_api(api)) {
-        return Err(ApiError::Forbidden(format!(
-            "API {api:?} is not allowed for this API key (its `apis` allow-list)"
-        )));
-    }
-    Ok(())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AcquireBody {
-    resource: Option<String>,
-    model: Option<String>,
-    tool: Option<String>,
-    #[serde(default = "one")]
-    cost: u64,
-    timeout_ms: Option<u64>,
-    priority: Option<String>,
-}
-
-fn one() -> u64 {
-    1
-}
 
 fn capacity_json(c: &Capacity, name: &str) -> Value {
     json!({
@@ -197,19 +54,6 @@ fn capacity_json(c: &Capacity, name: &str) -> Value {
     })
 }
 
-/// A hold refused or unknown, as an answer.
-fn hold_error(e: HoldError) -> ApiError {
-    match e {
-        HoldError::Unknown(_) => ApiError::NotFound(e.to_string()),
-        HoldError::Reported(_) => ApiError::Conflict(e.to_string()),
-        HoldError::TenantFull { .. } | HoldError::Full(_) => ApiError::RateLimited {
-            resource: "limits_api_holds".into(),
-            retry_after: Some(Duration::from_secs(1)),
-            policy: None,
-        },
-    }
-}
-
 fn grant_id(raw: &str) -> Result<HoldId, ApiError> {
     HoldId::parse(raw).ok_or_else(|| {
         ApiError::bad_field("grant_id", "not a grant id (32 hex digits, from acquire)")
@@ -223,169 +67,44 @@ pub async fn acquire(
     tenant: Tenant,
     headers: HeaderMap,
     Body(body): Body,
-) -> Response {
-    reply(acquire_inner(&state, &tenant, &headers, &body).await)
-}
-
-async fn acquire_inner(
-    state: &AppState,
-    tenant: &Tenant,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Value, ApiError> {
-    state.grace.check_open()?;
-    let ctx = Context::from_headers(state, tenant, headers)?;
-    let b: AcquireBody = parse(body)?;
-    let priority = match &b.priority {
-        Some(p) => {
-            let p = p
-                .parse::<sluice_admit::Priority>()
-                .map_err(|e| ApiError::bad_field("priority", e))?;
-            crate::layers::context::check_priority(state, tenant, p, "`priority`")?;
-            p
-        }
-        None => ctx.priority,
+) -> Result<Json<Value>, ApiError> {
+    let acquire = Acquire {
+        state,
+        tenant,
+        headers,
+        body,
     };
-    if b.cost == 0 {
-        return Err(ApiError::bad_field("cost", "must be at least 1"));
-    }
-    let target = Target {
-        resource: &b.resource,
-        model: &b.model,
-        tool: &b.tool,
-    };
-    let resource = target.resolve(state, tenant)?;
-    // A refusal this tenant reported alone pauses its own acquires of the
-    // resource (see `limits::reports`), nobody else's.
-    if let Some(wait) = state.limits.reports.paused(tenant.name(), &resource) {
-        return Err(ApiError::RateLimited {
-            resource: unscoped(tenant.name(), &resource).unwrap_or(resource),
-            retry_after: Some(wait.max(Duration::from_secs(1))),
-            policy: None,
-        });
-    }
-    state
-        .limits
-        .holds
-        .check(tenant.name())
-        .map_err(hold_error)?;
-    // The key's and its tenant's own limits (key store), taken with the
-    // resource and settled at what was reserved.
-    let tokens = resource.starts_with("tokens:").then_some(b.cost);
-    let caller = crate::keys::caller_needs(
-        state.stores.keystore.as_ref(),
-        &state.limits.shared,
-        &ctx,
-        tokens,
-    )?;
-    let mut needs: Vec<(&str, u64)> = vec![(resource.as_str(), b.cost)];
-    needs.extend(caller.needs.iter().map(|(r, c)| (r.as_str(), *c)));
-    let max_wait = state.config.limits_api.max_wait_ms;
-    let wait = b.timeout_ms.unwrap_or(0).min(max_wait);
-    let deadline = (Instant::now() + Duration::from_millis(wait)).min(ctx.deadline);
-    // The resource's lane of the admission queue, as the gateway's own
-    // requests for it: one tenant cannot take every place in the
-    // limiter's queue, and waits its fair turn behind the others.
-    let ticket = Ticket::new(ctx.workspace.clone(), deadline)
-        .with_priority(priority)
-        .with_lane(resource.as_str());
-    let refused = |e: sluice_admit::Error| {
-        // Not admitted in time, or not at once: refused on the resource,
-        // as the limiter refuses.
-        let retry_after = match e {
-            sluice_admit::Error::DeadlineExceeded => Duration::from_secs(1),
-            sluice_admit::Error::WouldWait { retry_after } => retry_after,
-            e => return e.into(),
-        };
-        ApiError::RateLimited {
-            resource: resource.clone(),
-            retry_after: Some(retry_after),
-            policy: None,
-        }
-    };
-    let grant = if wait == 0 {
-        // A call that will not wait takes a free slot of the lane (none
-        // is free only while others wait for the resource) or is refused
-        // at once: no deadline of its own can pass before it gets there.
-        // It gives the slot back before asking the limiter, so that calls
-        // that will not wait never refuse one another while one of them
-        // waits for the limiter's answer (a round trip with `[redis]`).
-        let mut permit = state.admission.queue.try_admit(ticket).map_err(refused)?;
-        permit.dispatched();
-        drop(permit);
-        state.limits.shared.try_acquire_many(&needs).await
-    } else {
-        let mut permit = match state.admission.queue.admit(ticket).await {
-            Ok(Admission::Run(p)) => p,
-            Ok(Admission::Joined(_)) => {
-                return Err(ApiError::Internal("joined a flight without a key".into()));
-            }
-            Err(e) => return Err(refused(e)),
-        };
-        let grant = state
-            .limits
-            .shared
-            .acquire_many(&needs, Some(deadline))
-            .await;
-        // Through the limiter: the lane's slot goes to the next in line.
-        permit.dispatched();
-        drop(permit);
-        grant
-    };
-    let grant = match grant {
-        Ok(g) => g,
-        Err(e) => {
-            let policy = state
-                .limits
-                .shared
-                .get_capacity(&resource)
-                .await
-                .ok()
-                .map(|c| (c.total, c.window));
-            return Err(ApiError::from_limit(e, policy));
-        }
-    };
-    let ttl = Duration::from_millis(state.config.limits_api.lease_ttl_ms);
-    let owner: Arc<str> = Arc::from(tenant.name());
-    let id = state
-        .limits
-        .holds
-        .hold(&owner, resource.clone(), b.cost, grant, ttl)
-        .map_err(hold_error)?;
-    Ok(json!({
-        "grant_id": id.to_string(),
-        "resource": unscoped(tenant.name(), &resource).unwrap_or(resource),
-        "cost": b.cost,
-        "max_actual_cost": state.limits.holds.max_settle(b.cost),
-        "expires_in_ms": ttl.as_millis() as u64,
-    }))
+    layers::call(grants::stack(), acquire).await.map(Json)
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReleaseBody {
+pub(crate) struct ReleaseBody {
     grant_id: String,
     actual_cost: Option<u64>,
 }
 
 /// `POST /v1/limits/release`: the caller's own grant, settled at
 /// `actual_cost` (cut to `max_actual_cost`) when given.
-pub async fn release(State(state): State<AppState>, tenant: Tenant, Body(body): Body) -> Response {
-    reply((|| {
-        let b: ReleaseBody = parse(&body)?;
-        let id = grant_id(&b.grant_id)?;
-        let done = state
-            .limits
-            .holds
-            .release(tenant.name(), id, b.actual_cost)
-            .map_err(hold_error)?;
-        Ok(json!({"released": b.grant_id, "settled_cost": done.settled, "clamped": done.clamped}))
-    })())
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiJson(b): ApiJson<ReleaseBody>,
+) -> Result<Json<Value>, ApiError> {
+    let id = grant_id(&b.grant_id)?;
+    let done = state
+        .limits
+        .holds
+        .release(tenant.name(), id, b.actual_cost)
+        .map_err(hold_error)?;
+    Ok(Json(
+        json!({"released": b.grant_id, "settled_cost": done.settled, "clamped": done.clamped}),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReportBody {
+pub(crate) struct ReportBody {
     grant_id: Option<String>,
     resource: Option<String>,
     model: Option<String>,
@@ -400,12 +119,15 @@ struct ReportBody {
 /// rate-limit headers) to the call the caller made under one of its held
 /// grants, for adaptive reduction and to keep buckets in step. One report
 /// per grant, before it is released.
-pub async fn report(State(state): State<AppState>, tenant: Tenant, Body(body): Body) -> Response {
-    reply(report_inner(&state, &tenant, &body).await)
+pub(crate) async fn report(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiJson(b): ApiJson<ReportBody>,
+) -> Result<Json<Value>, ApiError> {
+    report_of(&state, &tenant, b).await.map(Json)
 }
 
-async fn report_inner(state: &AppState, tenant: &Tenant, body: &Bytes) -> Result<Value, ApiError> {
-    let b: ReportBody = parse(body)?;
+async fn report_of(state: &AppState, tenant: &Tenant, b: ReportBody) -> Result<Value, ApiError> {
     let owner: Arc<str> = Arc::from(tenant.name());
     state
         .limits
@@ -563,7 +285,7 @@ async fn current(state: &AppState, tenant: &str, resource: &str) -> Result<Value
 /// ones (models, tokens, APIs, the job queues' own limits) and its own
 /// sessions and job groups (in distributed mode, those this replica used
 /// recently, with their shared state).
-pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Json<Value> {
     let visible =
         |r: &str| unscoped(tenant.name(), r).is_some() && own_jobs(&state, tenant.name(), r);
     // Other tenants' sessions and job groups are not even read.
@@ -576,7 +298,7 @@ pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Response {
         .filter(|c| own_jobs(&state, tenant.name(), &c.resource))
         .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))
         .collect();
-    Json(json!({"resources": all})).into_response()
+    Json(json!({"resources": all}))
 }
 
 /// Whether `resource` is not a job group of another tenant: a queue's own
@@ -603,7 +325,7 @@ fn own_jobs(state: &AppState, tenant: &str, resource: &str) -> bool {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SetBody {
+pub(crate) struct SetBody {
     capacity: u64,
     window_ms: Option<u64>,
 }
@@ -612,23 +334,23 @@ struct SetBody {
 /// resource owes is forgiven (it starts from empty, not below). Not in
 /// distributed mode: every replica must agree on the configured capacity,
 /// so it is changed in the config of all of them.
-pub async fn set(
+pub(crate) async fn set(
     State(state): State<AppState>,
     _: Admin,
     act: Act,
     Path(resource): Path<String>,
-    Body(body): Body,
-) -> Response {
-    act.answer(reply(set_inner(&state, &act, &resource, &body).await))
+    ApiJson(b): ApiJson<SetBody>,
+) -> Result<(Act, Json<Value>), ApiError> {
+    let answer = set_capacity(&state, &act, &resource, b).await?;
+    Ok((act, Json(answer)))
 }
 
-async fn set_inner(
+async fn set_capacity(
     state: &AppState,
     act: &Act,
     resource: &str,
-    body: &Bytes,
+    b: SetBody,
 ) -> Result<Value, ApiError> {
-    let b: SetBody = parse(body)?;
     if b.capacity == 0 {
         return Err(ApiError::bad_field(
             "capacity",

@@ -1,10 +1,30 @@
 use std::num::NonZeroUsize;
 
+use bytes::Bytes;
+use sluice_admit::{Admission, Ticket};
+use tokio::time::Instant;
+
 use super::*;
 use crate::config::Config;
 use crate::layers::testing::state_with;
 
 const MODEL: &str = "openai/gpt-4o";
+
+/// An acquire through the limiter API's stack.
+async fn acquire_inner(
+    state: &AppState,
+    tenant: &Tenant,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let acquire = Acquire {
+        state: state.clone(),
+        tenant: tenant.clone(),
+        headers: headers.clone(),
+        body: body.clone(),
+    };
+    layers::call(grants::stack(), acquire).await
+}
 
 #[tokio::test]
 async fn a_call_that_will_not_wait_takes_a_free_slot_or_a_429_at_once() {
