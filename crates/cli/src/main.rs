@@ -91,6 +91,17 @@ enum Command {
     /// The live dashboard in the terminal (`/ui` in a browser), from a
     /// gateway's `GET /v1/dashboard/stream`.
     Top(top::TopArgs),
+    /// Ask a gateway whether it is alive: exits 0 when the URL answers
+    /// 2xx within the timeout, 1 otherwise (the image's health check;
+    /// the image has no curl).
+    Health {
+        /// The URL to ask.
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+        /// How long to wait for the answer, in milliseconds.
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -138,6 +149,7 @@ fn main() -> ExitCode {
             | Command::Usage(_)
             | Command::Audit(_)
             | Command::Top(_)
+            | Command::Health { .. }
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -159,6 +171,7 @@ fn main() -> ExitCode {
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
+        Command::Health { url, timeout_ms } => runtime().block_on(health(&url, timeout_ms)),
         Command::Bench { what } => runtime().block_on(async move {
             match what {
                 BenchCommand::Gateway(args) => bench::gateway(args).await,
@@ -169,6 +182,34 @@ fn main() -> ExitCode {
                 BenchCommand::Load(args) => bench::saturate::load(args).await,
             }
         }),
+    }
+}
+
+/// `sluice health`: one GET, its status on stdout, exit 0 for a 2xx.
+async fn health(url: &str, timeout_ms: u64) -> ExitCode {
+    let client = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(timeout_ms))
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("sluice health: http client: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(url).send().await {
+        Ok(answer) if answer.status().is_success() => {
+            println!("{url}: {}", answer.status());
+            ExitCode::SUCCESS
+        }
+        Ok(answer) => {
+            eprintln!("sluice health: {url} answered {}", answer.status());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("sluice health: {url}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
