@@ -10,6 +10,7 @@ mod client;
 mod demo;
 mod jobs;
 mod live;
+mod prices;
 mod stack;
 mod summary;
 mod table;
@@ -91,6 +92,9 @@ enum Command {
     /// The live dashboard in the terminal (`/ui` in a browser), from a
     /// gateway's `GET /v1/dashboard/stream`.
     Top(top::TopArgs),
+    /// What models cost under a config and where each price comes from;
+    /// `refresh` downloads the community price map.
+    Prices(prices::PricesArgs),
     /// Ask a gateway whether it is alive: exits 0 when the URL answers
     /// 2xx within the timeout, 1 otherwise (the image's health check;
     /// the image has no curl).
@@ -150,6 +154,7 @@ fn main() -> ExitCode {
             | Command::Audit(_)
             | Command::Top(_)
             | Command::Health { .. }
+            | Command::Prices(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -171,6 +176,7 @@ fn main() -> ExitCode {
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
+        Command::Prices(args) => runtime().block_on(prices::run(args)),
         Command::Health { url, timeout_ms } => runtime().block_on(health(&url, timeout_ms)),
         Command::Bench { what } => runtime().block_on(async move {
             match what {
