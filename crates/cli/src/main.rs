@@ -52,8 +52,9 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
-    /// Print the effective config (file + defaults + environment), or the
-    /// error naming the key and where it came from.
+    /// Print the effective config (file + defaults + environment), each
+    /// value marked with where it came from (`# default`, `# file …`,
+    /// `# env …`), or the error naming the key and where it came from.
     CheckConfig {
         /// The config file; without one, the defaults and environment.
         file: Option<PathBuf>,
@@ -252,10 +253,16 @@ fn waiting() -> tokio::runtime::Runtime {
 fn check_config(file: Option<PathBuf>, stores: bool) -> ExitCode {
     match sluice_gateway::config::load(file.as_deref()) {
         Ok(config) if stores => check_stores(&config),
-        Ok(config) => {
-            print!("{}", config.to_toml());
-            ExitCode::SUCCESS
-        }
+        Ok(_) => match sluice_gateway::config::explain(file.as_deref()) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(2)
+            }
+        },
         Err(e) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)

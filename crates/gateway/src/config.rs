@@ -29,7 +29,7 @@ pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
 pub use ledger::{Dollars, LedgerConfig, PriceConfig, PricingConfig, catalog, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
-pub use load::{ConfigError, Source, load, load_str};
+pub use load::{ConfigError, Source, explain, load, load_str};
 pub use otel::{OtelSettings, OtlpProtocol};
 pub use secrets::Secrets;
 
