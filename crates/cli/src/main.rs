@@ -223,14 +223,30 @@ async fn health(url: &str, timeout_ms: u64) -> ExitCode {
 /// Plain lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
 /// default `default`).
 fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let level = std::env::var("SLUICE_LOG")
         .ok()
         .and_then(|l| l.parse().ok())
         .unwrap_or(default);
+    // sqlx logs every statement at debug: the idle job poller alone is
+    // dozens a second. Statements show at trace; slow ones (warn) always.
+    let statements = if level >= LevelFilter::TRACE {
+        LevelFilter::TRACE
+    } else {
+        level.min(LevelFilter::INFO)
+    };
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        .finish()
+        .with(
+            Targets::new()
+                .with_default(level)
+                .with_target("sqlx::query", statements),
+        )
         .init();
 }
 
