@@ -27,6 +27,7 @@ mod gemini;
 mod openai;
 mod request;
 mod text;
+mod tools;
 
 use request::Parsed;
 
@@ -100,10 +101,16 @@ pub(crate) struct Reply {
     pub tokens: Vec<String>,
     pub truncated: bool,
     pub include_usage: bool,
+    /// A call to a tool instead of text; `tokens` are its arguments'
+    /// pieces then.
+    pub tool: Option<tools::ToolCall>,
 }
 
 impl Reply {
     fn text(&self) -> String {
+        if self.tool.is_some() {
+            return String::new();
+        }
         self.tokens.concat()
     }
 
@@ -290,9 +297,14 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         prompt_tokens: a.claim.unwrap_or_else(|| parsed.prompt.tokens()),
-        tokens: text::tokens(parsed.prompt.hash(), a.tokens_out),
-        truncated: a.truncated,
+        tokens: match &parsed.tool {
+            Some(call) => call.pieces(),
+            None => text::tokens(parsed.prompt.hash(), a.tokens_out),
+        },
+        // A call's arguments are whole (the sim never cuts them).
+        truncated: a.truncated && parsed.tool.is_none(),
         include_usage: parsed.include_usage,
+        tool: parsed.tool.clone(),
     };
     let events = match endpoint {
         _ if !parsed.stream => None,

@@ -23,6 +23,8 @@ pub(crate) struct Parsed {
     pub stream: bool,
     pub include_usage: bool,
     pub embed: Option<EmbedAsk>,
+    /// The tool call to answer with ([`super::tools`]).
+    pub tool: Option<super::tools::ToolCall>,
 }
 
 /// An embeddings request: a seed per input (a hash of it), one vector
@@ -148,6 +150,7 @@ pub(crate) fn parse(
         stream: body.flag("stream")?,
         include_usage: false,
         embed: None,
+        tool: None,
     };
     match endpoint {
         Endpoint::Chat => {
@@ -155,6 +158,7 @@ pub(crate) fn parse(
             if let Some(tools) = body.get("tools") {
                 prompt.add(&tools.to_string());
             }
+            parsed.tool = super::tools::openai(body.0)?;
             // OpenAI's reasoning models refuse the older field.
             if reasons_openai(&parsed.model) && body.get("max_tokens").is_some() {
                 return Err(Problem::bad(
@@ -184,6 +188,10 @@ pub(crate) fn parse(
                 content(&mut prompt, system, "system")?;
             }
             messages(&mut prompt, &body)?;
+            if let Some(tools) = body.get("tools") {
+                prompt.add(&tools.to_string());
+            }
+            parsed.tool = super::tools::anthropic(body.0)?;
         }
         Endpoint::Responses => {
             if let Some(i) = body.get("instructions") {
@@ -295,6 +303,7 @@ fn gemini(body: &Obj<'_>, model: String, stream: bool) -> Result<Parsed, Problem
         // Every Gemini response carries its usage.
         include_usage: true,
         embed: None,
+        tool: super::tools::gemini(body.0)?,
     })
 }
 
