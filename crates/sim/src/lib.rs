@@ -25,6 +25,10 @@
 //!   `usageMetadata` in every response, `x-goog-api-key`, errors as
 //!   `google.rpc.Status`, no rate-limit headers (unlike Google, a 429
 //!   still carries `Retry-After`), `GET /v1beta/models`.
+//! - Azure OpenAI: `POST /openai/deployments/{deployment}/chat/completions`
+//!   and `/embeddings` with the `api-version` query Azure requires (404
+//!   without it), OpenAI's bodies with the deployment as the model, the
+//!   key in `api-key`, and only `x-ratelimit-remaining-*` headers.
 //! - Tool calls in all three: a request that offers tools (`tools`, with
 //!   `tool_choice` / `toolConfig`) and ends on the user's turn is answered
 //!   with a call to the tool chosen (else the first), its arguments made

@@ -47,6 +47,19 @@ pub(crate) enum Endpoint {
     GeminiModels,
 }
 
+/// An Azure OpenAI path after its base (`openai/deployments/{deployment}/…`):
+/// the endpoint and the deployment (the model it serves).
+pub(crate) fn azure_path(path: &str) -> Option<(Endpoint, String)> {
+    let rest = path.strip_prefix("openai/deployments/")?;
+    let (deployment, op) = rest.split_once('/')?;
+    let endpoint = match op {
+        "chat/completions" => Endpoint::Chat,
+        "embeddings" => Endpoint::Embeddings,
+        _ => return None,
+    };
+    (!deployment.is_empty()).then(|| (endpoint, deployment.to_owned()))
+}
+
 impl Endpoint {
     pub(crate) fn from_path(rest: &str) -> Option<(Self, Method)> {
         Some(match rest {
@@ -85,6 +98,8 @@ pub(crate) struct Call {
     pub model: Option<String>,
     /// Gemini's `alt=sse`: a stream as SSE rather than a JSON array.
     pub sse: bool,
+    /// Came in on an Azure OpenAI path (the model is its deployment).
+    pub azure: bool,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -147,6 +162,7 @@ impl Reply {
 /// Answers one model request.
 pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     let format = match call.endpoint {
+        _ if call.azure => Format::Azure,
         Endpoint::Messages => Format::Anthropic,
         Endpoint::Generate | Endpoint::StreamGenerate | Endpoint::GeminiModels => Format::Gemini,
         Endpoint::Models if call.headers.contains_key("anthropic-version") => Format::Anthropic,
@@ -404,6 +420,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
             .and_then(|v| v.strip_prefix("Bearer ")),
         Format::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()),
         Format::Gemini => headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()),
+        Format::Azure => headers.get("api-key").and_then(|v| v.to_str().ok()),
     };
     given == Some(expected)
 }
@@ -411,7 +428,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
 /// The request id header each provider sends.
 fn stamp(mut response: Response, format: Format, seq: u64) -> Response {
     let name = match format {
-        Format::OpenAi | Format::Gemini => "x-request-id",
+        Format::OpenAi | Format::Gemini | Format::Azure => "x-request-id",
         Format::Anthropic => "request-id",
     };
     headers::put(response.headers_mut(), name, format!("req_sim{seq}"));

@@ -126,8 +126,9 @@ fn messages(prompt: &mut Prompt, body: &Obj<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Parses and checks a request body for `endpoint`; Gemini's endpoints
-/// take the model from the path (`path_model`), the others from the body.
+/// Parses and checks a request body for `endpoint`; Gemini's and Azure's
+/// endpoints take the model from the path (`path_model`), the others from
+/// the body.
 pub(crate) fn parse(
     endpoint: Endpoint,
     path_model: Option<&str>,
@@ -141,7 +142,12 @@ pub(crate) fn parse(
         let model = path_model.unwrap_or_default().to_owned();
         return gemini(&body, model, endpoint == Endpoint::StreamGenerate);
     }
-    let model = body.string("model")?.to_owned();
+    // Azure names the model (its deployment) in the path; the body's
+    // `model`, if any, is not read.
+    let model = match path_model {
+        Some(m) => m.to_owned(),
+        None => body.string("model")?.to_owned(),
+    };
     let mut prompt = Prompt::default();
     let mut parsed = Parsed {
         model,
