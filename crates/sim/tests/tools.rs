@@ -56,11 +56,10 @@ async fn openai_chat_calls_the_tool_then_answers_its_result() {
         .unwrap();
     assert_eq!(r["choices"][0]["finish_reason"], "stop");
     assert!(
-        r["choices"][0]["message"]["content"]
+        !r["choices"][0]["message"]["content"]
             .as_str()
             .unwrap()
-            .len()
-            > 0
+            .is_empty()
     );
 
     // Streamed: the id and name first, the arguments in pieces.

@@ -62,7 +62,7 @@ fn bad(field: impl Into<String>, message: &str) -> Problem {
     Problem::bad(field, message)
 }
 
-fn name_of<'a>(v: Option<&'a Value>, field: String) -> Result<&'a str, Problem> {
+fn name_of(v: Option<&Value>, field: String) -> Result<&str, Problem> {
     match v {
         Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => Ok(s),
         Some(Value::String(_)) => Err(bad(field, "must be 1 to 64 characters")),
