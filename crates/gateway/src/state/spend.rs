@@ -40,7 +40,7 @@ impl Spend {
     /// [`StartError::Budgets`].
     pub(crate) fn build(config: &Config) -> Result<Arc<Spend>, StartError> {
         let cache = crate::cache::build(config).map_err(|e| StartError::Cache(e.into()))?;
-        let prices = crate::config::price_table(&config.prices)?;
+        let prices = crate::config::price_table(&config.pricing, &config.prices)?;
         let (budgets, budget_seed) =
             crate::budgets::store(config).map_err(|e| StartError::Budgets(e.into()))?;
         Ok(Arc::new(Spend {
