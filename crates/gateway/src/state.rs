@@ -12,6 +12,7 @@ mod build;
 mod grace;
 mod limits;
 mod observers;
+mod sampler;
 mod spend;
 mod stores;
 mod upstreams;

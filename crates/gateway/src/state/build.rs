@@ -4,7 +4,7 @@
 //! is filled in later. The listener comes last, in `server.rs`, and with
 //! it the warnings ([`Builder::finish`]).
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_redis::RedisLimiter;
@@ -12,8 +12,7 @@ use tokio::sync::Mutex;
 
 use super::{Admission, AppState, Grace, Inner, Limits, Observers, Spend, Stores, Upstreams};
 use crate::config::Config;
-use crate::dashboard::view::Snapshot;
-use crate::dashboard::{Board, INTERVAL, sample};
+use crate::dashboard::Board;
 use crate::error::StartError;
 use crate::keys::tokens::Keys;
 use crate::metrics::{Metrics, Refresh};
@@ -22,13 +21,13 @@ use crate::trace::TraceWriter;
 /// Every substate but the warnings, which wait for the listener.
 #[derive(Debug)]
 pub(crate) struct Builder {
-    config: Arc<Config>,
-    limits: Arc<Limits>,
+    pub(super) config: Arc<Config>,
+    pub(super) limits: Arc<Limits>,
     upstreams: Arc<Upstreams>,
-    admission: Arc<Admission>,
+    pub(super) admission: Arc<Admission>,
     spend: Arc<Spend>,
-    observers: Arc<Observers>,
-    stores: Arc<Stores>,
+    pub(super) observers: Arc<Observers>,
+    pub(super) stores: Arc<Stores>,
 }
 
 impl Builder {
@@ -99,7 +98,7 @@ impl Builder {
         crate::stores::mark_all(config);
         let built = core.finish(keystore, jobs, audit, ledger);
         // Once every source it reads is open: the first snapshot is whole.
-        built.start_sampler().await;
+        super::sampler::start(&built).await;
         Ok(built)
     }
 
@@ -138,75 +137,6 @@ impl Builder {
                 warnings,
             }),
         }
-    }
-
-    /// Takes a first snapshot, then one every [`INTERVAL`] until the
-    /// gateway is dropped (the task holds its sources only while it takes
-    /// a snapshot): a request never finds no snapshot, whichever serving
-    /// thread takes it and however busy the thread that samples is.
-    async fn start_sampler(&self) {
-        if !self.config.ui.enabled {
-            return;
-        }
-        let mut sampler = sample::Sampler::default();
-        let sources = Sources::of(self);
-        if let Some(snapshot) = sources.sample(&mut sampler).await {
-            self.observers.board.publish(snapshot);
-        }
-        tokio::spawn(async move {
-            let start = tokio::time::Instant::now() + INTERVAL;
-            let mut tick = tokio::time::interval_at(start, INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(snapshot) = sources.sample(&mut sampler).await else {
-                    break;
-                };
-                let Some(observers) = sources.observers.upgrade() else {
-                    break;
-                };
-                observers.board.publish(snapshot);
-            }
-        });
-    }
-}
-
-/// The substates the sampler reads, held weakly.
-struct Sources {
-    config: Arc<Config>,
-    limits: Weak<Limits>,
-    admission: Weak<Admission>,
-    observers: Weak<Observers>,
-    stores: Weak<Stores>,
-}
-
-impl Sources {
-    fn of(b: &Builder) -> Sources {
-        Sources {
-            config: b.config.clone(),
-            limits: Arc::downgrade(&b.limits),
-            admission: Arc::downgrade(&b.admission),
-            observers: Arc::downgrade(&b.observers),
-            stores: Arc::downgrade(&b.stores),
-        }
-    }
-
-    /// A snapshot now; `None` once the gateway is gone.
-    async fn sample(&self, sampler: &mut sample::Sampler) -> Option<Snapshot> {
-        let limits = self.limits.upgrade()?;
-        let admission = self.admission.upgrade()?;
-        let observers = self.observers.upgrade()?;
-        let stores = self.stores.upgrade()?;
-        let sources = sample::Sources {
-            config: &self.config,
-            limits: &limits.shared,
-            queue: &admission.queue,
-            ledger: observers.ledger.as_ref(),
-            jobs: stores.jobs.as_ref(),
-            audit: observers.audit.as_ref(),
-        };
-        let totals = observers.board.pulse.read();
-        Some(sampler.sample(&sources, totals).await)
     }
 }
 
