@@ -4,12 +4,12 @@
 //! where the API's token is not shared, and `sluice check-config` prints
 //! the variables' names, never their values.
 
-mod serve;
+mod common;
 
 use std::process::Command;
 
+use common::{Serve, TempDir};
 use serde_json::Value;
-use serve::{Serve, TempDir};
 
 /// Slack with a shared token that serves no tenant without its own;
 /// acme and globex each with their own, initech with none.

@@ -2,12 +2,12 @@
 //! retry, cancel, purge, pause, resume and queues, in tables and JSON, and
 //! clear failures for errors and an unreachable gateway.
 
-mod serve;
+mod common;
 
 use std::process::{Command, Output};
 
+use common::{Serve, TempDir};
 use serde_json::{Value, json};
-use serve::{Serve, TempDir};
 
 const ADMIN: &str = "s3cret";
 
@@ -20,20 +20,8 @@ struct Fixture {
 
 impl Fixture {
     fn start() -> Fixture {
-        let dir = TempDir::new("cli-jobs");
-        let config = dir.join("sluice.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
-                dir.join("data").display().to_string()
-            ),
-        )
-        .unwrap();
-        Fixture {
-            serve: Serve::start(&config),
-            _dir: dir,
-        }
+        let (serve, dir) = Serve::with_admin("cli-jobs", ADMIN);
+        Fixture { serve, _dir: dir }
     }
 
     /// Runs `sluice jobs --target URL ARGS`.

@@ -5,13 +5,13 @@
 //! kill (the queue's concurrency) or whose outcome awaited its commit
 //! (twice the concurrency at most): at-least-once, nothing lost.
 
-mod serve;
+mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::{Serve, TempDir};
 use serde_json::{Value, json};
-use serve::{Serve, TempDir};
 use sluice_sim::{Sim, SimConfig};
 
 const JOBS: usize = 10_000;

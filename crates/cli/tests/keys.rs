@@ -3,12 +3,12 @@
 //! revoke and block, and errors that name the field; `sluice audit`
 //! shows what they did.
 
-mod serve;
+mod common;
 
 use std::process::{Command, Output};
 
+use common::{Serve, TempDir};
 use serde_json::Value;
-use serve::{Serve, TempDir};
 
 const ADMIN: &str = "s3cret";
 
@@ -19,20 +19,8 @@ struct Fixture {
 
 impl Fixture {
     fn start() -> Fixture {
-        let dir = TempDir::new("cli-keys");
-        let config = dir.join("sluice.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
-                dir.join("data").display().to_string()
-            ),
-        )
-        .unwrap();
-        Fixture {
-            serve: Serve::start(&config),
-            _dir: dir,
-        }
+        let (serve, dir) = Serve::with_admin("cli-keys", ADMIN);
+        Fixture { serve, _dir: dir }
     }
 
     /// Runs `sluice ARGS --target URL --admin-token TOKEN`.

@@ -9,14 +9,14 @@
 //! The size is `SLUICE_LEDGER_PROOF_CALLS` (default 2,000); the kill
 //! comes after half the calls are answered.
 
-mod serve;
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::{Serve, TempDir};
 use serde_json::json;
-use serve::{Serve, TempDir};
 use sluice_ledger::LedgerStore;
 use sluice_sim::{Sim, SimConfig};
 use sluice_usage::{PriceTable, Usage};

@@ -3,11 +3,11 @@
 //! `sluice top --once` draws what the gateway's dashboard says; without
 //! the token it says what to give.
 
-mod serve;
+mod common;
 
 use std::process::Command;
 
-use serve::{Serve, TempDir};
+use common::{Serve, TempDir};
 
 fn config(sim: &str, data: &str) -> String {
     format!(

@@ -8,8 +8,8 @@
 //! victim's latency under slow readers) are printed: `cargo test -p
 //! sluice --test attacks -- --nocapture`.
 
-#[path = "../serve/mod.rs"]
-mod serve;
+#[path = "../common/mod.rs"]
+mod common;
 
 mod gateway;
 mod lows;
@@ -19,10 +19,10 @@ mod reach;
 mod slow_readers;
 mod spend;
 
-use std::time::Duration;
-
+use common::{Serve, TempDir};
 use serde_json::Value;
-use serve::{Serve, TempDir};
+
+pub use common::client;
 
 /// acme's key.
 pub const ACME: &str = "key-acme";
@@ -133,15 +133,6 @@ burst = 1000
 {tenants}"#,
         data = data.display().to_string(),
     )
-}
-
-/// A client with generous timeouts, no pooling across tests.
-pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("a client")
 }
 
 /// A chat request body.

@@ -114,13 +114,12 @@ fn spill_left(spill: &Path) -> bool {
 /// The gateway's config for the ledger tests: no traces, no jobs, no
 /// model limits (the load is the ledger's, not the limiter's); `rest`
 /// added.
-fn config(dir: &TempDir, sim: &str, rest: &str) -> (PathBuf, u16) {
-    let port = procs::free_port();
+fn config(dir: &TempDir, sim: &str, rest: &str) -> (PathBuf, String) {
     let rest = format!(
         "[trace]\nenabled = false\n[jobs]\nenabled = false\n{rest}\n[[models]]\nprefix = \"openai/gpt-4o-mini\"\n\
          requests_per_second = 100000.0\nburst = 100000\n"
     );
-    (write_config(&dir.0, "sluice.toml", port, sim, &rest), port)
+    write_config(&dir.0, "sluice.toml", sim, &rest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,12 +261,11 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
     };
     let sim = sim(sluice_sim::SimConfig::unlimited()).await;
     let dir = TempDir::new("stall-pg");
-    let (cfg, port) = config(
+    let (cfg, url) = config(
         &dir,
         &sim.url(),
         &format!("[ledger]\nstore = \"{}\"\n", pg.url()),
     );
-    let url = format!("http://127.0.0.1:{port}");
     let spill = dir.join("data").join("ledger-spill.jsonl");
     let tenant = "stalled";
     let mut serve = procs::serve(&cfg);
@@ -339,8 +337,7 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
 async fn kill_9_while_sqlite_is_locked_loses_at_most_the_stall_bound() {
     let sim = sim(sluice_sim::SimConfig::unlimited()).await;
     let dir = TempDir::new("stall-sqlite");
-    let (cfg, port) = config(&dir, &sim.url(), "");
-    let url = format!("http://127.0.0.1:{port}");
+    let (cfg, url) = config(&dir, &sim.url(), "");
     let data = dir.join("data");
     let spill = data.join("ledger-spill.jsonl");
     let tenant = "locked";

@@ -22,7 +22,7 @@ use sluice_sim::SimConfig;
 use sqlx::Connection;
 
 use crate::procs::{self, TempDir};
-use crate::{chat, client, sim, write_config};
+use crate::{Gateway, chat, client, sim, write_config};
 
 const ADMIN: &str = "s3cret";
 
@@ -55,10 +55,8 @@ fn remove_db(path: &Path) {
 async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
     let sim = sim(SimConfig::unlimited()).await;
     let dir = TempDir::new("stores-keys");
-    let port = procs::free_port();
     let rest = format!("admin_token = {ADMIN:?}\n[trace]\nenabled = false\n");
-    let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), &rest);
-    let url = format!("http://127.0.0.1:{port}");
+    let (cfg, url) = write_config(&dir.0, "sluice.toml", &sim.url(), &rest);
     let http = client();
 
     // A fresh data directory: the first start needs no step of its own.
@@ -125,19 +123,15 @@ async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
     let sim = sim(SimConfig::unlimited()).await;
-    let dir = TempDir::new("stores-empty");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        "[trace]\nenabled = false\n",
-    );
+    let Gateway {
+        mut serve,
+        url,
+        cfg,
+        dir,
+    } = Gateway::start("stores-empty", &sim, "[trace]\nenabled = false\n");
     let http = client();
-    let mut serve = procs::serve(&cfg);
     let r = http
-        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .post(format!("{url}/v1/chat/completions"))
         .json(&chat("openai/gpt-4o-mini", false))
         .send()
         .await
@@ -168,18 +162,14 @@ async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
     }
     // Restored: it starts again.
     let mut serve = procs::serve(&cfg);
-    stop(&mut serve, &http, port).await;
+    stop(&mut serve, &http, &url).await;
     sim.shutdown().await;
 }
 
 /// Stops a gateway that just started: once it answers (its SIGTERM
 /// handler is installed by then), SIGTERM, and a clean exit.
-async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, port: u16) {
-    let r = http
-        .get(format!("http://127.0.0.1:{port}/healthz"))
-        .send()
-        .await
-        .unwrap();
+async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, url: &str) {
+    let r = http.get(format!("{url}/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     serve.terminate();
     assert!(serve.wait_exit().success());
@@ -215,16 +205,17 @@ async fn damage_index(path: &Path, index: &str) {
 async fn a_damaged_jobs_db_turns_readyz_not_ready_and_runs_no_job_twice() {
     const JOBS: u64 = 5;
     let sim = sim(SimConfig::unlimited()).await;
-    let dir = TempDir::new("stores-damaged");
-    let port = procs::free_port();
-    let url = format!("http://127.0.0.1:{port}");
     // Short leases, so that a job whose outcome was not recorded would
     // be rescued (every second) and run again within the test.
     let rest = "[trace]\nenabled = false\n[jobs]\nlease_ms = 500\nheartbeat_ms = 100\n";
-    let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), rest);
+    let Gateway {
+        mut serve,
+        url,
+        cfg,
+        dir,
+    } = Gateway::start("stores-damaged", &sim, rest);
     let http = client();
-    let mut serve = procs::serve(&cfg);
-    stop(&mut serve, &http, port).await;
+    stop(&mut serve, &http, &url).await;
     let jobs_db = dir.0.join("data").join("jobs.db");
     damage_index(&jobs_db, "jobs_finished").await;
     let (ok, text) = check_stores(&cfg);
