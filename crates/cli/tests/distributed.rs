@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::procs::redis_server;
-use common::{Proc, TempDir, all_ready, free_port, sim_stats, wait_port};
+use common::{Proc, TempDir, all_ready, free_port, get_json, post_json, sim_stats, wait_port};
 use serde_json::{Value, json};
 
 /// `sluice ARGS`, its log at `warn`.
@@ -183,15 +183,8 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
             // A busy machine can time a Redis call out (fail open answers
             // without a grant): ask again rather than report on nothing.
             for _ in 0..20 {
-                let g: Value = http
-                    .post(format!("{u}/v1/limits/acquire"))
-                    .json(&json!({"model": "openai/gpt-4o"}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let body = json!({"model": "openai/gpt-4o"});
+                let g = post_json(&http, &format!("{u}/v1/limits/acquire"), &body).await;
                 if g["grant_id"].is_string() {
                     return g["grant_id"].clone();
                 }
@@ -220,14 +213,7 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
         // Used here once, the model is listed with its shared state.
         grant(u.clone()).await;
         loop {
-            let all: Value = http
-                .get(format!("{u}/v1/limits"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let all = get_json(&http, &format!("{u}/v1/limits")).await;
             let c = all["resources"]
                 .as_array()
                 .unwrap()

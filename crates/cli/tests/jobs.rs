@@ -6,7 +6,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{Serve, TempDir};
+use common::Serve;
 use serde_json::{Value, json};
 
 const ADMIN: &str = "s3cret";
@@ -15,13 +15,13 @@ const ADMIN: &str = "s3cret";
 /// temporary directory.
 struct Fixture {
     serve: Serve,
-    _dir: TempDir,
 }
 
 impl Fixture {
     fn start() -> Fixture {
-        let (serve, dir) = Serve::with_admin("cli-jobs", ADMIN);
-        Fixture { serve, _dir: dir }
+        Fixture {
+            serve: Serve::with_admin("cli-jobs", ADMIN),
+        }
     }
 
     /// Runs `sluice jobs --target URL ARGS`.
@@ -39,13 +39,7 @@ impl Fixture {
 
     /// Runs it, expects success, returns stdout.
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.jobs(args);
-        assert!(
-            out.status.success(),
-            "sluice jobs {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::succeeded(&format!("sluice jobs {args:?}"), self.jobs(args))
     }
 
     /// Runs it with `--json`, expects success, parses stdout.

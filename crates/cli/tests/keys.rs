@@ -7,20 +7,20 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{Serve, TempDir};
+use common::Serve;
 use serde_json::Value;
 
 const ADMIN: &str = "s3cret";
 
 struct Fixture {
     serve: Serve,
-    _dir: TempDir,
 }
 
 impl Fixture {
     fn start() -> Fixture {
-        let (serve, dir) = Serve::with_admin("cli-keys", ADMIN);
-        Fixture { serve, _dir: dir }
+        Fixture {
+            serve: Serve::with_admin("cli-keys", ADMIN),
+        }
     }
 
     /// Runs `sluice ARGS --target URL --admin-token TOKEN`.
@@ -37,13 +37,7 @@ impl Fixture {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args, Some(ADMIN));
-        assert!(
-            out.status.success(),
-            "sluice {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::succeeded(&format!("sluice {args:?}"), self.run(args, Some(ADMIN)))
     }
 
     fn json(&self, args: &[&str]) -> Value {

@@ -39,15 +39,7 @@ max_depth_per_tenant = 500
 max_depth_total = 1000
 concurrency = 64
 
-[[providers]]
-name = "openai"
-base_url = "{sim}/openai/v1"
-
-[[providers]]
-name = "google"
-format = "gemini"
-base_url = "{sim}/google/v1beta"
-
+{providers}
 [[models]]
 prefix = "openai/"
 requests_per_second = 100000.0
@@ -59,6 +51,7 @@ requests_per_second = 100000.0
 burst = 100000
 "#,
             data = dir.join("data").display().to_string(),
+            providers = crate::common::sim_providers(&sim, &["openai", "google"]),
         );
         std::fs::write(&config, text).expect("config written");
         let proc = procs::serve(&config);

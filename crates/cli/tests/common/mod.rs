@@ -10,14 +10,14 @@
 pub mod procs;
 pub mod serve;
 
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
 use sluice_sim::{Sim, SimConfig, SimHandle};
 
 pub use procs::{PATIENCE, Proc, TempDir, free_port, wait_port};
-pub use serve::Serve;
+pub use serve::{Serve, Stack};
 
 /// Runs `sluice ARGS`, expects success, parses stdout as JSON.
 pub fn run_json(args: &[&str]) -> Value {
@@ -25,17 +25,19 @@ pub fn run_json(args: &[&str]) -> Value {
         .args(args)
         .output()
         .expect("the sluice binary runs");
+    let stdout = succeeded(&format!("sluice {args:?}"), out);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+}
+
+/// The stdout of `run` (what ran, for the message), which must have
+/// succeeded; its stderr is the message when it did not.
+pub fn succeeded(run: &str, out: Output) -> String {
     assert!(
         out.status.success(),
-        "sluice {args:?} failed: {}",
+        "{run} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    String::from_utf8(out.stdout).expect("stdout is UTF-8")
 }
 
 /// A client without connection reuse across tests whose calls give up
@@ -71,15 +73,27 @@ pub fn chat(model: &str, stream: bool) -> Value {
     })
 }
 
-/// `GET url` as JSON; the call and the JSON must both succeed.
-pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
-    http.get(url)
+/// The JSON answer to `request` (`what` names it in the message); the
+/// call and the JSON must both succeed (the status is the caller's to
+/// check in the body).
+pub async fn read_json(what: &str, request: reqwest::RequestBuilder) -> Value {
+    request
         .send()
         .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
         .json()
         .await
-        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+        .unwrap_or_else(|e| panic!("{what}: not JSON: {e}"))
+}
+
+/// `GET url` as JSON (see [`read_json`]).
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    read_json(&format!("GET {url}"), http.get(url)).await
+}
+
+/// `POST url` with the JSON `body`, its answer as JSON (see [`read_json`]).
+pub async fn post_json(http: &reqwest::Client, url: &str, body: &Value) -> Value {
+    read_json(&format!("POST {url}"), http.post(url).json(body)).await
 }
 
 /// What the simulator at `sim` (its URL) has answered and refused, per
@@ -119,4 +133,33 @@ pub async fn all_ready(
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Waits until `done` holds, looking every 20 ms; fails with `what` after
+/// [`PATIENCE`].
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + PATIENCE;
+    while !done() {
+        assert!(std::time::Instant::now() < end, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The `[[providers]]` tables of the simulator at `sim` (its URL) as the
+/// providers `names`: `openai` (OpenAI's format), `anthropic`
+/// (Anthropic's), `google` (Gemini's native API), in that order of
+/// `names`; TOML for a gateway's config.
+pub fn sim_providers(sim: &str, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|name| {
+            let (format, path) = match *name {
+                "openai" => ("", "openai/v1"),
+                "anthropic" => ("format = \"anthropic\"\n", "anthropic/v1"),
+                "google" => ("format = \"gemini\"\n", "google/v1beta"),
+                other => panic!("the sim serves no provider {other:?}"),
+            };
+            format!("[[providers]]\nname = \"{name}\"\n{format}base_url = \"{sim}/{path}\"\n")
+        })
+        .collect()
 }

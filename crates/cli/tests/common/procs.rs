@@ -96,6 +96,14 @@ impl Proc {
         assert!(ok, "kill -TERM {pid}");
     }
 
+    /// Stops it as an operator would: SIGTERM, then waits for it to exit
+    /// (at most [`PATIENCE`]) and checks that it exited cleanly.
+    pub fn stop(&mut self) {
+        self.terminate();
+        let exit = self.wait_exit();
+        assert!(exit.success(), "{exit}: {:#?}", self.log());
+    }
+
     /// Waits for the process to exit (at most [`PATIENCE`]).
     pub fn wait_exit(&mut self) -> ExitStatus {
         let child = self.child.as_mut().expect("running");

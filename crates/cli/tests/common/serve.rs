@@ -13,6 +13,9 @@ pub struct Serve {
     proc: Proc,
     /// `http://127.0.0.1:{port}`.
     pub url: String,
+    /// The directory it was given, if it holds it: removed after the
+    /// process is killed.
+    dir: Option<TempDir>,
 }
 
 impl Serve {
@@ -36,9 +39,9 @@ impl Serve {
     }
 
     /// A `sluice serve` with the operator's token `admin`, no job workers
-    /// and no traces, its data in a new temporary directory named after
-    /// `what` (returned: keep it for as long as the server runs).
-    pub fn with_admin(what: &str, admin: &str) -> (Serve, TempDir) {
+    /// and no traces, its config and data in a new temporary directory
+    /// named after `what`, which it holds.
+    pub fn with_admin(what: &str, admin: &str) -> Serve {
         let dir = TempDir::new(what);
         let config = dir.join("sluice.toml");
         let text = format!(
@@ -46,7 +49,10 @@ impl Serve {
             dir.join("data").display().to_string()
         );
         std::fs::write(&config, text).expect("config written");
-        (Serve::start(&config), dir)
+        Serve {
+            dir: Some(dir),
+            ..Serve::start(&config)
+        }
     }
 
     /// Starts `sluice sim --listen 127.0.0.1:0`.
@@ -66,7 +72,11 @@ impl Serve {
             .expect("the line names the address")
             .trim()
             .to_owned();
-        Serve { proc, url }
+        Serve {
+            proc,
+            url,
+            dir: None,
+        }
     }
 
     /// The process's id (to read its memory in /proc).
@@ -77,5 +87,36 @@ impl Serve {
     /// Kills the process at once (SIGKILL: no drain, no cleanup) and reaps it.
     pub fn kill(&mut self) {
         self.proc.kill();
+    }
+}
+
+/// `sluice sim` and a `sluice serve` in front of it, each on a port of
+/// its own; the gateway's config and data in a temporary directory. The
+/// gateway is killed first, then the sim; the directory goes last.
+#[derive(Debug)]
+pub struct Stack {
+    pub gateway: Serve,
+    pub sim: Serve,
+    pub dir: TempDir,
+}
+
+impl Stack {
+    /// Starts `sluice sim`, writes `config(sim's URL, data_dir)` as
+    /// `sluice.toml` in a new directory named after `what`, and starts
+    /// `sluice serve` on it with `env` set (see [`Serve::start_with_env`]).
+    pub fn start(
+        what: &str,
+        env: &[(&str, &str)],
+        config: impl FnOnce(&str, &Path) -> String,
+    ) -> Stack {
+        let dir = TempDir::new(what);
+        let sim = Serve::sim();
+        let path = dir.join("sluice.toml");
+        std::fs::write(&path, config(&sim.url, &dir.join("data"))).expect("config written");
+        Stack {
+            gateway: Serve::start_with_env(&path, env),
+            sim,
+            dir,
+        }
     }
 }

@@ -25,7 +25,7 @@ use sluice_ledger::{Granularity, LedgerStore, Query, Record};
 use sqlx::Connection;
 
 use crate::procs::{self, PATIENCE, TempDir};
-use crate::{chat, client, scale, sim, write_config};
+use crate::{chat, client, scale, sim, until, write_config};
 
 /// The records of the spill file: (records, kills).
 fn replay_size() -> (u64, usize) {
@@ -189,9 +189,7 @@ async fn kill_9_during_a_spill_replay_neither_loses_nor_repeats_a_record() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    serve.terminate();
-    let exit = serve.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", serve.log());
+    serve.stop();
 
     let (raw, rolled) = ledger_sums(&db, tenant).await;
     let mid = points.iter().filter(|&&p| p > 0 && p < n).count();
@@ -309,14 +307,8 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
     drop(lock);
     let mut again = procs::serve(&cfg);
-    let end = Instant::now() + PATIENCE;
-    while spill_left(&spill) {
-        assert!(Instant::now() < end, "the spill was never written back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    again.terminate();
-    let exit = again.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", again.log());
+    until("the spill was never written back", || !spill_left(&spill)).await;
+    again.stop();
     let stored = store
         .totals(0, i64::MAX, Some(tenant))
         .await
@@ -374,14 +366,8 @@ async fn kill_9_while_sqlite_is_locked_loses_at_most_the_stall_bound() {
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
     drop(lock);
     let mut again = procs::serve(&cfg);
-    let end = Instant::now() + PATIENCE;
-    while spill_left(&spill) {
-        assert!(Instant::now() < end, "the spill was never written back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    again.terminate();
-    let exit = again.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", again.log());
+    until("the spill was never written back", || !spill_left(&spill)).await;
+    again.stop();
     let stored = ledger_sums(&db, tenant).await.0.0;
     let served = sim.stats().model("gpt-4o-mini").ok;
     let lost = served.saturating_sub(stored);

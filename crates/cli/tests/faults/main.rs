@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sluice_sim::SimHandle;
 
-pub use common::{chat, client, get_json, procs, sim};
+pub use common::{chat, client, get_json, procs, sim, until};
 
 /// How many times longer swarms and outages run: 1, or 10 with
 /// `SLUICE_TEST_FAULTS_LONG=1`.
@@ -58,20 +58,14 @@ pub fn write_config(dir: &Path, name: &str, sim: &str, rest: &str) -> (PathBuf, 
         r#"listen = "127.0.0.1:{port}"
 data_dir = {data:?}
 {rest}
-[[providers]]
-name = "openai"
-base_url = "{sim}/openai/v1"
-[[providers]]
-name = "anthropic"
-format = "anthropic"
-base_url = "{sim}/anthropic/v1"
-[[apis]]
+{providers}[[apis]]
 name = "slack"
 base_url = "{sim}/slack"
 requests_per_second = 100000.0
 burst = 100000
 "#,
         data = dir.join("data").display().to_string(),
+        providers = common::sim_providers(sim, &["openai", "anthropic"]),
     );
     std::fs::write(&path, text).expect("config written");
     (path, format!("http://127.0.0.1:{port}"))

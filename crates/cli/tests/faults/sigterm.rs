@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sluice_sim::{ApiConfig, Faults, Latency, ModelConfig, Scope, SimConfig};
 
+use crate::common::post_json;
 use crate::procs;
 use crate::{Gateway, body_of, chat, client, sim};
 
@@ -252,15 +253,8 @@ rate = 1000.0
 
     // The only in-flight slot of openai/held is taken through the limiter
     // API: requests for it wait.
-    let grant: Value = http
-        .post(format!("{url}/v1/limits/acquire"))
-        .json(&json!({"resource": "inflight:openai/held"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let held = json!({"resource": "inflight:openai/held"});
+    let grant = post_json(&http, &format!("{url}/v1/limits/acquire"), &held).await;
     assert!(grant["grant_id"].is_string(), "{grant}");
     let mut waiting = Vec::new();
     for _ in 0..QUEUED {

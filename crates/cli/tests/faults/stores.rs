@@ -102,8 +102,7 @@ async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
     };
     assert_eq!(call(Some(key.clone())).await.unwrap().status(), 200);
     assert_eq!(call(None).await.unwrap().status(), 401);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    serve.stop();
 
     let keys_db = dir.0.join("data").join("keys.db");
     remove_db(&keys_db);
@@ -137,8 +136,7 @@ async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    serve.stop();
     let (ok, text) = check_stores(&cfg);
     assert!(ok, "{text}");
     assert!(text.contains("every page read"), "{text}");
@@ -171,8 +169,7 @@ async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
 async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, url: &str) {
     let r = http.get(format!("{url}/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    serve.stop();
 }
 
 /// Overwrites the root page of `index` in the SQLite file at `path` with

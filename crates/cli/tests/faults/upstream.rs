@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sluice_sim::{Faults, Latency, ModelConfig, Scope, SimConfig, SimHandle};
 
 use crate::procs::{self, Proc, TempDir};
-use crate::{body_of, chat, client, sim};
+use crate::{body_of, chat, client, get_json, sim};
 
 /// Attempts per request (`retry.max_attempts`).
 const ATTEMPTS: u64 = 3;
@@ -303,15 +303,7 @@ impl Setup {
                 "{}/v1/usage?group_by=model&granularity=total&from=0",
                 self.url
             );
-            let all: Value = self
-                .http
-                .get(url)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let all = get_json(&self.http, &url).await;
             let row = all["rows"]
                 .as_array()
                 .and_then(|rows| rows.iter().find(|r| r["model"] == model).cloned())
