@@ -68,19 +68,13 @@ pub trait Dialect: fmt::Debug + Send + Sync {
     /// that the gateway cannot finish (see [`crate::error_event`]).
     fn error_event(&self, endpoint: Endpoint, code: &str, message: &str) -> Bytes;
 
-    /// A request's tokens, estimated from its JSON body (see
-    /// [`crate::estimate`]).
-    fn estimate(
-        &self,
-        endpoint: Endpoint,
-        body: &Value,
-        chars_per_token: u64,
-        default_max_tokens: u64,
-    ) -> Estimate {
-        let prompt = estimate::prompt_tokens(endpoint, body, chars_per_token);
-        let limit = estimate::completion_limit(endpoint, body, default_max_tokens, || {
-            self.chat_limit(body, default_max_tokens)
-        });
+    /// A request's tokens, estimated from its JSON body with `ratio`
+    /// characters per token, `default` the output limit of a request that
+    /// sets none (see [`crate::estimate`]).
+    fn estimate(&self, endpoint: Endpoint, body: &Value, ratio: u64, default: u64) -> Estimate {
+        let prompt = estimate::prompt_tokens(endpoint, body, ratio);
+        let limit =
+            estimate::completion_limit(endpoint, body, default, || self.chat_limit(body, default));
         Estimate::new(prompt, limit)
     }
 }

@@ -15,6 +15,8 @@ use crate::{BodyFacts, Details, Endpoint, WireFormat};
 #[derive(Debug)]
 pub(crate) struct Anthropic;
 
+/// Anthropic's cache writes and reads are input apart from its
+/// `input_tokens`.
 const CACHE: CacheTokens = CacheTokens::Apart;
 
 impl Dialect for Anthropic {

@@ -17,10 +17,6 @@ use crate::{BodyFacts, Details, Endpoint, WireFormat};
 pub(crate) struct Gemini;
 
 impl Dialect for Gemini {
-    fn format(&self) -> WireFormat {
-        WireFormat::Gemini
-    }
-
     fn chat_limit(&self, body: &Value, default: u64) -> u64 {
         let config = |name: &str| {
             body.get("generationConfig")
@@ -79,6 +75,10 @@ impl Dialect for Gemini {
             false,
             &json!({"error": {"code": 500, "message": message, "status": "INTERNAL", "details": [{"reason": code}]}}),
         )
+    }
+
+    fn format(&self) -> WireFormat {
+        WireFormat::Gemini
     }
 }
 

@@ -13,11 +13,12 @@ use crate::stream::{Tally, chat, failure};
 use crate::wire::{self, CacheTokens, ChatChunk, OpenaiBody, ResponsesEvent};
 use crate::{BodyFacts, Details, Endpoint, WireFormat, answer};
 
+/// OpenAI's cached input is a breakdown inside its prompt tokens.
+const CACHE: CacheTokens = CacheTokens::Inside;
+
 /// The OpenAI dialect.
 #[derive(Debug)]
 pub(crate) struct Openai;
-
-const CACHE: CacheTokens = CacheTokens::Inside;
 
 impl Dialect for Openai {
     fn format(&self) -> WireFormat {
