@@ -11,68 +11,15 @@
 use std::future::Future;
 use std::ops::DerefMut;
 
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState};
 use crate::sql::Dialect;
 
-/// One statement argument.
-#[derive(Debug, Clone)]
-pub enum Arg {
-    /// An integer or NULL.
-    Int(Option<i64>),
-    /// A string or NULL.
-    Text(Option<String>),
-    /// A boolean.
-    Bool(bool),
-    /// An array of integers or NULLs: a `BIGINT[]` on PostgreSQL, a JSON
-    /// array (read with `json_each`) on SQLite.
-    Ints(Vec<Option<i64>>),
-    /// An array of strings or NULLs, bound as [`Ints`](Self::Ints) is.
-    Texts(Vec<Option<String>>),
-    /// An array of booleans, bound as [`Ints`](Self::Ints) is.
-    Bools(Vec<bool>),
-}
-
-impl From<i64> for Arg {
-    fn from(v: i64) -> Self {
-        Arg::Int(Some(v))
-    }
-}
-
-impl From<Option<i64>> for Arg {
-    fn from(v: Option<i64>) -> Self {
-        Arg::Int(v)
-    }
-}
-
-impl From<Timestamp> for Arg {
-    fn from(t: Timestamp) -> Self {
-        Arg::Int(Some(t.as_millis()))
-    }
-}
+pub use sluice_store::{Arg, Args, args};
 
 impl From<JobId> for Arg {
     fn from(id: JobId) -> Self {
         Arg::Int(Some(id.0))
-    }
-}
-
-impl From<&str> for Arg {
-    fn from(v: &str) -> Self {
-        Arg::Text(Some(v.to_owned()))
-    }
-}
-
-impl From<String> for Arg {
-    fn from(v: String) -> Self {
-        Arg::Text(Some(v))
-    }
-}
-
-impl From<Option<&str>> for Arg {
-    fn from(v: Option<&str>) -> Self {
-        Arg::Text(v.map(str::to_owned))
     }
 }
 
@@ -81,23 +28,6 @@ impl From<JobState> for Arg {
         Arg::Text(Some(s.as_str().to_owned()))
     }
 }
-
-impl From<bool> for Arg {
-    fn from(v: bool) -> Self {
-        Arg::Bool(v)
-    }
-}
-
-/// Statement arguments, `$1` first.
-pub type Args = Vec<Arg>;
-
-/// `args![a, b, …]`: statement arguments from anything that converts to [`Arg`].
-macro_rules! args {
-    ($($arg:expr),* $(,)?) => {
-        vec![$($crate::backend::Arg::from($arg)),*]
-    };
-}
-pub(crate) use args;
 
 /// A connection (or transaction) that runs the shared statements.
 pub trait Conn: Send {

@@ -104,7 +104,6 @@
 #![warn(missing_docs)]
 
 mod backend;
-mod clock;
 mod config;
 mod conn;
 mod counts;
@@ -123,7 +122,6 @@ mod store;
 mod tally;
 pub mod worker;
 
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
@@ -133,6 +131,7 @@ pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;
 pub use postgres::{PostgresBackend, PostgresStore, without_jit};
 pub use retention::{Cleaned, Retention};
+pub use sluice_store::{Clock, ManualClock, SystemClock, Timestamp};
 pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};
 pub use store::{Enqueued, JobStore, ListFilter, MAX_PAGE, Page, RetryDecision};

@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::clock::{Clock, Timestamp};
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
@@ -16,6 +15,7 @@ use crate::ops::{admin, claim, enqueue, lease};
 use crate::retention::{Cleaned, Retention};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
 use crate::tally::{Counted, Counter, Tally};
+use sluice_store::{Clock, Timestamp};
 
 /// A job store on a SQL database; use [`SqliteStore`](crate::SqliteStore)
 /// or [`PostgresStore`](crate::PostgresStore). Cheap to clone: clones share

@@ -18,7 +18,7 @@ use crate::migrate;
 use crate::sql::{self, Dialect};
 use crate::sql_store::Store;
 
-crate::conn::impl_conn!(SqliteConnection, Sqlite, SqliteRow);
+crate::conn::impl_conn!(SqliteConnection, SqliteRow);
 
 /// A job store in a SQLite database.
 ///
