@@ -5,7 +5,6 @@
 mod admitted;
 #[cfg(test)]
 mod redis_tests;
-mod store;
 mod traced;
 mod workers;
 
@@ -21,7 +20,7 @@ use crate::config::{Config, JobsConfig, StoreLocation};
 use crate::error::chain;
 use crate::state::StartError;
 
-pub use store::AnyStore;
+pub use sluice_jobs::AnyStore;
 
 /// The longest a scrape waits for the store's counts; past it the gauges
 /// keep their last values.
@@ -53,12 +52,12 @@ impl Jobs {
             StoreConfig::default().idempotency_ttl(Duration::from_secs(j.idempotency_ttl_seconds));
         location.create_dir().map_err(|e| fail(e.to_string()))?;
         let store = match &location {
-            StoreLocation::Sqlite(path) => AnyStore::Sqlite(
+            StoreLocation::Sqlite(path) => AnyStore::from(
                 SqliteStore::open(path, store_config)
                     .await
                     .map_err(|e| fail(chain(&e)))?,
             ),
-            StoreLocation::Postgres(url) => AnyStore::Postgres(
+            StoreLocation::Postgres(url) => AnyStore::from(
                 PostgresStore::connect(url, store_config)
                     .await
                     .map_err(|e| fail(chain(&e)))?,

@@ -82,28 +82,28 @@ pub trait Conn: Send {
     ) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
-/// A database that a [`Store`](crate::Store) runs on.
+/// A database that a [`Store`](crate::Store) runs on. No method has a
+/// default: a backend that wraps others ([`AnyBackend`](crate::AnyBackend))
+/// must say what each one does.
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
-    /// Its connection.
-    type Conn: Conn;
     /// A writing transaction, rolled back if dropped uncommitted.
-    type Tx: DerefMut<Target = Self::Conn> + Send;
+    type Tx: DerefMut<Target: Conn + Sized> + Send;
     /// A connection for reading.
-    type Read: DerefMut<Target = Self::Conn> + Send;
+    type Read: DerefMut<Target: Conn + Sized> + Send;
     /// Its statements that differ from the shared ones.
-    const DIALECT: &'static Dialect;
+    fn dialect(&self) -> &'static Dialect;
     /// Starts a writing transaction.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send;
     /// Starts the writing transaction of a claim, which need not reach the
     /// disk before it is acknowledged: a claim lost to a power cut leaves
     /// the job available, as if rescued without using an attempt, and the
     /// next durable commit makes it durable anyway (see
-    /// [`SqliteStore`](crate::SqliteStore)). The default is [`begin`](Self::begin).
-    fn begin_claim(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send {
-        self.begin()
-    }
+    /// [`SqliteStore`](crate::SqliteStore)).
+    fn begin_claim(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send;
     /// Commits it.
     fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), Error>> + Send;
     /// A connection for reads outside a transaction.
     fn read(&self) -> impl Future<Output = Result<Self::Read, Error>> + Send;
+    /// Closes its pools, waiting for connections in use to be returned.
+    fn close(&self) -> impl Future<Output = ()> + Send;
 }

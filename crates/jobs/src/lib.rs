@@ -103,6 +103,7 @@
 //! Each backend embeds its own migrations and applies them when opened.
 #![warn(missing_docs)]
 
+mod any;
 mod backend;
 mod config;
 mod conn;
@@ -122,6 +123,7 @@ mod store;
 mod tally;
 pub mod worker;
 
+pub use any::{AnyBackend, AnyStore, Either};
 pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;

@@ -61,11 +61,6 @@ impl Store<PostgresBackend> {
     pub fn pool(&self) -> &PgPool {
         &self.backend.pool
     }
-
-    /// Closes the pool, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.backend.pool.close().await;
-    }
 }
 
 /// `options` with PostgreSQL's JIT compilation off. A claim's plan is
@@ -78,10 +73,12 @@ pub fn without_jit(options: PgConnectOptions) -> PgConnectOptions {
 }
 
 impl Backend for PostgresBackend {
-    type Conn = PgConnection;
     type Tx = Transaction<'static, Postgres>;
     type Read = sqlx::pool::PoolConnection<Postgres>;
-    const DIALECT: &'static Dialect = &sql::POSTGRES;
+
+    fn dialect(&self) -> &'static Dialect {
+        &sql::POSTGRES
+    }
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
         Ok(self.pool.begin().await?)
@@ -104,6 +101,10 @@ impl Backend for PostgresBackend {
 
     async fn read(&self) -> Result<Self::Read, Error> {
         Ok(self.pool.acquire().await?)
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
     }
 }
 

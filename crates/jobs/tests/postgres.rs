@@ -75,6 +75,30 @@ impl Factory for Postgres {
 
 suite::store_tests!(Postgres);
 
+/// The suite again on an [`AnyStore`](sluice_jobs::AnyStore) over the
+/// same database: the backend chosen at run time (the gateway's) behaves
+/// as the store it holds.
+mod any_store {
+    use super::*;
+    use sluice_jobs::AnyStore;
+
+    struct Any;
+
+    impl Factory for Any {
+        type Store = AnyStore;
+
+        async fn make(&self, clock: ManualClock) -> AnyStore {
+            AnyStore::from(Postgres.make(clock).await)
+        }
+
+        fn tally(store: &AnyStore) -> Tally {
+            store.tally()
+        }
+    }
+
+    suite::store_tests!(Any);
+}
+
 #[tokio::test]
 async fn reconnected_store_keeps_every_job() {
     let schema = fresh_schema().await;

@@ -47,6 +47,30 @@ impl Factory for SqliteFile {
 
 suite::store_tests!(SqliteFile);
 
+/// The suite again on an [`AnyStore`](sluice_jobs::AnyStore) over the
+/// same database: the backend chosen at run time (the gateway's) behaves
+/// as the store it holds.
+mod any_store {
+    use super::*;
+    use sluice_jobs::AnyStore;
+
+    struct Any;
+
+    impl Factory for Any {
+        type Store = AnyStore;
+
+        async fn make(&self, clock: ManualClock) -> AnyStore {
+            AnyStore::from(SqliteFile.make(clock).await)
+        }
+
+        fn tally(store: &AnyStore) -> Tally {
+            store.tally()
+        }
+    }
+
+    suite::store_tests!(Any);
+}
+
 #[tokio::test]
 async fn reopened_file_keeps_every_job() {
     let path = fresh_path("durable");
