@@ -138,4 +138,6 @@ pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};
 pub use store::{Enqueued, JobStore, ListFilter, MAX_PAGE, Page, RetryDecision};
 pub use tally::Tally;
-pub use worker::{Handlers, JobHandler, Outcome, QueueConfig, StoreHealth, WorkerPool};
+pub use worker::{
+    Handlers, JobHandler, Kind, Kinds, Outcome, PayloadError, QueueConfig, StoreHealth, WorkerPool,
+};
