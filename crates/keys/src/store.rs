@@ -53,6 +53,15 @@ const POSTGRES: Schema = Schema::new(&[
 /// Four connections: key checks go through the cache, changes are rare.
 const POOL: PoolOptions = PoolOptions::new(4).foreign_keys(true);
 
+/// A failure to open the store: a schema that cannot be migrated is
+/// [`Error::Migrate`], anything else [`Error::Database`].
+fn opening(e: sqlx::Error) -> Error {
+    match e {
+        sqlx::Error::Migrate(m) => Error::Migrate(*m),
+        e => Error::Database(e),
+    }
+}
+
 /// Tiers, tenants and API keys. Cheap to clone (the pool is shared).
 ///
 /// Every change runs in one transaction; keys are kept only as SHA-256
@@ -120,7 +129,7 @@ impl KeyStore {
     /// [`Error::Database`] if the file cannot be opened, [`Error::Migrate`]
     /// if the schema cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<KeyStore, Error> {
-        let pool = SQLITE.open_sqlite(path, POOL).await?;
+        let pool = SQLITE.open_sqlite(path, POOL).await.map_err(opening)?;
         Ok(KeyStore::new(Pool::Sqlite(pool)))
     }
 
@@ -129,7 +138,7 @@ impl KeyStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<KeyStore, Error> {
-        let pool = SQLITE.sqlite_in_memory(POOL).await?;
+        let pool = SQLITE.sqlite_in_memory(POOL).await.map_err(opening)?;
         Ok(KeyStore::new(Pool::Sqlite(pool)))
     }
 
@@ -140,7 +149,7 @@ impl KeyStore {
     /// [`Error::Database`] if the URL is bad or the server unreachable,
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<KeyStore, Error> {
-        let pool = POSTGRES.connect_postgres(url, POOL).await?;
+        let pool = POSTGRES.connect_postgres(url, POOL).await.map_err(opening)?;
         Ok(KeyStore::new(Pool::Postgres(pool)))
     }
 

@@ -80,7 +80,7 @@ fn millis(d: Duration) -> i64 {
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| millis(d))
+        .map_or(0, millis)
 }
 
 /// A source of wall-clock time. Stores read it for every timestamp they
