@@ -88,6 +88,27 @@ async fn top_draws_the_gateways_dashboard() {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
 
+    // The same as JSON: the snapshot and its history.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(["top", "--once", "--json", "--target", &gateway.url])
+        .env_remove("SLUICE_UI_TOKEN")
+        .env("SLUICE_ADMIN_TOKEN", "")
+        .arg("--token")
+        .arg("look-only");
+    let out = c.output().expect("sluice top runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v["snapshot"].is_object(), "{v}");
+    assert!(v["history"].is_array(), "{v}");
+    assert!(
+        v["snapshot"].to_string().contains("openai/gpt-4o-mini"),
+        "{v}"
+    );
+
     let out = top(&gateway.url, None);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -56,7 +56,7 @@ pub use details::{Details, details};
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
-pub use price::{Cost, Price, PriceError, PriceTable};
+pub use price::{Catalog, Cost, MAX_CATALOG_BYTES, Price, PriceError, PriceTable, Window};
 pub use reported::{MAX_CALL_TOKENS, UsageCeiling};
 pub use sse::SseEvents;
 pub use stream::lean::plain_run as json_plain_run;

@@ -256,7 +256,10 @@ fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiEr
                 format!(" (a fallback of {:?})", c.model)
             };
             ApiError::Forbidden(format!(
-                "model {model:?}{which} has no price, so a money budget cannot be kept for it"
+                "model {model:?}{which} has no price, so a money budget cannot be kept for it: \
+                 price it in the config (`[prices.{model:?}]` with `input` and `output` in \
+                 dollars per million tokens) or point `[pricing] catalog` at a price map that \
+                 has it (`sluice prices refresh`)"
             ))
         })?;
         let usage = Usage {
