@@ -33,9 +33,10 @@ async fn enqueue(h: &Harness, body: &Value) -> i64 {
     job["id"].as_i64().unwrap()
 }
 
-async fn job(h: &Harness, id: i64) -> Value {
-    let res = h
-        .get(&format!("/v1/jobs/{id}"))
+/// Job `id` from the gateway at `base` (`http://{addr}`).
+async fn job(http: &reqwest::Client, base: &str, id: i64) -> Value {
+    let res = http
+        .get(format!("{base}/v1/jobs/{id}"))
         .header("x-sluice-workspace", "acme")
         .send()
         .await
@@ -46,10 +47,10 @@ async fn job(h: &Harness, id: i64) -> Value {
 
 /// Polls job `id` until it is in `state`; panics if it never gets there
 /// or ends in another final state.
-async fn until_state(h: &Harness, id: i64, state: &str) -> Value {
+async fn until_state(http: &reqwest::Client, base: &str, id: i64, state: &str) -> Value {
     let give_up = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let j = job(h, id).await;
+        let j = job(http, base, id).await;
         if j["state"] == state {
             return j;
         }
@@ -80,7 +81,7 @@ fn http_job(api: &str, path: &str, max_attempts: u32) -> Value {
 async fn an_http_job_runs_against_the_sims_slack_and_completes() {
     let h = Harness::start().await;
     let id = enqueue(&h, &http_job("slack", "/api/chat.postMessage", 3)).await;
-    let done = until_state(&h, id, "completed").await;
+    let done = until_state(&h.http, &h.url(""), id, "completed").await;
     assert_eq!(done["attempts"], 1);
     assert!(!done["result"].is_null(), "the response is kept: {done}");
     assert!(done["finished_at"].is_i64());
@@ -115,7 +116,7 @@ async fn a_job_against_a_failing_upstream_goes_dead_and_a_retry_revives_it() {
         .set_faults(Scope::Api("github".into()), broken)
         .unwrap();
     let id = enqueue(&h, &http_job("github", "/repos/o/r/issues", 2)).await;
-    let dead = until_state(&h, id, "dead").await;
+    let dead = until_state(&h.http, &h.url(""), id, "dead").await;
     assert_eq!(dead["attempts"], 2, "both attempts used: {dead}");
     assert!(
         dead["last_error"].as_str().unwrap().contains("503"),
@@ -133,7 +134,7 @@ async fn a_job_against_a_failing_upstream_goes_dead_and_a_retry_revives_it() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
-    let done = until_state(&h, id, "completed").await;
+    let done = until_state(&h.http, &h.url(""), id, "completed").await;
     assert_eq!(
         done["attempts"], 1,
         "a retry from dead starts its attempts over"
@@ -152,7 +153,7 @@ async fn a_4xx_goes_dead_at_once() {
     })
     .await;
     let id = enqueue(&h, &http_job("ghost", "/things", 3)).await;
-    let dead = until_state(&h, id, "dead").await;
+    let dead = until_state(&h.http, &h.url(""), id, "dead").await;
     assert_eq!(dead["attempts"], 1, "retrying cannot fix a 404: {dead}");
     assert!(
         dead["last_error"].as_str().unwrap().contains("404"),
@@ -182,7 +183,7 @@ async fn discord_jobs_run_against_the_sims_discord() {
         ids.push(enqueue(&h, &body).await);
     }
     for id in ids {
-        until_state(&h, id, "completed").await;
+        until_state(&h.http, &h.url(""), id, "completed").await;
     }
     let report = h.sim.discord();
     assert_eq!(report.effects.len(), 5, "one role each: {report:?}");
@@ -203,7 +204,7 @@ async fn jobs_and_proxied_calls_share_the_apis_bucket() {
     })
     .await;
     let id = enqueue(&h, &http_job("slack", "/api/chat.postMessage", 3)).await;
-    until_state(&h, id, "completed").await;
+    until_state(&h.http, &h.url(""), id, "completed").await;
     // The job took the token: a proxied call to Slack is refused for now.
     let res = h
         .post("/proxy/slack/api/chat.postMessage", &json!({"text": "hi"}))
@@ -293,27 +294,7 @@ async fn a_kind_of_the_embedders_own_is_enqueued_through_the_api_and_run() {
         let res = post(job(json!({"text": "sluice"}))).await.unwrap();
         assert_eq!(res.status(), StatusCode::CREATED);
         let id = res.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
-        let give_up = tokio::time::Instant::now() + PATIENCE;
-        let done = loop {
-            let j: Value = http
-                .get(format!("{base}/v1/jobs/{id}"))
-                .header("x-sluice-workspace", "acme")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if j["state"] != "available" && j["state"] != "running" {
-                break j;
-            }
-            assert!(
-                tokio::time::Instant::now() < give_up,
-                "job {id} never ran: {j}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        assert_eq!(done["state"], "completed", "{done}");
+        let done = until_state(&http, &base, id, "completed").await;
         assert_eq!(done["result"], json!({"reversed": "eciuls"}), "{done}");
         let _ = stop.send(());
     };

@@ -80,23 +80,8 @@ suite::store_tests!(Postgres);
 /// as the store it holds.
 mod any_store {
     use super::*;
-    use sluice_jobs::AnyStore;
 
-    struct Any;
-
-    impl Factory for Any {
-        type Store = AnyStore;
-
-        async fn make(&self, clock: ManualClock) -> AnyStore {
-            AnyStore::from(Postgres.make(clock).await)
-        }
-
-        fn tally(store: &AnyStore) -> Tally {
-            store.tally()
-        }
-    }
-
-    suite::store_tests!(Any);
+    suite::store_tests!(suite::Any(Postgres));
 }
 
 #[tokio::test]

@@ -52,23 +52,8 @@ suite::store_tests!(SqliteFile);
 /// as the store it holds.
 mod any_store {
     use super::*;
-    use sluice_jobs::AnyStore;
 
-    struct Any;
-
-    impl Factory for Any {
-        type Store = AnyStore;
-
-        async fn make(&self, clock: ManualClock) -> AnyStore {
-            AnyStore::from(SqliteFile.make(clock).await)
-        }
-
-        fn tally(store: &AnyStore) -> Tally {
-            store.tally()
-        }
-    }
-
-    suite::store_tests!(Any);
+    suite::store_tests!(suite::Any(SqliteFile));
 }
 
 #[tokio::test]

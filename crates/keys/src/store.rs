@@ -149,7 +149,10 @@ impl KeyStore {
     /// [`Error::Database`] if the URL is bad or the server unreachable,
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<KeyStore, Error> {
-        let pool = POSTGRES.connect_postgres(url, POOL).await.map_err(opening)?;
+        let pool = POSTGRES
+            .connect_postgres(url, POOL)
+            .await
+            .map_err(opening)?;
         Ok(KeyStore::new(Pool::Postgres(pool)))
     }
 
