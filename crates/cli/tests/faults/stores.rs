@@ -19,10 +19,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_sim::SimConfig;
-use sqlx::Connection;
 
 use crate::procs::{self, TempDir};
+
+#[path = "../../../store/tests/shared/damage.rs"]
+mod damage;
 use crate::{Gateway, chat, client, sim, write_config};
+use damage::damage_index;
 
 const ADMIN: &str = "s3cret";
 
@@ -170,32 +173,6 @@ async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, url: &str) {
     let r = http.get(format!("{url}/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     serve.stop();
-}
-
-/// Overwrites the root page of `index` in the SQLite file at `path` with
-/// bytes that are no b-tree page, as a bad sector or a stray write would.
-async fn damage_index(path: &Path, index: &str) {
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
-    let mut c = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
-    let (root,): (i64,) = sqlx::query_as("SELECT rootpage FROM sqlite_master WHERE name = ?")
-        .bind(index)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    let (size,): (i64,) = sqlx::query_as("PRAGMA page_size")
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    // Closing the last connection checkpoints the WAL into the file.
-    c.close().await.unwrap();
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = usize::try_from((root - 1) * size).unwrap();
-    let size = usize::try_from(size).unwrap();
-    assert!(bytes.len() >= at + size, "the index's page is in the file");
-    bytes[at..at + size].fill(0xff);
-    std::fs::write(path, bytes).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
