@@ -6,13 +6,13 @@
 //! (`promtool check rules` / `test rules` run the alerts themselves in
 //! scripts/test; tests/python/test_deploy.py reads the compose file.)
 
-mod serve;
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
-use serve::{Serve, TempDir};
+use common::{Serve, TempDir};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -1,12 +1,12 @@
 //! What `sluice serve` writes on stderr: an idle gateway at `SLUICE_LOG=debug`
 //! says what it does, not every statement its job poller runs.
 
-mod serve;
+mod common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serve::TempDir;
+use common::TempDir;
 
 /// Runs `sluice serve` idle with `SLUICE_LOG=level` until it has listened
 /// and polled its job queues a while (its "listening on" line, then

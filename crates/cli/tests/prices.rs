@@ -1,13 +1,13 @@
 //! `sluice prices`: a price map refreshed from an HTTP server on loopback
 //! into a file, checked before it is written, then used by a config.
 
-mod serve;
+mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
-use serve::TempDir;
+use common::TempDir;
 
 /// Serves `body` with `status` to the first `n` connections, on a port of
 /// its own; its URL.

@@ -401,6 +401,17 @@ pub enum StartError {
         /// Why.
         source: Cause,
     },
+    /// A job kind of the embedder's is named as a standard one.
+    #[error(
+        "cannot start the job workers: job kind {name:?} is a standard kind ({standard}): \
+         name yours otherwise"
+    )]
+    StandardKind {
+        /// The kind's name.
+        name: String,
+        /// The standard kinds.
+        standard: String,
+    },
     /// The response cache could not be built.
     #[error("response cache")]
     Cache(#[source] Cause),

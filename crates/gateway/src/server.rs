@@ -36,8 +36,23 @@ impl Gateway {
     /// # Errors
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
+        Gateway::bind_with(config, listen, sluice_jobs::Kinds::new()).await
+    }
+
+    /// [`Gateway::bind`], with job kinds of the embedder's own: the jobs
+    /// API accepts them beside the standard ones (`http`, `discord.*`)
+    /// and the workers run them.
+    ///
+    /// # Errors
+    /// As [`Gateway::bind`]; [`StartError::StandardKind`] for a kind named as a
+    /// standard one.
+    pub async fn bind_with(
+        config: Config,
+        listen: Option<SocketAddr>,
+        kinds: sluice_jobs::Kinds,
+    ) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
-        let built = Builder::open(config).await?;
+        let built = Builder::open(config, kinds).await?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartError::Bind { addr, source })?;

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_jobs::Kinds;
 use sluice_redis::RedisLimiter;
 use tokio::sync::Mutex;
 
@@ -31,14 +32,15 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    /// Opens everything `config` asks for: connects to Redis when
+    /// Opens everything `config` asks for, the job store with the
+    /// embedder's `kinds`: connects to Redis when
     /// `[redis]` is set (Redis being down is not an error: it starts
     /// degraded), opens the stores, starts the writers and the job
     /// workers, and takes the dashboard's first snapshot.
     ///
     /// # Errors
     /// [`StartError`] naming what failed.
-    pub(crate) async fn open(config: Config) -> Result<Builder, StartError> {
+    pub(crate) async fn open(config: Config, kinds: Kinds) -> Result<Builder, StartError> {
         // Before any store opens: SQLite would create a deleted file and
         // take an emptied one for a new database.
         crate::stores::check_all(&config)?;
@@ -49,7 +51,7 @@ impl Builder {
         let core = Core::build(config, redis)?;
         let config = &core.config;
         let jobs = match config.jobs.enabled {
-            true => Some(crate::jobs::Jobs::open(config).await?),
+            true => Some(crate::jobs::Jobs::open(config, kinds).await?),
             false => None,
         };
         // After the job store (whose database it may share), before the

@@ -1,26 +1,4 @@
-//! Schemas embedded in the binary, as sqlx [`Migrator`]s.
-//!
-//! Each store crate (jobs, keys, audit, the usage ledger) keeps its SQL in
-//! `migrations/<backend>/NNNN_name.sql`, embeds it with `include_str!`, and
-//! builds its migrator here rather than with `sqlx::migrate!` (whose proc
-//! macros are a long compile on two cores). Stores that share one database
-//! keep their histories apart by naming their own migrations table.
-//!
-//! ```
-//! use sluice_migrate::{Schema, Step};
-//!
-//! const SQLITE: &[Step] = &[Step::new(1, "notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY)")];
-//! const SCHEMA: Schema = Schema::new(SQLITE).table("_notes_migrations");
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
-//! SCHEMA.migrator().run(&pool).await?;
-//! # Ok(())
-//! # }
-//! ```
-
-mod pools;
+//! Embedded migrations: [`Step`]s in a [`Schema`], run by sqlx's [`Migrator`].
 
 use std::borrow::Cow;
 

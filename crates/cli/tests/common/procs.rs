@@ -1,5 +1,6 @@
-//! The processes the fault suite starts, stops and kills: `sluice serve`,
-//! `redis-server`, a PostgreSQL cluster of its own; free ports, waits.
+//! The processes the suites start, stop and kill: `sluice serve`,
+//! `redis-server`, a PostgreSQL cluster of its own; free ports, waits, a
+//! temporary directory.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -17,6 +18,7 @@ const KEPT_LINES: usize = 5_000;
 
 /// A child process killed (SIGKILL) on drop; its stderr is read on a
 /// thread of its own (so the pipe never fills) and its last lines kept.
+#[derive(Debug)]
 pub struct Proc {
     child: Option<Child>,
     lines: Arc<Mutex<Vec<String>>>,
@@ -46,6 +48,11 @@ impl Proc {
             child: Some(child),
             lines,
         }
+    }
+
+    /// The process's id (to read its memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// Its stderr so far (the last lines).
@@ -81,12 +88,20 @@ impl Proc {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
-        let pid = self.child.as_ref().expect("running").id();
+        let pid = self.pid();
         let ok = Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "kill -TERM {pid}");
+    }
+
+    /// Stops it as an operator would: SIGTERM, then waits for it to exit
+    /// (at most [`PATIENCE`]) and checks that it exited cleanly.
+    pub fn stop(&mut self) {
+        self.terminate();
+        let exit = self.wait_exit();
+        assert!(exit.success(), "{exit}: {:#?}", self.log());
     }
 
     /// Waits for the process to exit (at most [`PATIENCE`]).
@@ -137,6 +152,7 @@ pub fn wait_port(port: u16) {
 
 /// A directory of its own under the system's temporary directory,
 /// removed on drop.
+#[derive(Debug)]
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
@@ -144,10 +160,8 @@ impl TempDir {
     pub fn new(what: &str) -> TempDir {
         use std::hash::{BuildHasher, RandomState};
         let random = RandomState::new().hash_one(std::time::SystemTime::now());
-        let dir = std::env::temp_dir().join(format!(
-            "sluice-faults-{what}-{}-{random:x}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("sluice-{what}-{}-{random:x}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         TempDir(dir)
     }
@@ -229,6 +243,7 @@ pub fn redis_server(bin: &str, port: u16) -> Proc {
 /// directory, loopback, trust, no fsync), so that it can be crashed and
 /// started again without touching the server other tests share. As root
 /// the cluster belongs to `postgres`, as in `scripts/test`.
+#[derive(Debug)]
 pub struct Postgres {
     bin: PathBuf,
     dir: PathBuf,

@@ -1,6 +1,6 @@
 //! Schemas applied to a real (in-memory) SQLite database.
 
-use sluice_migrate::{Schema, Step};
+use sluice_store::{Schema, Step};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 

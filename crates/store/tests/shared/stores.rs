@@ -1,8 +1,8 @@
-//! What the tests of the crates whose stores `sluice-migrate` sets up
+//! What the tests of the crates whose stores `sluice-store` sets up
 //! (`sluice-audit`, `sluice-ledger`) share, included by path:
 //!
 //! ```ignore
-//! #[path = "../../migrate/tests/shared/stores.rs"]
+//! #[path = "../../store/tests/shared/stores.rs"]
 //! mod stores;
 //! ```
 //!

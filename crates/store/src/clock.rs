@@ -1,8 +1,9 @@
-//! Wall-clock time for jobs, injected so that tests control it.
+//! Wall-clock time, injected so that tests control it.
 //!
-//! Jobs outlive processes, so their times are wall-clock instants stored as
-//! milliseconds since the Unix epoch, unlike `sluice-limit`'s monotonic
-//! [`Instant`](std::time::Instant)s, which mean nothing after a restart.
+//! What the stores keep outlives processes, so their times are wall-clock
+//! instants stored as milliseconds since the Unix epoch, unlike
+//! `sluice-limit`'s monotonic [`Instant`](std::time::Instant)s, which mean
+//! nothing after a restart.
 
 use std::fmt;
 use std::ops::{Add, Sub};
@@ -74,6 +75,14 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Milliseconds since the Unix epoch, now, by the system's clock (0
+/// before the epoch: a clock that far off is not a time to record).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, millis)
+}
+
 /// A source of wall-clock time. Stores read it for every timestamp they
 /// write and every "is it due yet" they decide.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
@@ -95,7 +104,7 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sluice_jobs::{Clock, ManualClock, Timestamp};
+/// use sluice_store::{Clock, ManualClock, Timestamp};
 ///
 /// let clock = ManualClock::new(Timestamp::from_millis(1_000));
 /// clock.advance(Duration::from_secs(2));
