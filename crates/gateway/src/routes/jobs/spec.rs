@@ -78,7 +78,11 @@ impl JobSpec {
         let kind = self.kind.ok_or_else(|| bad("kind", "is required".into()))?;
         // The standard kinds, or one the embedder registered.
         let standard = sluice_jobs_http::KINDS.contains(&kind.as_str());
-        let own = state.stores.jobs.as_ref().and_then(|j| j.kinds().get(&kind));
+        let own = state
+            .stores
+            .jobs
+            .as_ref()
+            .and_then(|j| j.kinds().get(&kind));
         if !standard && own.is_none() {
             let mut kinds = sluice_jobs_http::KINDS.to_vec();
             kinds.extend(state.stores.jobs.iter().flat_map(|j| j.kinds().names()));
