@@ -104,6 +104,11 @@ pub struct GatewayArgs {
     /// that adds.
     #[arg(long)]
     pub redis: Option<String>,
+    /// (f): the limited model's `[adaptive] jitter_margin_ms` (the
+    /// gateway's default, 20, when not given); 0 shows what the margin
+    /// costs.
+    #[arg(long)]
+    pub jitter_margin_ms: Option<u64>,
 }
 
 /// The model every request of (a) and (b) names.

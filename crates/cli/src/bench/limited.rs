@@ -30,6 +30,8 @@ const LIMITS: [(f64, u64); 5] = [
 #[derive(Debug, Serialize)]
 pub struct LimitedPart {
     pub connections: usize,
+    /// The gateway's jitter margin, milliseconds.
+    pub jitter_margin_ms: u64,
     pub duration_s: f64,
     /// What the same stack delivers with the limit off, a second.
     pub unlimited_per_second: f64,
@@ -78,6 +80,9 @@ pub(super) async fn run(args: &GatewayArgs) -> Result<LimitedPart, String> {
     }
     Ok(LimitedPart {
         connections: args.connections,
+        jitter_margin_ms: args
+            .jitter_margin_ms
+            .unwrap_or(Config::default().adaptive.jitter_margin_ms),
         duration_s: each.as_secs_f64(),
         unlimited_per_second: unlimited.requests_per_second,
         runs,
@@ -93,6 +98,10 @@ async fn measure(
 ) -> Result<closed_loop::Throughput, String> {
     let stack = Stack::start(SimConfig::unlimited(), |c: &mut Config| {
         limits_off(c);
+        if let Some(ms) = args.jitter_margin_ms {
+            c.adaptive.jitter_margin_ms = ms;
+            c.adaptive.max_jitter_margin_ms = c.adaptive.max_jitter_margin_ms.max(ms);
+        }
         if let Some((rate, burst)) = limit {
             let prefix = format!("{PROVIDER}/");
             for m in c.models.iter_mut().filter(|m| m.prefix == prefix) {
@@ -116,8 +125,9 @@ impl LimitedPart {
     /// (f) as a table.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "(f) one model limited, unlimited 0 ms upstream, default jitter margin, {} connections, {:.1} s each\n    \
+            "(f) one model limited, unlimited 0 ms upstream, {} ms jitter margin, {} connections, {:.1} s each\n    \
              limit off: {:.0} req/s\n    {:<22} {:>12} {:>8} {:>7}\n",
+            self.jitter_margin_ms,
             self.connections,
             self.duration_s,
             self.unlimited_per_second,
