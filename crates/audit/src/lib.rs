@@ -32,8 +32,6 @@
 mod store;
 mod writer;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -102,11 +100,8 @@ impl NewEntry {
         kind: impl Into<String>,
         target: impl Into<String>,
     ) -> NewEntry {
-        let at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         NewEntry {
-            at_ms,
+            at_ms: sluice_store::now_ms(),
             actor: actor.into(),
             kind: kind.into(),
             target: target.into(),

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use serde_json::Value;
-use sluice_migrate::{Schema, Step};
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sluice_store::{Pool, PoolOptions, Schema, Step};
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row};
 
 use crate::{Entry, Error, Filter, NewEntry};
@@ -32,16 +32,13 @@ const POSTGRES: Schema = Schema::new(&[Step::new(
 /// seven binds a row).
 const ROWS_PER_INSERT: usize = 200;
 
-#[derive(Debug, Clone)]
-enum Db {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-}
+/// Two connections: one background writer, and the audit API's reads.
+const POOL: PoolOptions = PoolOptions::new(2);
 
 /// The audit trail's table. Cheap to clone (the pool is shared).
 #[derive(Debug, Clone)]
 pub struct AuditStore {
-    db: Db,
+    db: Pool,
 }
 
 impl AuditStore {
@@ -52,9 +49,9 @@ impl AuditStore {
     /// [`Error::Database`] if the file cannot be opened or the schema
     /// cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<AuditStore, Error> {
-        let pool = SQLITE.open_sqlite(path).await?;
+        let pool = SQLITE.open_sqlite(path, POOL).await?;
         Ok(AuditStore {
-            db: Db::Sqlite(pool),
+            db: Pool::Sqlite(pool),
         })
     }
 
@@ -63,9 +60,9 @@ impl AuditStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<AuditStore, Error> {
-        let pool = SQLITE.sqlite_in_memory().await?;
+        let pool = SQLITE.sqlite_in_memory(POOL).await?;
         Ok(AuditStore {
-            db: Db::Sqlite(pool),
+            db: Pool::Sqlite(pool),
         })
     }
 
@@ -76,18 +73,15 @@ impl AuditStore {
     /// [`Error::Database`] if the URL is bad, the server unreachable or
     /// the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<AuditStore, Error> {
-        let pool = POSTGRES.connect_postgres(url).await?;
+        let pool = POSTGRES.connect_postgres(url, POOL).await?;
         Ok(AuditStore {
-            db: Db::Postgres(pool),
+            db: Pool::Postgres(pool),
         })
     }
 
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
-        match &self.db {
-            Db::Sqlite(p) => p.close().await,
-            Db::Postgres(p) => p.close().await,
-        }
+        self.db.close().await;
     }
 
     /// Stores `entries` in one transaction, in order.
@@ -99,14 +93,14 @@ impl AuditStore {
             return Ok(());
         }
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let mut tx = pool.begin().await?;
                 for chunk in entries.chunks(ROWS_PER_INSERT) {
                     insert_query(chunk).build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 for chunk in entries.chunks(ROWS_PER_INSERT) {
                     insert_query(chunk).build().execute(&mut *tx).await?;
@@ -124,12 +118,12 @@ impl AuditStore {
     /// [`Error::Database`]; then none is deleted.
     pub async fn prune(&self, before_ms: i64) -> Result<u64, Error> {
         let deleted = match &self.db {
-            Db::Sqlite(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < ?")
+            Pool::Sqlite(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < ?")
                 .bind(before_ms)
                 .execute(pool)
                 .await?
                 .rows_affected(),
-            Db::Postgres(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < $1")
+            Pool::Postgres(pool) => sqlx::query("DELETE FROM audit_log WHERE at_ms < $1")
                 .bind(before_ms)
                 .execute(pool)
                 .await?
@@ -145,11 +139,11 @@ impl AuditStore {
     /// cannot read.
     pub async fn query(&self, filter: &Filter) -> Result<Vec<Entry>, Error> {
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let rows = select(filter).build().fetch_all(pool).await?;
                 rows.iter().map(decode_sqlite).collect()
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let rows = select(filter).build().fetch_all(pool).await?;
                 rows.iter().map(decode_pg).collect()
             }

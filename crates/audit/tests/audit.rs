@@ -6,7 +6,7 @@
 use serde_json::json;
 use sluice_audit::{AuditLog, AuditStore, Filter, NewEntry};
 
-#[path = "../../migrate/tests/shared/stores.rs"]
+#[path = "../../store/tests/shared/stores.rs"]
 mod stores;
 
 use stores::{TempDir, postgres_url, unique};

@@ -10,6 +10,7 @@ mod client;
 mod demo;
 mod jobs;
 mod live;
+mod prices;
 mod stack;
 mod summary;
 mod table;
@@ -51,8 +52,9 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
-    /// Print the effective config (file + defaults + environment), or the
-    /// error naming the key and where it came from.
+    /// Print the effective config (file + defaults + environment), each
+    /// value marked with where it came from (`# default`, `# file …`,
+    /// `# env …`), or the error naming the key and where it came from.
     CheckConfig {
         /// The config file; without one, the defaults and environment.
         file: Option<PathBuf>,
@@ -91,6 +93,20 @@ enum Command {
     /// The live dashboard in the terminal (`/ui` in a browser), from a
     /// gateway's `GET /v1/dashboard/stream`.
     Top(top::TopArgs),
+    /// What models cost under a config and where each price comes from;
+    /// `refresh` downloads the community price map.
+    Prices(prices::PricesArgs),
+    /// Ask a gateway whether it is alive: exits 0 when the URL answers
+    /// 2xx within the timeout, 1 otherwise (the image's health check;
+    /// the image has no curl).
+    Health {
+        /// The URL to ask.
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+        /// How long to wait for the answer, in milliseconds.
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
     /// Measure Sluice on this machine.
     Bench {
         #[command(subcommand)]
@@ -138,6 +154,8 @@ fn main() -> ExitCode {
             | Command::Usage(_)
             | Command::Audit(_)
             | Command::Top(_)
+            | Command::Health { .. }
+            | Command::Prices(_)
     );
     init_logging(if quiet {
         LevelFilter::WARN
@@ -159,6 +177,8 @@ fn main() -> ExitCode {
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
+        Command::Prices(args) => runtime().block_on(prices::run(args)),
+        Command::Health { url, timeout_ms } => runtime().block_on(health(&url, timeout_ms)),
         Command::Bench { what } => runtime().block_on(async move {
             match what {
                 BenchCommand::Gateway(args) => bench::gateway(args).await,
@@ -172,17 +192,61 @@ fn main() -> ExitCode {
     }
 }
 
+/// `sluice health`: one GET, its status on stdout, exit 0 for a 2xx.
+async fn health(url: &str, timeout_ms: u64) -> ExitCode {
+    let client = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(timeout_ms))
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("sluice health: http client: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(url).send().await {
+        Ok(answer) if answer.status().is_success() => {
+            println!("{url}: {}", answer.status());
+            ExitCode::SUCCESS
+        }
+        Ok(answer) => {
+            eprintln!("sluice health: {url} answered {}", answer.status());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("sluice health: {url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Plain lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
 /// default `default`).
 fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let level = std::env::var("SLUICE_LOG")
         .ok()
         .and_then(|l| l.parse().ok())
         .unwrap_or(default);
+    // sqlx logs every statement at debug: the idle job poller alone is
+    // dozens a second. Statements show at trace; slow ones (warn) always.
+    let statements = if level >= LevelFilter::TRACE {
+        LevelFilter::TRACE
+    } else {
+        level.min(LevelFilter::INFO)
+    };
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        .finish()
+        .with(
+            Targets::new()
+                .with_default(level)
+                .with_target("sqlx::query", statements),
+        )
         .init();
 }
 
@@ -205,10 +269,16 @@ fn waiting() -> tokio::runtime::Runtime {
 fn check_config(file: Option<PathBuf>, stores: bool) -> ExitCode {
     match sluice_gateway::config::load(file.as_deref()) {
         Ok(config) if stores => check_stores(&config),
-        Ok(config) => {
-            print!("{}", config.to_toml());
-            ExitCode::SUCCESS
-        }
+        Ok(_) => match sluice_gateway::config::explain(file.as_deref()) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(2)
+            }
+        },
         Err(e) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)

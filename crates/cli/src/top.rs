@@ -27,13 +27,19 @@ pub struct TopArgs {
     /// The gateway's base URL.
     #[arg(long, env = "SLUICE_TARGET", default_value = "http://127.0.0.1:8080")]
     target: String,
-    /// The dashboard's read-only token (`ui.token_env`), or the admin
-    /// token; `SLUICE_ADMIN_TOKEN` is used when neither is given.
+    /// The dashboard's read-only token (`ui.token_env`).
     #[arg(long, env = "SLUICE_UI_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The admin token, used when no dashboard token is given.
+    #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
     /// Print one frame as text and exit: no terminal needed.
     #[arg(long)]
     once: bool,
+    /// Print the dashboard's snapshots as JSON, one per line (with
+    /// `--once`, one snapshot and its history), instead of drawing.
+    #[arg(long)]
+    json: bool,
     /// Columns of `--once`'s frame.
     #[arg(long, default_value_t = 140)]
     width: u16,
@@ -46,7 +52,8 @@ impl TopArgs {
     fn token(&self) -> Option<String> {
         self.token
             .clone()
-            .or_else(|| std::env::var("SLUICE_ADMIN_TOKEN").ok())
+            .filter(|t| !t.is_empty())
+            .or_else(|| self.admin_token.clone())
             .filter(|t| !t.is_empty())
     }
 
@@ -64,10 +71,11 @@ struct Seen {
 }
 
 pub async fn run(args: TopArgs) -> ExitCode {
-    let result = if args.once {
-        once(&args).await
-    } else {
-        live(&args).await
+    let result = match (args.once, args.json) {
+        (true, true) => once_json(&args).await,
+        (true, false) => once(&args).await,
+        (false, true) => json_lines(&args).await,
+        (false, false) => live(&args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,7 +114,7 @@ async fn get(
     let body: serde_json::Value = res.json().await.unwrap_or_default();
     let message = body["error"]["message"].as_str().unwrap_or("no message");
     let hint = if status.as_u16() == 401 {
-        " (give --token or set SLUICE_UI_TOKEN)"
+        " (give --token / SLUICE_UI_TOKEN, or --admin-token / SLUICE_ADMIN_TOKEN)"
     } else {
         ""
     };
@@ -141,6 +149,56 @@ async fn once(args: &TopArgs) -> Result<(), String> {
     };
     print!("{}", draw::to_text(&view, args.width, args.height));
     Ok(())
+}
+
+/// `--once --json`: the snapshot and its history, as the gateway gives them.
+async fn once_json(args: &TopArgs) -> Result<(), String> {
+    let http = client()?;
+    let read = |path: &'static str| {
+        let http = http.clone();
+        async move {
+            let answer = tokio::time::timeout(Duration::from_secs(10), get(&http, args, path))
+                .await
+                .map_err(|_| format!("{path}: the gateway did not answer in 10 s"))??;
+            answer
+                .json::<serde_json::Value>()
+                .await
+                .map_err(|e| format!("{path}: {e}"))
+        }
+    };
+    let snapshot = read("/v1/dashboard").await?;
+    let history = read("/v1/dashboard/history").await?;
+    println!(
+        "{}",
+        serde_json::json!({"snapshot": snapshot, "history": history["points"]})
+    );
+    Ok(())
+}
+
+/// `--json`: every snapshot the stream sends, one JSON line each, until
+/// the stream ends (no reconnecting: a pipe's reader sees the end).
+async fn json_lines(args: &TopArgs) -> Result<(), String> {
+    use std::io::Write as _;
+    let http = client()?;
+    let res = get(&http, args, "/v1/dashboard/stream").await?;
+    let mut body = res.bytes_stream();
+    let mut parser = sse::Parser::default();
+    let mut out = std::io::stdout().lock();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        for ev in parser.push(&chunk) {
+            if ev.name == "snapshot" {
+                // A reader that went away ends the command.
+                if writeln!(out, "{}", ev.data)
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Err("the stream ended".into())
 }
 
 /// Reads the stream into `seen` until it ends; the caller reconnects.

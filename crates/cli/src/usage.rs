@@ -23,10 +23,13 @@ pub struct UsageArgs {
     /// The admin token: every tenant's usage.
     #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// A tenant's API key: its own usage (used when no admin token is
-    /// given).
-    #[arg(long, env = "SLUICE_API_KEY", hide_env_values = true)]
-    key: Option<String>,
+    /// A tenant's API key: its own usage. Given, it is used even when an
+    /// admin token is set too, unless `--all` or `--tenant` asks for more.
+    #[arg(long, alias = "key", env = "SLUICE_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Every tenant's usage (admin token).
+    #[arg(long, conflicts_with = "tenant")]
+    all: bool,
     /// The tenant of an open gateway (`x-sluice-workspace`).
     #[arg(long)]
     workspace: Option<String>,
@@ -54,26 +57,62 @@ pub struct UsageArgs {
     csv: bool,
 }
 
+/// Who asks: the admin (every tenant's usage, or `--tenant`'s) or a
+/// tenant (its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asker {
+    Admin,
+    Tenant,
+}
+
+/// `--all` and `--tenant` ask as the admin; otherwise a tenant's key wins
+/// over an admin token (set in the environment, say), so `--api-key K`
+/// shows K's tenant, never everyone.
+fn asker(args: &UsageArgs) -> Result<Asker, String> {
+    let admin = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
+    let tenant = args.api_key.as_deref().is_some_and(|k| !k.is_empty());
+    match (args.all || args.tenant.is_some(), admin, tenant) {
+        (true, true, _) => Ok(Asker::Admin),
+        (true, false, _) => Err(
+            "--all and --tenant need --admin-token (SLUICE_ADMIN_TOKEN): a tenant sees its own usage"
+                .into(),
+        ),
+        (false, _, true) => Ok(Asker::Tenant),
+        (false, true, false) => Ok(Asker::Admin),
+        (false, false, false) => Ok(Asker::Tenant),
+    }
+}
+
 /// Runs `sluice usage`.
 pub async fn run(args: UsageArgs) -> ExitCode {
-    if args.tenant.is_some() && args.admin_token.is_none() {
-        eprintln!("sluice usage: --tenant needs --admin-token (a tenant sees its own usage)");
-        return ExitCode::from(2);
-    }
-    let path = path(&args);
+    let asker = match asker(&args) {
+        Ok(a) => a,
+        Err(m) => {
+            eprintln!("sluice usage: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let path = path(&args, asker);
+    let bearer = match asker {
+        Asker::Admin => args.admin_token.as_deref(),
+        Asker::Tenant => args.api_key.as_deref(),
+    };
     let answer = crate::client::send(Call {
         target: &args.target,
         method: Method::GET,
         path: &path,
-        bearer: args.admin_token.as_deref().or(args.key.as_deref()),
+        bearer,
         workspace: args.workspace.as_deref(),
         body: None,
         auth_hint: |s| match s {
-            401 | 403 => " (pass --admin-token, or a tenant's --key)",
+            401 | 403 => " (pass --admin-token, or a tenant's --api-key)",
             _ => "",
         },
     })
     .await;
+    if asker == Asker::Admin && !args.all && args.tenant.is_none() {
+        eprintln!("sluice usage: every tenant's usage (admin token; --api-key for one tenant's)");
+    }
     match answer {
         Ok(body) if args.json => {
             println!(
@@ -101,11 +140,10 @@ pub async fn run(args: UsageArgs) -> ExitCode {
     }
 }
 
-fn path(args: &UsageArgs) -> String {
-    let route = if args.admin_token.is_some() {
-        "/v1/usage/all"
-    } else {
-        "/v1/usage"
+fn path(args: &UsageArgs, asker: Asker) -> String {
+    let route = match asker {
+        Asker::Admin => "/v1/usage/all",
+        Asker::Tenant => "/v1/usage",
     };
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     q.append_pair("group_by", &args.group_by)
@@ -281,5 +319,37 @@ mod tests {
             "acme,openai/gpt-4o-mini,3,1,1000,500,0,0,450000,0.000450000"
         );
         assert!(c.lines().nth(2).unwrap().starts_with("\"a,b\","), "{c}");
+    }
+
+    #[test]
+    fn a_tenants_key_wins_over_an_admin_token_unless_more_is_asked() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            usage: UsageArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["usage"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).expect("parses").usage
+        };
+        let both = ["--admin-token", "adm", "--api-key", "k"];
+        assert_eq!(asker(&args(&both)), Ok(Asker::Tenant));
+        // `--key` is the old name of `--api-key`.
+        assert_eq!(
+            asker(&args(&["--admin-token", "adm", "--key", "k"])),
+            Ok(Asker::Tenant)
+        );
+        let mut all = both.to_vec();
+        all.push("--all");
+        assert_eq!(asker(&args(&all)), Ok(Asker::Admin));
+        // The rest depends on what the environment holds (clap reads it).
+        let env = ["SLUICE_ADMIN_TOKEN", "SLUICE_API_KEY"];
+        if env.iter().all(|v| std::env::var_os(v).is_none()) {
+            assert_eq!(asker(&args(&["--admin-token", "adm"])), Ok(Asker::Admin));
+            assert!(asker(&args(&["--api-key", "k", "--tenant", "acme"])).is_err());
+            assert_eq!(asker(&args(&[])), Ok(Asker::Tenant));
+        }
     }
 }

@@ -4,12 +4,12 @@
 //! where the API's token is not shared, and `sluice check-config` prints
 //! the variables' names, never their values.
 
-mod serve;
+mod common;
 
 use std::process::Command;
 
+use common::{Stack, TempDir};
 use serde_json::Value;
-use serve::{Serve, TempDir};
 
 /// Slack with a shared token that serves no tenant without its own;
 /// acme and globex each with their own, initech with none.
@@ -59,12 +59,13 @@ const ENV: &[(&str, &str)] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_sends_each_tenant_its_own_token_from_the_environment() {
-    let dir = TempDir::new("cli-credentials");
-    let sim = Serve::sim();
-    let path = dir.join("sluice.toml");
-    let data = dir.join("data").display().to_string();
-    std::fs::write(&path, config(&sim.url, &data)).unwrap();
-    let gateway = Serve::start_with_env(&path, ENV);
+    let Stack {
+        gateway,
+        sim: _sim,
+        dir: _dir,
+    } = Stack::start("cli-credentials", ENV, |sim, data| {
+        config(sim, &data.display().to_string())
+    });
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let call = |key: &'static str| {

@@ -4,71 +4,23 @@
 //! resume after it, and a replica killed holding in-flight slots gives
 //! them back after the lease TTL.
 
-use std::net::TcpListener;
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::procs::redis_server;
+use common::{Proc, TempDir, all_ready, free_port, get_json, post_json, sim_stats, wait_port};
 use serde_json::{Value, json};
 
-/// A child process killed (-9) on drop.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn wait_port(port: u16) {
-    for _ in 0..500 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on {port}");
-}
-
-fn redis_server(bin: &str, port: u16) -> Proc {
-    let c = Command::new(bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    wait_port(port);
-    Proc(Some(c))
-}
-
+/// `sluice ARGS`, its log at `warn`.
 fn sluice(args: &[&str]) -> Proc {
-    let c = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .env("SLUICE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("sluice starts");
-    Proc(Some(c))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(args).env("SLUICE_LOG", "warn");
+    Proc::spawn(c)
 }
 
 fn replica_config(dir: &std::path::Path, i: usize, port: u16, sim: u16, redis: u16) -> PathBuf {
@@ -106,14 +58,7 @@ failure = "fail_open"
 
 /// The sim's count of answered and refused calls to `model`.
 async fn sim_counts(http: &reqwest::Client, sim: u16, model: &str) -> (u64, u64) {
-    let s: Value = http
-        .get(format!("http://127.0.0.1:{sim}/_sim/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s = sim_stats(http, &format!("http://127.0.0.1:{sim}")).await;
     let m = &s["models"][model];
     (
         m["ok"].as_u64().unwrap_or(0),
@@ -172,41 +117,13 @@ async fn swarm(
     )
 }
 
-async fn readyz(http: &reqwest::Client, url: &str) -> Value {
-    match http.get(format!("{url}/readyz")).send().await {
-        Ok(r) => r.json().await.unwrap_or(Value::Null),
-        Err(_) => Value::Null,
-    }
-}
-
-async fn all_ready(
-    http: &reqwest::Client,
-    urls: &[String],
-    what: &str,
-    f: impl Fn(&Value) -> bool,
-) {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut all = true;
-        for u in urls {
-            all &= f(&readyz(http, u).await);
-        }
-        if all {
-            return;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
     let Ok(redis_bin) = std::env::var("SLUICE_TEST_REDIS_SERVER") else {
         eprintln!("note: SLUICE_TEST_REDIS_SERVER is not set; skipping (scripts/test sets it)");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("sluice-distributed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("distributed");
     let redis_port = free_port();
     let mut redis = redis_server(&redis_bin, redis_port);
     // The upstream allows 20/s per model: 10/s through three replicas that
@@ -230,7 +147,7 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
     let mut urls = Vec::new();
     for i in 0..3 {
         let port = free_port();
-        let cfg = replica_config(&dir, i, port, sim_port, redis_port);
+        let cfg = replica_config(&dir.0, i, port, sim_port, redis_port);
         replicas.push(sluice(&["serve", "--config", cfg.to_str().unwrap()]));
         wait_port(port);
         urls.push(format!("http://127.0.0.1:{port}"));
@@ -266,15 +183,8 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
             // A busy machine can time a Redis call out (fail open answers
             // without a grant): ask again rather than report on nothing.
             for _ in 0..20 {
-                let g: Value = http
-                    .post(format!("{u}/v1/limits/acquire"))
-                    .json(&json!({"model": "openai/gpt-4o"}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let body = json!({"model": "openai/gpt-4o"});
+                let g = post_json(&http, &format!("{u}/v1/limits/acquire"), &body).await;
                 if g["grant_id"].is_string() {
                     return g["grant_id"].clone();
                 }
@@ -303,14 +213,7 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
         // Used here once, the model is listed with its shared state.
         grant(u.clone()).await;
         loop {
-            let all: Value = http
-                .get(format!("{u}/v1/limits"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let all = get_json(&http, &format!("{u}/v1/limits")).await;
             let c = all["resources"]
                 .as_array()
                 .unwrap()
@@ -398,7 +301,6 @@ async fn three_replicas_share_limits_survive_redis_and_a_dead_replica() {
     assert_eq!(res.status(), 200);
     assert!(back >= Duration::from_millis(500), "{back:?}");
     drop(redis);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

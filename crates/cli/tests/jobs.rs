@@ -2,12 +2,12 @@
 //! retry, cancel, purge, pause, resume and queues, in tables and JSON, and
 //! clear failures for errors and an unreachable gateway.
 
-mod serve;
+mod common;
 
 use std::process::{Command, Output};
 
+use common::Serve;
 use serde_json::{Value, json};
-use serve::{Serve, TempDir};
 
 const ADMIN: &str = "s3cret";
 
@@ -15,24 +15,12 @@ const ADMIN: &str = "s3cret";
 /// temporary directory.
 struct Fixture {
     serve: Serve,
-    _dir: TempDir,
 }
 
 impl Fixture {
     fn start() -> Fixture {
-        let dir = TempDir::new("cli-jobs");
-        let config = dir.join("sluice.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
-                dir.join("data").display().to_string()
-            ),
-        )
-        .unwrap();
         Fixture {
-            serve: Serve::start(&config),
-            _dir: dir,
+            serve: Serve::with_admin("cli-jobs", ADMIN),
         }
     }
 
@@ -51,13 +39,7 @@ impl Fixture {
 
     /// Runs it, expects success, returns stdout.
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.jobs(args);
-        assert!(
-            out.status.success(),
-            "sluice jobs {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::succeeded(&format!("sluice jobs {args:?}"), self.jobs(args))
     }
 
     /// Runs it with `--json`, expects success, parses stdout.

@@ -5,14 +5,14 @@
 //! kill (the queue's concurrency) or whose outcome awaited its commit
 //! (twice the concurrency at most): at-least-once, nothing lost.
 
-mod serve;
+mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::{Serve, TempDir};
 use serde_json::{Value, json};
-use serve::{Serve, TempDir};
-use sluice_sim::{Sim, SimConfig};
+use sluice_sim::SimConfig;
 
 const JOBS: usize = 10_000;
 const CONCURRENCY: usize = 50;
@@ -54,9 +54,7 @@ async fn a_killed_server_loses_no_job_and_repeats_only_those_in_flight() {
     };
     let slack = sim_config.apis.entry("slack".into()).or_default();
     slack.latency_ms = 50;
-    let sim = Sim::start(sim_config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("the sim starts");
+    let sim = common::sim(sim_config).await;
 
     let dir = TempDir::new("jobs-crash");
     let config = dir.join("sluice.toml");
@@ -85,10 +83,7 @@ rate = 100000.0
     )
     .unwrap();
 
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let client = common::client();
     let mut first = Serve::start(&config);
     let enqueue_started = std::time::Instant::now();
     for batch in 0..JOBS / 1_000 {

@@ -3,35 +3,23 @@
 //! revoke and block, and errors that name the field; `sluice audit`
 //! shows what they did.
 
-mod serve;
+mod common;
 
 use std::process::{Command, Output};
 
+use common::Serve;
 use serde_json::Value;
-use serve::{Serve, TempDir};
 
 const ADMIN: &str = "s3cret";
 
 struct Fixture {
     serve: Serve,
-    _dir: TempDir,
 }
 
 impl Fixture {
     fn start() -> Fixture {
-        let dir = TempDir::new("cli-keys");
-        let config = dir.join("sluice.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = {:?}\nadmin_token = {ADMIN:?}\n[trace]\nenabled = false\n[jobs]\nworkers = false\n",
-                dir.join("data").display().to_string()
-            ),
-        )
-        .unwrap();
         Fixture {
-            serve: Serve::start(&config),
-            _dir: dir,
+            serve: Serve::with_admin("cli-keys", ADMIN),
         }
     }
 
@@ -49,13 +37,7 @@ impl Fixture {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args, Some(ADMIN));
-        assert!(
-            out.status.success(),
-            "sluice {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::succeeded(&format!("sluice {args:?}"), self.run(args, Some(ADMIN)))
     }
 
     fn json(&self, args: &[&str]) -> Value {

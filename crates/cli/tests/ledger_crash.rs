@@ -9,16 +9,16 @@
 //! The size is `SLUICE_LEDGER_PROOF_CALLS` (default 2,000); the kill
 //! comes after half the calls are answered.
 
-mod serve;
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::{Serve, TempDir};
 use serde_json::json;
-use serve::{Serve, TempDir};
 use sluice_ledger::LedgerStore;
-use sluice_sim::{Sim, SimConfig};
+use sluice_sim::SimConfig;
 use sluice_usage::{PriceTable, Usage};
 
 const QUEUE: u64 = 1_000;
@@ -35,11 +35,8 @@ fn calls() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_at_most_what_its_writer_held_and_no_record_is_cut() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let n = calls();
-    let sim = Sim::start(SimConfig::unlimited(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("the sim starts");
+    let sim = common::sim(SimConfig::unlimited()).await;
     let dir = TempDir::new("ledger-crash");
     let data = dir.join("data");
     let config = dir.join("sluice.toml");
@@ -68,10 +65,7 @@ burst = 100000
     )
     .unwrap();
     let mut first = Serve::start(&config);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(30));
     let ok = Arc::new(AtomicU64::new(0));
     let next = Arc::new(AtomicU64::new(0));
     let mut clients = tokio::task::JoinSet::new();

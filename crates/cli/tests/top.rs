@@ -3,11 +3,11 @@
 //! `sluice top --once` draws what the gateway's dashboard says; without
 //! the token it says what to give.
 
-mod serve;
+mod common;
 
 use std::process::Command;
 
-use serve::{Serve, TempDir};
+use common::Stack;
 
 fn config(sim: &str, data: &str) -> String {
     format!(
@@ -42,12 +42,13 @@ fn top(url: &str, token: Option<&str>) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_draws_the_gateways_dashboard() {
-    let dir = TempDir::new("cli-top");
-    let sim = Serve::sim();
-    let path = dir.join("sluice.toml");
-    let data = dir.join("data").display().to_string();
-    std::fs::write(&path, config(&sim.url, &data)).unwrap();
-    let gateway = Serve::start_with_env(&path, &[("DASH_TOKEN", "look-only")]);
+    let Stack {
+        gateway,
+        sim: _sim,
+        dir: _dir,
+    } = Stack::start("cli-top", &[("DASH_TOKEN", "look-only")], |sim, data| {
+        config(sim, &data.display().to_string())
+    });
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     for _ in 0..5 {
@@ -87,6 +88,27 @@ async fn top_draws_the_gateways_dashboard() {
     ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
+
+    // The same as JSON: the snapshot and its history.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(["top", "--once", "--json", "--target", &gateway.url])
+        .env_remove("SLUICE_UI_TOKEN")
+        .env("SLUICE_ADMIN_TOKEN", "")
+        .arg("--token")
+        .arg("look-only");
+    let out = c.output().expect("sluice top runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v["snapshot"].is_object(), "{v}");
+    assert!(v["history"].is_array(), "{v}");
+    assert!(
+        v["snapshot"].to_string().contains("openai/gpt-4o-mini"),
+        "{v}"
+    );
 
     let out = top(&gateway.url, None);
     assert!(!out.status.success());

@@ -27,9 +27,9 @@ pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
-pub use ledger::{Dollars, LedgerConfig, PriceConfig, price_table};
+pub use ledger::{Dollars, LedgerConfig, PriceConfig, PricingConfig, catalog, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
-pub use load::{ConfigError, Source, load, load_str};
+pub use load::{ConfigError, Source, explain, load, load_str};
 pub use otel::{OtelSettings, OtlpProtocol};
 pub use secrets::Secrets;
 
@@ -104,6 +104,9 @@ pub struct Config {
     /// Model prices over the shipped table (`crates/usage/prices.json`),
     /// by model prefix: `[prices."openai/gpt-4o"] input = "2.50"`.
     pub prices: BTreeMap<String, PriceConfig>,
+    /// Where prices and context windows come from under `[prices]` and
+    /// the hand-checked table: the shipped price map, a file, or none.
+    pub pricing: PricingConfig,
     /// The live dashboard (`/ui`, `GET /v1/dashboard`, `sluice top`).
     pub ui: UiConfig,
     /// The audit trail of administrative acts.

@@ -5,14 +5,13 @@
 mod admitted;
 #[cfg(test)]
 mod redis_tests;
-mod store;
 mod traced;
 mod workers;
 
 use std::time::Duration;
 
 use sluice_jobs::{
-    JobState, JobStore, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
+    JobState, JobStore, Kinds, PostgresStore, Retention, SqliteStore, StoreConfig, WorkerPool,
     worker::ShutdownReport,
 };
 use tokio::task::JoinHandle;
@@ -21,7 +20,7 @@ use crate::config::{Config, JobsConfig, StoreLocation};
 use crate::error::chain;
 use crate::state::StartError;
 
-pub use store::AnyStore;
+pub use sluice_jobs::AnyStore;
 
 /// The longest a scrape waits for the store's counts; past it the gauges
 /// keep their last values.
@@ -31,6 +30,8 @@ const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Jobs {
     store: AnyStore,
+    /// The embedder's own kinds, beside the standard ones.
+    kinds: Kinds,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
     pool: std::sync::Mutex<Option<WorkerPool>>,
@@ -38,11 +39,19 @@ pub struct Jobs {
 
 impl Jobs {
     /// Opens the store `config.jobs` names (creating the data directory
-    /// for SQLite) and starts the retention cleaner on the current runtime.
+    /// for SQLite) and starts the retention cleaner on the current runtime;
+    /// the API accepts the standard kinds and `kinds`.
     ///
     /// # Errors
-    /// [`StartError::Jobs`] naming the file or URL (password hidden).
-    pub async fn open(config: &Config) -> Result<Jobs, StartError> {
+    /// [`StartError::Jobs`] naming the file or URL (password hidden);
+    /// [`StartError::Workers`] for a kind of `kinds` named as a standard one.
+    pub async fn open(config: &Config, kinds: Kinds) -> Result<Jobs, StartError> {
+        if let Some(name) = kinds.names().find(|n| sluice_jobs_http::KINDS.contains(n)) {
+            return Err(StartError::Workers(format!(
+                "job kind {name:?} is a standard kind ({}): name yours otherwise",
+                sluice_jobs_http::KINDS.join(", ")
+            )));
+        }
         let j = &config.jobs;
         let location = j.location(&config.data_dir);
         let fail = |detail: String| StartError::Jobs {
@@ -53,12 +62,12 @@ impl Jobs {
             StoreConfig::default().idempotency_ttl(Duration::from_secs(j.idempotency_ttl_seconds));
         location.create_dir().map_err(|e| fail(e.to_string()))?;
         let store = match &location {
-            StoreLocation::Sqlite(path) => AnyStore::Sqlite(
+            StoreLocation::Sqlite(path) => AnyStore::from(
                 SqliteStore::open(path, store_config)
                     .await
                     .map_err(|e| fail(chain(&e)))?,
             ),
-            StoreLocation::Postgres(url) => AnyStore::Postgres(
+            StoreLocation::Postgres(url) => AnyStore::from(
                 PostgresStore::connect(url, store_config)
                     .await
                     .map_err(|e| fail(chain(&e)))?,
@@ -67,6 +76,7 @@ impl Jobs {
         let cleaner = tokio::spawn(clean(store.clone(), j.clone()));
         Ok(Jobs {
             store,
+            kinds,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
             pool: std::sync::Mutex::new(None),
         })
@@ -94,6 +104,7 @@ impl Jobs {
             config,
             credentials,
             self.store.clone(),
+            &self.kinds,
             limiter,
             client,
             otel,
@@ -131,6 +142,11 @@ impl Jobs {
     /// The store.
     pub fn store(&self) -> &AnyStore {
         &self.store
+    }
+
+    /// The embedder's own kinds ([`Gateway::bind_with`](crate::Gateway::bind_with)).
+    pub fn kinds(&self) -> &Kinds {
+        &self.kinds
     }
 
     /// Stops the workers: they claim nothing more, and jobs still running

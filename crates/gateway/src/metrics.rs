@@ -184,6 +184,12 @@ fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
     Ok(handle)
 }
 
+/// The name of every metric family the gateway exports (for the checks
+/// of what alerts and dashboards name).
+pub fn families() -> impl Iterator<Item = &'static str> {
+    FAMILIES.iter().map(|&(name, ..)| name)
+}
+
 /// What a family is, for describing it and for tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

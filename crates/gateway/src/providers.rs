@@ -8,8 +8,11 @@
 //! `/v1/chat/completions`: their adapters translate the request, the
 //! answer, the stream and errors (`translate.rs` holds the OpenAI side).
 //!
-//! A new wire format is one new file here, one arm in [`for_format`], and
-//! its usage fields in `sluice-usage`.
+//! A provider reads the answers and streams of its format through that
+//! format's [`Dialect`] in `sluice-usage` ([`Provider::dialect`]). A new
+//! wire format is one new file here with one arm in [`for_format`], and
+//! its dialect's file in `sluice-usage` with one arm in
+//! [`WireFormat::dialect`]; the compiler names both arms.
 
 mod anthropic;
 mod gemini;
@@ -22,9 +25,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use bytes::Bytes;
 use serde_json::Value;
 use sluice_limit::headers::RateLimitHeaders;
-use sluice_usage::{
-    self as usage, AnswerHead, Endpoint, Estimate, StreamScanner, Usage, WireFormat,
-};
+use sluice_usage::{AnswerHead, Dialect, Endpoint, Estimate, StreamScanner, Usage, WireFormat};
 
 /// The adapter of a wire format.
 pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
@@ -142,6 +143,11 @@ pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
     /// The wire format it speaks.
     fn format(&self) -> WireFormat;
 
+    /// How its format's bodies and streams are read.
+    fn dialect(&self) -> &'static dyn Dialect {
+        self.format().dialect()
+    }
+
     /// Whether it serves calls to the gateway's `endpoint`.
     fn serves(&self, endpoint: Endpoint) -> bool;
 
@@ -157,13 +163,8 @@ pub(crate) trait Provider: std::fmt::Debug + Send + Sync {
         chars_per_token: u64,
         default_max_tokens: u64,
     ) -> Estimate {
-        usage::estimate(
-            self.format(),
-            endpoint,
-            body,
-            chars_per_token,
-            default_max_tokens,
-        )
+        self.dialect()
+            .estimate(endpoint, body, chars_per_token, default_max_tokens)
     }
 
     /// The upstream request for `call`, against the API at `base_url`.
@@ -231,15 +232,16 @@ pub(crate) trait StreamReader: Send {
 #[derive(Debug)]
 pub(crate) struct Passthrough {
     scanner: StreamScanner,
-    format: WireFormat,
+    dialect: &'static dyn Dialect,
     endpoint: Endpoint,
 }
 
 impl Passthrough {
-    pub(crate) fn new(format: WireFormat, exchange: &Exchange) -> Self {
+    pub(crate) fn new(dialect: &'static dyn Dialect, exchange: &Exchange) -> Self {
+        let strip = !exchange.client_wants_usage;
         Self {
-            scanner: StreamScanner::new(format, exchange.endpoint, !exchange.client_wants_usage),
-            format,
+            scanner: StreamScanner::of(dialect, exchange.endpoint, strip),
+            dialect,
             endpoint: exchange.endpoint,
         }
     }
@@ -275,13 +277,18 @@ impl StreamReader for Passthrough {
     }
 
     fn error_event(&self, code: &str, message: &str) -> Bytes {
-        usage::error_event(self.format, self.endpoint, code, message)
+        self.dialect.error_event(self.endpoint, code, message)
     }
 }
 
 /// A whole answer passed to the client as it came.
-fn pass_answer(format: WireFormat, endpoint: Endpoint, status: StatusCode, body: Bytes) -> Answer {
-    let facts = usage::read_body(format, endpoint, &body);
+fn pass_answer(
+    dialect: &dyn Dialect,
+    endpoint: Endpoint,
+    status: StatusCode,
+    body: Bytes,
+) -> Answer {
+    let facts = dialect.read_body(endpoint, &body);
     Answer {
         status,
         usage: facts.usage,

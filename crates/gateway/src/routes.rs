@@ -108,6 +108,8 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
+        // What load balancers and images often probe by default.
+        entry("GET", "/health", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),
     ]
 }

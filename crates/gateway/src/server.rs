@@ -33,13 +33,28 @@ impl Gateway {
     /// # Errors
     /// [`StartError`] naming what failed.
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Gateway, StartError> {
+        Gateway::bind_with(config, listen, sluice_jobs::Kinds::new()).await
+    }
+
+    /// [`Gateway::bind`], with job kinds of the embedder's own: the jobs
+    /// API accepts them beside the standard ones (`http`, `discord.*`)
+    /// and the workers run them.
+    ///
+    /// # Errors
+    /// As [`Gateway::bind`]; [`StartError::Workers`] for a kind named as a
+    /// standard one.
+    pub async fn bind_with(
+        config: Config,
+        listen: Option<SocketAddr>,
+        kinds: sluice_jobs::Kinds,
+    ) -> Result<Gateway, StartError> {
         let addr = listen.unwrap_or(config.listen);
         // Before any store opens: SQLite would create a deleted file and
         // take an emptied one for a new database.
         crate::stores::check_all(&config)?;
         let state = AppState::start(config).await?;
         let jobs = match state.config.jobs.enabled {
-            true => Some(crate::jobs::Jobs::open(&state.config).await?),
+            true => Some(crate::jobs::Jobs::open(&state.config, kinds).await?),
             false => None,
         };
         // After the job store (whose database it may share), before the

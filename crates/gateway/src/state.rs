@@ -333,7 +333,7 @@ impl AppState {
             config.limits_api.max_settle_multiple,
         );
         let cache = crate::cache::build(&config).map_err(StartError::Cache)?;
-        let prices = crate::config::price_table(&config.prices)?;
+        let prices = crate::config::price_table(&config.pricing, &config.prices)?;
         let board = crate::dashboard::Board::new(&config.ui);
         let (budgets, budget_seed) = crate::budgets::store(&config).map_err(StartError::Budgets)?;
         let gauges =

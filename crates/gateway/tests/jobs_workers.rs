@@ -1,15 +1,20 @@
 //! Jobs run by the gateway's own workers (`sluice serve`'s default)
 //! against `sluice sim`: an `http` job that completes against the sim's
 //! Slack, Discord jobs against the sim's Discord, and jobs against a
-//! failing upstream that go dead and come back when retried.
+//! failing upstream that go dead and come back when retried; a kind of
+//! the embedder's own, registered through `Gateway::bind_with`.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Harness, sim_config};
+use common::{Harness, TempDir, base_config, expect_error, sim_config};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sluice_gateway::Gateway;
+use sluice_jobs::worker::{JobHandler, Outcome, handler_fn};
+use sluice_jobs::{Kind, Kinds, PayloadError};
 use sluice_sim::{Faults, Scope};
 
 /// How long a job may take to reach a state: far beyond what any needs
@@ -28,9 +33,10 @@ async fn enqueue(h: &Harness, body: &Value) -> i64 {
     job["id"].as_i64().unwrap()
 }
 
-async fn job(h: &Harness, id: i64) -> Value {
-    let res = h
-        .get(&format!("/v1/jobs/{id}"))
+/// Job `id` from the gateway at `base` (`http://{addr}`).
+async fn job(http: &reqwest::Client, base: &str, id: i64) -> Value {
+    let res = http
+        .get(format!("{base}/v1/jobs/{id}"))
         .header("x-sluice-workspace", "acme")
         .send()
         .await
@@ -41,10 +47,10 @@ async fn job(h: &Harness, id: i64) -> Value {
 
 /// Polls job `id` until it is in `state`; panics if it never gets there
 /// or ends in another final state.
-async fn until_state(h: &Harness, id: i64, state: &str) -> Value {
+async fn until_state(http: &reqwest::Client, base: &str, id: i64, state: &str) -> Value {
     let give_up = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let j = job(h, id).await;
+        let j = job(http, base, id).await;
         if j["state"] == state {
             return j;
         }
@@ -75,7 +81,7 @@ fn http_job(api: &str, path: &str, max_attempts: u32) -> Value {
 async fn an_http_job_runs_against_the_sims_slack_and_completes() {
     let h = Harness::start().await;
     let id = enqueue(&h, &http_job("slack", "/api/chat.postMessage", 3)).await;
-    let done = until_state(&h, id, "completed").await;
+    let done = until_state(&h.http, &h.url(""), id, "completed").await;
     assert_eq!(done["attempts"], 1);
     assert!(!done["result"].is_null(), "the response is kept: {done}");
     assert!(done["finished_at"].is_i64());
@@ -110,7 +116,7 @@ async fn a_job_against_a_failing_upstream_goes_dead_and_a_retry_revives_it() {
         .set_faults(Scope::Api("github".into()), broken)
         .unwrap();
     let id = enqueue(&h, &http_job("github", "/repos/o/r/issues", 2)).await;
-    let dead = until_state(&h, id, "dead").await;
+    let dead = until_state(&h.http, &h.url(""), id, "dead").await;
     assert_eq!(dead["attempts"], 2, "both attempts used: {dead}");
     assert!(
         dead["last_error"].as_str().unwrap().contains("503"),
@@ -128,7 +134,7 @@ async fn a_job_against_a_failing_upstream_goes_dead_and_a_retry_revives_it() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
-    let done = until_state(&h, id, "completed").await;
+    let done = until_state(&h.http, &h.url(""), id, "completed").await;
     assert_eq!(
         done["attempts"], 1,
         "a retry from dead starts its attempts over"
@@ -147,7 +153,7 @@ async fn a_4xx_goes_dead_at_once() {
     })
     .await;
     let id = enqueue(&h, &http_job("ghost", "/things", 3)).await;
-    let dead = until_state(&h, id, "dead").await;
+    let dead = until_state(&h.http, &h.url(""), id, "dead").await;
     assert_eq!(dead["attempts"], 1, "retrying cannot fix a 404: {dead}");
     assert!(
         dead["last_error"].as_str().unwrap().contains("404"),
@@ -177,7 +183,7 @@ async fn discord_jobs_run_against_the_sims_discord() {
         ids.push(enqueue(&h, &body).await);
     }
     for id in ids {
-        until_state(&h, id, "completed").await;
+        until_state(&h.http, &h.url(""), id, "completed").await;
     }
     let report = h.sim.discord();
     assert_eq!(report.effects.len(), 5, "one role each: {report:?}");
@@ -198,7 +204,7 @@ async fn jobs_and_proxied_calls_share_the_apis_bucket() {
     })
     .await;
     let id = enqueue(&h, &http_job("slack", "/api/chat.postMessage", 3)).await;
-    until_state(&h, id, "completed").await;
+    until_state(&h.http, &h.url(""), id, "completed").await;
     // The job took the token: a proxied call to Slack is refused for now.
     let res = h
         .post("/proxy/slack/api/chat.postMessage", &json!({"text": "hi"}))
@@ -209,4 +215,121 @@ async fn jobs_and_proxied_calls_share_the_apis_bucket() {
     let e = common::expect_error(res, 429, "rate_limited").await;
     assert!(e["message"].as_str().unwrap().contains("api:slack"), "{e}");
     h.stop().await;
+}
+
+/// A kind defined outside `sluice-jobs-http` (here, in this test crate):
+/// reverses a short text.
+#[derive(Debug)]
+struct Reverse;
+
+impl Kind for Reverse {
+    fn name(&self) -> &str {
+        "text.reverse"
+    }
+
+    fn check(&self, payload: &Value) -> Result<(), PayloadError> {
+        match payload.get("text") {
+            Some(Value::String(t)) if t.len() <= 100 => Ok(()),
+            _ => Err(PayloadError::at(
+                "text",
+                "must be a string of at most 100 bytes",
+            )),
+        }
+    }
+
+    fn handler(&self) -> Arc<dyn JobHandler> {
+        Arc::new(handler_fn(|job| async move {
+            let text = job.payload["text"].as_str().unwrap_or_default();
+            Outcome::Completed(json!({"reversed": text.chars().rev().collect::<String>()}))
+        }))
+    }
+}
+
+/// A kind the embedder registers (`Gateway::bind_with`) is accepted by
+/// `POST /v1/jobs`, its payload checked by the kind (the error naming the
+/// field), and run by the gateway's workers; the standard kinds still are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_of_the_embedders_own_is_enqueued_through_the_api_and_run() {
+    let dir = TempDir::new();
+    // Nothing here calls an upstream: the sim's address is never used.
+    let config = base_config("http://127.0.0.1:9", dir.path());
+    let listen = Some("127.0.0.1:0".parse().unwrap());
+    let gateway = Gateway::bind_with(config, listen, Kinds::new().with(Reverse))
+        .await
+        .unwrap();
+    let base = format!("http://{}", gateway.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let test = async move {
+        let http = reqwest::Client::new();
+        let post = |body: Value| {
+            http.post(format!("{base}/v1/jobs"))
+                .header("x-sluice-workspace", "acme")
+                .json(&body)
+                .send()
+        };
+        let job = |payload: Value| json!({"queue": "default", "kind": "text.reverse", "payload": payload});
+
+        let e = expect_error(
+            post(job(json!({"text": 5}))).await.unwrap(),
+            400,
+            "invalid_request",
+        )
+        .await;
+        assert_eq!(e["param"], "payload.text", "{e}");
+        let e = expect_error(
+            post(json!({"queue": "default", "kind": "text.rot13", "payload": {}}))
+                .await
+                .unwrap(),
+            400,
+            "invalid_request",
+        )
+        .await;
+        assert_eq!(e["param"], "kind", "{e}");
+        let listed = e["message"].as_str().unwrap();
+        assert!(
+            listed.contains("text.reverse") && listed.contains("http"),
+            "{e}"
+        );
+
+        let res = post(job(json!({"text": "sluice"}))).await.unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let id = res.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+        let done = until_state(&http, &base, id, "completed").await;
+        assert_eq!(done["result"], json!({"reversed": "eciuls"}), "{done}");
+        let _ = stop.send(());
+    };
+    let (served, ()) = tokio::join!(
+        gateway.serve(async {
+            let _ = stopped.await;
+        }),
+        test
+    );
+    served.unwrap();
+}
+
+/// A kind named as a standard one would be shadowed or shadow it: the
+/// gateway refuses to start, naming it.
+#[tokio::test]
+async fn a_kind_named_as_a_standard_one_is_refused_at_start() {
+    #[derive(Debug)]
+    struct Http;
+    impl Kind for Http {
+        fn name(&self) -> &str {
+            "http"
+        }
+        fn check(&self, _: &Value) -> Result<(), PayloadError> {
+            Ok(())
+        }
+        fn handler(&self) -> Arc<dyn JobHandler> {
+            Arc::new(handler_fn(|_| async { Outcome::fatal("never runs") }))
+        }
+    }
+    let dir = TempDir::new();
+    let config = base_config("http://127.0.0.1:9", dir.path());
+    let listen = Some("127.0.0.1:0".parse().unwrap());
+    let e = Gateway::bind_with(config, listen, Kinds::new().with(Http))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"http\" is a standard kind"), "{e}");
 }

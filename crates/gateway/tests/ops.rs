@@ -11,16 +11,19 @@ use sluice_sim::{Faults, Scope};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_and_readyz_answer_when_idle() {
     let h = Harness::start().await;
-    let res = h.get("/healthz").send().await.unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(body["status"], "ok");
+    for path in ["/healthz", "/health"] {
+        let res = h.get(path).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["status"], "ok", "{path}");
+    }
 
     let res = h.get("/readyz").send().await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["ready"], true);
     assert_eq!(body["reasons"], json!([]));
+    assert_eq!(body["busy"], false);
     h.stop().await;
 }
 

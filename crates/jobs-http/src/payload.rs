@@ -4,31 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// A payload that does not fit its kind, naming the JSON field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct PayloadError {
-    /// The field as a path from the job: `payload.guild_id`, `payload`,
-    /// or `kind` for a kind that does not exist.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl PayloadError {
-    /// An error for `field` (a full path such as `payload.name`).
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// An error for the payload's field `name`.
-    pub(crate) fn at(name: &str, message: impl Into<String>) -> Self {
-        Self::new(format!("payload.{name}"), message)
-    }
-}
+pub use sluice_jobs::PayloadError;
 
 /// Decodes `payload` into `T`, naming the field that does not fit.
 pub(crate) fn decode<T: DeserializeOwned>(payload: &Value) -> Result<T, PayloadError> {

@@ -11,68 +11,15 @@
 use std::future::Future;
 use std::ops::DerefMut;
 
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState};
 use crate::sql::Dialect;
 
-/// One statement argument.
-#[derive(Debug, Clone)]
-pub enum Arg {
-    /// An integer or NULL.
-    Int(Option<i64>),
-    /// A string or NULL.
-    Text(Option<String>),
-    /// A boolean.
-    Bool(bool),
-    /// An array of integers or NULLs: a `BIGINT[]` on PostgreSQL, a JSON
-    /// array (read with `json_each`) on SQLite.
-    Ints(Vec<Option<i64>>),
-    /// An array of strings or NULLs, bound as [`Ints`](Self::Ints) is.
-    Texts(Vec<Option<String>>),
-    /// An array of booleans, bound as [`Ints`](Self::Ints) is.
-    Bools(Vec<bool>),
-}
-
-impl From<i64> for Arg {
-    fn from(v: i64) -> Self {
-        Arg::Int(Some(v))
-    }
-}
-
-impl From<Option<i64>> for Arg {
-    fn from(v: Option<i64>) -> Self {
-        Arg::Int(v)
-    }
-}
-
-impl From<Timestamp> for Arg {
-    fn from(t: Timestamp) -> Self {
-        Arg::Int(Some(t.as_millis()))
-    }
-}
+pub use sluice_store::{Arg, Args, args};
 
 impl From<JobId> for Arg {
     fn from(id: JobId) -> Self {
         Arg::Int(Some(id.0))
-    }
-}
-
-impl From<&str> for Arg {
-    fn from(v: &str) -> Self {
-        Arg::Text(Some(v.to_owned()))
-    }
-}
-
-impl From<String> for Arg {
-    fn from(v: String) -> Self {
-        Arg::Text(Some(v))
-    }
-}
-
-impl From<Option<&str>> for Arg {
-    fn from(v: Option<&str>) -> Self {
-        Arg::Text(v.map(str::to_owned))
     }
 }
 
@@ -81,23 +28,6 @@ impl From<JobState> for Arg {
         Arg::Text(Some(s.as_str().to_owned()))
     }
 }
-
-impl From<bool> for Arg {
-    fn from(v: bool) -> Self {
-        Arg::Bool(v)
-    }
-}
-
-/// Statement arguments, `$1` first.
-pub type Args = Vec<Arg>;
-
-/// `args![a, b, …]`: statement arguments from anything that converts to [`Arg`].
-macro_rules! args {
-    ($($arg:expr),* $(,)?) => {
-        vec![$($crate::backend::Arg::from($arg)),*]
-    };
-}
-pub(crate) use args;
 
 /// A connection (or transaction) that runs the shared statements.
 pub trait Conn: Send {
@@ -152,28 +82,28 @@ pub trait Conn: Send {
     ) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
-/// A database that a [`Store`](crate::Store) runs on.
+/// A database that a [`Store`](crate::Store) runs on. No method has a
+/// default: a backend that wraps others ([`AnyBackend`](crate::AnyBackend))
+/// must say what each one does.
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
-    /// Its connection.
-    type Conn: Conn;
     /// A writing transaction, rolled back if dropped uncommitted.
-    type Tx: DerefMut<Target = Self::Conn> + Send;
+    type Tx: DerefMut<Target: Conn + Sized> + Send;
     /// A connection for reading.
-    type Read: DerefMut<Target = Self::Conn> + Send;
+    type Read: DerefMut<Target: Conn + Sized> + Send;
     /// Its statements that differ from the shared ones.
-    const DIALECT: &'static Dialect;
+    fn dialect(&self) -> &'static Dialect;
     /// Starts a writing transaction.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send;
     /// Starts the writing transaction of a claim, which need not reach the
     /// disk before it is acknowledged: a claim lost to a power cut leaves
     /// the job available, as if rescued without using an attempt, and the
     /// next durable commit makes it durable anyway (see
-    /// [`SqliteStore`](crate::SqliteStore)). The default is [`begin`](Self::begin).
-    fn begin_claim(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send {
-        self.begin()
-    }
+    /// [`SqliteStore`](crate::SqliteStore)).
+    fn begin_claim(&self) -> impl Future<Output = Result<Self::Tx, Error>> + Send;
     /// Commits it.
     fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), Error>> + Send;
     /// A connection for reads outside a transaction.
     fn read(&self) -> impl Future<Output = Result<Self::Read, Error>> + Send;
+    /// Closes its pools, waiting for connections in use to be returned.
+    fn close(&self) -> impl Future<Output = ()> + Send;
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, SystemClock};
+use sluice_store::{Clock, SystemClock};
 
 /// Settings every store shares.
 #[derive(Debug, Clone)]

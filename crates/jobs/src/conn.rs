@@ -2,18 +2,11 @@
 //! back from a row.
 
 use serde_json::Value;
+use sluice_store::Columns;
 
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState, JobSummary, Lease};
-
-/// Reads a column of a result row by name.
-pub trait Columns {
-    /// An integer column, `None` for NULL.
-    fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error>;
-    /// A text column, `None` for NULL.
-    fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error>;
-}
+use sluice_store::Timestamp;
 
 /// Reads a row of `jobs` (all columns) as a [`Job`].
 pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
@@ -75,52 +68,19 @@ fn required<T>(v: Option<T>, col: &str) -> Result<T, Error> {
     v.ok_or_else(|| Error::Corrupt(format!("column {col} is NULL")))
 }
 
-/// Binds an array argument the way the database takes one: PostgreSQL as
-/// an array of its type (`unnest($n::bigint[])`), SQLite, which has no
-/// arrays, as a JSON array (`json_each($n)`).
-pub trait BindArray<T>: Sized {
-    /// Binds `values` as the next argument.
-    fn bind_array(self, values: Vec<T>) -> Self;
-}
-
-type Query<DB> = sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>;
-
-impl<T> BindArray<T> for Query<sqlx::Postgres>
-where
-    Vec<T>: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + 'static,
-{
-    fn bind_array(self, values: Vec<T>) -> Self {
-        self.bind(values)
-    }
-}
-
-impl<T: Into<Value>> BindArray<T> for Query<sqlx::Sqlite> {
-    fn bind_array(self, values: Vec<T>) -> Self {
-        self.bind(Value::from(values).to_string())
-    }
-}
-
 /// Implements [`Conn`](crate::backend::Conn) for the sqlx connection type
 /// `$conn` of database `$db`, whose rows are `$row`.
 macro_rules! impl_conn {
-    ($conn:ty, $db:ty, $row:ty) => {
-        impl $crate::conn::Columns for $row {
-            fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::Row::try_get(self, col)
-            }
-
-            fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error> {
-                sqlx::Row::try_get(self, col)
-            }
-        }
-
+    ($conn:ty, $row:ty) => {
         impl $crate::backend::Conn for $conn {
             async fn jobs(
                 &mut self,
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<$crate::Job>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter().map($crate::conn::decode_job).collect()
             }
 
@@ -129,7 +89,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<($crate::Job, i64, i64)>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         let job = $crate::conn::decode_job(row)?;
@@ -146,7 +108,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<$crate::JobSummary>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter().map($crate::conn::decode_summary).collect()
             }
 
@@ -155,7 +119,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<i64>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 let first = |row: &$row| sqlx::Row::try_get(row, 0);
                 Ok(rows.iter().map(first).collect::<Result<_, _>>()?)
             }
@@ -165,7 +131,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<String>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 let first = |row: &$row| sqlx::Row::try_get(row, 0);
                 Ok(rows.iter().map(first).collect::<Result<_, _>>()?)
             }
@@ -175,7 +143,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<(String, String)>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 let pair = |row: &$row| -> Result<(String, String), sqlx::Error> {
                     Ok((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?))
                 };
@@ -187,7 +157,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<Vec<(String, String, i64)>, $crate::Error> {
-                let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 let triple = |row: &$row| -> Result<(String, String, i64), sqlx::Error> {
                     Ok((
                         sqlx::Row::try_get(row, 0)?,
@@ -203,27 +175,11 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: $crate::backend::Args,
             ) -> Result<u64, $crate::Error> {
-                let done = bind(sqlx::query(sql), args).execute(&mut *self).await?;
+                let done = sluice_store::bind(sqlx::query(sql), args)
+                    .execute(&mut *self)
+                    .await?;
                 Ok(done.rows_affected())
             }
-        }
-
-        /// Binds `args` in order: `$1` first.
-        fn bind(
-            mut query: sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments>,
-            args: $crate::backend::Args,
-        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
-            for arg in args {
-                query = match arg {
-                    $crate::backend::Arg::Int(v) => query.bind(v),
-                    $crate::backend::Arg::Text(v) => query.bind(v),
-                    $crate::backend::Arg::Bool(v) => query.bind(v),
-                    $crate::backend::Arg::Ints(v) => $crate::conn::BindArray::bind_array(query, v),
-                    $crate::backend::Arg::Texts(v) => $crate::conn::BindArray::bind_array(query, v),
-                    $crate::backend::Arg::Bools(v) => $crate::conn::BindArray::bind_array(query, v),
-                };
-            }
-            query
         }
     };
 }

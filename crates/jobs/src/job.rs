@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::clock::Timestamp;
+use sluice_store::Timestamp;
 
 /// A job's id: a 64-bit integer the store assigns from an ever-increasing
 /// sequence (never reused, even after a job is deleted), so ids sort in

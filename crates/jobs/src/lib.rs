@@ -103,8 +103,8 @@
 //! Each backend embeds its own migrations and applies them when opened.
 #![warn(missing_docs)]
 
+mod any;
 mod backend;
-mod clock;
 mod config;
 mod conn;
 mod counts;
@@ -123,7 +123,7 @@ mod store;
 mod tally;
 pub mod worker;
 
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use any::{AnyBackend, AnyStore, Either};
 pub use config::StoreConfig;
 pub use counts::{QueueCounts, StateCounts};
 pub use error::Error;
@@ -133,8 +133,11 @@ pub use ops::claim::MAX_CLAIM;
 pub use ops::lease::MAX_ERROR_LEN;
 pub use postgres::{PostgresBackend, PostgresStore, without_jit};
 pub use retention::{Cleaned, Retention};
+pub use sluice_store::{Clock, ManualClock, SystemClock, Timestamp};
 pub use sql_store::Store;
 pub use sqlite::{SqliteBackend, SqliteOptions, SqliteStore};
 pub use store::{Enqueued, JobStore, ListFilter, MAX_PAGE, Page, RetryDecision};
 pub use tally::Tally;
-pub use worker::{Handlers, JobHandler, Outcome, QueueConfig, StoreHealth, WorkerPool};
+pub use worker::{
+    Handlers, JobHandler, Kind, Kinds, Outcome, PayloadError, QueueConfig, StoreHealth, WorkerPool,
+};

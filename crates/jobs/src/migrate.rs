@@ -1,6 +1,6 @@
 //! The schema of each backend, embedded in the binary.
 
-use sluice_migrate::{Schema, Step};
+use sluice_store::{Schema, Step};
 
 /// SQLite's migrations, in sqlx's default history table.
 pub const SQLITE: Schema = Schema::new(&[

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::clock::Timestamp;
+use sluice_store::Timestamp;
 
 /// The group and tenant a job gets when none is given.
 pub const DEFAULT_GROUP: &str = "default";

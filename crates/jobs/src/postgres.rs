@@ -12,7 +12,7 @@ use crate::migrate;
 use crate::sql::{self, Dialect};
 use crate::sql_store::Store;
 
-crate::conn::impl_conn!(PgConnection, Postgres, PgRow);
+crate::conn::impl_conn!(PgConnection, PgRow);
 
 /// A job store in a PostgreSQL database, safe to share between processes:
 /// claims lock the rows they take and skip the rows others took
@@ -28,14 +28,6 @@ pub struct PostgresBackend {
     pool: PgPool,
 }
 
-/// Longest wait for a pooled connection, connecting included. While the
-/// server is down every call fails after it ([`Error::Database`], a 503 at
-/// the gateway) instead of waiting for the server's return: measured, a
-/// 3.5 s outage held each enqueue 5.2 s and then stored it, with sqlx's
-/// 30 s default. A healthy server answers in milliseconds, so a wait this
-/// long means it is down or overloaded either way.
-const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 impl Store<PostgresBackend> {
     /// Connects to `url` (`postgres://user:password@host:port/database`)
     /// with a pool of up to 10 connections, and brings the schema up to date.
@@ -48,7 +40,7 @@ impl Store<PostgresBackend> {
         let options = without_jit(PgConnectOptions::from_str(url)?);
         let pool = PgPoolOptions::new()
             .max_connections(10)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(sluice_store::PG_ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
         Self::from_pool(pool, config).await
@@ -69,11 +61,6 @@ impl Store<PostgresBackend> {
     pub fn pool(&self) -> &PgPool {
         &self.backend.pool
     }
-
-    /// Closes the pool, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.backend.pool.close().await;
-    }
 }
 
 /// `options` with PostgreSQL's JIT compilation off. A claim's plan is
@@ -86,10 +73,12 @@ pub fn without_jit(options: PgConnectOptions) -> PgConnectOptions {
 }
 
 impl Backend for PostgresBackend {
-    type Conn = PgConnection;
     type Tx = Transaction<'static, Postgres>;
     type Read = sqlx::pool::PoolConnection<Postgres>;
-    const DIALECT: &'static Dialect = &sql::POSTGRES;
+
+    fn dialect(&self) -> &'static Dialect {
+        &sql::POSTGRES
+    }
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
         Ok(self.pool.begin().await?)
@@ -112,6 +101,10 @@ impl Backend for PostgresBackend {
 
     async fn read(&self) -> Result<Self::Read, Error> {
         Ok(self.pool.acquire().await?)
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
     }
 }
 

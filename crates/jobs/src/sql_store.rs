@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::clock::{Clock, Timestamp};
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
@@ -16,6 +15,7 @@ use crate::ops::{admin, claim, enqueue, lease};
 use crate::retention::{Cleaned, Retention};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
 use crate::tally::{Counted, Counter, Tally};
+use sluice_store::{Clock, Timestamp};
 
 /// A job store on a SQL database; use [`SqliteStore`](crate::SqliteStore)
 /// or [`PostgresStore`](crate::PostgresStore). Cheap to clone: clones share
@@ -49,6 +49,22 @@ impl<B: Backend> Store<B> {
         self.counter.read()
     }
 
+    /// The same store on another backend made of this one.
+    pub(crate) fn map_backend<C>(self, f: impl FnOnce(Arc<B>) -> C) -> Store<C> {
+        Store {
+            backend: Arc::new(f(self.backend)),
+            clock: self.clock,
+            idempotency_ttl: self.idempotency_ttl,
+            counter: self.counter,
+        }
+    }
+
+    /// Closes the database's pools, waiting for connections in use to be
+    /// returned.
+    pub async fn close(&self) {
+        self.backend.close().await;
+    }
+
     /// `conn`, counting its statements.
     fn counted<'a, C>(&'a self, conn: &'a mut C) -> Counted<'a, C> {
         Counted {
@@ -76,7 +92,7 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| enqueue::enqueue(
             tx,
-            B::DIALECT,
+            self.backend.dialect(),
             job,
             now,
             self.idempotency_ttl
@@ -87,7 +103,7 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| enqueue::enqueue_batch(
             tx,
-            B::DIALECT,
+            self.backend.dialect(),
             jobs,
             now,
             self.idempotency_ttl
@@ -115,7 +131,7 @@ impl<B: Backend> JobStore for Store<B> {
         let mut tx = self.backend.begin_claim().await?;
         let jobs = claim::claim(
             &mut self.counted(&mut *tx),
-            B::DIALECT,
+            self.backend.dialect(),
             queue,
             worker,
             n,
@@ -144,7 +160,7 @@ impl<B: Backend> JobStore for Store<B> {
         let now = self.now();
         in_tx!(self, |tx| lease::heartbeat_many(
             tx,
-            B::DIALECT,
+            self.backend.dialect(),
             &leases,
             extend,
             now
@@ -164,8 +180,15 @@ impl<B: Backend> JobStore for Store<B> {
             return Ok(Vec::new());
         }
         let now = self.now();
-        let whole: Result<_, Error> =
-            async { in_tx!(self, |tx| lease::complete_many(tx, B::DIALECT, &done, now)) }.await;
+        let whole: Result<_, Error> = async {
+            in_tx!(self, |tx| lease::complete_many(
+                tx,
+                self.backend.dialect(),
+                &done,
+                now
+            ))
+        }
+        .await;
         match whole {
             Err(e) if done.len() > 1 && refused_item(&e) => {
                 one_by_one("completions", &e, done.len());

@@ -18,7 +18,7 @@ use crate::migrate;
 use crate::sql::{self, Dialect};
 use crate::sql_store::Store;
 
-crate::conn::impl_conn!(SqliteConnection, Sqlite, SqliteRow);
+crate::conn::impl_conn!(SqliteConnection, SqliteRow);
 
 /// A job store in a SQLite database.
 ///
@@ -162,12 +162,6 @@ impl Store<SqliteBackend> {
         };
         Ok(Store::new(backend, config))
     }
-
-    /// Closes the pools, waiting for connections in use to be returned.
-    pub async fn close(&self) {
-        self.backend.write.close().await;
-        self.backend.read.close().await;
-    }
 }
 
 impl SqliteBackend {
@@ -244,10 +238,12 @@ fn pool(max: u32) -> SqlitePoolOptions {
 }
 
 impl Backend for SqliteBackend {
-    type Conn = SqliteConnection;
     type Tx = Transaction<'static, Sqlite>;
     type Read = sqlx::pool::PoolConnection<Sqlite>;
-    const DIALECT: &'static Dialect = &sql::SQLITE;
+
+    fn dialect(&self) -> &'static Dialect {
+        &sql::SQLITE
+    }
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
         self.begin_at(self.full_sync).await
@@ -263,6 +259,11 @@ impl Backend for SqliteBackend {
 
     async fn read(&self) -> Result<Self::Read, Error> {
         Ok(self.read.acquire().await?)
+    }
+
+    async fn close(&self) {
+        self.write.close().await;
+        self.read.close().await;
     }
 }
 

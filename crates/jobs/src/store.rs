@@ -6,12 +6,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::clock::Timestamp;
 use crate::counts::QueueCounts;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState, JobSummary, Lease};
 use crate::new_job::NewJob;
 use crate::retention::{Cleaned, Retention};
+use sluice_store::Timestamp;
 
 /// Durable storage of jobs with leased, at-least-once delivery.
 ///

@@ -34,6 +34,7 @@ mod config;
 mod handler;
 mod health;
 mod heartbeat;
+mod kind;
 mod pool;
 mod run;
 mod wake;
@@ -44,4 +45,5 @@ pub use config::{
 };
 pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_fn};
 pub use health::StoreHealth;
+pub use kind::{Kind, Kinds, PayloadError};
 pub use pool::{ShutdownReport, WorkerPool, WorkerPoolBuilder};

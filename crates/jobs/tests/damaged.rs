@@ -5,46 +5,21 @@
 //! claiming and marks the store's health, which `/readyz` reports.
 
 mod common;
+#[path = "../../store/tests/shared/damage.rs"]
+mod damage;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{eventually, fast, limiter};
+use damage::damage_index;
 use serde_json::json;
 use sluice_jobs::worker::{Handlers, Outcome, QueueConfig, WorkerPool, handler_fn};
 use sluice_jobs::{JobId, JobStore, NewJob, SqliteStore, StoreConfig};
-use sqlx::Connection;
 
 const JOBS: u64 = 5;
 const LEASE: Duration = Duration::from_millis(300);
-
-/// Overwrites the root page of `index` in the SQLite file at `path` with
-/// bytes that are no b-tree page, as a bad sector or a stray write would.
-async fn damage_index(path: &Path, index: &str) {
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
-    let mut c = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
-    let (root,): (i64,) = sqlx::query_as("SELECT rootpage FROM sqlite_master WHERE name = ?")
-        .bind(index)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    let (size,): (i64,) = sqlx::query_as("PRAGMA page_size")
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    // Closing the last connection checkpoints the WAL into the file.
-    c.close().await.unwrap();
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = usize::try_from((root - 1) * size).unwrap();
-    let size = usize::try_from(size).unwrap();
-    assert!(bytes.len() >= at + size, "the index's page is in the file");
-    bytes[at..at + size].fill(0xff);
-    std::fs::write(path, bytes).unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_store_stops_claiming_instead_of_running_jobs_again() {

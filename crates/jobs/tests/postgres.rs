@@ -75,6 +75,15 @@ impl Factory for Postgres {
 
 suite::store_tests!(Postgres);
 
+/// The suite again on an [`AnyStore`](sluice_jobs::AnyStore) over the
+/// same database: the backend chosen at run time (the gateway's) behaves
+/// as the store it holds.
+mod any_store {
+    use super::*;
+
+    suite::store_tests!(suite::Any(Postgres));
+}
+
 #[tokio::test]
 async fn reconnected_store_keeps_every_job() {
     let schema = fresh_schema().await;

@@ -47,6 +47,15 @@ impl Factory for SqliteFile {
 
 suite::store_tests!(SqliteFile);
 
+/// The suite again on an [`AnyStore`](sluice_jobs::AnyStore) over the
+/// same database: the backend chosen at run time (the gateway's) behaves
+/// as the store it holds.
+mod any_store {
+    use super::*;
+
+    suite::store_tests!(suite::Any(SqliteFile));
+}
+
 #[tokio::test]
 async fn reopened_file_keeps_every_job() {
     let path = fresh_path("durable");

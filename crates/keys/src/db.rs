@@ -4,60 +4,13 @@
 
 use std::future::Future;
 
+use sluice_store::Columns;
+
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::model::{KeyRecord, KeyState, TenantRecord, TenantState, Tier};
 
-/// One statement argument.
-#[derive(Debug, Clone)]
-pub(crate) enum Arg {
-    Int(Option<i64>),
-    Text(Option<String>),
-}
-
-impl From<i64> for Arg {
-    fn from(v: i64) -> Self {
-        Arg::Int(Some(v))
-    }
-}
-
-impl From<Option<i64>> for Arg {
-    fn from(v: Option<i64>) -> Self {
-        Arg::Int(v)
-    }
-}
-
-impl From<&str> for Arg {
-    fn from(v: &str) -> Self {
-        Arg::Text(Some(v.to_owned()))
-    }
-}
-
-impl From<String> for Arg {
-    fn from(v: String) -> Self {
-        Arg::Text(Some(v))
-    }
-}
-
-impl From<Option<&str>> for Arg {
-    fn from(v: Option<&str>) -> Self {
-        Arg::Text(v.map(str::to_owned))
-    }
-}
-
-impl From<Option<String>> for Arg {
-    fn from(v: Option<String>) -> Self {
-        Arg::Text(v)
-    }
-}
-
-/// `args![a, b, …]`: statement arguments, `$1` first.
-macro_rules! args {
-    ($($arg:expr),* $(,)?) => {
-        vec![$($crate::db::Arg::from($arg)),*]
-    };
-}
-pub(crate) use args;
+pub(crate) use sluice_store::{Arg, args};
 
 /// A key as stored: the record and the hash it is checked against.
 #[derive(Debug, Clone)]
@@ -83,12 +36,6 @@ pub(crate) trait Conn: Send {
         sql: &'static str,
         args: Vec<Arg>,
     ) -> impl Future<Output = Result<Vec<StoredKey>, Error>> + Send;
-}
-
-/// Reads a column of a result row by name.
-pub(crate) trait Columns {
-    fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error>;
-    fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error>;
 }
 
 fn required<T>(v: Option<T>, table: &str, col: &str) -> Result<T, Error> {
@@ -152,27 +99,18 @@ pub(crate) fn decode_key(row: &impl Columns) -> Result<StoredKey, Error> {
     })
 }
 
-/// Implements [`Conn`] for the sqlx connection `$conn` of database `$db`
-/// whose rows are `$row`.
+/// Implements [`Conn`] for the sqlx connection `$conn`.
 macro_rules! impl_conn {
-    ($conn:ty, $db:ty, $row:ty, $bind:ident) => {
-        impl $crate::db::Columns for $row {
-            fn int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::Row::try_get(self, col)
-            }
-
-            fn text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error> {
-                sqlx::Row::try_get(self, col)
-            }
-        }
-
+    ($conn:ty) => {
         impl $crate::db::Conn for $conn {
             async fn tiers(
                 &mut self,
                 sql: &'static str,
                 args: Vec<$crate::db::Arg>,
             ) -> Result<Vec<$crate::Tier>, $crate::Error> {
-                let rows = $bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter().map($crate::db::decode_tier).collect()
             }
 
@@ -181,7 +119,9 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: Vec<$crate::db::Arg>,
             ) -> Result<Vec<$crate::TenantRecord>, $crate::Error> {
-                let rows = $bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter().map($crate::db::decode_tenant).collect()
             }
 
@@ -190,36 +130,14 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: Vec<$crate::db::Arg>,
             ) -> Result<Vec<$crate::db::StoredKey>, $crate::Error> {
-                let rows = $bind(sqlx::query(sql), args).fetch_all(&mut *self).await?;
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
                 rows.iter().map($crate::db::decode_key).collect()
             }
-        }
-
-        /// Binds `args` in order: `$1` first.
-        fn $bind(
-            mut query: sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments>,
-            args: Vec<$crate::db::Arg>,
-        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
-            for arg in args {
-                query = match arg {
-                    $crate::db::Arg::Int(v) => query.bind(v),
-                    $crate::db::Arg::Text(v) => query.bind(v),
-                };
-            }
-            query
         }
     };
 }
 
-impl_conn!(
-    sqlx::SqliteConnection,
-    sqlx::Sqlite,
-    sqlx::sqlite::SqliteRow,
-    bind_sqlite
-);
-impl_conn!(
-    sqlx::PgConnection,
-    sqlx::Postgres,
-    sqlx::postgres::PgRow,
-    bind_postgres
-);
+impl_conn!(sqlx::SqliteConnection);
+impl_conn!(sqlx::PgConnection);

@@ -43,7 +43,6 @@
 
 mod budget;
 mod cache;
-mod clock;
 mod db;
 mod error;
 mod glob;
@@ -59,7 +58,6 @@ pub use budget::{
     validate_budgets,
 };
 pub use cache::{AuthError, Caller, Change, KEY_TTL, KeyCache, TIER_TTL};
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Refusal};
 pub use glob::matches as glob_matches;
 pub use limits::{Limits, PRIORITIES};
@@ -69,4 +67,5 @@ pub use model::{
 };
 pub use ops::MAX_GRACE;
 pub use secret::{PREFIX, key_id};
+pub use sluice_store::{Clock, ManualClock, SystemClock, Timestamp};
 pub use store::KeyStore;

@@ -2,17 +2,14 @@
 //! PostgreSQL (several gateways), with the schema embedded.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_migrate::{Schema, Step};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sluice_store::{Clock, Pool, PoolOptions, Schema, Step, SystemClock};
+use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, SqliteConnection};
 
 use crate::budget::Budget;
-use crate::clock::{Clock, SystemClock};
 use crate::db::{Conn, StoredKey};
 use crate::error::Error;
 use crate::limits::Limits;
@@ -53,13 +50,16 @@ const POSTGRES: Schema = Schema::new(&[
 ])
 .table(MIGRATIONS_TABLE);
 
-/// Longest wait for a pooled PostgreSQL connection (as the job store's).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Four connections: key checks go through the cache, changes are rare.
+const POOL: PoolOptions = PoolOptions::new(4).foreign_keys(true);
 
-#[derive(Debug, Clone)]
-enum Db {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
+/// A failure to open the store: a schema that cannot be migrated is
+/// [`Error::Migrate`], anything else [`Error::Database`].
+fn opening(e: sqlx::Error) -> Error {
+    match e {
+        sqlx::Error::Migrate(m) => Error::Migrate(*m),
+        e => Error::Database(e),
+    }
 }
 
 /// Tiers, tenants and API keys. Cheap to clone (the pool is shared).
@@ -69,7 +69,7 @@ enum Db {
 /// [`KeyCache`](crate::KeyCache), not here.
 #[derive(Debug, Clone)]
 pub struct KeyStore {
-    db: Db,
+    db: Pool,
     clock: Arc<dyn Clock>,
 }
 
@@ -78,7 +78,7 @@ pub struct KeyStore {
 macro_rules! write {
     ($self:ident, |$c:ident| $body:expr) => {
         match &$self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 // IMMEDIATE: take the write lock first, so that a change
                 // that reads before it writes waits for another writer
                 // (busy timeout) instead of failing to upgrade.
@@ -90,7 +90,7 @@ macro_rules! write {
                 tx.commit().await?;
                 Ok(out)
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 let out = {
                     let $c: &mut PgConnection = &mut tx;
@@ -107,12 +107,12 @@ macro_rules! write {
 macro_rules! read {
     ($self:ident, |$c:ident| $body:expr) => {
         match &$self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let mut conn = pool.acquire().await?;
                 let $c: &mut SqliteConnection = &mut conn;
                 $body.await
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let mut conn = pool.acquire().await?;
                 let $c: &mut PgConnection = &mut conn;
                 $body.await
@@ -129,18 +129,8 @@ impl KeyStore {
     /// [`Error::Database`] if the file cannot be opened, [`Error::Migrate`]
     /// if the schema cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<KeyStore, Error> {
-        let connect = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .foreign_keys(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(connect)
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
-        Ok(KeyStore::new(Db::Sqlite(pool)))
+        let pool = SQLITE.open_sqlite(path, POOL).await.map_err(opening)?;
+        Ok(KeyStore::new(Pool::Sqlite(pool)))
     }
 
     /// A store in a private in-memory SQLite database.
@@ -148,19 +138,8 @@ impl KeyStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<KeyStore, Error> {
-        let connect = SqliteConnectOptions::new()
-            .in_memory(true)
-            .foreign_keys(true);
-        // One connection holds the whole database: never closed for idling.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(connect)
-            .await?;
-        SQLITE.migrator().run(&pool).await?;
-        Ok(KeyStore::new(Db::Sqlite(pool)))
+        let pool = SQLITE.sqlite_in_memory(POOL).await.map_err(opening)?;
+        Ok(KeyStore::new(Pool::Sqlite(pool)))
     }
 
     /// Connects to PostgreSQL at `url` with a pool of up to 4 connections
@@ -170,13 +149,11 @@ impl KeyStore {
     /// [`Error::Database`] if the URL is bad or the server unreachable,
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<KeyStore, Error> {
-        let options = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
-            .await?;
-        KeyStore::from_pool(pool).await
+        let pool = POSTGRES
+            .connect_postgres(url, POOL)
+            .await
+            .map_err(opening)?;
+        Ok(KeyStore::new(Pool::Postgres(pool)))
     }
 
     /// A store on an existing PostgreSQL pool (its size, schema, TLS),
@@ -186,10 +163,10 @@ impl KeyStore {
     /// [`Error::Migrate`] if the schema cannot be migrated.
     pub async fn from_pool(pool: PgPool) -> Result<KeyStore, Error> {
         POSTGRES.migrator().run(&pool).await?;
-        Ok(KeyStore::new(Db::Postgres(pool)))
+        Ok(KeyStore::new(Pool::Postgres(pool)))
     }
 
-    fn new(db: Db) -> KeyStore {
+    fn new(db: Pool) -> KeyStore {
         KeyStore {
             db,
             clock: Arc::new(SystemClock),
@@ -205,15 +182,12 @@ impl KeyStore {
 
     /// Now, by the store's clock (ms since the epoch).
     pub fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
+        self.clock.now().as_millis()
     }
 
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
-        match &self.db {
-            Db::Sqlite(p) => p.close().await,
-            Db::Postgres(p) => p.close().await,
-        }
+        self.db.close().await;
     }
 
     /// Creates tier `name`.

@@ -40,7 +40,8 @@ mod spent;
 mod store;
 
 pub use query::{Dim, Granularity, Query, Row, SUMS, Totals};
-pub use record::{Record, now_ms};
+pub use record::Record;
+pub use sluice_store::now_ms;
 pub use spent::Spent;
 pub use store::LedgerStore;
 

@@ -1,6 +1,8 @@
 //! [`Record`]: one call, as the ledger keeps it.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use sluice_store::now_ms;
 
 use serde::{Deserialize, Serialize};
 
@@ -142,11 +144,4 @@ fn new_uid() -> String {
         "{process:016x}{:016x}",
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -4,7 +4,9 @@
 
 use sqlx::{QueryBuilder, Row as _};
 
-use crate::store::{Db, to_u64};
+use sluice_store::Pool;
+
+use crate::store::to_u64;
 use crate::{Error, LedgerStore};
 
 /// One minute's spend as budgets count it.
@@ -56,8 +58,8 @@ impl LedgerStore {
             }};
         }
         match &self.db {
-            Db::Sqlite(pool) => read!(pool),
-            Db::Postgres(pool) => read!(pool),
+            Pool::Sqlite(pool) => read!(pool),
+            Pool::Postgres(pool) => read!(pool),
         }
     }
 }

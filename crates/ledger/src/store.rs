@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use sluice_migrate::{Schema, Step};
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sluice_store::{Pool, PoolOptions, Schema, Step};
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row as _};
 
 use crate::direct::Direct;
@@ -54,16 +54,13 @@ const ROLLUPS_PER_UPSERT: usize = 200;
 
 pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
 
-#[derive(Debug, Clone)]
-pub(crate) enum Db {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-}
+/// Two connections: one background writer, and the usage API's reads.
+const POOL: PoolOptions = PoolOptions::new(2);
 
 /// The ledger's tables. Cheap to clone (the pool is shared).
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
-    pub(crate) db: Db,
+    pub(crate) db: Pool,
     /// A SQLite file's writes, on the writer's thread (`direct.rs`);
     /// `None` for PostgreSQL and in-memory SQLite, written through `db`.
     direct: Option<Direct>,
@@ -77,7 +74,7 @@ impl LedgerStore {
     /// [`Error::Database`] if the file cannot be opened or the schema
     /// cannot be migrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<LedgerStore, Error> {
-        let pool = SQLITE.open_sqlite(path.as_ref()).await?;
+        let pool = SQLITE.open_sqlite(path.as_ref(), POOL).await?;
         let direct = match Direct::open(path.as_ref()) {
             Ok(d) => d,
             Err(e) => {
@@ -86,7 +83,7 @@ impl LedgerStore {
             }
         };
         Ok(LedgerStore {
-            db: Db::Sqlite(pool),
+            db: Pool::Sqlite(pool),
             direct: Some(direct),
         })
     }
@@ -96,9 +93,9 @@ impl LedgerStore {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn in_memory() -> Result<LedgerStore, Error> {
-        let pool = SQLITE.sqlite_in_memory().await?;
+        let pool = SQLITE.sqlite_in_memory(POOL).await?;
         Ok(LedgerStore {
-            db: Db::Sqlite(pool),
+            db: Pool::Sqlite(pool),
             direct: None,
         })
     }
@@ -110,9 +107,9 @@ impl LedgerStore {
     /// [`Error::Database`] if the URL is bad, the server unreachable or
     /// the schema cannot be migrated.
     pub async fn connect(url: &str) -> Result<LedgerStore, Error> {
-        let pool = POSTGRES.connect_postgres(url).await?;
+        let pool = POSTGRES.connect_postgres(url, POOL).await?;
         Ok(LedgerStore {
-            db: Db::Postgres(pool),
+            db: Pool::Postgres(pool),
             direct: None,
         })
     }
@@ -123,10 +120,7 @@ impl LedgerStore {
         if let Some(d) = &self.direct {
             d.close();
         }
-        match &self.db {
-            Db::Sqlite(p) => p.close().await,
-            Db::Postgres(p) => p.close().await,
-        }
+        self.db.close().await;
     }
 
     /// Stores the records of `records` whose key ([`Record::key`]) is not
@@ -154,7 +148,7 @@ impl LedgerStore {
         }
         let mut fresh: Vec<&Record> = Vec::with_capacity(records.len());
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let mut tx = pool.begin().await?;
                 for chunk in records.chunks(RECORDS_PER_INSERT) {
                     let rows = insert_records(chunk).build().fetch_all(&mut *tx).await?;
@@ -171,7 +165,7 @@ impl LedgerStore {
                 }
                 tx.commit().await?;
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 let keys: Vec<String> = pg::insert_records(records)
                     .fetch_all(&mut *tx)
@@ -198,11 +192,11 @@ impl LedgerStore {
     /// [`Error::Database`].
     pub async fn usage(&self, query: &Query) -> Result<Vec<Row>, Error> {
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let rows = select_usage(query).build().fetch_all(pool).await?;
                 rows.iter().map(|r| decode_sqlite(r, query)).collect()
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let rows = select_usage(query).build().fetch_all(pool).await?;
                 rows.iter().map(|r| decode_pg(r, query)).collect()
             }
@@ -221,14 +215,14 @@ impl LedgerStore {
         tenant: Option<&str>,
     ) -> Result<Totals, Error> {
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let row = select_totals(from_ms, to_ms, tenant)
                     .build()
                     .fetch_one(pool)
                     .await?;
                 totals_sqlite(&row)
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let row = select_totals(from_ms, to_ms, tenant)
                     .build()
                     .fetch_one(pool)
@@ -250,14 +244,14 @@ impl LedgerStore {
         limit: u32,
     ) -> Result<Vec<(i64, Record)>, Error> {
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let rows = select_records(tenant, after_id, limit)
                     .build()
                     .fetch_all(pool)
                     .await?;
                 rows.iter().map(record_sqlite).collect()
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 let rows = select_records(tenant, after_id, limit)
                     .build()
                     .fetch_all(pool)
@@ -279,12 +273,12 @@ impl LedgerStore {
     ) -> Result<u64, Error> {
         let mut deleted = 0;
         match &self.db {
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 for mut q in purges(records_before_ms, rollups_before_ms) {
                     deleted += q.build().execute(pool).await?.rows_affected();
                 }
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 for mut q in purges(records_before_ms, rollups_before_ms) {
                     deleted += q.build().execute(pool).await?.rows_affected();
                 }

@@ -6,9 +6,9 @@
 //! duplicates included, migrates.
 
 use sluice_ledger::{Granularity, LedgerStore, Query, Record};
-use sluice_migrate::{Schema, Step};
+use sluice_store::{PoolOptions, Schema, Step};
 
-#[path = "../../migrate/tests/shared/stores.rs"]
+#[path = "../../store/tests/shared/stores.rs"]
 mod stores;
 
 use stores::{TempDir, postgres_url, unique};
@@ -125,7 +125,10 @@ const BEFORE: Schema = Schema::new(&[Step::new(
 async fn a_database_with_duplicates_migrates_and_keeps_them() {
     let dir = TempDir::new("ledger-migrate");
     let path = dir.0.join("ledger.db");
-    let pool = BEFORE.open_sqlite(&path).await.unwrap();
+    let pool = BEFORE
+        .open_sqlite(&path, PoolOptions::new(2))
+        .await
+        .unwrap();
     // The same record three times, as a replay cut twice left it.
     for _ in 0..3 {
         sqlx::query(

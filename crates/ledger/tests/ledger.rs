@@ -6,7 +6,7 @@
 use sluice_ledger::{Dim, Granularity, Ledger, LedgerStore, Query, Record, Row, Spent};
 use sluice_spool::SpoolConfig;
 
-#[path = "../../migrate/tests/shared/stores.rs"]
+#[path = "../../store/tests/shared/stores.rs"]
 mod stores;
 
 use stores::{TempDir, postgres_url, unique};

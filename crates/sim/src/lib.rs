@@ -25,6 +25,18 @@
 //!   `usageMetadata` in every response, `x-goog-api-key`, errors as
 //!   `google.rpc.Status`, no rate-limit headers (unlike Google, a 429
 //!   still carries `Retry-After`), `GET /v1beta/models`.
+//! - Azure OpenAI: `POST /openai/deployments/{deployment}/chat/completions`
+//!   and `/embeddings` with the `api-version` query Azure requires (404
+//!   without it), OpenAI's bodies with the deployment as the model, the
+//!   key in `api-key`, and only `x-ratelimit-remaining-*` headers.
+//! - Tool calls in all three: a request that offers tools (`tools`, with
+//!   `tool_choice` / `toolConfig`) and ends on the user's turn is answered
+//!   with a call to the tool chosen (else the first), its arguments made
+//!   from the tool's JSON schema (`finish_reason: "tool_calls"`,
+//!   `stop_reason: "tool_use"`, a `functionCall` part), streamed as each
+//!   provider streams them; one that ends on the tool's result is
+//!   answered with text. Tools are checked as the providers check them,
+//!   400 naming the field.
 //! - The same under `/{provider}/v1/…` to pick the provider whose limits
 //!   apply; otherwise a model's provider comes from the config, a
 //!   `provider/` prefix, or the wire format.

@@ -27,6 +27,7 @@ mod gemini;
 mod openai;
 mod request;
 mod text;
+mod tools;
 
 use request::Parsed;
 
@@ -44,6 +45,19 @@ pub(crate) enum Endpoint {
     StreamGenerate,
     /// Gemini `GET models`.
     GeminiModels,
+}
+
+/// An Azure OpenAI path after its base (`openai/deployments/{deployment}/…`):
+/// the endpoint and the deployment (the model it serves).
+pub(crate) fn azure_path(path: &str) -> Option<(Endpoint, String)> {
+    let rest = path.strip_prefix("openai/deployments/")?;
+    let (deployment, op) = rest.split_once('/')?;
+    let endpoint = match op {
+        "chat/completions" => Endpoint::Chat,
+        "embeddings" => Endpoint::Embeddings,
+        _ => return None,
+    };
+    (!deployment.is_empty()).then(|| (endpoint, deployment.to_owned()))
 }
 
 impl Endpoint {
@@ -84,6 +98,8 @@ pub(crate) struct Call {
     pub model: Option<String>,
     /// Gemini's `alt=sse`: a stream as SSE rather than a JSON array.
     pub sse: bool,
+    /// Came in on an Azure OpenAI path (the model is its deployment).
+    pub azure: bool,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -100,10 +116,16 @@ pub(crate) struct Reply {
     pub tokens: Vec<String>,
     pub truncated: bool,
     pub include_usage: bool,
+    /// A call to a tool instead of text; `tokens` are its arguments'
+    /// pieces then.
+    pub tool: Option<tools::ToolCall>,
 }
 
 impl Reply {
     fn text(&self) -> String {
+        if self.tool.is_some() {
+            return String::new();
+        }
         self.tokens.concat()
     }
 
@@ -140,6 +162,7 @@ impl Reply {
 /// Answers one model request.
 pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     let format = match call.endpoint {
+        _ if call.azure => Format::Azure,
         Endpoint::Messages => Format::Anthropic,
         Endpoint::Generate | Endpoint::StreamGenerate | Endpoint::GeminiModels => Format::Gemini,
         Endpoint::Models if call.headers.contains_key("anthropic-version") => Format::Anthropic,
@@ -290,9 +313,14 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         prompt_tokens: a.claim.unwrap_or_else(|| parsed.prompt.tokens()),
-        tokens: text::tokens(parsed.prompt.hash(), a.tokens_out),
-        truncated: a.truncated,
+        tokens: match &parsed.tool {
+            Some(call) => call.pieces(),
+            None => text::tokens(parsed.prompt.hash(), a.tokens_out),
+        },
+        // A call's arguments are whole (the sim never cuts them).
+        truncated: a.truncated && parsed.tool.is_none(),
         include_usage: parsed.include_usage,
+        tool: parsed.tool.clone(),
     };
     let events = match endpoint {
         _ if !parsed.stream => None,
@@ -392,6 +420,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
             .and_then(|v| v.strip_prefix("Bearer ")),
         Format::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()),
         Format::Gemini => headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()),
+        Format::Azure => headers.get("api-key").and_then(|v| v.to_str().ok()),
     };
     given == Some(expected)
 }
@@ -399,7 +428,7 @@ fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bo
 /// The request id header each provider sends.
 fn stamp(mut response: Response, format: Format, seq: u64) -> Response {
     let name = match format {
-        Format::OpenAi | Format::Gemini => "x-request-id",
+        Format::OpenAi | Format::Gemini | Format::Azure => "x-request-id",
         Format::Anthropic => "request-id",
     };
     headers::put(response.headers_mut(), name, format!("req_sim{seq}"));

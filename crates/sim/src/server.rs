@@ -187,6 +187,9 @@ async fn dispatch(
 ) -> Response {
     let path = uri.path().to_owned();
     let trimmed = path.trim_start_matches('/');
+    if let Some(response) = azure(&shared, &method, &uri, &headers, &body).await {
+        return response;
+    }
     let (first, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
     let (provider, versioned) = if first == "v1" || first == "v1beta" {
         (None, Some(trimmed))
@@ -222,6 +225,7 @@ async fn dispatch(
                 provider,
                 model,
                 sse,
+                azure: false,
                 method,
                 path,
                 headers,
@@ -245,4 +249,57 @@ async fn dispatch(
             r.into_response()
         }
     }
+}
+
+/// Azure OpenAI's paths, `/openai/deployments/{deployment}/chat/completions`
+/// and `/embeddings` (also under `/{provider}/…`), with the `api-version`
+/// query Azure requires: `None` for any other path.
+async fn azure(
+    shared: &Arc<Shared>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<Response> {
+    let trimmed = uri.path().trim_start_matches('/');
+    let (provider, rest) = match trimmed.split_once('/') {
+        Some((p, rest)) if p != "openai" && shared.config.providers.contains_key(p) => {
+            (Some(p.to_owned()), rest)
+        }
+        _ => (None, trimmed),
+    };
+    let (endpoint, deployment) = model::azure_path(rest)?;
+    let path = uri.path().to_owned();
+    let versioned = uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv.starts_with("api-version=") && kv.len() > 12)
+    });
+    if !versioned || method != Method::POST {
+        let status = if versioned {
+            StatusCode::METHOD_NOT_ALLOWED
+        } else {
+            // What Azure answers without an api-version.
+            StatusCode::NOT_FOUND
+        };
+        let line = Line::new(method.as_str(), &path, headers);
+        shared.log_only(line, status.as_u16());
+        let problem = Problem::NotFound {
+            message: "Resource not found (an Azure OpenAI path needs ?api-version=…)".into(),
+        };
+        let mut r = problem.response(Format::Azure);
+        *r.status_mut() = status;
+        return Some(r.into_response());
+    }
+    let call = model::Call {
+        endpoint,
+        provider: provider.or_else(|| Some("azure".to_owned())),
+        model: Some(deployment),
+        sse: false,
+        azure: true,
+        method: method.clone(),
+        path,
+        headers: headers.clone(),
+        body: body.clone(),
+    };
+    Some(model::serve(Arc::clone(shared), call).await)
 }

@@ -15,6 +15,10 @@ pub(crate) enum Format {
     Anthropic,
     /// Gemini's native `/v1beta/models/{model}:generateContent`.
     Gemini,
+    /// Azure OpenAI: OpenAI's bodies under
+    /// `/openai/deployments/{deployment}/…?api-version=…`, the key in
+    /// `api-key`.
+    Azure,
 }
 
 impl Format {
@@ -24,6 +28,7 @@ impl Format {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
             Format::Gemini => "google",
+            Format::Azure => "azure",
         }
     }
 }

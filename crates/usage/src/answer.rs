@@ -103,7 +103,8 @@ fn output_item(c: &mut Cursor<'_>, calls: &mut usize) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{BodyFacts, Endpoint, WireFormat, read_body, typed_openai};
+    use crate::dialect::openai::typed as typed_openai;
+    use crate::{BodyFacts, Endpoint, WireFormat, read_body};
 
     fn both(body: &str) -> (BodyFacts, BodyFacts) {
         let b = body.as_bytes();

@@ -18,11 +18,20 @@ pub struct Details {
     pub reasoning_tokens: u64,
 }
 
+/// The usage objects of a whole body, in every format's name for it: each
+/// dialect reads the one its format reports.
 #[derive(Deserialize)]
-struct Body {
-    usage: Option<RawUsage>,
+pub(crate) struct Body {
+    pub(crate) usage: Option<RawUsage>,
     #[serde(rename = "usageMetadata")]
-    usage_metadata: Option<GeminiUsage>,
+    pub(crate) usage_metadata: Option<GeminiUsage>,
+}
+
+impl Body {
+    /// `body`'s usage objects, or `None` when it is not JSON of that shape.
+    pub(crate) fn parse(body: &[u8]) -> Option<Body> {
+        serde_json::from_slice(body).ok()
+    }
 }
 
 impl Details {
@@ -44,16 +53,7 @@ impl Details {
 /// `thoughtsTokenCount`. Zeros for a body that is not JSON. A stream's are
 /// read by [`crate::StreamScanner::details`].
 pub fn details(format: WireFormat, body: &[u8]) -> Details {
-    let Ok(b) = serde_json::from_slice::<Body>(body) else {
-        return Details::default();
-    };
-    match (format, b.usage_metadata, b.usage) {
-        (WireFormat::Gemini, Some(g), _) => Details::of(g.cached(), g.reasoning()),
-        (WireFormat::Anthropic | WireFormat::Openai, _, Some(u)) => {
-            Details::of(u.cached(format), u.reasoning())
-        }
-        _ => Details::default(),
-    }
+    format.dialect().details(body)
 }
 
 #[cfg(test)]

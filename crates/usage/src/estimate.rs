@@ -6,7 +6,6 @@
 use serde_json::{Map, Value};
 
 use super::Endpoint;
-use super::bounds::MAX_CHOICES;
 use crate::WireFormat;
 
 /// Tokens added once per chat, messages or responses request: the reply's
@@ -51,7 +50,8 @@ pub struct Estimate {
 /// The completion is `max_completion_tokens` or else `max_tokens` (OpenAI
 /// chat, times `n`), `max_output_tokens` (`/responses`) or `max_tokens`
 /// (Anthropic) or `generationConfig.maxOutputTokens` (Gemini, times
-/// `candidateCount`), else `default_max_tokens`; 0 for embeddings.
+/// `candidateCount`), else `default_max_tokens`; 0 for embeddings. A
+/// chat request's is its format's ([`crate::Dialect::chat_limit`]).
 pub fn estimate(
     format: WireFormat,
     endpoint: Endpoint,
@@ -59,6 +59,26 @@ pub fn estimate(
     chars_per_token: u64,
     default_max_tokens: u64,
 ) -> Estimate {
+    format
+        .dialect()
+        .estimate(endpoint, body, chars_per_token, default_max_tokens)
+}
+
+impl Estimate {
+    /// The estimate of a request whose prompt is `prompt_tokens` and whose
+    /// output may run to `max_completion_tokens`.
+    pub(crate) fn new(prompt_tokens: u64, max_completion_tokens: u64) -> Estimate {
+        Estimate {
+            prompt_tokens,
+            max_completion_tokens,
+            total: prompt_tokens.saturating_add(max_completion_tokens),
+        }
+    }
+}
+
+/// The prompt tokens of a request's body (see [`estimate`]), the same in
+/// every format: the fields each one names are counted wherever they are.
+pub(crate) fn prompt_tokens(endpoint: Endpoint, body: &Value, chars_per_token: u64) -> u64 {
     let mut count = Count::default();
     match endpoint {
         Endpoint::Embeddings => count.embedding_input(body.get("input")),
@@ -81,47 +101,31 @@ pub fn estimate(
             }
         }
     }
-    let prompt_tokens = count
+    count
         .chars
         .div_ceil(chars_per_token.max(1))
-        .saturating_add(count.tokens);
-    let max_completion_tokens = completion_limit(format, endpoint, body, default_max_tokens);
-    Estimate {
-        prompt_tokens,
-        max_completion_tokens,
-        total: prompt_tokens.saturating_add(max_completion_tokens),
+        .saturating_add(count.tokens)
+}
+
+/// The output tokens a request may use at most: set by the endpoint's own
+/// field, except chat's, which is the format's (`chat`).
+pub(crate) fn completion_limit(
+    endpoint: Endpoint,
+    body: &Value,
+    default: u64,
+    chat: impl FnOnce() -> u64,
+) -> u64 {
+    match endpoint {
+        Endpoint::Embeddings => 0,
+        Endpoint::Responses => field(body, "max_output_tokens").unwrap_or(default),
+        Endpoint::Messages => field(body, "max_tokens").unwrap_or(default),
+        Endpoint::Chat => chat(),
     }
 }
 
-/// The output tokens a request may use at most.
-fn completion_limit(format: WireFormat, endpoint: Endpoint, body: &Value, default: u64) -> u64 {
-    let field = |name: &str| body.get(name).and_then(Value::as_u64);
-    match (endpoint, format) {
-        (Endpoint::Embeddings, _) => 0,
-        (Endpoint::Responses, _) => field("max_output_tokens").unwrap_or(default),
-        (Endpoint::Messages, _) | (Endpoint::Chat, WireFormat::Anthropic) => {
-            field("max_tokens").unwrap_or(default)
-        }
-        (Endpoint::Chat, WireFormat::Gemini) => {
-            let config = |name: &str| {
-                body.get("generationConfig")
-                    .and_then(|c| c.get(name))
-                    .and_then(Value::as_u64)
-            };
-            let candidates = config("candidateCount").unwrap_or(1).clamp(1, MAX_CHOICES);
-            config("maxOutputTokens")
-                .unwrap_or(default)
-                .saturating_mul(candidates)
-        }
-        (Endpoint::Chat, WireFormat::Openai) => {
-            // Every one of `n` choices may run to the limit.
-            let choices = field("n").unwrap_or(1).clamp(1, MAX_CHOICES);
-            field("max_completion_tokens")
-                .or_else(|| field("max_tokens"))
-                .unwrap_or(default)
-                .saturating_mul(choices)
-        }
-    }
+/// A count in the body's top-level `name`.
+pub(crate) fn field(body: &Value, name: &str) -> Option<u64> {
+    body.get(name).and_then(Value::as_u64)
 }
 
 /// Fields inside a message or part that are not read by the model as text:

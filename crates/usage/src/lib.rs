@@ -8,9 +8,10 @@
 //!
 //! Pure code: no I/O, nothing of HTTP but the body bytes. The gateway
 //! (`sluice-gateway`) estimates before it dispatches a call and settles
-//! after it with what this crate finds; a new wire format adds its
-//! variant to [`WireFormat`] and its fields to `wire.rs`, `estimate.rs`
-//! and `stream.rs`.
+//! after it with what this crate finds. Each format is read by its
+//! [`Dialect`], one file each in `dialect/`; a new wire format adds its
+//! variant to [`WireFormat`], its file there (and the fields it reads to
+//! `wire.rs`) and its arm to [`WireFormat::dialect`].
 //!
 //! ```
 //! use serde_json::json;
@@ -36,6 +37,7 @@ mod bounds;
 pub mod budget;
 pub mod cache;
 mod details;
+mod dialect;
 mod estimate;
 mod price;
 #[cfg(feature = "redis")]
@@ -53,14 +55,15 @@ use serde_json::Value;
 
 pub use bounds::{MAX_CHOICES, MAX_OUTPUT_TOKENS, check_bounds};
 pub use details::{Details, details};
+pub use dialect::Dialect;
 pub use estimate::{
     Estimate, MEDIA_PART_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, estimate,
 };
-pub use price::{Cost, Price, PriceError, PriceTable};
+pub use price::{Catalog, Cost, MAX_CATALOG_BYTES, Price, PriceError, PriceTable, Window};
 pub use reported::{MAX_CALL_TOKENS, UsageCeiling};
 pub use sse::SseEvents;
 pub use stream::lean::plain_run as json_plain_run;
-pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, error_event};
+pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, Tally, error_event};
 
 /// How a provider is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -151,64 +154,7 @@ pub struct BodyFacts {
 /// that is not JSON has neither; one whose tool-call parts have a shape
 /// of their own still has its usage (a second pass for it alone).
 pub fn read_body(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFacts {
-    match format {
-        WireFormat::Gemini => serde_json::from_slice::<wire::GeminiResponse>(body)
-            .map(|b| {
-                let usage = b.usage_metadata.as_ref();
-                BodyFacts {
-                    usage: usage.and_then(wire::GeminiUsage::to_usage),
-                    tool_calls: b.function_calls(),
-                    details: usage
-                        .map_or_else(Details::default, |g| Details::of(g.cached(), g.reasoning())),
-                }
-            })
-            .unwrap_or_default(),
-        // The cursor first, the typed parse where it cannot be sure.
-        WireFormat::Openai => match answer::openai(body) {
-            Some((usage, calls)) => facts(format, endpoint, usage.as_ref(), calls),
-            None => typed_openai(endpoint, body),
-        },
-        WireFormat::Anthropic => serde_json::from_slice::<wire::AnthropicBody>(body)
-            .map(|b| facts(format, endpoint, b.usage.as_ref(), b.count()))
-            .unwrap_or_else(|_| usage_alone(format, endpoint, body)),
-    }
-}
-
-/// An OpenAI body's facts by the typed parse: the reference the cursor
-/// (`answer.rs`) reads the same as.
-pub(crate) fn typed_openai(endpoint: Endpoint, body: &[u8]) -> BodyFacts {
-    let format = WireFormat::Openai;
-    serde_json::from_slice::<wire::OpenaiBody>(body)
-        .map(|b| facts(format, endpoint, b.usage.as_ref(), b.count()))
-        .unwrap_or_else(|_| usage_alone(format, endpoint, body))
-}
-
-/// The facts of a body whose usage object and tool calls were read.
-fn facts(
-    format: WireFormat,
-    endpoint: Endpoint,
-    usage: Option<&wire::RawUsage>,
-    tool_calls: u32,
-) -> BodyFacts {
-    BodyFacts {
-        usage: usage.and_then(|u| u.to_usage(format, endpoint)),
-        tool_calls,
-        details: usage.map_or_else(Details::default, |u| {
-            Details::of(u.cached(format), u.reasoning())
-        }),
-    }
-}
-
-/// The usage alone of a body whose tool-call parts have a shape of
-/// their own.
-fn usage_alone(format: WireFormat, endpoint: Endpoint, body: &[u8]) -> BodyFacts {
-    BodyFacts {
-        usage: serde_json::from_slice::<wire::WithUsage>(body)
-            .ok()
-            .and_then(|b| b.usage?.to_usage(format, endpoint)),
-        tool_calls: 0,
-        details: details(format, body),
-    }
+    format.dialect().read_body(endpoint, body)
 }
 
 /// Whether a request body asks for a streamed (SSE) response

@@ -16,10 +16,14 @@
 //! assert_eq!(cost.to_string(), "$0.000450000");
 //! ```
 
+mod catalog;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
+
+pub use catalog::{Catalog, MAX_CATALOG_BYTES, Window};
 
 /// The prices shipped for the default providers' models.
 const DEFAULTS: &str = include_str!("../prices.json");
@@ -150,10 +154,15 @@ struct Entry {
     cached_input: Option<String>,
 }
 
-/// Prices by model prefix; the longest prefix of a model wins.
+/// Prices by model prefix; the longest prefix of a model wins. A table
+/// may lie over another ([`PriceTable::over`]): a model priced in the
+/// upper one takes that price, whatever the lower one has (a price of
+/// yours for `openai/gpt-4o` prices its snapshots too, even where the
+/// price map under it lists them one by one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PriceTable {
     by_prefix: BTreeMap<String, Price>,
+    under: Option<Box<PriceTable>>,
 }
 
 impl PriceTable {
@@ -208,6 +217,37 @@ impl PriceTable {
         self
     }
 
+    /// This table over `base`: a model this table prices takes its
+    /// price; `base` prices the rest.
+    #[must_use]
+    pub fn over(mut self, base: PriceTable) -> PriceTable {
+        self.under = Some(Box::new(match self.under.take() {
+            Some(under) => under.over(base),
+            None => base,
+        }));
+        self
+    }
+
+    /// How many prefixes are priced, in every layer.
+    pub fn len(&self) -> usize {
+        self.by_prefix.len() + self.under.as_ref().map_or(0, |u| u.len())
+    }
+
+    /// Whether nothing is priced.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every priced prefix and its price, the upper layer's first, each
+    /// layer in name order (a prefix priced in two layers comes twice).
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&str, &Price)> + '_> {
+        let top = self.by_prefix.iter().map(|(p, price)| (p.as_str(), price));
+        match &self.under {
+            Some(under) => Box::new(top.chain(under.iter())),
+            None => Box::new(top),
+        }
+    }
+
     /// The price of `model`: its longest priced prefix that names it or a
     /// snapshot of it ([`names_variant`]). `openai/gpt-4o` prices
     /// `openai/gpt-4o-2024-08-06`, but not `openai/gpt-4o-realtime-preview`
@@ -215,12 +255,14 @@ impl PriceTable {
     /// like a cheaper one has no price of its own, rather than the cheaper
     /// one's.
     pub fn price(&self, model: &str) -> Option<&Price> {
-        // A few dozen entries: a scan is as fast as anything cleverer.
-        self.by_prefix
-            .iter()
-            .filter(|(p, _)| names_variant(p, model))
-            .max_by_key(|(p, _)| p.len())
-            .map(|(_, price)| price)
+        self.priced_by(model).map(|(_, price)| price)
+    }
+
+    /// The prefix that prices `model` (as [`PriceTable::price`] finds it)
+    /// and its price: where a price came from.
+    pub fn priced_by(&self, model: &str) -> Option<(&str, &Price)> {
+        longest_variant(&self.by_prefix, model)
+            .or_else(|| self.under.as_ref().and_then(|u| u.priced_by(model)))
     }
 
     /// What `usage` of `model` cost, `cached_prompt` of its prompt tokens
@@ -229,6 +271,29 @@ impl PriceTable {
     pub fn cost(&self, model: &str, usage: &crate::Usage, cached_prompt: u64) -> Option<Cost> {
         Some(self.price(model)?.cost(usage, cached_prompt))
     }
+}
+
+/// The entry of `map` under the longest key that [`names_variant`]
+/// `model`. Only the prefixes of `model` that end where a variant may
+/// begin are looked up (the whole name, before a `-` or `@`, after a
+/// separator), a handful of map lookups whatever the map's size (the
+/// price map has thousands of entries).
+fn longest_variant<'a, T>(map: &'a BTreeMap<String, T>, model: &str) -> Option<(&'a str, &'a T)> {
+    let bytes = model.as_bytes();
+    (1..=bytes.len())
+        .rev()
+        .filter(|&end| {
+            end == bytes.len()
+                || matches!(bytes[end], b'-' | b'@')
+                || matches!(bytes[end - 1], b'/' | b'-' | b':' | b'.' | b'@')
+        })
+        .filter(|&end| model.is_char_boundary(end))
+        .find_map(|end| {
+            let prefix = &model[..end];
+            map.get_key_value(prefix)
+                .filter(|_| names_variant(prefix, model))
+                .map(|(k, v)| (k.as_str(), v))
+        })
 }
 
 /// Whether the priced `prefix` covers `model`: `model` is `prefix`, or

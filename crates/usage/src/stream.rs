@@ -6,8 +6,8 @@ use std::ops::Range;
 use bytes::{Bytes, BytesMut};
 
 use super::sse::{Event, SseParser};
-use super::wire::{self, AnthropicEvent, ChatChunk, GeminiResponse, RawUsage, ResponsesEvent};
-use super::{Endpoint, Usage};
+use super::wire::{self, CacheTokens, RawUsage};
+use super::{Dialect, Endpoint, Usage};
 use crate::WireFormat;
 
 /// The largest single event [`StreamScanner`] holds and scans by default:
@@ -49,11 +49,15 @@ impl StreamScanner {
     /// OpenAI chat usage-only chunk (`choices: []`, `usage` set); pass the
     /// negation of what [`super::request_usage_in_stream`] returned.
     pub fn new(format: WireFormat, endpoint: Endpoint, strip_usage_chunk: bool) -> Self {
-        let chat = format == WireFormat::Openai && endpoint == Endpoint::Chat;
+        Self::of(format.dialect(), endpoint, strip_usage_chunk)
+    }
+
+    /// [`StreamScanner::new`] for a stream in `dialect`.
+    pub fn of(dialect: &'static dyn Dialect, endpoint: Endpoint, strip_usage_chunk: bool) -> Self {
         Self {
             parser: SseParser::new(DEFAULT_MAX_EVENT_BYTES),
             tally: Tally {
-                format,
+                dialect,
                 endpoint,
                 prompt: None,
                 completion: None,
@@ -64,7 +68,7 @@ impl StreamScanner {
                 output_chars: 0,
                 head: AnswerHead::default(),
             },
-            strip: strip_usage_chunk && chat,
+            strip: strip_usage_chunk && dialect.has_usage_chunk(endpoint),
             held: BytesMut::new(),
         }
     }
@@ -231,19 +235,21 @@ impl AnswerHead {
     }
 }
 
-/// What has been learnt from the events so far.
+/// What has been learnt from a stream's events so far: its dialect's
+/// [`Dialect::scan_event`] records each event here. Public only to be
+/// named in that trait; nothing outside the crate can make or read one.
 #[derive(Debug)]
-struct Tally {
-    format: WireFormat,
+pub struct Tally {
+    dialect: &'static dyn Dialect,
     endpoint: Endpoint,
-    prompt: Option<u64>,
-    completion: Option<u64>,
-    total: Option<u64>,
-    cached: Option<u64>,
-    reasoning: Option<u64>,
-    tool_calls: u32,
+    pub(crate) prompt: Option<u64>,
+    pub(crate) completion: Option<u64>,
+    pub(crate) total: Option<u64>,
+    pub(crate) cached: Option<u64>,
+    pub(crate) reasoning: Option<u64>,
+    pub(crate) tool_calls: u32,
     output_chars: u64,
-    head: AnswerHead,
+    pub(crate) head: AnswerHead,
 }
 
 impl Tally {
@@ -253,147 +259,24 @@ impl Tally {
         if data == b"[DONE]" {
             return false;
         }
-        match (self.format, self.endpoint) {
-            (WireFormat::Anthropic, _) => self.anthropic(data),
-            (WireFormat::Gemini, _) => self.gemini(data),
-            (WireFormat::Openai, Endpoint::Responses) => self.responses(data),
-            (WireFormat::Openai, _) => return self.chat(data),
-        }
-        false
-    }
-
-    fn chat(&mut self, data: &[u8]) -> bool {
-        if let Some(facts) = chat::read(data) {
-            return self.chat_facts(facts);
-        }
-        let Ok(mut chunk) = serde_json::from_slice::<ChatChunk>(data) else {
-            return false;
-        };
-        self.head.learn(chunk.id.take(), chunk.model.take(), None);
-        for choice in chunk.choices.iter_mut().flatten() {
-            self.head.learn(None, None, choice.finish_reason.take());
-        }
-        let deltas = || {
-            chunk
-                .choices
-                .iter()
-                .flatten()
-                .filter_map(|c| c.delta.as_ref())
-        };
-        let chars = deltas()
-            .map(wire::ChunkDelta::chars)
-            .fold(0, u64::saturating_add);
-        self.add_chars(chars);
-        let started = deltas()
-            .flat_map(|d| d.tool_calls.iter().flatten())
-            .filter(|call| call.id.is_some())
-            .count();
-        self.add_tool_calls(started);
-        let Some(usage) = chunk.usage else {
-            return false;
-        };
-        self.merge(&usage);
-        chunk.choices.is_some_and(|c| c.is_empty())
-    }
-
-    /// [`Tally::chat`] from what the cursor read: the same steps.
-    fn chat_facts(&mut self, facts: chat::ChunkFacts<'_>) -> bool {
-        let unknown = |have: &Option<String>, new: Option<&str>| {
-            new.filter(|_| have.is_none()).map(str::to_owned)
-        };
-        let id = unknown(&self.head.id, facts.id);
-        let model = unknown(&self.head.model, facts.model);
-        self.head.learn(id, model, None);
-        for reason in facts.finish_reasons {
-            self.head.learn(None, None, Some(reason.to_owned()));
-        }
-        self.add_chars(facts.chars);
-        self.add_tool_calls(facts.tool_calls);
-        let Some(usage) = facts.usage else {
-            return false;
-        };
-        self.merge(&usage);
-        facts.no_choices
-    }
-
-    fn anthropic(&mut self, data: &[u8]) {
-        let Ok(event) = serde_json::from_slice::<AnthropicEvent>(data) else {
-            return;
-        };
-        // `message_start` carries the input (and a first output count),
-        // `message_delta` the cumulative output and, lately, input too.
-        if let Some(m) = event.message {
-            self.head.learn(m.id, m.model, None);
-            if let Some(usage) = m.usage {
-                self.merge(&usage);
-            }
-        }
-        if let Some(usage) = &event.usage {
-            self.merge(usage);
-        }
-        if let Some(delta) = event.delta {
-            self.add_chars(delta.chars());
-            self.head.learn(None, None, delta.stop_reason);
-        }
-        let tool_use = event.content_block.and_then(|b| b.kind);
-        if event.kind.as_deref() == Some("content_block_start")
-            && tool_use.as_deref() == Some("tool_use")
-        {
-            self.add_tool_calls(1);
-        }
-    }
-
-    fn responses(&mut self, data: &[u8]) {
-        let Ok(ResponsesEvent { response, delta }) = serde_json::from_slice::<ResponsesEvent>(data)
-        else {
-            return;
-        };
-        self.add_chars(delta.0);
-        let Some(response) = response else {
-            return;
-        };
-        // Only the final response (completed, incomplete or failed) has
-        // usage, and it lists every output item: count them there, once.
-        if let Some(usage) = &response.usage {
-            self.merge(usage);
-            let calls = wire::count_typed(response.output.as_deref(), "function_call");
-            self.tool_calls = wire::saturate(calls);
-        }
-    }
-
-    fn gemini(&mut self, data: &[u8]) {
-        let Ok(chunk) = serde_json::from_slice::<GeminiResponse>(data) else {
-            return;
-        };
-        // Each chunk's `usageMetadata` is cumulative; the last one is whole.
-        if let Some(usage) = &chunk.usage_metadata {
-            self.prompt = usage.prompt().or(self.prompt);
-            self.completion = usage.completion().or(self.completion);
-            self.total = usage.total().or(self.total);
-            self.cached = usage.cached().or(self.cached);
-            self.reasoning = usage.reasoning().or(self.reasoning);
-        }
-        let calls = chunk.function_calls();
-        self.tool_calls = self.tool_calls.saturating_add(calls);
-        self.add_chars(chunk.chars());
+        self.dialect.scan_event(self.endpoint, self, data)
     }
 
     /// Later reports replace earlier ones, field by field: providers send
     /// cumulative counts.
-    fn merge(&mut self, usage: &RawUsage) {
-        let prompt = usage.prompt(self.format);
-        self.prompt = prompt.or(self.prompt);
+    pub(crate) fn merge(&mut self, usage: &RawUsage, cache: CacheTokens) {
+        self.prompt = usage.prompt(cache).or(self.prompt);
         self.completion = usage.completion().or(self.completion);
         self.total = usage.total().or(self.total);
-        self.cached = usage.cached(self.format).or(self.cached);
+        self.cached = usage.cached(cache).or(self.cached);
         self.reasoning = usage.reasoning().or(self.reasoning);
     }
 
-    fn add_chars(&mut self, n: u64) {
+    pub(crate) fn add_chars(&mut self, n: u64) {
         self.output_chars = self.output_chars.saturating_add(n);
     }
 
-    fn add_tool_calls(&mut self, n: usize) {
+    pub(crate) fn add_tool_calls(&mut self, n: usize) {
         self.tool_calls = self.tool_calls.saturating_add(wire::saturate(n));
     }
 }
@@ -459,8 +342,8 @@ impl<'a> Output<'a> {
     }
 }
 
-mod chat;
-mod failure;
+pub(crate) mod chat;
+pub(crate) mod failure;
 pub(crate) mod lean;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,6 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{Endpoint, Usage};
-use crate::WireFormat;
 use crate::stream::lean::{Cursor, Seen};
 
 /// A `usage` object in any of the formats; absent fields stay `None`.
@@ -104,16 +103,27 @@ fn optional_detail(c: &mut Cursor<'_>, field: &str) -> Option<Option<Option<u64>
     Some(Some(value))
 }
 
+/// Where a format counts the input read from or written to its prompt
+/// cache: a property of its dialect, given to [`RawUsage`]'s readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheTokens {
+    /// A breakdown already inside `prompt_tokens` (OpenAI's
+    /// `prompt_tokens_details.cached_tokens`, `input_tokens_details` in
+    /// `/responses`).
+    Inside,
+    /// Reported apart from `input_tokens` and added to it (Anthropic's
+    /// `cache_creation_input_tokens`, `cache_read_input_tokens`).
+    Apart,
+}
+
 impl RawUsage {
-    /// Input tokens, if the object reports any. Anthropic reports cache
-    /// writes and reads apart from `input_tokens`; OpenAI's cached tokens
-    /// are a breakdown already inside `prompt_tokens`, so only Anthropic's
-    /// are added.
-    pub(super) fn prompt(&self, format: WireFormat) -> Option<u64> {
+    /// Input tokens, if the object reports any: with the cache tokens
+    /// added where they are reported [`CacheTokens::Apart`].
+    pub(super) fn prompt(&self, cache: CacheTokens) -> Option<u64> {
         let base = self.prompt_tokens.or(self.input_tokens);
-        match format {
-            WireFormat::Openai | WireFormat::Gemini => base,
-            WireFormat::Anthropic => {
+        match cache {
+            CacheTokens::Inside => base,
+            CacheTokens::Apart => {
                 let parts = [
                     base,
                     self.cache_creation_input_tokens,
@@ -137,10 +147,10 @@ impl RawUsage {
     /// Input read from the provider's prompt cache, if reported: OpenAI's
     /// `prompt_tokens_details.cached_tokens` (`input_tokens_details` in
     /// `/responses`), Anthropic's `cache_read_input_tokens`.
-    pub(super) fn cached(&self, format: WireFormat) -> Option<u64> {
-        match format {
-            WireFormat::Anthropic => self.cache_read_input_tokens,
-            WireFormat::Openai | WireFormat::Gemini => self
+    pub(super) fn cached(&self, cache: CacheTokens) -> Option<u64> {
+        match cache {
+            CacheTokens::Apart => self.cache_read_input_tokens,
+            CacheTokens::Inside => self
                 .prompt_tokens_details
                 .as_ref()
                 .or(self.input_tokens_details.as_ref())
@@ -159,13 +169,13 @@ impl RawUsage {
     }
 
     /// The whole usage, or `None` when the object names no count at all.
-    pub(super) fn to_usage(&self, format: WireFormat, endpoint: Endpoint) -> Option<Usage> {
+    pub(super) fn to_usage(&self, cache: CacheTokens, endpoint: Endpoint) -> Option<Usage> {
         let completion = match endpoint {
             // Embeddings have no completion, whatever a provider puts there.
             Endpoint::Embeddings => self.completion().map(|_| 0),
             _ => self.completion(),
         };
-        assemble(self.prompt(format), completion, self.total())
+        assemble(self.prompt(cache), completion, self.total())
     }
 }
 

@@ -1,27 +1,16 @@
 //! What the spend and slow-reader attacks share: the simulator in this
-//! process, a `sluice serve` in front of it (the fault suite's process
-//! helpers), and calls as a tenant.
-
-#[allow(dead_code)]
-#[path = "../faults/procs.rs"]
-pub mod procs;
+//! process, a `sluice serve` in front of it (started with the suites'
+//! harness, `common/`), and calls as a tenant.
 
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_sim::{Sim, SimConfig, SimHandle};
+use sluice_sim::SimHandle;
 
-pub use procs::{PATIENCE, Proc, TempDir, free_port};
+pub use crate::common::{PATIENCE, Proc, TempDir, chat, free_port, procs, sim};
 
 /// The operator's token in these tests.
 pub const ADMIN: &str = "attacks-admin-token";
-
-/// The simulator, in this process, on a loopback port.
-pub async fn sim(config: SimConfig) -> SimHandle {
-    Sim::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("the sim starts")
-}
 
 /// A gateway in front of `sim`: `listen`, `data_dir`, the admin token,
 /// the sim as OpenAI and as Google's native Gemini API, limits wide
@@ -50,15 +39,7 @@ max_depth_per_tenant = 500
 max_depth_total = 1000
 concurrency = 64
 
-[[providers]]
-name = "openai"
-base_url = "{sim}/openai/v1"
-
-[[providers]]
-name = "google"
-format = "gemini"
-base_url = "{sim}/google/v1beta"
-
+{providers}
 [[models]]
 prefix = "openai/"
 requests_per_second = 100000.0
@@ -70,6 +51,7 @@ requests_per_second = 100000.0
 burst = 100000
 "#,
             data = dir.join("data").display().to_string(),
+            providers = crate::common::sim_providers(&sim, &["openai", "google"]),
         );
         std::fs::write(&config, text).expect("config written");
         let proc = procs::serve(&config);
@@ -130,20 +112,7 @@ burst = 100000
 /// A client with a generous timeout (a bound against hangs, never a
 /// figure that is asserted).
 pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .expect("a client")
-}
-
-/// A chat request without an output limit.
-pub fn chat(model: &str, stream: bool) -> Value {
-    serde_json::json!({
-        "model": model,
-        "stream": stream,
-        "messages": [{"role": "user", "content": "hello there"}],
-    })
+    crate::common::client_with(Duration::from_secs(120))
 }
 
 /// Polls `check` every 100 ms until it holds, failing after

@@ -8,8 +8,8 @@
 //! victim's latency under slow readers) are printed: `cargo test -p
 //! sluice --test attacks -- --nocapture`.
 
-#[path = "../serve/mod.rs"]
-mod serve;
+#[path = "../common/mod.rs"]
+mod common;
 
 mod gateway;
 mod lows;
@@ -19,10 +19,10 @@ mod reach;
 mod slow_readers;
 mod spend;
 
-use std::time::Duration;
-
+use common::{Serve, Stack, TempDir};
 use serde_json::Value;
-use serve::{Serve, TempDir};
+
+pub use common::client;
 
 /// acme's key.
 pub const ACME: &str = "key-acme";
@@ -52,11 +52,8 @@ impl Target {
     /// As [`Target::start`]; `tenants: false` leaves them out (an open
     /// gateway).
     pub fn start_with(what: &str, extra: &str, tenants: bool) -> Target {
-        let dir = TempDir::new(what);
-        let sim = Serve::sim();
-        let path = dir.join("sluice.toml");
-        std::fs::write(&path, config(&sim.url, &dir.join("data"), extra, tenants)).unwrap();
-        let gateway = Serve::start_with_env(&path, ENV);
+        let Stack { gateway, sim, dir } =
+            Stack::start(what, ENV, |sim, data| config(sim, data, extra, tenants));
         Target {
             gateway,
             sim,
@@ -109,18 +106,7 @@ enabled = false
 [adaptive]
 policy = "seed"
 max_pause_seconds = 60
-[[providers]]
-name = "openai"
-base_url = "{sim}/openai/v1"
-[[providers]]
-name = "anthropic"
-format = "anthropic"
-base_url = "{sim}/anthropic/v1"
-[[providers]]
-name = "google"
-format = "gemini"
-base_url = "{sim}/google/v1beta"
-api_key_env = "GEMINI_KEY"
+{providers}api_key_env = "GEMINI_KEY"
 [[models]]
 prefix = "openai/gpt-4o-mini"
 requests_per_second = 50.0
@@ -132,16 +118,8 @@ requests_per_second = 1000.0
 burst = 1000
 {tenants}"#,
         data = data.display().to_string(),
+        providers = common::sim_providers(sim, &["openai", "anthropic", "google"]),
     )
-}
-
-/// A client with generous timeouts, no pooling across tests.
-pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("a client")
 }
 
 /// A chat request body.

@@ -93,15 +93,7 @@ async fn names_that_are_not_one_segment_or_not_visible_ascii_are_refused() {
         );
     }
     // Nothing reached the simulator's Gemini.
-    let stats: Value = t
-        .http
-        .get(format!("{}/_sim/stats", t.sim.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = crate::common::sim_stats(&t.http, &t.sim.url).await;
     assert!(
         !stats.to_string().contains("gemini-2.5-pro"),
         "a call reached the upstream: {stats}"

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::serve::Serve;
+use crate::common::Serve;
 use crate::{ADMIN, MODEL, Target, chat};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,16 +69,8 @@ async fn one_tenants_429_report_does_not_stop_another_tenant() {
     // The report is in the audit trail, as acme's.
     let mut found = false;
     for _ in 0..100 {
-        let audit: serde_json::Value = t
-            .http
-            .get(t.url("/v1/audit?kind=limit.report"))
-            .bearer_auth(ADMIN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let audit = t.http.get(t.url("/v1/audit?kind=limit.report"));
+        let audit = crate::common::read_json("GET audit", audit.bearer_auth(ADMIN)).await;
         if audit["entries"]
             .as_array()
             .is_some_and(|e| e.iter().any(|e| e["actor"] == "tenant:acme"))

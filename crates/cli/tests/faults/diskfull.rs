@@ -56,10 +56,8 @@ async fn a_full_disk_is_a_503_and_the_store_recovers_when_space_returns() {
         return;
     };
     let sim = sim(SimConfig::unlimited()).await;
-    let port = procs::free_port();
-    let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), "");
+    let (cfg, url) = write_config(&dir.0, "sluice.toml", &sim.url(), "");
     let serve = procs::serve(&cfg);
-    let url = format!("http://127.0.0.1:{port}");
     let http = client();
     let enqueue = |n: usize| {
         let (http, url) = (http.clone(), url.clone());

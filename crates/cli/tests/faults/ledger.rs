@@ -25,7 +25,7 @@ use sluice_ledger::{Granularity, LedgerStore, Query, Record};
 use sqlx::Connection;
 
 use crate::procs::{self, PATIENCE, TempDir};
-use crate::{chat, client, scale, sim, write_config};
+use crate::{chat, client, scale, sim, until, write_config};
 
 /// The records of the spill file: (records, kills).
 fn replay_size() -> (u64, usize) {
@@ -114,13 +114,12 @@ fn spill_left(spill: &Path) -> bool {
 /// The gateway's config for the ledger tests: no traces, no jobs, no
 /// model limits (the load is the ledger's, not the limiter's); `rest`
 /// added.
-fn config(dir: &TempDir, sim: &str, rest: &str) -> (PathBuf, u16) {
-    let port = procs::free_port();
+fn config(dir: &TempDir, sim: &str, rest: &str) -> (PathBuf, String) {
     let rest = format!(
         "[trace]\nenabled = false\n[jobs]\nenabled = false\n{rest}\n[[models]]\nprefix = \"openai/gpt-4o-mini\"\n\
          requests_per_second = 100000.0\nburst = 100000\n"
     );
-    (write_config(&dir.0, "sluice.toml", port, sim, &rest), port)
+    write_config(&dir.0, "sluice.toml", sim, &rest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,9 +189,7 @@ async fn kill_9_during_a_spill_replay_neither_loses_nor_repeats_a_record() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    serve.terminate();
-    let exit = serve.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", serve.log());
+    serve.stop();
 
     let (raw, rolled) = ledger_sums(&db, tenant).await;
     let mid = points.iter().filter(|&&p| p > 0 && p < n).count();
@@ -262,12 +259,11 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
     };
     let sim = sim(sluice_sim::SimConfig::unlimited()).await;
     let dir = TempDir::new("stall-pg");
-    let (cfg, port) = config(
+    let (cfg, url) = config(
         &dir,
         &sim.url(),
         &format!("[ledger]\nstore = \"{}\"\n", pg.url()),
     );
-    let url = format!("http://127.0.0.1:{port}");
     let spill = dir.join("data").join("ledger-spill.jsonl");
     let tenant = "stalled";
     let mut serve = procs::serve(&cfg);
@@ -311,14 +307,8 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
     drop(lock);
     let mut again = procs::serve(&cfg);
-    let end = Instant::now() + PATIENCE;
-    while spill_left(&spill) {
-        assert!(Instant::now() < end, "the spill was never written back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    again.terminate();
-    let exit = again.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", again.log());
+    until("the spill was never written back", || !spill_left(&spill)).await;
+    again.stop();
     let stored = store
         .totals(0, i64::MAX, Some(tenant))
         .await
@@ -339,8 +329,7 @@ async fn kill_9_while_postgres_stalls_loses_no_answered_call() {
 async fn kill_9_while_sqlite_is_locked_loses_at_most_the_stall_bound() {
     let sim = sim(sluice_sim::SimConfig::unlimited()).await;
     let dir = TempDir::new("stall-sqlite");
-    let (cfg, port) = config(&dir, &sim.url(), "");
-    let url = format!("http://127.0.0.1:{port}");
+    let (cfg, url) = config(&dir, &sim.url(), "");
     let data = dir.join("data");
     let spill = data.join("ledger-spill.jsonl");
     let tenant = "locked";
@@ -377,14 +366,8 @@ async fn kill_9_while_sqlite_is_locked_loses_at_most_the_stall_bound() {
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
     drop(lock);
     let mut again = procs::serve(&cfg);
-    let end = Instant::now() + PATIENCE;
-    while spill_left(&spill) {
-        assert!(Instant::now() < end, "the spill was never written back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    again.terminate();
-    let exit = again.wait_exit();
-    assert!(exit.success(), "{exit}: {:#?}", again.log());
+    until("the spill was never written back", || !spill_left(&spill)).await;
+    again.stop();
     let stored = ledger_sums(&db, tenant).await.0.0;
     let served = sim.stats().model("gpt-4o-mini").ok;
     let lost = served.saturating_sub(stored);

@@ -14,21 +14,25 @@
 //! `SLUICE_TEST_FAULTS_LONG=1` runs the long variants: each swarm runs ten
 //! times as long and outages last ten times as long.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod diskfull;
 mod ledger;
 mod partition;
 mod postgres;
-mod procs;
 mod redis;
 mod sigterm;
 mod stores;
 mod upstream;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_sim::{Sim, SimConfig, SimHandle};
+use sluice_sim::SimHandle;
+
+pub use common::{chat, client, get_json, procs, sim, until};
 
 /// How many times longer swarms and outages run: 1, or 10 with
 /// `SLUICE_TEST_FAULTS_LONG=1`.
@@ -44,78 +48,59 @@ pub fn span(base: Duration) -> Duration {
     base * scale()
 }
 
-/// A client without connection reuse across tests, generous timeouts.
-pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("a client")
-}
-
-/// The simulator, in this process, on a loopback port.
-pub async fn sim(config: SimConfig) -> SimHandle {
-    Sim::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("the sim starts")
-}
-
-/// Writes a gateway config: `listen`, `data_dir` and the sim as OpenAI,
-/// Anthropic and Slack, then `rest` (TOML) as it is.
-pub fn write_config(
-    dir: &Path,
-    name: &str,
-    port: u16,
-    sim: &str,
-    rest: &str,
-) -> std::path::PathBuf {
+/// Writes a gateway config `name` into `dir`: `listen` on a free
+/// loopback port, `data_dir` and the sim as OpenAI, Anthropic and Slack,
+/// then `rest` (TOML) as it is. Returns the file and the gateway's URL.
+pub fn write_config(dir: &Path, name: &str, sim: &str, rest: &str) -> (PathBuf, String) {
+    let port = procs::free_port();
     let path = dir.join(name);
     let text = format!(
         r#"listen = "127.0.0.1:{port}"
 data_dir = {data:?}
 {rest}
-[[providers]]
-name = "openai"
-base_url = "{sim}/openai/v1"
-[[providers]]
-name = "anthropic"
-format = "anthropic"
-base_url = "{sim}/anthropic/v1"
-[[apis]]
+{providers}[[apis]]
 name = "slack"
 base_url = "{sim}/slack"
 requests_per_second = 100000.0
 burst = 100000
 "#,
         data = dir.join("data").display().to_string(),
+        providers = common::sim_providers(sim, &["openai", "anthropic"]),
     );
     std::fs::write(&path, text).expect("config written");
-    path
+    (path, format!("http://127.0.0.1:{port}"))
 }
 
-/// A chat request body.
-pub fn chat(model: &str, stream: bool) -> Value {
-    serde_json::json!({
-        "model": model,
-        "stream": stream,
-        "messages": [{"role": "user", "content": "hello there"}],
-    })
+/// A gateway of the suite, started in front of a sim: its process, URL,
+/// config file (`sluice.toml`, see [`write_config`]) and directory. Bind
+/// every field that is kept: the process is killed, the directory removed,
+/// when theirs is dropped.
+#[derive(Debug)]
+pub struct Gateway {
+    pub serve: procs::Proc,
+    pub url: String,
+    pub cfg: PathBuf,
+    pub dir: procs::TempDir,
+}
+
+impl Gateway {
+    /// A new directory named after `what`, the config with `rest` in it,
+    /// and `sluice serve` on that config; returns once it listens.
+    pub fn start(what: &str, sim: &SimHandle, rest: &str) -> Gateway {
+        let dir = procs::TempDir::new(what);
+        let (cfg, url) = write_config(&dir.0, "sluice.toml", &sim.url(), rest);
+        Gateway {
+            serve: procs::serve(&cfg),
+            url,
+            cfg,
+            dir,
+        }
+    }
 }
 
 /// Reads a whole body; `Err` when the connection broke before its end.
 pub async fn body_of(res: reqwest::Response) -> Result<String, String> {
     res.text().await.map_err(|e| format!("{e:?}"))
-}
-
-/// `GET url` as JSON; the call and the JSON must both succeed.
-pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
-    http.get(url)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
-        .json()
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
 }
 
 /// Polls the gateway at `url` until every job of `ids` is completed, all

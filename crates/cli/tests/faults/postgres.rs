@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sluice_sim::{ApiConfig, SimConfig};
 
-use crate::procs::{self, Postgres, TempDir};
-use crate::{client, sim, span, write_config};
+use crate::procs::{self, Postgres};
+use crate::{Gateway, client, sim, span};
 
 const ENQUEUERS: usize = 2;
 const CONCURRENCY: usize = 8;
@@ -53,15 +53,8 @@ async fn postgres_crashes_and_returns_under_job_load() {
     );
     config.log_capacity = 200_000;
     let sim = sim(config).await;
-    let dir = TempDir::new("postgres");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        &format!(
-            r#"admin_token = "{ADMIN}"
+    let rest = format!(
+        r#"admin_token = "{ADMIN}"
 [trace]
 enabled = false
 [jobs]
@@ -72,11 +65,14 @@ heartbeat_ms = 500
 concurrency = {CONCURRENCY}
 rate = 100000.0
 "#,
-            store = pg.url()
-        ),
+        store = pg.url()
     );
-    let serve = procs::serve(&cfg);
-    let url = format!("http://127.0.0.1:{port}");
+    let Gateway {
+        serve,
+        url,
+        dir: _dir,
+        ..
+    } = Gateway::start("postgres", &sim, &rest);
     let http = client();
 
     let phase: Arc<Mutex<&'static str>> = Arc::new(Mutex::new("before"));

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use sluice_sim::{Latency, Limits, ModelConfig, SimConfig, SimHandle};
 
+pub(crate) use crate::common::all_ready;
 use crate::procs::{self, Proc, TempDir};
 use crate::{chat, client, sim, span, write_config};
 
@@ -234,7 +234,6 @@ pub(crate) async fn replicas(
     let mut replicas = Vec::new();
     let mut urls = Vec::new();
     for i in 0..REPLICAS {
-        let port = procs::free_port();
         let via = redis_port(i);
         let rest = format!(
             r#"[trace]
@@ -254,15 +253,9 @@ lease_ttl_ms = 2000
 failure = "{failure}"
 "#
         );
-        let cfg = write_config(
-            &dir.0,
-            &format!("replica-{i}.toml"),
-            port,
-            &sim.url(),
-            &rest,
-        );
+        let (cfg, url) = write_config(&dir.0, &format!("replica-{i}.toml"), &sim.url(), &rest);
         replicas.push(procs::serve(&cfg));
-        urls.push(format!("http://127.0.0.1:{port}"));
+        urls.push(url);
     }
     all_ready(http, &urls, "every replica seen", |r| {
         r["redis"]["replicas"] == REPLICAS as u64
@@ -339,28 +332,4 @@ pub(crate) fn swarm(
             })
         })
         .collect()
-}
-
-pub(crate) async fn all_ready(
-    http: &reqwest::Client,
-    urls: &[String],
-    what: &str,
-    f: impl Fn(&Value) -> bool,
-) {
-    let end = Instant::now() + procs::PATIENCE;
-    loop {
-        let mut all = true;
-        for u in urls {
-            let r = match http.get(format!("{u}/readyz")).send().await {
-                Ok(r) => r.json().await.unwrap_or(Value::Null),
-                Err(_) => Value::Null,
-            };
-            all &= f(&r);
-        }
-        if all {
-            return;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

@@ -16,8 +16,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sluice_sim::{ApiConfig, Faults, Latency, ModelConfig, Scope, SimConfig};
 
-use crate::procs::{self, TempDir};
-use crate::{body_of, chat, client, sim, write_config};
+use crate::common::post_json;
+use crate::procs;
+use crate::{Gateway, body_of, chat, client, sim};
 
 const STREAMS: usize = 20;
 const BUFFERED: usize = 20;
@@ -48,17 +49,13 @@ async fn sigterm_lets_every_request_in_flight_finish_and_refuses_new_ones() {
         },
     );
     let sim = sim(config).await;
-    let dir = TempDir::new("sigterm");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        "[shutdown]\ndrain_timeout_ms = 30000\n[jobs]\nenabled = false\n",
-    );
-    let mut serve = procs::serve(&cfg);
-    let url = format!("http://127.0.0.1:{port}");
+    let rest = "[shutdown]\ndrain_timeout_ms = 30000\n[jobs]\nenabled = false\n";
+    let Gateway {
+        mut serve,
+        url,
+        dir,
+        ..
+    } = Gateway::start("sigterm", &sim, rest);
     let http = client();
 
     let mut tasks = Vec::new();
@@ -227,15 +224,8 @@ async fn past_the_grace_queued_requests_get_503_and_jobs_keep_their_attempts() {
     );
     config.log_capacity = 10_000;
     let sim = sim(config).await;
-    let dir = TempDir::new("sigterm-grace");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        &format!(
-            r#"admin_token = "{ADMIN}"
+    let rest = format!(
+        r#"admin_token = "{ADMIN}"
 [shutdown]
 drain_timeout_ms = 1000
 [trace]
@@ -252,23 +242,19 @@ heartbeat_ms = 500
 concurrency = {JOBS}
 rate = 1000.0
 "#
-        ),
     );
-    let mut serve = procs::serve(&cfg);
-    let url = format!("http://127.0.0.1:{port}");
+    let Gateway {
+        mut serve,
+        url,
+        cfg,
+        dir: _dir,
+    } = Gateway::start("sigterm-grace", &sim, &rest);
     let http = client();
 
     // The only in-flight slot of openai/held is taken through the limiter
     // API: requests for it wait.
-    let grant: Value = http
-        .post(format!("{url}/v1/limits/acquire"))
-        .json(&json!({"resource": "inflight:openai/held"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let held = json!({"resource": "inflight:openai/held"});
+    let grant = post_json(&http, &format!("{url}/v1/limits/acquire"), &held).await;
     assert!(grant["grant_id"].is_string(), "{grant}");
     let mut waiting = Vec::new();
     for _ in 0..QUEUED {
@@ -384,17 +370,14 @@ async fn streams_cut_at_the_end_of_the_grace_end_with_an_error_event_in_their_fo
         },
     );
     let sim = sim(config).await;
-    let dir = TempDir::new("sigterm-cut");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        "[shutdown]\ndrain_timeout_ms = 1000\n[trace]\nenabled = false\n[jobs]\nenabled = false\n",
-    );
-    let mut serve = procs::serve(&cfg);
-    let url = format!("http://127.0.0.1:{port}");
+    let rest =
+        "[shutdown]\ndrain_timeout_ms = 1000\n[trace]\nenabled = false\n[jobs]\nenabled = false\n";
+    let Gateway {
+        mut serve,
+        url,
+        dir: _dir,
+        ..
+    } = Gateway::start("sigterm-cut", &sim, rest);
     let http = client();
     let mut tasks = Vec::new();
     for i in 0..2 * CUT {

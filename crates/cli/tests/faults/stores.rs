@@ -19,10 +19,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_sim::SimConfig;
-use sqlx::Connection;
 
 use crate::procs::{self, TempDir};
-use crate::{chat, client, sim, write_config};
+
+#[path = "../../../store/tests/shared/damage.rs"]
+mod damage;
+use crate::{Gateway, chat, client, sim, write_config};
+use damage::damage_index;
 
 const ADMIN: &str = "s3cret";
 
@@ -55,10 +58,8 @@ fn remove_db(path: &Path) {
 async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
     let sim = sim(SimConfig::unlimited()).await;
     let dir = TempDir::new("stores-keys");
-    let port = procs::free_port();
     let rest = format!("admin_token = {ADMIN:?}\n[trace]\nenabled = false\n");
-    let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), &rest);
-    let url = format!("http://127.0.0.1:{port}");
+    let (cfg, url) = write_config(&dir.0, "sluice.toml", &sim.url(), &rest);
     let http = client();
 
     // A fresh data directory: the first start needs no step of its own.
@@ -104,8 +105,7 @@ async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
     };
     assert_eq!(call(Some(key.clone())).await.unwrap().status(), 200);
     assert_eq!(call(None).await.unwrap().status(), 401);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    serve.stop();
 
     let keys_db = dir.0.join("data").join("keys.db");
     remove_db(&keys_db);
@@ -125,26 +125,21 @@ async fn a_deleted_keys_db_refuses_start_up_naming_the_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
     let sim = sim(SimConfig::unlimited()).await;
-    let dir = TempDir::new("stores-empty");
-    let port = procs::free_port();
-    let cfg = write_config(
-        &dir.0,
-        "sluice.toml",
-        port,
-        &sim.url(),
-        "[trace]\nenabled = false\n",
-    );
+    let Gateway {
+        mut serve,
+        url,
+        cfg,
+        dir,
+    } = Gateway::start("stores-empty", &sim, "[trace]\nenabled = false\n");
     let http = client();
-    let mut serve = procs::serve(&cfg);
     let r = http
-        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .post(format!("{url}/v1/chat/completions"))
         .json(&chat("openai/gpt-4o-mini", false))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
+    serve.stop();
     let (ok, text) = check_stores(&cfg);
     assert!(ok, "{text}");
     assert!(text.contains("every page read"), "{text}");
@@ -168,63 +163,33 @@ async fn an_emptied_ledger_or_jobs_db_refuses_start_up() {
     }
     // Restored: it starts again.
     let mut serve = procs::serve(&cfg);
-    stop(&mut serve, &http, port).await;
+    stop(&mut serve, &http, &url).await;
     sim.shutdown().await;
 }
 
 /// Stops a gateway that just started: once it answers (its SIGTERM
 /// handler is installed by then), SIGTERM, and a clean exit.
-async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, port: u16) {
-    let r = http
-        .get(format!("http://127.0.0.1:{port}/healthz"))
-        .send()
-        .await
-        .unwrap();
+async fn stop(serve: &mut procs::Proc, http: &reqwest::Client, url: &str) {
+    let r = http.get(format!("{url}/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    serve.terminate();
-    assert!(serve.wait_exit().success());
-}
-
-/// Overwrites the root page of `index` in the SQLite file at `path` with
-/// bytes that are no b-tree page, as a bad sector or a stray write would.
-async fn damage_index(path: &Path, index: &str) {
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
-    let mut c = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
-    let (root,): (i64,) = sqlx::query_as("SELECT rootpage FROM sqlite_master WHERE name = ?")
-        .bind(index)
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    let (size,): (i64,) = sqlx::query_as("PRAGMA page_size")
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    // Closing the last connection checkpoints the WAL into the file.
-    c.close().await.unwrap();
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = usize::try_from((root - 1) * size).unwrap();
-    let size = usize::try_from(size).unwrap();
-    assert!(bytes.len() >= at + size, "the index's page is in the file");
-    bytes[at..at + size].fill(0xff);
-    std::fs::write(path, bytes).unwrap();
+    serve.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_jobs_db_turns_readyz_not_ready_and_runs_no_job_twice() {
     const JOBS: u64 = 5;
     let sim = sim(SimConfig::unlimited()).await;
-    let dir = TempDir::new("stores-damaged");
-    let port = procs::free_port();
-    let url = format!("http://127.0.0.1:{port}");
     // Short leases, so that a job whose outcome was not recorded would
     // be rescued (every second) and run again within the test.
     let rest = "[trace]\nenabled = false\n[jobs]\nlease_ms = 500\nheartbeat_ms = 100\n";
-    let cfg = write_config(&dir.0, "sluice.toml", port, &sim.url(), rest);
+    let Gateway {
+        mut serve,
+        url,
+        cfg,
+        dir,
+    } = Gateway::start("stores-damaged", &sim, rest);
     let http = client();
-    let mut serve = procs::serve(&cfg);
-    stop(&mut serve, &http, port).await;
+    stop(&mut serve, &http, &url).await;
     let jobs_db = dir.0.join("data").join("jobs.db");
     damage_index(&jobs_db, "jobs_finished").await;
     let (ok, text) = check_stores(&cfg);

@@ -3,14 +3,13 @@
 //! slow first byte. Each test counts what the clients got and what the
 //! sim saw.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_sim::{Faults, Latency, ModelConfig, Scope, SimConfig, SimHandle};
 
 use crate::procs::{self, Proc, TempDir};
-use crate::{body_of, chat, client, sim};
+use crate::{body_of, chat, client, get_json, sim};
 
 /// Attempts per request (`retry.max_attempts`).
 const ATTEMPTS: u64 = 3;
@@ -32,17 +31,16 @@ async fn setup(what: &str, models: &[(&str, ModelConfig)], limits: &str) -> Setu
     }
     let sim = sim(config).await;
     let dir = TempDir::new(what);
-    let port = procs::free_port();
     let rest = format!(
         "[trace]\nenabled = false\n[jobs]\nenabled = false\n[retry]\nmax_attempts = {ATTEMPTS}\n\
          initial_backoff_ms = 10\nmax_backoff_ms = 50\n{limits}"
     );
-    let cfg: PathBuf = crate::write_config(&dir.0, "sluice.toml", port, &sim.url(), &rest);
+    let (cfg, url) = crate::write_config(&dir.0, "sluice.toml", &sim.url(), &rest);
     let serve = procs::serve(&cfg);
     Setup {
         sim,
         _serve: serve,
-        url: format!("http://127.0.0.1:{port}"),
+        url,
         http: client(),
         _dir: dir,
     }
@@ -305,15 +303,7 @@ impl Setup {
                 "{}/v1/usage?group_by=model&granularity=total&from=0",
                 self.url
             );
-            let all: Value = self
-                .http
-                .get(url)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let all = get_json(&self.http, &url).await;
             let row = all["rows"]
                 .as_array()
                 .and_then(|rows| rows.iter().find(|r| r["model"] == model).cloned())

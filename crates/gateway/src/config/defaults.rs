@@ -142,6 +142,7 @@ impl Default for Config {
             otel: None,
             ledger: super::LedgerConfig::default(),
             prices: BTreeMap::new(),
+            pricing: super::PricingConfig::default(),
             audit: super::AuditConfig::default(),
             secrets: super::Secrets::default(),
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sluice_usage::{Price, PriceError, PriceTable};
+use sluice_usage::{Catalog, MAX_CATALOG_BYTES, Price, PriceError, PriceTable};
 
 use super::jobs::{JobsConfig, StoreLocation};
 use super::keys::WITH_JOBS;
@@ -100,12 +100,71 @@ impl<'de> Deserialize<'de> for Dollars {
     }
 }
 
-/// The shipped prices with `overrides` over them.
+/// `[pricing]`: where prices and context windows come from under the
+/// hand-checked table (`crates/usage/prices.json`) and `[prices]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PricingConfig {
+    /// `"shipped"` (the LiteLLM-format price map in the binary, the
+    /// default), `"none"` (only the hand-checked table and `[prices]`), or
+    /// the path of a price map in LiteLLM's
+    /// `model_prices_and_context_window.json` format (`sluice prices
+    /// refresh` writes one).
+    pub catalog: String,
+}
+
+/// The `[pricing] catalog` value that names the shipped map.
+pub const SHIPPED_CATALOG: &str = "shipped";
+/// The `[pricing] catalog` value that names no map.
+pub const NO_CATALOG: &str = "none";
+
+impl Default for PricingConfig {
+    fn default() -> Self {
+        PricingConfig {
+            catalog: SHIPPED_CATALOG.to_owned(),
+        }
+    }
+}
+
+/// The price map `[pricing] catalog` names.
 ///
 /// # Errors
-/// [`PriceError`] whose field is `prices."{prefix}".{input|output|cached_input}`.
-pub fn price_table(overrides: &BTreeMap<String, PriceConfig>) -> Result<PriceTable, PriceError> {
-    let mut table = PriceTable::defaults();
+/// [`PriceError`] naming `pricing.catalog`: a file that cannot be read or
+/// is not a price map.
+pub fn catalog(pricing: &PricingConfig) -> Result<Catalog, PriceError> {
+    match pricing.catalog.as_str() {
+        SHIPPED_CATALOG => Ok(Catalog::shipped()),
+        NO_CATALOG => Ok(Catalog::default()),
+        path => {
+            let fail = |reason: String| PriceError {
+                field: "pricing.catalog".into(),
+                reason,
+            };
+            let file = std::fs::File::open(path).map_err(|e| fail(format!("{path}: {e}")))?;
+            let mut text = String::new();
+            // At most one byte past the bound, so a huge file is refused
+            // without being read whole.
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(file, MAX_CATALOG_BYTES as u64 + 1),
+                &mut text,
+            )
+            .map_err(|e| fail(format!("{path}: {e}")))?;
+            Catalog::from_litellm_json(&text).map_err(|e| fail(format!("{path}: {}", e.reason)))
+        }
+    }
+}
+
+/// The price map `pricing` names, the shipped hand-checked prices over
+/// it, and `overrides` over both.
+///
+/// # Errors
+/// [`PriceError`] whose field is `pricing.catalog` or
+/// `prices."{prefix}".{input|output|cached_input}`.
+pub fn price_table(
+    pricing: &PricingConfig,
+    overrides: &BTreeMap<String, PriceConfig>,
+) -> Result<PriceTable, PriceError> {
+    let mut table = PriceTable::defaults().over(catalog(pricing)?.prices);
     for (prefix, p) in overrides {
         if prefix.is_empty() {
             return Err(PriceError {

@@ -15,6 +15,7 @@
 //! through figment would take a custom provider of about the size of
 //! `merge.rs` and `origins.rs` together, for a second dependency tree.
 
+mod annotate;
 mod env;
 mod error;
 mod merge;
@@ -46,6 +47,21 @@ const REDACTED: &str = "<redacted>";
 /// A [`ConfigError`] naming the key and its source: the file cannot be read
 /// or parsed, a key is unknown, a value has the wrong type or fails a check.
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    load_with_origins(path).map(|(config, _)| config)
+}
+
+/// [`load`], written out as [`Config::to_toml`] with each value's origin
+/// at the end of its line (`# default`, `# file sluice.toml`,
+/// `# env SLUICE_REDIS__URL`): what `sluice check-config` prints.
+///
+/// # Errors
+/// As [`load`].
+pub fn explain(path: Option<&Path>) -> Result<String, ConfigError> {
+    let (config, origins) = load_with_origins(path)?;
+    Ok(annotate::origins(&config.to_toml(), &origins))
+}
+
+fn load_with_origins(path: Option<&Path>) -> Result<(Config, Origins), ConfigError> {
     // Variables that are not Unicode cannot be settings; skip rather than
     // panic as `std::env::vars` would.
     let env = std::env::vars_os()
@@ -56,7 +72,8 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
                 path: path.to_owned(),
                 source,
             })?;
-            load_str(&text, &path.display().to_string(), env)
+            let origin = Source::File(path.to_owned());
+            build(Some((parse(&text, &origin)?, origin)), env)
         }
         None => build(None, env),
     }
@@ -75,7 +92,7 @@ pub fn load_str(
 ) -> Result<Config, ConfigError> {
     let origin = Source::File(PathBuf::from(source_name));
     let table = parse(toml, &origin)?;
-    build(Some((table, origin)), env)
+    build(Some((table, origin)), env).map(|(config, _)| config)
 }
 
 impl Config {
@@ -145,7 +162,7 @@ fn parse(text: &str, origin: &Source) -> Result<Table, ConfigError> {
 fn build(
     file: Option<(Table, Source)>,
     env: impl IntoIterator<Item = (String, String)>,
-) -> Result<Config, ConfigError> {
+) -> Result<(Config, Origins), ConfigError> {
     let mut origins = Origins::default();
     let mut table = Table::try_from(Config::default()).expect("the defaults serialize to TOML");
     if let Some((file, origin)) = file {
@@ -170,7 +187,7 @@ fn build(
             Ok(mut config) => {
                 config.secrets = Secrets::from_env(&named, &env);
                 validate::validate(&config, &origins)?;
-                return Ok(config);
+                return Ok((config, origins));
             }
             Err(e) => {
                 let path = key_path(e.path());

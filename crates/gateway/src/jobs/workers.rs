@@ -1,12 +1,13 @@
 //! The worker pool `sluice serve` runs: the configured queues, the
-//! standard kinds calling the configured APIs, all on the gateway's own
+//! standard kinds calling the configured APIs and the embedder's own
+//! kinds ([`Kinds`]), all on the gateway's own
 //! limits (through Redis with `[redis]`), so that a job calling Slack
 //! takes from `api:slack` as a proxied call does, on any replica.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_jobs::{QueueConfig, WorkerPool};
+use sluice_jobs::{Kinds, QueueConfig, WorkerPool};
 use sluice_jobs_http::discord::DiscordConfig;
 use sluice_jobs_http::http::HttpApis;
 use sluice_limit::Limit;
@@ -27,6 +28,7 @@ pub(super) fn start(
     config: &Config,
     credentials: &Upstreams,
     store: AnyStore,
+    kinds: &Kinds,
     limiter: SharedLimiter,
     client: reqwest::Client,
     otel: Option<&sluice_otel::Exporter>,
@@ -37,7 +39,8 @@ pub(super) fn start(
     let apis = http_apis(config, credentials)?;
     let mut handlers =
         sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
-            .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?;
+            .map_err(|e| StartError::Workers(format!("discord limit: {e}")))?
+            .merge(kinds.handlers());
     if let Some(ledger) = ledger {
         // Every attempt leaves a ledger record.
         handlers = crate::ledger::recorded(&handlers, ledger);

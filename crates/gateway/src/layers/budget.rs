@@ -17,7 +17,7 @@
 //! without an error status and given back otherwise, as a model call's.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sluice_usage::Usage;
 use sluice_usage::budget::{BudgetError, Dimension, Hold, Rule, Spend};
@@ -130,7 +130,7 @@ async fn reserve<C: Budgeted>(
     rules: &[Rule],
 ) -> Result<Option<(Hold, BudgetNote)>, ApiError> {
     let ask = c.worst_case(state, rules)?;
-    let now_ms = now_ms();
+    let now_ms = sluice_ledger::now_ms();
     if let (Some(seed), Some(ledger), Some(caller)) =
         (&state.budget_seed, state.ledger.get(), &c.ctx().caller)
     {
@@ -256,7 +256,10 @@ fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiEr
                 format!(" (a fallback of {:?})", c.model)
             };
             ApiError::Forbidden(format!(
-                "model {model:?}{which} has no price, so a money budget cannot be kept for it"
+                "model {model:?}{which} has no price, so a money budget cannot be kept for it: \
+                 price it in the config (`[prices.{model:?}]` with `input` and `output` in \
+                 dollars per million tokens) or point `[pricing] catalog` at a price map that \
+                 has it (`sluice prices refresh`)"
             ))
         })?;
         let usage = Usage {
@@ -267,13 +270,6 @@ fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiEr
         worst.money = worst.money.max(price.cost(&usage, 0).nanodollars());
     }
     Ok(worst)
-}
-
-fn now_ms() -> i64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// `budget "monthly" of tenant "acme"` from `tenant:acme:monthly`.

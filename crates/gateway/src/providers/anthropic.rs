@@ -7,7 +7,7 @@ mod chat;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use serde_json::Value;
-use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
+use sluice_usage::{Endpoint, Estimate, WireFormat};
 
 use super::translate::{self, Translated};
 use super::{
@@ -44,11 +44,11 @@ impl Provider for Anthropic {
     ) -> Estimate {
         // A translated call is read as the OpenAI body it is, and may run
         // to the `max_tokens` sent for it.
-        let (format, default) = match endpoint {
-            Endpoint::Chat => (WireFormat::Openai, chat::DEFAULT_MAX_TOKENS),
-            _ => (WireFormat::Anthropic, default_max_tokens),
+        let (dialect, default) = match endpoint {
+            Endpoint::Chat => (WireFormat::Openai.dialect(), chat::DEFAULT_MAX_TOKENS),
+            _ => (self.dialect(), default_max_tokens),
         };
-        usage::estimate(format, endpoint, body, chars_per_token, default)
+        dialect.estimate(endpoint, body, chars_per_token, default)
     }
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
@@ -94,7 +94,7 @@ impl Provider for Anthropic {
         if exchange.endpoint == Endpoint::Chat {
             return chat::answer(status, &body, &exchange.model);
         }
-        pass_answer(WireFormat::Anthropic, exchange.endpoint, status, body)
+        pass_answer(self.dialect(), exchange.endpoint, status, body)
     }
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
@@ -106,6 +106,6 @@ impl Provider for Anthropic {
                 &exchange.model,
             ));
         }
-        Box::new(Passthrough::new(WireFormat::Anthropic, exchange))
+        Box::new(Passthrough::new(self.dialect(), exchange))
     }
 }

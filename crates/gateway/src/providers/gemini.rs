@@ -10,7 +10,7 @@ pub(super) mod events;
 use axum::http::{HeaderName, StatusCode};
 use bytes::Bytes;
 use serde_json::Value;
-use sluice_usage::{self as usage, Endpoint, Estimate, WireFormat};
+use sluice_usage::{Endpoint, Estimate, WireFormat};
 
 use super::translate::{self, Translated};
 use super::{
@@ -60,13 +60,9 @@ impl Provider for Gemini {
         default_max_tokens: u64,
     ) -> Estimate {
         // The client's body is an OpenAI chat request.
-        usage::estimate(
-            WireFormat::Openai,
-            endpoint,
-            body,
-            chars_per_token,
-            default_max_tokens,
-        )
+        WireFormat::Openai
+            .dialect()
+            .estimate(endpoint, body, chars_per_token, default_max_tokens)
     }
 
     fn check_model(&self, model: &str) -> Result<(), BadField> {

@@ -119,11 +119,11 @@ impl Provider for Openai {
     }
 
     fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer {
-        pass_answer(WireFormat::Openai, exchange.endpoint, status, body)
+        pass_answer(self.dialect(), exchange.endpoint, status, body)
     }
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
-        Box::new(Passthrough::new(WireFormat::Openai, exchange))
+        Box::new(Passthrough::new(self.dialect(), exchange))
     }
 }
 

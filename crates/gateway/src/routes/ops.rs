@@ -41,11 +41,11 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
     if let Some(d) = &damaged {
         reasons.push(d);
     }
-    if state.queue.is_busy() {
-        reasons.push(
-            "busy: the admission backlog exceeds twice the dispatch concurrency per waiting lane",
-        );
-    }
+    // Busy (waiting at a provider's limit) is the normal state of a gateway
+    // doing its job, not a reason to be pulled from a balancer: every
+    // replica is busy at once, and pulling them all is an outage. It is
+    // said here, and in `sluice_busy`.
+    let busy = state.queue.is_busy();
     let status = if reasons.is_empty() {
         StatusCode::OK
     } else {
@@ -64,6 +64,7 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
         status,
         Json(
             json!({"ready": reasons.is_empty(), "reasons": reasons, "queued": queued,
+            "busy": busy,
             "redis": redis, "auth": auth, "warnings": warnings}),
         ),
     )

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use crate::backend::{Conn, args};
-use crate::clock::Timestamp;
 use crate::counts::{QueueCounts, StateCounts};
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState};
@@ -12,6 +11,7 @@ use crate::new_job::check_name;
 use crate::retention::{Cleaned, Retention};
 use crate::sql;
 use crate::store::{ListFilter, MAX_PAGE, Page};
+use sluice_store::Timestamp;
 
 /// The job with this id.
 pub async fn get(c: &mut impl Conn, id: JobId) -> Result<Option<Job>, Error> {

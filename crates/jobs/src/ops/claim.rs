@@ -5,11 +5,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::backend::{Arg, Conn, args};
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::Job;
 use crate::new_job::{check_name, invalid};
 use crate::sql::Dialect;
+use sluice_store::Timestamp;
 
 /// The most jobs one claim hands out.
 pub const MAX_CLAIM: u32 = 1_000;

@@ -9,12 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::backend::{Arg, Conn, args};
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobState};
 use crate::new_job::NewJob;
 use crate::sql::{self, Dialect, Insert};
 use crate::store::Enqueued;
+use sluice_store::Timestamp;
 
 /// Stores `job`, or answers with the live job that holds its idempotency key.
 pub async fn enqueue(

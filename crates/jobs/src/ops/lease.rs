@@ -7,12 +7,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::backend::{Arg, Conn, args};
-use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::job::{Job, JobId, JobState, Lease};
 use crate::new_job::invalid;
 use crate::sql::{self, Dialect};
 use crate::store::RetryDecision;
+use sluice_store::Timestamp;
 
 /// The longest error text kept on a job; longer ones are cut.
 pub const MAX_ERROR_LEN: usize = 4_096;

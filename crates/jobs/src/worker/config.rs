@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use sluice_limit::Limit;
 
-use crate::clock::{Clock, SystemClock};
 use crate::retention::Retention;
 use crate::worker::backoff::Backoff;
+use sluice_store::{Clock, SystemClock};
 
 /// The seed's per-queue concurrency.
 pub const DEFAULT_CONCURRENCY: usize = 5;

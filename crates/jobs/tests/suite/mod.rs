@@ -17,7 +17,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use serde_json::json;
-use sluice_jobs::{Job, JobId, JobState, JobStore, Lease, ManualClock, NewJob, Tally, Timestamp};
+use sluice_jobs::{
+    AnyStore, Job, JobId, JobState, JobStore, Lease, ManualClock, NewJob, Tally, Timestamp,
+};
 
 /// Makes a fresh, empty store that reads time from `clock`.
 pub trait Factory: Sync {
@@ -27,6 +29,24 @@ pub trait Factory: Sync {
     fn make(&self, clock: ManualClock) -> impl Future<Output = Self::Store> + Send;
     /// What `store` has asked of its database so far.
     fn tally(store: &Self::Store) -> Tally;
+}
+
+/// The stores of factory `F`, held as an [`AnyStore`].
+pub struct Any<F>(pub F);
+
+impl<F: Factory> Factory for Any<F>
+where
+    AnyStore: From<F::Store>,
+{
+    type Store = AnyStore;
+
+    async fn make(&self, clock: ManualClock) -> AnyStore {
+        AnyStore::from(self.0.make(clock).await)
+    }
+
+    fn tally(store: &AnyStore) -> Tally {
+        store.tally()
+    }
 }
 
 /// Where every test's clock starts (November 2023).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sluice_keys::{
     AuthError, Budget, Change, Error, KeyCache, KeyState, KeyStore, Limits, ManualClock, Money,
-    NewKey, NewTenant, Period, Refusal, TenantState, Update,
+    NewKey, NewTenant, Period, Refusal, TenantState, Timestamp, Update,
 };
 
 /// 2026-01-01T00:00:00Z.
@@ -79,7 +79,7 @@ fn refusal(r: Result<std::sync::Arc<sluice_keys::Caller>, AuthError>) -> Refusal
 }
 
 pub async fn tiers_are_named_sets_of_limits(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     let t = s.create_tier("free", &limits_rpm(60)).await.unwrap();
     assert_eq!((t.name.as_str(), t.created_at), ("free", T0));
     assert!(matches!(
@@ -116,7 +116,7 @@ pub async fn tiers_are_named_sets_of_limits(f: &impl Factory) {
 }
 
 pub async fn tenants_refer_to_tiers_and_can_be_blocked(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     assert_eq!(
         field_of(
             s.create_tenant(&tenant("acme", Some("free")))
@@ -190,7 +190,7 @@ pub async fn tenants_refer_to_tiers_and_can_be_blocked(f: &impl Factory) {
 }
 
 pub async fn keys_are_shown_once_and_checked_by_hash(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     assert!(matches!(
         s.issue_key(&key_for("acme")).await,
         Err(Error::NotFound { what: "tenant", .. })
@@ -236,7 +236,7 @@ pub async fn keys_are_shown_once_and_checked_by_hash(f: &impl Factory) {
 }
 
 pub async fn rotation_keeps_the_old_key_for_its_grace(f: &impl Factory) {
-    let clock = ManualClock::new(T0);
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
     let s = f.make(clock.clone()).await;
     s.create_tenant(&tenant("acme", None)).await.unwrap();
     let mut new = key_for("acme");
@@ -289,7 +289,7 @@ pub async fn rotation_keeps_the_old_key_for_its_grace(f: &impl Factory) {
 }
 
 pub async fn revoke_and_block(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     s.create_tenant(&tenant("acme", None)).await.unwrap();
     let k = s.issue_key(&key_for("acme")).await.unwrap();
     let id = k.record.id.clone();
@@ -332,7 +332,7 @@ pub async fn revoke_and_block(f: &impl Factory) {
 }
 
 pub async fn a_tier_change_applies_to_its_members(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     s.create_tier("free", &limits_rpm(60)).await.unwrap();
     let pro = Limits {
         tokens_per_minute: Some(10_000),
@@ -389,7 +389,7 @@ pub async fn a_tier_change_applies_to_its_members(f: &impl Factory) {
 }
 
 pub async fn concurrent_rotations_issue_one_key(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     s.create_tenant(&tenant("acme", None)).await.unwrap();
     for _ in 0..5 {
         let k = s.issue_key(&key_for("acme")).await.unwrap();
@@ -430,7 +430,7 @@ fn budget(name: &str, requests: u64) -> Budget {
 }
 
 pub async fn budgets_are_kept_and_follow_their_tier(f: &impl Factory) {
-    let s = f.make(ManualClock::new(T0)).await;
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
     let mut monthly = budget("monthly", 1_000);
     monthly.money = Some(Money::from_nanodollars(25_000_000_000));
     let t = s

@@ -8,11 +8,18 @@ use super::Reply;
 use crate::wire::body::event;
 
 fn stop_reason(r: &Reply) -> &'static str {
-    if r.truncated {
+    if r.tool.is_some() {
+        "tool_use"
+    } else if r.truncated {
         "max_tokens"
     } else {
         "end_turn"
     }
+}
+
+/// The call's id, as Anthropic's look (`toolu_…`).
+fn tool_id(r: &Reply) -> String {
+    format!("toolu_{}", r.id)
 }
 
 fn message(r: &Reply, content: Value, stop: Value, output_tokens: u64) -> Value {
@@ -35,7 +42,11 @@ fn message(r: &Reply, content: Value, stop: Value, output_tokens: u64) -> Value 
 
 /// A whole message.
 pub(crate) fn reply(r: &Reply) -> Value {
-    let content = json!([{"type": "text", "text": r.text()}]);
+    let content = match &r.tool {
+        Some(call) => json!([{"type": "tool_use", "id": tool_id(r), "name": call.name,
+            "input": call.arguments}]),
+        None => json!([{"type": "text", "text": r.text()}]),
+    };
     message(r, content, json!(stop_reason(r)), r.completion_tokens())
 }
 
@@ -45,6 +56,12 @@ pub(crate) fn reply(r: &Reply) -> Value {
 pub(crate) fn events(r: &Reply) -> Vec<(bool, Bytes)> {
     let ev = |kind: &str, data: Value| event(Some(kind), &data);
     let start = message(r, json!([]), Value::Null, 1);
+    // A call's block opens with its id, name and empty input; the input
+    // follows as JSON in pieces.
+    let block = match &r.tool {
+        Some(call) => json!({"type": "tool_use", "id": tool_id(r), "name": call.name, "input": {}}),
+        None => json!({"type": "text", "text": ""}),
+    };
     let mut out = vec![
         (
             false,
@@ -57,13 +74,17 @@ pub(crate) fn events(r: &Reply) -> Vec<(bool, Bytes)> {
             false,
             ev(
                 "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                json!({"type": "content_block_start", "index": 0, "content_block": block}),
             ),
         ),
         (false, ev("ping", json!({"type": "ping"}))),
     ];
     for t in &r.tokens {
-        let delta = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}});
+        let delta = match r.tool {
+            Some(_) => json!({"type": "input_json_delta", "partial_json": t}),
+            None => json!({"type": "text_delta", "text": t}),
+        };
+        let delta = json!({"type": "content_block_delta", "index": 0, "delta": delta});
         out.push((true, ev("content_block_delta", delta)));
     }
     out.push((

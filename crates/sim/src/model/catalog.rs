@@ -26,7 +26,7 @@ pub(super) fn models(shared: &Shared, format: Format, only: Option<&str>) -> Res
     }
     list.retain(|(_, p)| only.is_none_or(|only| only == p));
     let body: Value = match format {
-        Format::OpenAi => openai::models(&list),
+        Format::OpenAi | Format::Azure => openai::models(&list),
         Format::Anthropic => anthropic::models(&list),
         Format::Gemini => gemini::models(&list),
     };

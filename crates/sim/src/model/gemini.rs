@@ -34,8 +34,12 @@ fn usage(r: &Reply, completion: u64) -> Value {
 }
 
 fn response(r: &Reply, text: &str, finish: Option<&str>, completion: u64) -> Value {
+    let part = match &r.tool {
+        Some(call) => json!({"functionCall": {"name": call.name, "args": call.arguments}}),
+        None => json!({"text": text}),
+    };
     let mut candidate = json!({
-        "content": {"parts": [{"text": text}], "role": "model"},
+        "content": {"parts": [part], "role": "model"},
         "index": 0,
     });
     if let Some(finish) = finish {
@@ -58,6 +62,10 @@ pub(crate) fn reply(r: &Reply) -> Value {
 /// reason (an empty answer is one response with no text).
 fn chunks(r: &Reply) -> Vec<Value> {
     let n = r.tokens.len();
+    // Gemini sends a function call whole, in one response.
+    if r.tool.is_some() {
+        return vec![response(r, "", Some(finish_reason(r)), n as u64)];
+    }
     if n == 0 {
         return vec![response(r, "", Some(finish_reason(r)), 0)];
     }
@@ -123,6 +131,7 @@ mod tests {
             tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
             truncated,
             include_usage: true,
+            tool: None,
         }
     }
 

@@ -19,7 +19,35 @@ fn usage(r: &Reply) -> Value {
 }
 
 fn finish(r: &Reply) -> &'static str {
-    if r.truncated { "length" } else { "stop" }
+    if r.tool.is_some() {
+        "tool_calls"
+    } else if r.truncated {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+/// The call's id, as OpenAI's look (`call_…`).
+fn call_id(r: &Reply) -> String {
+    format!("call_{}", r.id)
+}
+
+/// The assistant's message: text, or a call with `content` null.
+fn message(r: &Reply) -> Value {
+    match &r.tool {
+        Some(call) => json!({
+            "role": "assistant",
+            "content": null,
+            "refusal": null,
+            "tool_calls": [{
+                "id": call_id(r),
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json()},
+            }],
+        }),
+        None => json!({"role": "assistant", "content": r.text(), "refusal": null}),
+    }
 }
 
 /// A whole `chat.completion`.
@@ -31,7 +59,7 @@ pub(crate) fn chat(r: &Reply) -> Value {
         "model": r.model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": r.text(), "refusal": null},
+            "message": message(r),
             "logprobs": null,
             "finish_reason": finish(r),
         }],
@@ -57,21 +85,21 @@ pub(crate) fn chat_events(r: &Reply) -> Vec<(bool, Bytes)> {
         c
     };
     let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
-    let mut out = vec![(
-        false,
-        event(
-            None,
-            &chunk(choice(
-                json!({"role": "assistant", "content": ""}),
-                Value::Null,
-            )),
-        ),
-    )];
+    // A call: its id and name first, then its arguments in pieces.
+    let first = match &r.tool {
+        Some(call) => json!({"role": "assistant", "content": null, "tool_calls": [{
+            "index": 0, "id": call_id(r), "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }]}),
+        None => json!({"role": "assistant", "content": ""}),
+    };
+    let mut out = vec![(false, event(None, &chunk(choice(first, Value::Null))))];
     for t in &r.tokens {
-        out.push((
-            true,
-            event(None, &chunk(choice(json!({"content": t}), Value::Null))),
-        ));
+        let delta = match r.tool {
+            Some(_) => json!({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
+            None => json!({"content": t}),
+        };
+        out.push((true, event(None, &chunk(choice(delta, Value::Null)))));
     }
     out.push((
         false,

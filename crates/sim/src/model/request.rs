@@ -23,6 +23,8 @@ pub(crate) struct Parsed {
     pub stream: bool,
     pub include_usage: bool,
     pub embed: Option<EmbedAsk>,
+    /// The tool call to answer with ([`super::tools`]).
+    pub tool: Option<super::tools::ToolCall>,
 }
 
 /// An embeddings request: a seed per input (a hash of it), one vector
@@ -124,8 +126,9 @@ fn messages(prompt: &mut Prompt, body: &Obj<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Parses and checks a request body for `endpoint`; Gemini's endpoints
-/// take the model from the path (`path_model`), the others from the body.
+/// Parses and checks a request body for `endpoint`; Gemini's and Azure's
+/// endpoints take the model from the path (`path_model`), the others from
+/// the body.
 pub(crate) fn parse(
     endpoint: Endpoint,
     path_model: Option<&str>,
@@ -139,7 +142,12 @@ pub(crate) fn parse(
         let model = path_model.unwrap_or_default().to_owned();
         return gemini(&body, model, endpoint == Endpoint::StreamGenerate);
     }
-    let model = body.string("model")?.to_owned();
+    // Azure names the model (its deployment) in the path; the body's
+    // `model`, if any, is not read.
+    let model = match path_model {
+        Some(m) => m.to_owned(),
+        None => body.string("model")?.to_owned(),
+    };
     let mut prompt = Prompt::default();
     let mut parsed = Parsed {
         model,
@@ -148,6 +156,7 @@ pub(crate) fn parse(
         stream: body.flag("stream")?,
         include_usage: false,
         embed: None,
+        tool: None,
     };
     match endpoint {
         Endpoint::Chat => {
@@ -155,6 +164,7 @@ pub(crate) fn parse(
             if let Some(tools) = body.get("tools") {
                 prompt.add(&tools.to_string());
             }
+            parsed.tool = super::tools::openai(body.0)?;
             // OpenAI's reasoning models refuse the older field.
             if reasons_openai(&parsed.model) && body.get("max_tokens").is_some() {
                 return Err(Problem::bad(
@@ -184,6 +194,10 @@ pub(crate) fn parse(
                 content(&mut prompt, system, "system")?;
             }
             messages(&mut prompt, &body)?;
+            if let Some(tools) = body.get("tools") {
+                prompt.add(&tools.to_string());
+            }
+            parsed.tool = super::tools::anthropic(body.0)?;
         }
         Endpoint::Responses => {
             if let Some(i) = body.get("instructions") {
@@ -295,6 +309,7 @@ fn gemini(body: &Obj<'_>, model: String, stream: bool) -> Result<Parsed, Problem
         // Every Gemini response carries its usage.
         include_usage: true,
         embed: None,
+        tool: super::tools::gemini(body.0)?,
     })
 }
 

@@ -80,7 +80,7 @@ impl Problem {
     pub(crate) fn body(&self, format: Format) -> Value {
         let message = self.message();
         match format {
-            Format::OpenAi => {
+            Format::OpenAi | Format::Azure => {
                 let (kind, param, code) = match self {
                     Problem::BadRequest { field, .. } => {
                         let param = (!field.is_empty()).then(|| field.clone());

@@ -48,6 +48,12 @@ pub(crate) fn rate_limit(format: Format, view: &QuotaView, headers: &mut HeaderM
                 );
                 put(headers, &format!("anthropic-ratelimit-{what}-reset"), reset);
             }
+            // Azure sends what remains, not the limit or its reset.
+            Format::Azure => put(
+                headers,
+                &format!("x-ratelimit-remaining-{what}"),
+                b.remaining.to_string(),
+            ),
             Format::Gemini => {}
         }
     }

@@ -8,24 +8,24 @@ use crate::wire::RawUsage;
 
 /// What one chat chunk says, borrowed from its bytes.
 #[derive(Default)]
-pub(super) struct ChunkFacts<'a> {
-    pub(super) id: Option<&'a str>,
-    pub(super) model: Option<&'a str>,
+pub(crate) struct ChunkFacts<'a> {
+    pub(crate) id: Option<&'a str>,
+    pub(crate) model: Option<&'a str>,
     /// Each choice's finish reason, in order, where it is set.
-    pub(super) finish_reasons: Vec<&'a str>,
+    pub(crate) finish_reasons: Vec<&'a str>,
     /// Output characters in the deltas.
-    pub(super) chars: u64,
+    pub(crate) chars: u64,
     /// Tool calls that start here (their piece carries an `id`).
-    pub(super) tool_calls: usize,
-    pub(super) usage: Option<RawUsage>,
+    pub(crate) tool_calls: usize,
+    pub(crate) usage: Option<RawUsage>,
     /// `choices` is present and empty (with `usage`: the usage-only chunk).
-    pub(super) no_choices: bool,
+    pub(crate) no_choices: bool,
 }
 
 /// Reads `data` as serde would read a [`crate::wire::ChatChunk`]: its
 /// facts, or `None` where the cursor cannot tell (then parse it typed:
 /// serde decides, a chunk it rejects included).
-pub(super) fn read(data: &[u8]) -> Option<ChunkFacts<'_>> {
+pub(crate) fn read(data: &[u8]) -> Option<ChunkFacts<'_>> {
     let mut c = Cursor::new(data)?;
     if c.peek()? != b'{' {
         return None;

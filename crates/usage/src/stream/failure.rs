@@ -4,7 +4,6 @@
 //! stops for a whole one.
 
 use bytes::Bytes;
-use serde_json::json;
 
 use crate::{Endpoint, WireFormat};
 
@@ -22,23 +21,16 @@ use crate::{Endpoint, WireFormat};
 /// - Gemini: `data: {"error": {"code", "message", "status"}}`, Google's
 ///   error shape.
 pub fn error_event(format: WireFormat, endpoint: Endpoint, code: &str, message: &str) -> Bytes {
-    let text = match (format, endpoint) {
-        (WireFormat::Gemini, _) => {
-            let data = json!({"error": {"code": 500, "message": message, "status": "INTERNAL", "details": [{"reason": code}]}});
-            format!("\n\ndata: {data}\n\n")
-        }
-        (WireFormat::Anthropic, _) | (_, Endpoint::Messages) => {
-            let data = json!({"type": "error", "error": {"type": "api_error", "message": message}});
-            format!("\n\nevent: error\ndata: {data}\n\n")
-        }
-        (WireFormat::Openai, Endpoint::Responses) => {
-            let data = json!({"type": "error", "code": code, "message": message, "param": null});
-            format!("\n\nevent: error\ndata: {data}\n\n")
-        }
-        (WireFormat::Openai, _) => {
-            let data = json!({"error": {"message": message, "type": "server_error", "code": code, "param": null}});
-            format!("\n\ndata: {data}\n\n")
-        }
+    format.dialect().error_event(endpoint, code, message)
+}
+
+/// An error event's bytes: a blank line first (see [`error_event`]), then
+/// `event: error` where the format names its events, then the data.
+pub(crate) fn sse_error(named: bool, data: &serde_json::Value) -> Bytes {
+    let text = if named {
+        format!("\n\nevent: error\ndata: {data}\n\n")
+    } else {
+        format!("\n\ndata: {data}\n\n")
     };
     Bytes::from(text)
 }

@@ -157,7 +157,7 @@ impl Override {
                     at.push(Seg::Key(level.clone()));
                     let value = t.entry(level.clone()).or_insert_with(|| {
                         // A new map entry such as `bulkheads.jobs`.
-                        origins.record(at.clone(), self.source(), at.clone());
+                        origins.created(at.clone(), self.source(), at.clone());
                         Value::Table(Table::new())
                     });
                     match (value, entry_key(level).filter(|_| depth == 0)) {

@@ -2,8 +2,12 @@
 //!
 //! Tables merge key by key, so `[retry] max_attempts = 5` keeps the other
 //! retry defaults. The lists of providers, APIs and models merge entry by
-//! entry on their key: a file entry replaces the default with the same key
-//! and keeps the others. Any other value replaces the default whole.
+//! entry on their key, and an entry naming a default merges over it field
+//! by field: `[[providers]] name = "anthropic" base_url = "…"` keeps the
+//! built-in's format, key variable and prefixes. A model entry that sets
+//! its own rate or burst is no longer a guess (`guess = false` unless it
+//! says otherwise): a rate you configure is a ceiling. Any other value
+//! replaces the default whole.
 
 use toml::{Table, Value};
 
@@ -52,6 +56,14 @@ fn merge_table(
             (Some(Value::Table(base)), Value::Table(over), _) => {
                 merge_table(base, over, path, source, origins);
             }
+            (None, Value::Table(over), None) => {
+                // A table the defaults lack (`[redis]`): created by this
+                // source, its values recorded one by one.
+                origins.created(path.clone(), source.clone(), path.clone());
+                let mut created = Table::new();
+                merge_table(&mut created, over, path, source, origins);
+                base.insert(key, Value::Table(created));
+            }
             (_, value, _) => {
                 origins.record(path.clone(), source.clone(), path.clone());
                 base.insert(key, value);
@@ -76,13 +88,59 @@ fn merge_entries(
     for (i, entry) in entries.into_iter().enumerate() {
         let slot =
             name(&entry).and_then(|n| replaceable.iter().position(|r| r.as_deref() == Some(&n)));
-        let at = match slot {
-            Some(j) => {
+        let at = match (slot, entry) {
+            (Some(j), Value::Table(fields)) => {
+                replaceable[j] = None;
+                let own_rate = field == "prefix"
+                    && (fields.contains_key("requests_per_second") || fields.contains_key("burst"))
+                    && !fields.contains_key("guess");
+                let mut at = path.clone();
+                at.push(Seg::Index(j));
+                let mut written = path.clone();
+                written.push(Seg::Index(i));
+                if let Some(Value::Table(default)) = list.get_mut(j) {
+                    for (key, value) in fields {
+                        at.push(Seg::Key(key.clone()));
+                        written.push(Seg::Key(key.clone()));
+                        origins.record(at.clone(), source.clone(), written.clone());
+                        default.insert(key, value);
+                        at.pop();
+                        written.pop();
+                    }
+                    if own_rate {
+                        default.insert("guess".into(), Value::Boolean(false));
+                        at.push(Seg::Key("guess".into()));
+                        origins.record(at.clone(), source.clone(), written.clone());
+                    }
+                }
+                continue;
+            }
+            (Some(j), entry) => {
                 replaceable[j] = None;
                 list[j] = entry;
                 j
             }
-            None => {
+            (None, Value::Table(fields)) => {
+                // A new entry: created here, its fields recorded one by
+                // one (serde's defaults for the rest are defaults).
+                let mut at = path.clone();
+                at.push(Seg::Index(list.len()));
+                let mut written = path.clone();
+                written.push(Seg::Index(i));
+                origins.created(at.clone(), source.clone(), written.clone());
+                let mut created = Table::new();
+                for (key, value) in fields {
+                    at.push(Seg::Key(key.clone()));
+                    written.push(Seg::Key(key.clone()));
+                    origins.record(at.clone(), source.clone(), written.clone());
+                    created.insert(key, value);
+                    at.pop();
+                    written.pop();
+                }
+                list.push(Value::Table(created));
+                continue;
+            }
+            (None, entry) => {
                 list.push(entry);
                 list.len() - 1
             }

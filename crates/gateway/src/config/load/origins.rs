@@ -58,6 +58,10 @@ pub(super) struct Origins {
     /// They differ for list entries: a file's `providers[0]` may be the
     /// merged list's `providers[5]`.
     set: Vec<(KeyPath, Source, KeyPath)>,
+    /// Tables and list entries a source created, as `set`: an error about
+    /// what one lacks (a missing field) is that source's, but the values
+    /// serde fills in for it are defaults.
+    created: Vec<(KeyPath, Source, KeyPath)>,
 }
 
 impl Origins {
@@ -65,11 +69,18 @@ impl Origins {
         self.set.push((at, source, written));
     }
 
+    /// Records a table or list entry that `source` created.
+    pub(super) fn created(&mut self, at: KeyPath, source: Source, written: KeyPath) {
+        self.created.push((at, source, written));
+    }
+
     /// The source of the value at `path` (the latest record of its longest
-    /// recorded prefix) and the path as that source wrote it.
+    /// recorded prefix, created tables included) and the path as that
+    /// source wrote it.
     pub(super) fn locate(&self, path: &[Seg]) -> (Source, String) {
         self.set
             .iter()
+            .chain(&self.created)
             .enumerate()
             .filter(|(_, (at, _, _))| path.starts_with(at))
             .max_by_key(|(i, (at, _, _))| (at.len(), *i))
@@ -81,5 +92,17 @@ impl Origins {
                     (source.clone(), show(&shown))
                 },
             )
+    }
+
+    /// Who set the value at `path`: the latest source that wrote it or a
+    /// value containing it (an array, a whole entry), else the defaults
+    /// (serde's included).
+    pub(super) fn set_by(&self, path: &[Seg]) -> Source {
+        self.set
+            .iter()
+            .enumerate()
+            .filter(|(_, (at, _, _))| path.starts_with(at))
+            .max_by_key(|(i, (at, _, _))| (at.len(), *i))
+            .map_or(Source::Default, |(_, (_, source, _))| source.clone())
     }
 }

@@ -45,7 +45,7 @@ base_url = "http://127.0.0.1:9999/v1"
 
 #[test]
 fn defaults_load_with_no_file_and_an_empty_env() {
-    let c = build(None, vars(&[])).unwrap();
+    let (c, _) = build(None, vars(&[])).unwrap();
     assert_eq!(c, Config::default());
     assert_eq!(file(""), c);
 
@@ -86,13 +86,94 @@ fn the_minimal_file_works_and_keeps_every_other_default() {
     let openai = &c.providers[0];
     assert_eq!(openai.name, "openai");
     assert_eq!(openai.base_url, "http://127.0.0.1:9999/v1");
-    // Omitted optional fields take the serde defaults, not the old entry's.
-    assert_eq!(openai.api_key_env, None);
+    // The fields it omits keep the built-in's (issue 38): its key
+    // variable, format and prefixes.
+    let builtin = &Config::default().providers[0];
+    assert_eq!(openai.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(openai.api_key_env, builtin.api_key_env);
     assert_eq!(openai.format, WireFormat::Openai);
     assert!(openai.strip_prefix);
     let mut expected = Config::default();
     expected.providers[0] = openai.clone();
     assert_eq!(c, expected);
+}
+
+/// Issue 38: an entry naming a built-in provider overrides only the fields
+/// it sets, for every built-in; `check-config` says which came from where.
+#[test]
+fn an_entry_naming_a_builtin_provider_keeps_what_it_omits() {
+    for builtin in Config::default().providers {
+        let text = format!(
+            "[[providers]]\nname = {:?}\nbase_url = \"http://127.0.0.1:9/{}\"\n",
+            builtin.name, builtin.name
+        );
+        let c = file(&text);
+        let p = c.providers.iter().find(|p| p.name == builtin.name).unwrap();
+        assert_eq!(p.base_url, format!("http://127.0.0.1:9/{}", builtin.name));
+        let mut expected = builtin.clone();
+        expected.base_url = p.base_url.clone();
+        assert_eq!(p, &expected, "{}: only base_url changed", builtin.name);
+        assert_eq!(c.providers.len(), Config::default().providers.len());
+    }
+}
+
+/// A model entry naming a built-in prefix keeps what it omits; its own
+/// rate is no longer a guess, a token limit alone leaves the guess.
+#[test]
+fn an_entry_naming_a_builtin_model_prefix_keeps_what_it_omits() {
+    let d = Config::default();
+    let builtin = d.models.iter().find(|m| m.prefix == "openai/").unwrap();
+    assert!(builtin.guess);
+    let c = file("[[models]]\nprefix = \"openai/\"\nrequests_per_second = 500\n");
+    let m = c.models.iter().find(|m| m.prefix == "openai/").unwrap();
+    assert_eq!(m.requests_per_second, 500.0);
+    assert_eq!(m.burst, builtin.burst, "burst kept");
+    assert!(!m.guess, "a rate you configure is a ceiling");
+    let c = file("[[models]]\nprefix = \"openai/\"\ntokens_per_minute = 90000\n");
+    let m = c.models.iter().find(|m| m.prefix == "openai/").unwrap();
+    assert_eq!(m.tokens_per_minute, Some(90_000));
+    assert_eq!(m.requests_per_second, builtin.requests_per_second);
+    assert!(m.guess, "the built-in rate is still the guess it was");
+    let c = file("[[models]]\nprefix = \"openai/\"\nburst = 1\nguess = true\n");
+    assert!(
+        c.models
+            .iter()
+            .find(|m| m.prefix == "openai/")
+            .unwrap()
+            .guess
+    );
+}
+
+#[test]
+fn explain_marks_each_values_origin() {
+    let dir = std::env::temp_dir().join(format!("sluice-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sluice.toml");
+    std::fs::write(
+        &path,
+        "[[providers]]\nname = \"anthropic\"\nbase_url = \"http://127.0.0.1:9/a\"\n\
+         [retry]\nmax_attempts = 5\n[redis]\nurl = \"redis://127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    let text = crate::config::explain(Some(&path)).unwrap();
+    let line = |start: &str| {
+        text.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start}: {text}"))
+            .to_owned()
+    };
+    let file = format!("# file {}", path.display());
+    assert!(line("max_attempts = 5").ends_with(&file));
+    assert!(line("max_backoff_ms = ").ends_with("# default"));
+    assert!(line("base_url = \"http://127.0.0.1:9/a\"").ends_with(&file));
+    assert!(line("format = \"anthropic\"").ends_with("# default"));
+    assert!(line("url = \"redis://127.0.0.1:1\"").ends_with(&file));
+    // Filled in by serde in a table the file created: a default.
+    assert!(line("timeout_ms = ").ends_with("# default"));
+    // What it prints still loads as the same configuration.
+    let again = crate::config::load_str(&text, "out.toml", Vec::new()).unwrap();
+    assert_eq!(again.retry.max_attempts, 5);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -159,7 +240,11 @@ fn apis_merge_by_name() {
     assert_eq!(c.apis.len(), defaults.apis.len() + 1);
     let slack = c.api("slack").unwrap();
     assert_eq!((slack.requests_per_second, slack.burst), (0.5, 1));
-    assert!(slack.tool_prefixes.is_empty(), "replaced whole");
+    // Merged field by field: what the entry omits is the built-in's.
+    assert_eq!(
+        slack.tool_prefixes,
+        Config::default().api("slack").unwrap().tool_prefixes
+    );
     assert_eq!(c.api("github"), defaults.api("github"));
     assert_eq!(c.apis.last().unwrap().name, "notion");
     assert_eq!(c.api("notion").unwrap().requests_per_second, 3.0);

@@ -128,6 +128,9 @@ async fn the_worst_case_is_priced_and_bounded() {
     let e = served.result.expect_err("refused");
     assert_eq!(e.status(), axum::http::StatusCode::FORBIDDEN);
     assert!(e.to_string().contains("no price"), "{e}");
+    // It says how to add one.
+    assert!(e.to_string().contains("[prices."), "{e}");
+    assert!(e.to_string().contains("[pricing] catalog"), "{e}");
 }
 
 #[tokio::test]

@@ -76,19 +76,26 @@ impl JobSpec {
             ));
         };
         let kind = self.kind.ok_or_else(|| bad("kind", "is required".into()))?;
-        if !sluice_jobs_http::KINDS.contains(&kind.as_str()) {
-            let kinds = sluice_jobs_http::KINDS.join(", ");
+        // The standard kinds, or one the embedder registered.
+        let standard = sluice_jobs_http::KINDS.contains(&kind.as_str());
+        let own = state.jobs.get().and_then(|j| j.kinds().get(&kind));
+        if !standard && own.is_none() {
+            let mut kinds = sluice_jobs_http::KINDS.to_vec();
+            kinds.extend(state.jobs.get().into_iter().flat_map(|j| j.kinds().names()));
             return Err(bad(
                 "kind",
-                format!("unknown kind {kind:?}: one of {kinds}"),
+                format!("unknown kind {kind:?}: one of {}", kinds.join(", ")),
             ));
         }
         let payload = self
             .payload
             .ok_or_else(|| bad("payload", "is required".into()))?;
         // The error names the field from `payload` down: `payload.guild_id`.
-        sluice_jobs_http::validate_payload(&kind, &payload)
-            .map_err(|p| bad(&p.field, p.message))?;
+        match own {
+            Some(own) => own.check(&payload),
+            None => sluice_jobs_http::validate_payload(&kind, &payload),
+        }
+        .map_err(|p| bad(&p.field, p.message))?;
         // An `http` job calls a configured API by name, never a URL of its
         // own; a name the gateway does not know would only fail later.
         if kind == sluice_jobs_http::HTTP_KIND
@@ -109,7 +116,10 @@ impl JobSpec {
                 .get("api")
                 .and_then(Value::as_str)
                 .map(|api| ("payload.api", api)),
-            _ => Some(("kind", "discord")),
+            _ if standard => Some(("kind", "discord")),
+            // The embedder's kinds call what they call, with their own
+            // credentials: none of the gateway's is lent to them.
+            _ => None,
         };
         if let Some((name, api)) = api {
             credentials::value_for(state.credentials.api(api), tenant, "API", api)

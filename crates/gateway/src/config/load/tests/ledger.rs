@@ -34,7 +34,7 @@ input = "0.000001"
 output = "1"
 "#,
     );
-    let t = price_table(&c.prices).unwrap();
+    let t = price_table(&c.pricing, &c.prices).unwrap();
     let p = t.price("openai/gpt-4o-2024-08-06").unwrap();
     assert_eq!(
         (p.input, p.output, p.cached_input),
@@ -50,6 +50,48 @@ output = "1"
 }
 
 #[test]
+fn the_price_map_prices_what_the_hand_checked_table_does_not() {
+    let c = Config::default();
+    assert_eq!(c.pricing.catalog, "shipped");
+    let t = price_table(&c.pricing, &c.prices).unwrap();
+    // Not in prices.json, in the shipped map.
+    assert!(t.price("openai/gpt-5").is_some());
+    // prices.json over the map: its hand-checked price.
+    let hand = sluice_usage::PriceTable::defaults();
+    assert_eq!(
+        t.price("openai/gpt-4o-mini"),
+        hand.price("openai/gpt-4o-mini")
+    );
+    // Without a map, only the hand-checked table.
+    let none = file("[pricing]\ncatalog = \"none\"\n");
+    let t = price_table(&none.pricing, &none.prices).unwrap();
+    assert!(t.price("openai/gpt-5").is_none());
+    assert_eq!(t.len(), hand.len());
+
+    // A file of one's own in LiteLLM's format.
+    let dir = std::env::temp_dir().join(format!("sluice-pricing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let map = dir.join("prices.json");
+    std::fs::write(
+        &map,
+        r#"{"acme-1": {"litellm_provider": "acme", "mode": "chat",
+            "input_cost_per_token": 1e-06, "output_cost_per_token": 3e-06}}"#,
+    )
+    .unwrap();
+    let own = file(&format!(
+        "[pricing]\ncatalog = {:?}\n",
+        map.display().to_string()
+    ));
+    let t = price_table(&own.pricing, &own.prices).unwrap();
+    assert_eq!(t.price("acme/acme-1").unwrap().output, 3_000_000);
+    assert!(
+        t.price("openai/gpt-5").is_none(),
+        "the file replaces the shipped map"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn ledger_and_price_errors_name_the_key() {
     let cases: &[(&str, &str, &str)] = &[
         ("[ledger]\nqueue = 0", "ledger.queue", "at least 1"),
@@ -60,6 +102,12 @@ fn ledger_and_price_errors_name_the_key() {
             "must be \"jobs\", \"sqlite\" or a postgres:// URL",
         ),
         ("[ledger]\nretention = 5", "ledger.retention", "unknown"),
+        (
+            "[pricing]\ncatalog = \"/no/such/prices.json\"",
+            "pricing.catalog",
+            "/no/such/prices.json",
+        ),
+        ("[pricing]\nurl = \"x\"", "pricing.url", "unknown"),
         (
             "[prices.\"openai/x\"]\ninput = \"0.1.2\"\noutput = \"1\"",
             "prices.\"openai/x\".input",

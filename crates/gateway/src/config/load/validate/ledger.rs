@@ -1,5 +1,6 @@
-//! Checks of `[ledger]` and `[prices]`: a store the gateway can open,
-//! usable sizes, prices that read as exact decimals.
+//! Checks of `[ledger]`, `[pricing]` and `[prices]`: a store the gateway
+//! can open, usable sizes, a price map that reads, prices that read as
+//! exact decimals.
 
 use super::{Checks, Seg, key};
 use crate::config::Config;
@@ -18,6 +19,9 @@ pub(super) fn ledger(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError>
         ));
     }
     c.at_least(key(&["ledger", "metric_labels"]), l.metric_labels as u64, 1)?;
+    if let Err(e) = crate::config::catalog(&config.pricing) {
+        return Err(c.fail(key(&["pricing", "catalog"]), e.reason));
+    }
     prices(c, config)
 }
 
