@@ -270,6 +270,15 @@ impl AppState {
             }
         }
         let queue = AdmissionQueue::new(queue_config);
+        if let Some(r) = &redis {
+            // Replicas share a limit in proportion to the tenants each
+            // has waiting for it (docs/gateway.md, "Fair across replicas"):
+            // a model's lane is named as its requests resource is.
+            let q = queue.clone();
+            r.weigh_by(move |resource| {
+                q.lane_weight(resource.strip_prefix("tokens:").unwrap_or(resource))
+            });
+        }
         let bulkheads = Bulkheads::new(config.bulkheads.clone());
         let mut tools = ToolClassifier::new();
         for api in &config.apis {
