@@ -174,6 +174,14 @@ impl<T: Clone + Send + Sync + 'static> AdmissionQueue<T> {
         self.shared.lock().tenant_depths(limit)
     }
 
+    /// The summed weights of the tenants with entries waiting in `lane`
+    /// (each counted once; 0 when none wait): how much of a limit shared
+    /// with other replicas this one should get for the lane (see
+    /// `sluice_redis::RedisLimiter::weigh_by`).
+    pub fn lane_weight(&self, lane: &str) -> u64 {
+        self.shared.lock().lane_weight(lane)
+    }
+
     /// Every lane with entries waiting or slots held, busiest first.
     pub fn lanes(&self) -> Vec<LaneStats> {
         self.shared.lock().lanes()

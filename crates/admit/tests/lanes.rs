@@ -158,12 +158,45 @@ async fn lanes_and_tenants_are_counted_for_dashboards() {
     let named: Vec<(&str, usize)> = depths.iter().map(|(t, n)| (&**t, *n)).collect();
     assert_eq!(named, [("b", 2), ("a", 1)]);
     assert_eq!(queue.tenant_depths(1).len(), 1);
+    // Two tenants wait in `m` (`b` in two classes counts once); none
+    // elsewhere, and the running entry is not waiting.
+    assert_eq!(queue.lane_weight("m"), 2);
+    assert_eq!(queue.lane_weight("other"), 0);
     queue.close();
     for w in waiting {
         assert!(w.await.unwrap().is_err());
     }
     drop(_running);
     assert!(queue.lanes().is_empty());
+}
+
+/// A lane's weight sums its waiting tenants' weights: what the replica
+/// claims of a limit it shares with others.
+#[tokio::test(start_paused = true)]
+async fn a_lane_weighs_its_waiting_tenants() {
+    let mut cfg = config(1, 100, 200);
+    cfg.weights = cfg
+        .weights
+        .with("heavy", std::num::NonZeroU32::new(3).unwrap());
+    let queue: AdmissionQueue = AdmissionQueue::new(cfg);
+    let t = |tenant: &'static str| ticket(tenant, Priority::Normal).with_lane("m");
+    let _running = queue.admit(t("light")).await.unwrap();
+    assert_eq!(queue.lane_weight("m"), 0);
+    let q = queue.clone();
+    let waiting: Vec<_> = ["heavy", "heavy", "light"]
+        .into_iter()
+        .map(|tenant| {
+            let q = q.clone();
+            tokio::spawn(async move { q.admit(t(tenant)).await.map(|_| ()) })
+        })
+        .collect();
+    settle().await;
+    assert_eq!(queue.lane_weight("m"), 4);
+    queue.close();
+    for w in waiting {
+        assert!(w.await.unwrap().is_err());
+    }
+    assert_eq!(queue.lane_weight("m"), 0);
 }
 
 /// A ticket granted at once, its lane idle, is charged to its tenant as a

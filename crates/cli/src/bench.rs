@@ -104,6 +104,16 @@ pub struct GatewayArgs {
     /// that adds.
     #[arg(long)]
     pub redis: Option<String>,
+    /// (f): the limited model's `[adaptive] jitter_margin_ms` (the
+    /// gateway's default, 20, when not given); 0 shows what the margin
+    /// costs.
+    #[arg(long)]
+    pub jitter_margin_ms: Option<u64>,
+    /// (f): every limit's burst (instead of 10, and 1 at 5,000/s): a
+    /// larger one shows what is lost to the machine stalling the gateway
+    /// for longer than the burst lasts.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub limited_burst: Option<u64>,
 }
 
 /// The model every request of (a) and (b) names.

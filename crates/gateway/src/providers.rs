@@ -15,6 +15,7 @@
 //! [`WireFormat::dialect`]; the compiler names both arms.
 
 mod anthropic;
+mod azure;
 mod gemini;
 mod openai;
 mod translate;
@@ -33,6 +34,7 @@ pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
         WireFormat::Openai => &openai::Openai,
         WireFormat::Anthropic => &anthropic::Anthropic,
         WireFormat::Gemini => &gemini::Gemini,
+        WireFormat::Azure => &azure::Azure,
     }
 }
 

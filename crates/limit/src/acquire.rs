@@ -152,7 +152,7 @@ impl Future for Acquire {
                     this.ticket = None;
                     return Poll::Ready(out.map(|parts| Grant {
                         shared: this.inner.shared.clone(),
-                        parts,
+                        parts: parts.into(),
                     }));
                 }
                 Step::Head(Some(wait)) => {
@@ -416,6 +416,6 @@ pub(crate) fn try_all(inner: &Inner, needs: &[Need]) -> Result<Grant, Error> {
     }
     Ok(Grant {
         shared: inner.shared.clone(),
-        parts: take_all(&mut guards, needs, now),
+        parts: take_all(&mut guards, needs, now).into(),
     })
 }

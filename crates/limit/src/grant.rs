@@ -17,7 +17,48 @@ use crate::resource::{Resource, Shared};
 #[must_use = "dropping a grant releases it at once"]
 pub struct Grant {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) parts: Vec<Held>,
+    pub(crate) parts: Parts,
+}
+
+/// A grant's parts: one held inline (a grant on one resource, the common
+/// case, allocates nothing), or several.
+#[derive(Debug)]
+pub(crate) enum Parts {
+    One(Held),
+    Many(Vec<Held>),
+}
+
+impl From<Vec<Held>> for Parts {
+    fn from(mut parts: Vec<Held>) -> Parts {
+        if parts.len() == 1
+            && let Some(one) = parts.pop()
+        {
+            return Parts::One(one);
+        }
+        Parts::Many(parts)
+    }
+}
+
+impl std::ops::Deref for Parts {
+    type Target = [Held];
+
+    #[inline]
+    fn deref(&self) -> &[Held] {
+        match self {
+            Parts::One(h) => std::slice::from_ref(h),
+            Parts::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Parts {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [Held] {
+        match self {
+            Parts::One(h) => std::slice::from_mut(h),
+            Parts::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -106,7 +147,7 @@ impl Grant {
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        for held in &self.parts {
+        for held in self.parts.iter() {
             let mut st = held.resource.lock();
             st.in_flight = st.in_flight.saturating_sub(1);
             if matches!(st.limit.kind(), crate::Algorithm::InFlight) {

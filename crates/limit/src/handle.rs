@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::{Acquire, Need};
-use crate::grant::{Grant, Held};
+use crate::grant::{Grant, Held, Parts};
 use crate::limiter::{Inner, Limiter};
 use crate::meter::Nanos;
 use crate::resource::Resource;
@@ -136,11 +136,11 @@ pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Resul
     let (stamp, taken) = taken?;
     Ok(Grant {
         shared: inner.shared.clone(),
-        parts: vec![Held {
+        parts: Parts::One(Held {
             resource: res,
             reserved: cost,
             stamp,
             taken,
-        }],
+        }),
     })
 }

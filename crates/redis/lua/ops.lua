@@ -1,22 +1,27 @@
 -- Applies a batch of limiter operations atomically, on Redis time.
 --
--- KEYS: for resource i, KEYS[2i-1] holds its meter state and KEYS[2i] its
--- adaptive state (reduced capacity, when, pause).
+-- KEYS: for resource i, KEYS[3i-2] holds its meter state, KEYS[3i-1] its
+-- adaptive state (reduced capacity, when, pause) and KEYS[3i] its fair
+-- shares between replicas.
 -- ARGV[1] resources R, ARGV[2] recovery interval (us), ARGV[3] recovery
--- factor, ARGV[4] release channel (told of capacity that came back), ARGV[5] in-flight lease TTL (ms), then 5
+-- factor, ARGV[4] release channel (told of capacity that came back),
+-- ARGV[5] in-flight lease TTL (ms), ARGV[6] the calling replica's id, then 5
 -- per resource: algorithm
 -- (1 token bucket, 2 gcra, 3 sliding window, 4 in-flight), capacity,
 -- window (us), burst, name; then the operations, each a letter and its
 -- fields:
---   A n (idx cost member ttl_ms)*n  take all parts or none
---   L idx want min                  lease up to `want` (at least `min`)
---   S idx member reserved actual    settle a part (refund or debit)
---   R idx member                    release an in-flight lease
---   N idx member ttl_ms             renew an in-flight lease
---   I idx                           report the resource's state
+--   A n (idx cost member ttl_ms weight)*n  take all parts or none
+--   L idx want min weight                  lease up to `want` (at least `min`)
+--   S idx member reserved actual           settle a part (refund or debit)
+--   R idx member                           release an in-flight lease
+--   N idx member ttl_ms                    renew an in-flight lease
+--   I idx                                  report the resource's state
+-- `weight` is the replica's weight on the resource (its waiting tenants'):
+-- see "Fair shares" below.
 -- Replies 4 integers per operation:
---   A: 1,0,0,0 granted | 0,wait_us,idx,kind (0 wait, 1 never, 2 in-flight)
---   L: taken,wait_us,0,0   S/R/N: 1,0,0,0
+--   A: 1,0,0,0 granted | 0,wait_us,idx,kind (0 wait, 1 never, 2 in-flight,
+--      3 another replica's share: the wait is an estimate)
+--   L: taken,wait_us,0,kind (as A's, 0 or 3)   S/R/N: 1,0,0,0
 --   I: available,pause_us,capacity,burst (in-flight: capacity - held)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -25,11 +30,13 @@ local interval = tonumber(ARGV[2])
 local rfactor = tonumber(ARGV[3])
 local relch = ARGV[4]
 local lease_ttl = tonumber(ARGV[5])
+local me = ARGV[6]
 local res = {}
-local p = 6
+local p = 7
 for i = 1, R do
   res[i] = { algo = tonumber(ARGV[p]), cap = tonumber(ARGV[p + 1]), win = tonumber(ARGV[p + 2]),
-             burst = tonumber(ARGV[p + 3]), name = ARGV[p + 4], skey = KEYS[2 * i - 1], akey = KEYS[2 * i] }
+             burst = tonumber(ARGV[p + 3]), name = ARGV[p + 4], skey = KEYS[3 * i - 2],
+             akey = KEYS[3 * i - 1], fkey = KEYS[3 * i] }
   p = p + 5
 end
 
@@ -161,6 +168,134 @@ local function take(r, cost, member, ttl)
   r.dirty = true
 end
 
+-- What a token bucket or GCRA holds now, in whole tokens (none while
+-- paused).
+local function avail_of(r)
+  load(r)
+  local avail = 0
+  if r.algo == 1 then
+    avail = math.floor(r.t)
+  elseif r.algo == 2 then
+    avail = math.floor((r.eburst * r.T - (r.tat - now)) / r.T + 1e-9)
+  end
+  if r.pause > now then avail = 0 end
+  return avail
+end
+
+-- Fair shares between replicas (token buckets and GCRA). Each replica
+-- queues its own waiters fairly, but a shared bucket alone serves
+-- whichever replica asks first. So each replica that asked lately has an
+-- entry beside the bucket: its weight (the tenants it has waiting, as it
+-- said on its last call), a balance (its weight's share of the refill,
+-- kept to its share of the burst, less what it took) and when it stops
+-- counting. A replica may take what the bucket holds beyond the others'
+-- positive balances, or, short of that, its own balance; the replica owed
+-- most may always take what it asks for, so nobody waits on a replica
+-- that does not ask. Tokens nobody is owed go to whoever asks: an unused
+-- share is not lost. A replica refused for fairness is told when its
+-- share will have given it what it asked for, so nobody polls; only the
+-- calls replicas make anyway (one per decision, lease or batch of a
+-- line) read and write this state.
+local FAIR_IDLE = 250000 -- us a replica still counts after its last wait
+
+local function fair(r)
+  if r.fs then return r.fs end
+  local f = { reps = {}, gone = {} }
+  local h = redis.call('HGETALL', r.fkey)
+  local ts = now
+  for j = 1, #h, 2 do
+    local k, v = h[j], h[j + 1]
+    if k == 'ts' then
+      ts = tonumber(v) or now
+    else
+      local w, s, e = string.match(v, '^([^,]+),([^,]+),([^,]+)$')
+      w, s, e = tonumber(w), tonumber(s), tonumber(e)
+      if w and s and e then
+        f.reps[k] = { w = w, s = s, e = e }
+      else
+        f.gone[#f.gone + 1] = k
+      end
+    end
+  end
+  local W = 0
+  for _, x in pairs(f.reps) do
+    if x.e > ts then W = W + x.w end
+  end
+  local gain = 0
+  if now > ts then gain = (now - ts) * r.eff / r.win end
+  for k, x in pairs(f.reps) do
+    if x.e <= now then
+      f.reps[k] = nil
+      f.gone[#f.gone + 1] = k
+      f.dirty = true
+    elseif W > 0 and gain > 0 then
+      local cap = math.max(1, r.eburst * x.w / W)
+      if x.s < cap then x.s = math.min(cap, x.s + gain * x.w / W) end
+    end
+  end
+  r.fs = f
+  return f
+end
+
+-- How much of `avail` this replica (weight `weight`) may take now, and,
+-- when that is less than `need`, how long (us) until its share gives it
+-- `need`; and its entry.
+local function fair_room(r, weight, avail, need)
+  local f = fair(r)
+  f.dirty = true
+  local x = f.reps[me]
+  if not x then
+    x = { s = 0, e = now }
+    f.reps[me] = x
+  end
+  x.w = math.max(1, weight)
+  local owed, top, W, gone = 0, nil, x.w, nil
+  for k, y in pairs(f.reps) do
+    if k ~= me then
+      W = W + y.w
+      if y.s > 0 then
+        owed = owed + y.s
+        if not gone or y.e < gone then gone = y.e end
+      end
+      if not top or y.s > top then top = y.s end
+    end
+  end
+  x.alone = top == nil
+  if x.alone then return avail, 0, x end
+  local room = math.max(avail - owed, math.min(x.s, avail))
+  if x.s >= top then return math.max(room, math.min(need, avail)), 0, x end
+  local short = need - math.max(x.s, avail - owed)
+  local wait = 0
+  if short > 0 then
+    wait = short * r.win * W / (r.eff * x.w)
+    -- What a replica is owed is kept for it only while it counts.
+    if gone and gone - now < wait then wait = math.max(1, gone - now) end
+  end
+  return room, wait, x
+end
+
+-- This replica took `n` (0 when refused, told to wait `wait` us).
+local function fair_took(r, x, n, wait)
+  if x.alone then
+    x.s = 0
+  else
+    x.s = math.max(x.s - n, -r.eburst)
+  end
+  x.e = now + 2 * wait + FAIR_IDLE
+end
+
+-- Tokens that came back to the bucket from this replica pay back what it
+-- owes for them; they never make it owed more.
+local function fair_refund(r, n)
+  if r.algo > 2 then return end
+  local f = fair(r)
+  local x = f.reps[me]
+  if x and x.s < 0 then
+    x.s = math.min(0, x.s + n)
+    f.dirty = true
+  end
+end
+
 -- Settles a part at `actual`. No debt goes beyond one window's capacity
 -- (what is available never below -capacity), whatever `actual` is, so a
 -- settle cannot lock a resource (or give its key a TTL of centuries); an
@@ -171,7 +306,10 @@ local function settle(r, member, reserved, actual)
   local diff = actual - reserved
   if diff == 0 then return end
   -- Capacity came back: replicas that cached a refusal ask again.
-  if diff < 0 then r.notify = true end
+  if diff < 0 then
+    r.notify = true
+    fair_refund(r, -diff)
+  end
   if r.algo == 1 then
     local t = math.min(r.eburst, r.t - diff)
     r.t = math.max(t, math.min(r.t, -r.eff))
@@ -211,10 +349,18 @@ while p <= #ARGV do
   if op == 'A' then
     local n = tonumber(ARGV[p + 1])
     local worst, widx, wkind = 0, 0, 0
+    local fx = {}
     for k = 0, n - 1 do
-      local q = p + 2 + 4 * k
+      local q = p + 2 + 5 * k
       local idx = tonumber(ARGV[q])
-      local w, kind = wait_for(res[idx], tonumber(ARGV[q + 1]))
+      local r = res[idx]
+      local cost = tonumber(ARGV[q + 1])
+      local w, kind = wait_for(r, cost)
+      if w >= 0 and r.algo <= 2 then
+        local _, fw, x = fair_room(r, tonumber(ARGV[q + 4]), avail_of(r), cost)
+        fx[#fx + 1] = { r, x, cost }
+        if fw > w then w, kind = fw, 3 end
+      end
       if w < 0 then
         worst, widx, wkind = -1, idx, 1
         break
@@ -224,35 +370,40 @@ while p <= #ARGV do
     end
     if worst == 0 then
       for k = 0, n - 1 do
-        local q = p + 2 + 4 * k
+        local q = p + 2 + 5 * k
         take(res[tonumber(ARGV[q])], tonumber(ARGV[q + 1]), ARGV[q + 2], tonumber(ARGV[q + 3]))
       end
+      for _, e in ipairs(fx) do fair_took(e[1], e[2], e[3], 0) end
       reply(1, 0, 0, 0)
     else
+      for _, e in ipairs(fx) do fair_took(e[1], e[2], 0, math.max(worst, 0)) end
       reply(0, worst, widx, wkind)
     end
-    p = p + 2 + 4 * n
+    p = p + 2 + 5 * n
   elseif op == 'L' then
     local r = res[tonumber(ARGV[p + 1])]
     local want = tonumber(ARGV[p + 2])
     local min = tonumber(ARGV[p + 3])
-    load(r)
-    local avail = 0
-    if r.algo == 1 then
-      avail = math.floor(r.t)
-    elseif r.algo == 2 then
-      avail = math.floor((r.eburst * r.T - (r.tat - now)) / r.T + 1e-9)
-    end
-    if r.pause > now then avail = 0 end
+    local avail = avail_of(r)
     local got = math.min(want, avail)
+    local x, fw = nil, 0
+    if r.algo <= 2 then
+      local room
+      room, fw, x = fair_room(r, tonumber(ARGV[p + 4]), avail, min)
+      got = math.min(got, math.floor(room + 1e-9))
+    end
     if got >= min and got > 0 then
       take(r, got, '', 0)
+      if x then fair_took(r, x, got, 0) end
       reply(got, 0, 0, 0)
     else
       local w = wait_for(r, min)
-      reply(0, math.max(w, 1), 0, 0)
+      local kind = 0
+      if fw > w then w, kind = fw, 3 end
+      if x then fair_took(r, x, 0, math.max(w, 0)) end
+      reply(0, math.max(w, 1), 0, kind)
     end
-    p = p + 4
+    p = p + 5
   elseif op == 'S' then
     settle(res[tonumber(ARGV[p + 1])], ARGV[p + 2], tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]))
     reply(1, 0, 0, 0)
@@ -294,6 +445,19 @@ end
 for i = 1, R do
   local r = res[i]
   if r.notify then redis.call('PUBLISH', relch, r.name) end
+  local f = r.fs
+  if f and f.dirty then
+    if #f.gone > 0 then redis.call('HDEL', r.fkey, unpack(f.gone)) end
+    local args = { 'ts', now }
+    local last = now
+    for k, x in pairs(f.reps) do
+      args[#args + 1] = k
+      args[#args + 1] = string.format('%d,%.6f,%.0f', x.w, x.s, x.e)
+      if x.e > last then last = x.e end
+    end
+    redis.call('HSET', r.fkey, unpack(args))
+    redis.call('PEXPIRE', r.fkey, math.ceil((last - now) / 1000) + 1000)
+  end
   if r.dirty then
     if r.algo == 1 then
       local full_us = (r.eburst - r.t) * r.win / r.eff

@@ -48,6 +48,9 @@ pub(crate) struct Part {
     pub(crate) spec: Arc<Spec>,
     pub(crate) cost: u64,
     pub(crate) member: String,
+    /// This replica's weight on the resource (see `ops.lua`, "Fair
+    /// shares").
+    pub(crate) weight: u64,
 }
 
 #[derive(Debug)]
@@ -57,6 +60,8 @@ pub(crate) enum Kind {
         spec: Arc<Spec>,
         want: u64,
         min: u64,
+        /// This replica's weight on the resource.
+        weight: u64,
     },
     Settle {
         spec: Arc<Spec>,
@@ -93,6 +98,8 @@ pub(crate) struct Header {
     pub(crate) recovery_interval_us: u64,
     pub(crate) recovery_factor: f64,
     pub(crate) lease_ttl_ms: u64,
+    /// The replica's id: its entry in each resource's fair shares.
+    pub(crate) replica: String,
 }
 
 pub(crate) fn ops_script() -> Script {
@@ -173,12 +180,14 @@ async fn execute(
     for s in &specs {
         inv.key(header.keys.state(&s.name));
         inv.key(header.keys.adaptive(&s.name));
+        inv.key(header.keys.fair(&s.name));
     }
     inv.arg(specs.len())
         .arg(header.recovery_interval_us)
         .arg(header.recovery_factor)
         .arg(&header.keys.release_channel)
-        .arg(header.lease_ttl_ms);
+        .arg(header.lease_ttl_ms)
+        .arg(&header.replica);
     for s in &specs {
         inv.arg(s.algo())
             .arg(s.limit.capacity())
@@ -194,14 +203,21 @@ async fn execute(
                     inv.arg(index[p.spec.name.as_str()])
                         .arg(p.cost)
                         .arg(&p.member)
-                        .arg(header.lease_ttl_ms);
+                        .arg(header.lease_ttl_ms)
+                        .arg(p.weight);
                 }
             }
-            Kind::Lease { spec, want, min } => {
+            Kind::Lease {
+                spec,
+                want,
+                min,
+                weight,
+            } => {
                 inv.arg("L")
                     .arg(index[spec.name.as_str()])
                     .arg(*want)
-                    .arg(*min);
+                    .arg(*min)
+                    .arg(*weight);
             }
             Kind::Settle {
                 spec,

@@ -140,6 +140,11 @@ impl Keys {
         format!("{}b:{resource}", self.base)
     }
 
+    /// The replicas' fair shares of `resource` (see `ops.lua`).
+    pub(crate) fn fair(&self, resource: &str) -> String {
+        format!("{}f:{resource}", self.base)
+    }
+
     /// The adaptive state (reduced capacity, pause) of `resource`.
     pub(crate) fn adaptive(&self, resource: &str) -> String {
         format!("{}a:{resource}", self.base)

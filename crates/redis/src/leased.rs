@@ -142,6 +142,7 @@ pub(crate) async fn attempt(
                 spec: spec.clone(),
                 want,
                 min: *cost,
+                weight: inner.weight(&spec.name),
             })
             .await
             .map_err(|_| Refusal::Down)?;
@@ -149,7 +150,7 @@ pub(crate) async fn attempt(
         if got < *cost {
             // Nothing taken (the script takes at least `min` or nothing).
             drop(guards);
-            return Err(inner.refused(&needs[*i..=*i], [0, r[1].max(1), 1, 0]));
+            return Err(inner.refused(&needs[*i..=*i], [0, r[1].max(1), 1, r[3]]));
         }
         b.tokens = got;
         b.size = got;

@@ -80,5 +80,5 @@ pub use config::{Failure, Mode, RedisConfig};
 pub use error::Error;
 pub use grant::RedisGrant;
 pub use lane::batch_on_this_thread;
-pub use limiter::{MAX_SET_LIMITS, RedisLimiter};
+pub use limiter::{MAX_SET_LIMITS, MAX_WEIGHT, RedisLimiter};
 pub use notice::{Notice, NoticeEvent};

@@ -31,6 +31,7 @@ pub use set::MAX_SET_LIMITS;
 
 type ChangeListener = Arc<dyn Fn(&CapacityChange) + Send + Sync>;
 type UpdateListener = Arc<dyn Fn(&CapacityUpdate) + Send + Sync>;
+type Weigher = Arc<dyn Fn(&str) -> u64 + Send + Sync>;
 
 /// Rate limits shared by every gateway replica through Redis.
 ///
@@ -88,6 +89,8 @@ pub(crate) struct Inner {
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Operations dropped because the queue to Redis was full.
     pub(crate) dropped_ops: AtomicU64,
+    /// This replica's weight on a resource ([`RedisLimiter::weigh_by`]).
+    weigher: std::sync::RwLock<Option<Weigher>>,
 }
 
 impl Drop for Inner {
@@ -101,6 +104,22 @@ impl Drop for Inner {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The largest weight a replica claims on a resource
+/// ([`RedisLimiter::weigh_by`]).
+pub const MAX_WEIGHT: u64 = 1_000_000;
+
+impl Inner {
+    /// This replica's weight on `resource`, 1 to [`MAX_WEIGHT`].
+    pub(crate) fn weight(&self, resource: &str) -> u64 {
+        let f = self
+            .weigher
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        f.map_or(1, |f| f(resource)).clamp(1, MAX_WEIGHT)
+    }
 }
 
 /// Bounds on per-resource maps: past this, idle entries are dropped.
@@ -150,6 +169,7 @@ impl RedisLimiter {
                 .max(1),
             recovery_factor: adaptive.recovery_factor,
             lease_ttl_ms: u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX),
+            replica: cfg.replica_id.clone(),
         });
         let (tx, batcher) = crate::lane::start(&conn, None, &header, &cfg);
         let local = Limiter::builder()
@@ -182,6 +202,7 @@ impl RedisLimiter {
             closed: AtomicBool::new(false),
             tasks: Mutex::new(vec![batcher]),
             dropped_ops: AtomicU64::new(0),
+            weigher: std::sync::RwLock::new(None),
         });
         // After each reconnection, before decisions go to Redis again.
         inner
@@ -257,6 +278,23 @@ impl RedisLimiter {
     /// (the monitoring callback of the bus).
     pub fn on_update(&self, f: impl Fn(&CapacityUpdate) + Send + Sync + 'static) {
         lock(&self.inner.update_listeners).push(Arc::new(f));
+    }
+
+    /// Weighs this replica's share of a resource it contends for with
+    /// other replicas: `f(resource)` is, say, the summed weights of the
+    /// tenants it has waiting for it (0 counts as 1; at most
+    /// [`MAX_WEIGHT`]). Without one, every replica weighs 1. Replicas
+    /// contending for a token bucket or GCRA get its refill in proportion
+    /// to their weights (their fair queues then share it between their own
+    /// tenants), instead of whichever asks first taking it; a share nobody
+    /// uses goes to whoever asks. `f` runs on each decision this replica
+    /// sends to Redis (not per queued request), so it should be cheap.
+    pub fn weigh_by(&self, f: impl Fn(&str) -> u64 + Send + Sync + 'static) {
+        *self
+            .inner
+            .weigher
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(f));
     }
 
     /// Closes the limiter: later calls fail with [`Error::Closed`] and the

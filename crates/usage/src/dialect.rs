@@ -6,6 +6,7 @@
 //! and the compiler lists what its file is missing.
 
 mod anthropic;
+mod azure;
 mod gemini;
 pub(crate) mod openai;
 
@@ -19,6 +20,7 @@ use crate::wire::{CacheTokens, RawUsage, WithUsage};
 use crate::{BodyFacts, Details, Endpoint, Estimate, WireFormat, estimate};
 
 pub(crate) use anthropic::Anthropic;
+pub(crate) use azure::Azure;
 pub(crate) use gemini::Gemini;
 pub(crate) use openai::Openai;
 
@@ -30,6 +32,7 @@ impl WireFormat {
             WireFormat::Openai => &Openai,
             WireFormat::Anthropic => &Anthropic,
             WireFormat::Gemini => &Gemini,
+            WireFormat::Azure => &Azure,
         }
     }
 }
@@ -129,6 +132,7 @@ mod tests {
             WireFormat::Openai,
             WireFormat::Anthropic,
             WireFormat::Gemini,
+            WireFormat::Azure,
         ] {
             assert_eq!(format.dialect().format(), format);
         }

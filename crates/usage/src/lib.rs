@@ -77,6 +77,10 @@ pub enum WireFormat {
     /// Google Gemini's native API: `models/{model}:generateContent` and
     /// `:streamGenerateContent?alt=sse`, with `usageMetadata`.
     Gemini,
+    /// Azure OpenAI: OpenAI's bodies and streams, addressed to a
+    /// deployment (`openai/deployments/{deployment}/…?api-version=…`) and
+    /// authenticated with `api-key`.
+    Azure,
 }
 
 /// Which API a model call goes to; it decides which fields carry the

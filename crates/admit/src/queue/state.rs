@@ -438,6 +438,21 @@ impl<T> State<T> {
         tenants
     }
 
+    /// The summed weights of the tenants with entries waiting in `lane`,
+    /// each counted once.
+    pub(crate) fn lane_weight(&self, lane: &str) -> u64 {
+        let Some(l) = self.lanes.get(lane) else {
+            return 0;
+        };
+        let mut tenants: Vec<&Arc<str>> = l.scheduler.tenants().collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        tenants
+            .iter()
+            .map(|t| u64::from(self.config.weights.of(t).get()))
+            .sum()
+    }
+
     pub(crate) fn tenant_depths(&self, limit: usize) -> Vec<(Arc<str>, usize)> {
         let mut depths: Vec<(Arc<str>, usize)> = self
             .waiting_tenants()

@@ -164,6 +164,15 @@ impl Core {
         let keys = Keys::from_config(&config)?;
         let upstreams = Upstreams::build(&config)?;
         let admission = Admission::build(&config);
+        if let Some(r) = &limits.redis {
+            // Replicas share a limit in proportion to the tenants each
+            // has waiting for it (docs/gateway.md, "Fair across replicas"):
+            // a model's lane is named as its requests resource is.
+            let q = admission.queue.clone();
+            r.weigh_by(move |resource| {
+                q.lane_weight(resource.strip_prefix("tokens:").unwrap_or(resource))
+            });
+        }
         let (otel, otel_task) = match &config.otel {
             Some(o) => {
                 let export = o.export_config().map_err(|e| StartError::Otel(e.into()))?;

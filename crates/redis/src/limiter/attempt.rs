@@ -65,7 +65,9 @@ const MAX_WAIT_US: u64 = 365 * 24 * 3600 * 1_000_000;
 /// asking Redis again. The release notice normally wakes it at once, but
 /// Redis pub/sub delivers at most once: a notice lost to a reconnect, or
 /// published before this replica's subscription was up, must not hold a
-/// waiter until the holder's lease expires.
+/// waiter until the holder's lease expires. A wait for another replica's
+/// fair share (kind 3 in `ops.lua`) is an estimate too: shares move as
+/// replicas come and go.
 const UNKNOWN_RECHECK: Duration = Duration::from_millis(250);
 
 impl Refusal {
@@ -164,13 +166,14 @@ impl Inner {
                 spec: spec.clone(),
                 want,
                 min: *cost,
+                weight: self.weight(&spec.name),
             })
             .await
             .map_err(|_| Refusal::Down)?;
         let got = u64::try_from(r[0]).unwrap_or(0);
         if got < *cost {
             // Nothing taken (the script takes at least `min` or nothing).
-            return Err(self.refused(needs, [0, r[1].max(1), 1, 0]));
+            return Err(self.refused(needs, [0, r[1].max(1), 1, r[3]]));
         }
         if got > *cost {
             let stale = {
@@ -250,6 +253,11 @@ impl Inner {
                 spec: spec.clone(),
                 cost: *cost,
                 member: self.member(spec, *cost),
+                weight: if spec.leasable() {
+                    self.weight(&spec.name)
+                } else {
+                    1
+                },
             })
             .collect();
         let r = self

@@ -1,0 +1,152 @@
+//! Fair shares between replicas: replicas contending for one shared bucket
+//! get its refill in proportion to their weights (their waiting tenants),
+//! not by who asks first or who has more waiters; a share one replica does
+//! not use goes to the others. Shares are counted over grants, never timed.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{config, prefix, redis_url, replica};
+use sluice_limit::{Limit, Rules};
+use sluice_redis::{Mode, RedisLimiter};
+
+/// 400/s, burst 10: a few hundred grants take about a second.
+fn rules() -> Rules {
+    Rules::new()
+        .exact("m", Limit::per_second(400).burst(10))
+        .exact("g", Limit::gcra(400, Duration::from_secs(1)).burst(10))
+}
+
+async fn two(mode: Mode) -> Option<(RedisLimiter, RedisLimiter)> {
+    let url = redis_url()?;
+    let p = prefix();
+    let a = replica(config(&url, &p, "a", mode), rules()).await;
+    let b = replica(config(&url, &p, "b", mode), rules()).await;
+    Some((a, b))
+}
+
+/// `waiters[i]` closed-loop waiters on replica `i` take from `resource`
+/// one at a time until `total` grants were made between them; what each
+/// replica got.
+async fn contend(
+    replicas: &[RedisLimiter],
+    waiters: &[usize],
+    resource: &str,
+    total: u64,
+) -> Vec<u64> {
+    let done = Arc::new(AtomicU64::new(0));
+    let got: Vec<Arc<AtomicU64>> = replicas.iter().map(|_| Arc::default()).collect();
+    let mut tasks = Vec::new();
+    for (i, l) in replicas.iter().enumerate() {
+        for _ in 0..waiters[i] {
+            let (l, done, mine) = (l.clone(), done.clone(), got[i].clone());
+            let resource = resource.to_owned();
+            tasks.push(tokio::spawn(async move {
+                while done.load(Ordering::SeqCst) < total {
+                    // A guard against a hang, not a timed assertion.
+                    let guard = tokio::time::Instant::now() + Duration::from_secs(60);
+                    let g = l.acquire(&resource, 1, Some(guard)).await.expect("grant");
+                    assert!(!g.is_local(), "Redis is up: shared grants only");
+                    mine.fetch_add(1, Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    got.iter().map(|g| g.load(Ordering::SeqCst)).collect()
+}
+
+fn share(got: &[u64], i: usize) -> f64 {
+    got[i] as f64 / got.iter().sum::<u64>() as f64
+}
+
+/// Equal weights, unequal pressure: one replica has twenty waiters and
+/// takes tokens for all its line in one call, the other has two; they
+/// still get half each.
+async fn equal_weights_share_equally(mode: Mode, resource: &str) {
+    let Some((a, b)) = two(mode).await else {
+        return;
+    };
+    let got = contend(&[a, b], &[20, 2], resource, 600).await;
+    let s = share(&got, 0);
+    assert!((0.4..=0.6).contains(&s), "{mode:?} {resource}: {got:?}");
+}
+
+/// Weights 1 and 3 (a replica with three tenants waiting against one
+/// with one): a quarter and three quarters.
+async fn weights_set_the_shares(mode: Mode, resource: &str) {
+    let Some((a, b)) = two(mode).await else {
+        return;
+    };
+    a.weigh_by(|_| 1);
+    b.weigh_by(|_| 3);
+    let got = contend(&[a, b], &[8, 8], resource, 800).await;
+    let s = share(&got, 1);
+    assert!((0.65..=0.85).contains(&s), "{mode:?} {resource}: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_equal_weights_share_equally() {
+    equal_weights_share_equally(Mode::Exact, "m").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_gcra_equal_weights_share_equally() {
+    equal_weights_share_equally(Mode::Exact, "g").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_equal_weights_share_equally() {
+    equal_weights_share_equally(Mode::Leased, "m").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_weights_set_the_shares() {
+    weights_set_the_shares(Mode::Exact, "m").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_weights_set_the_shares() {
+    weights_set_the_shares(Mode::Leased, "m").await;
+}
+
+/// Three replicas, weights 2, 1 and 1 (four tenants split over them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_by_weight() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let p = prefix();
+    let mut rs = Vec::new();
+    for (id, w) in [("a", 2), ("b", 1), ("c", 1)] {
+        let l = replica(config(&url, &p, id, Mode::Exact), rules()).await;
+        l.weigh_by(move |_| w);
+        rs.push(l);
+    }
+    let got = contend(&rs, &[4, 12, 4], "m", 800).await;
+    assert!((0.4..=0.6).contains(&share(&got, 0)), "{got:?}");
+    assert!((0.17..=0.33).contains(&share(&got, 1)), "{got:?}");
+    assert!((0.17..=0.33).contains(&share(&got, 2)), "{got:?}");
+}
+
+/// A replica that asked once and went quiet holds nobody up: the other
+/// takes the whole rate (its owed share is kept only until it stops
+/// counting), in exact and leased mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_replica_holds_nobody_up() {
+    for mode in [Mode::Exact, Mode::Leased] {
+        let Some((a, b)) = two(mode).await else {
+            return;
+        };
+        b.weigh_by(|_| 100);
+        drop(b.acquire("m", 1, None).await.unwrap());
+        let got = contend(&[a, b], &[4, 0], "m", 400).await;
+        assert!(got[0] >= 400 && got[1] == 0, "{mode:?}: {got:?}");
+    }
+}
