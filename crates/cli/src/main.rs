@@ -262,6 +262,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// to park and wake beside them.
 fn waiting() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
+        // The signal handlers are installed here (`shutdown_signal_now`).
+        .enable_io()
         .build()
         .expect("a tokio runtime")
 }
@@ -315,17 +317,22 @@ async fn serve(config: Option<PathBuf>, listen: Option<SocketAddr>) -> ExitCode 
             return ExitCode::from(2);
         }
     };
-    let serving =
-        match sluice_gateway::Gateway::spawn(config, listen, sluice_gateway::shutdown_signal())
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                // The cause of a start error is its source.
-                eprintln!("sluice: {}", sluice_gateway::error::chain(&e));
-                return ExitCode::from(1);
-            }
-        };
+    // The handlers are installed before the gateway says where it listens.
+    let shutdown = match sluice_gateway::shutdown_signal_now() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice: cannot install the SIGTERM and SIGINT handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let serving = match sluice_gateway::Gateway::spawn(config, listen, shutdown).await {
+        Ok(s) => s,
+        Err(e) => {
+            // The cause of a start error is its source.
+            eprintln!("sluice: {}", sluice_gateway::error::chain(&e));
+            return ExitCode::from(1);
+        }
+    };
     eprintln!("sluice: listening on http://{}", serving.local_addr());
     match serving.stopped().await {
         Ok(()) => {

@@ -49,5 +49,6 @@ pub use layers::{auth, context};
 pub use ledger::LEDGER_THREAD;
 pub use server::{
     BACKGROUND_THREAD, Gateway, Serving, THREAD_NAME, is_gateway_thread, shutdown_signal,
+    shutdown_signal_now,
 };
 pub use state::AppState;

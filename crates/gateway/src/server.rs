@@ -156,7 +156,37 @@ fn last_word(drain: Duration) -> Duration {
     (drain / 4).min(LAST_WORD)
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT or SIGTERM, with the handlers installed now, not at
+/// the future's first poll: what `sluice serve` passes to
+/// [`Gateway::spawn`](crate::Gateway::spawn), so that a SIGTERM that comes
+/// as soon as it says where it listens drains the gateway instead of
+/// killing the process. Needs a runtime with I/O in this context; the
+/// future may be polled on another runtime.
+///
+/// # Errors
+/// When a handler cannot be installed.
+pub fn shutdown_signal_now()
+-> std::io::Result<std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(Box::pin(async move {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(Box::pin(shutdown_signal()))
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM (the handlers are installed when it is
+/// first polled; see [`shutdown_signal_now`]).
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

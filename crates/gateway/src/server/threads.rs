@@ -179,17 +179,8 @@ impl Gateway {
                     return Ok(());
                 }
             };
-            // A signal handler is installed when its future is first
-            // polled: poll it once before saying we are bound, or a
-            // SIGTERM right after "listening on" kills the process
-            // instead of draining it.
-            let mut shutdown = Box::pin(shutdown);
-            let early = crate::ready::first_poll(shutdown.as_mut()).await;
             let _ = ready.send(Ok(gateway.local_addr()));
-            match early {
-                std::task::Poll::Ready(()) => gateway.serve(std::future::ready(())).await,
-                std::task::Poll::Pending => gateway.serve(shutdown).await,
-            }
+            gateway.serve(shutdown).await
         };
         on_a_thread(BACKGROUND_THREAD, serve, move |served| {
             let _ = done.send(served.and_then(|served| served));
