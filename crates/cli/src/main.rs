@@ -269,9 +269,9 @@ fn waiting() -> tokio::runtime::Runtime {
 }
 
 fn check_config(file: Option<PathBuf>, stores: bool) -> ExitCode {
-    match sluice_gateway::config::load(file.as_deref()) {
-        Ok(config) if stores => check_stores(&config),
-        Ok(_) => match sluice_gateway::config::explain(file.as_deref()) {
+    if !stores {
+        // One load: `explain` checks the config as `load` does.
+        return match sluice_gateway::config::explain(file.as_deref()) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -280,7 +280,10 @@ fn check_config(file: Option<PathBuf>, stores: bool) -> ExitCode {
                 eprintln!("sluice: {e}");
                 ExitCode::from(2)
             }
-        },
+        };
+    }
+    match sluice_gateway::config::load(file.as_deref()) {
+        Ok(config) => check_stores(&config),
         Err(e) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)
