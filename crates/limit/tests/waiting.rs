@@ -203,6 +203,33 @@ async fn one_wake_serves_everyone_due_in_order() {
     assert!(poll_once(&mut queued[20]).is_pending());
 }
 
+/// Under load a serving thread looks at its timers late; what is due
+/// goes when the resource is next touched, by a newcomer or a grant let
+/// go, without waiting for the head's timer.
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_or_a_grant_let_go_serves_what_is_due_in_passing() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10).burst(1)));
+    let g = l.try_acquire("r", 1).unwrap();
+    let mut head = l.acquire("r", 1, None);
+    let mut next = l.acquire("r", 1, None);
+    assert!(poll_once(&mut head).is_pending());
+    assert!(poll_once(&mut next).is_pending());
+    // The head's token is due; its task is not polled.
+    advance(100 * MS).await;
+    let mut newcomer = l.acquire("r", 1, None);
+    assert!(poll_once(&mut newcomer).is_pending());
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 2, "the head went");
+    advance(100 * MS).await;
+    drop(g);
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 1, "the next went");
+    assert!(ready(poll_once(&mut head)).is_ok());
+    assert!(ready(poll_once(&mut next)).is_ok());
+    // FIFO: the newcomer's token is not due yet.
+    assert!(poll_once(&mut newcomer).is_pending());
+    advance(100 * MS).await;
+    assert!(ready(poll_once(&mut newcomer)).is_ok());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_waiter_served_but_dropped_gives_its_grant_back() {
     let l = limiter(Rules::new().exact("r", Limit::per_second(1_000).burst(1)));
