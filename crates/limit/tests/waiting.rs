@@ -451,3 +451,24 @@ async fn keys_only_checked_are_swept_from_their_word() {
     // Back from the rule, full.
     assert!(l.check(&names[7], 2).is_ok());
 }
+
+/// `try_acquire` by name finds the resource in the thread's cache; one
+/// dropped from the map since (removed, or evicted idle) is never taken
+/// from again: the name is looked up afresh.
+#[tokio::test(start_paused = true)]
+async fn try_acquire_by_name_never_takes_from_a_resource_dropped_from_the_map() {
+    let l = limiter(Rules::new().prefix("k:", Limit::per_second(1).burst(1)));
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err(), "empty");
+    assert!(l.remove("k:a"));
+    // Created again from its rule, full.
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err());
+    // Idle (full) and evicted: the one created again is full too, and
+    // what is taken from it is counted there.
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(l.sweep().evicted, 1);
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err());
+    assert_eq!(l.get_capacity("k:a").unwrap().available, 0.0);
+}
