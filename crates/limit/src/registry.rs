@@ -247,7 +247,7 @@ impl Inner {
         grant: bool,
     ) -> Result<(Nanos, u64), Error> {
         st.tick(now, &self.shared, &res.name);
-        refuse_never(&st, &res.name, cost)?;
+        refuse_never(st, &res.name, cost)?;
         if !st.waiters.is_empty() {
             let total = st.queued_cost.saturating_add(cost);
             return Err(Error::RateLimited {
