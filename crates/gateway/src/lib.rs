@@ -32,6 +32,7 @@ mod limits;
 pub mod metrics;
 mod names;
 mod otel;
+mod pools;
 mod providers;
 mod ready;
 mod request;

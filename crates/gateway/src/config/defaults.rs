@@ -127,6 +127,8 @@ impl Default for Config {
             bulkheads: default_bulkheads(),
             retry: RetryConfig::default(),
             fallbacks: BTreeMap::new(),
+            pools: Vec::new(),
+            aliases: BTreeMap::new(),
             tokens: TokenConfig::default(),
             adaptive: AdaptiveSettings::default(),
             limits_api: LimitsApiConfig::default(),

@@ -10,6 +10,7 @@ mod cache;
 mod credentials;
 mod ledger;
 mod otel;
+mod pools;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
