@@ -214,3 +214,67 @@ async fn a_failing_deployment_is_taken_out_and_comes_back_after_a_probe() {
     assert_eq!(h.sim.stats().model("dep-a").ok, before + 1);
     h.stop().await;
 }
+
+/// Two replicas with `[redis]` in front of the same two deployments of a
+/// burst of 3 and one call per 100 s: together they send each deployment
+/// its 3 and no more (each alone would have sent 6), and refuse the rest
+/// with a 429 rather than let a deployment answer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_one_redis_share_each_deployments_limit() {
+    let Some(url) = std::env::var("SLUICE_TEST_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+        return;
+    };
+    let prefix = format!("pool{:x}:", fastrand::u64(..));
+    let edit = |id: &'static str| {
+        let (url, prefix) = (url.clone(), prefix.clone());
+        move |c: &mut Config| {
+            pooled(
+                c,
+                Strategy::Fill,
+                deployment("sim-a", "dep-a", 0.01, 3),
+                deployment("sim-b", "dep-b", 0.01, 3),
+                60_000,
+            );
+            let mut redis = sluice_gateway::config::RedisSettings::new(url);
+            redis.prefix = prefix;
+            redis.replica_id = Some(id.into());
+            c.redis = Some(redis);
+        }
+    };
+    let h = Harness::with(sim_config(), edit("one")).await;
+    let two = h.replica(edit("two")).await;
+    let body = json!({"model": POOL, "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let mut ok = 0;
+    let mut refused = 0;
+    for i in 0..10 {
+        let res = if i % 2 == 0 {
+            h.send("/v1/chat/completions", &body).await
+        } else {
+            h.http
+                .post(two.url("/v1/chat/completions"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        };
+        match res.status() {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("{other}: {}", res.text().await.unwrap()),
+        }
+    }
+    assert_eq!((ok, refused), (6, 4));
+    let stats = h.sim.stats();
+    assert_eq!(stats.model("dep-a").ok, 3);
+    assert_eq!(stats.model("dep-b").ok, 3);
+    assert_eq!(
+        stats.model("dep-a").rate_limited + stats.model("dep-b").rate_limited,
+        0
+    );
+    h.stop().await;
+}
