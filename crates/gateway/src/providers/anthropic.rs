@@ -86,6 +86,7 @@ impl Provider for Anthropic {
                 endpoint: call.endpoint,
                 client_wants_usage,
                 model: call.model.to_owned(),
+                array_stream: false,
             },
         })
     }

@@ -26,15 +26,15 @@ pub async fn list(State(s): State<AppState>, _: Tenant) -> Response {
 
 /// The gateway routes that answer a provider's models.
 fn routes(p: &ProviderConfig) -> Vec<&'static str> {
-    let adapter = providers::for_format(p.format);
     [
         (Endpoint::Chat, "/v1/chat/completions"),
         (Endpoint::Embeddings, "/v1/embeddings"),
         (Endpoint::Responses, "/v1/responses"),
         (Endpoint::Messages, "/v1/messages"),
+        (Endpoint::Generate, "/v1beta/models/{model}:generateContent"),
     ]
     .into_iter()
-    .filter(|(e, _)| adapter.serves(*e))
+    .filter(|(e, _)| providers::for_call(p.format, *e).is_some())
     .map(|(_, r)| r)
     .collect()
 }
@@ -121,7 +121,11 @@ mod tests {
         let google = data.iter().find(|m| m["id"] == "google/*").unwrap();
         assert_eq!(google["owned_by"], "google");
         assert_eq!(google["format"], "gemini");
-        assert_eq!(google["routes"], json!(["/v1/chat/completions"]));
+        // Messages clients reach it by translation.
+        assert_eq!(
+            google["routes"],
+            json!(["/v1/chat/completions", "/v1/messages"])
+        );
         let claude = data.iter().find(|m| m["id"] == "anthropic/*").unwrap();
         assert_eq!(
             claude["routes"],
