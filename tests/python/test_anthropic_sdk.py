@@ -94,7 +94,7 @@ def test_what_gemini_cannot_take_is_a_400_naming_it(client):
         client.messages.create(
             model="google/gemini-2.5-flash",
             max_tokens=16,
-            top_k=5,
+            extra_body={"top_k": 5},
             messages=[{"role": "user", "content": "Hi"}],
         )
     assert "top_k" in str(e.value) and "Gemini" in str(e.value)

@@ -63,6 +63,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/models", Tenant, get(catalog::list)),
         entry("POST", "/v1beta/models/{*rest}", Tenant, post(gemini::post)),
         entry("POST", "/v1/models/{*rest}", Tenant, post(gemini::post)),
+        entry("GET", "/v1/models/{*rest}", Tenant, get(catalog::retrieve)),
         entry("GET", "/v1beta/models", Tenant, get(gemini::list)),
         entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
         entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),

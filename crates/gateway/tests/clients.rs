@@ -284,3 +284,7 @@ async fn the_ledger_records_the_tokens_the_sim_served() {
 /// Gemini clients: `generateContent` and its stream for every provider.
 #[path = "clients/gemini.rs"]
 mod gemini;
+
+/// Every client format × every provider × plain/stream × text/tool/JSON.
+#[path = "clients/matrix.rs"]
+mod matrix;

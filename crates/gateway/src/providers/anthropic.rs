@@ -56,7 +56,7 @@ impl Provider for Anthropic {
         let (body, client_wants_usage) = if translated {
             let chat = translate::parse(call.body, chat::ACCEPTS)?;
             (
-                to_bytes(&chat::request(&chat, call.model)),
+                to_bytes(&chat::request(&chat, call.model)?),
                 chat.include_usage,
             )
         } else {

@@ -9,6 +9,10 @@
 //! `streamGenerateContent` (`?alt=sse`, else a JSON array) go down the
 //! model routes' stack like every model call; Gemini providers get the
 //! body as it is, others by translation ([`crate::providers`]).
+//! `embedContent` and `batchEmbedContents` go down it as the OpenAI
+//! embeddings call of an OpenAI-format provider (`gemini/embed.rs`).
+
+mod embed;
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -32,6 +36,7 @@ const UNPREFIXED: &str = "google";
 enum Method {
     Generate { stream: bool },
     CountTokens,
+    Embed { batch: bool },
 }
 
 /// The model and method of `rest` (`{model}:{method}`).
@@ -46,10 +51,12 @@ fn split(rest: &str) -> Result<(&str, Method), ApiError> {
         "generateContent" => Method::Generate { stream: false },
         "streamGenerateContent" => Method::Generate { stream: true },
         "countTokens" => Method::CountTokens,
+        "embedContent" => Method::Embed { batch: false },
+        "batchEmbedContents" => Method::Embed { batch: true },
         other => {
             return Err(ApiError::NotFound(format!(
-                "no such method {:?}: generateContent, streamGenerateContent and countTokens \
-                 are served",
+                "no such method {:?}: generateContent, streamGenerateContent, countTokens, \
+                 embedContent and batchEmbedContents are served",
                 crate::names::truncated(other)
             )));
         }
@@ -115,6 +122,7 @@ async fn serve(
     };
     match method {
         Method::CountTokens => count_tokens(&s, &tenant, &model, map).map_err(err),
+        Method::Embed { batch } => embed(s, tenant, &model, &map, batch, headers).await,
         Method::Generate { stream } => {
             let carried = providers::gemini_carried(map, &model, stream, sse(query));
             let req = Incoming {
@@ -127,6 +135,71 @@ async fn serve(
             Ok(layers::call_boxed(layers::models::stack(), req).await)
         }
     }
+}
+
+/// `:embedContent` / `:batchEmbedContents` through an OpenAI-format
+/// provider's embeddings, the answer in Gemini's shape (an error as the
+/// stack gave it).
+async fn embed(
+    s: AppState,
+    tenant: Tenant,
+    model: &str,
+    map: &serde_json::Map<String, Value>,
+    batch: bool,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, Response> {
+    let err = IntoResponse::into_response;
+    let format = s
+        .config
+        .provider_for(model)
+        .map(|p| p.format)
+        .ok_or_else(|| {
+            err(ApiError::bad_field(
+                "model",
+                format!("unknown model prefix in {model:?}"),
+            ))
+        })?;
+    if !matches!(format, WireFormat::Openai | WireFormat::Azure) {
+        return Err(err(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served in the {format:?} format, which has no embeddings here: \
+                 embedContent reaches OpenAI-format providers' embedding models"
+            ),
+        )));
+    }
+    let body = embed::to_openai(model, map, batch).map_err(err)?;
+    let req = Incoming {
+        state: s,
+        endpoint: Endpoint::Embeddings,
+        tenant,
+        headers,
+        body: serde_json::to_vec(&body).unwrap_or_default().into(),
+    };
+    let res = layers::call_boxed(layers::models::stack(), req).await;
+    if !res.status().is_success() {
+        return Ok(res);
+    }
+    let (parts, body) = res.into_parts();
+    // The stack's own whole answer, read back: bounded by what it read
+    // from the provider.
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| err(ApiError::BadGateway(format!("reading the embeddings: {e}"))))?;
+    let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let gemini = embed::from_openai(&answer, batch).ok_or_else(|| {
+        err(ApiError::BadGateway(
+            "the provider's embeddings answer has no `data` vectors".into(),
+        ))
+    })?;
+    let mut res = Json(gemini).into_response();
+    // The gateway's headers (request id, rate limits), not the length.
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_LENGTH && name != axum::http::header::CONTENT_TYPE {
+            res.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    Ok(res)
 }
 
 /// `:countTokens`: the prompt tokens as the gateway estimates them (its
@@ -176,7 +249,7 @@ fn count_tokens(
 /// `GET /v1beta/models`: the models the gateway routes, in Gemini's list
 /// shape (the same list as `GET /v1/models`).
 pub async fn list(State(s): State<AppState>, _: Tenant) -> Response {
-    let catalog = super::catalog::catalog(&s.config);
+    let catalog = super::catalog::catalog(&s.config, &s.spend.prices);
     let models: Vec<Value> = catalog["data"]
         .as_array()
         .into_iter()

@@ -226,3 +226,33 @@ async fn count_tokens_models_keys_and_refusals() {
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embed_content_reaches_openai_embeddings() {
+    let h = Harness::with(sim_config(), config).await;
+    let base = "/v1beta/models/openai/text-embedding-3-small";
+    let one = json!({"content": {"parts": [{"text": "hello"}]}, "outputDimensionality": 8});
+    let r: Value = post(&h, &format!("{base}:embedContent"), &one)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["embedding"]["values"].as_array().unwrap().len(), 8, "{r}");
+    let batch = json!({"requests": [
+        {"model": "models/openai/text-embedding-3-small", "content": {"parts": [{"text": "a"}]}},
+        {"model": "models/openai/text-embedding-3-small", "content": {"parts": [{"text": "b"}]}},
+    ]});
+    let r: Value = post(&h, &format!("{base}:batchEmbedContents"), &batch)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["embeddings"].as_array().unwrap().len(), 2, "{r}");
+    // Gemini's task hints cannot be sent to OpenAI: a 400 naming them.
+    let mut hinted = one.clone();
+    hinted["taskType"] = json!("RETRIEVAL_QUERY");
+    let res = post(&h, &format!("{base}:embedContent"), &hinted).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(res.text().await.unwrap().contains("taskType"));
+    h.stop().await;
+}

@@ -31,6 +31,8 @@ const FIELDS: &[(&str, Row)] = &[
     ("metadata", Row::Mapped),
     // `{"type": "disabled"}` only; checked below.
     ("thinking", Row::Mapped),
+    // Structured outputs: `{"type": "json_schema", "schema"}`.
+    ("output_format", Row::Mapped),
     ("service_tier", Row::Ignored),
 ];
 
@@ -132,6 +134,22 @@ pub(in crate::providers::front) fn to_chat(
                 _ => return Err(unsupported(&format!("metadata.{key}"))),
             }
         }
+    }
+    if let Some(format) = get("output_format") {
+        if format.get("type").and_then(Value::as_str) != Some("json_schema") {
+            return Err(BadField::new(
+                "output_format.type",
+                "must be \"json_schema\"",
+            ));
+        }
+        let schema = format
+            .get("schema")
+            .filter(|s| s.is_object())
+            .ok_or_else(|| BadField::new("output_format.schema", "must be an object"))?;
+        out.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}),
+        );
     }
     if let Some(thinking) = get("thinking")
         && thinking.get("type").and_then(Value::as_str) != Some("disabled")

@@ -88,6 +88,7 @@ fn each_field_is_mapped() {
         name: "Gemini",
         choices: true,
         json_mode: true,
+        json_schema: true,
         sampling_extras: true,
     };
     translate::parse(&c, accepts).unwrap();

@@ -84,6 +84,7 @@ fn each_field_is_mapped() {
         name: "Test",
         choices: true,
         json_mode: true,
+        json_schema: true,
         sampling_extras: true,
     };
     let mut plain = c.clone();
