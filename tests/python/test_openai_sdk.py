@@ -210,3 +210,14 @@ def test_a_cached_stream_is_replayed_as_sse(gateway, client):
     )
     assert whole.headers["x-sluice-cache"] == "hit"
     assert whole.parse().choices[0].message.content == live
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash"])
+def test_responses_reach_every_provider(client, model):
+    r = client.responses.create(model=model, input="Say hello", max_output_tokens=16)
+    assert r.output_text and r.usage.output_tokens > 0
+    with client.responses.stream(model=model, input="Count to five", max_output_tokens=8) as s:
+        text = "".join(e.delta for e in s if e.type == "response.output_text.delta")
+        final = s.get_final_response()
+    assert text and final.output_text == text
+    assert final.usage.output_tokens == 8

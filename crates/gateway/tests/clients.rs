@@ -288,3 +288,78 @@ mod gemini;
 /// Every client format × every provider × plain/stream × text/tool/JSON.
 #[path = "clients/matrix.rs"]
 mod matrix;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_reach_anthropic_and_gemini_models() {
+    let h = Harness::with(sim_config(), config).await;
+    for (model, _) in &MODELS[1..] {
+        let body = json!({"model": model, "input": "Say hello", "instructions": "Be brief.",
+            "max_output_tokens": 6});
+        let res = h
+            .post("/v1/responses", &body)
+            .bearer_auth(ACME)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{model}");
+        let r: Value = res.json().await.unwrap();
+        assert_eq!(r["object"], "response", "{model}: {r}");
+        assert_eq!(
+            r["status"], "incomplete",
+            "{model}: cut at max_output_tokens"
+        );
+        let text = r["output"][0]["content"][0]["text"].as_str().unwrap();
+        assert_eq!(text.split_whitespace().count(), 6, "{model}: {r}");
+        assert_eq!(r["usage"]["output_tokens"], 6, "{model}");
+
+        let mut body = tools_body(model, true);
+        body.as_object_mut().unwrap().remove("messages");
+        body.as_object_mut().unwrap().remove("max_tokens");
+        body["input"] = json!("Weather in Paris?");
+        body["tools"] = json!([{"type": "function", "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+        let res = h
+            .post("/v1/responses", &body)
+            .bearer_auth(ACME)
+            .send()
+            .await
+            .unwrap();
+        let ev = events(&res.text().await.unwrap());
+        let names: Vec<&str> = ev.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(
+            &names[..2],
+            ["response.created", "response.in_progress"],
+            "{model}"
+        );
+        assert_eq!(
+            names.last(),
+            Some(&"response.completed"),
+            "{model}: {names:?}"
+        );
+        let done = &ev.last().unwrap().1["response"];
+        let call = done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["type"] == "function_call")
+            .unwrap_or_else(|| panic!("{model}: {done}"));
+        assert_eq!(call["name"], "get_weather");
+        let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert!(args["city"].is_string(), "{model}: {call}");
+        assert!(
+            done["usage"]["output_tokens"].as_u64().unwrap() > 0,
+            "{model}"
+        );
+    }
+    // What no other provider has is a 400 naming it.
+    let body = json!({"model": MODELS[2].0, "input": "x", "previous_response_id": "resp_1"});
+    let res = h
+        .post("/v1/responses", &body)
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(res.text().await.unwrap().contains("previous_response_id"));
+    h.stop().await;
+}

@@ -246,16 +246,23 @@ async fn anthropic_messages_still_pass_through() {
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["type"], "message");
-    // Gemini speaks only through chat.
+    // Gemini answers Responses clients by translation.
     let res = h
         .send("/v1/responses", &json!({"model": GEMINI, "input": "hi"}))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let r: Value = res.json().await.unwrap();
+    assert_eq!(r["object"], "response", "{r}");
+    // Embeddings have no translation: a 400 naming the model.
+    let res = h
+        .send("/v1/embeddings", &json!({"model": GEMINI, "input": "hi"}))
         .await;
     let e: Value = res.json().await.unwrap();
     assert!(
         e["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("/v1/chat/completions"),
+            .contains("another wire format"),
         "{e}"
     );
     h.stop().await;

@@ -15,6 +15,7 @@
 
 mod anthropic;
 mod gemini;
+mod responses;
 
 pub(crate) use gemini::{
     array_stream as gemini_array_stream, carried as gemini_carried, native as gemini_native,
@@ -35,6 +36,8 @@ pub(crate) enum Client {
     Anthropic,
     /// Gemini `generateContent`.
     Gemini,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
 }
 
 impl Client {
@@ -43,6 +46,7 @@ impl Client {
         match self {
             Client::Anthropic => Endpoint::Messages,
             Client::Gemini => Endpoint::Generate,
+            Client::Responses => Endpoint::Responses,
         }
     }
 }
@@ -81,6 +85,19 @@ static GEMINI_TO_AZURE: Front = Front {
     inner: &super::azure::Azure,
 };
 
+static RESPONSES_TO_ANTHROPIC: Front = Front {
+    client: Client::Responses,
+    inner: &super::anthropic::Anthropic,
+};
+static RESPONSES_TO_GEMINI: Front = Front {
+    client: Client::Responses,
+    inner: &super::gemini::Gemini,
+};
+static RESPONSES_TO_AZURE: Front = Front {
+    client: Client::Responses,
+    inner: &super::azure::Azure,
+};
+
 /// The front that serves `endpoint`'s clients from a provider of
 /// `format`, if there is one.
 pub(crate) fn for_endpoint(format: WireFormat, endpoint: Endpoint) -> Option<&'static Front> {
@@ -91,6 +108,9 @@ pub(crate) fn for_endpoint(format: WireFormat, endpoint: Endpoint) -> Option<&'s
         (Endpoint::Generate, WireFormat::Openai) => Some(&GEMINI_TO_OPENAI),
         (Endpoint::Generate, WireFormat::Anthropic) => Some(&GEMINI_TO_ANTHROPIC),
         (Endpoint::Generate, WireFormat::Azure) => Some(&GEMINI_TO_AZURE),
+        (Endpoint::Responses, WireFormat::Anthropic) => Some(&RESPONSES_TO_ANTHROPIC),
+        (Endpoint::Responses, WireFormat::Gemini) => Some(&RESPONSES_TO_GEMINI),
+        (Endpoint::Responses, WireFormat::Azure) => Some(&RESPONSES_TO_AZURE),
         _ => None,
     }
 }
@@ -129,6 +149,7 @@ impl Provider for Front {
         let dialect = match self.client {
             Client::Anthropic => WireFormat::Anthropic.dialect(),
             Client::Gemini => WireFormat::Gemini.dialect(),
+            Client::Responses => WireFormat::Openai.dialect(),
         };
         dialect.estimate(endpoint, body, chars_per_token, default_max_tokens)
     }
@@ -142,6 +163,7 @@ impl Provider for Front {
         let chat = match self.client {
             Client::Anthropic => anthropic::to_chat(call.body, call.model, provider)?,
             Client::Gemini => gemini::to_chat(call.body, call.model, provider)?,
+            Client::Responses => responses::to_chat(call.body, call.model, provider)?,
         };
         let inner = Call {
             endpoint: Endpoint::Chat,
@@ -159,6 +181,7 @@ impl Provider for Front {
         match self.client {
             Client::Anthropic => anthropic::answer(answer, &exchange.model),
             Client::Gemini => gemini::answer(answer, &exchange.model),
+            Client::Responses => responses::answer(answer, &exchange.model),
         }
     }
 
@@ -171,6 +194,7 @@ impl Provider for Front {
                 &exchange.model,
                 gemini::Form::new(exchange.array_stream),
             )),
+            Client::Responses => Box::new(responses::Events::new(inner, &exchange.model)),
         }
     }
 

@@ -176,6 +176,7 @@ mod tests {
             gemini["routes"],
             json!([
                 "/v1/chat/completions",
+                "/v1/responses",
                 "/v1/messages",
                 "/v1beta/models/{model}:generateContent"
             ])
