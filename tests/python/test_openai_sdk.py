@@ -216,8 +216,10 @@ def test_a_cached_stream_is_replayed_as_sse(gateway, client):
 def test_responses_reach_every_provider(client, model):
     r = client.responses.create(model=model, input="Say hello", max_output_tokens=16)
     assert r.output_text and r.usage.output_tokens > 0
-    with client.responses.stream(model=model, input="Count to five", max_output_tokens=8) as s:
+    # Not cut: a cut one ends with `response.incomplete`, as OpenAI's does,
+    # which the SDK's stream helper does not take as an end.
+    with client.responses.stream(model=model, input="Count to five", max_output_tokens=500) as s:
         text = "".join(e.delta for e in s if e.type == "response.output_text.delta")
         final = s.get_final_response()
     assert text and final.output_text == text
-    assert final.usage.output_tokens == 8
+    assert final.status == "completed" and final.usage.output_tokens > 0

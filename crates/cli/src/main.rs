@@ -138,6 +138,10 @@ enum BenchCommand {
     /// Adaptive control against a simulated provider whose limit is
     /// configured exactly, too high, changes mid-run, or is unknown.
     Adaptive(bench::adaptive::AdaptiveArgs),
+    /// A capacity pool of simulated deployments under twice its capacity:
+    /// goodput, 429s, fairness, each deployment's share, failover, and two
+    /// replicas on one Redis.
+    Pool(bench::pool::PoolArgs),
     /// The bare hop of `bench gateway` alone in front of a sim (for
     /// `bench/gateway/saturate.sh`).
     #[command(hide = true)]
@@ -197,6 +201,7 @@ fn main() -> ExitCode {
                 BenchCommand::Redis(args) => bench::redis::redis(args).await,
                 BenchCommand::Jobs(args) => bench::jobs::jobs(args).await,
                 BenchCommand::Adaptive(args) => bench::adaptive::adaptive(args).await,
+                BenchCommand::Pool(args) => bench::pool::pool(args).await,
                 BenchCommand::Hop(args) => bench::saturate::hop(args).await,
                 BenchCommand::Load(args) => bench::saturate::load(args).await,
             }

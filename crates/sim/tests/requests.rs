@@ -81,7 +81,9 @@ async fn without_a_configured_key_any_key_is_needed_in_the_providers_header() {
     let url = |path: &str| format!("{}{path}", sim.url());
     let gemini = "/v1beta/models/gemini-2.0-flash:generateContent";
     let ask = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
-    let cases: Vec<(&str, Value, Vec<(&str, &str)>, u16)> = vec![
+    // (path, body, headers, status)
+    type Case<'a> = (&'a str, Value, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
         ("/v1/chat/completions", chat("m"), vec![], 401),
         (
             "/v1/chat/completions",

@@ -172,6 +172,7 @@ pub(crate) fn upstream(needs: &[(&str, u64)], tokens: Option<&str>, retryable: b
             settle: tokens.into_iter().map(str::to_owned).collect(),
             pool: "model",
             retryable,
+            once: false,
             label: "test".into(),
             name: needs[0].0.to_owned(),
             provider: None,
