@@ -16,9 +16,12 @@
 
 mod anthropic;
 mod azure;
+mod front;
 mod gemini;
 mod openai;
 mod translate;
+
+pub(crate) use front::gemini_carried;
 
 use std::time::SystemTime;
 
@@ -36,6 +39,17 @@ pub(crate) fn for_format(format: WireFormat) -> &'static dyn Provider {
         WireFormat::Gemini => &gemini::Gemini,
         WireFormat::Azure => &azure::Azure,
     }
+}
+
+/// The adapter that serves `endpoint`'s clients from a provider of
+/// `format`: the format's own, or a client format in front of it
+/// (`front.rs`); `None` when no translation reaches it.
+pub(crate) fn for_call(format: WireFormat, endpoint: Endpoint) -> Option<&'static dyn Provider> {
+    let own = for_format(format);
+    if own.serves(endpoint) {
+        return Some(own);
+    }
+    front::for_endpoint(format, endpoint).map(|f| f as &'static dyn Provider)
 }
 
 /// A request field the client got wrong, or that the provider cannot take:
@@ -121,6 +135,9 @@ pub(crate) struct Exchange {
     /// The model named upstream, for translated answers until the upstream
     /// names its own.
     pub model: String,
+    /// A Gemini client's stream goes out as a JSON array (the form
+    /// without `alt=sse`) rather than as server-sent events.
+    pub array_stream: bool,
 }
 
 /// A whole (non-streamed) answer, as the client gets it.

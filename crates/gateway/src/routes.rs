@@ -9,6 +9,7 @@ pub mod cache;
 pub mod catalog;
 pub mod dashboard;
 mod edge;
+pub mod gemini;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
@@ -59,7 +60,12 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
         entry("POST", "/v1/responses", Tenant, post(models::responses)),
         entry("POST", "/v1/messages", Tenant, post(models::messages)),
+        entry("POST", "/v1/messages/count_tokens", Tenant, post(models::count_tokens)),
         entry("GET", "/v1/models", Tenant, get(catalog::list)),
+        entry("POST", "/v1beta/models/{*rest}", Tenant, post(gemini::post)),
+        entry("POST", "/v1/models/{*rest}", Tenant, post(gemini::post)),
+        entry("GET", "/v1/models/{*rest}", Tenant, get(catalog::retrieve)),
+        entry("GET", "/v1beta/models", Tenant, get(gemini::list)),
         entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
         entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
         entry("POST", "/v1/limits/release", Tenant, post(limits::release)),

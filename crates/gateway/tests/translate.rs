@@ -182,8 +182,9 @@ async fn what_cannot_be_translated_is_a_400_naming_the_field() {
         (CLAUDE, json!({"seed": 4}), "seed"),
         (
             CLAUDE,
-            json!({"response_format": {"type": "json_object"}}),
-            "response_format.type",
+            json!({"response_format": {"type": "json_object"},
+                "tools": [{"type": "function", "function": {"name": "f"}}]}),
+            "response_format",
         ),
         (GEMINI, json!({"audio": {"voice": "alloy"}}), "audio"),
         (
@@ -245,16 +246,23 @@ async fn anthropic_messages_still_pass_through() {
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["type"], "message");
-    // Gemini speaks only through chat.
+    // Gemini answers Responses clients by translation.
     let res = h
         .send("/v1/responses", &json!({"model": GEMINI, "input": "hi"}))
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let r: Value = res.json().await.unwrap();
+    assert_eq!(r["object"], "response", "{r}");
+    // Embeddings have no translation: a 400 naming the model.
+    let res = h
+        .send("/v1/embeddings", &json!({"model": GEMINI, "input": "hi"}))
         .await;
     let e: Value = res.json().await.unwrap();
     assert!(
         e["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("/v1/chat/completions"),
+            .contains("another wire format"),
         "{e}"
     );
     h.stop().await;
@@ -278,16 +286,26 @@ async fn models_lists_what_the_gateway_routes() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    for id in [
-        "openai/*",
-        "anthropic/*",
-        "google/*",
-        "openai/gpt-4o",
-        CLAUDE,
-        GEMINI,
-    ] {
+    // Real models (the configuration's and the price table's), not
+    // wildcards, for providers with known models.
+    for id in ["openai/gpt-4o", "openai/gpt-4o-mini", CLAUDE, GEMINI] {
         assert!(ids.contains(&id), "{id} in {ids:?}");
     }
+    for id in ["openai/*", "anthropic/*", "google/*"] {
+        assert!(!ids.contains(&id), "{id} in {ids:?}");
+    }
+    let one: Value = h
+        .get("/v1/models/openai/gpt-4o-mini")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["id"], "openai/gpt-4o-mini");
+    assert_eq!(one["owned_by"], "openai");
+    let none = h.get("/v1/models/nobody/x").send().await.unwrap();
+    assert_eq!(none.status(), StatusCode::NOT_FOUND);
     let gemini = &list["data"]
         .as_array()
         .unwrap()

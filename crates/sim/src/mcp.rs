@@ -126,6 +126,7 @@ async fn call(
         provider: "",
         tokens_in: 0,
         max_tokens: None,
+        out: crate::state::Output::Text,
         line,
     });
     match outcome.decision {

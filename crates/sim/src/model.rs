@@ -24,6 +24,7 @@ mod anthropic;
 mod catalog;
 mod embed;
 mod gemini;
+mod json_mode;
 mod openai;
 mod request;
 mod text;
@@ -216,6 +217,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         provider: &provider,
         tokens_in: parsed.prompt.tokens(),
         max_tokens: generates.then_some(parsed.max_tokens),
+        out: match (&parsed.tool, &parsed.json) {
+            (Some(call), _) => crate::state::Output::Exact(call.pieces().len() as u64),
+            (None, Some(ask)) => ask.output(),
+            (None, None) => crate::state::Output::Text,
+        },
         line,
     });
     let model = parsed.model.clone();
@@ -321,12 +327,15 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         prompt_tokens: a.claim.unwrap_or_else(|| parsed.prompt.tokens()),
-        tokens: match &parsed.tool {
-            Some(call) => call.pieces(),
-            None => text::tokens(parsed.prompt.hash(), a.tokens_out),
+        // `a.tokens_out` counts them as the quota did ([`Output`]).
+        tokens: match (&parsed.tool, &parsed.json) {
+            (Some(call), _) => call.pieces(),
+            (None, Some(ask)) => ask.tokens(parsed.prompt.hash(), a.tokens_out),
+            (None, None) => text::tokens(parsed.prompt.hash(), a.tokens_out),
         },
-        // A call's arguments are whole (the sim never cuts them).
-        truncated: a.truncated && parsed.tool.is_none(),
+        // A call's arguments and a JSON answer are whole (the sim never
+        // cuts them).
+        truncated: a.truncated && parsed.tool.is_none() && parsed.json.is_none(),
         include_usage: parsed.include_usage,
         tool: parsed.tool.clone(),
     };

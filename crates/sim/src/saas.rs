@@ -55,6 +55,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         provider: "",
         tokens_in: 0,
         max_tokens: None,
+        out: crate::state::Output::Text,
         line,
     });
     let api = call.api.as_str();

@@ -63,7 +63,23 @@ pub(crate) struct Ask<'a> {
     /// `max_tokens` of a generating request; `None` for one that
     /// generates nothing (embeddings, APIs).
     pub max_tokens: Option<Option<u64>>,
+    /// How many output tokens the answer will hold, as the quota and the
+    /// counters count them.
+    pub out: Output,
     pub line: Line,
+}
+
+/// How long a generated answer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// Text of the model's natural length, cut at `max_tokens`.
+    Text,
+    /// Exactly this many tokens (a tool call's arguments, a JSON
+    /// document made from a schema: written whole).
+    Exact(u64),
+    /// [`Output::Text`]'s tokens and this many more around them (a JSON
+    /// object wrapping the text).
+    Wrapped(u64),
 }
 
 /// What the sim decided.
@@ -178,6 +194,11 @@ impl Shared {
                 (max.min(natural), max < natural)
             }
             None => (0, false),
+        };
+        let (tokens_out, truncated) = match ask.out {
+            Output::Text => (tokens_out, truncated),
+            Output::Exact(n) => (n, false),
+            Output::Wrapped(extra) => (tokens_out.saturating_add(extra), truncated),
         };
         let decision = if target.faults.faults.force_429 {
             Decision::Forced {

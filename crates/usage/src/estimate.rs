@@ -82,7 +82,7 @@ pub(crate) fn prompt_tokens(endpoint: Endpoint, body: &Value, chars_per_token: u
     let mut count = Count::default();
     match endpoint {
         Endpoint::Embeddings => count.embedding_input(body.get("input")),
-        Endpoint::Chat | Endpoint::Messages | Endpoint::Responses => {
+        Endpoint::Chat | Endpoint::Messages | Endpoint::Responses | Endpoint::Generate => {
             count.tokens += REQUEST_OVERHEAD_TOKENS;
             // One walk over the body's fields rather than a lookup per
             // field counted (most are absent); the sums do not depend on
@@ -119,7 +119,9 @@ pub(crate) fn completion_limit(
         Endpoint::Embeddings => 0,
         Endpoint::Responses => field(body, "max_output_tokens").unwrap_or(default),
         Endpoint::Messages => field(body, "max_tokens").unwrap_or(default),
-        Endpoint::Chat => chat(),
+        // A Gemini body's limit is in `generationConfig`, as a native
+        // Gemini chat's is.
+        Endpoint::Chat | Endpoint::Generate => chat(),
     }
 }
 

@@ -95,6 +95,10 @@ pub enum Endpoint {
     Responses,
     /// Anthropic `POST /messages`.
     Messages,
+    /// Gemini `POST models/{model}:generateContent` (and
+    /// `:streamGenerateContent`): `contents`, `systemInstruction`,
+    /// `generationConfig`.
+    Generate,
 }
 
 /// Tokens a call really used, as the provider reported them.

@@ -94,7 +94,7 @@ fn requested_output(endpoint: Endpoint, body: &Value) -> Option<u64> {
         }
         Endpoint::Responses => field("max_output_tokens"),
         Endpoint::Messages => field("max_tokens"),
-        Endpoint::Embeddings => None,
+        Endpoint::Embeddings | Endpoint::Generate => None,
     }
 }
 

@@ -328,6 +328,13 @@ pub struct ThroughputPart {
     pub cpu_with_writers: Option<CpuPart>,
     /// The bare hop's CPU time ÷ the requests it answered, saturated.
     pub bare_cpu: Option<Cpu>,
+    /// Through the gateway, the question as an Anthropic Messages client
+    /// asks it of the same OpenAI-format model: translated both ways.
+    pub translated: Option<Throughput>,
+    /// The same, streamed.
+    pub translated_streamed: Option<Throughput>,
+    /// The gateway's CPU per translated request, beside [`Self::cpu`].
+    pub cpu_translated: Option<CpuPart>,
 }
 
 impl ThroughputPart {
@@ -360,6 +367,9 @@ impl ThroughputPart {
             cpu: None,
             cpu_with_writers: None,
             bare_cpu: None,
+            translated: None,
+            translated_streamed: None,
+            cpu_translated: None,
         }
     }
 }
@@ -489,6 +499,27 @@ impl Report {
             cpu_line(&mut s, "  with its ledger writer's and SQLite's threads", c);
         }
         one_cpu_row(&mut s, "bare hop", "saturated", t.bare_cpu);
+        for (name, r) in [
+            ("messages", &t.translated),
+            ("msg strm", &t.translated_streamed),
+        ] {
+            if let Some(r) = r {
+                let _ = writeln!(
+                    s,
+                    "{name:<10}{:>11.0} req/s  ({} errors; Anthropic Messages client, translated)",
+                    r.requests_per_second, r.errors
+                );
+            }
+        }
+        if let (Some(plain), Some(tr)) = (&t.cpu, &t.cpu_translated) {
+            cpu_line(&mut s, "gateway CPU per translated request", tr);
+            let _ = writeln!(
+                s,
+                "  translation adds {} non-streamed, {} streamed",
+                signed_us(tr.non_streamed.us_per_request - plain.non_streamed.us_per_request),
+                signed_us(tr.streamed.us_per_request - plain.streamed.us_per_request),
+            );
+        }
         s.push('\n');
 
         let w = &self.swarm;

@@ -56,6 +56,19 @@ pub(crate) fn streamed_chat(
     request(client, url, body)
 }
 
+/// The same question as an Anthropic Messages client asks it, through a
+/// gateway, to the same (OpenAI-format) model: translated both ways.
+pub(crate) fn messages(
+    client: &reqwest::Client,
+    base: &str,
+    stream: bool,
+) -> impl Fn() -> reqwest::RequestBuilder + Send + Sync + 'static {
+    let url = format!("{base}/v1/messages");
+    let model = format!("{PROVIDER}/{MODEL}");
+    let body = json!({"model": model, "max_tokens": 16, "stream": stream, "messages": [{"role": "user", "content": "ping"}]});
+    request(client, url, body)
+}
+
 /// A chat completion at `temperature` 0 through a gateway: after the
 /// first, answered by its cache.
 pub(crate) fn cached_chat(

@@ -4,7 +4,9 @@
 //! the requests it answered, saturated, non-streamed and streamed: the
 //! issue's "CPU per proxied request"; and the same with the threads that
 //! write for it (the usage ledger's writer, SQLite's connections), whose
-//! CPU the requests cause and the sim and the load compete with.
+//! CPU the requests cause and the sim and the load compete with. Then the
+//! same question from an Anthropic Messages client to the same model,
+//! translated both ways, beside it: what translation adds per request.
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use super::closed_loop::run_with_cpu;
 use super::gateway::Ends;
 use super::keys::cpu_now;
 use super::report::{CpuPart, ThroughputPart};
-use super::requests::{cached_chat, chat, streamed_chat};
+use super::requests::{cached_chat, chat, messages, streamed_chat};
 use super::{GatewayArgs, closed_loop, note};
 use crate::stack::bare_cpu;
 
@@ -43,6 +45,14 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
     note(args.json, "(b) the same answered by the gateway's cache");
     let make = cached_chat(ends.gateway_client, ends.gateway);
     let cached = closed_loop::run(c, each, make).await;
+    note(
+        args.json,
+        "(b) the same as an Anthropic Messages client, translated, plain and streamed",
+    );
+    let make = messages(ends.gateway_client, ends.gateway, false);
+    let (translated, [t_cpu, _]) = run_with_cpu(c, each, make, cpu_now).await;
+    let make = messages(ends.gateway_client, ends.gateway, true);
+    let (translated_streamed, [ts_cpu, _]) = run_with_cpu(c, each, make, cpu_now).await;
     let mut part = ThroughputPart::new(
         args.connections,
         each,
@@ -55,5 +65,8 @@ pub(super) async fn run(args: &GatewayArgs, ends: Ends<'_>) -> ThroughputPart {
     part.cpu = CpuPart::of(args, cpu, streamed_cpu);
     part.cpu_with_writers = CpuPart::of(args, with_writers, streamed_with_writers);
     part.bare_cpu = bare_cpu;
+    part.translated = Some(translated);
+    part.translated_streamed = Some(translated_streamed);
+    part.cpu_translated = CpuPart::of(args, t_cpu, ts_cpu);
     part
 }

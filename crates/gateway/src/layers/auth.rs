@@ -19,7 +19,9 @@
 //! still take `admin_token`, in every mode.
 //!
 //! Secrets are compared in constant time ([`subtle`]), and every bearer
-//! credential is read by one parser ([`bearer`]).
+//! credential is read by one parser ([`bearer`]). A tenant's key may also
+//! come the way the Anthropic and Gemini SDKs send theirs ([`tenant_key`]):
+//! `x-api-key`, `x-goog-api-key`, or Gemini's `?key=`.
 
 use std::sync::Arc;
 
@@ -87,6 +89,64 @@ pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     }
     Ok(Some(credential))
 }
+
+/// The headers that carry a tenant's key when `Authorization` does not:
+/// the Anthropic SDK's and the google-genai SDK's.
+const KEY_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static("x-api-key"),
+    HeaderName::from_static("x-goog-api-key"),
+];
+
+/// The longest key `?key=` may give (keys in headers are bounded by the
+/// server's header limits).
+const MAX_QUERY_KEY: usize = 512;
+
+/// The tenant key of a request: `Authorization: Bearer <key>`, else
+/// `x-api-key`, else `x-goog-api-key`, else the `key` parameter of
+/// `query` (Gemini's `?key=`); `None` when none is given.
+///
+/// # Errors
+/// 401 naming the header or parameter that is malformed.
+pub fn tenant_key<'a>(
+    headers: &'a HeaderMap,
+    query: Option<&'a str>,
+) -> Result<Option<std::borrow::Cow<'a, str>>, ApiError> {
+    use std::borrow::Cow;
+    if let Some(key) = bearer(headers)? {
+        return Ok(Some(Cow::Borrowed(key)));
+    }
+    for name in &KEY_HEADERS {
+        if let Some(v) = headers.get(name) {
+            let v = v
+                .to_str()
+                .map_err(|_| ApiError::Unauthorized(format!("`{name}` is not visible ASCII")))?
+                .trim();
+            if v.is_empty() {
+                return Err(ApiError::Unauthorized(format!("`{name}` is empty")));
+            }
+            return Ok(Some(Cow::Borrowed(v)));
+        }
+    }
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        if name == "key" {
+            if value.is_empty() || value.len() > MAX_QUERY_KEY {
+                return Err(ApiError::Unauthorized(format!(
+                    "`key` must hold 1 to {MAX_QUERY_KEY} bytes"
+                )));
+            }
+            // Owned: a parameter may be percent-encoded.
+            return Ok(Some(Cow::Owned(value.into_owned())));
+        }
+    }
+    Ok(None)
+}
+
+/// What a refusal says a tenant's key is missing from.
+const KEY_MISSING: &str = "missing `Authorization: Bearer <key>` (or `x-api-key`, \
+                           `x-goog-api-key`, `?key=`)";
 
 /// The TCP peer's address of the request, when the server recorded it.
 fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
@@ -174,16 +234,26 @@ impl Tenant {
     ///
     /// # Errors
     /// 401 for a missing or unknown key; 400 for a bad `x-sluice-workspace`.
+    #[cfg(test)]
     pub(crate) fn from_headers(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+        Self::from_request(state, headers, None)
+    }
+
+    /// [`Tenant::from_headers`], the key also taken from `query`'s `key`
+    /// (see [`tenant_key`]).
+    fn from_request(
+        state: &AppState,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Tenant, ApiError> {
         if state.is_open() {
             return workspace(headers).map(|w| Tenant {
                 name: Arc::from(w),
                 caller: None,
             });
         }
-        let key = bearer(headers)?.ok_or_else(|| {
-            ApiError::Unauthorized("missing `Authorization: Bearer <key>`".into())
-        })?;
+        let key = tenant_key(headers, query)?
+            .ok_or_else(|| ApiError::Unauthorized(KEY_MISSING.into()))?;
         state
             .stores
             .keys
@@ -202,22 +272,23 @@ impl Tenant {
     pub(crate) async fn authenticate(
         state: &AppState,
         headers: &HeaderMap,
+        query: Option<&str>,
     ) -> Result<Tenant, ApiError> {
         if let Some(registry) = state.stores.keystore.as_ref()
-            && let Some(key) = bearer(headers)?
+            && let Some(key) = tenant_key(headers, query)?
             && key.starts_with(sluice_keys::PREFIX)
         {
             // Boxed: the key store's future (a database read on a cache
             // miss) takes kilobytes, and inline it would make the handler's
             // future of every request, keyed or not, as large; axum copies
             // that future whole into its box.
-            let caller = Box::pin(registry.authenticate(key)).await?;
+            let caller = Box::pin(registry.authenticate(&key)).await?;
             return Ok(Tenant {
                 name: caller.tenant.clone(),
                 caller: Some(caller),
             });
         }
-        Tenant::from_headers(state, headers)
+        Tenant::from_request(state, headers, query)
     }
 }
 
@@ -245,7 +316,7 @@ impl FromRequestParts<AppState> for Tenant {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Tenant::authenticate(state, &parts.headers).await
+        Tenant::authenticate(state, &parts.headers, parts.uri.query()).await
     }
 }
 

@@ -240,7 +240,10 @@ fn worst_case(state: &AppState, c: &Call, rules: &[Rule]) -> Result<Spend, ApiEr
         if model != &c.model && !c.ctx.allows_model(model) {
             continue;
         }
-        let est = providers::for_format(prov.format).estimate(
+        let Some(adapter) = providers::for_call(prov.format, c.endpoint) else {
+            continue;
+        };
+        let est = adapter.estimate(
             c.endpoint,
             &c.json,
             cfg.chars_per_token,

@@ -52,6 +52,12 @@ where
         call: mut c,
         mut notes,
     } = req;
+    if c.endpoint == Endpoint::Generate {
+        // Gemini clients' answers are not cached: a cached answer is
+        // replayed as a stream in OpenAI's and Anthropic's shapes only.
+        notes.meta.cache = Some("bypass");
+        return call(inner, Req { call: c, notes }).await;
+    }
     let prov = c.provider(state);
     let asked = Asked {
         endpoint: c.endpoint,
@@ -62,6 +68,7 @@ where
         // Gemini models).
         format: match c.endpoint {
             Endpoint::Messages => WireFormat::Anthropic,
+            Endpoint::Generate => WireFormat::Gemini,
             _ => WireFormat::Openai,
         },
         model: &c.model,

@@ -143,6 +143,7 @@ pub(crate) fn route(endpoint: Endpoint) -> &'static str {
         Endpoint::Embeddings => "/v1/embeddings",
         Endpoint::Responses => "/v1/responses",
         Endpoint::Messages => "/v1/messages",
+        Endpoint::Generate => "/v1beta/models/{model}:generateContent",
     }
 }
 
@@ -278,23 +279,23 @@ fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<u
         )
     })?;
     let p = &state.config.providers[index];
-    let adapter = providers::for_format(p.format);
+    let Some(adapter) = providers::for_call(p.format, endpoint) else {
+        let own = providers::for_format(p.format);
+        return Err(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served by {} in another wire format: use {}",
+                p.name,
+                own.route()
+            ),
+        ));
+    };
     // One path segment after the prefix: `gem/cheap/../pro` would pass an
     // allow-list written for `gem/cheap*` and be priced as `cheap`.
     crate::names::check_model_segments(model)?;
     adapter
         .check_model(super::provider::upstream_model(p, model))
         .map_err(|b| ApiError::bad_field(&b.field, b.message))?;
-    if !adapter.serves(endpoint) {
-        return Err(ApiError::bad_field(
-            "model",
-            format!(
-                "{model:?} is served by {} in another wire format: use {}",
-                p.name,
-                adapter.route()
-            ),
-        ));
-    }
     Ok(index)
 }
 

@@ -156,7 +156,16 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         None => c.provider_index_for(state, model)?,
     };
     let prov = &state.config.providers[index];
-    let adapter = providers::for_format(prov.format);
+    // Found when the model was checked (`provider_index`), so always there.
+    let adapter = providers::for_call(prov.format, c.endpoint).ok_or_else(|| {
+        Failure::Limited(ApiError::bad_field(
+            "model",
+            format!(
+                "{model:?} is served by {} in another wire format",
+                prov.name
+            ),
+        ))
+    })?;
     let cfg = &state.config;
     let est = adapter.estimate(
         c.endpoint,

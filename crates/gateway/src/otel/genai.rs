@@ -82,7 +82,7 @@ impl ModelCall<'_> {
 fn operation(endpoint: Endpoint) -> &'static str {
     match endpoint {
         Endpoint::Embeddings => "embeddings",
-        Endpoint::Chat | Endpoint::Responses | Endpoint::Messages => "chat",
+        Endpoint::Chat | Endpoint::Responses | Endpoint::Messages | Endpoint::Generate => "chat",
     }
 }
 

@@ -56,7 +56,7 @@ impl Provider for Anthropic {
         let (body, client_wants_usage) = if translated {
             let chat = translate::parse(call.body, chat::ACCEPTS)?;
             (
-                to_bytes(&chat::request(&chat, call.model)),
+                to_bytes(&chat::request(&chat, call.model)?),
                 chat.include_usage,
             )
         } else {
@@ -86,6 +86,7 @@ impl Provider for Anthropic {
                 endpoint: call.endpoint,
                 client_wants_usage,
                 model: call.model.to_owned(),
+                array_stream: false,
             },
         })
     }

@@ -32,7 +32,9 @@ fn path(endpoint: Endpoint) -> &'static [&'static str] {
     match endpoint {
         Endpoint::Embeddings => &["embeddings"],
         // Not served (see `serves`); chat is the nearest.
-        Endpoint::Chat | Endpoint::Responses | Endpoint::Messages => &["chat", "completions"],
+        Endpoint::Chat | Endpoint::Responses | Endpoint::Messages | Endpoint::Generate => {
+            &["chat", "completions"]
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Google Gemini's native API: `models/{model}:generateContent` and
 //! `:streamGenerateContent?alt=sse`, with `usageMetadata`. It answers
-//! `/v1/chat/completions` by translation (`gemini/chat.rs`); a provider
+//! Gemini clients (`/v1beta/models/{model}:generateContent`) as they
+//! asked, and `/v1/chat/completions` by translation (`gemini/chat.rs`); a provider
 //! with `format = "gemini"` uses it, one with `format = "openai"` (the
 //! default for `google`) uses Google's OpenAI-compatible endpoint instead.
 
@@ -45,7 +46,7 @@ impl Provider for Gemini {
     }
 
     fn serves(&self, endpoint: Endpoint) -> bool {
-        endpoint == Endpoint::Chat
+        matches!(endpoint, Endpoint::Chat | Endpoint::Generate)
     }
 
     fn route(&self) -> &'static str {
@@ -59,10 +60,12 @@ impl Provider for Gemini {
         chars_per_token: u64,
         default_max_tokens: u64,
     ) -> Estimate {
-        // The client's body is an OpenAI chat request.
-        WireFormat::Openai
-            .dialect()
-            .estimate(endpoint, body, chars_per_token, default_max_tokens)
+        // A translated call's body is an OpenAI chat request.
+        let dialect = match endpoint {
+            Endpoint::Generate => self.dialect(),
+            _ => WireFormat::Openai.dialect(),
+        };
+        dialect.estimate(endpoint, body, chars_per_token, default_max_tokens)
     }
 
     fn check_model(&self, model: &str) -> Result<(), BadField> {
@@ -71,8 +74,14 @@ impl Provider for Gemini {
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         check_model(call.model)?;
-        let chat = translate::parse(call.body, chat::ACCEPTS)?;
-        let body = chat::request(&chat, call.default_max_tokens)?;
+        let (body, include_usage, array_stream) = if call.endpoint == Endpoint::Generate {
+            let native = super::front::gemini_native(call.body, call.default_max_tokens);
+            (native, true, super::front::gemini_array_stream(call.body))
+        } else {
+            let chat = translate::parse(call.body, chat::ACCEPTS)?;
+            let body = chat::request(&chat, call.default_max_tokens)?;
+            (body, chat.include_usage, false)
+        };
         let (method, query) = if call.stream {
             ("streamGenerateContent", Some("alt=sse"))
         } else {
@@ -89,17 +98,25 @@ impl Provider for Gemini {
             body: to_bytes(&body),
             exchange: Exchange {
                 endpoint: call.endpoint,
-                client_wants_usage: chat.include_usage,
+                client_wants_usage: include_usage,
                 model: call.model.to_owned(),
+                array_stream,
             },
         })
     }
 
     fn answer(&self, exchange: &Exchange, status: StatusCode, body: Bytes) -> Answer {
+        if exchange.endpoint == Endpoint::Generate {
+            return super::pass_answer(self.dialect(), exchange.endpoint, status, body);
+        }
         chat::answer(status, &body, &exchange.model)
     }
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
+        if exchange.endpoint == Endpoint::Generate {
+            let sse = Box::new(super::Passthrough::new(self.dialect(), exchange));
+            return super::front::gemini_stream_form(sse, exchange.array_stream);
+        }
         Box::new(Translated::new(
             WireFormat::Gemini,
             events::Events::default(),

@@ -19,7 +19,7 @@ fn path(endpoint: Endpoint) -> &'static [&'static str] {
         Endpoint::Embeddings => &["embeddings"],
         Endpoint::Responses => &["responses"],
         // Not served (see `serves`); chat is the nearest.
-        Endpoint::Chat | Endpoint::Messages => &["chat", "completions"],
+        Endpoint::Chat | Endpoint::Messages | Endpoint::Generate => &["chat", "completions"],
     }
 }
 
@@ -43,7 +43,7 @@ fn output_limit(call: &Call<'_>) -> Option<(&'static str, u64)> {
             "max_output_tokens",
             default,
         ),
-        Endpoint::Embeddings | Endpoint::Messages => None,
+        Endpoint::Embeddings | Endpoint::Messages | Endpoint::Generate => None,
     }
 }
 
@@ -114,6 +114,7 @@ impl Provider for Openai {
                 endpoint: call.endpoint,
                 client_wants_usage,
                 model: call.model.to_owned(),
+                array_stream: false,
             },
         })
     }

@@ -38,6 +38,8 @@ pub(crate) struct Accepts {
     pub choices: bool,
     /// `response_format: {"type": "json_object"}`.
     pub json_mode: bool,
+    /// `response_format: {"type": "json_schema"}`.
+    pub json_schema: bool,
     /// `presence_penalty`, `frequency_penalty`, `seed`.
     pub sampling_extras: bool,
 }

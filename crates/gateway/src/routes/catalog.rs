@@ -1,53 +1,87 @@
-//! `GET /v1/models`: the models the gateway routes, in OpenAI's list shape,
-//! behind the same tenant auth as the model routes.
+//! `GET /v1/models` and `GET /v1/models/{model}`: the models the gateway
+//! routes, in OpenAI's list shape, behind the same tenant auth as the
+//! model routes. Gemini clients' `GET /v1beta/models` lists the same.
 //!
-//! The gateway routes by prefix and does not know every model a provider
-//! serves: each provider is listed as `{name}/*` (and each extra prefix as
-//! `{prefix}*`), and models the configuration names (per-model limits,
-//! fallbacks) are listed by name.
+//! The list ([`catalog`], the one place that says which models there
+//! are) holds real model names: those the configuration names (per-model
+//! limits, fallbacks) and the known models of each configured provider
+//! (the price table's, whose names start with the provider's prefix). A
+//! provider with no known model (a custom OpenAI-compatible server) is
+//! listed as `{name}/*`, which is not a model but says how to name one.
 
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sluice_usage::Endpoint;
+use sluice_usage::{Endpoint, PriceTable};
 
 use crate::config::{Config, ProviderConfig};
+use crate::error::ApiError;
 use crate::layers::auth::Tenant;
 use crate::providers;
 use crate::state::AppState;
 
 /// `GET /v1/models`.
 pub async fn list(State(s): State<AppState>, _: Tenant) -> Response {
-    Json(catalog(&s.config)).into_response()
+    Json(catalog(&s.config, &s.spend.prices)).into_response()
+}
+
+/// `GET /v1/models/{model}` (the model may hold a `/`): its entry, that
+/// of a model the gateway routes but does not know by name, or a 404.
+pub async fn retrieve(
+    State(s): State<AppState>,
+    _: Tenant,
+    Path(model): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    crate::names::check("model", &model)?;
+    let list = catalog(&s.config, &s.spend.prices);
+    if let Some(m) = list["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["id"] == model.as_str())
+    {
+        return Ok(Json(m.clone()));
+    }
+    let p = s
+        .config
+        .provider_for(&model)
+        .ok_or_else(|| ApiError::NotFound(format!("the model {model:?} does not exist")))?;
+    Ok(Json(entry(&model, p)))
 }
 
 /// The gateway routes that answer a provider's models.
 fn routes(p: &ProviderConfig) -> Vec<&'static str> {
-    let adapter = providers::for_format(p.format);
     [
         (Endpoint::Chat, "/v1/chat/completions"),
         (Endpoint::Embeddings, "/v1/embeddings"),
         (Endpoint::Responses, "/v1/responses"),
         (Endpoint::Messages, "/v1/messages"),
+        (Endpoint::Generate, "/v1beta/models/{model}:generateContent"),
     ]
     .into_iter()
-    .filter(|(e, _)| adapter.serves(*e))
+    .filter(|(e, _)| providers::for_call(p.format, *e).is_some())
     .map(|(_, r)| r)
     .collect()
 }
 
-/// The list: providers' wildcards, then named models, each once, sorted.
-pub(crate) fn catalog(config: &Config) -> Value {
+fn entry(id: &str, p: &ProviderConfig) -> Value {
+    json!({
+        "id": id,
+        "object": "model",
+        "created": 0,
+        "owned_by": p.name,
+        "format": p.format,
+        "routes": routes(p),
+    })
+}
+
+/// The list: the configuration's named models and each provider's known
+/// ones (a provider without any as `{name}/*`), each once, sorted.
+pub(crate) fn catalog(config: &Config, prices: &PriceTable) -> Value {
     let mut ids: BTreeMap<String, &ProviderConfig> = BTreeMap::new();
-    for p in &config.providers {
-        ids.insert(format!("{}/*", p.name), p);
-        for prefix in &p.prefixes {
-            ids.insert(format!("{prefix}*"), p);
-        }
-    }
     let named = config
         .models
         .iter()
@@ -55,8 +89,14 @@ pub(crate) fn catalog(config: &Config) -> Value {
         .filter(|m| !m.is_empty() && !m.ends_with('/'))
         .chain(config.fallbacks.iter().flat_map(|(model, chain)| {
             std::iter::once(model.as_str()).chain(chain.iter().map(String::as_str))
-        }));
+        }))
+        .chain(prices.iter().map(|(model, _)| model));
     for model in named {
+        // Only full names: a price for `openai/gpt-4o` is a model, one
+        // for `openai/` would not be.
+        if model.ends_with('/') || model.contains('*') {
+            continue;
+        }
         if let Some(p) = config.provider_for(model) {
             ids.insert(model.to_owned(), p);
         }
@@ -79,19 +119,12 @@ pub(crate) fn catalog(config: &Config) -> Value {
             ids.insert(model.to_owned(), p);
         }
     }
-    let data: Vec<Value> = ids
-        .into_iter()
-        .map(|(id, p)| {
-            json!({
-                "id": id,
-                "object": "model",
-                "created": 0,
-                "owned_by": p.name,
-                "format": p.format,
-                "routes": routes(p),
-            })
-        })
-        .collect();
+    for p in &config.providers {
+        if !ids.values().any(|q| q.name == p.name) {
+            ids.insert(format!("{}/*", p.name), p);
+        }
+    }
+    let data: Vec<Value> = ids.into_iter().map(|(id, p)| entry(&id, p)).collect();
     json!({"object": "list", "data": data})
 }
 
@@ -100,8 +133,12 @@ mod tests {
     use super::*;
     use crate::config::{ModelLimits, WireFormat};
 
+    fn price() -> sluice_usage::Price {
+        sluice_usage::Price::per_million("1", "2", None).unwrap()
+    }
+
     #[test]
-    fn providers_as_wildcards_and_named_models_once() {
+    fn real_models_once_and_a_wildcard_only_for_a_provider_without_any() {
         let mut c = Config::default();
         c.models.push(ModelLimits {
             prefix: "openai/gpt-4o".into(),
@@ -114,16 +151,20 @@ mod tests {
         if let Some(g) = c.providers.iter_mut().find(|p| p.name == "google") {
             g.format = WireFormat::Gemini;
         }
-        let list = catalog(&c);
+        let prices = PriceTable::default()
+            .with("openai/gpt-4o-mini", price())
+            .with("openai/gpt-4o", price())
+            .with("google/gemini-2.5-flash", price())
+            .with("mistral-unconfigured/large", price());
+        let list = catalog(&c, &prices);
         assert_eq!(list["object"], "list");
         let data = list["data"].as_array().unwrap();
         let ids: Vec<&str> = data.iter().map(|m| m["id"].as_str().unwrap()).collect();
         for id in [
-            "openai/*",
-            "anthropic/*",
-            "google/*",
             "openai/gpt-4o",
+            "openai/gpt-4o-mini",
             "anthropic/claude-sonnet-4-5",
+            "google/gemini-2.5-flash",
         ] {
             assert_eq!(
                 ids.iter().filter(|i| **i == id).count(),
@@ -131,19 +172,45 @@ mod tests {
                 "{id} in {ids:?}"
             );
         }
-        // A model no provider serves is not listed; prefixes are not models.
+        // Providers with known models are not wildcards; models of no
+        // configured provider are not listed.
+        for id in [
+            "openai/*",
+            "anthropic/*",
+            "google/*",
+            "nobody/x",
+            "mistral-unconfigured/large",
+        ] {
+            assert!(!ids.contains(&id), "{id} in {ids:?}");
+        }
+        let gemini = data
+            .iter()
+            .find(|m| m["id"] == "google/gemini-2.5-flash")
+            .unwrap();
+        assert_eq!(gemini["owned_by"], "google");
+        assert_eq!(gemini["format"], "gemini");
+        // Messages clients reach it by translation, Gemini clients natively.
+        assert_eq!(
+            gemini["routes"],
+            json!([
+                "/v1/chat/completions",
+                "/v1/responses",
+                "/v1/messages",
+                "/v1beta/models/{model}:generateContent"
+            ])
+        );
+        // A provider the table knows nothing of is named by its wildcard.
+        let bare = catalog(&c, &PriceTable::default());
+        let ids: Vec<&str> = bare["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
         assert!(
-            !ids.contains(&"nobody/x") && !ids.contains(&"openai/"),
+            ids.contains(&"google/*") && ids.contains(&"openai/gpt-4o"),
             "{ids:?}"
         );
-        let google = data.iter().find(|m| m["id"] == "google/*").unwrap();
-        assert_eq!(google["owned_by"], "google");
-        assert_eq!(google["format"], "gemini");
-        assert_eq!(google["routes"], json!(["/v1/chat/completions"]));
-        let claude = data.iter().find(|m| m["id"] == "anthropic/*").unwrap();
-        assert_eq!(
-            claude["routes"],
-            json!(["/v1/chat/completions", "/v1/messages"])
-        );
+        assert!(!ids.contains(&"openai/*"), "{ids:?}");
     }
 }

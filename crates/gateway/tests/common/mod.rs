@@ -382,6 +382,7 @@ pub fn concrete(pattern: &str) -> String {
     pattern
         .replace("{api}", "slack")
         .replace("{*path}", "chat.postMessage")
+        .replace("{*rest}", "google/gemini-2.5-flash:generateContent")
         .replace("{resource}", "openai%2Fgpt-4o")
         .replace("{id}", "1")
         .replace("{queue}", "default")

@@ -25,6 +25,8 @@ pub(crate) struct Parsed {
     pub embed: Option<EmbedAsk>,
     /// The tool call to answer with ([`super::tools`]).
     pub tool: Option<super::tools::ToolCall>,
+    /// The JSON the answer must be ([`super::json_mode`]).
+    pub json: Option<super::json_mode::Ask>,
 }
 
 /// An embeddings request: a seed per input (a hash of it), one vector
@@ -157,6 +159,7 @@ pub(crate) fn parse(
         include_usage: false,
         embed: None,
         tool: None,
+        json: None,
     };
     match endpoint {
         Endpoint::Chat => {
@@ -165,6 +168,7 @@ pub(crate) fn parse(
                 prompt.add(&tools.to_string());
             }
             parsed.tool = super::tools::openai(body.0)?;
+            parsed.json = super::json_mode::openai(body.0)?;
             // OpenAI's reasoning models refuse the older field.
             if reasons_openai(&parsed.model) && body.get("max_tokens").is_some() {
                 return Err(Problem::bad(
@@ -198,6 +202,7 @@ pub(crate) fn parse(
                 prompt.add(&tools.to_string());
             }
             parsed.tool = super::tools::anthropic(body.0)?;
+            parsed.json = super::json_mode::anthropic(body.0)?;
         }
         Endpoint::Responses => {
             if let Some(i) = body.get("instructions") {
@@ -310,6 +315,7 @@ fn gemini(body: &Obj<'_>, model: String, stream: bool) -> Result<Parsed, Problem
         include_usage: true,
         embed: None,
         tool: super::tools::gemini(body.0)?,
+        json: super::json_mode::gemini(body.0)?,
     })
 }
 

@@ -36,20 +36,25 @@ impl ToolCall {
     /// The arguments' text in pieces of about a token (4 bytes), as a
     /// stream sends them and usage counts them.
     pub(crate) fn pieces(&self) -> Vec<String> {
-        let text = self.arguments_json();
-        let mut out = Vec::new();
-        let mut piece = String::new();
-        for c in text.chars() {
-            piece.push(c);
-            if piece.len() >= 4 {
-                out.push(std::mem::take(&mut piece));
-            }
-        }
-        if !piece.is_empty() {
-            out.push(piece);
-        }
-        out
+        pieces(&self.arguments_json())
     }
+}
+
+/// `text` in pieces of about a token (4 bytes), as a stream sends them
+/// and usage counts them.
+pub(crate) fn pieces(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut piece = String::new();
+    for c in text.chars() {
+        piece.push(c);
+        if piece.len() >= 4 {
+            out.push(std::mem::take(&mut piece));
+        }
+    }
+    if !piece.is_empty() {
+        out.push(piece);
+    }
+    out
 }
 
 /// A tool offered: its name and its parameters' schema.
@@ -301,7 +306,7 @@ fn pick(
 /// A value that fits `schema`: its `enum`'s first, its `default`, or one of
 /// its type (objects with their required properties, or all when none are
 /// listed).
-fn value_for(schema: &Value, depth: usize) -> Value {
+pub(crate) fn value_for(schema: &Value, depth: usize) -> Value {
     let Some(s) = schema.as_object() else {
         return json!({});
     };

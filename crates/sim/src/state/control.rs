@@ -101,6 +101,7 @@ impl Shared {
             provider: &provider,
             tokens_in: 0,
             max_tokens: None,
+            out: super::Output::Text,
             line: Line::default(),
         };
         let unknown = || match kind {

@@ -66,7 +66,9 @@ impl StreamCapture {
             Endpoint::Chat => Ok(Assembly::Chat(ChatAnswer::default())),
             Endpoint::Messages => Ok(Assembly::Messages(MessageAnswer::default())),
             Endpoint::Responses => Ok(Assembly::Responses(None)),
-            Endpoint::Embeddings => Err(CaptureError::NotStreamed(endpoint)),
+            // Gemini clients' answers are not cached (see the gateway's
+            // cache layer).
+            Endpoint::Embeddings | Endpoint::Generate => Err(CaptureError::NotStreamed(endpoint)),
         };
         let max_event = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         StreamCapture {

@@ -148,6 +148,7 @@ pub(crate) fn endpoint_name(endpoint: Endpoint) -> &'static str {
         Endpoint::Embeddings => "embeddings",
         Endpoint::Responses => "responses",
         Endpoint::Messages => "messages",
+        Endpoint::Generate => "generate",
     }
 }
 

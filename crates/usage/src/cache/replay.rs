@@ -37,7 +37,9 @@ pub fn replay_stream(
     let answer: Map<String, Value> = serde_json::from_slice(body).map_err(|_| malformed())?;
     let mut out = Vec::with_capacity(body.len() + 512);
     match endpoint {
-        Endpoint::Embeddings => return Err(ReplayError::NotStreamed(endpoint)),
+        Endpoint::Embeddings | Endpoint::Generate => {
+            return Err(ReplayError::NotStreamed(endpoint));
+        }
         Endpoint::Chat => chat(&mut out, &answer, include_usage).ok_or_else(malformed)?,
         Endpoint::Messages => messages(&mut out, &answer).ok_or_else(malformed)?,
         Endpoint::Responses => responses(&mut out, &answer).ok_or_else(malformed)?,

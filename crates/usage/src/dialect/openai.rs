@@ -62,6 +62,8 @@ impl Dialect for Openai {
         match endpoint {
             // A client of `/messages` reads Anthropic's shape.
             Endpoint::Messages => super::Anthropic.error_event(endpoint, code, message),
+            // A Gemini client reads Gemini's.
+            Endpoint::Generate => super::Gemini.error_event(endpoint, code, message),
             Endpoint::Responses => failure::sse_error(
                 true,
                 &json!({"type": "error", "code": code, "message": message, "param": null}),

@@ -6,25 +6,35 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use sluice_usage::WireFormat;
 
-use crate::providers::Answer;
 use crate::providers::translate::{
     self, Accepts, Chat, Choice, Delta, Part, ToolCall, ToolChoice, Translator, Turn,
 };
+use crate::providers::{Answer, BadField};
 
 /// What Anthropic's messages API can take of an OpenAI chat request.
 pub(super) const ACCEPTS: Accepts = Accepts {
     name: "Anthropic",
     choices: false,
-    json_mode: false,
+    // By a forced tool call ([`JSON_TOOL`]).
+    json_mode: true,
+    json_schema: true,
     sampling_extras: false,
 };
+
+/// The tool a JSON-mode request forces Anthropic to call, its input the
+/// JSON answer: Anthropic has no JSON mode of its own for every model.
+/// Its call comes back to the client as the answer's text.
+pub(super) const JSON_TOOL: &str = "sluice_json_answer";
 
 /// `max_tokens` when the client sets none: Anthropic requires one, and
 /// every current Claude model allows this many.
 pub(super) const DEFAULT_MAX_TOKENS: u64 = 4_096;
 
 /// The messages request for `chat`.
-pub(super) fn request(chat: &Chat, model: &str) -> Value {
+///
+/// # Errors
+/// JSON mode with tools of the client's own (the mode forces a tool).
+pub(super) fn request(chat: &Chat, model: &str) -> Result<Value, BadField> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     let max = chat.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
@@ -75,7 +85,29 @@ pub(super) fn request(chat: &Chat, model: &str) -> Value {
         }
         body.insert("tool_choice".into(), choice);
     }
-    Value::Object(body)
+    if chat.json_mode {
+        if !chat.tools.is_empty() {
+            return Err(BadField::new(
+                "response_format",
+                "cannot be combined with `tools` when calling Anthropic models (JSON mode \
+                 is a forced tool call there)",
+            ));
+        }
+        let schema = chat
+            .json_schema
+            .clone()
+            .unwrap_or_else(|| json!({"type": "object"}));
+        body.insert(
+            "tools".into(),
+            json!([{"name": JSON_TOOL, "description": "Give the answer as this JSON document.",
+                "input_schema": schema}]),
+        );
+        body.insert(
+            "tool_choice".into(),
+            json!({"type": "tool", "name": JSON_TOOL}),
+        );
+    }
+    Ok(Value::Object(body))
 }
 
 /// The turns as Anthropic messages: tool results go in user messages, and
@@ -157,6 +189,12 @@ pub(super) fn answer(status: StatusCode, body: &Bytes, model: &str) -> Answer {
                 let text = choice.text.get_or_insert_with(String::new);
                 text.push_str(b["text"].as_str().unwrap_or_default());
             }
+            // JSON mode's forced call: its input is the answer.
+            Some("tool_use") if b["name"] == JSON_TOOL => {
+                let text = choice.text.get_or_insert_with(String::new);
+                text.push_str(&b["input"].to_string());
+                choice.finish_reason = "stop";
+            }
             Some("tool_use") => choice.tool_calls.push(ToolCall {
                 id: b["id"].as_str().unwrap_or_default().to_owned(),
                 name: b["name"].as_str().unwrap_or_default().to_owned(),
@@ -177,6 +215,9 @@ pub(super) struct Events {
     model: Option<String>,
     /// The content block index of each tool call, in order.
     tool_blocks: Vec<u64>,
+    /// The content block of JSON mode's forced call, whose input is sent
+    /// as text.
+    json_block: Option<u64>,
 }
 
 impl Translator for Events {
@@ -188,6 +229,12 @@ impl Translator for Events {
             Some("message_start") => {
                 self.id = e["message"]["id"].as_str().map(str::to_owned);
                 self.model = e["message"]["model"].as_str().map(str::to_owned);
+            }
+            Some("content_block_start")
+                if e["content_block"]["type"] == "tool_use"
+                    && e["content_block"]["name"] == JSON_TOOL =>
+            {
+                self.json_block = e["index"].as_u64();
             }
             Some("content_block_start") if e["content_block"]["type"] == "tool_use" => {
                 let block = &e["content_block"];
@@ -210,6 +257,10 @@ impl Translator for Events {
                         let text = delta["text"].as_str().unwrap_or_default();
                         out.push((0, Delta::Text(text.to_owned())));
                     }
+                    Some("input_json_delta") if e["index"].as_u64() == self.json_block => {
+                        let text = delta["partial_json"].as_str().unwrap_or_default();
+                        out.push((0, Delta::Text(text.to_owned())));
+                    }
                     Some("input_json_delta") => {
                         let block = e["index"].as_u64().unwrap_or_default();
                         if let Some(index) = self.tool_blocks.iter().position(|b| *b == block) {
@@ -229,7 +280,11 @@ impl Translator for Events {
             }
             Some("message_delta") => {
                 if let Some(stop) = e["delta"]["stop_reason"].as_str() {
-                    out.push((0, Delta::Finish(finish_reason(stop))));
+                    let finish = match finish_reason(stop) {
+                        "tool_calls" if self.json_block.is_some() => "stop",
+                        other => other,
+                    };
+                    out.push((0, Delta::Finish(finish)));
                 }
             }
             Some("error") => {

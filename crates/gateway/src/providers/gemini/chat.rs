@@ -16,6 +16,7 @@ pub(super) const ACCEPTS: Accepts = Accepts {
     name: "Gemini",
     choices: true,
     json_mode: true,
+    json_schema: true,
     sampling_extras: true,
 };
 
@@ -61,6 +62,10 @@ pub(super) fn request(chat: &Chat, default_max_tokens: u64) -> Result<Value, Bad
     }
     if chat.json_mode {
         config.insert("responseMimeType".into(), json!("application/json"));
+    }
+    if let Some(schema) = &chat.json_schema {
+        // JSON Schema as it is (`responseSchema` takes OpenAPI's subset).
+        config.insert("responseJsonSchema".into(), schema.clone());
     }
     if !config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(config));

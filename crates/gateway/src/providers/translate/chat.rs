@@ -20,8 +20,10 @@ pub(crate) struct Chat {
     pub presence_penalty: Option<f64>,
     pub frequency_penalty: Option<f64>,
     pub seed: Option<i64>,
-    /// `response_format: {"type": "json_object"}`.
+    /// `response_format: {"type": "json_object"}`, or `json_schema`.
     pub json_mode: bool,
+    /// `response_format.json_schema.schema` of a `json_schema` format.
+    pub json_schema: Option<Value>,
     pub tools: Vec<Tool>,
     pub tool_choice: Option<ToolChoice>,
     /// `parallel_tool_calls: false`.

@@ -114,6 +114,26 @@ pub(crate) fn parse(body: &Value, accepts: Accepts) -> Result<Chat, BadField> {
         None => false,
         Some(Some(Value::String(t))) if t == "text" => false,
         Some(Some(Value::String(t))) if t == "json_object" && accepts.json_mode => true,
+        Some(Some(Value::String(t))) if t == "json_schema" && accepts.json_schema => {
+            let spec = &obj["response_format"]["json_schema"];
+            if !spec.get("name").is_some_and(Value::is_string) {
+                return Err(BadField::new(
+                    "response_format.json_schema.name",
+                    "must be a string",
+                ));
+            }
+            chat.json_schema = Some(match spec.get("schema") {
+                Some(s @ Value::Object(_)) => s.clone(),
+                None | Some(Value::Null) => json!({"type": "object"}),
+                Some(_) => {
+                    return Err(BadField::new(
+                        "response_format.json_schema.schema",
+                        "must be an object",
+                    ));
+                }
+            });
+            true
+        }
         Some(Some(Value::String(_))) => return Err(unsupported("response_format.type")),
         Some(_) => {
             return Err(BadField::new(

@@ -6,6 +6,7 @@ const ANY: Accepts = Accepts {
     name: "Test",
     choices: true,
     json_mode: true,
+    json_schema: true,
     sampling_extras: true,
 };
 
@@ -13,6 +14,7 @@ const STRICT: Accepts = Accepts {
     name: "Strict",
     choices: false,
     json_mode: false,
+    json_schema: false,
     sampling_extras: false,
 };
 
@@ -120,8 +122,19 @@ fn bad_and_untranslatable_fields_are_named() {
         ),
         (
             with(json!({"response_format": {"type": "json_schema"}})),
-            ANY,
+            STRICT,
             "response_format.type",
+        ),
+        (
+            with(json!({"response_format": {"type": "json_schema"}})),
+            ANY,
+            "response_format.json_schema.name",
+        ),
+        (
+            with(json!({"response_format": {"type": "json_schema",
+                "json_schema": {"name": "a", "schema": "no"}}})),
+            ANY,
+            "response_format.json_schema.schema",
         ),
         (with(json!({"logprobs": true})), ANY, "logprobs"),
         (with(json!({"functions": []})), ANY, "functions"),

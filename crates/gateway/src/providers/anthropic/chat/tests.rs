@@ -37,7 +37,7 @@ fn the_request_becomes_a_messages_request() {
         "user": "u",
         "stream": true,
     }));
-    let r = request(&c, "claude");
+    let r = request(&c, "claude").unwrap();
     assert_eq!(r["model"], "claude");
     assert_eq!(r["max_tokens"], DEFAULT_MAX_TOKENS);
     assert_eq!(r["system"], "One.\n\nTwo.");
