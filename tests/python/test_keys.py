@@ -11,7 +11,7 @@ import urllib.request
 import openai
 import pytest
 
-from conftest import BIN, free_port, wait_http
+from conftest import BIN, PROVIDER_KEYS, free_port, wait_http
 
 ADMIN = "py-admin-token"
 
@@ -38,7 +38,8 @@ base_url = "http://127.0.0.1:{sim_port}/openai/v1"
     procs = [
         subprocess.Popen([BIN, "sim", "--listen", f"127.0.0.1:{sim_port}"]),
         subprocess.Popen(
-            [BIN, "serve", "--config", config, "--listen", f"127.0.0.1:{gw_port}"]
+            [BIN, "serve", "--config", config, "--listen", f"127.0.0.1:{gw_port}"],
+            env={**os.environ, **PROVIDER_KEYS},
         ),
     ]
     try:
