@@ -12,6 +12,7 @@ mod edge;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
+pub mod mcp;
 pub mod models;
 pub mod ops;
 pub mod proxy;
@@ -60,6 +61,7 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/messages", Tenant, post(models::messages)),
         entry("GET", "/v1/models", Tenant, get(catalog::list)),
         entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
+        entry("ANY", "/mcp", Tenant, any(mcp::mcp)),
         entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
         entry("POST", "/v1/limits/release", Tenant, post(limits::release)),
         entry("POST", "/v1/limits/report", Tenant, post(limits::report)),
