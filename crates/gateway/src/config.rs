@@ -10,6 +10,7 @@ mod jobs;
 mod keys;
 mod ledger;
 mod load;
+pub(crate) mod mcp;
 pub(crate) mod otel;
 mod pools;
 mod secrets;
@@ -31,6 +32,7 @@ pub use keys::{KeysConfig, WITH_JOBS};
 pub use ledger::{Dollars, LedgerConfig, PriceConfig, PricingConfig, catalog, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, explain, load, load_str};
+pub use mcp::{McpConfig, McpServerConfig};
 pub use otel::{OtelSettings, OtlpProtocol};
 pub use pools::{DEPLOYMENT_PREFIX, Deployment, MAX_DEPLOYMENTS, MAX_POOLS, ModelPool, Strategy};
 pub use secrets::Secrets;
@@ -121,6 +123,11 @@ pub struct Config {
     pub ui: UiConfig,
     /// The audit trail of administrative acts.
     pub audit: AuditConfig,
+    /// MCP servers behind `/mcp` (docs/mcp.md); none by default.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// The `/mcp` endpoint.
+    pub mcp: McpConfig,
     /// The values of the credential variables named above, read when the
     /// configuration was loaded; never serialized.
     #[serde(skip)]
@@ -329,6 +336,11 @@ pub struct TenantConfig {
     /// tenant can jump every other tenant's queue on its own say-so.
     #[serde(default)]
     pub high_priority: bool,
+    /// The MCP tools it may see and call, as globs over `{server}.{tool}`
+    /// (`github.*`, `sim.GMAIL_*`); none set: all. A tool outside it is
+    /// not listed, and calling it is refused naming this list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Vec<String>>,
 }
 
 impl TenantConfig {
@@ -343,6 +355,7 @@ impl TenantConfig {
             apis: BTreeMap::new(),
             providers: BTreeMap::new(),
             high_priority: false,
+            mcp: None,
         }
     }
 }

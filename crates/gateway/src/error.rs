@@ -344,6 +344,15 @@ pub enum StartError {
         /// The variable.
         var: String,
     },
+    /// An `[[mcp_servers]]` entry the gateway cannot use (a variable its
+    /// headers name is not set, a header that cannot be sent).
+    #[error("{key}: {message}")]
+    McpServer {
+        /// The key at fault, e.g. `mcp_servers[0].headers.Authorization`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// One secret would name two roles (a tenant key that is also the
     /// admin token).
     #[error("{0}: every key must name one role")]

@@ -37,6 +37,7 @@ pub(crate) mod failure;
 pub(crate) mod fallback;
 pub(crate) mod grants;
 pub(crate) mod limits;
+pub(crate) mod mcp;
 pub(crate) mod model_call;
 pub(crate) mod models;
 pub(crate) mod observe;

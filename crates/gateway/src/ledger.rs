@@ -227,6 +227,13 @@ impl Draft {
         Draft::new(ctx, "api", api, api, route)
     }
 
+    /// An MCP tool call of `ctx` to `tool` of `server`, limited as
+    /// `api` (the server's name for a tool of no API): the record's
+    /// provider is the API, its model `{server}.{tool}`.
+    pub(crate) fn tool(ctx: &Context, api: &str, server: &str, tool: &str) -> Draft {
+        Draft::new(ctx, "tool", api, &format!("{server}.{tool}"), "/mcp")
+    }
+
     fn new(ctx: &Context, kind: &str, provider: &str, model: &str, endpoint: &str) -> Draft {
         let mut record = Record::new(
             ctx.request_id.clone(),

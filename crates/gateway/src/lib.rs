@@ -30,6 +30,7 @@ pub mod keys;
 mod layers;
 mod ledger;
 mod limits;
+mod mcp;
 pub mod metrics;
 mod names;
 mod otel;

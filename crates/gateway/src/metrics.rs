@@ -154,6 +154,7 @@ fn build_and_install() -> Result<PrometheusHandle, MetricsError> {
         for (name, buckets) in [
             ("sluice_request_duration_seconds", LATENCY_BUCKETS),
             ("sluice_upstream_latency_seconds", LATENCY_BUCKETS),
+            ("sluice_mcp_tool_duration_seconds", LATENCY_BUCKETS),
             ("sluice_queue_wait_seconds", WAIT_BUCKETS),
             ("sluice_limiter_wait_seconds", WAIT_BUCKETS),
             ("sluice_retry_after_seconds", RETRY_AFTER_BUCKETS),
@@ -296,6 +297,10 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Ledger records neither queued nor spilled (the spill file could not be written); each is logged whole (records)."),
     ("sluice_ledger_queued", Kind::Gauge, Unit::Count,
         "Ledger records waiting in the writer's queue (records)."),
+    ("sluice_mcp_tool_calls_total", Kind::Counter, Unit::Count,
+        "MCP tool calls through /mcp, by server, API (or mcp:{server} for a tool of no API) and status: 200 a result, 429 throttled, 5xx no result (calls)."),
+    ("sluice_mcp_tool_duration_seconds", Kind::Histogram, Unit::Seconds,
+        "Time an MCP tool call took through /mcp, queue and limiter waits included, by server (seconds)."),
     ("sluice_metrics_refresh_total", Kind::Counter, Unit::Count,
         "Refreshes of the gauges read from the job store and the limiter, at most one per metrics.refresh_interval_ms (refreshes)."),
 ];
@@ -310,6 +315,16 @@ fn describe() {
             Kind::Histogram => describe_histogram!(name, unit, help),
         }
     }
+}
+
+/// Counts an MCP tool call of `server` limited as `api`, answered with
+/// `status` after `seconds`.
+pub fn mcp_tool_call(server: &str, api: &str, status: u16, seconds: f64) {
+    let server = bounded(server);
+    counter!("sluice_mcp_tool_calls_total", "server" => server.clone(),
+        "api" => bounded(api), "status" => status.to_string())
+    .increment(1);
+    histogram!("sluice_mcp_tool_duration_seconds", "server" => server).record(seconds);
 }
 
 /// Counts an upstream 429 against the limiter `resource`.

@@ -13,6 +13,7 @@ pub mod gemini;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
+pub mod mcp;
 pub mod models;
 pub mod ops;
 pub mod proxy;
@@ -67,6 +68,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/models/{*rest}", Tenant, get(catalog::retrieve)),
         entry("GET", "/v1beta/models", Tenant, get(gemini::list)),
         entry("ANY", "/proxy/{api}/{*path}", Tenant, any(proxy::proxy)),
+        entry("ANY", "/mcp", Tenant, any(mcp::mcp)),
         entry("POST", "/v1/limits/acquire", Tenant, post(limits::acquire)),
         entry("POST", "/v1/limits/release", Tenant, post(limits::release)),
         entry("POST", "/v1/limits/report", Tenant, post(limits::report)),

@@ -68,6 +68,12 @@ impl Caller {
         self.key_limits.allows_api(api) && self.tenant_limits.allows_api(api)
     }
 
+    /// Whether both the key and its tenant allow the MCP tool `tool` of
+    /// `server`.
+    pub fn allows_tool(&self, server: &str, tool: &str) -> bool {
+        self.key_limits.allows_tool(server, tool) && self.tenant_limits.allows_tool(server, tool)
+    }
+
     /// The default priority: the key's, else the tenant's.
     pub fn priority(&self) -> Option<&str> {
         (self.key_limits.priority.as_deref()).or(self.tenant_limits.priority.as_deref())

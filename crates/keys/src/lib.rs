@@ -45,7 +45,7 @@ mod budget;
 mod cache;
 mod db;
 mod error;
-mod glob;
+pub mod glob;
 mod limits;
 mod model;
 mod ops;

@@ -33,6 +33,10 @@ pub struct Limits {
     /// APIs under `/proxy/{api}` that may be called, as globs; `None` is all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub apis: Option<Vec<String>>,
+    /// MCP tools behind `/mcp` that may be seen and called, as globs over
+    /// `{server}.{tool}` (`github.*`); `None` is all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Vec<String>>,
     /// The priority of requests that send no `x-sluice-priority`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,
@@ -56,6 +60,7 @@ impl Limits {
             max_concurrent: self.max_concurrent.or(base.max_concurrent),
             models: self.models.clone().or_else(|| base.models.clone()),
             apis: self.apis.clone().or_else(|| base.apis.clone()),
+            mcp: self.mcp.clone().or_else(|| base.mcp.clone()),
             priority: self.priority.clone().or_else(|| base.priority.clone()),
             weight: self.weight.or(base.weight),
         }
@@ -74,6 +79,14 @@ impl Limits {
     /// Whether the API `api` is allowed (no list allows all).
     pub fn allows_api(&self, api: &str) -> bool {
         self.apis.as_deref().is_none_or(|a| glob::any(a, api))
+    }
+
+    /// Whether the MCP tool `tool` of `server` is allowed (no list allows
+    /// all).
+    pub fn allows_tool(&self, server: &str, tool: &str) -> bool {
+        self.mcp
+            .as_deref()
+            .is_none_or(|m| glob::any(m, &format!("{server}.{tool}")))
     }
 
     /// Checks every field; `prefix` is put before the field's name in the
@@ -100,7 +113,11 @@ impl Limits {
                 return Err(Error::invalid(field(name), "must be at least 1"));
             }
         }
-        for (name, list) in [("models", &self.models), ("apis", &self.apis)] {
+        for (name, list) in [
+            ("models", &self.models),
+            ("apis", &self.apis),
+            ("mcp", &self.mcp),
+        ] {
             let Some(list) = list else { continue };
             if list.len() > MAX_GLOBS {
                 return Err(Error::invalid(

@@ -32,12 +32,12 @@ pub struct Record {
     pub user: Option<String>,
     /// The feature (`x-sluice-feature`).
     pub feature: Option<String>,
-    /// `model`, `api` or `job`.
+    /// `model`, `api`, `job` or `tool` (an MCP tool call through `/mcp`).
     pub kind: String,
     /// The provider or API called.
     pub provider: String,
     /// The model served (the API's name for API calls, the job's kind for
-    /// job attempts).
+    /// job attempts, `{server}.{tool}` for tool calls).
     pub model: String,
     /// The route (`/v1/chat/completions`, `/proxy/slack`, `job:http`).
     pub endpoint: String,

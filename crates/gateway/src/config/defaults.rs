@@ -187,6 +187,8 @@ impl Default for Config {
             prices: BTreeMap::new(),
             pricing: super::PricingConfig::default(),
             audit: super::AuditConfig::default(),
+            mcp_servers: Vec::new(),
+            mcp: super::McpConfig::default(),
             secrets: super::Secrets::default(),
         }
     }

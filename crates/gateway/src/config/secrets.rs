@@ -67,5 +67,23 @@ pub(super) fn credential_vars(table: &Table) -> Vec<String> {
     }
     let mut out = Vec::new();
     table.iter().for_each(|(k, v)| walk(v, Some(k), &mut out));
+    // `[[mcp_servers]]` headers and env name theirs as `${VAR}`.
+    fn refs(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => out.extend(super::mcp::vars_in(s).map(str::to_owned)),
+            Value::Table(t) => t.values().for_each(|v| refs(v, out)),
+            Value::Array(list) => list.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    if let Some(Value::Array(servers)) = table.get("mcp_servers") {
+        for server in servers.iter().filter_map(Value::as_table) {
+            for key in ["headers", "env"] {
+                if let Some(v) = server.get(key) {
+                    refs(v, &mut out);
+                }
+            }
+        }
+    }
     out
 }

@@ -21,6 +21,8 @@ pub(crate) struct Upstreams {
     pub(crate) routes: Routes,
     /// The credentials sent upstream, by API and provider, per tenant.
     pub(crate) credentials: UpstreamCredentials,
+    /// The MCP servers behind `/mcp`, when `[[mcp_servers]]` names any.
+    pub(crate) mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 impl Upstreams {
@@ -47,11 +49,13 @@ impl Upstreams {
         let upstream = UpstreamClient::new(client.clone(), config.http.serving_threads())
             .map_err(|e| StartError::Client(e.into()))?;
         let routes = Routes::new(config, &upstream);
+        let mcp = crate::mcp::Mcp::build(config)?;
         Ok(Arc::new(Upstreams {
             client,
             upstream,
             routes,
             credentials,
+            mcp,
         }))
     }
 }

@@ -1058,3 +1058,77 @@ fn redis_passwords_are_never_shown() {
     assert_eq!(e.key(), Some("redis.url"), "{e}");
     assert!(!e.to_string().contains("pw-secret"), "{e}");
 }
+
+#[test]
+fn mcp_servers_load_and_each_mistake_names_its_key() {
+    let c = with_env(
+        r#"
+[[mcp_servers]]
+name = "sim"
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer ${SIM_TOKEN}" }
+[[mcp_servers]]
+name = "local"
+command = ["python3", "server.py"]
+api = "github"
+"#,
+        &[("SIM_TOKEN", "t0k3n")],
+    )
+    .unwrap();
+    assert_eq!(names(&c.mcp_servers, |s| &s.name), ["sim", "local"]);
+    // The variable a header names is read as a secret, not a setting.
+    assert_eq!(c.secrets.get("SIM_TOKEN").map(|v| &**v), Some("t0k3n"));
+    for (toml, key, says) in [
+        (
+            r#"[[mcp_servers]]
+name = "x"
+url = "http://a/mcp"
+command = ["p"]"#,
+            "mcp_servers[0]",
+            "exactly one of `url` and `command`",
+        ),
+        (
+            r#"[[mcp_servers]]
+name = "a.b"
+url = "http://a/mcp""#,
+            "mcp_servers[0].name",
+            "letters, digits",
+        ),
+        (
+            r#"[[mcp_servers]]
+name = "x"
+url = "http://a/mcp"
+api = "nope""#,
+            "mcp_servers[0].api",
+            "names no `[[apis]]` entry",
+        ),
+        (
+            r#"[[mcp_servers]]
+name = "x"
+command = []"#,
+            "mcp_servers[0].command",
+            "must name a program",
+        ),
+        (
+            r#"[[mcp_servers]]
+name = "x"
+url = "http://a/mcp"
+headers = { "bad header" = "v" }"#,
+            "mcp_servers[0].headers.\"bad header\"",
+            "valid header name",
+        ),
+        (
+            r#"[[mcp_servers]]
+name = "x"
+url = "http://a/mcp"
+[[mcp_servers]]
+name = "x"
+url = "http://b/mcp""#,
+            "mcp_servers[1].name",
+            "also at",
+        ),
+    ] {
+        let e = error(toml, &[]).to_string();
+        assert!(e.contains(key) && e.contains(says), "{toml}: {e}");
+    }
+}

@@ -7,6 +7,7 @@ pub(crate) mod jobs;
 mod keys;
 mod ledger;
 mod lists;
+mod mcp;
 mod otel;
 mod pools;
 
@@ -41,6 +42,7 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     cache::cache(&c, config)?;
     otel::otel(&c, config)?;
     ledger::ledger(&c, config)?;
+    mcp::mcp(&c, config)?;
     sections(&c, config)
 }
 

@@ -1,0 +1,148 @@
+//! Sluice's MCP gateway: upstream MCP servers behind one Streamable HTTP
+//! endpoint, every tool call through the caller's [`Gate`].
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use sluice_mcp::{Hub, ServerSpec, Transport};
+//!
+//! let hub = Hub::new(vec![ServerSpec {
+//!     name: "sim".into(),
+//!     transport: Transport::Http { url: "http://127.0.0.1:9000/mcp".into(), headers: vec![] },
+//!     connect_timeout: Duration::from_secs(10),
+//! }]);
+//! assert_eq!(hub.servers()[0].name(), "sim");
+//! // sluice_mcp::service(Arc::new(hub), Arc::new(my_gate), config) is the
+//! // tower service an HTTP router mounts at `/mcp`.
+//! ```
+//!
+//! - [`Upstream`]: one server, over Streamable HTTP or a child process's
+//!   stdio, connected on first use and again after it goes away.
+//! - [`Catalog`]: one name per tool across servers (`{server}.{tool}` on
+//!   a collision).
+//! - [`Gate`]: the gateway's part (who asks, what they may see, how a
+//!   call goes through admission, limits and the ledger); this crate
+//!   knows nothing of those.
+//! - [`Front`]: the MCP server clients talk to.
+//! - [`rate_limit_of`]: a tool result that says its API refused for its
+//!   rate.
+#![warn(missing_docs)]
+
+mod catalog;
+mod error;
+mod front;
+mod gate;
+mod relay;
+mod signals;
+mod spec;
+mod upstream;
+
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+pub use catalog::{Catalog, Entry, Listed};
+pub use error::UpstreamError;
+pub use front::{Front, POLICY_DENIED};
+pub use gate::{Attempt, Gate, ToolCall};
+pub use signals::{RateLimited, rate_limit_of};
+pub use spec::{ServerSpec, Transport};
+pub use upstream::{MAX_TOOLS_PER_SERVER, Upstream};
+
+/// Every upstream server, in configuration order.
+#[derive(Debug)]
+pub struct Hub {
+    servers: Vec<Arc<Upstream>>,
+}
+
+impl Hub {
+    /// A hub of `specs`, none connected yet.
+    pub fn new(specs: Vec<ServerSpec>) -> Self {
+        Hub {
+            servers: specs
+                .into_iter()
+                .map(|s| Arc::new(Upstream::new(s)))
+                .collect(),
+        }
+    }
+
+    /// Its servers.
+    pub fn servers(&self) -> &[Arc<Upstream>] {
+        &self.servers
+    }
+
+    /// Connects every server and reads its tools, so that the first
+    /// client does not wait for them; a server that cannot be reached is
+    /// logged and tried again on use.
+    pub async fn warm(&self) {
+        let _ = self.catalog().await;
+    }
+
+    /// The tools of every server that answers, named once. A server that
+    /// cannot be reached is left out (logged) until it can.
+    pub async fn catalog(&self) -> Catalog {
+        let listed = list_all(&self.servers).await;
+        Catalog::build(&listed)
+    }
+
+    /// Closes every connection (child processes end).
+    pub async fn close(&self) {
+        for s in &self.servers {
+            s.close().await;
+        }
+    }
+}
+
+async fn list_all(servers: &[Arc<Upstream>]) -> Vec<Listed> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, s) in servers.iter().enumerate() {
+        let s = Arc::clone(s);
+        tasks.spawn(async move { (i, s.name().into(), s.tools().await) });
+    }
+    let mut out = Vec::with_capacity(servers.len());
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((i, name, Ok(tools))) => out.push((i, name, tools)),
+            Ok((_, name, Err(e))) => {
+                tracing::warn!(server = %name, error = %e, "mcp: tools not listed");
+            }
+            Err(e) => tracing::warn!(error = %e, "mcp: listing failed"),
+        }
+    }
+    out.sort_by_key(|(i, _, _)| *i);
+    out
+}
+
+/// The Streamable HTTP service of `hub` through `gate`, to mount at
+/// `/mcp`: a session per client (`Mcp-Session-Id`), SSE answers and
+/// notifications, sessions ended when `config.cancellation_token` is.
+pub fn service<G: Gate>(
+    hub: Arc<Hub>,
+    gate: Arc<G>,
+    config: StreamableHttpServerConfig,
+) -> StreamableHttpService<Front<G>, LocalSessionManager> {
+    service_with(hub, gate, Arc::new(LocalSessionManager::default()), config)
+}
+
+/// The server-side configuration type of [`service`].
+pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig as ServiceConfig;
+
+/// The SDK's in-memory sessions, which [`service_with`] keeps across
+/// the services made for each request.
+pub mod rmcp_session {
+    pub use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+}
+
+/// The Streamable HTTP service of `hub` through `gate` whose sessions
+/// live in `sessions`: a gateway that makes one service per request (to
+/// hand it that request's state) keeps its clients' sessions there.
+pub fn service_with<G: Gate>(
+    hub: Arc<Hub>,
+    gate: Arc<G>,
+    sessions: Arc<LocalSessionManager>,
+    config: StreamableHttpServerConfig,
+) -> StreamableHttpService<Front<G>, LocalSessionManager> {
+    let front = Front::new(hub, gate);
+    StreamableHttpService::new(move || Ok(front.clone()), sessions, config)
+}

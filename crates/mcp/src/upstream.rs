@@ -1,0 +1,205 @@
+//! [`Upstream`]: one MCP server the gateway fronts, connected on first use
+//! (and at start, in the background), connected again after its
+//! connection closes or its child process exits; its tools cached until
+//! it says they changed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::error::UpstreamError;
+use crate::relay::Relay;
+use crate::spec::{ServerSpec, Transport};
+
+/// Most tools one server may offer; more are a misbehaving server, and
+/// the rest are not listed.
+pub const MAX_TOOLS_PER_SERVER: usize = 1_024;
+
+/// Calls in flight to one Streamable HTTP server at once (the gateway's
+/// bulkhead bounds them before this).
+const MAX_CONCURRENT: usize = 256;
+
+/// See the module doc.
+#[derive(Debug)]
+pub struct Upstream {
+    spec: ServerSpec,
+    relay: Relay,
+    conn: Mutex<Option<Conn>>,
+    /// After a failed connect, not before this: a server that is down
+    /// costs a listing nothing, not its connect timeout every time.
+    retry_at: std::sync::Mutex<Option<Instant>>,
+}
+
+/// How long a server that could not be reached is left alone.
+const DOWN_FOR: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct Conn {
+    service: RunningService<RoleClient, Relay>,
+    tools: Option<Arc<Vec<Tool>>>,
+}
+
+impl Upstream {
+    /// An upstream of `spec`, not connected yet.
+    pub fn new(spec: ServerSpec) -> Self {
+        Upstream {
+            spec,
+            relay: Relay::default(),
+            conn: Mutex::new(None),
+            retry_at: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub(crate) fn relay(&self) -> &Relay {
+        &self.relay
+    }
+
+    /// Its peer, connecting first when there is no open connection.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Unavailable`] when it cannot be reached in time.
+    pub async fn peer(&self) -> Result<Peer<RoleClient>, UpstreamError> {
+        let mut conn = self.conn.lock().await;
+        Ok(self.open(&mut conn).await?.service.peer().clone())
+    }
+
+    async fn open<'a>(&self, conn: &'a mut Option<Conn>) -> Result<&'a mut Conn, UpstreamError> {
+        if conn.as_ref().is_some_and(|c| c.service.is_closed()) {
+            tracing::info!(server = %self.spec.name, "mcp: upstream connection closed; reconnecting");
+            *conn = None;
+        }
+        if conn.is_none() {
+            let down = self.retry_at.lock().ok().and_then(|r| *r);
+            if let Some(at) = down
+                && Instant::now() < at
+            {
+                return Err(UpstreamError::Unavailable(format!(
+                    "MCP server {:?} could not be reached; trying again in {} ms",
+                    self.spec.name,
+                    at.saturating_duration_since(Instant::now()).as_millis()
+                )));
+            }
+            let connected = tokio::time::timeout(self.spec.connect_timeout, self.connect())
+                .await
+                .map_err(|_| {
+                    UpstreamError::Unavailable(format!(
+                        "MCP server {:?} did not answer `initialize` within {} ms",
+                        self.spec.name,
+                        self.spec.connect_timeout.as_millis()
+                    ))
+                })
+                .and_then(|r| r);
+            let service = match connected {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(server = %self.spec.name, error = %e, "mcp: upstream unavailable");
+                    if let Ok(mut r) = self.retry_at.lock() {
+                        *r = Some(Instant::now() + DOWN_FOR);
+                    }
+                    return Err(e);
+                }
+            };
+            tracing::info!(server = %self.spec.name, "mcp: upstream connected");
+            *conn = Some(Conn {
+                service,
+                tools: None,
+            });
+        }
+        conn.as_mut()
+            .ok_or_else(|| UpstreamError::Unavailable("no connection".into()))
+    }
+
+    async fn connect(&self) -> Result<RunningService<RoleClient, Relay>, UpstreamError> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            UpstreamError::Unavailable(format!("MCP server {:?}: {e}", self.spec.name))
+        };
+        match &self.spec.transport {
+            Transport::Http { url, headers } => {
+                let headers: HashMap<_, _> = headers.iter().cloned().collect();
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(headers)
+                    .max_concurrent_requests(MAX_CONCURRENT);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                self.relay
+                    .clone()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| unavailable(&e))
+            }
+            Transport::Stdio { program, args, env } => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+                let transport = TokioChildProcess::new(command).map_err(|e| unavailable(&e))?;
+                self.relay
+                    .clone()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| unavailable(&e))
+            }
+        }
+    }
+
+    /// Its tools, read once and again after it says they changed.
+    ///
+    /// # Errors
+    /// It cannot be reached, or its `tools/list` failed.
+    pub async fn tools(&self) -> Result<Arc<Vec<Tool>>, UpstreamError> {
+        let mut guard = self.conn.lock().await;
+        let conn = self.open(&mut guard).await?;
+        if let Some(tools) = &conn.tools
+            && !self.relay.is_stale()
+        {
+            return Ok(Arc::clone(tools));
+        }
+        self.relay.listed();
+        let mut tools = conn
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(UpstreamError::from_service)?;
+        if tools.len() > MAX_TOOLS_PER_SERVER {
+            tracing::warn!(server = %self.spec.name, offered = tools.len(), "mcp: only the first {MAX_TOOLS_PER_SERVER} tools are listed");
+            tools.truncate(MAX_TOOLS_PER_SERVER);
+        }
+        let tools = Arc::new(tools);
+        conn.tools = Some(Arc::clone(&tools));
+        Ok(tools)
+    }
+
+    /// One `tools/call`, bounded by `timeout`.
+    ///
+    /// # Errors
+    /// See [`UpstreamError`].
+    pub async fn call(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let peer = self.peer().await?;
+        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Ok(r) => r.map_err(UpstreamError::from_service),
+            Err(_) => Err(UpstreamError::Timeout),
+        }
+    }
+
+    /// Closes the connection (a child process is ended).
+    pub async fn close(&self) {
+        if let Some(conn) = self.conn.lock().await.take() {
+            let _ = conn.service.cancel().await;
+        }
+    }
+}
