@@ -110,6 +110,9 @@ mod tests {
             updated_at: Timestamp::from_millis(created),
             finished_at: None,
             traceparent: None,
+            schedule: None,
+            schedule_tick: None,
+            progress: None,
         }
     }
 

@@ -183,6 +183,17 @@ pub struct Job {
     /// attempts continue that trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The schedule that enqueued it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The tick of its schedule it was enqueued for (its `run_at` is when
+    /// that tick fired, later after downtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_tick: Option<Timestamp>,
+    /// What its kind last reported of its progress (a percent or any
+    /// JSON), while it runs and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
 }
 
 /// A job as a list shows it: every field of [`Job`] but its payload and
@@ -255,6 +266,9 @@ impl Job {
             updated_at: s.updated_at,
             finished_at: s.finished_at,
             traceparent,
+            schedule: None,
+            schedule_tick: None,
+            progress: None,
         }
     }
 }

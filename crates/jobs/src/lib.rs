@@ -116,6 +116,7 @@ mod new_job;
 mod ops;
 mod postgres;
 mod retention;
+pub mod schedule;
 mod sql;
 mod sql_store;
 mod sqlite;

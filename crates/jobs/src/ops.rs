@@ -5,6 +5,7 @@ pub mod admin;
 pub mod claim;
 pub mod enqueue;
 pub mod lease;
+pub mod schedule;
 
 use crate::backend::{Conn, args};
 use crate::error::Error;

@@ -11,8 +11,9 @@ use crate::counts::QueueCounts;
 use crate::error::Error;
 use crate::job::{Job, JobId, Lease};
 use crate::new_job::NewJob;
-use crate::ops::{admin, claim, enqueue, lease};
+use crate::ops::{admin, claim, enqueue, lease, schedule};
 use crate::retention::{Cleaned, Retention};
+use crate::schedule::{NewSchedule, Schedule};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
 use crate::tally::{Counted, Counter, Tally};
 use sluice_store::{Clock, Timestamp};
@@ -309,4 +310,63 @@ fn one_by_one(what: &str, e: &Error, items: usize) {
         items,
         "jobs: the database refused a batch of {what}; writing them one by one"
     );
+}
+
+/// Schedules ([`crate::schedule`]): inherent, beside [`JobStore`], since
+/// a worker pool never needs them.
+impl<B: Backend> Store<B> {
+    /// Stores a schedule, replacing the tenant's schedule of that name (its
+    /// runs start again from 0). Answers it and whether it replaced one.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the field (the tenant's 1,000th schedule
+    /// included); [`Error::Database`].
+    pub async fn put_schedule(&self, s: NewSchedule) -> Result<(Schedule, bool), Error> {
+        let now = self.now();
+        in_tx!(self, |tx| schedule::put(tx, &s, now))
+    }
+
+    /// The tenant's schedule `name`.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn schedule(&self, tenant: &str, name: &str) -> Result<Option<Schedule>, Error> {
+        let mut conn = self.backend.read().await?;
+        schedule::get(&mut self.counted(&mut *conn), tenant, name).await
+    }
+
+    /// The schedules of `tenant` (of every tenant if `None`), by name.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn schedules(&self, tenant: Option<&str>) -> Result<Vec<Schedule>, Error> {
+        let mut conn = self.backend.read().await?;
+        schedule::list(&mut self.counted(&mut *conn), tenant).await
+    }
+
+    /// Deletes the tenant's schedule `name`; whether there was one. The
+    /// jobs it enqueued stay.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn delete_schedule(&self, tenant: &str, name: &str) -> Result<bool, Error> {
+        in_tx!(self, |tx| schedule::delete(tx, tenant, name))
+    }
+
+    /// Fires the due ticks of up to `max` schedules, each once across
+    /// every store on this database (see [`crate::schedule`]); answers the
+    /// jobs this call enqueued.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn fire_schedules(&self, max: u32) -> Result<Vec<Job>, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| schedule::fire(
+            tx,
+            self.backend.dialect(),
+            max,
+            now,
+            self.idempotency_ttl
+        ))
+    }
 }
