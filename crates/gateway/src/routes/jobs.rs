@@ -8,6 +8,7 @@
 
 mod list;
 mod queues;
+mod schedules;
 mod spec;
 
 use std::time::Duration;
@@ -23,6 +24,9 @@ use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+pub(crate) use schedules::{
+    delete as delete_schedule, get as get_schedule, list as list_schedules, put as put_schedule,
+};
 
 use crate::audit::Act;
 use crate::body::{ApiJson, Body, json};
