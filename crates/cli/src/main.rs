@@ -44,6 +44,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the gateway (embedded defaults when no config is given).
+    #[command(
+        after_help = "Logs go to stderr: SLUICE_LOG sets the level (error, warn, info, \
+debug, trace; default info), SLUICE_LOG_FORMAT the format (pretty, the default, or json: one \
+object a line). At info every request has one access line (target sluice::access)."
+    )]
     Serve {
         /// The config file (TOML); `SLUICE_CONFIG` works too.
         #[arg(long, short, env = "SLUICE_CONFIG")]
@@ -220,16 +225,33 @@ async fn health(url: &str, timeout_ms: u64) -> ExitCode {
     }
 }
 
-/// Plain lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
-/// default `default`).
+/// Lines on stderr at `SLUICE_LOG` (error, warn, info, debug, trace;
+/// default `default`), one event a line: readable (`SLUICE_LOG_FORMAT`
+/// unset or `pretty`) or one JSON object (`json`), for a log shipper.
+/// An unknown format or level is said once on stderr, and the default
+/// is used.
 fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let level = std::env::var("SLUICE_LOG")
-        .ok()
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(default);
+    let level = match std::env::var("SLUICE_LOG") {
+        Ok(l) => l.parse().unwrap_or_else(|_| {
+            eprintln!(
+                "sluice: SLUICE_LOG={l:?} is not a level (error, warn, info, debug, trace, off): \
+                 using {default}"
+            );
+            default
+        }),
+        Err(_) => default,
+    };
+    let json = match std::env::var("SLUICE_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("" | "pretty" | "text") => false,
+        Ok("json") => true,
+        Ok(other) => {
+            eprintln!("sluice: SLUICE_LOG_FORMAT={other:?} is not json or pretty: using pretty");
+            false
+        }
+    };
     // sqlx logs every statement at debug: the idle job poller alone is
     // dozens a second. Statements show at trace; slow ones (warn) always.
     let statements = if level >= LevelFilter::TRACE {
@@ -237,17 +259,18 @@ fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
     } else {
         level.min(LevelFilter::INFO)
     };
-    tracing_subscriber::fmt()
+    let targets = Targets::new()
+        .with_default(level)
+        .with_target("sqlx::query", statements);
+    let fmt = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .finish()
-        .with(
-            Targets::new()
-                .with_default(level)
-                .with_target("sqlx::query", statements),
-        )
-        .init();
+        .with_ansi(false);
+    if json {
+        fmt.json().flatten_event(true).finish().with(targets).init();
+    } else {
+        fmt.finish().with(targets).init();
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {

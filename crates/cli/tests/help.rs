@@ -54,4 +54,9 @@ fn every_gateway_command_names_its_environment_variables() {
     for command in [&["serve"][..], &["prices", "show"]] {
         assert!(help(command).contains("SLUICE_CONFIG"), "{command:?}");
     }
+    // The gateway says how its logs are set.
+    let serve = help(&["serve"]);
+    for want in ["SLUICE_LOG", "SLUICE_LOG_FORMAT"] {
+        assert!(serve.contains(want), "serve --help lacks {want}:\n{serve}");
+    }
 }

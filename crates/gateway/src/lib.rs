@@ -15,6 +15,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod access;
 pub mod audit;
 pub mod body;
 mod budgets;

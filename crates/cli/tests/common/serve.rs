@@ -79,6 +79,11 @@ impl Serve {
         }
     }
 
+    /// Its stderr so far (the last lines).
+    pub fn log(&self) -> Vec<String> {
+        self.proc.log()
+    }
+
     /// The process's id (to read its memory in /proc).
     pub fn pid(&self) -> u32 {
         self.proc.pid()

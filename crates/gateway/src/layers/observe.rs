@@ -17,6 +17,7 @@ use tower::Layer;
 use super::step::Stateful;
 use super::upstream::{AttemptRecord, Plan, Upstream};
 use super::{Fields, Next, Notes, Reply, Served, call};
+use crate::access;
 use crate::error::ApiError;
 use crate::ledger::{Draft, Handed};
 use crate::metrics;
@@ -102,28 +103,33 @@ where
                     elapsed,
                 );
             }
-            ended(&state, route, status, error, &mut notes);
+            if let Some(call) = ended(&state, route, status, error, &mut notes) {
+                res.extensions_mut().insert(call);
+            }
             res
         }
     }
 }
 
 /// The request on `route` ended with `status` (and `error`, the refusal's
-/// message): its count, ledger record and trace.
+/// message): its count, ledger record and trace; what its access line
+/// tells of it, when access lines are written.
 fn ended(
     state: &AppState,
     route: &'static str,
     status: u16,
     error: Option<String>,
     notes: &mut Fields,
-) {
+) -> Option<access::Call> {
     let label = notes.label.as_deref().unwrap_or("-");
     state
         .observers
         .metrics
         .request(route, label, status, notes.tenant.as_deref());
+    let logged = access::on();
+    let mut call = None;
     if let Some(draft) = notes.ledger.take() {
-        settled(state, draft, status, notes);
+        call = settled(state, draft, status, notes, logged);
     }
     if let Some(mut trace) = notes.trace.take() {
         trace.status = status;
@@ -131,6 +137,16 @@ fn ended(
         trace.error = error;
         submit(state.observers.traces.as_ref(), trace);
     }
+    if !logged {
+        return None;
+    }
+    // Without a ledger record: what the notes know.
+    Some(call.unwrap_or_else(|| access::Call {
+        tenant: notes.tenant.clone(),
+        target: notes.label.clone(),
+        queue_ms: u64::try_from(notes.meta.queued.as_millis()).unwrap_or(u64::MAX),
+        ..access::Call::default()
+    }))
 }
 
 /// Status of a request dropped before its answer, as nginx logs a client
@@ -143,7 +159,12 @@ pub(crate) const ABANDONED: u16 = 499;
 pub(crate) fn abandoned(route: &'static str, notes: &mut Fields) {
     let state = notes.state.clone();
     let error = "the connection closed before the answer".to_owned();
-    ended(&state, route, ABANDONED, Some(error), notes);
+    if let Some(call) = ended(&state, route, ABANDONED, Some(error), notes) {
+        // No edge sees this answer: its line is written here.
+        let id = notes.meta.request_id.clone();
+        let took = Duration::from_millis(call.queue_ms.saturating_add(call.upstream_ms));
+        access::line("-", route, ABANDONED, took, &id, Some(&call));
+    }
 }
 
 /// The trace of `ctx`'s request on `route` (`method` on the wire), from
@@ -170,18 +191,26 @@ pub(crate) fn begin_trace(
 /// The thread name of traces for requests without `x-sluice-thread`.
 const NO_THREAD: &str = "unthreaded";
 
-/// Hands a call's ledger record over, answered `status` now.
-pub(crate) fn settled(state: &AppState, draft: Draft, status: u16, notes: &mut Fields) {
-    if let Some(ledger) = state.observers.ledger.as_ref() {
-        let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
-        match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-            Some(o) => {
-                let h = ledger.submit_timed(record);
-                o.ledger((h.start, h.end), h.cost_nanos, h.estimated, h.queued);
-            }
-            None => ledger.submit(record),
+/// Hands a call's ledger record over, answered `status` now; what it
+/// tells the access line, when `logged`.
+pub(crate) fn settled(
+    state: &AppState,
+    draft: Draft,
+    status: u16,
+    notes: &mut Fields,
+    logged: bool,
+) -> Option<access::Call> {
+    let ledger = state.observers.ledger.as_ref()?;
+    let record = draft.finish(status, notes.meta.queued, notes.meta.attempts);
+    let call = logged.then(|| access::Call::of(&record));
+    match notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
+        Some(o) => {
+            let h = ledger.submit_timed(record);
+            o.ledger((h.start, h.end), h.cost_nanos, h.estimated, h.queued);
         }
+        None => ledger.submit(record),
     }
+    call
 }
 
 /// A request admitted after waiting `waited` in its class: the queue's

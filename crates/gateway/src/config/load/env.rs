@@ -25,8 +25,9 @@ const TEST_PREFIX: &str = "SLUICE_TEST_";
 const NOT_SETTINGS: &[&str] = &[
     // The config file's path, read by the CLI.
     "SLUICE_CONFIG",
-    // The log level, read by the CLI.
+    // The log level and format, read by the CLI.
     "SLUICE_LOG",
+    "SLUICE_LOG_FORMAT",
     // The binary under test, read by the end-to-end tests.
     "SLUICE_BIN",
     // `sluice jobs`: the gateway to call and who calls it.

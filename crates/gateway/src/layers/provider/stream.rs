@@ -24,6 +24,7 @@ use sluice_admit::BulkheadPermit;
 use sluice_usage::Usage;
 use tokio::time::Instant;
 
+use crate::access;
 use crate::layers::observe;
 use crate::layers::usage::{Delivery, Reserved, bounded};
 use crate::ledger::{Draft, Handed};
@@ -104,6 +105,7 @@ impl Relay {
                 cut_share,
                 chars_per_token,
                 whole: false,
+                call: None,
                 bound,
             },
             ending: Some(Ending {
@@ -116,7 +118,12 @@ impl Relay {
             held: BytesMut::new(),
             idle_polls: 0,
         };
-        Response::new(axum::body::Body::new(watchdog::watched(body, deadline)))
+        let mut res = Response::new(axum::body::Body::new(watchdog::watched(body, deadline)));
+        if access::on() {
+            // Its tokens are known at its end: its line is written then.
+            res.extensions_mut().insert(access::Later);
+        }
+        res
     }
 }
 
@@ -172,6 +179,10 @@ impl RelayBody {
             head: traced.then(|| m.reader.head()),
             handed: m.settle(traced),
         };
+        let call = m.call.take();
+        if access::on() {
+            logged(e.route, e.started, e.trace.as_ref(), call);
+        }
         observe::stream_ended(e.writer.as_ref(), e.trace, e.started, end);
     }
 
@@ -332,6 +343,8 @@ struct Metered {
     chars_per_token: u64,
     whole: bool,
     bound: Bound,
+    /// What the record handed over tells the access line.
+    call: Option<access::Call>,
 }
 
 impl Drop for Metered {
@@ -381,7 +394,9 @@ impl Metered {
             details = sluice_usage::Details::default();
         }
         let estimate = (charged.prompt_tokens, charged.completion_tokens);
-        p.hand_over(reported, Some(estimate), details, timed)
+        let (handed, call) = p.hand_over(reported, Some(estimate), details, timed);
+        self.call = call;
+        handed
     }
 }
 
@@ -424,17 +439,49 @@ impl Pending {
         so_far: Option<(u64, u64)>,
         details: sluice_usage::Details,
         timed: bool,
-    ) -> Option<Handed> {
-        let ledger = self.state.observers.ledger.as_ref()?;
+    ) -> (Option<Handed>, Option<access::Call>) {
+        let Some(ledger) = self.state.observers.ledger.as_ref() else {
+            return (None, None);
+        };
         self.draft
             .used(&self.state.spend.prices, reported, so_far, details);
         let record = self.draft.finish(self.status, self.queued, self.attempts);
+        let call = access::on().then(|| access::Call::of(&record));
         if timed {
-            return Some(ledger.submit_timed(record));
+            return (Some(ledger.submit_timed(record)), call);
         }
         ledger.submit(record);
-        None
+        (None, call)
     }
+}
+
+/// The access line of a stream on `route` that began at `started`, when
+/// it ends: from its ledger record's `call` when it has one, else from
+/// its trace.
+fn logged(
+    route: &'static str,
+    started: Instant,
+    trace: Option<&Trace>,
+    call: Option<access::Call>,
+) {
+    let (status, took) = match (&call, trace) {
+        (_, Some(t)) => (t.status, t.started().elapsed()),
+        (Some(c), None) => (200, Duration::from_millis(c.queue_ms + c.upstream_ms)),
+        (None, None) => (200, started.elapsed()),
+    };
+    let call = call.or_else(|| {
+        trace.map(|t| access::Call {
+            tenant: Some(t.workspace.clone()),
+            target: t.model.clone(),
+            prompt_tokens: t.usage.map_or(0, |u| u.prompt_tokens),
+            completion_tokens: t.usage.map_or(0, |u| u.completion_tokens),
+            request_id: Some(t.request_id.clone()),
+            ..access::Call::default()
+        })
+    });
+    // A stream's answer began with 200 (its status is sent with its head).
+    let status = if status == 0 { 200 } else { status };
+    access::line("POST", route, status, took, "-", call.as_ref());
 }
 
 #[cfg(test)]
