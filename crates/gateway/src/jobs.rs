@@ -248,6 +248,7 @@ async fn clean(store: AnyStore, config: JobsConfig) {
         completed: Duration::from_secs(config.completed_retention_seconds),
         dead: Duration::from_secs(config.dead_retention_seconds),
         cancelled: Duration::from_secs(config.cancelled_retention_seconds),
+        events: Duration::from_secs(config.events_retention_seconds),
     };
     let mut tick = tokio::time::interval(Duration::from_secs(config.cleanup_interval_seconds));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

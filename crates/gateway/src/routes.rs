@@ -68,6 +68,7 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/jobs", Tenant, post(jobs::enqueue)),
         entry("GET", "/v1/jobs", Tenant, get(jobs::list)),
         entry("POST", "/v1/jobs/batch", Tenant, post(jobs::enqueue_batch)),
+        entry("GET", "/v1/jobs/events", Tenant, get(jobs::events)),
         entry("GET", "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
         entry("POST", "/v1/jobs/{id}/retry", Tenant, post(jobs::retry)),
         entry("POST", "/v1/jobs/{id}/cancel", Tenant, post(jobs::cancel)),

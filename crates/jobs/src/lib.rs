@@ -109,6 +109,7 @@ mod config;
 mod conn;
 mod counts;
 mod error;
+pub mod events;
 mod job;
 pub mod metrics;
 mod migrate;

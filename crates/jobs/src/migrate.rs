@@ -34,6 +34,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "schedules, a job's schedule and progress",
         include_str!("../migrations/sqlite/0006_schedules.sql"),
     ),
+    Step::new(
+        7,
+        "job events",
+        include_str!("../migrations/sqlite/0007_job_events.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -72,5 +77,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         7,
         "schedules, a job's schedule and progress",
         include_str!("../migrations/postgres/0007_schedules.sql"),
+    ),
+    Step::new(
+        8,
+        "job events",
+        include_str!("../migrations/postgres/0008_job_events.sql"),
     ),
 ]);

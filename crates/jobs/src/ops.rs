@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod claim;
 pub mod enqueue;
+pub mod events;
 pub mod lease;
 pub mod schedule;
 

@@ -9,9 +9,10 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
+use crate::events::{EventCursor, EventFilter, EventPage};
 use crate::job::{Job, JobId, Lease};
 use crate::new_job::NewJob;
-use crate::ops::{admin, claim, enqueue, lease, schedule};
+use crate::ops::{admin, claim, enqueue, events, lease, schedule};
 use crate::retention::{Cleaned, Retention};
 use crate::schedule::{NewSchedule, Schedule};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
@@ -166,6 +167,11 @@ impl<B: Backend> JobStore for Store<B> {
             extend,
             now
         ))
+    }
+
+    async fn progress(&self, held: &Lease, progress: Value) -> Result<Job, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| lease::progress(tx, held, &progress, now))
     }
 
     async fn complete(&self, held: &Lease, result: Value) -> Result<Job, Error> {
@@ -368,5 +374,48 @@ impl<B: Backend> Store<B> {
             now,
             self.idempotency_ttl
         ))
+    }
+
+    /// Up to `limit` job events after `cursor` (at most
+    /// [`MAX_EVENTS`](crate::events::MAX_EVENTS)), those that pass
+    /// `filter`, and the cursor to read on from (see [`crate::events`]).
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn events(
+        &self,
+        cursor: EventCursor,
+        filter: &EventFilter,
+        limit: u32,
+    ) -> Result<EventPage, Error> {
+        let mut conn = self.backend.read().await?;
+        events::read(
+            &mut self.counted(&mut *conn),
+            self.backend.dialect(),
+            cursor,
+            filter,
+            limit,
+        )
+        .await
+    }
+
+    /// The cursor that reads on after event `id` (a client's
+    /// `Last-Event-ID`); see [`crate::events`].
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn event_cursor(&self, id: i64) -> Result<EventCursor, Error> {
+        let mut conn = self.backend.read().await?;
+        events::cursor_after(&mut self.counted(&mut *conn), self.backend.dialect(), id).await
+    }
+
+    /// The cursor after the last event written so far: where a reader
+    /// that wants only what happens from now on starts.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn events_now(&self) -> Result<EventCursor, Error> {
+        let mut conn = self.backend.read().await?;
+        events::last(&mut self.counted(&mut *conn), self.backend.dialect()).await
     }
 }

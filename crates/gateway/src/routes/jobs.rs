@@ -6,6 +6,7 @@
 //!
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
+mod events;
 mod list;
 mod queues;
 mod schedules;
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
+pub(crate) use events::events;
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
 pub(crate) use schedules::{

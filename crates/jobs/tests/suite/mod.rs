@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod batch;
 pub mod cost;
+pub mod events;
 pub mod fairness;
 pub mod idempotency;
 pub mod leases;
@@ -148,6 +149,7 @@ macro_rules! store_tests {
             schedules::limit_and_end_at_end_a_schedule,
             schedules::tenants_own_their_schedules,
             schedules::cron_fires_at_its_ticks,
+            events::every_change_is_an_event,
         );
     };
     (@each $factory:expr; $($module:ident :: $test:ident),* $(,)?) => {
