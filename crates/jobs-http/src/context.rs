@@ -113,6 +113,9 @@ mod tests {
             schedule: None,
             schedule_tick: None,
             progress: None,
+            parent: None,
+            pending_children: 0,
+            on_child_failure: None,
         }
     }
 

@@ -27,6 +27,9 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
     job.schedule = row.text("schedule")?;
     job.schedule_tick = row.int("schedule_tick")?.map(Timestamp::from_millis);
     job.progress = progress;
+    job.parent = row.int("parent_id")?.map(JobId);
+    job.pending_children = u32::try_from(row.int("pending_children")?.unwrap_or(0)).unwrap_or(0);
+    job.on_child_failure = row.text("on_child_failure")?;
     Ok(job)
 }
 

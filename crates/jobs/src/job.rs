@@ -194,6 +194,21 @@ pub struct Job {
     /// JSON), while it runs and after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Value>,
+    /// The flow parent it is a child of, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<JobId>,
+    /// For a flow parent: the children it still waits for (it is
+    /// `scheduled` until they are done).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending_children: u32,
+    /// For a flow parent: `fail` (a child dead or cancelled fails it) or
+    /// `ignore` (it counts as done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_child_failure: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A job as a list shows it: every field of [`Job`] but its payload and
@@ -269,6 +284,9 @@ impl Job {
             schedule: None,
             schedule_tick: None,
             progress: None,
+            parent: None,
+            pending_children: 0,
+            on_child_failure: None,
         }
     }
 }

@@ -110,6 +110,7 @@ mod conn;
 mod counts;
 mod error;
 pub mod events;
+pub mod flow;
 mod job;
 pub mod metrics;
 mod migrate;

@@ -39,6 +39,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "job events",
         include_str!("../migrations/sqlite/0007_job_events.sql"),
     ),
+    Step::new(
+        8,
+        "flows",
+        include_str!("../migrations/sqlite/0008_flows.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -82,5 +87,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         8,
         "job events",
         include_str!("../migrations/postgres/0008_job_events.sql"),
+    ),
+    Step::new(
+        9,
+        "flows",
+        include_str!("../migrations/postgres/0009_flows.sql"),
     ),
 ]);

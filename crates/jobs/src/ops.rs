@@ -5,6 +5,7 @@ pub mod admin;
 pub mod claim;
 pub mod enqueue;
 pub mod events;
+pub mod flow;
 pub mod lease;
 pub mod schedule;
 

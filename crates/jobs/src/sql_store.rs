@@ -10,9 +10,10 @@ use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
 use crate::events::{EventCursor, EventFilter, EventPage};
+use crate::flow::NewFlow;
 use crate::job::{Job, JobId, Lease};
 use crate::new_job::NewJob;
-use crate::ops::{admin, claim, enqueue, events, lease, schedule};
+use crate::ops::{admin, claim, enqueue, events, flow, lease, schedule};
 use crate::retention::{Cleaned, Retention};
 use crate::schedule::{NewSchedule, Schedule};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
@@ -172,6 +173,11 @@ impl<B: Backend> JobStore for Store<B> {
     async fn progress(&self, held: &Lease, progress: Value) -> Result<Job, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::progress(tx, held, &progress, now))
+    }
+
+    async fn children(&self, parent: JobId) -> Result<Vec<Job>, Error> {
+        let mut conn = self.backend.read().await?;
+        flow::children(&mut self.counted(&mut *conn), parent).await
     }
 
     async fn complete(&self, held: &Lease, result: Value) -> Result<Job, Error> {
@@ -371,6 +377,23 @@ impl<B: Backend> Store<B> {
             tx,
             self.backend.dialect(),
             max,
+            now,
+            self.idempotency_ttl
+        ))
+    }
+
+    /// Stores a flow (see [`crate::flow`]) in one transaction: all of its
+    /// jobs or none. Answers its jobs, parent first, in the order given;
+    /// with an idempotency key its parent already holds, that parent alone.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the problem; [`Error::Database`].
+    pub async fn enqueue_flow(&self, flow: NewFlow) -> Result<Vec<Job>, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| flow::enqueue(
+            tx,
+            self.backend.dialect(),
+            flow,
             now,
             self.idempotency_ttl
         ))

@@ -129,6 +129,21 @@ pub trait JobStore: Send + Sync {
         }
     }
 
+    /// The children of flow parent `parent` (see [`crate::flow`]), in id
+    /// order, with their results. Stores without flows refuse it.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn children(&self, parent: JobId) -> impl Future<Output = Result<Vec<Job>, Error>> + Send {
+        let _ = parent;
+        async {
+            Err(Error::Invalid {
+                field: "parent",
+                reason: "this store keeps no flows",
+            })
+        }
+    }
+
     /// Marks a leased job completed with its result; the attempt counts.
     ///
     /// # Errors

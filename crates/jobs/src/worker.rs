@@ -48,4 +48,4 @@ pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_f
 pub use health::StoreHealth;
 pub use kind::{Kind, Kinds, PayloadError};
 pub use pool::{ShutdownReport, WorkerPool, WorkerPoolBuilder};
-pub use progress::report_progress;
+pub use progress::{children, report_progress};

@@ -1,17 +1,21 @@
-//! A handler's progress reports: [`report_progress`] from inside a run.
+//! What a handler may ask of the store from inside a run: report its
+//! progress ([`report_progress`]), read its flow children ([`children`]).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::job::Job;
 use crate::worker::handler::BoxFuture;
 
 type Report = dyn Fn(Value) -> BoxFuture<'static, Result<(), Error>> + Send + Sync;
+type Children = dyn Fn() -> BoxFuture<'static, Result<Vec<Job>, Error>> + Send + Sync;
 
-/// Records a run's progress in the store, under its lease.
+/// Records a run's progress in the store, under its lease, and reads the
+/// job's flow children.
 #[derive(Clone)]
-pub(crate) struct Reporter(pub(crate) Arc<Report>);
+pub(crate) struct Reporter(pub(crate) Arc<Report>, pub(crate) Arc<Children>);
 
 tokio::task_local! {
     static REPORTER: Reporter;
@@ -55,4 +59,20 @@ pub async fn report_progress(progress: Value) -> Result<(), Error> {
             reason: "reported outside a worker's run of a job",
         })?;
     (reporter.0)(progress).await
+}
+
+/// The flow children of the job the current handler runs (a flow's
+/// parent runs once they are done: see [`crate::flow`]), in id order,
+/// each with its state and result.
+///
+/// # Errors
+/// [`Error::Invalid`] outside a worker's run; [`Error::Database`].
+pub async fn children() -> Result<Vec<Job>, Error> {
+    let reporter = REPORTER
+        .try_with(Reporter::clone)
+        .map_err(|_| Error::Invalid {
+            field: "parent",
+            reason: "asked for children outside a worker's run of a job",
+        })?;
+    (reporter.1)().await
 }

@@ -76,11 +76,18 @@ impl Slot {
 /// What records the run's progress: the store, under the run's lease.
 fn reporter<S: JobStore + 'static>(ctx: &Arc<Ctx<S>>, lease: &Lease) -> progress::Reporter {
     let store = Arc::clone(&ctx.store);
+    let (reader, id) = (Arc::clone(&ctx.store), lease.job);
     let lease = lease.clone();
-    progress::Reporter(Arc::new(move |value| {
-        let (store, lease) = (Arc::clone(&store), lease.clone());
-        Box::pin(async move { store.progress(&lease, value).await.map(|_| ()) })
-    }))
+    progress::Reporter(
+        Arc::new(move |value| {
+            let (store, lease) = (Arc::clone(&store), lease.clone());
+            Box::pin(async move { store.progress(&lease, value).await.map(|_| ()) })
+        }),
+        Arc::new(move || {
+            let store = Arc::clone(&reader);
+            Box::pin(async move { store.children(id).await })
+        }),
+    )
 }
 
 /// Runs one claimed job, holding its `slot` while it waits for its rate

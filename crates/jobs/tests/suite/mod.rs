@@ -9,6 +9,7 @@ pub mod batch;
 pub mod cost;
 pub mod events;
 pub mod fairness;
+pub mod flows;
 pub mod idempotency;
 pub mod leases;
 pub mod lifecycle;
@@ -150,6 +151,9 @@ macro_rules! store_tests {
             schedules::tenants_own_their_schedules,
             schedules::cron_fires_at_its_ticks,
             events::every_change_is_an_event,
+            flows::the_parent_runs_after_its_children,
+            flows::a_failed_child_fails_or_is_ignored,
+            flows::nested_flows_wait_and_cancel_down,
         );
     };
     (@each $factory:expr; $($module:ident :: $test:ident),* $(,)?) => {
