@@ -40,6 +40,7 @@ pub(crate) mod limits;
 pub(crate) mod model_call;
 pub(crate) mod models;
 pub(crate) mod observe;
+pub(crate) mod pool;
 pub(crate) mod provider;
 pub(crate) mod proxy;
 pub(crate) mod retry;

@@ -33,6 +33,7 @@ mod limits;
 pub mod metrics;
 mod names;
 mod otel;
+mod pools;
 mod providers;
 mod ready;
 mod request;

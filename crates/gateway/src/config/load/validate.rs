@@ -8,6 +8,7 @@ mod keys;
 mod ledger;
 mod lists;
 mod otel;
+mod pools;
 
 use std::collections::HashMap;
 
@@ -31,6 +32,8 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     apis(&c, config)?;
     tenants(&c, config)?;
     fallbacks(&c, config)?;
+    pools::pools(&c, config)?;
+    pools::aliases(&c, config)?;
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;
