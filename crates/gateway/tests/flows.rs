@@ -64,7 +64,10 @@ async fn a_parent_runs_after_both_children() {
             json!({"parent": slack("p"), "children": [{"parent": slack("q"), "children": [{"queue": "default"}]}]}),
             "children[0].children[0].kind",
         ),
-        (nested(5), "children[0].children[0].children[0].children[0].children"),
+        (
+            nested(5),
+            "children[0].children[0].children[0].children[0].children",
+        ),
     ] {
         let e = expect_error(post(&h, &body).await, 400, "invalid_request").await;
         assert_eq!(e["param"], param, "{body}: {e}");

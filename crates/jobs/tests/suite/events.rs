@@ -65,7 +65,17 @@ where
         .await
         .expect("dead");
 
-    let events = all_after(&store, start, &EventFilter::default()).await;
+    // On PostgreSQL a transaction still open anywhere on the server (a
+    // test running beside this one) holds back the events committed after
+    // it began: they come once it ends. A bounded wait, not a timing.
+    let mut events = Vec::new();
+    for _ in 0..1_000 {
+        events = all_after(&store, start, &EventFilter::default()).await;
+        if events.len() >= 11 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (a, b, c) = (a.id.0, b.id.0, c.id.0);
     assert_eq!(
         names(&events),
