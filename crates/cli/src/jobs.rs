@@ -96,6 +96,51 @@ enum JobsCommand {
     },
     /// Jobs by state for every queue (admin).
     Queues,
+    /// The workspace's schedules: list, show, create (or replace), delete.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+enum SchedulesCommand {
+    /// List the workspace's schedules.
+    List,
+    /// Show one schedule whole.
+    Show {
+        /// Its name.
+        name: String,
+    },
+    /// Store a schedule (replacing the workspace's schedule of that name).
+    Create {
+        /// Its name: letters, digits, `-`, `_`, `.`, `:`.
+        name: String,
+        /// Run every this many milliseconds.
+        #[arg(long, required_unless_present = "cron", conflicts_with = "cron")]
+        every_ms: Option<u64>,
+        /// Run at the ticks of this cron expression (5 fields, or 6 with seconds first).
+        #[arg(long)]
+        cron: Option<String>,
+        /// The time zone the cron expression is read in (IANA name; UTC by default).
+        #[arg(long, requires = "cron")]
+        tz: Option<String>,
+        /// The job each run enqueues, as JSON: {"queue", "kind", "payload", ...}.
+        #[arg(long)]
+        job: String,
+        /// No run before this instant (milliseconds since the Unix epoch).
+        #[arg(long)]
+        start_at: Option<i64>,
+        /// No run after this instant (milliseconds since the Unix epoch).
+        #[arg(long)]
+        end_at: Option<i64>,
+        /// At most this many runs.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Delete a schedule (the jobs it enqueued stay).
+    Delete {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Runs a `sluice jobs` command; exit 1 when the gateway cannot be reached
@@ -190,8 +235,9 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
             Scope::Admin,
         ),
         C::Queues => (Method::GET, "/v1/queues".to_owned(), Scope::Admin),
+        C::Schedules(s) => return schedules(args, s).await,
     };
-    let body = send(args, method, &path, scope).await?;
+    let body = send(args, method, &path, scope, None).await?;
     if args.json {
         return Ok(format!(
             "{}\n",
@@ -220,10 +266,68 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
             )
         }
         C::Queues => show::queues(&body),
+        C::Schedules(_) => String::new(),
     })
 }
 
-async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Result<Value, Failure> {
+/// Runs a `sluice jobs schedules` command.
+async fn schedules(args: &JobsArgs, command: &SchedulesCommand) -> Result<String, Failure> {
+    use SchedulesCommand as S;
+    let mut request = None;
+    let (method, path) = match command {
+        S::List => (Method::GET, "/v1/schedules".to_owned()),
+        S::Show { name } => (Method::GET, format!("/v1/schedules/{}", segment(name))),
+        S::Delete { name } => (Method::DELETE, format!("/v1/schedules/{}", segment(name))),
+        S::Create {
+            name,
+            every_ms,
+            cron,
+            tz,
+            job,
+            start_at,
+            end_at,
+            limit,
+        } => {
+            let job: Value = serde_json::from_str(job)
+                .map_err(|e| Failure::Usage(format!("--job is not JSON: {e}")))?;
+            let mut body = serde_json::json!({"name": name, "job": job});
+            for (key, value) in [
+                ("every_ms", every_ms.map(Value::from)),
+                ("cron", cron.clone().map(Value::from)),
+                ("tz", tz.clone().map(Value::from)),
+                ("start_at", start_at.map(Value::from)),
+                ("end_at", end_at.map(Value::from)),
+                ("limit", limit.map(Value::from)),
+            ] {
+                if let Some(v) = value {
+                    body[key] = v;
+                }
+            }
+            request = Some(body);
+            (Method::POST, "/v1/schedules".to_owned())
+        }
+    };
+    let body = send(args, method, &path, Scope::Tenant, request.as_ref()).await?;
+    if args.json {
+        return Ok(format!(
+            "{}\n",
+            serde_json::to_string_pretty(&body).unwrap_or_default()
+        ));
+    }
+    Ok(match command {
+        S::List => show::schedules(&body),
+        S::Show { .. } | S::Create { .. } => show::schedule(&body),
+        S::Delete { name } => format!("{name}: deleted\n"),
+    })
+}
+
+async fn send(
+    args: &JobsArgs,
+    method: Method,
+    path: &str,
+    scope: Scope,
+    body: Option<&Value>,
+) -> Result<Value, Failure> {
     let bearer = match scope {
         Scope::Admin => args.admin_token.as_ref().or(args.api_key.as_ref()),
         Scope::Tenant => args.api_key.as_ref(),
@@ -241,7 +345,7 @@ async fn send(args: &JobsArgs, method: Method, path: &str, scope: Scope) -> Resu
         path,
         bearer: bearer.map(String::as_str),
         workspace: args.workspace.as_deref(),
-        body: None,
+        body,
         auth_hint,
     })
     .await

@@ -165,6 +165,53 @@ fn jobs_commands_against_a_running_server() {
     assert_eq!(out, "default: 0 dead jobs deleted\n");
     let err = serve.fails(&["--admin-token", ADMIN, "pause", "nowhere"]);
     assert!(err.contains("unknown queue"), "{err}");
+
+    // schedules: create, list, show, delete; another workspace sees none.
+    let job = r#"{"queue": "default", "kind": "http", "payload": {"api": "slack", "path": "/api/chat.postMessage"}}"#;
+    let created = serve.json(&[
+        "--workspace",
+        "acme",
+        "schedules",
+        "create",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Paris",
+        "--job",
+        job,
+    ]);
+    assert_eq!(
+        (created["name"].as_str(), created["runs"].as_u64()),
+        (Some("nightly"), Some(0))
+    );
+    let table = serve.ok(&["--workspace", "acme", "schedules", "list"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("nightly") && l.contains("cron 0 3 * * * (Europe/Paris)")),
+        "{table}"
+    );
+    let shown = serve.ok(&["--workspace", "acme", "schedules", "show", "nightly"]);
+    assert!(shown.contains("default"), "{shown}");
+    let err = serve.fails(&["--workspace", "globex", "schedules", "show", "nightly"]);
+    assert!(err.contains("not found"), "{err}");
+    let err = serve.fails(&[
+        "--workspace",
+        "acme",
+        "schedules",
+        "create",
+        "bad",
+        "--cron",
+        "61 * * * *",
+        "--job",
+        job,
+    ]);
+    assert!(err.contains("cron"), "{err}");
+    assert_eq!(
+        serve.ok(&["--workspace", "acme", "schedules", "delete", "nightly"]),
+        "nightly: deleted\n"
+    );
 }
 
 #[test]

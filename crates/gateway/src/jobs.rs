@@ -8,6 +8,7 @@ mod redis_tests;
 mod traced;
 mod workers;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_jobs::{
@@ -21,6 +22,12 @@ use crate::error::{Cause, StartError, chain};
 
 pub use sluice_jobs::AnyStore;
 
+/// How often each gateway looks for due schedules. A tick fires within
+/// this of its time (plus the claim's poll), once across replicas.
+pub const SCHEDULE_POLL: Duration = Duration::from_millis(200);
+/// The most schedules one look fires; more wait for the next look.
+const FIRE_BATCH: u32 = 100;
+
 /// The longest a scrape waits for the store's counts; past it the gauges
 /// keep their last values.
 const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -32,8 +39,10 @@ pub struct Jobs {
     /// The embedder's own kinds, beside the standard ones.
     kinds: Kinds,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Fires the schedules' due ticks.
+    firer: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// The workers, when this gateway runs them.
-    pool: std::sync::Mutex<Option<WorkerPool>>,
+    pool: Arc<std::sync::Mutex<Option<WorkerPool>>>,
 }
 
 impl Jobs {
@@ -74,11 +83,14 @@ impl Jobs {
             ),
         };
         let cleaner = tokio::spawn(clean(store.clone(), j.clone()));
+        let pool = Arc::new(std::sync::Mutex::new(None));
+        let firer = tokio::spawn(fire(store.clone(), Arc::clone(&pool)));
         Ok(Jobs {
             store,
             kinds,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
-            pool: std::sync::Mutex::new(None),
+            firer: std::sync::Mutex::new(Some(firer)),
+            pool,
         })
     }
 
@@ -160,8 +172,10 @@ impl Jobs {
     /// Stops the cleaner and closes the store: last, once nothing (no
     /// request in flight, no worker) can use it any more.
     pub async fn close(&self) {
-        if let Some(task) = self.cleaner.lock().ok().and_then(|mut c| c.take()) {
-            task.abort();
+        for slot in [&self.cleaner, &self.firer] {
+            if let Some(task) = slot.lock().ok().and_then(|mut c| c.take()) {
+                task.abort();
+            }
         }
         self.store.close().await;
     }
@@ -190,9 +204,40 @@ impl Jobs {
 
 impl Drop for Jobs {
     fn drop(&mut self) {
-        // The cleaner must not outlive its gateway (tests start many).
-        if let Some(task) = self.cleaner.get_mut().ok().and_then(Option::take) {
-            task.abort();
+        // The cleaner and the firer must not outlive their gateway (tests
+        // start many).
+        for slot in [&mut self.cleaner, &mut self.firer] {
+            if let Some(task) = slot.get_mut().ok().and_then(Option::take) {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// Fires the schedules' due ticks every [`SCHEDULE_POLL`], and wakes this
+/// gateway's workers of the queues it enqueued to. Every replica runs it:
+/// the store fires each tick once (see `sluice_jobs::schedule`).
+async fn fire(store: AnyStore, pool: Arc<std::sync::Mutex<Option<WorkerPool>>>) {
+    let mut tick = tokio::time::interval(SCHEDULE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.fire_schedules(FIRE_BATCH).await {
+            Ok(jobs) if jobs.is_empty() => {}
+            Ok(jobs) => {
+                for job in &jobs {
+                    tracing::debug!(job = %job.id, schedule = job.schedule.as_deref().unwrap_or(""), tenant = %job.tenant, "schedule fired");
+                    crate::metrics::job_enqueued(&job.queue, &job.kind);
+                }
+                if let Ok(slot) = pool.lock()
+                    && let Some(pool) = slot.as_ref()
+                {
+                    for job in &jobs {
+                        pool.notify(&job.queue);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %chain(&e), "firing schedules"),
         }
     }
 }
@@ -203,6 +248,7 @@ async fn clean(store: AnyStore, config: JobsConfig) {
         completed: Duration::from_secs(config.completed_retention_seconds),
         dead: Duration::from_secs(config.dead_retention_seconds),
         cancelled: Duration::from_secs(config.cancelled_retention_seconds),
+        events: Duration::from_secs(config.events_retention_seconds),
     };
     let mut tick = tokio::time::interval(Duration::from_secs(config.cleanup_interval_seconds));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -110,6 +110,12 @@ mod tests {
             updated_at: Timestamp::from_millis(created),
             finished_at: None,
             traceparent: None,
+            schedule: None,
+            schedule_tick: None,
+            progress: None,
+            parent: None,
+            pending_children: 0,
+            on_child_failure: None,
         }
     }
 

@@ -189,6 +189,18 @@ where
         }
     }
 
+    async fn records<T: Send>(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+        decode: fn(&dyn sluice_store::Columns) -> Result<T, Error>,
+    ) -> Result<Vec<T>, Error> {
+        match self {
+            Either::Sqlite(c) => c.records(sql, args, decode).await,
+            Either::Postgres(c) => c.records(sql, args, decode).await,
+        }
+    }
+
     async fn execute(&mut self, sql: &'static str, args: Args) -> Result<u64, Error> {
         match self {
             Either::Sqlite(c) => c.execute(sql, args).await,

@@ -74,6 +74,14 @@ pub trait Conn: Send {
         sql: &'static str,
         args: Args,
     ) -> impl Future<Output = Result<Vec<(String, String, i64)>, Error>> + Send;
+    /// Runs `sql` and reads every row with `decode`, which takes its
+    /// columns by name (rows of tables other than `jobs`).
+    fn records<T: Send>(
+        &mut self,
+        sql: &'static str,
+        args: Args,
+        decode: fn(&dyn sluice_store::Columns) -> Result<T, Error>,
+    ) -> impl Future<Output = Result<Vec<T>, Error>> + Send;
     /// Runs `sql` and returns how many rows it changed.
     fn execute(
         &mut self,

@@ -19,7 +19,18 @@ pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
     let payload = json("payload", required(row.text("payload")?, "payload")?)?;
     let result = row.text("result")?.map(|s| json("result", s)).transpose()?;
     let traceparent = row.text("traceparent")?;
-    Ok(Job::from_summary(summary, payload, result, traceparent))
+    let progress = row
+        .text("progress")?
+        .map(|s| json("progress", s))
+        .transpose()?;
+    let mut job = Job::from_summary(summary, payload, result, traceparent);
+    job.schedule = row.text("schedule")?;
+    job.schedule_tick = row.int("schedule_tick")?.map(Timestamp::from_millis);
+    job.progress = progress;
+    job.parent = row.int("parent_id")?.map(JobId);
+    job.pending_children = u32::try_from(row.int("pending_children")?.unwrap_or(0)).unwrap_or(0);
+    job.on_child_failure = row.text("on_child_failure")?;
+    Ok(job)
 }
 
 /// Reads a row of `jobs` as a [`JobSummary`]: every column but `payload`
@@ -168,6 +179,18 @@ macro_rules! impl_conn {
                     ))
                 };
                 Ok(rows.iter().map(triple).collect::<Result<_, _>>()?)
+            }
+
+            async fn records<T: Send>(
+                &mut self,
+                sql: &'static str,
+                args: $crate::backend::Args,
+                decode: fn(&dyn sluice_store::Columns) -> Result<T, $crate::Error>,
+            ) -> Result<Vec<T>, $crate::Error> {
+                let rows = sluice_store::bind(sqlx::query(sql), args)
+                    .fetch_all(&mut *self)
+                    .await?;
+                rows.iter().map(|row| decode(row)).collect()
             }
 
             async fn execute(

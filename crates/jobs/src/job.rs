@@ -183,6 +183,32 @@ pub struct Job {
     /// attempts continue that trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The schedule that enqueued it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The tick of its schedule it was enqueued for (its `run_at` is when
+    /// that tick fired, later after downtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_tick: Option<Timestamp>,
+    /// What its kind last reported of its progress (a percent or any
+    /// JSON), while it runs and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
+    /// The flow parent it is a child of, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<JobId>,
+    /// For a flow parent: the children it still waits for (it is
+    /// `scheduled` until they are done).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending_children: u32,
+    /// For a flow parent: `fail` (a child dead or cancelled fails it) or
+    /// `ignore` (it counts as done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_child_failure: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A job as a list shows it: every field of [`Job`] but its payload and
@@ -255,6 +281,12 @@ impl Job {
             updated_at: s.updated_at,
             finished_at: s.finished_at,
             traceparent,
+            schedule: None,
+            schedule_tick: None,
+            progress: None,
+            parent: None,
+            pending_children: 0,
+            on_child_failure: None,
         }
     }
 }

@@ -29,6 +29,21 @@ pub const SQLITE: Schema = Schema::new(&[
         "the enqueuer's traceparent",
         include_str!("../migrations/sqlite/0005_job_traceparent.sql"),
     ),
+    Step::new(
+        6,
+        "schedules, a job's schedule and progress",
+        include_str!("../migrations/sqlite/0006_schedules.sql"),
+    ),
+    Step::new(
+        7,
+        "job events",
+        include_str!("../migrations/sqlite/0007_job_events.sql"),
+    ),
+    Step::new(
+        8,
+        "flows",
+        include_str!("../migrations/sqlite/0008_flows.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -62,5 +77,20 @@ pub const POSTGRES: Schema = Schema::new(&[
         6,
         "leases renewed in place",
         include_str!("../migrations/postgres/0006_hot_leases.sql"),
+    ),
+    Step::new(
+        7,
+        "schedules, a job's schedule and progress",
+        include_str!("../migrations/postgres/0007_schedules.sql"),
+    ),
+    Step::new(
+        8,
+        "job events",
+        include_str!("../migrations/postgres/0008_job_events.sql"),
+    ),
+    Step::new(
+        9,
+        "flows",
+        include_str!("../migrations/postgres/0009_flows.sql"),
     ),
 ]);

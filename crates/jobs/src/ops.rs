@@ -4,7 +4,10 @@
 pub mod admin;
 pub mod claim;
 pub mod enqueue;
+pub mod events;
+pub mod flow;
 pub mod lease;
+pub mod schedule;
 
 use crate::backend::{Conn, args};
 use crate::error::Error;

@@ -13,6 +13,14 @@ pub struct Retention {
     pub dead: Duration,
     /// Cancelled jobs, after they were cancelled.
     pub cancelled: Duration,
+    /// Job events ([`crate::events`]), after they happened: how far back a
+    /// reader of `GET /v1/jobs/events` can resume.
+    #[serde(default = "default_events")]
+    pub events: Duration,
+}
+
+fn default_events() -> Duration {
+    Duration::from_secs(3_600)
 }
 
 impl Default for Retention {
@@ -21,6 +29,7 @@ impl Default for Retention {
             completed: Duration::from_secs(3_600),
             dead: Duration::from_secs(86_400),
             cancelled: Duration::from_secs(86_400),
+            events: default_events(),
         }
     }
 }
@@ -33,4 +42,5 @@ pub struct Cleaned {
     pub dead: u64,
     pub cancelled: u64,
     pub expired_keys: u64,
+    pub events: u64,
 }

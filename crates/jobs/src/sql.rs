@@ -90,6 +90,8 @@ pub const HEARTBEAT: &str = concat!(
     leased!()
 );
 
+pub const PROGRESS: &str = concat!("UPDATE jobs SET progress = $4, updated_at = $5", leased!());
+
 pub const COMPLETE: &str = concat!(
     "UPDATE jobs SET state = 'completed', result = $4, attempts = attempts + 1, \
      lease_owner = NULL, lease_expires_at = NULL, updated_at = $5, finished_at = $5",

@@ -9,10 +9,13 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
+use crate::events::{EventCursor, EventFilter, EventPage};
+use crate::flow::NewFlow;
 use crate::job::{Job, JobId, Lease};
 use crate::new_job::NewJob;
-use crate::ops::{admin, claim, enqueue, lease};
+use crate::ops::{admin, claim, enqueue, events, flow, lease, schedule};
 use crate::retention::{Cleaned, Retention};
+use crate::schedule::{NewSchedule, Schedule};
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
 use crate::tally::{Counted, Counter, Tally};
 use sluice_store::{Clock, Timestamp};
@@ -167,6 +170,16 @@ impl<B: Backend> JobStore for Store<B> {
         ))
     }
 
+    async fn progress(&self, held: &Lease, progress: Value) -> Result<Job, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| lease::progress(tx, held, &progress, now))
+    }
+
+    async fn children(&self, parent: JobId) -> Result<Vec<Job>, Error> {
+        let mut conn = self.backend.read().await?;
+        flow::children(&mut self.counted(&mut *conn), parent).await
+    }
+
     async fn complete(&self, held: &Lease, result: Value) -> Result<Job, Error> {
         let now = self.now();
         in_tx!(self, |tx| lease::complete(tx, held, &result, now))
@@ -309,4 +322,123 @@ fn one_by_one(what: &str, e: &Error, items: usize) {
         items,
         "jobs: the database refused a batch of {what}; writing them one by one"
     );
+}
+
+/// Schedules ([`crate::schedule`]): inherent, beside [`JobStore`], since
+/// a worker pool never needs them.
+impl<B: Backend> Store<B> {
+    /// Stores a schedule, replacing the tenant's schedule of that name (its
+    /// runs start again from 0). Answers it and whether it replaced one.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the field (the tenant's 1,000th schedule
+    /// included); [`Error::Database`].
+    pub async fn put_schedule(&self, s: NewSchedule) -> Result<(Schedule, bool), Error> {
+        let now = self.now();
+        in_tx!(self, |tx| schedule::put(tx, &s, now))
+    }
+
+    /// The tenant's schedule `name`.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn schedule(&self, tenant: &str, name: &str) -> Result<Option<Schedule>, Error> {
+        let mut conn = self.backend.read().await?;
+        schedule::get(&mut self.counted(&mut *conn), tenant, name).await
+    }
+
+    /// The schedules of `tenant` (of every tenant if `None`), by name.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn schedules(&self, tenant: Option<&str>) -> Result<Vec<Schedule>, Error> {
+        let mut conn = self.backend.read().await?;
+        schedule::list(&mut self.counted(&mut *conn), tenant).await
+    }
+
+    /// Deletes the tenant's schedule `name`; whether there was one. The
+    /// jobs it enqueued stay.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn delete_schedule(&self, tenant: &str, name: &str) -> Result<bool, Error> {
+        in_tx!(self, |tx| schedule::delete(tx, tenant, name))
+    }
+
+    /// Fires the due ticks of up to `max` schedules, each once across
+    /// every store on this database (see [`crate::schedule`]); answers the
+    /// jobs this call enqueued.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn fire_schedules(&self, max: u32) -> Result<Vec<Job>, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| schedule::fire(
+            tx,
+            self.backend.dialect(),
+            max,
+            now,
+            self.idempotency_ttl
+        ))
+    }
+
+    /// Stores a flow (see [`crate::flow`]) in one transaction: all of its
+    /// jobs or none. Answers its jobs, parent first, in the order given;
+    /// with an idempotency key its parent already holds, that parent alone.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the problem; [`Error::Database`].
+    pub async fn enqueue_flow(&self, flow: NewFlow) -> Result<Vec<Job>, Error> {
+        let now = self.now();
+        in_tx!(self, |tx| flow::enqueue(
+            tx,
+            self.backend.dialect(),
+            flow,
+            now,
+            self.idempotency_ttl
+        ))
+    }
+
+    /// Up to `limit` job events after `cursor` (at most
+    /// [`MAX_EVENTS`](crate::events::MAX_EVENTS)), those that pass
+    /// `filter`, and the cursor to read on from (see [`crate::events`]).
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn events(
+        &self,
+        cursor: EventCursor,
+        filter: &EventFilter,
+        limit: u32,
+    ) -> Result<EventPage, Error> {
+        let mut conn = self.backend.read().await?;
+        events::read(
+            &mut self.counted(&mut *conn),
+            self.backend.dialect(),
+            cursor,
+            filter,
+            limit,
+        )
+        .await
+    }
+
+    /// The cursor that reads on after event `id` (a client's
+    /// `Last-Event-ID`); see [`crate::events`].
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn event_cursor(&self, id: i64) -> Result<EventCursor, Error> {
+        let mut conn = self.backend.read().await?;
+        events::cursor_after(&mut self.counted(&mut *conn), self.backend.dialect(), id).await
+    }
+
+    /// The cursor after the last event written so far: where a reader
+    /// that wants only what happens from now on starts.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn events_now(&self) -> Result<EventCursor, Error> {
+        let mut conn = self.backend.read().await?;
+        events::last(&mut self.counted(&mut *conn), self.backend.dialect()).await
+    }
 }

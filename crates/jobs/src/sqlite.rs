@@ -127,6 +127,9 @@ impl Store<SqliteBackend> {
             // buffered whole, the connection's thread streams them without
             // waiting for the caller to take each (50 by default).
             .row_buffer_size(ROW_BUFFER)
+            // A flow nested in a flow passes a child's end up through the
+            // same trigger (migration 8).
+            .pragma("recursive_triggers", "ON")
             .synchronous(sync);
         let backend = match &options.path {
             Some(path) => {

@@ -108,6 +108,42 @@ pub trait JobStore: Send + Sync {
         }
     }
 
+    /// Records what a leased job's run reports of its progress (a percent
+    /// or any JSON, at most 16 KiB as text): readable with the job, and a
+    /// `progress` event. Stores that keep no progress refuse it.
+    ///
+    /// # Errors
+    /// As [`heartbeat`](Self::heartbeat); [`Error::Invalid`] for progress
+    /// too long.
+    fn progress(
+        &self,
+        lease: &Lease,
+        progress: Value,
+    ) -> impl Future<Output = Result<Job, Error>> + Send {
+        let _ = (lease, progress);
+        async {
+            Err(Error::Invalid {
+                field: "progress",
+                reason: "this store keeps no progress",
+            })
+        }
+    }
+
+    /// The children of flow parent `parent` (see [`crate::flow`]), in id
+    /// order, with their results. Stores without flows refuse it.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    fn children(&self, parent: JobId) -> impl Future<Output = Result<Vec<Job>, Error>> + Send {
+        let _ = parent;
+        async {
+            Err(Error::Invalid {
+                field: "parent",
+                reason: "this store keeps no flows",
+            })
+        }
+    }
+
     /// Marks a leased job completed with its result; the attempt counts.
     ///
     /// # Errors

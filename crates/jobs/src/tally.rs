@@ -82,6 +82,16 @@ macro_rules! counted {
                     self.conn.$name(sql, args).await
                 }
             )*
+
+            async fn records<T: Send>(
+                &mut self,
+                sql: &'static str,
+                args: Args,
+                decode: fn(&dyn sluice_store::Columns) -> Result<T, Error>,
+            ) -> Result<Vec<T>, Error> {
+                self.counter.statement();
+                self.conn.records(sql, args, decode).await
+            }
         }
     };
 }

@@ -36,6 +36,7 @@ mod health;
 mod heartbeat;
 mod kind;
 mod pool;
+mod progress;
 mod run;
 mod wake;
 
@@ -47,3 +48,4 @@ pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_f
 pub use health::StoreHealth;
 pub use kind::{Kind, Kinds, PayloadError};
 pub use pool::{ShutdownReport, WorkerPool, WorkerPoolBuilder};
+pub use progress::{children, report_progress};

@@ -155,3 +155,59 @@ async fn refused_items_fail_alone() {
     conn.close().await.expect("close");
     suite::leases::refused_items_fail_alone(&store, &clock).await;
 }
+
+/// A transaction that took its event's id first but commits last holds
+/// back the events committed after it, instead of being passed: a reader
+/// going by id alone would have skipped it for good.
+#[tokio::test]
+async fn an_event_committed_late_is_not_skipped() {
+    use sluice_jobs::AnyStore;
+    use sluice_jobs::events::EventFilter;
+    let schema = fresh_schema().await;
+    let store = AnyStore::from(store_in(&schema, ManualClock::new(T0)).await);
+    let start = store.events_now().await.unwrap();
+    let mut slow = PgConnection::connect(&url()).await.expect("connect");
+    let insert = format!(
+        "INSERT INTO {schema}.jobs (queue, kind, payload, tenant, grp, run_at, state, created_at, updated_at) \
+         VALUES ('q', 'test.noop', '{{}}', 'slow', 'default', 0, 'available', 0, 0)"
+    );
+    sqlx::raw_sql(AssertSqlSafe(format!("BEGIN; {insert}")))
+        .execute(&mut slow)
+        .await
+        .expect("a job in an open transaction");
+    let fast = enqueue(&store, job("q").tenant("fast")).await;
+    let read = |cursor| {
+        let store = store.clone();
+        async move {
+            store
+                .events(cursor, &EventFilter::default(), 100)
+                .await
+                .unwrap()
+        }
+    };
+    let held = read(start).await;
+    assert!(held.events.is_empty(), "held back: {:?}", held.events);
+    assert_eq!(held.cursor, start);
+    sqlx::raw_sql(AssertSqlSafe("COMMIT".to_owned()))
+        .execute(&mut slow)
+        .await
+        .expect("commit");
+    // Other tests' transactions on the server may hold the events back a
+    // little longer: a bounded wait for them.
+    let mut page = read(start).await;
+    for _ in 0..1_000 {
+        if page.events.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        page = read(start).await;
+    }
+    let tenants: Vec<&str> = page.events.iter().map(|e| e.tenant.as_str()).collect();
+    assert_eq!(
+        tenants,
+        ["slow", "fast"],
+        "in commit order, neither skipped"
+    );
+    assert_eq!(page.events[1].job, fast.id);
+    assert!(read(page.cursor).await.events.is_empty());
+}

@@ -681,6 +681,7 @@ async fn the_cleaner_removes_finished_jobs_past_their_retention() {
                 completed: Duration::ZERO,
                 dead: Duration::from_secs(3_600),
                 cancelled: Duration::ZERO,
+                events: Duration::from_secs(3_600),
             };
         })
         .start()
@@ -745,5 +746,56 @@ async fn retries_and_notified_enqueues_run_without_waiting_for_a_poll() {
     let later = enqueue(&*store, NewJob::new("q", "echo", json!({"n": 2}))).await;
     pool.notify("q");
     wait_state(&*store, later, JobState::Completed).await;
+    pool.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_handler_reports_progress_readable_with_the_job_and_as_events() {
+    let store = Arc::new(sqlite().await);
+    let start = store.events_now().await.unwrap();
+    let handlers = Handlers::new().on(
+        "steps",
+        handler_fn(|_| async {
+            for percent in [25, 50, 75] {
+                if let Err(e) = sluice_jobs::worker::report_progress(json!(percent)).await {
+                    return Outcome::retry(e.to_string());
+                }
+            }
+            let done = json!({"rows": 1200, "of": 1200});
+            match sluice_jobs::worker::report_progress(done).await {
+                Ok(()) => Outcome::Completed(json!("ok")),
+                Err(e) => Outcome::retry(e.to_string()),
+            }
+        }),
+    );
+    let id = enqueue(&*store, NewJob::new("q", "steps", json!({}))).await;
+    let pool = pool(&store, QueueConfig::new("q").unlimited(), handlers);
+    let job = wait_state(&*store, id, JobState::Completed).await;
+    assert_eq!(job.progress, Some(json!({"rows": 1200, "of": 1200})));
+    let events = store
+        .events(start, &sluice_jobs::events::EventFilter::default(), 100)
+        .await
+        .unwrap()
+        .events;
+    let progress: Vec<_> = events
+        .iter()
+        .filter(|e| e.event == "progress")
+        .map(|e| e.progress.clone().unwrap())
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            json!(25),
+            json!(50),
+            json!(75),
+            json!({"rows": 1200, "of": 1200})
+        ]
+    );
+    // Outside a run there is no job to report on.
+    assert!(
+        sluice_jobs::worker::report_progress(json!(1))
+            .await
+            .is_err()
+    );
     pool.shutdown(Duration::from_secs(5)).await;
 }

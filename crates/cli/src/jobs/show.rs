@@ -122,6 +122,60 @@ pub fn queues(body: &Value) -> String {
     )
 }
 
+/// Schedules, one line each.
+pub fn schedules(body: &Value) -> String {
+    let rows: Vec<[String; 6]> = body["schedules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| {
+            [
+                text(&s["name"]),
+                cadence(s),
+                format!("{}/{}", text(&s["job"]["queue"]), text(&s["job"]["kind"])),
+                s["runs"].to_string(),
+                time(&s["next_run_at"]),
+                time(&s["last_run_at"]),
+            ]
+        })
+        .collect();
+    plain(
+        ["NAME", "WHEN", "QUEUE/KIND", "RUNS", "NEXT RUN", "LAST RUN"],
+        &rows,
+    )
+}
+
+/// One schedule whole.
+pub fn schedule(s: &Value) -> String {
+    let mut out = String::new();
+    for (label, value) in [
+        ("name", text(&s["name"])),
+        ("tenant", text(&s["tenant"])),
+        ("when", cadence(s)),
+        ("runs", s["runs"].to_string()),
+        ("limit", text(&s["limit"])),
+        ("start at", time(&s["start_at"])),
+        ("end at", time(&s["end_at"])),
+        ("next run", time(&s["next_run_at"])),
+        ("last run", time(&s["last_run_at"])),
+    ] {
+        let _ = writeln!(out, "{label:>10}  {value}");
+    }
+    let pretty = serde_json::to_string_pretty(&s["job"]).unwrap_or_default();
+    let _ = writeln!(out, "job:\n{pretty}");
+    out
+}
+
+/// `every 1000 ms` or `cron 0 9 * * * (Europe/Paris)`.
+fn cadence(s: &Value) -> String {
+    match (s["every_ms"].as_u64(), s["cron"].as_str()) {
+        (Some(ms), _) => format!("every {ms} ms"),
+        (None, Some(cron)) => format!("cron {cron} ({})", text(&s["tz"])),
+        (None, None) => "-".into(),
+    }
+}
+
 /// A string value as is, `-` for null.
 pub(crate) fn text(v: &Value) -> String {
     match v {

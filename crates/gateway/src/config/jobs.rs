@@ -31,6 +31,9 @@ pub struct JobsConfig {
     pub dead_retention_seconds: u64,
     /// Cancelled jobs are deleted this long after they were cancelled.
     pub cancelled_retention_seconds: u64,
+    /// Job events (`GET /v1/jobs/events`) are deleted this long after they
+    /// happened: how far back a client can resume with `Last-Event-ID`.
+    pub events_retention_seconds: u64,
     /// How long an `Idempotency-Key` deduplicates enqueues (seed: 24 h).
     pub idempotency_ttl_seconds: u64,
     /// How long a worker's claim on a job lasts without a heartbeat; a
@@ -96,6 +99,7 @@ impl Default for JobsConfig {
             completed_retention_seconds: 3_600,
             dead_retention_seconds: 86_400,
             cancelled_retention_seconds: 86_400,
+            events_retention_seconds: 3_600,
             idempotency_ttl_seconds: 86_400,
             lease_ms: 30_000,
             heartbeat_ms: 10_000,

@@ -6,8 +6,11 @@
 //!
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
+mod events;
+mod flows;
 mod list;
 mod queues;
+mod schedules;
 mod spec;
 
 use std::time::Duration;
@@ -21,8 +24,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
+pub(crate) use events::events;
+pub(crate) use flows::enqueue_flow;
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+pub(crate) use schedules::{
+    delete as delete_schedule, get as get_schedule, list as list_schedules, put as put_schedule,
+};
 
 use crate::audit::Act;
 use crate::body::{ApiJson, Body, json};
@@ -297,7 +305,18 @@ async fn call(
     let store = store(state)?;
     let was = owned(store, tenant, job_id(id)?).await?;
     let (job, kind) = match what {
-        JobCall::Read => return Ok(axum::Json(job_json(&was)).into_response()),
+        JobCall::Read => {
+            let mut body = job_json(&was);
+            // A flow's parent shows its children, with their results.
+            if was.on_child_failure.is_some() {
+                let children = store.children(was.id).await.map_err(store_error)?;
+                body["children"] = children
+                    .iter()
+                    .map(|c| json!({"id": c.id, "state": c.state, "result": c.result}))
+                    .collect();
+            }
+            return Ok(axum::Json(body).into_response());
+        }
         JobCall::Retry => {
             let job = store.retry(was.id).await.map_err(store_error)?;
             notify(state, &job.queue);

@@ -116,11 +116,13 @@ pub async fn cleanup(
     let expired_keys = c.execute(sql::EXPIRE_KEYS, args![now]).await?;
     c.execute(sql::FORGET_GROUPS, args![]).await?;
     c.execute(sql::FORGET_TENANTS, args![]).await?;
+    let events = super::events::expire(c, now - retention.events).await?;
     Ok(Cleaned {
         completed,
         dead,
         cancelled,
         expired_keys,
+        events,
     })
 }
 

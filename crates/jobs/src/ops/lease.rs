@@ -18,6 +18,26 @@ use sluice_store::Timestamp;
 pub const MAX_ERROR_LEN: usize = 4_096;
 
 /// Extends `lease` to `now + extend`.
+/// The longest progress a run may report, as JSON text.
+pub const MAX_PROGRESS_LEN: usize = 16 * 1024;
+
+/// Records what a leased job's run reports of its progress.
+pub async fn progress(
+    c: &mut impl Conn,
+    lease: &Lease,
+    progress: &serde_json::Value,
+    now: Timestamp,
+) -> Result<Job, Error> {
+    let text = progress.to_string();
+    if text.len() > MAX_PROGRESS_LEN {
+        return Err(invalid("progress", "is longer than 16 KiB as JSON"));
+    }
+    let jobs = c
+        .jobs(sql::PROGRESS, guard(lease, args![text, now]))
+        .await?;
+    held(c, jobs, lease).await
+}
+
 pub async fn heartbeat(
     c: &mut impl Conn,
     lease: &Lease,

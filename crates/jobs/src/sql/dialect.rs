@@ -43,6 +43,15 @@ pub struct Dialect {
     /// Points the keys of the arrays `$1` (tenants) and `$2` (keys) at the
     /// jobs of the array `$3`.
     pub set_key_jobs: &'static str,
+    /// Up to `$3` job events after the cursor (`$1` xid, `$2` seq) in
+    /// commit order, and only those no transaction can still commit one
+    /// before (see the `job_events` migrations).
+    pub events_after: &'static str,
+    /// `id` and `result` of the jobs of the array `$1`.
+    pub results_of: &'static str,
+    /// `xid` and `seq` of the last event that [`Dialect::events_after`]
+    /// would give now.
+    pub events_last: &'static str,
 }
 
 /// How a backend inserts a batch of jobs, `RETURNING *`: per job, its
@@ -279,6 +288,10 @@ macro_rules! waiting {
 /// read in index order, are ranked (1 ms). Jobs not yet due are not in
 /// the index the walk reads, so a year of scheduled jobs costs nothing.
 pub const SQLITE: Dialect = Dialect {
+    // One writer: `seq` order is commit order, and `xid` is always 0.
+    events_after: "SELECT * FROM job_events WHERE seq > $2 AND $1 >= 0 ORDER BY seq LIMIT $3",
+    results_of: "SELECT id, result FROM jobs WHERE id IN (SELECT value FROM json_each($1))",
+    events_last: "SELECT xid, seq FROM job_events ORDER BY seq DESC LIMIT 1",
     promote: concat!("UPDATE jobs SET due = TRUE WHERE id IN (", waiting!(), ")"),
     claim: concat!(
         sqlite_walk!(),
@@ -367,6 +380,13 @@ pub const SQLITE: Dialect = Dialect {
 /// jobs crosses the stale entries, not the two probes that find the
 /// tenants and groups too.
 pub const POSTGRES: Dialect = Dialect {
+    events_after: "SELECT * FROM job_events WHERE (xid, seq) > ($1, $2) \
+        AND xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
+        ORDER BY xid, seq LIMIT $3",
+    results_of: "SELECT id, result FROM jobs WHERE id = ANY($1::bigint[])",
+    events_last: "SELECT xid, seq FROM job_events \
+        WHERE xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
+        ORDER BY xid DESC, seq DESC LIMIT 1",
     promote: concat!(
         "UPDATE jobs SET due = TRUE WHERE id IN (",
         waiting!(),

@@ -18,6 +18,7 @@ use crate::worker::handler::Outcome;
 use crate::worker::health::StoreHealth;
 use crate::worker::heartbeat::Held;
 use crate::worker::pool::Ctx;
+use crate::worker::progress;
 
 /// Aborts the task when dropped, so that a job task that is itself
 /// aborted (the pool dropped) takes its handler down with it.
@@ -70,6 +71,23 @@ impl Slot {
             None => self.permit,
         }
     }
+}
+
+/// What records the run's progress: the store, under the run's lease.
+fn reporter<S: JobStore + 'static>(ctx: &Arc<Ctx<S>>, lease: &Lease) -> progress::Reporter {
+    let store = Arc::clone(&ctx.store);
+    let (reader, id) = (Arc::clone(&ctx.store), lease.job);
+    let lease = lease.clone();
+    progress::Reporter(
+        Arc::new(move |value| {
+            let (store, lease) = (Arc::clone(&store), lease.clone());
+            Box::pin(async move { store.progress(&lease, value).await.map(|_| ()) })
+        }),
+        Arc::new(move || {
+            let store = Arc::clone(&reader);
+            Box::pin(async move { store.children(id).await })
+        }),
+    )
 }
 
 /// Runs one claimed job, holding its `slot` while it waits for its rate
@@ -127,9 +145,12 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
         )),
         Some(handler) => {
             let owned = job.clone();
+            let reporter = reporter(&ctx, &lease);
             // A task of its own, so that a panic is caught as a JoinError
             // instead of unwinding through the worker.
-            let task = AbortOnDrop(tokio::spawn(async move { handler.run(&owned).await }));
+            let task = AbortOnDrop(tokio::spawn(async move {
+                progress::scoped(reporter, handler.run(&owned)).await
+            }));
             match drive(&ctx, &mut held, wait_task(task)).await {
                 Driven::Done(Ok(outcome)) => outcome,
                 Driven::Done(Err(panic)) => Outcome::retry(panic),

@@ -92,6 +92,14 @@ impl<S: JobStore + Clone + 'static> JobStore for Remote<S> {
         self.on(|s| async move { s.heartbeat(&lease, extend).await })
             .await
     }
+    async fn progress(&self, lease: &Lease, progress: Value) -> Result<Job, Error> {
+        let lease = lease.clone();
+        self.on(|s| async move { s.progress(&lease, progress).await })
+            .await
+    }
+    async fn children(&self, parent: JobId) -> Result<Vec<Job>, Error> {
+        self.on(|s| async move { s.children(parent).await }).await
+    }
     async fn complete(&self, lease: &Lease, result: Value) -> Result<Job, Error> {
         let lease = lease.clone();
         self.on(|s| async move { s.complete(&lease, result).await })

@@ -7,10 +7,13 @@
 pub mod admin;
 pub mod batch;
 pub mod cost;
+pub mod events;
 pub mod fairness;
+pub mod flows;
 pub mod idempotency;
 pub mod leases;
 pub mod lifecycle;
+pub mod schedules;
 pub mod stress;
 
 use std::future::Future;
@@ -142,6 +145,15 @@ macro_rules! store_tests {
             admin::retention_keeps_jobs_with_live_keys,
             stress::concurrent_claimers_never_share_a_job,
             cost::a_cycle_costs_the_same_for_any_number_of_jobs,
+            schedules::every_tick_fires_once_across_callers,
+            schedules::missed_ticks_fire_once,
+            schedules::limit_and_end_at_end_a_schedule,
+            schedules::tenants_own_their_schedules,
+            schedules::cron_fires_at_its_ticks,
+            events::every_change_is_an_event,
+            flows::the_parent_runs_after_its_children,
+            flows::a_failed_child_fails_or_is_ignored,
+            flows::nested_flows_wait_and_cancel_down,
         );
     };
     (@each $factory:expr; $($module:ident :: $test:ident),* $(,)?) => {

@@ -41,6 +41,18 @@ pub(super) struct Batch {
 }
 
 impl JobSpec {
+    /// The field of the body that a schedule's job may not set (each
+    /// tick sets it), if one is set.
+    pub(super) fn timing_field(&self) -> Option<&'static str> {
+        if self.run_at.is_some() {
+            Some("run_at")
+        } else if self.idempotency_key.is_some() {
+            Some("idempotency_key")
+        } else {
+            None
+        }
+    }
+
     /// The idempotency key in the body, if any.
     pub(super) fn idempotency_key(&self) -> Option<&str> {
         self.idempotency_key.as_deref()

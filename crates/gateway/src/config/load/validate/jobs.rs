@@ -18,6 +18,7 @@ pub(super) fn jobs(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
         ("completed_retention_seconds", j.completed_retention_seconds),
         ("dead_retention_seconds", j.dead_retention_seconds),
         ("cancelled_retention_seconds", j.cancelled_retention_seconds),
+        ("events_retention_seconds", j.events_retention_seconds),
         ("idempotency_ttl_seconds", j.idempotency_ttl_seconds),
         ("lease_ms", j.lease_ms),
         ("heartbeat_ms", j.heartbeat_ms),

@@ -1,0 +1,152 @@
+//! Job events: every change in order, read from a cursor without a gap,
+//! filtered, resumable by id, with results and progress; kept for their
+//! retention.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_jobs::events::{EventCursor, EventFilter, JobEvent};
+use sluice_jobs::{AnyStore, JobStore, Retention, RetryDecision};
+
+use super::{Factory, T0, claim_one, enqueue, job, open};
+
+async fn all_after(store: &AnyStore, cursor: EventCursor, filter: &EventFilter) -> Vec<JobEvent> {
+    store
+        .events(cursor, filter, 1_000)
+        .await
+        .expect("events")
+        .events
+}
+
+fn names(events: &[JobEvent]) -> Vec<(i64, &str)> {
+    events.iter().map(|e| (e.job.0, e.event.as_str())).collect()
+}
+
+/// A job's life is its events, in order: enqueued, active, progress,
+/// failed (with its error and next run), active, completed (with the
+/// result); a cancelled and a dead job end with theirs.
+pub async fn every_change_is_an_event<F: Factory>(f: &F)
+where
+    AnyStore: From<F::Store>,
+{
+    let (store, clock) = open(f).await;
+    let store = AnyStore::from(store);
+    let start = store.events_now().await.expect("now");
+    let a = enqueue(&store, job("q").tenant("acme")).await;
+    let (_, lease) = claim_one(&store, "q", "w").await;
+    let with = store
+        .progress(&lease, json!({"done": 1, "of": 4}))
+        .await
+        .expect("progress");
+    assert_eq!(with.progress, Some(json!({"done": 1, "of": 4})));
+    let retry_at = T0 + Duration::from_secs(5);
+    store
+        .fail(
+            &lease,
+            "503 from upstream",
+            RetryDecision::RetryAt(retry_at),
+        )
+        .await
+        .expect("fail");
+    clock.advance(Duration::from_secs(5));
+    let (_, lease) = claim_one(&store, "q", "w").await;
+    store
+        .complete_many(vec![(lease.clone(), json!({"id": "42"}))])
+        .await
+        .expect("complete");
+    // A late progress report on a spent lease is refused.
+    assert!(store.progress(&lease, json!(100)).await.is_err());
+    let b = enqueue(&store, job("q").tenant("globex")).await;
+    store.cancel(b.id).await.expect("cancel");
+    let c = enqueue(&store, job("q").tenant("acme")).await;
+    let (_, lease) = claim_one(&store, "q", "w").await;
+    store
+        .fail(&lease, "404", RetryDecision::Dead)
+        .await
+        .expect("dead");
+
+    // On PostgreSQL a transaction still open anywhere on the server (a
+    // test running beside this one) holds back the events committed after
+    // it began: they come once it ends. A bounded wait, not a timing.
+    let mut events = Vec::new();
+    for _ in 0..1_000 {
+        events = all_after(&store, start, &EventFilter::default()).await;
+        if events.len() >= 11 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (a, b, c) = (a.id.0, b.id.0, c.id.0);
+    assert_eq!(
+        names(&events),
+        vec![
+            (a, "enqueued"),
+            (a, "active"),
+            (a, "progress"),
+            (a, "failed"),
+            (a, "active"),
+            (a, "completed"),
+            (b, "enqueued"),
+            (b, "cancelled"),
+            (c, "enqueued"),
+            (c, "active"),
+            (c, "dead"),
+        ]
+    );
+    assert!(events.windows(2).all(|w| w[0].id < w[1].id), "ids increase");
+    let failed = &events[3];
+    assert_eq!(failed.error.as_deref(), Some("503 from upstream"));
+    assert_eq!(failed.run_at, retry_at);
+    assert_eq!(events[2].progress, Some(json!({"done": 1, "of": 4})));
+    assert_eq!(events[5].result, Some(json!({"id": "42"})));
+    assert_eq!(events[10].error.as_deref(), Some("404"));
+
+    // Filters: a tenant's, a job's.
+    let acme = EventFilter {
+        tenant: Some("acme".into()),
+        ..EventFilter::default()
+    };
+    assert!(
+        all_after(&store, start, &acme)
+            .await
+            .iter()
+            .all(|e| e.tenant == "acme")
+    );
+    let only_b = EventFilter {
+        job: Some(sluice_jobs::JobId(b)),
+        ..EventFilter::default()
+    };
+    assert_eq!(all_after(&store, start, &only_b).await.len(), 2);
+
+    // Pages of two read every event once, in order.
+    let mut cursor = start;
+    let mut paged = Vec::new();
+    loop {
+        let page = store
+            .events(cursor, &EventFilter::default(), 2)
+            .await
+            .expect("page");
+        paged.extend(page.events.iter().map(|e| e.id));
+        cursor = page.cursor;
+        if !page.full {
+            break;
+        }
+    }
+    assert_eq!(paged, events.iter().map(|e| e.id).collect::<Vec<_>>());
+
+    // Resumed from an id (`Last-Event-ID`): the events after it.
+    let resumed = store.event_cursor(events[6].id).await.expect("cursor");
+    let after = all_after(&store, resumed, &EventFilter::default()).await;
+    assert_eq!(after.first().map(|e| e.id), Some(events[7].id));
+    assert_eq!(after.len(), 4);
+
+    // Retention forgets old events.
+    clock.advance(Duration::from_secs(7_200));
+    let cleaned = store.cleanup(&Retention::default()).await.expect("cleanup");
+    assert_eq!(cleaned.events, 11);
+    assert!(
+        all_after(&store, start, &EventFilter::default())
+            .await
+            .is_empty()
+    );
+}
