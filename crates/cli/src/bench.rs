@@ -52,6 +52,7 @@ mod latency;
 mod limited;
 mod open_loop;
 mod otel;
+pub mod pool;
 pub mod redis;
 mod report;
 mod requests;

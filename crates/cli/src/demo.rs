@@ -75,6 +75,10 @@ pub enum Scenario {
     Swarm,
     /// Agents repeating questions: calls and tokens the cache saves.
     Cache,
+    /// One model served by three simulated deployments of different
+    /// limits, one of which fails mid-run: what each served against its
+    /// limit.
+    Pool,
 }
 
 /// The JSON summary.
@@ -120,6 +124,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     let ran = match args.scenario {
         Scenario::Swarm => demo(args).await,
         Scenario::Cache => cache::demo(args).await,
+        Scenario::Pool => pool(&args).await,
     };
     match ran {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +133,66 @@ pub async fn run(args: DemoArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--scenario pool`: `openai/gpt-4o-mini` over three simulated
+/// deployments of 10, 20 and 30 requests a second; the second answers
+/// only 503s from a third of the run to two thirds.
+async fn pool(args: &DemoArgs) -> Result<(), String> {
+    use crate::bench::pool::{Dep, Fail, Setup, run, table};
+    let setup = Setup {
+        name: "demo",
+        deployments: vec![
+            Dep {
+                model: "dep-a",
+                rate: 10.0,
+                burst: 5,
+            },
+            Dep {
+                model: "dep-b",
+                rate: 20.0,
+                burst: 5,
+            },
+            Dep {
+                model: "dep-c",
+                rate: 30.0,
+                burst: 5,
+            },
+        ],
+        strategy: sluice_gateway::config::Strategy::Fill,
+        // Twice the pool's 60 a second, at a mean pause of a second.
+        agents: args.agents.min(120),
+        tenants: args.tenants,
+        duration: args.duration,
+        fail: Some(Fail {
+            index: 1,
+            from: args.duration / 3,
+            until: args.duration * 2 / 3,
+        }),
+        redis: None,
+        replicas: 1,
+    };
+    if !args.json {
+        println!(
+            "sluice demo --scenario pool: {} agents in {} tenants call `openai/gpt-4o-mini`, \
+             a pool of three simulated deployments (10, 20 and 30 a second); dep-b fails \
+             from {} s to {} s\n",
+            setup.agents,
+            setup.tenants,
+            (setup.duration / 3).as_secs(),
+            (setup.duration * 2 / 3).as_secs(),
+        );
+    }
+    let r = run(&setup).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", table(&r));
+    }
+    Ok(())
 }
 
 async fn demo(args: DemoArgs) -> Result<(), String> {

@@ -12,6 +12,7 @@ mod ledger;
 mod load;
 pub(crate) mod mcp;
 pub(crate) mod otel;
+mod pools;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, explain, load, load_str};
 pub use mcp::{McpConfig, McpServerConfig};
 pub use otel::{OtelSettings, OtlpProtocol};
+pub use pools::{DEPLOYMENT_PREFIX, Deployment, MAX_DEPLOYMENTS, MAX_POOLS, ModelPool, Strategy};
 pub use secrets::Secrets;
 
 /// Everything `sluice serve` needs. `Config::default()` is the embedded
@@ -74,6 +76,14 @@ pub struct Config {
     pub retry: RetryConfig,
     /// Fallback chains: model → models to try when it is exhausted or paused.
     pub fallbacks: BTreeMap<String, Vec<String>>,
+    /// Capacity pools: one model name over several deployments, each
+    /// paced to its own limit (`docs/pools.md`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<ModelPool>,
+    /// Other names for models (`fast = "openai/gpt-4o-mini"`), for clients
+    /// that cannot send a prefixed name; a target may be a pool.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub aliases: BTreeMap<String, String>,
     /// Token estimates for tokens/min limits.
     pub tokens: TokenConfig,
     /// How 429s cut capacity and how it recovers.
@@ -224,6 +234,24 @@ pub struct ProviderConfig {
     /// More model prefixes routed to this provider (besides `{name}/`).
     #[serde(default)]
     pub prefixes: Vec<String>,
+    /// Whether it takes a key (`key`, the default) or none (`none`: a
+    /// local vLLM or Ollama). A provider that takes a key and has none
+    /// (its `api_key_env` unset) is named in a warning at start-up, and a
+    /// call to it is refused with 503 `provider_not_configured` instead of
+    /// being sent without one.
+    #[serde(default)]
+    pub auth: ProviderAuth,
+}
+
+/// How a provider is authenticated (see [`ProviderConfig::auth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderAuth {
+    /// An API key: the one `api_key_env` names, or a tenant's own.
+    #[default]
+    Key,
+    /// No key is sent.
+    None,
 }
 
 /// Limits of the models under a prefix.

@@ -41,6 +41,7 @@ pub(crate) mod mcp;
 pub(crate) mod model_call;
 pub(crate) mod models;
 pub(crate) mod observe;
+pub(crate) mod pool;
 pub(crate) mod provider;
 pub(crate) mod proxy;
 pub(crate) mod retry;

@@ -34,6 +34,7 @@ mod mcp;
 pub mod metrics;
 mod names;
 mod otel;
+mod pools;
 mod providers;
 mod ready;
 mod request;

@@ -245,6 +245,10 @@ const FAMILIES: &[(&str, Kind, Unit, &str)] = &[
         "Time per upstream attempt until response headers, by provider (seconds)."),
     ("sluice_upstream_attempts_total", Kind::Counter, Unit::Count,
         "Upstream attempts, by provider and outcome (attempts)."),
+    ("sluice_pool_attempts_total", Kind::Counter, Unit::Count,
+        "Calls of a pooled model sent to each deployment, by pool, deployment and outcome (answered, failed, timeout, throttled, refused) (attempts)."),
+    ("sluice_pool_circuit_open", Kind::Gauge, Unit::Count,
+        "1 while a pool deployment's circuit is open or half open, else 0, by pool and deployment (boolean)."),
     ("sluice_retries_total", Kind::Counter, Unit::Count,
         "Upstream retries, by provider and reason (retries)."),
     ("sluice_fallbacks_total", Kind::Counter, Unit::Count,
@@ -429,6 +433,26 @@ pub fn upstream_latency(provider: &str, seconds: f64) {
 pub fn upstream_attempt(provider: &str, outcome: &'static str) {
     resolved!(Counter, counter, [provider, outcome], "sluice_upstream_attempts_total", "provider" => bounded(provider), "outcome" => outcome)
         .increment(1);
+}
+
+/// Counts a pooled call's try on `deployment` (its limiter resource)
+/// ending in `outcome`. Pools and deployments are the configuration's,
+/// so the labels are bounded by it.
+pub fn pool_attempt(pool: &str, deployment: &str, outcome: &'static str) {
+    let deployment = deployment
+        .strip_prefix(crate::config::DEPLOYMENT_PREFIX)
+        .unwrap_or(deployment);
+    counter!("sluice_pool_attempts_total", "pool" => bounded(pool), "deployment" => bounded(deployment), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Sets whether a pool deployment's circuit is open (or half open).
+pub fn pool_circuit(pool: &str, deployment: &str, open: bool) {
+    let deployment = deployment
+        .strip_prefix(crate::config::DEPLOYMENT_PREFIX)
+        .unwrap_or(deployment);
+    gauge!("sluice_pool_circuit_open", "pool" => bounded(pool), "deployment" => bounded(deployment))
+        .set(if open { 1.0 } else { 0.0 });
 }
 
 /// Counts a retry (`reason` e.g. `429`, `5xx`, `connect_error`, `timeout`).

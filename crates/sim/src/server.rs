@@ -233,6 +233,7 @@ async fn dispatch(
                 method,
                 path,
                 headers,
+                query_key: query_key(&uri),
                 body,
             };
             model::serve(shared, call).await
@@ -303,7 +304,17 @@ async fn azure(
         method: method.clone(),
         path,
         headers: headers.clone(),
+        query_key: None,
         body: body.clone(),
     };
     Some(model::serve(Arc::clone(shared), call).await)
+}
+
+/// The `key` of a query (Gemini's other place for its key), bounded.
+fn query_key(uri: &Uri) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .filter(|k| k.len() <= 512)
+        .map(str::to_owned)
 }

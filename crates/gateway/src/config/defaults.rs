@@ -16,39 +16,80 @@ use super::{
 };
 use crate::trace::Rotation;
 
-/// The built-in providers: (name, base URL, API-key variable, wire format).
-const PROVIDERS: &[(&str, &str, &str, WireFormat)] = &[
+/// The built-in providers: (name, base URL, API-key variable, wire
+/// format). The seed's five, then presets for the OpenAI-compatible
+/// providers users name most; the local servers (Ollama, vLLM) take no key.
+const PROVIDERS: &[(&str, &str, Option<&str>, WireFormat)] = &[
     (
         "openai",
         "https://api.openai.com/v1",
-        "OPENAI_API_KEY",
+        Some("OPENAI_API_KEY"),
         WireFormat::Openai,
     ),
     (
         "anthropic",
         "https://api.anthropic.com/v1",
-        "ANTHROPIC_API_KEY",
+        Some("ANTHROPIC_API_KEY"),
         WireFormat::Anthropic,
     ),
     (
         // Gemini through Google's OpenAI-compatible endpoint.
         "google",
         "https://generativelanguage.googleapis.com/v1beta/openai",
-        "GEMINI_API_KEY",
+        Some("GEMINI_API_KEY"),
         WireFormat::Openai,
     ),
     (
         "deepseek",
         "https://api.deepseek.com/v1",
-        "DEEPSEEK_API_KEY",
+        Some("DEEPSEEK_API_KEY"),
         WireFormat::Openai,
     ),
     (
         "minimax",
         "https://api.minimax.io/v1",
-        "MINIMAX_API_KEY",
+        Some("MINIMAX_API_KEY"),
         WireFormat::Openai,
     ),
+    (
+        "groq",
+        "https://api.groq.com/openai/v1",
+        Some("GROQ_API_KEY"),
+        WireFormat::Openai,
+    ),
+    (
+        "mistral",
+        "https://api.mistral.ai/v1",
+        Some("MISTRAL_API_KEY"),
+        WireFormat::Openai,
+    ),
+    (
+        "together",
+        "https://api.together.xyz/v1",
+        Some("TOGETHER_API_KEY"),
+        WireFormat::Openai,
+    ),
+    (
+        "fireworks",
+        "https://api.fireworks.ai/inference/v1",
+        Some("FIREWORKS_API_KEY"),
+        WireFormat::Openai,
+    ),
+    (
+        // `openrouter/anthropic/claude-sonnet-4.5` goes upstream as
+        // `anthropic/claude-sonnet-4.5`, OpenRouter's own name.
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        Some("OPENROUTER_API_KEY"),
+        WireFormat::Openai,
+    ),
+    (
+        "ollama",
+        "http://127.0.0.1:11434/v1",
+        None,
+        WireFormat::Openai,
+    ),
+    ("vllm", "http://127.0.0.1:8000/v1", None, WireFormat::Openai),
 ];
 
 /// The seed's per-model limits: (prefix, requests/s, burst).
@@ -127,6 +168,8 @@ impl Default for Config {
             bulkheads: default_bulkheads(),
             retry: RetryConfig::default(),
             fallbacks: BTreeMap::new(),
+            pools: Vec::new(),
+            aliases: BTreeMap::new(),
             tokens: TokenConfig::default(),
             adaptive: AdaptiveSettings::default(),
             limits_api: LimitsApiConfig::default(),
@@ -157,11 +200,12 @@ fn default_providers() -> Vec<ProviderConfig> {
         .map(|&(name, base_url, key_env, format)| ProviderConfig {
             name: name.to_owned(),
             base_url: base_url.to_owned(),
-            api_key_env: Some(key_env.to_owned()),
+            api_key_env: key_env.map(str::to_owned),
             shared_auth: true,
             format,
             strip_prefix: true,
             prefixes: Vec::new(),
+            auth: super::ProviderAuth::Key,
         })
         .collect()
 }

@@ -45,6 +45,21 @@ impl Failure {
         }
     }
 
+    /// The same failure, counted as `attempts` in all (a pool's tries on
+    /// several deployments).
+    #[must_use]
+    pub(crate) fn after(self, attempts: u32) -> Self {
+        match self {
+            Failure::Limited(e) => Failure::Limited(e),
+            Failure::Throttled { retry_after, .. } => Failure::Throttled {
+                retry_after,
+                attempts,
+            },
+            Failure::Upstream { message, .. } => Failure::Upstream { message, attempts },
+            Failure::Timeout { .. } => Failure::Timeout { attempts },
+        }
+    }
+
     /// What went wrong in a word (an OpenTelemetry `error.type`).
     pub(crate) fn kind(&self) -> &'static str {
         match self {

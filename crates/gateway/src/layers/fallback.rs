@@ -53,6 +53,7 @@ where
             let attempt = Attempt {
                 call: c.clone(),
                 model: candidate.clone(),
+                deployment: None,
             };
             let served = call(
                 inner.clone(),

@@ -51,10 +51,11 @@ pub(crate) struct Call {
     pub json: Value,
     /// The client's headers.
     pub headers: HeaderMap,
-    /// The model asked for.
+    /// The model asked for, its alias resolved (`[aliases]`).
     pub model: String,
     /// Where the provider serving `model` is in `config.providers`: found
-    /// and checked once, when the call is read ([`Call::provider`]).
+    /// and checked once, when the call is read ([`Call::provider`]). For a
+    /// pool, its first deployment's that serves the route.
     pub provider: usize,
     /// Whether the client asked for a stream.
     pub stream: bool,
@@ -73,6 +74,9 @@ pub(crate) struct Attempt {
     pub call: Arc<Call>,
     /// The candidate.
     pub model: String,
+    /// For a pooled candidate, the deployment chosen for this try (its
+    /// index in the pool), set by `layers/pool.rs`.
+    pub deployment: Option<usize>,
 }
 
 impl Call {
@@ -182,9 +186,9 @@ impl Parse for Incoming {
                 param: None,
             });
         }
-        let model = match json.get("model") {
+        let asked = match json.get("model") {
             None | Some(Value::Null) => return Err(ApiError::bad_field("model", "is required")),
-            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            Some(Value::String(m)) if !m.trim().is_empty() => m.as_str(),
             Some(Value::String(_)) => {
                 return Err(ApiError::bad_field("model", "must not be empty"));
             }
@@ -192,7 +196,9 @@ impl Parse for Incoming {
         };
         // Bounded before anything (a lane, a resource, a trace, a ledger
         // record) is made of it.
-        crate::names::check("model", &model)?;
+        crate::names::check("model", asked)?;
+        let model = state.config.resolve_alias(asked).to_owned();
+        let alias = (model != asked).then(|| asked.to_owned());
         let index = provider_index(state, &model, self.endpoint)?;
         let prov = &state.config.providers[index];
         if !ctx.allows_model(&model) {
@@ -206,7 +212,11 @@ impl Parse for Incoming {
         // Traced from here on: a request refused for its body costs no
         // disk (`sluice_requests_total` counts it by status).
         let mut trace = super::observe::begin_trace(state, &ctx, route(self.endpoint), "POST");
-        trace.record_fields("auth", ctx.started, checked, Vec::new());
+        let named = match &alias {
+            Some(a) => vec![("alias", crate::trace::Field::Text(a.clone()))],
+            None => Vec::new(),
+        };
+        trace.record_fields("auth", ctx.started, checked, named);
         trace.model = Some(model.clone());
         notes.trace = Some(trace);
         if state.observers.ledger.as_ref().is_some() {
@@ -242,12 +252,16 @@ impl Parse for Incoming {
 }
 
 /// Where the provider serving `model` in `endpoint`'s format is in the
-/// configuration's providers.
+/// configuration's providers; for a pool's model, the first of its
+/// deployments' that serves `endpoint`.
 ///
 /// # Errors
 /// 400 naming `model` when no provider serves it, or one does in another
 /// wire format.
 fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<usize, ApiError> {
+    if let Some(pool) = state.config.pool_index(model) {
+        return pool_provider(state, pool, endpoint);
+    }
     let index = state.config.provider_index(model).ok_or_else(|| {
         let known: Vec<String> = state
             .config
@@ -282,4 +296,31 @@ fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<u
         ));
     }
     Ok(index)
+}
+
+/// The first of pool `pool`'s deployments' providers that serves
+/// `endpoint`.
+///
+/// # Errors
+/// 400 naming `model` when none does.
+fn pool_provider(state: &AppState, pool: usize, endpoint: Endpoint) -> Result<usize, ApiError> {
+    let p = &state.config.pools[pool];
+    let serving = state
+        .limits
+        .pools
+        .get(pool)
+        .into_iter()
+        .flat_map(|p| p.deployments.iter())
+        .map(|d| d.provider)
+        .find(|&i| providers::for_format(state.config.providers[i].format).serves(endpoint));
+    serving.ok_or_else(|| {
+        ApiError::bad_field(
+            "model",
+            format!(
+                "no deployment of the pool {:?} serves {}",
+                p.model,
+                route(endpoint)
+            ),
+        )
+    })
 }

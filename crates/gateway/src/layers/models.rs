@@ -13,6 +13,7 @@ use super::dedup::DedupLayer;
 use super::fallback::FallbackLayer;
 use super::model_call::Incoming;
 use super::observe::ObserveLayer;
+use super::pool::PoolLayer;
 use super::provider::ProviderLayer;
 use super::usage::UsageLayer;
 use super::wire::attempts;
@@ -28,6 +29,7 @@ pub(crate) fn stack() -> impl Next<Incoming, axum::response::Response> {
         .layer(AdmissionLayer::new())
         .layer(BudgetLayer::new())
         .layer(FallbackLayer::new())
+        .layer(PoolLayer::new())
         .layer(ProviderLayer::new())
         .layer(UsageLayer::new())
         .service(attempts())

@@ -279,8 +279,13 @@ pub(crate) fn attempt(notes: &mut Notes, up: &Upstream, a: &AttemptRecord) {
             ("resource", Field::Text(plan.name.clone())),
         ];
         trace.record_fields("limiter", a.limiter_start, a.sent, limiter);
-        let mut upstream = Vec::with_capacity(4);
+        let mut upstream = Vec::with_capacity(5);
         upstream.push(("attempt", attempt));
+        // A pooled call names the deployment each attempt went to (the
+        // fields are in the order of their names).
+        if let Some(d) = plan.requests.strip_prefix(crate::config::DEPLOYMENT_PREFIX) {
+            upstream.push(("deployment", Field::Text(d.to_owned())));
+        }
         upstream.push(("outcome", Field::Static(a.outcome)));
         if let Some(s) = a.status {
             upstream.push(("status", Field::Number(s.into())));

@@ -22,6 +22,7 @@ use crate::config::ProviderConfig;
 use crate::credentials;
 use crate::error::ApiError;
 use crate::limits::resources::{inflight_resource, session_resource, tokens_resource};
+use crate::pools::DeploymentState;
 use crate::providers::{self, Exchange, Outbound, Provider, RequestError};
 use crate::response::{Buffered, pass_headers};
 use crate::state::AppState;
@@ -81,10 +82,13 @@ where
             }
         };
         if let Some(o) = notes.trace.as_mut().and_then(|t| t.otel.as_mut()) {
-            let upstream = a
-                .call
-                .provider_for(&state, &a.model)
-                .map_or(a.model.as_str(), |p| upstream_model(p, &a.model));
+            let upstream = match target(&state, &a) {
+                Some(d) => d.upstream_model.as_str(),
+                None => a
+                    .call
+                    .provider_for(&state, &a.model)
+                    .map_or(a.model.as_str(), |p| upstream_model(p, &a.model)),
+            };
             o.model_began(&crate::otel::ModelCall {
                 endpoint: a.call.endpoint,
                 provider: &plan.label,
@@ -130,10 +134,27 @@ type Prepared = (
     Option<Route>,
 );
 
+/// The deployment `a` goes to, when its model is a pool's (chosen by
+/// `layers/pool.rs`).
+pub(super) fn target<'s>(state: &'s AppState, a: &Attempt) -> Option<&'s DeploymentState> {
+    let j = a.deployment?;
+    let pool = state.config.pool_index(&a.model)?;
+    state
+        .limits
+        .pools
+        .get(pool)
+        .and_then(|p| p.deployments.get(j))
+        .map(|d| &**d)
+}
+
 /// `a`'s call, ready to go.
 fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let (c, model) = (&*a.call, a.model.as_str());
-    let index = c.provider_index_for(state, model)?;
+    let target = target(state, a);
+    let index = match target {
+        Some(d) => d.provider,
+        None => c.provider_index_for(state, model)?,
+    };
     let prov = &state.config.providers[index];
     let adapter = providers::for_format(prov.format);
     let cfg = &state.config;
@@ -143,16 +164,32 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         cfg.tokens.chars_per_token,
         cfg.tokens.default_max_tokens,
     );
-    let mut needs = vec![(model.to_owned(), 1)];
-    let limits = state.config.model_limits(model);
-    let tokens = limits
-        .and_then(|l| l.tokens_per_minute)
-        .map(|_| tokens_resource(model));
+    // A deployment is limited on its own resources; a model on its name.
+    let (requests, tokens, in_flight) = match target {
+        Some(d) => (
+            d.resource.clone(),
+            d.tokens_limited.then(|| tokens_resource(&d.resource)),
+            d.in_flight_limited.then(|| inflight_resource(&d.resource)),
+        ),
+        None => {
+            let limits = state.config.model_limits(model);
+            (
+                model.to_owned(),
+                limits
+                    .and_then(|l| l.tokens_per_minute)
+                    .map(|_| tokens_resource(model)),
+                limits
+                    .and_then(|l| l.max_in_flight)
+                    .map(|_| inflight_resource(model)),
+            )
+        }
+    };
+    let mut needs = vec![(requests.clone(), 1)];
     if let Some(t) = &tokens {
         needs.push((t.clone(), est.total));
     }
-    if limits.and_then(|l| l.max_in_flight).is_some() {
-        needs.push((inflight_resource(model), 1));
+    if let Some(f) = in_flight {
+        needs.push((f, 1));
     }
     if let Some(thread) = &c.ctx.thread {
         needs.push((session_resource(&c.ctx.workspace, thread), 1));
@@ -168,11 +205,14 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     let settle = tokens.iter().cloned().chain(caller.tokens).collect();
     let plan = Plan {
         needs,
-        requests: model.to_owned(),
+        requests,
         tokens,
         settle,
         pool: "model",
         retryable: true,
+        // A pooled call's failure goes up at once: the pool sends it to
+        // another deployment first.
+        once: target.is_some(),
         label: prov.name.clone(),
         name: model.to_owned(),
         provider: Some(adapter),
@@ -185,10 +225,15 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         "provider",
         &prov.name,
     )?;
+    // Never sent without the key it takes: the caller would get the
+    // provider's 401 as if its own key were wrong.
+    if key.is_none() && prov.auth == crate::config::ProviderAuth::Key {
+        return Err(credentials::not_configured(prov).into());
+    }
     let call = providers::Call {
         endpoint: c.endpoint,
         body: &c.json,
-        model: upstream_model(prov, model),
+        model: target.map_or_else(|| upstream_model(prov, model), |d| &d.upstream_model),
         stream: c.stream,
         headers: &c.headers,
         key: key.as_deref(),
@@ -232,6 +277,9 @@ pub(super) fn ceiling(state: &AppState, a: &Attempt) -> sluice_usage::UsageCeili
 
 /// The name of the provider `a`'s model goes to.
 fn provider_name<'s>(state: &'s AppState, a: &Attempt) -> &'s str {
+    if let Some(d) = target(state, a) {
+        return &d.provider_name;
+    }
     a.call
         .provider_for(state, &a.model)
         .map_or("", |p| p.name.as_str())

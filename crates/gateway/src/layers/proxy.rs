@@ -206,6 +206,7 @@ impl Parse for Incoming {
             settle: Vec::new(),
             pool: "api",
             retryable: idempotent,
+            once: false,
             label: api.to_owned(),
             name: api.to_owned(),
             provider: None,

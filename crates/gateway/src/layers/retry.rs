@@ -53,7 +53,7 @@ where
         } = req;
         let cfg = &state.config.retry;
         let plan = &up.plan;
-        let max_attempts = if plan.retryable {
+        let max_attempts = if plan.retryable && !plan.once {
             cfg.max_attempts.max(1)
         } else {
             1

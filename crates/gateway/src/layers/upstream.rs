@@ -34,6 +34,10 @@ pub(crate) struct Plan {
     pub pool: &'static str,
     /// Whether the call may be sent again (non-idempotent calls are not).
     pub retryable: bool,
+    /// Whether a transient failure (429, 5xx, timeout, transport) goes up
+    /// after one attempt, for the layer above to send the call elsewhere
+    /// (a pool's other deployments) instead of here again.
+    pub once: bool,
     /// The provider or API, for metrics.
     pub label: String,
     /// The model or API asked for, as traces name it.

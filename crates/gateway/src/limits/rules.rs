@@ -34,6 +34,20 @@ pub(crate) fn rules(config: &Config) -> Rules {
             rules = rules.prefix(inflight_resource(&m.prefix), Limit::in_flight(n.max(1)));
         }
     }
+    // Each deployment of a pool is a resource of its own, exact: its
+    // name holds the provider, so no model prefix reaches it.
+    for p in &config.pools {
+        for d in &p.deployments {
+            let name = d.resource(&p.model);
+            rules = rules.exact(name.clone(), rate_limit(d.requests_per_second, d.burst));
+            if let Some(tpm) = d.tokens_per_minute {
+                rules = rules.exact(tokens_resource(&name), Limit::per_minute(tpm.max(1)));
+            }
+            if let Some(n) = d.max_in_flight {
+                rules = rules.exact(inflight_resource(&name), Limit::in_flight(n.max(1)));
+            }
+        }
+    }
     for a in &config.apis {
         let name = sluice_limit::api_resource(&a.name);
         rules = rules.exact(name.clone(), rate_limit(a.requests_per_second, a.burst));

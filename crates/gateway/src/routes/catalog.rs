@@ -61,6 +61,24 @@ pub(crate) fn catalog(config: &Config) -> Value {
             ids.insert(model.to_owned(), p);
         }
     }
+    // A pool and an alias are models of their own, listed once each (a
+    // pool as owned by its first deployment's provider).
+    let pools = config.pools.iter().map(|p| p.model.as_str());
+    let aliases = config.aliases.keys().map(String::as_str);
+    for model in pools.chain(aliases) {
+        let target = config.resolve_alias(model);
+        let provider = match config.pool_index(target) {
+            Some(i) => config.pools[i]
+                .deployments
+                .first()
+                .and_then(|d| config.provider_named(&d.provider))
+                .map(|i| &config.providers[i]),
+            None => config.provider_for(target),
+        };
+        if let Some(p) = provider {
+            ids.insert(model.to_owned(), p);
+        }
+    }
     let data: Vec<Value> = ids
         .into_iter()
         .map(|(id, p)| {

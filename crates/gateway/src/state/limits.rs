@@ -32,6 +32,8 @@ pub(crate) struct Limits {
     pub(crate) reports: Reports,
     /// Which API a tool call's name belongs to.
     pub(crate) tools: ToolClassifier,
+    /// The capacity pools: each deployment's circuit and calls in flight.
+    pub(crate) pools: crate::pools::Pools,
 }
 
 impl Limits {
@@ -71,6 +73,7 @@ impl Limits {
             ),
             reports: Reports::default(),
             tools,
+            pools: crate::pools::Pools::new(config),
         });
         // Grants held for the limiter API are released once their TTL
         // passes, whether or not anyone asks for another; the task ends

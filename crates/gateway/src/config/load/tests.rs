@@ -10,6 +10,7 @@ mod cache;
 mod credentials;
 mod ledger;
 mod otel;
+mod pools;
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -53,7 +54,20 @@ fn defaults_load_with_no_file_and_an_empty_env() {
     assert_eq!(c.max_body_bytes, 8 * 1024 * 1024);
     assert_eq!(
         names(&c.providers, |p| &p.name),
-        ["openai", "anthropic", "google", "deepseek", "minimax"]
+        [
+            "openai",
+            "anthropic",
+            "google",
+            "deepseek",
+            "minimax",
+            "groq",
+            "mistral",
+            "together",
+            "fireworks",
+            "openrouter",
+            "ollama",
+            "vllm"
+        ]
     );
     assert_eq!(c.providers[1].format, WireFormat::Anthropic);
     assert_eq!(
@@ -181,7 +195,7 @@ fn providers_merge_by_name() {
     let c = file(
         r#"
         [[providers]]
-        name = "openrouter"
+        name = "router"
         base_url = "https://openrouter.ai/api/v1"
         strip_prefix = false
         prefixes = ["mistralai/"]
@@ -200,14 +214,21 @@ fn providers_merge_by_name() {
             "google",
             "deepseek",
             "minimax",
-            "openrouter"
+            "groq",
+            "mistral",
+            "together",
+            "fireworks",
+            "openrouter",
+            "ollama",
+            "vllm",
+            "router"
         ]
     );
     assert_eq!(c.providers[1].base_url, "http://127.0.0.1:1/v1");
     assert_eq!(c.providers[0], Config::default().providers[0]);
     assert_eq!(
         c.provider_for("mistralai/large").map(|p| p.name.as_str()),
-        Some("openrouter")
+        Some("router")
     );
     // A provider's own name matches only up to its slash.
     assert_eq!(
@@ -899,6 +920,22 @@ fn rich_config() -> Config {
         dir = "/tmp/traces"
         [queue]
         starvation_guard = 3
+        [[pools]]
+        model = "team/fast"
+        strategy = "ordered"
+        [[pools.deployments]]
+        provider = "openai"
+        model = "gpt-4o-mini"
+        requests_per_second = 2.5
+        burst = 5
+        [[pools.deployments]]
+        provider = "groq"
+        model = "llama-3.1-8b-instant"
+        requests_per_second = 30
+        burst = 30
+        weight = 2
+        [aliases]
+        fast = "team/fast"
         "#,
     )
 }
@@ -975,7 +1012,10 @@ fn the_example_files_commented_options_load() {
         "ACME_OPENAI_KEY"
     );
     assert!(!c.apis.last().unwrap().shared_auth);
-    assert_eq!(c.providers.len(), d.providers.len() + 1);
+    // The OpenRouter-style passthrough, and a pool's Azure deployment.
+    assert_eq!(c.providers.len(), d.providers.len() + 2);
+    assert_eq!(c.pools.len(), 1);
+    assert_eq!(c.resolve_alias("fast"), "openai/gpt-4o-mini");
     assert_eq!(c.models.len(), d.models.len() + 1);
     assert_eq!(c.apis.len(), d.apis.len() + 1);
     assert_eq!(c.fallbacks.len(), 1);

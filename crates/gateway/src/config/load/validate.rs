@@ -9,6 +9,7 @@ mod ledger;
 mod lists;
 mod mcp;
 mod otel;
+mod pools;
 
 use std::collections::HashMap;
 
@@ -32,6 +33,8 @@ pub(super) fn validate(config: &Config, origins: &Origins) -> Result<(), ConfigE
     apis(&c, config)?;
     tenants(&c, config)?;
     fallbacks(&c, config)?;
+    pools::pools(&c, config)?;
+    pools::aliases(&c, config)?;
     redis(&c, config)?;
     jobs::jobs(&c, config)?;
     keys::keys(&c, config)?;

@@ -9,6 +9,7 @@ fn attempt(state: &AppState, model: &str, headers: &[(&'static str, &'static str
     let call = model_call(state, model, false, headers).call;
     Attempt {
         model: call.model.clone(),
+        deployment: None,
         call: Arc::from(call),
     }
 }
