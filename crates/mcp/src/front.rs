@@ -103,17 +103,13 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
         let upstream = Arc::clone(&self.hub.servers()[entry.server]);
         let mut params = request;
         params.name = entry.tool.name.clone();
-        // The client's progress token, replaced by one of ours upstream
-        // for as long as the call runs.
+        // The client's progress token: progress the server reports comes
+        // back under it (the SDK sends a token of its own upstream).
         let token = context
             .meta
             .get_progress_token()
             .or_else(|| params.meta.as_ref().and_then(|m| m.get_progress_token()));
-        let _route = token.and_then(|token| {
-            let (ours, route) = upstream.relay().route(context.peer.clone(), token)?;
-            params.meta.get_or_insert_default().set_progress_token(ours);
-            Some(route)
-        });
+        let progress = token.map(|t| (context.peer.clone(), t));
         let annotations = entry.tool.annotations.as_ref();
         let call = ToolCall {
             server: Arc::clone(&entry.server_name),
@@ -123,7 +119,7 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
                 .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)),
         };
         drop(catalog);
-        let attempt = Attempt::new(upstream, params);
+        let attempt = Attempt::new(upstream, params, progress);
         // A cancelled call is dropped, and with it the upstream request.
         tokio::select! {
             result = self.gate.call(caller, call, attempt) => result.map(CallToolResponse::Complete),

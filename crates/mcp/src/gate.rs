@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use http::request::Parts;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressToken};
+use rmcp::service::{Peer, RoleServer};
 
 use crate::error::UpstreamError;
 use crate::upstream::Upstream;
@@ -33,11 +34,20 @@ pub struct ToolCall {
 pub struct Attempt {
     upstream: Arc<Upstream>,
     params: CallToolRequestParams,
+    progress: Option<(Peer<RoleServer>, ProgressToken)>,
 }
 
 impl Attempt {
-    pub(crate) fn new(upstream: Arc<Upstream>, params: CallToolRequestParams) -> Self {
-        Attempt { upstream, params }
+    pub(crate) fn new(
+        upstream: Arc<Upstream>,
+        params: CallToolRequestParams,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Self {
+        Attempt {
+            upstream,
+            params,
+            progress,
+        }
     }
 
     /// Sends the call, waiting at most `timeout` for its result.
@@ -46,7 +56,9 @@ impl Attempt {
     /// See [`UpstreamError`]. A result the tool marks as an error is a
     /// result, not an error here ([`crate::rate_limit_of`] reads it).
     pub async fn send(&self, timeout: Duration) -> Result<CallToolResult, UpstreamError> {
-        self.upstream.call(self.params.clone(), timeout).await
+        self.upstream
+            .call(self.params.clone(), timeout, self.progress.clone())
+            .await
     }
 }
 

@@ -2,13 +2,14 @@
 //! notifications passed back to the client whose call they belong to, and
 //! a changed tool list noted so that the next listing asks again.
 //!
-//! Clients pick their progress tokens, and two clients may pick the same
-//! one; upstream, every call's token is one of the gateway's own
-//! (`sluice-{n}`), mapped back to the client's peer and token while the
-//! call runs ([`ProgressRoute`] removes it when dropped).
+//! The SDK gives every upstream request a progress token of its own (a
+//! number unique on that connection); while a call runs, that token maps
+//! back to the client's peer and the client's token ([`ProgressRoute`]
+//! removes it when dropped), so two clients that picked the same token
+//! never see each other's progress.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ClientHandler;
@@ -32,15 +33,14 @@ pub(crate) struct Relay {
 struct Inner {
     /// The upstream's tool list changed since it was last read.
     stale: AtomicBool,
-    next: AtomicU64,
-    routes: Mutex<HashMap<String, (Peer<RoleServer>, ProgressToken)>>,
+    routes: Mutex<HashMap<NumberOrString, (Peer<RoleServer>, ProgressToken)>>,
 }
 
 /// A call's progress route, removed when the call ends.
 #[derive(Debug)]
 pub(crate) struct ProgressRoute {
     inner: Arc<Inner>,
-    key: String,
+    key: NumberOrString,
 }
 
 impl Drop for ProgressRoute {
@@ -62,28 +62,24 @@ impl Relay {
         self.inner.stale.store(false, Ordering::Release);
     }
 
-    /// The token to send upstream for a call whose client asked for
-    /// progress with `token` on `peer`, and its route; `None` when too
-    /// many calls are routed already.
+    /// Routes progress reported under `upstream` (the token the SDK sent
+    /// with a call) to `peer` as `token`, until the route is dropped;
+    /// `None` when too many calls are routed already.
     pub(crate) fn route(
         &self,
+        upstream: &ProgressToken,
         peer: Peer<RoleServer>,
         token: ProgressToken,
-    ) -> Option<(ProgressToken, ProgressRoute)> {
-        let n = self.inner.next.fetch_add(1, Ordering::Relaxed);
-        let key = format!("sluice-{n}");
+    ) -> Option<ProgressRoute> {
         let mut routes = self.inner.routes.lock().ok()?;
         if routes.len() >= MAX_ROUTES {
             return None;
         }
-        routes.insert(key.clone(), (peer, token));
-        drop(routes);
-        let upstream = ProgressToken(NumberOrString::String(key.clone().into()));
-        let route = ProgressRoute {
+        routes.insert(upstream.0.clone(), (peer, token));
+        Some(ProgressRoute {
             inner: Arc::clone(&self.inner),
-            key,
-        };
-        Some((upstream, route))
+            key: upstream.0.clone(),
+        })
     }
 }
 
@@ -100,15 +96,8 @@ impl ClientHandler for Relay {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let NumberOrString::String(key) = &params.progress_token.0 else {
-            return;
-        };
-        let found = self
-            .inner
-            .routes
-            .lock()
-            .ok()
-            .and_then(|r| r.get(key.as_ref()).cloned());
+        let found =
+            (self.inner.routes.lock().ok()).and_then(|r| r.get(&params.progress_token.0).cloned());
         if let Some((peer, token)) = found {
             let mut forwarded = params;
             forwarded.progress_token = token;

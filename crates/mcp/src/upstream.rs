@@ -8,8 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ProgressToken, RequestId, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::sync::Mutex;
@@ -61,10 +64,6 @@ impl Upstream {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.spec.name
-    }
-
-    pub(crate) fn relay(&self) -> &Relay {
-        &self.relay
     }
 
     /// Its peer, connecting first when there is no open connection.
@@ -180,7 +179,9 @@ impl Upstream {
         Ok(tools)
     }
 
-    /// One `tools/call`, bounded by `timeout`.
+    /// One `tools/call`, bounded by `timeout`; progress the server reports
+    /// goes to `progress` (the client's peer and token) while it runs. A
+    /// call dropped or timed out is cancelled upstream.
     ///
     /// # Errors
     /// See [`UpstreamError`].
@@ -188,11 +189,37 @@ impl Upstream {
         &self,
         params: CallToolRequestParams,
         timeout: Duration,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<CallToolResult, UpstreamError> {
         let peer = self.peer().await?;
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Ok(r) => r.map_err(UpstreamError::from_service),
-            Err(_) => Err(UpstreamError::Timeout),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(UpstreamError::from_service)?;
+        let _route =
+            progress.and_then(|(to, token)| self.relay.route(&handle.progress_token, to, token));
+        let mut cancel = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let answer = tokio::time::timeout(timeout, handle.await_response())
+            .await
+            .map_err(|_| UpstreamError::Timeout)?;
+        cancel.id = None;
+        match answer.map_err(UpstreamError::from_service)? {
+            ServerResult::CallToolResult(r) => Ok(r),
+            other => Err(UpstreamError::Transport(format!(
+                "the MCP server answered tools/call with {}",
+                serde_json::to_value(&other)
+                    .ok()
+                    .and_then(|v| v.as_object().map(|o| o
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(",")))
+                    .unwrap_or_default()
+            ))),
         }
     }
 
@@ -201,5 +228,26 @@ impl Upstream {
         if let Some(conn) = self.conn.lock().await.take() {
             let _ = conn.service.cancel().await;
         }
+    }
+}
+
+/// Cancels an upstream request that is given up before its answer (the
+/// client cancelled, the call timed out).
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let param = CancelledNotificationParam::new(
+            Some(id),
+            Some("cancelled by the gateway's client".into()),
+        );
+        tokio::spawn(async move {
+            let _ = peer.notify_cancelled(param).await;
+        });
     }
 }

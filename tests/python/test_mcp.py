@@ -1,0 +1,160 @@
+"""`/mcp` with the official MCP Python SDK as the client (Streamable HTTP):
+`sluice serve` in front of `sluice sim`'s MCP server and a stdio server it
+spawns (mcp_stdio_server.py). Tools of both are listed (a shared name as
+`{server}.{tool}`), a Gmail tool's calls are counted by the sim under
+gmail, progress comes back through the gateway, and a tenant's allow-list
+hides tools and refuses them by name."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import BIN, free_port, wait_http
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def mcp_gateway():
+    sim_port, gw_port = free_port(), free_port()
+    tmp = tempfile.mkdtemp(prefix="sluice-py-mcp-")
+    config = os.path.join(tmp, "sluice.toml")
+    with open(config, "w") as f:
+        f.write(
+            f"""
+data_dir = "{tmp}/data"
+
+[[tenants]]
+name = "acme"
+api_key = "py-key-acme"
+
+[[tenants]]
+name = "globex"
+api_key = "py-key-globex"
+mcp = ["sim.SLACK_*"]
+
+[[mcp_servers]]
+name = "sim"
+url = "http://127.0.0.1:{sim_port}/mcp"
+headers = {{ Authorization = "Bearer ${{PY_SIM_TOKEN}}" }}
+
+[[mcp_servers]]
+name = "local"
+command = [{json.dumps(sys.executable)}, {json.dumps(os.path.join(HERE, "mcp_stdio_server.py"))}]
+"""
+        )
+    env = dict(os.environ, PY_SIM_TOKEN="sim-secret")
+    procs = [
+        subprocess.Popen([BIN, "sim", "--listen", f"127.0.0.1:{sim_port}"]),
+        subprocess.Popen(
+            [BIN, "serve", "--config", config, "--listen", f"127.0.0.1:{gw_port}"],
+            env=env,
+        ),
+    ]
+    try:
+        wait_http(f"http://127.0.0.1:{sim_port}/_sim/stats")
+        wait_http(f"http://127.0.0.1:{gw_port}/healthz")
+        yield {"url": f"http://127.0.0.1:{gw_port}", "sim": f"http://127.0.0.1:{sim_port}"}
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+async def session_run(url, key, body):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with http:
+        async with streamable_http_client(f"{url}/mcp", http_client=http) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+def run(url, key, body):
+    return asyncio.run(session_run(url, key, body))
+
+
+def sim_stats(sim):
+    with urllib.request.urlopen(f"{sim}/_sim/stats") as r:
+        return json.load(r)
+
+
+def test_tools_of_both_servers_are_listed_and_called(mcp_gateway):
+    email = {"recipient_email": "a@example.com", "subject": "hi", "body": "hello"}
+
+    async def body(s):
+        names = [t.name for t in (await s.list_tools()).tools]
+        sent = await s.call_tool("GMAIL_SEND_EMAIL", email)
+        local = await s.call_tool(
+            "local.GITHUB_CREATE_ISSUE", {"owner": "o", "repo": "r", "title": "t"}
+        )
+        echoed = await s.call_tool("echo", {"text": "through sluice"})
+        return names, sent, local, echoed
+
+    names, sent, local, echoed = run(mcp_gateway["url"], "py-key-acme", body)
+    assert "GMAIL_SEND_EMAIL" in names and "count_to" in names, names
+    # Both servers have GITHUB_CREATE_ISSUE: each is named for its server.
+    assert "sim.GITHUB_CREATE_ISSUE" in names and "local.GITHUB_CREATE_ISSUE" in names
+    assert "GITHUB_CREATE_ISSUE" not in names
+    assert not sent.is_error
+    assert sent.structured_content["api"] == "gmail"
+    # The header's ${PY_SIM_TOKEN} reached the sim's server.
+    assert sent.structured_content["authorization"] == "Bearer sim-secret"
+    assert "local issue o/r: t" in local.content[0].text
+    assert echoed.content[0].text == "through sluice"
+    assert sim_stats(mcp_gateway["sim"])["apis"]["gmail"]["ok"] >= 1
+
+
+def test_progress_comes_back_through_the_gateway(mcp_gateway):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    async def body(s):
+        return await s.call_tool("count_to", {"n": 3}, progress_callback=on_progress)
+
+    result = run(mcp_gateway["url"], "py-key-acme", body)
+    assert result.content[0].text == "counted to 3"
+    assert [p for p, _, _ in seen] == [1, 2, 3], seen
+    assert seen[-1][2] == "step 3"
+
+
+def test_an_allow_list_hides_tools_and_names_itself(mcp_gateway):
+    async def body(s):
+        names = [t.name for t in (await s.list_tools()).tools]
+        try:
+            await s.call_tool("GMAIL_SEND_EMAIL", {"recipient_email": "a", "subject": "b", "body": "c"})
+        except Exception as e:  # the SDK raises the JSON-RPC error
+            return names, str(e)
+        return names, None
+
+    names, error = run(mcp_gateway["url"], "py-key-globex", body)
+    assert names and all(n.startswith("SLACK_") for n in names), names
+    assert error is not None and "allow-list" in error and "globex" in error, error
+
+
+def test_a_wrong_key_is_refused_before_any_message(mcp_gateway):
+    req = urllib.request.Request(
+        f"{mcp_gateway['url']}/mcp",
+        data=b"{}",
+        headers={"Authorization": "Bearer nope", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 401
