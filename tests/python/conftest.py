@@ -19,6 +19,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PROVIDER_KEYS = {
+    "OPENAI_API_KEY": "sk-test-openai",
+    "ANTHROPIC_API_KEY": "sk-ant-test",
+    "GEMINI_API_KEY": "test-gemini-key",
+}
+
+
 def wait_http(url: str, timeout: float = 30.0) -> None:
     end = time.time() + timeout
     while True:
@@ -60,7 +67,9 @@ format = "gemini"
     procs = [
         subprocess.Popen([BIN, "sim", "--listen", f"127.0.0.1:{sim_port}"]),
         subprocess.Popen(
-            [BIN, "serve", "--config", config, "--listen", f"127.0.0.1:{gw_port}"]
+            [BIN, "serve", "--config", config, "--listen", f"127.0.0.1:{gw_port}"],
+            # The sim wants a key, each provider's way, as they do.
+            env={**os.environ, **PROVIDER_KEYS},
         ),
     ]
     try:

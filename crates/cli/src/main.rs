@@ -11,6 +11,7 @@ mod demo;
 mod jobs;
 mod live;
 mod prices;
+mod requests;
 mod stack;
 mod summary;
 mod table;
@@ -93,6 +94,10 @@ object a line). At info every request has one access line (target sluice::access
     /// Calls, tokens and spend from the usage ledger, by tenant, key,
     /// model and feature (a table, --json or --csv).
     Usage(usage::UsageArgs),
+    /// The request log of a running gateway: each call with its tenant,
+    /// key, model, status, tokens, cost and times, newest first (refused
+    /// and failed ones included; `--errors` for those only).
+    Requests(requests::RequestsArgs),
     /// Who changed what: the audit trail of administrative acts (admin token).
     Audit(audit::AuditArgs),
     /// The live dashboard in the terminal (`/ui` in a browser), from a
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
             | Command::Tenants(_)
             | Command::Tiers(_)
             | Command::Usage(_)
+            | Command::Requests(_)
             | Command::Audit(_)
             | Command::Top(_)
             | Command::Health { .. }
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
         Command::Tenants(args) => runtime().block_on(admin::tenants(args)),
         Command::Tiers(args) => runtime().block_on(admin::tiers(args)),
         Command::Usage(args) => runtime().block_on(usage::run(args)),
+        Command::Requests(args) => runtime().block_on(requests::run(args)),
         Command::Audit(args) => runtime().block_on(audit::run(args)),
         Command::Prices(args) => runtime().block_on(prices::run(args)),
         Command::Health { url, timeout_ms } => runtime().block_on(health(&url, timeout_ms)),

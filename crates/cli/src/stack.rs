@@ -226,10 +226,14 @@ fn exact(rate_and_burst: Option<(f64, u32)>) -> (f64, u64) {
     }
 }
 
+/// The variable the providers pointed at the sim take their key from;
+/// its value is set in the config's secrets, not the environment.
+pub const SIM_KEY_VAR: &str = "SLUICE_SIM_KEY";
+
 /// The embedded defaults pointed at the sim at `sim_url`: each provider
 /// the sim serves at `{sim}/{provider}/v1`, each API at `{sim}/{api}`,
-/// with the gateway's limits equal to the sim's (see [`exact`]), no API
-/// keys sent, and data (traces) under `data_dir`.
+/// with the gateway's limits equal to the sim's (see [`exact`]), a key
+/// for the sim ([`SIM_KEY_VAR`]), and data (traces) under `data_dir`.
 pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Config {
     let mut config = Config {
         data_dir,
@@ -239,10 +243,12 @@ pub fn gateway_config(sim_url: &str, sim: &SimConfig, data_dir: PathBuf) -> Conf
     // The demo and the benches send no jobs: no job store, no workers
     // polling it, no `jobs:` resources in the live view.
     config.jobs.enabled = false;
+    config.secrets.insert(SIM_KEY_VAR, "sk-sim-local");
     for p in &mut config.providers {
         if let Some(limits) = sim.providers.get(&p.name).map(|s| s.limits) {
             p.base_url = format!("{sim_url}/{}/v1", p.name);
-            p.api_key_env = None;
+            // The sim wants a key as the providers do; any will do.
+            p.api_key_env = Some(SIM_KEY_VAR.to_owned());
             let prefix = format!("{}/", p.name);
             let (rate, burst) = exact(limits.rate_and_burst());
             config.models.retain(|m| m.prefix != prefix);
@@ -277,7 +283,8 @@ mod tests {
         let c = gateway_config("http://127.0.0.1:9", &sim, PathBuf::from("/tmp/x"));
         let openai = c.providers.iter().find(|p| p.name == "openai").unwrap();
         assert_eq!(openai.base_url, "http://127.0.0.1:9/openai/v1");
-        assert_eq!(openai.api_key_env, None);
+        assert_eq!(openai.api_key_env.as_deref(), Some(SIM_KEY_VAR));
+        assert!(c.secrets.get(SIM_KEY_VAR).is_some());
         let limit = |prefix: &str| {
             let m = c.models.iter().find(|m| m.prefix == prefix).unwrap();
             (m.requests_per_second, m.burst)

@@ -57,26 +57,31 @@ pub struct UsageArgs {
     csv: bool,
 }
 
-/// Who asks: the admin (every tenant's usage, or `--tenant`'s) or a
-/// tenant (its own).
+/// Who asks: the admin (every tenant's, or `--tenant`'s) or a tenant
+/// (its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Asker {
+pub(crate) enum Asker {
     Admin,
     Tenant,
 }
 
-/// `--all` and `--tenant` ask as the admin; otherwise a tenant's key wins
-/// over an admin token (set in the environment, say), so `--api-key K`
-/// shows K's tenant, never everyone.
-fn asker(args: &UsageArgs) -> Result<Asker, String> {
-    let admin = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
-    let tenant = args.api_key.as_deref().is_some_and(|k| !k.is_empty());
-    match (args.all || args.tenant.is_some(), admin, tenant) {
+/// `--all` and `--tenant` (`everyone`) ask as the admin; otherwise a
+/// tenant's key wins over an admin token (set in the environment, say),
+/// so `--api-key K` shows K's tenant, never everyone. `what`: what a
+/// tenant sees of its own, for the message.
+pub(crate) fn asker(
+    everyone: bool,
+    admin_token: Option<&str>,
+    api_key: Option<&str>,
+    what: &str,
+) -> Result<Asker, String> {
+    let admin = admin_token.is_some_and(|t| !t.is_empty());
+    let tenant = api_key.is_some_and(|k| !k.is_empty());
+    match (everyone, admin, tenant) {
         (true, true, _) => Ok(Asker::Admin),
-        (true, false, _) => Err(
-            "--all and --tenant need --admin-token (SLUICE_ADMIN_TOKEN): a tenant sees its own usage"
-                .into(),
-        ),
+        (true, false, _) => Err(format!(
+            "--all and --tenant need --admin-token (SLUICE_ADMIN_TOKEN): a tenant sees its own {what}"
+        )),
         (false, _, true) => Ok(Asker::Tenant),
         (false, true, false) => Ok(Asker::Admin),
         (false, false, false) => Ok(Asker::Tenant),
@@ -85,7 +90,9 @@ fn asker(args: &UsageArgs) -> Result<Asker, String> {
 
 /// Runs `sluice usage`.
 pub async fn run(args: UsageArgs) -> ExitCode {
-    let asker = match asker(&args) {
+    let everyone = args.all || args.tenant.is_some();
+    let (admin, key) = (args.admin_token.as_deref(), args.api_key.as_deref());
+    let asker = match asker(everyone, admin, key, "usage") {
         Ok(a) => a,
         Err(m) => {
             eprintln!("sluice usage: {m}");
@@ -333,6 +340,15 @@ mod tests {
             let mut argv = vec!["usage"];
             argv.extend_from_slice(extra);
             Cli::try_parse_from(argv).expect("parses").usage
+        };
+        let asker = |a: &UsageArgs| {
+            let everyone = a.all || a.tenant.is_some();
+            asker(
+                everyone,
+                a.admin_token.as_deref(),
+                a.api_key.as_deref(),
+                "usage",
+            )
         };
         let both = ["--admin-token", "adm", "--api-key", "k"];
         assert_eq!(asker(&args(&both)), Ok(Asker::Tenant));

@@ -136,3 +136,63 @@ fn check_config_names_the_variables_and_never_shows_a_value() {
         "{error}"
     );
 }
+
+/// The sim as `openai` and `anthropic`, with no tenants.
+fn providers_config(sim: &str, data: &std::path::Path) -> String {
+    format!(
+        "data_dir = {:?}\n[trace]\nenabled = false\n[jobs]\nenabled = false\n{}",
+        data.display().to_string(),
+        common::sim_providers(sim, &["openai", "anthropic"])
+    )
+}
+
+/// A provider whose key variable is unset is named at start-up with its
+/// variable, listed as not configured by `/readyz`, and a call to it is
+/// answered 503 `provider_not_configured` naming the variable, without
+/// reaching the provider (which would answer the caller a 401 as if its
+/// own key were wrong); the others still serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_without_its_key_is_named_and_never_called_without_it() {
+    let stack = Stack::start(
+        "cli-credentials-missing",
+        &[("OPENAI_API_KEY", "")],
+        providers_config,
+    );
+    let warned = stack.gateway.log().join("\n");
+    assert!(
+        warned.contains("providers without an API key") && warned.contains("OPENAI_API_KEY"),
+        "{warned}"
+    );
+    assert!(!warned.contains("ANTHROPIC_API_KEY is not set"), "{warned}");
+    let http = common::client();
+    let ready = common::readyz(&http, &stack.gateway.url).await;
+    assert_eq!(ready["providers"]["openai"], "not_configured", "{ready}");
+    assert_eq!(ready["providers"]["anthropic"], "ready", "{ready}");
+    assert_eq!(
+        ready["ready"], true,
+        "a missing key is not a reason to be pulled"
+    );
+
+    let chat = format!("{}/v1/chat/completions", stack.gateway.url);
+    let res = http
+        .post(&chat)
+        .json(&common::chat("openai/gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "provider_not_configured", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+    let stats = common::sim_stats(&http, &stack.sim.url).await;
+    assert!(
+        stats["models"].get("gpt-4o-mini").is_none(),
+        "the call reached the provider: {stats}"
+    );
+
+    let mut claude = common::chat("anthropic/claude-3-5-haiku", false);
+    claude["max_tokens"] = serde_json::json!(16);
+    let res = http.post(&chat).json(&claude).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200, "{}", res.text().await.unwrap());
+}

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 fn sluice(args: &[&str]) -> Proc {
     let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
     c.args(args).env("SLUICE_LOG", "warn");
+    common::procs::with_provider_keys(&mut c);
     Proc::spawn(c)
 }
 

@@ -21,6 +21,7 @@ fn every_gateway_command_names_its_environment_variables() {
     let commands: &[(&[&str], bool)] = &[
         (&["jobs"], true),
         (&["usage"], true),
+        (&["requests"], true),
         (&["keys"], false),
         (&["tenants"], false),
         (&["tiers"], false),

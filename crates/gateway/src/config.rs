@@ -227,6 +227,24 @@ pub struct ProviderConfig {
     /// More model prefixes routed to this provider (besides `{name}/`).
     #[serde(default)]
     pub prefixes: Vec<String>,
+    /// Whether it takes a key (`key`, the default) or none (`none`: a
+    /// local vLLM or Ollama). A provider that takes a key and has none
+    /// (its `api_key_env` unset) is named in a warning at start-up, and a
+    /// call to it is refused with 503 `provider_not_configured` instead of
+    /// being sent without one.
+    #[serde(default)]
+    pub auth: ProviderAuth,
+}
+
+/// How a provider is authenticated (see [`ProviderConfig::auth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderAuth {
+    /// An API key: the one `api_key_env` names, or a tenant's own.
+    #[default]
+    Key,
+    /// No key is sent.
+    None,
 }
 
 /// Limits of the models under a prefix.

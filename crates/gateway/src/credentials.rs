@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use foldhash::fast::RandomState;
 use sluice_jobs_http::{Credentials, Secret};
 
-use crate::config::{Config, TenantConfig};
+use crate::config::{Config, ProviderAuth, ProviderConfig, TenantConfig};
 use crate::error::ApiError;
 use crate::error::StartError;
 
@@ -93,6 +93,80 @@ pub(crate) fn value_for<'c>(
     secret
         .map(|s| s.read().map_err(ApiError::Internal))
         .transpose()
+}
+
+/// Whether provider `p` of `config` can be called with a key of the
+/// gateway's: [`KeyState::Missing`] when it takes a key and its shared one
+/// is not set (calls from tenants without a key of their own are refused
+/// with 503 `provider_not_configured`, see [`not_configured`]).
+pub(crate) fn key_state<'c>(config: &'c Config, p: &'c ProviderConfig) -> KeyState<'c> {
+    if p.auth == ProviderAuth::None {
+        return KeyState::NotNeeded;
+    }
+    match p.api_key_env.as_deref() {
+        Some(var) if config.secrets.get(var).is_some() => KeyState::Set,
+        var => KeyState::Missing(var),
+    }
+}
+
+/// See [`key_state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyState<'c> {
+    /// Its shared key is set.
+    Set,
+    /// `auth = "none"`.
+    NotNeeded,
+    /// It takes a key and has none: the variable that would hold it, if
+    /// one is named.
+    Missing(Option<&'c str>),
+}
+
+impl KeyState<'_> {
+    /// How `/readyz` names it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Set => "ready",
+            KeyState::NotNeeded => "no_key_needed",
+            KeyState::Missing(_) => "not_configured",
+        }
+    }
+}
+
+/// The 503 for a call to `p`, which takes a key and has none for the
+/// caller, naming what sets it.
+pub(crate) fn not_configured(p: &ProviderConfig) -> ApiError {
+    let fix = match p.api_key_env.as_deref() {
+        Some(var) => format!("set {var} in the gateway's environment"),
+        None => format!(
+            "name the variable holding its key in `providers.{}.api_key_env`",
+            p.name
+        ),
+    };
+    ApiError::NotConfigured(format!(
+        "provider {:?} is not configured: it has no API key ({fix} and restart; a provider \
+         that takes no key, such as a local vLLM or Ollama, takes `auth = \"none\"`)",
+        p.name
+    ))
+}
+
+/// The start-up warning naming every provider that takes a key and has
+/// none, with its variable; `None` when there is none.
+pub(crate) fn missing_keys_warning(config: &Config) -> Option<String> {
+    let missing: Vec<String> = (config.providers.iter())
+        .filter_map(|p| match key_state(config, p) {
+            KeyState::Missing(Some(var)) => Some(format!("{} ({var} is not set)", p.name)),
+            KeyState::Missing(None) => Some(format!("{} (no api_key_env)", p.name)),
+            _ => None,
+        })
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "providers without an API key: {}. Calls to them answer 503 provider_not_configured \
+             (tenants with a key of their own for one still reach it); set the variables, or \
+             `auth = \"none\"` for a provider that takes no key",
+            missing.join(", ")
+        )
+    })
 }
 
 fn build<'c>(

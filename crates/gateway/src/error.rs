@@ -28,6 +28,10 @@ pub enum ApiError {
     /// its own, and the shared one is not shared (or there is none).
     #[error("{0}")]
     NoCredential(String),
+    /// The upstream takes a key and the gateway has none for it (503
+    /// `provider_not_configured`): the operator's to fix, not the caller's.
+    #[error("{0}")]
+    NotConfigured(String),
     /// No such route, API or grant.
     #[error("{0}")]
     NotFound(String),
@@ -128,7 +132,9 @@ impl ApiError {
             | ApiError::QueueFull { .. }
             | ApiError::BudgetExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
-            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable { .. } | ApiError::NotConfigured(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -142,6 +148,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ApiError::Forbidden(_) => ("permission_error", "forbidden"),
             ApiError::NoCredential(_) => ("permission_error", "no_credential"),
+            ApiError::NotConfigured(_) => ("service_unavailable", "provider_not_configured"),
             ApiError::NotFound(_) => ("invalid_request_error", "not_found"),
             ApiError::Conflict(_) => ("invalid_request_error", "conflict"),
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),

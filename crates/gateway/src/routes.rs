@@ -15,6 +15,7 @@ pub mod limits;
 pub mod models;
 pub mod ops;
 pub mod proxy;
+pub mod requests;
 pub mod tenants;
 pub mod usage;
 
@@ -98,6 +99,8 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/cache/stats/tenant", Tenant, get(cache::tenant_stats)),
         entry("GET", "/v1/usage", Tenant, get(usage::own)),
         entry("GET", "/v1/usage/all", Admin, get(usage::all)),
+        entry("GET", "/v1/requests", Tenant, get(requests::own)),
+        entry("GET", "/v1/requests/all", Admin, get(requests::all)),
         entry("GET", "/v1/dashboard", Viewer, get(dashboard::snapshot)),
         entry("GET", "/v1/dashboard/history", Viewer, get(dashboard::history)),
         entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),

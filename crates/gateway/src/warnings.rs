@@ -26,6 +26,7 @@ pub fn startup_warnings(config: &Config, listen: SocketAddr, store_tenants: bool
             ));
         }
     }
+    out.extend(crate::credentials::missing_keys_warning(config));
     for p in &config.providers {
         if let Some(host) = plain_remote(&p.base_url) {
             out.push(format!(
@@ -69,9 +70,18 @@ mod tests {
 
     const LOCAL: &str = "127.0.0.1:8080";
 
+    /// The embedded defaults with every provider's key set.
+    fn keyed() -> Config {
+        let mut c = Config::default();
+        for p in c.providers.clone() {
+            c.secrets.insert(p.api_key_env.unwrap(), "k");
+        }
+        c
+    }
+
     #[test]
     fn an_open_gateway_says_so() {
-        let c = Config::default();
+        let c = keyed();
         let w = startup_warnings(&c, LOCAL.parse().unwrap(), false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("no [[tenants]]"));
@@ -81,14 +91,14 @@ mod tests {
 
     #[test]
     fn store_tenants_count_as_tenants() {
-        let c = Config::default();
+        let c = keyed();
         assert!(!startup_warnings(&c, LOCAL.parse().unwrap(), false).is_empty());
         assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap(), true).is_empty());
     }
 
     #[test]
     fn tenants_and_https_say_nothing() {
-        let mut c = Config::default();
+        let mut c = keyed();
         c.tenants.push(TenantConfig::new("acme", "k"));
         assert!(startup_warnings(&c, "0.0.0.0:8080".parse().unwrap(), false).is_empty());
         c.providers[0].base_url = "http://10.0.0.7:9000/v1".into();
@@ -96,6 +106,20 @@ mod tests {
         let w = startup_warnings(&c, LOCAL.parse().unwrap(), false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("10.0.0.7"), "{w:?}");
+    }
+
+    #[test]
+    fn providers_without_their_key_are_named_with_their_variable_in_one_warning() {
+        let mut c = keyed();
+        c.tenants.push(TenantConfig::new("acme", "k"));
+        c.secrets = Default::default();
+        c.secrets.insert("OPENAI_API_KEY", "k");
+        c.providers[1].auth = crate::config::ProviderAuth::None;
+        let w = startup_warnings(&c, LOCAL.parse().unwrap(), false);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(!w[0].contains("openai ("), "{w:?}");
+        assert!(!w[0].contains(&c.providers[1].name), "auth = none: {w:?}");
+        assert!(w[0].contains("google (GEMINI_API_KEY is not set)"), "{w:?}");
     }
 
     #[test]

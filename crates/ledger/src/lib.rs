@@ -32,6 +32,7 @@
 //! ```
 
 mod direct;
+mod find;
 mod pg;
 mod query;
 mod record;
@@ -39,6 +40,7 @@ mod rollup;
 mod spent;
 mod store;
 
+pub use find::{Filter, MAX_PAGE};
 pub use query::{Dim, Granularity, Query, Row, SUMS, Totals};
 pub use record::Record;
 pub use sluice_store::now_ms;

@@ -550,7 +550,7 @@ macro_rules! decoders {
             })
         }
 
-        fn $record(r: &$row) -> Result<(i64, Record), Error> {
+        pub(crate) fn $record(r: &$row) -> Result<(i64, Record), Error> {
             let status: i64 = r.try_get("status")?;
             let retries: i64 = r.try_get("retries")?;
             Ok((

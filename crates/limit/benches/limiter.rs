@@ -226,6 +226,20 @@ fn paired() {
         .unwrap();
     let g = || gov.check().is_ok();
     let by_name = ratio(&|| l.check(black_box(name), 1).is_ok(), &g);
+    // A grant taken by name and let go (`sluice_grant`).
+    let grant = ratio(&|| l.try_acquire(black_box(name), 1).is_ok(), &g);
+    // 100k keys, as `keys_100k`: each side steps through its own keys.
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("session:{i:08}")).collect();
+    let gov_keyed = RateLimiter::keyed(governor_quota());
+    let keyed = sluice(Rules::new().prefix("session:", huge()));
+    let (gi, si) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let step = |i: &std::cell::Cell<usize>| {
+        i.set((i.get() + 7919) % KEYS);
+        i.get()
+    };
+    let keys_100k = ratio(&|| keyed.check(&keys[step(&si)], 1).is_ok(), &|| {
+        gov_keyed.check_key(&keys[step(&gi)]).is_ok()
+    });
     let handle = ratio(&|| h.check(1).is_ok(), &g);
     let std = ratio(&|| std.check(1).is_ok(), &g);
     // Two threads: each batch runs on both at once.
@@ -256,7 +270,8 @@ fn paired() {
     let threads = median(ratios);
     println!(
         "paired (sluice / governor, median of alternating batches): check by name {by_name:.2}, \
-         Handle::check {handle:.2} (on StdClock {std:.2}), two threads {threads:.2}"
+         Handle::check {handle:.2} (on StdClock {std:.2}), two threads {threads:.2}, \
+         grant by name {grant:.2}, keys_100k {keys_100k:.2}"
     );
 }
 

@@ -15,7 +15,9 @@
 //! wake-up lets go everything that came due meanwhile, however fine the
 //! rate and however coarse the timer. A grant to a queued waiter is dated
 //! when its tokens came due (see `State::grant_time`), not when its task
-//! ran.
+//! ran. A newcomer and a grant let go run the same pass in passing
+//! (`State::serve_in_passing`), so what is due goes when the resource is
+//! next touched if that comes before the head's timer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -237,6 +239,9 @@ fn step(
     }
     let t = match *ticket {
         None => {
+            for g in guards.iter_mut() {
+                g.serve_in_passing(now);
+            }
             if guards.iter().all(|g| g.waiters.is_empty()) && check_all(guards, needs, now).is_ok()
             {
                 return Step::Done(Ok(take_all(guards, needs, now)));

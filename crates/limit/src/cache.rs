@@ -58,6 +58,24 @@ pub(crate) fn try_take(
         .flatten()
 }
 
+/// The resource `name` if this thread has it cached: a reference of the
+/// caller's own, which may be stale (dropped from the map since; see
+/// [`Inner::take_cached`]).
+#[inline]
+pub(crate) fn lookup(inner: &Inner, name: &str) -> Option<Arc<Resource>> {
+    CACHE
+        .try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            let slot = c[index(name)].as_ref()?;
+            if slot.limiter != inner.id || !same(slot.resource.name.as_bytes(), name.as_bytes()) {
+                return None;
+            }
+            Some(slot.resource.clone())
+        })
+        .ok()
+        .flatten()
+}
+
 thread_local! {
     /// Misses since this thread last remembered a resource in a taken slot.
     static MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };

@@ -153,6 +153,11 @@ impl Drop for Grant {
             if matches!(st.limit.kind(), crate::Algorithm::InFlight) {
                 st.meter.release(held.reserved);
                 st.wake_head();
+            } else if !st.waiters.is_empty() {
+                // A call ending is as good a moment as the head's timer to
+                // let go what is due.
+                let now = self.shared.now();
+                st.serve_in_passing(now);
             }
         }
     }

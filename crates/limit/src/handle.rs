@@ -132,6 +132,28 @@ pub(crate) fn refused(resource: &str, wait: Nanos) -> Error {
 #[inline]
 pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
     let taken = inner.take_now(&res, inner.shared.now(), cost, true);
+    grant(inner, res, cost, taken)
+}
+
+/// [`try_acquire`] on a resource a thread's cache remembered: `None` if
+/// it is stale (see [`Inner::take_cached`]).
+#[inline]
+pub(crate) fn try_acquire_cached(
+    inner: &Inner,
+    res: Arc<Resource>,
+    cost: u64,
+) -> Option<Result<Grant, Error>> {
+    let taken = inner.take_cached(&res, inner.shared.now(), cost)?;
+    Some(grant(inner, res, cost, taken))
+}
+
+#[inline]
+fn grant(
+    inner: &Inner,
+    res: Arc<Resource>,
+    cost: u64,
+    taken: Result<(Nanos, u64), Error>,
+) -> Result<Grant, Error> {
     inner.shared.dispatch();
     let (stamp, taken) = taken?;
     Ok(Grant {

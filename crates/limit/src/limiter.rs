@@ -192,7 +192,17 @@ impl Limiter {
     /// # Errors
     /// As [`Limiter::check`].
     pub fn try_acquire(&self, resource: &str, cost: u64) -> Result<Grant, Error> {
-        crate::handle::try_acquire(&self.inner, self.inner.resource(resource)?, cost)
+        let inner = &self.inner;
+        if let Some(res) = crate::cache::lookup(inner, resource)
+            && let Some(out) = crate::handle::try_acquire_cached(inner, res, cost)
+        {
+            return out;
+        }
+        let res = inner.resource(resource)?;
+        if crate::cache::worth_remembering(resource) {
+            crate::cache::remember(inner, res.clone());
+        }
+        crate::handle::try_acquire(inner, res, cost)
     }
 
     /// Takes from several resources at once, all or nothing, without

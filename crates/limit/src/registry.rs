@@ -13,7 +13,7 @@ use foldhash::fast::RandomState;
 use crate::acquire::Need;
 use crate::limiter::{FIRST_SWEEP, Inner};
 use crate::meter::Nanos;
-use crate::resource::{Name, Resource, Shared, State, lock};
+use crate::resource::{Locked, Name, Resource, Shared, State, lock};
 use crate::{Error, Limit, Rules};
 
 pub(crate) struct Shard {
@@ -217,9 +217,37 @@ impl Inner {
         cost: u64,
         grant: bool,
     ) -> Result<(Nanos, u64), Error> {
+        self.take_locked(&mut res.lock(), res, now, cost, grant)
+    }
+
+    /// [`Inner::take_now`] on a resource a thread's cache remembered by
+    /// name: `None` if it has been dropped from the map since (evicted or
+    /// removed), for the caller to look the name up again.
+    #[inline]
+    pub(crate) fn take_cached(
+        &self,
+        res: &Resource,
+        now: Nanos,
+        cost: u64,
+    ) -> Option<Result<(Nanos, u64), Error>> {
         let mut st = res.lock();
+        if st.detached {
+            return None;
+        }
+        Some(self.take_locked(&mut st, res, now, cost, true))
+    }
+
+    #[inline]
+    fn take_locked(
+        &self,
+        st: &mut Locked<'_>,
+        res: &Resource,
+        now: Nanos,
+        cost: u64,
+        grant: bool,
+    ) -> Result<(Nanos, u64), Error> {
         st.tick(now, &self.shared, &res.name);
-        refuse_never(&st, &res.name, cost)?;
+        refuse_never(st, &res.name, cost)?;
         if !st.waiters.is_empty() {
             let total = st.queued_cost.saturating_add(cost);
             return Err(Error::RateLimited {

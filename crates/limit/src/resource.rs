@@ -538,6 +538,24 @@ impl State {
     /// left for its task (see [`State::take_served`]) and the task woken;
     /// the first waiter not granted is woken to look at the meter itself.
     pub(crate) fn serve(&mut self, now: Nanos) {
+        self.serve_due(now, true);
+    }
+
+    /// [`State::serve`] in passing, from whatever else touches the
+    /// resource while waiters queue (a newcomer, a grant let go): under
+    /// load the head's timer fires late (a serving thread's runtime looks
+    /// at its timers only between tasks, every so many of them), and the
+    /// calls that keep a busy resource busy come often, so what is due
+    /// goes then instead. The head is woken only if someone went, to arm
+    /// its own timer as the new head; otherwise its timer stands.
+    pub(crate) fn serve_in_passing(&mut self, now: Nanos) {
+        if !self.waiters.is_empty() {
+            self.serve_due(now, false);
+        }
+    }
+
+    fn serve_due(&mut self, now: Nanos, wake_unready: bool) {
+        let mut served = false;
         while let Some((&ticket, w)) = self.waiters.first_key_value() {
             let (cost, joined) = (w.cost, w.joined);
             let ready = w.alone
@@ -545,9 +563,12 @@ impl State {
                 && !self.closed
                 && self.check(now, cost).is_ok();
             if !ready {
-                self.wake_head();
+                if wake_unready || served {
+                    self.wake_head();
+                }
                 return;
             }
+            served = true;
             let at = self.grant_time(now, cost, joined);
             let Some(mut w) = self.waiters.remove(&ticket) else {
                 return;

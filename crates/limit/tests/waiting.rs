@@ -203,6 +203,33 @@ async fn one_wake_serves_everyone_due_in_order() {
     assert!(poll_once(&mut queued[20]).is_pending());
 }
 
+/// Under load a serving thread looks at its timers late; what is due
+/// goes when the resource is next touched, by a newcomer or a grant let
+/// go, without waiting for the head's timer.
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_or_a_grant_let_go_serves_what_is_due_in_passing() {
+    let l = limiter(Rules::new().exact("r", Limit::per_second(10).burst(1)));
+    let g = l.try_acquire("r", 1).unwrap();
+    let mut head = l.acquire("r", 1, None);
+    let mut next = l.acquire("r", 1, None);
+    assert!(poll_once(&mut head).is_pending());
+    assert!(poll_once(&mut next).is_pending());
+    // The head's token is due; its task is not polled.
+    advance(100 * MS).await;
+    let mut newcomer = l.acquire("r", 1, None);
+    assert!(poll_once(&mut newcomer).is_pending());
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 2, "the head went");
+    advance(100 * MS).await;
+    drop(g);
+    assert_eq!(l.get_capacity("r").unwrap().waiting, 1, "the next went");
+    assert!(ready(poll_once(&mut head)).is_ok());
+    assert!(ready(poll_once(&mut next)).is_ok());
+    // FIFO: the newcomer's token is not due yet.
+    assert!(poll_once(&mut newcomer).is_pending());
+    advance(100 * MS).await;
+    assert!(ready(poll_once(&mut newcomer)).is_ok());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_waiter_served_but_dropped_gives_its_grant_back() {
     let l = limiter(Rules::new().exact("r", Limit::per_second(1_000).burst(1)));
@@ -423,4 +450,25 @@ async fn keys_only_checked_are_swept_from_their_word() {
     assert!(l.is_empty());
     // Back from the rule, full.
     assert!(l.check(&names[7], 2).is_ok());
+}
+
+/// `try_acquire` by name finds the resource in the thread's cache; one
+/// dropped from the map since (removed, or evicted idle) is never taken
+/// from again: the name is looked up afresh.
+#[tokio::test(start_paused = true)]
+async fn try_acquire_by_name_never_takes_from_a_resource_dropped_from_the_map() {
+    let l = limiter(Rules::new().prefix("k:", Limit::per_second(1).burst(1)));
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err(), "empty");
+    assert!(l.remove("k:a"));
+    // Created again from its rule, full.
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err());
+    // Idle (full) and evicted: the one created again is full too, and
+    // what is taken from it is counted there.
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(l.sweep().evicted, 1);
+    l.try_acquire("k:a", 1).unwrap().release();
+    assert!(l.try_acquire("k:a", 1).is_err());
+    assert_eq!(l.get_capacity("k:a").unwrap().available, 0.0);
 }

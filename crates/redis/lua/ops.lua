@@ -5,8 +5,9 @@
 -- shares between replicas.
 -- ARGV[1] resources R, ARGV[2] recovery interval (us), ARGV[3] recovery
 -- factor, ARGV[4] release channel (told of capacity that came back),
--- ARGV[5] in-flight lease TTL (ms), ARGV[6] the calling replica's id, then 5
--- per resource: algorithm
+-- ARGV[5] in-flight lease TTL (ms), ARGV[6] the calling replica's id, ARGV[7]
+-- the jitter margin (us, see "The jitter margin" below), then 5 per
+-- resource: algorithm
 -- (1 token bucket, 2 gcra, 3 sliding window, 4 in-flight), capacity,
 -- window (us), burst, name; then the operations, each a letter and its
 -- fields:
@@ -31,8 +32,9 @@ local rfactor = tonumber(ARGV[3])
 local relch = ARGV[4]
 local lease_ttl = tonumber(ARGV[5])
 local me = ARGV[6]
+local margin = tonumber(ARGV[7])
 local res = {}
-local p = 7
+local p = 8
 for i = 1, R do
   res[i] = { algo = tonumber(ARGV[p]), cap = tonumber(ARGV[p + 1]), win = tonumber(ARGV[p + 2]),
              burst = tonumber(ARGV[p + 3]), name = ARGV[p + 4], skey = KEYS[3 * i - 2],
@@ -80,13 +82,21 @@ local function load(r)
     local s = redis.call('HMGET', r.skey, 't', 'ts')
     local tk = tonumber(s[1])
     local ts = tonumber(s[2])
+    local full_at = 0
     if not tk then
+      -- Gone with its TTL, or never there: full, and idle since ever.
       tk = r.eburst
       ts = now
+    elseif tk < r.eburst then
+      full_at = ts + (r.eburst - tk) * r.win / r.eff
+    else
+      full_at = ts
     end
     local refill = (now - ts) * r.eff / r.win
     if refill < 0 then refill = 0 end
     r.t = math.min(r.eburst, tk + refill)
+    -- Full since `full_at`: idle that long (see "The jitter margin").
+    if r.t >= r.eburst and now > full_at then r.idle = now - full_at end
     -- A debt deeper than one window (written before it was bounded) is
     -- cut to one, and its key's TTL written again.
     if r.t < -r.eff then
@@ -94,8 +104,11 @@ local function load(r)
       r.dirty = true
     end
   elseif r.algo == 2 then
-    local tat = tonumber(redis.call('GET', r.skey)) or now
-    if tat < now then tat = now end
+    local tat = tonumber(redis.call('GET', r.skey)) or 0
+    if tat < now then
+      r.idle = now - tat
+      tat = now
+    end
     r.T = r.win / r.eff
     local deepest = now + r.eburst * r.T + r.win
     if tat > deepest then
@@ -153,11 +166,28 @@ local function wait_for(r, cost)
   return w, kind
 end
 
+-- The jitter margin: calls leave at the bucket's pace and reach the
+-- upstream with network jitter. While a busy period lasts that costs
+-- nothing, but at its start the upstream's bucket is full, and refill it
+-- wastes while the first calls are on their way is counted here. So a
+-- take that finds the bucket full (idle for `r.idle` us) holds back
+-- refill for the margin, never more than the bucket was idle, once per
+-- busy period and never per grant: the sustained rate is the configured
+-- one. Where the burst has no room for it, it is taken from time: the
+-- full bucket lets its grant go and the next waits (a debt the refill
+-- pays). As the in-process limiter does (`meter/bucket.rs`).
+local function hold(r)
+  local idle = r.idle
+  r.idle = nil
+  if not idle or margin <= 0 then return 0 end
+  return math.min(margin, idle, r.win)
+end
+
 local function take(r, cost, member, ttl)
   if r.algo == 1 then
-    r.t = r.t - cost
+    r.t = r.t - cost - hold(r) * r.eff / r.win
   elseif r.algo == 2 then
-    r.tat = r.tat + cost * r.T
+    r.tat = r.tat + hold(r) + cost * r.T
   elseif cost > 0 then
     local score = now
     if r.algo == 4 then score = now + ttl * 1000 end

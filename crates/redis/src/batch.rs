@@ -100,6 +100,9 @@ pub(crate) struct Header {
     pub(crate) lease_ttl_ms: u64,
     /// The replica's id: its entry in each resource's fair shares.
     pub(crate) replica: String,
+    /// Refill a take that finds a bucket full holds back, in µs (see
+    /// `ops.lua`, "The jitter margin").
+    pub(crate) margin_us: u64,
 }
 
 pub(crate) fn ops_script() -> Script {
@@ -187,7 +190,8 @@ async fn execute(
         .arg(header.recovery_factor)
         .arg(&header.keys.release_channel)
         .arg(header.lease_ttl_ms)
-        .arg(&header.replica);
+        .arg(&header.replica)
+        .arg(header.margin_us);
     for s in &specs {
         inv.arg(s.algo())
             .arg(s.limit.capacity())

@@ -170,6 +170,7 @@ impl RedisLimiter {
             recovery_factor: adaptive.recovery_factor,
             lease_ttl_ms: u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX),
             replica: cfg.replica_id.clone(),
+            margin_us: u64::try_from(adaptive.jitter_margin.as_micros()).unwrap_or(u64::MAX),
         });
         let (tx, batcher) = crate::lane::start(&conn, None, &header, &cfg);
         let local = Limiter::builder()

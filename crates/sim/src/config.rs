@@ -20,8 +20,10 @@ pub use knobs::{Faults, Latency, Limits, MalformedBody};
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
     /// The key clients must send: `Authorization: Bearer KEY` on
-    /// OpenAI-format endpoints, `x-api-key: KEY` on Anthropic's. None: no
-    /// check.
+    /// OpenAI-format endpoints, `x-api-key: KEY` on Anthropic's,
+    /// `x-goog-api-key: KEY` (or `?key=KEY`) on Gemini's, `api-key: KEY`
+    /// on Azure's. None: any key that is not empty, sent that way; a call
+    /// without one is refused with 401 as the providers refuse it.
     pub api_key: Option<String>,
     /// Seed for the fault probabilities; none draws one at start.
     pub seed: Option<u64>,

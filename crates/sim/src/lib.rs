@@ -45,6 +45,11 @@
 //! - Discord: the seven operations of the seed's synthesis engine under
 //!   `/discord/api/v10/…` with Discord's global and per-route limits, and
 //!   the effects log `GET /_sim/discord/effects` ([`discord`]).
+//! - MCP: a Streamable HTTP MCP server at `/mcp` whose tools are named
+//!   as the seed's agents name them (`GMAIL_SEND_EMAIL`,
+//!   `SLACK_SEND_MESSAGE`, `GITHUB_CREATE_ISSUE`, `LINEAR_CREATE_ISSUE`, …),
+//!   each limited and counted as the API of its prefix; over the limit a
+//!   call's result is an error saying `429 Too Many Requests`.
 //! - Control: `GET /_sim/stats`, `GET /_sim/log?since=N`,
 //!   `POST /_sim/faults`, `POST /_sim/limits`, `POST /_sim/reset`.
 //!
@@ -96,6 +101,7 @@ pub mod discord;
 mod error;
 mod faults;
 mod log;
+mod mcp;
 mod model;
 pub mod otlp;
 mod quota;

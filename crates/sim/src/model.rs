@@ -103,6 +103,8 @@ pub(crate) struct Call {
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
+    /// Gemini's `?key=`, the other place its key may come.
+    pub query_key: Option<String>,
     pub body: Bytes,
 }
 
@@ -169,7 +171,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         _ => Format::OpenAi,
     };
     let line = Line::new(call.method.as_str(), &call.path, &call.headers);
-    if !authorized(shared.config.api_key.as_deref(), format, &call.headers) {
+    let query_key = call.query_key.as_deref();
+    if !authorized(
+        shared.config.api_key.as_deref(),
+        format,
+        &call.headers,
+        query_key,
+    ) {
         let seq = shared.log_only(line, 401);
         return stamp(Problem::Unauthorized.response(format), format, seq);
     }
@@ -408,21 +416,29 @@ fn garble(events: &mut Vec<(bool, Bytes)>) {
     );
 }
 
-/// Whether the request carries the expected key the provider's way.
-fn authorized(expected: Option<&str>, format: Format, headers: &HeaderMap) -> bool {
-    let Some(expected) = expected else {
-        return true;
-    };
+/// Whether the request carries a key the provider's way: the expected
+/// one, or with none configured any that is not empty. As the providers,
+/// a call without a key (or with it in another provider's header) is
+/// refused: a gateway that forgets the key fails here as it would there.
+fn authorized(
+    expected: Option<&str>,
+    format: Format,
+    headers: &HeaderMap,
+    query_key: Option<&str>,
+) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let given = match format {
-        Format::OpenAi => headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ")),
-        Format::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()),
-        Format::Gemini => headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()),
-        Format::Azure => headers.get("api-key").and_then(|v| v.to_str().ok()),
-    };
-    given == Some(expected)
+        Format::OpenAi => header("authorization").and_then(|v| v.strip_prefix("Bearer ")),
+        Format::Anthropic => header("x-api-key"),
+        Format::Gemini => header("x-goog-api-key").or(query_key),
+        Format::Azure => header("api-key"),
+    }
+    .map(str::trim)
+    .filter(|k| !k.is_empty());
+    match expected {
+        Some(expected) => given == Some(expected),
+        None => given.is_some(),
+    }
 }
 
 /// The request id header each provider sends.

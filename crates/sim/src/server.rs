@@ -23,7 +23,7 @@ use crate::state::{Scope, Shared};
 use crate::stats::Stats;
 use crate::wire::Format;
 use crate::wire::errors::Problem;
-use crate::{Error, admin, discord};
+use crate::{Error, admin, discord, mcp};
 
 /// How long [`SimHandle::shutdown`] waits for open connections to end.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -53,12 +53,15 @@ impl Sim {
         });
         let (stop, stopped) = watch::channel(false);
         let shared = Arc::new(Shared::new(config, stopped.clone()));
-        let app = router(Arc::clone(&shared));
+        // The MCP server's sessions end with the sim.
+        let mcp_stop = tokio_util::sync::CancellationToken::new();
+        let app = router(Arc::clone(&shared), mcp_stop.clone());
         let mut signal = stopped;
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
                 // An error means the handle is gone: stop as well.
                 let _ = signal.wait_for(|stop| *stop).await;
+                mcp_stop.cancel();
             });
             if let Err(e) = serve.await {
                 tracing::warn!(error = %e, "sim server failed");
@@ -162,8 +165,9 @@ impl Drop for SimHandle {
     }
 }
 
-fn router(shared: Arc<Shared>) -> Router {
+fn router(shared: Arc<Shared>, mcp_stop: tokio_util::sync::CancellationToken) -> Router {
     Router::new()
+        .route_service("/mcp", mcp::service(Arc::clone(&shared), mcp_stop))
         .route("/_sim/stats", get(admin::stats))
         .route("/_sim/log", get(admin::log))
         .route("/_sim/faults", post(admin::faults))
@@ -229,6 +233,7 @@ async fn dispatch(
                 method,
                 path,
                 headers,
+                query_key: query_key(&uri),
                 body,
             };
             model::serve(shared, call).await
@@ -299,7 +304,17 @@ async fn azure(
         method: method.clone(),
         path,
         headers: headers.clone(),
+        query_key: None,
         body: body.clone(),
     };
     Some(model::serve(Arc::clone(shared), call).await)
+}
+
+/// The `key` of a query (Gemini's other place for its key), bounded.
+fn query_key(uri: &Uri) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .filter(|k| k.len() <= 512)
+        .map(str::to_owned)
 }

@@ -171,6 +171,7 @@ async fn a_hang_outlasts_the_client_timeout() {
     .await;
     let _ = common::client(); // installs the crypto provider
     let client = reqwest::Client::builder()
+        .default_headers(common::keys())
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();

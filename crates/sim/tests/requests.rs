@@ -16,7 +16,7 @@ async fn api_key_is_checked_the_providers_way() {
     let chat_url = format!("{}/v1/chat/completions", sim.url());
     let msg_url = format!("{}/v1/messages", sim.url());
 
-    let r = client()
+    let r = bare()
         .post(&chat_url)
         .json(&chat("m"))
         .send()
@@ -25,7 +25,7 @@ async fn api_key_is_checked_the_providers_way() {
     assert_eq!(r.status(), 401);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_api_key");
-    let r = client()
+    let r = bare()
         .post(&chat_url)
         .bearer_auth("wrong")
         .json(&chat("m"))
@@ -33,7 +33,7 @@ async fn api_key_is_checked_the_providers_way() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
-    let r = client()
+    let r = bare()
         .post(&chat_url)
         .bearer_auth("sk-sim")
         .json(&chat("m"))
@@ -43,7 +43,7 @@ async fn api_key_is_checked_the_providers_way() {
     assert_eq!(r.status(), 200);
 
     // Anthropic wants x-api-key, not a bearer token.
-    let r = client()
+    let r = bare()
         .post(&msg_url)
         .bearer_auth("sk-sim")
         .json(&message("c"))
@@ -53,7 +53,7 @@ async fn api_key_is_checked_the_providers_way() {
     assert_eq!(r.status(), 401);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "authentication_error");
-    let r = client()
+    let r = bare()
         .post(&msg_url)
         .header("x-api-key", "sk-sim")
         .json(&message("c"))
@@ -71,6 +71,69 @@ async fn api_key_is_checked_the_providers_way() {
         3
     );
     assert_eq!(sim.stats().model("m").requests, 1);
+}
+
+/// With no key configured the sim still wants one, the provider's way,
+/// as the providers do: a gateway that forgets the key fails here first.
+#[tokio::test]
+async fn without_a_configured_key_any_key_is_needed_in_the_providers_header() {
+    let sim = start(SimConfig::unlimited()).await;
+    let url = |path: &str| format!("{}{path}", sim.url());
+    let gemini = "/v1beta/models/gemini-2.0-flash:generateContent";
+    let ask = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    // (path, body, headers, status)
+    type Case<'a> = (&'a str, Value, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
+        ("/v1/chat/completions", chat("m"), vec![], 401),
+        (
+            "/v1/chat/completions",
+            chat("m"),
+            vec![("x-api-key", "k")],
+            401,
+        ),
+        (
+            "/v1/chat/completions",
+            chat("m"),
+            vec![("authorization", "Bearer ")],
+            401,
+        ),
+        (
+            "/v1/chat/completions",
+            chat("m"),
+            vec![("authorization", "Bearer k")],
+            200,
+        ),
+        (
+            "/v1/messages",
+            message("c"),
+            vec![("authorization", "Bearer k")],
+            401,
+        ),
+        ("/v1/messages", message("c"), vec![("x-api-key", "k")], 200),
+        (
+            gemini,
+            ask.clone(),
+            vec![("authorization", "Bearer k")],
+            401,
+        ),
+        (gemini, ask.clone(), vec![("x-goog-api-key", "k")], 200),
+    ];
+    for (path, body, headers, want) in cases {
+        let mut req = bare().post(url(path)).json(&body);
+        for (name, value) in &headers {
+            req = req.header(*name, *value);
+        }
+        let got = req.send().await.unwrap().status().as_u16();
+        assert_eq!(got, want, "{path} with {headers:?}");
+    }
+    // Gemini's key may come in the query.
+    let r = bare()
+        .post(url(&format!("{gemini}?key=k")))
+        .json(&ask)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 #[tokio::test]
@@ -241,8 +304,12 @@ async fn strange_bodies_never_break_the_sim() {
 #[tokio::test]
 async fn apis_echo_any_method_and_unknown_ones_are_404() {
     let sim = start(SimConfig::default()).await;
-    let body: Value = post(&sim, "/github/repos/o/r/issues", &json!({"title": "bug"}))
+    let body: Value = bare()
+        .post(format!("{}/github/repos/o/r/issues", sim.url()))
+        .json(&json!({"title": "bug"}))
+        .send()
         .await
+        .unwrap()
         .json()
         .await
         .unwrap();

@@ -11,7 +11,10 @@
 //!
 //! The limit is far above the load for the rates (every decision is a
 //! grant); a second, binding run per mode counts what was admitted against
-//! `rate · t + burst`: the over-admission.
+//! `rate · t + burst`: the over-admission; a third has every decider wait
+//! (`acquire`) for a limit of `--deliver-rate` (2,000/s) burst
+//! `--deliver-burst` (10) shared by the replicas: what they were let go
+//! against `rate · t`, the delivered share (issue 41 asks ≥ 99 %).
 
 use super::note;
 use crate::table::Table;
@@ -48,6 +51,13 @@ pub struct RedisArgs {
     /// Length of each measured run.
     #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
     pub duration: Duration,
+    /// The delivered run's limit, per second: every replica's deciders
+    /// wait for it (`acquire`) in a closed loop.
+    #[arg(long, default_value_t = 2_000)]
+    pub deliver_rate: u64,
+    /// The delivered run's burst.
+    #[arg(long, default_value_t = 10)]
+    pub deliver_burst: u64,
 }
 
 /// The seed's token bucket script: client time, one EVAL per decision.
@@ -81,6 +91,13 @@ const BINDING_BURST: u64 = 1_000;
 pub async fn redis(args: RedisArgs) -> ExitCode {
     if !(1..=64).contains(&args.replicas) || !(1..=4_096).contains(&args.clients) {
         eprintln!("sluice bench: --replicas must be 1 to 64 and --clients 1 to 4096");
+        return ExitCode::from(2);
+    }
+    if !(1..=1_000_000).contains(&args.deliver_rate) || !(1..=100_000).contains(&args.deliver_burst)
+    {
+        eprintln!(
+            "sluice bench: --deliver-rate must be 1 to 1000000 and --deliver-burst 1 to 100000"
+        );
         return ExitCode::from(2);
     }
     let mut own = None;
@@ -151,6 +168,14 @@ async fn run(args: &RedisArgs, url: &str) -> Result<Value, String> {
             &format!("{name}: over-admission at {BINDING_RATE}/s"),
         );
         v["over_admission"] = over_admission(args, url, &prefix, mode).await?;
+        note(
+            args.json,
+            &format!(
+                "{name}: delivered at {}/s burst {}",
+                args.deliver_rate, args.deliver_burst
+            ),
+        );
+        v["delivered"] = delivered(args, url, &prefix, mode).await?;
         modes.insert(name.into(), v);
     }
 
@@ -349,6 +374,57 @@ async fn over_admission(
     }))
 }
 
+/// A binding limit that every replica's deciders wait for (`acquire`,
+/// FIFO per replica, no polling) in a closed loop: what the replicas
+/// together were let go, against `rate · t` (issue 41: at least 99 %).
+async fn delivered(args: &RedisArgs, url: &str, prefix: &str, mode: Mode) -> Result<Value, String> {
+    let p = format!("{prefix}deliver{}:", mode.as_str());
+    let (rate, burst) = (args.deliver_rate, args.deliver_burst);
+    let rules = Rules::new().exact("deliver", Limit::per_second(rate).burst(burst));
+    let ls = replicas(args, url, &p, mode, &rules).await?;
+    // Warm: each replica's first call opens its lane and connection.
+    for l in &ls {
+        drop(
+            l.acquire("deliver", 1, None)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let t0 = Instant::now();
+    let end = tokio::time::Instant::now() + args.duration;
+    let mut handles = Vec::new();
+    for l in &ls {
+        for _ in 0..args.clients {
+            let l = l.clone();
+            handles.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                // Past `end` a wait fails at once: nothing is let go late.
+                while let Ok(g) = l.acquire("deliver", 1, Some(end)).await {
+                    drop(g);
+                    n += 1;
+                }
+                n
+            }));
+        }
+    }
+    let mut admitted = 0;
+    for h in handles {
+        admitted += h.await.unwrap_or(0);
+    }
+    let secs = t0.elapsed().as_secs_f64().min(args.duration.as_secs_f64());
+    for l in ls {
+        l.close();
+    }
+    let allowed = rate as f64 * secs;
+    Ok(json!({
+        "rate_per_second": rate,
+        "burst": burst,
+        "admitted": admitted,
+        "delivered_per_second": admitted as f64 / secs,
+        "delivered_percent": admitted as f64 / allowed * 100.0,
+    }))
+}
+
 /// redis-benchmark's EVALSHA of a trivial script, `clients` connections.
 async fn redis_benchmark(client: &redis::Client, url: &str, clients: usize, calls: u64) -> Value {
     let Some(bin) = which("redis-benchmark") else {
@@ -424,13 +500,17 @@ fn table(r: &Value) -> String {
         "per replica",
         "p99 ms",
         "over-admission",
+        "delivered",
     ])
-    .right(1..5);
+    .right(1..6);
     for m in ["naive", "exact", "leased"] {
         let v = &r[m];
         let over = v["over_admission"]["over_admission_percent"]
             .as_f64()
             .map_or("-".to_owned(), |o| format!("{o:.3} %"));
+        let delivered = v["delivered"]["delivered_percent"]
+            .as_f64()
+            .map_or("-".to_owned(), |d| format!("{d:.1} %"));
         t.row([
             m.to_owned(),
             format!(
@@ -445,6 +525,7 @@ fn table(r: &Value) -> String {
             ),
             format!("{:.3}", v["p99_ms"].as_f64().unwrap_or(0.0)),
             over,
+            delivered,
         ]);
     }
     let b = &r["redis_benchmark"];
@@ -455,6 +536,7 @@ fn table(r: &Value) -> String {
                 format!("{rps:.0}"),
                 "-".to_owned(),
                 format!("{:.3}", b["p99_ms"].as_f64().unwrap_or(0.0)),
+                "-".to_owned(),
                 "-".to_owned(),
             ]);
             String::new()

@@ -35,8 +35,14 @@ pub(crate) fn chat(
         )
     };
     let body = json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]});
-    request(client, url, body)
+    // Straight to the sim: a key, as a provider wants one (the gateway
+    // sends its own).
+    let key = direct.then(|| DIRECT_KEY.to_owned());
+    keyed_request(client, url, body, key)
 }
+
+/// The key a client calling the sim directly sends.
+const DIRECT_KEY: &str = "sk-bench-direct";
 
 /// A streamed chat completion through a gateway, its usage asked for as
 /// a client that counts its tokens does.

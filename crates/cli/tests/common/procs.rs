@@ -199,7 +199,21 @@ fn serve_command(config: &Path) -> Command {
         .env("SLUICE_LOG", "info")
         .env_remove("SLUICE_ADMIN_TOKEN")
         .env_remove("SLUICE_CONFIG");
+    with_provider_keys(&mut command);
     command
+}
+
+/// The built-in providers' key variables, each set to a key for the sim
+/// (which wants one, the provider's way, as the providers do): a
+/// gateway in front of it sends them. A test of a missing key removes
+/// its variable after this.
+pub fn with_provider_keys(command: &mut Command) -> &mut Command {
+    command
+        .env("OPENAI_API_KEY", "sk-test-openai")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("GEMINI_API_KEY", "test-gemini-key")
+        .env("DEEPSEEK_API_KEY", "sk-test-deepseek")
+        .env("MINIMAX_API_KEY", "test-minimax-key")
 }
 
 /// `sluice serve --config CONFIG` that must refuse to start: its exit

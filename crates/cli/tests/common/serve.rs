@@ -33,8 +33,8 @@ impl Serve {
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(config)
             .env_remove("SLUICE_ADMIN_TOKEN")
-            .env_remove("SLUICE_CONFIG")
-            .envs(env.iter().copied());
+            .env_remove("SLUICE_CONFIG");
+        super::procs::with_provider_keys(&mut command).envs(env.iter().copied());
         Serve::spawn(command)
     }
 

@@ -203,6 +203,7 @@ fn default_providers() -> Vec<ProviderConfig> {
             format,
             strip_prefix: true,
             prefixes: Vec::new(),
+            auth: super::ProviderAuth::Key,
         })
         .collect()
 }

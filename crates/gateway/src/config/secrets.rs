@@ -34,7 +34,8 @@ impl Secrets {
     ) -> Secrets {
         Secrets(
             env.into_iter()
-                .filter(|(k, _)| named.contains(k))
+                // An empty variable holds no credential: as unset.
+                .filter(|(k, v)| named.contains(k) && !v.trim().is_empty())
                 .map(|(k, v)| (k.clone(), Arc::from(v.as_str())))
                 .collect(),
         )

@@ -225,6 +225,11 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         "provider",
         &prov.name,
     )?;
+    // Never sent without the key it takes: the caller would get the
+    // provider's 401 as if its own key were wrong.
+    if key.is_none() && prov.auth == crate::config::ProviderAuth::Key {
+        return Err(credentials::not_configured(prov).into());
+    }
     let call = providers::Call {
         endpoint: c.endpoint,
         body: &c.json,

@@ -26,8 +26,18 @@ pub(crate) fn state() -> AppState {
     state_with(config)
 }
 
-/// A state from `config`.
-pub(crate) fn state_with(config: Config) -> AppState {
+/// A state from `config`, each provider's key variable given a value
+/// when it has none (a call is refused without one).
+pub(crate) fn state_with(mut config: Config) -> AppState {
+    for var in config
+        .providers
+        .iter()
+        .filter_map(|p| p.api_key_env.clone())
+    {
+        if config.secrets.get(&var).is_none() {
+            config.secrets.insert(var, "sk-test");
+        }
+    }
     AppState::new(config).expect("the default config starts")
 }
 

@@ -65,12 +65,20 @@ pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {
         "tenant keys"
     };
     let warnings = state.warnings.clone();
+    // Each provider's key: one without it answers 503 to callers without
+    // their own, which a probe should see before a caller does.
+    let providers: serde_json::Map<String, serde_json::Value> = (state.config.providers.iter())
+        .map(|p| {
+            let s = crate::credentials::key_state(&state.config, p);
+            (p.name.clone(), json!(s.as_str()))
+        })
+        .collect();
     (
         status,
         Json(
             json!({"ready": reasons.is_empty(), "reasons": reasons, "queued": queued,
             "busy": busy,
-            "redis": redis, "auth": auth, "warnings": warnings}),
+            "redis": redis, "auth": auth, "providers": providers, "warnings": warnings}),
         ),
     )
         .into_response()

@@ -119,7 +119,7 @@ fn parse(raw: Option<&str>, may_name_tenant: bool) -> Result<Query, ApiError> {
 }
 
 /// A time: milliseconds since the Unix epoch, or RFC 3339.
-fn time(param: &str, value: &str) -> Result<i64, ApiError> {
+pub(crate) fn time(param: &str, value: &str) -> Result<i64, ApiError> {
     if let Ok(ms) = value.parse::<i64>() {
         return Ok(ms);
     }

@@ -146,6 +146,8 @@ pub fn base_config(sim: &str, dir: &Path) -> Config {
             WireFormat::Anthropic,
         ),
     ];
+    // The sim wants a key, the providers' way, as they do.
+    c.secrets.insert(SIM_KEY_ENV, "sk-sim-test");
     c.models = vec![model_limits("")];
     for api in &mut c.apis {
         api.base_url = format!("{sim}/{}", api.name);
@@ -162,15 +164,21 @@ pub fn base_config(sim: &str, dir: &Path) -> Config {
     c
 }
 
-fn provider(name: &str, base_url: &str, format: WireFormat) -> ProviderConfig {
+/// The variable whose value (set in [`base_config`]'s secrets) is the
+/// key the test providers send the sim.
+pub const SIM_KEY_ENV: &str = "SLUICE_TEST_SIM_KEY";
+
+/// A provider at `base_url` that sends the sim its key.
+pub fn provider(name: &str, base_url: &str, format: WireFormat) -> ProviderConfig {
     ProviderConfig {
         name: name.to_owned(),
         base_url: base_url.to_owned(),
-        api_key_env: None,
+        api_key_env: Some(SIM_KEY_ENV.to_owned()),
         shared_auth: true,
         format,
         strip_prefix: true,
         prefixes: Vec::new(),
+        auth: sluice_gateway::config::ProviderAuth::Key,
     }
 }
 

@@ -45,11 +45,11 @@ impl RedisLimiter {
             configured: l.capacity(),
             paused_for: (r[1] > 0).then(|| Duration::from_micros(r[1] as u64)),
             configured_window: l.window(),
-            // The shared scripts hold back no margin: the local share
-            // does, for when Redis goes away. An announced rate is read
-            // by this replica's own limiter and cuts the shared capacity
-            // on the next 429.
-            jitter_margin: Duration::ZERO,
+            // The shared scripts hold back the configured margin (not
+            // widened after collisions: that stays with the local share).
+            // An announced rate is read by this replica's own limiter and
+            // cuts the shared capacity on the next 429.
+            jitter_margin: inner.adaptive.jitter_margin,
             reason: (r[1] > 0).then(|| "paused for the upstream's Retry-After".to_owned()),
             announced_per_second: inner
                 .local

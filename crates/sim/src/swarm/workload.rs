@@ -233,13 +233,25 @@ fn model_request(
             body["stream_options"] = json!({"include_usage": true});
         }
     }
-    let r = client.post(url).json(&body);
+    let mut r = client.post(url).json(&body);
+    if mode == Mode::Direct {
+        // Straight to the provider: its key, its way (the gateway sends
+        // its own).
+        r = if anthropic {
+            r.header("x-api-key", DIRECT_KEY)
+        } else {
+            r.bearer_auth(DIRECT_KEY)
+        };
+    }
     if anthropic {
         r.header("anthropic-version", "2023-06-01")
     } else {
         r
     }
 }
+
+/// The key agents calling the sim directly send.
+const DIRECT_KEY: &str = "sk-swarm-direct";
 
 fn api_request(
     client: &reqwest::Client,

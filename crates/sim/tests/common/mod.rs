@@ -30,7 +30,28 @@ pub fn client() -> reqwest::Client {
     // (`rustls-no-provider`, with ring installed by the gateway at start):
     // a client then needs a process-wide crypto provider first.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .default_headers(keys())
+        .build()
+        .expect("a client")
+}
+
+/// A client that sends no key unless told.
+pub fn bare() -> reqwest::Client {
+    let _ = client(); // installs the crypto provider
     reqwest::Client::new()
+}
+
+/// A key in each provider's header: the sim refuses a model call without
+/// one, as the providers do. Its tests of that send their own headers.
+pub fn keys() -> reqwest::header::HeaderMap {
+    let mut h = reqwest::header::HeaderMap::new();
+    let key = reqwest::header::HeaderValue::from_static;
+    h.insert("authorization", key("Bearer sk-sim-test"));
+    h.insert("x-api-key", key("sk-ant-sim-test"));
+    h.insert("x-goog-api-key", key("sim-test-key"));
+    h.insert("api-key", key("azure-sim-test"));
+    h
 }
 
 pub async fn post(sim: &SimHandle, path: &str, body: &Value) -> reqwest::Response {

@@ -1,0 +1,123 @@
+//! The jitter margin in the shared scripts (issue 41): a take that finds
+//! the shared bucket full holds back refill for the margin, once per busy
+//! period and never per grant, as the in-process limiter does.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{config, prefix, redis_url};
+use sluice_limit::{AdaptiveConfig, Error, Limit, Rules};
+use sluice_redis::{Mode, RedisLimiter};
+
+// 1/s with a burst of 10: refill during a test is a fraction of a token
+// unless the machine stalls for most of a second.
+fn rules() -> Rules {
+    Rules::new()
+        .exact("tb", Limit::per_second(1).burst(10))
+        .exact("gcra", Limit::gcra(1, Duration::from_secs(1)).burst(10))
+}
+
+async fn two(margin: Duration) -> Option<(RedisLimiter, RedisLimiter)> {
+    let url = redis_url()?;
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        jitter_margin: margin,
+        ..AdaptiveConfig::default()
+    };
+    let mut out = Vec::new();
+    for id in ["a", "b"] {
+        let l = RedisLimiter::connect(config(&url, &p, id, Mode::Exact), rules(), adaptive)
+            .await
+            .expect("limiter");
+        out.push(l);
+    }
+    let b = out.pop()?;
+    Some((out.pop()?, b))
+}
+
+/// Takes one at a time from `resource` on `a` until one is refused (one
+/// replica: with two, fair shares may refuse first); then `b` is refused
+/// too. How many went, and the refusal's wait.
+async fn drain(a: &RedisLimiter, b: &RedisLimiter, resource: &str) -> (usize, Duration) {
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        match a.try_acquire(resource, 1).await {
+            Ok(g) => {
+                assert!(!g.is_local());
+                held.push(g);
+            }
+            Err(Error::RateLimited { retry_after, .. }) => {
+                let other = b.try_acquire(resource, 1).await;
+                assert!(matches!(other, Err(Error::RateLimited { .. })), "{other:?}");
+                return (held.len(), retry_after.expect("a wait"));
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    panic!("20 went from a burst of 10");
+}
+
+async fn held_once(resource: &str) {
+    // A margin of one token's refill, found full (idle since ever): nine
+    // go, not ten, and not one (it is held once, not per grant) …
+    let Some((a, b)) = two(Duration::from_secs(1)).await else {
+        return;
+    };
+    let (went, wait) = drain(&a, &b, resource).await;
+    assert_eq!(went, 9, "{resource}");
+    // … and the tenth waits the refill of the token held back.
+    assert!(
+        wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
+        "{resource}: {wait:?}"
+    );
+    // Without a margin the whole burst goes.
+    let Some((a, b)) = two(Duration::ZERO).await else {
+        return;
+    };
+    let (went, _) = drain(&a, &b, resource).await;
+    assert_eq!(went, 10, "{resource}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bucket_holds_the_margin_once_when_found_full() {
+    held_once("tb").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gcra_holds_the_margin_once_when_found_full() {
+    held_once("gcra").await;
+}
+
+/// Where the burst has no room for the margin, it is taken from time: a
+/// full bucket lets its grant go, and the next waits the margin out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_margin_larger_than_the_burst_is_taken_from_time() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        jitter_margin: Duration::from_millis(1_500),
+        max_jitter_margin: Duration::from_secs(2),
+        ..AdaptiveConfig::default()
+    };
+    let rules = Rules::new().exact("one", Limit::per_second(1).burst(1));
+    let l = RedisLimiter::connect(config(&url, &p, "a", Mode::Exact), rules, adaptive)
+        .await
+        .expect("limiter");
+    let g = l
+        .try_acquire("one", 1)
+        .await
+        .expect("a full bucket lets go");
+    drop(g);
+    match l.try_acquire("one", 1).await {
+        // The refill of one window, capped: the margin's share of it.
+        Err(Error::RateLimited { retry_after, .. }) => {
+            let w = retry_after.expect("a wait");
+            assert!(
+                w > Duration::from_millis(1_500) && w <= Duration::from_secs(2),
+                "{w:?}"
+            );
+        }
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
