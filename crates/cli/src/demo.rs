@@ -139,7 +139,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
 /// deployments of 10, 20 and 30 requests a second; the second answers
 /// only 503s from a third of the run to two thirds.
 async fn pool(args: &DemoArgs) -> Result<(), String> {
-    use crate::bench::pool::{Dep, Fail, Setup, run, table};
+    use crate::bench::pool::{Dep, Fail, Failing, Setup, run, table};
     let setup = Setup {
         name: "demo",
         deployments: vec![
@@ -166,6 +166,7 @@ async fn pool(args: &DemoArgs) -> Result<(), String> {
         duration: args.duration,
         fail: Some(Fail {
             index: 1,
+            how: Failing::Errors,
             from: args.duration / 3,
             until: args.duration * 2 / 3,
         }),

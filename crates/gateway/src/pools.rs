@@ -206,24 +206,26 @@ impl Pool {
                 weight: d.weight,
             });
         }
-        if candidates.is_empty() {
-            return Err(AllOpen {
-                retry_in: retry_in.unwrap_or(Duration::from_secs(1)),
-            });
-        }
-        let pick = pick(self.strategy, &candidates);
-        let chosen = Chosen {
-            index: pick.index,
-            probe: pick.probe,
-        };
-        // Taken now, so that no other call takes the same probe.
-        if chosen.probe && !self.deployments[chosen.index].circuit.take_probe(now) {
+        loop {
+            if candidates.is_empty() {
+                return Err(AllOpen {
+                    retry_in: retry_in.unwrap_or(Duration::from_secs(1)),
+                });
+            }
+            let pick = pick(self.strategy, &candidates);
+            // Taken now, so that no other call takes the same probe; one
+            // taken by another call first leaves the deployment out.
+            if pick.probe && !self.deployments[pick.index].circuit.take_probe(now) {
+                candidates.retain(|c| c.index != pick.index);
+                let soon = Duration::from_millis(100);
+                retry_in = Some(retry_in.map_or(soon, |r| r.min(soon)));
+                continue;
+            }
             return Ok(Chosen {
-                probe: false,
-                ..chosen
+                index: pick.index,
+                probe: pick.probe,
             });
         }
-        Ok(chosen)
     }
 
     /// A call goes to deployment `index`: counted in flight until the

@@ -109,9 +109,24 @@ async fn a_pool_serves_its_name_from_both_deployments_and_lists_once() {
     assert_eq!(h.sim.stats().model("gpt-4o").ok, 1);
 
     // Each deployment is a resource of its own.
-    assert!(h.resource("deployment:sim-a/dep-a").await.is_some());
-    assert!(h.resource("deployment:sim-b/dep-b").await.is_some());
     let pools = pools(&h).await;
+    let resources: Vec<&str> = pools[0]["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        resources,
+        ["deployment:sim-a/dep-a", "deployment:sim-b/dep-b"]
+    );
+    let served: u64 = pools[0]["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["served"].as_u64().unwrap())
+        .sum();
+    assert_eq!(served, 41);
     assert_eq!(pools[0]["model"], POOL);
     assert_eq!(pools[0]["strategy"], "fill");
     assert_eq!(circuit(&pools, "sim-a"), "closed");

@@ -8,7 +8,8 @@
 //! (two of 25/s; one answers only 503s from a third of the run to two
 //! thirds: the survivor's share of its capacity from a second after the
 //! failure, client errors, how soon the failed one serves again once it
-//! recovers), `replicas` (`even` through two gateways sharing the
+//! recovers), `hang` (the same, but it stops answering: calls hang until
+//! the attempt timeout, 1 s here), `replicas` (`even` through two gateways sharing the
 //! deployments' limits in Redis: `--redis`), `ordered` (30/s then 30/s in
 //! order, the second taking only the overflow).
 
@@ -38,7 +39,7 @@ pub struct PoolArgs {
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Which scenario: `even`, `uneven`, `failover`, `ordered`,
+    /// Which scenario: `even`, `uneven`, `failover`, `hang`, `ordered`,
     /// `replicas` (needs `--redis`), or `all` (all but `replicas` unless
     /// `--redis` is given).
     #[arg(long, value_enum, default_value_t = PoolScenario::All)]
@@ -63,6 +64,7 @@ pub enum PoolScenario {
     Even,
     Uneven,
     Failover,
+    Hang,
     Ordered,
     Replicas,
     All,
@@ -76,11 +78,23 @@ pub(crate) struct Dep {
     pub(crate) burst: u32,
 }
 
+/// How a deployment fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failing {
+    /// It answers 503 to every call.
+    Errors,
+    /// It stops answering: calls hang until the gateway's attempt
+    /// timeout (1 s in this scenario).
+    Hangs,
+}
+
 /// A deployment failing for part of a run.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fail {
     /// Which deployment.
     pub(crate) index: usize,
+    /// How.
+    pub(crate) how: Failing,
     /// From when, and until when, after the start.
     pub(crate) from: Duration,
     pub(crate) until: Duration,
@@ -217,13 +231,21 @@ fn setups(args: &PoolArgs) -> Result<Vec<Setup>, String> {
             },
         ],
     );
-    let failover = Setup {
-        fail: Some(Fail {
+    let fail = |how| {
+        Some(Fail {
             index: 1,
+            how,
             from: args.duration / 3,
             until: args.duration * 2 / 3,
-        }),
+        })
+    };
+    let failover = Setup {
+        fail: fail(Failing::Errors),
         ..base("failover", two())
+    };
+    let hang = Setup {
+        fail: fail(Failing::Hangs),
+        ..base("hang", two())
     };
     let ordered = Setup {
         strategy: Strategy::Ordered,
@@ -252,11 +274,14 @@ fn setups(args: &PoolArgs) -> Result<Vec<Setup>, String> {
         (PoolScenario::Even, _) => vec![even],
         (PoolScenario::Uneven, _) => vec![uneven],
         (PoolScenario::Failover, _) => vec![failover],
+        (PoolScenario::Hang, _) => vec![hang],
         (PoolScenario::Ordered, _) => vec![ordered],
         (PoolScenario::Replicas, Some(url)) => vec![replicas(url)],
         (PoolScenario::Replicas, None) => return Err("`replicas` needs --redis".into()),
-        (PoolScenario::All, None) => vec![even, uneven, failover, ordered],
-        (PoolScenario::All, Some(url)) => vec![even, uneven, failover, ordered, replicas(url)],
+        (PoolScenario::All, None) => vec![even, uneven, failover, hang, ordered],
+        (PoolScenario::All, Some(url)) => {
+            vec![even, uneven, failover, hang, ordered, replicas(url)]
+        }
     })
 }
 
@@ -319,6 +344,11 @@ fn pooled(s: &Setup) -> impl Fn(&mut Config) + '_ {
         });
         if let Some(url) = &s.redis {
             c.redis = Some(RedisSettings::new(url.clone()));
+        }
+        if s.fail.is_some_and(|f| f.how == Failing::Hangs) {
+            // A deployment that stops answering is found out by the
+            // attempt's timeout.
+            c.retry.attempt_timeout_ms = 1_000;
         }
     }
 }
@@ -396,10 +426,17 @@ async fn schedule(stack: &Stack, s: &Setup, started: Instant) -> Option<Failover
             .sum()
     };
     tokio::time::sleep_until(started + fail.from).await;
-    let failing = Faults {
-        error_rate: 1.0,
-        error_statuses: vec![503],
-        ..Faults::none()
+    let failing = match fail.how {
+        Failing::Errors => Faults {
+            error_rate: 1.0,
+            error_statuses: vec![503],
+            ..Faults::none()
+        },
+        Failing::Hangs => Faults {
+            hang_rate: 1.0,
+            hang_ms: 30_000,
+            ..Faults::none()
+        },
     };
     let _ = stack
         .sim

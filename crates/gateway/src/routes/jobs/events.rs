@@ -101,7 +101,7 @@ pub(crate) async fn events(
         && bearer(&headers)?.is_some_and(|b| state.stores.keys.is_admin(b.as_bytes()));
     let tenant = match admin {
         true => None,
-        false => Some(Tenant::authenticate(&state, &headers).await?),
+        false => Some(Tenant::authenticate(&state, &headers, None).await?),
     };
     let mut filter = filter(&query, admin)?;
     if let Some(tenant) = tenant {

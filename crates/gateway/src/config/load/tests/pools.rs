@@ -53,6 +53,12 @@ fn the_issues_shape_loads_with_its_defaults() {
     // `openai/…` models still go to `openai`.
     assert_eq!(c.pool_index("openai/gpt-4o-mini"), Some(0));
     assert_eq!(c.pool_index("openai/gpt-4o"), None);
+    // A pool without a provider's prefix may be a fallback.
+    let team = POOL.replace("model = \"openai/gpt-4o-mini\"", "model = \"team/mini\"");
+    let c = file(&format!(
+        "{PROVIDERS}{team}\n[fallbacks]\n\"openai/gpt-4o\" = [\"team/mini\"]\n"
+    ));
+    assert_eq!(c.fallbacks["openai/gpt-4o"], ["team/mini"]);
     // `ordered` is spelled as the issue spells it.
     let ordered = file(&format!(
         "{PROVIDERS}{}",

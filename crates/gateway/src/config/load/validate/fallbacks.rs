@@ -15,9 +15,9 @@ pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigErr
                 p.push(Seg::Index(j));
                 (p, m)
             }));
-        let format = config.provider_for(model).map(|p| p.format);
+        let format = serving(config, model).map(|p| p.format);
         for (at, m) in named {
-            let Some(p) = config.provider_for(m) else {
+            let Some(p) = serving(config, m) else {
                 return Err(c.fail(
                     at,
                     format!("no provider serves `{m}`: a model is named `{{provider}}/{{model}}`"),
@@ -46,6 +46,19 @@ pub(super) fn fallbacks(c: &Checks<'_>, config: &Config) -> Result<(), ConfigErr
         ));
     }
     Ok(())
+}
+
+/// The provider serving `model`: a pool's first deployment's, else the
+/// one its prefix names.
+fn serving<'c>(config: &'c Config, model: &str) -> Option<&'c crate::config::ProviderConfig> {
+    match config.pool_index(model) {
+        Some(i) => config.pools[i]
+            .deployments
+            .first()
+            .and_then(|d| config.provider_named(&d.provider))
+            .map(|i| &config.providers[i]),
+        None => config.provider_for(model),
+    }
 }
 
 /// A cycle in the fallback chains, as the models along it (the first again
