@@ -73,8 +73,13 @@ mod tests {
     /// The embedded defaults with every provider's key set.
     fn keyed() -> Config {
         let mut c = Config::default();
-        for p in c.providers.clone() {
-            c.secrets.insert(p.api_key_env.unwrap(), "k");
+        for var in c
+            .providers
+            .clone()
+            .into_iter()
+            .filter_map(|p| p.api_key_env)
+        {
+            c.secrets.insert(var, "k");
         }
         c
     }

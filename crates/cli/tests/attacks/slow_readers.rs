@@ -269,7 +269,8 @@ async fn a_proxied_body_nobody_reads_ends_at_its_deadline() {
     let sim = sim(flood_sim()).await;
     let api = format!(
         "{}\n[[apis]]\nname = \"llm\"\nbase_url = \"{}/openai/v1\"\n\
-         requests_per_second = 100000.0\nburst = 100000\n",
+         requests_per_second = 100000.0\nburst = 100000\n\
+         auth_env = \"OPENAI_API_KEY\"\n",
         tenants("write_timeout_ms = 600000"),
         sim.url()
     );

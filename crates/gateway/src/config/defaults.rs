@@ -205,7 +205,11 @@ fn default_providers() -> Vec<ProviderConfig> {
             format,
             strip_prefix: true,
             prefixes: Vec::new(),
-            auth: super::ProviderAuth::Key,
+            // The local servers take no key.
+            auth: match key_env {
+                Some(_) => super::ProviderAuth::Key,
+                None => super::ProviderAuth::None,
+            },
         })
         .collect()
 }

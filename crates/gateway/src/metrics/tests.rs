@@ -52,6 +52,7 @@ fn record_everything(m: &Metrics) {
     (r.reasoning_tokens, r.cost_nanos) = (1, 3_000);
     usage_spent("fam-tenant", "fam-model", &r);
     ledger_writer(1, 0, 3);
+    mcp_tool_call("fam-server", "gmail", 200, 0.01);
 }
 
 #[test]
