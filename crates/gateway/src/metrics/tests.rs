@@ -53,6 +53,8 @@ fn record_everything(m: &Metrics) {
     usage_spent("fam-tenant", "fam-model", &r);
     ledger_writer(1, 0, 3);
     mcp_tool_call("fam-server", "gmail", 200, 0.01);
+    pool_attempt("fam-pool", "fam-deployment", "ok");
+    pool_circuit("fam-pool", "fam-deployment", true);
 }
 
 #[test]
