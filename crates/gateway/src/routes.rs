@@ -78,6 +78,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/jobs", Tenant, get(jobs::list)),
         entry("POST", "/v1/jobs/batch", Tenant, post(jobs::enqueue_batch)),
         entry("GET", "/v1/jobs/events", Tenant, get(jobs::events)),
+        entry("GET", "/v1/jobs/events/all", Admin, get(jobs::events_all)),
         entry("POST", "/v1/flows", Tenant, post(jobs::enqueue_flow)),
         entry("GET", "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
         entry("POST", "/v1/jobs/{id}/retry", Tenant, post(jobs::retry)),

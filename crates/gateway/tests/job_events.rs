@@ -27,10 +27,12 @@ struct Stream {
 
 impl Stream {
     async fn open(h: &Harness, who: &str, query: &str, last: Option<i64>) -> Stream {
-        let mut req = h.http.get(h.url(&format!("/v1/jobs/events{query}")));
-        req = match who {
-            "admin" => req.bearer_auth(ADMIN),
-            tenant => req.header("x-sluice-workspace", tenant),
+        let mut req = match who {
+            "admin" => {
+                (h.http.get(h.url(&format!("/v1/jobs/events/all{query}")))).bearer_auth(ADMIN)
+            }
+            tenant => (h.http.get(h.url(&format!("/v1/jobs/events{query}"))))
+                .header("x-sluice-workspace", tenant),
         };
         if let Some(id) = last {
             req = req.header("last-event-id", id.to_string());

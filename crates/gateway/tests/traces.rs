@@ -188,7 +188,7 @@ async fn requests_refused_before_admission_write_no_traces() {
         ("/v1/chat/completions", "{not json".into()),
         ("/v1/chat/completions", r#"{"messages": []}"#.into()),
         ("/v1/chat/completions", r#"{"model": "nobody/x"}"#.into()),
-        ("/v1/messages", r#"{"model": "openai/gpt-4o"}"#.into()),
+        ("/v1/messages", r#"{"model": "nobody/x"}"#.into()),
         ("/v1/chat/completions", "x".repeat(2_000).into()),
         ("/proxy/nowhere/x", "{}".into()),
     ];

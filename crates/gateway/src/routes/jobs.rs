@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
-pub(crate) use events::events;
+pub(crate) use events::{events, events_all};
 pub(crate) use flows::enqueue_flow;
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};

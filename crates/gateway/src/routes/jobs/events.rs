@@ -20,7 +20,7 @@ use sluice_jobs::events::{EventCursor, EventFilter};
 
 use super::{store, store_error};
 use crate::error::ApiError;
-use crate::layers::auth::{Tenant, bearer};
+use crate::layers::auth::Tenant;
 use crate::state::AppState;
 
 /// How often a stream looks for new events when it has read them all.
@@ -91,18 +91,34 @@ fn filter(query: &HashMap<String, String>, admin: bool) -> Result<EventFilter, A
     Ok(f)
 }
 
-/// `GET /v1/jobs/events`.
+/// `GET /v1/jobs/events`: the calling tenant's jobs' events.
 pub(crate) async fn events(
     State(state): State<AppState>,
+    tenant: Tenant,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let admin = state.stores.keys.admin.is_some()
-        && bearer(&headers)?.is_some_and(|b| state.stores.keys.is_admin(b.as_bytes()));
-    let tenant = match admin {
-        true => None,
-        false => Some(Tenant::authenticate(&state, &headers, None).await?),
-    };
+    stream_events(state, Some(tenant), headers, query).await
+}
+
+/// `GET /v1/jobs/events/all`: every tenant's (or `tenant=`'s), for the
+/// operator.
+pub(crate) async fn events_all(
+    State(state): State<AppState>,
+    _: crate::layers::auth::Admin,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    stream_events(state, None, headers, query).await
+}
+
+async fn stream_events(
+    state: AppState,
+    tenant: Option<Tenant>,
+    headers: HeaderMap,
+    query: HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let admin = tenant.is_none();
     let mut filter = filter(&query, admin)?;
     if let Some(tenant) = tenant {
         filter.tenant = Some(tenant.name().to_owned());
