@@ -79,7 +79,10 @@ fn entry(id: &str, p: &ProviderConfig) -> Value {
 }
 
 /// The list: the configuration's named models and each provider's known
-/// ones (a provider without any as `{name}/*`), each once, sorted.
+/// ones, each once, sorted. Only names a client can call: a provider with
+/// no known model is not listed (a `{name}/*` entry would be taken for a
+/// model by every SDK); its calls still route by prefix, and `/readyz`
+/// lists every provider.
 pub(crate) fn catalog(config: &Config, prices: &PriceTable) -> Value {
     let mut ids: BTreeMap<String, &ProviderConfig> = BTreeMap::new();
     let named = config
@@ -119,11 +122,6 @@ pub(crate) fn catalog(config: &Config, prices: &PriceTable) -> Value {
             ids.insert(model.to_owned(), p);
         }
     }
-    for p in &config.providers {
-        if !ids.values().any(|q| q.name == p.name) {
-            ids.insert(format!("{}/*", p.name), p);
-        }
-    }
     let data: Vec<Value> = ids.into_iter().map(|(id, p)| entry(&id, p)).collect();
     json!({"object": "list", "data": data})
 }
@@ -138,7 +136,7 @@ mod tests {
     }
 
     #[test]
-    fn real_models_once_and_a_wildcard_only_for_a_provider_without_any() {
+    fn real_models_once_and_never_a_wildcard() {
         let mut c = Config::default();
         c.models.push(ModelLimits {
             prefix: "openai/gpt-4o".into(),
@@ -199,7 +197,8 @@ mod tests {
                 "/v1beta/models/{model}:generateContent"
             ])
         );
-        // A provider the table knows nothing of is named by its wildcard.
+        // A provider the table knows nothing of is not listed at all,
+        // never as a wildcard a client would take for a model.
         let bare = catalog(&c, &PriceTable::default());
         let ids: Vec<&str> = bare["data"]
             .as_array()
@@ -207,10 +206,7 @@ mod tests {
             .iter()
             .map(|m| m["id"].as_str().unwrap())
             .collect();
-        assert!(
-            ids.contains(&"google/*") && ids.contains(&"openai/gpt-4o"),
-            "{ids:?}"
-        );
-        assert!(!ids.contains(&"openai/*"), "{ids:?}");
+        assert!(ids.contains(&"openai/gpt-4o"), "{ids:?}");
+        assert!(!ids.iter().any(|i| i.ends_with("/*")), "{ids:?}");
     }
 }
