@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::config::{Config, StoreLocation};
 use crate::error::{Cause, StartError, chain};
 use crate::metrics::LabelValues;
+use crate::pools::DeploymentState;
 use crate::request::Context;
 
 pub(crate) use jobs::recorded;
@@ -253,10 +254,17 @@ impl Draft {
     }
 
     /// The call goes to `model` of `provider` (a fallback's, after the
-    /// model asked for).
-    pub(crate) fn route(&mut self, provider: &str, model: &str) {
+    /// model asked for), through `deployment` when `model` is a pool's.
+    pub(crate) fn route(
+        &mut self,
+        provider: &str,
+        model: &str,
+        deployment: Option<&DeploymentState>,
+    ) {
         provider.clone_into(&mut self.record.provider);
         model.clone_into(&mut self.record.model);
+        self.record.deployment =
+            deployment.map(|d| format!("{}/{}", d.provider_name, d.upstream_model));
     }
 
     /// The call used `usage`: the provider's figures when it reported

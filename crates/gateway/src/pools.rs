@@ -5,17 +5,21 @@
 //! `layers/pool.rs`.
 
 mod circuit;
+mod shared;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_limit::{Capacity, SharedLimiter};
+use sluice_redis::{ProbeClaim, RedisLimiter};
 use tokio::time::Instant;
 
 use crate::config::{Config, Strategy};
+use crate::dashboard::view::{DeploymentView, PoolView};
 
 pub(crate) use circuit::{Admit, Circuit};
+use shared::SharedCircuits;
 
 /// The pools of a configuration, in `config.pools`' order.
 #[derive(Debug, Default)]
@@ -30,6 +34,11 @@ pub(crate) struct Pool {
     pub(crate) model: String,
     strategy: Strategy,
     pub(crate) deployments: Vec<Arc<DeploymentState>>,
+    /// With `[redis]`: the circuits' state shared by every replica.
+    shared: Option<SharedCircuits>,
+    /// The longest a probe is held for this replica (another may take
+    /// it after this): the longest an attempt may take.
+    probe_ttl: Duration,
 }
 
 /// One deployment's live state.
@@ -84,9 +93,9 @@ pub(crate) struct AllOpen {
 
 impl Pools {
     /// The pools `config` sets (its checks passed: every deployment's
-    /// provider exists).
-    pub(crate) fn new(config: &Config) -> Pools {
-        let pools = config
+    /// provider exists), their circuits shared through `redis` when given.
+    pub(crate) fn new(config: &Config, redis: Option<&RedisLimiter>) -> Pools {
+        let mut pools: Vec<Pool> = config
             .pools
             .iter()
             .map(|p| Pool {
@@ -115,8 +124,17 @@ impl Pools {
                         })
                     })
                     .collect(),
+                shared: None,
+                probe_ttl: Duration::from_millis(config.retry.attempt_timeout_ms.max(p.open_ms)),
             })
             .collect();
+        if let Some(redis) = redis {
+            let all = pools.iter().flat_map(|p| p.deployments.iter().cloned());
+            let shared = SharedCircuits::start(redis.clone(), all.collect());
+            for p in &mut pools {
+                p.shared = Some(shared.clone());
+            }
+        }
         Pools { pools }
     }
 
@@ -125,39 +143,33 @@ impl Pools {
         self.pools.get(index)
     }
 
-    /// Every pool's deployments as `GET /v1/limits` shows them: circuit,
-    /// calls in flight, calls answered and failed (its limits are among
-    /// the resources, under the deployment's resource name).
-    pub(crate) fn view(&self) -> serde_json::Value {
+    /// Every pool's deployments as `GET /v1/limits` and the dashboard
+    /// show them: circuit, calls in flight, calls answered and failed
+    /// (its limits are among the resources, under the deployment's
+    /// resource name).
+    pub(crate) fn views(&self) -> Vec<PoolView> {
         let now = Instant::now();
-        let pools: Vec<serde_json::Value> = self
-            .pools
+        self.pools
             .iter()
-            .map(|p| {
-                let deployments: Vec<serde_json::Value> = p
+            .map(|p| PoolView {
+                model: p.model.clone(),
+                strategy: p.strategy.as_str().to_owned(),
+                deployments: p
                     .deployments
                     .iter()
-                    .map(|d| {
-                        serde_json::json!({
-                            "provider": d.provider_name,
-                            "model": d.upstream_model,
-                            "resource": d.resource,
-                            "weight": d.weight,
-                            "circuit": d.circuit.state(now).as_str(),
-                            "in_flight": d.in_flight.load(Ordering::Relaxed),
-                            "served": d.served.load(Ordering::Relaxed),
-                            "failed": d.failed.load(Ordering::Relaxed),
-                        })
+                    .map(|d| DeploymentView {
+                        provider: d.provider_name.clone(),
+                        model: d.upstream_model.clone(),
+                        resource: d.resource.clone(),
+                        weight: d.weight,
+                        circuit: d.circuit.state(now).as_str().to_owned(),
+                        in_flight: d.in_flight.load(Ordering::Relaxed),
+                        served: d.served.load(Ordering::Relaxed),
+                        failed: d.failed.load(Ordering::Relaxed),
                     })
-                    .collect();
-                serde_json::json!({
-                    "model": p.model,
-                    "strategy": p.strategy,
-                    "deployments": deployments,
-                })
+                    .collect(),
             })
-            .collect();
-        serde_json::Value::Array(pools)
+            .collect()
     }
 }
 
@@ -215,11 +227,27 @@ impl Pool {
             let pick = pick(self.strategy, &candidates);
             // Taken now, so that no other call takes the same probe; one
             // taken by another call first leaves the deployment out.
-            if pick.probe && !self.deployments[pick.index].circuit.take_probe(now) {
+            let d = &self.deployments[pick.index];
+            if pick.probe && !d.circuit.take_probe(now) {
                 candidates.retain(|c| c.index != pick.index);
                 let soon = Duration::from_millis(100);
                 retry_in = Some(retry_in.map_or(soon, |r| r.min(soon)));
                 continue;
+            }
+            // With `[redis]`, one replica probes: one that finds another
+            // probing, or the circuit opened again elsewhere, keeps it
+            // open here until the verdict's notice (or, at the latest,
+            // for its open time, then asks again).
+            if let (true, Some(shared)) = (pick.probe, &self.shared) {
+                if let ProbeClaim::Open(left) | ProbeClaim::Probing(left) =
+                    shared.claim(d, self.probe_ttl).await
+                {
+                    let left = left.min(d.circuit.open_time());
+                    d.circuit.open_until(Instant::now() + left);
+                    candidates.retain(|c| c.index != pick.index);
+                    retry_in = Some(retry_in.map_or(left, |r| r.min(left)));
+                    continue;
+                }
             }
             return Ok(Chosen {
                 index: pick.index,
@@ -237,6 +265,7 @@ impl Pool {
             deployment: d,
             probe: chosen.probe,
             outcome: None,
+            shared: self.shared.clone(),
         }
     }
 }
@@ -316,6 +345,7 @@ pub(crate) struct InFlight {
     deployment: Arc<DeploymentState>,
     probe: bool,
     outcome: Option<Outcome>,
+    shared: Option<SharedCircuits>,
 }
 
 impl InFlight {
@@ -331,18 +361,32 @@ impl Drop for InFlight {
         d.in_flight.fetch_sub(1, Ordering::Relaxed);
         let outcome = self.outcome.unwrap_or(Outcome::Neither);
         let now = Instant::now();
-        match outcome {
+        // What the other replicas learn: a verdict (opened, closed), or
+        // a probe of this replica's that gave none, given back.
+        let (opened, closed) = match outcome {
             Outcome::Answered => {
                 d.served.fetch_add(1, Ordering::Relaxed);
-                d.circuit.succeeded(self.probe);
+                (false, d.circuit.succeeded(self.probe))
             }
             Outcome::Failed => {
                 d.failed.fetch_add(1, Ordering::Relaxed);
-                d.circuit.failed(now, self.probe);
+                (d.circuit.failed(now, self.probe), false)
             }
             // A probe that proved nothing (cancelled, throttled) is given
             // back for another call to make.
-            Outcome::Neither => d.circuit.released(self.probe),
+            Outcome::Neither => {
+                d.circuit.released(self.probe);
+                (false, false)
+            }
+        };
+        if let Some(shared) = &self.shared {
+            if opened {
+                shared.opened(d);
+            } else if closed {
+                shared.closed(d);
+            } else if self.probe {
+                shared.released(d);
+            }
         }
         let open = d.circuit.state(now) != circuit::CircuitState::Closed;
         crate::metrics::pool_circuit(&d.pool, &d.resource, open);

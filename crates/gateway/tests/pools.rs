@@ -6,11 +6,14 @@
 
 mod common;
 
-use common::{Harness, sim_config};
+use common::{ACME, GLOBEX, Harness, sim_config, two_tenants};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_gateway::config::{Config, Deployment, ModelPool, ProviderConfig, Strategy};
-use sluice_sim::{Faults, Scope};
+use sluice_gateway::config::{
+    Config, Deployment, ModelPool, ProviderConfig, Strategy, TenantProvider,
+};
+use sluice_gateway::dashboard::view::Snapshot;
+use sluice_sim::{Faults, Scope, SimConfig};
 
 const POOL: &str = "openai/gpt-4o-mini";
 
@@ -230,19 +233,32 @@ async fn a_failing_deployment_is_taken_out_and_comes_back_after_a_probe() {
     h.stop().await;
 }
 
+/// The test Redis (`scripts/test` starts one), or `None` with a note.
+fn redis_url() -> Option<String> {
+    let url = std::env::var("SLUICE_TEST_REDIS_URL").ok();
+    let url = url.filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
+    }
+    url
+}
+
+/// `c` shares its limits and circuits through the Redis at `url`, under
+/// `prefix`, as replica `id`.
+fn on_redis(c: &mut Config, url: String, prefix: String, id: &str) {
+    let mut redis = sluice_gateway::config::RedisSettings::new(url);
+    redis.prefix = prefix;
+    redis.replica_id = Some(id.into());
+    c.redis = Some(redis);
+}
+
 /// Two replicas with `[redis]` in front of the same two deployments of a
 /// burst of 3 and one call per 100 s: together they send each deployment
 /// its 3 and no more (each alone would have sent 6), and refuse the rest
 /// with a 429 rather than let a deployment answer one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_on_one_redis_share_each_deployments_limit() {
-    let Some(url) = std::env::var("SLUICE_TEST_REDIS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("note: SLUICE_TEST_REDIS_URL is not set; skipping (scripts/test sets it)");
-        return;
-    };
+    let Some(url) = redis_url() else { return };
     let prefix = format!("pool{:x}:", fastrand::u64(..));
     let edit = |id: &'static str| {
         let (url, prefix) = (url.clone(), prefix.clone());
@@ -254,10 +270,7 @@ async fn replicas_on_one_redis_share_each_deployments_limit() {
                 deployment("sim-b", "dep-b", 0.01, 3),
                 60_000,
             );
-            let mut redis = sluice_gateway::config::RedisSettings::new(url);
-            redis.prefix = prefix;
-            redis.replica_id = Some(id.into());
-            c.redis = Some(redis);
+            on_redis(c, url, prefix, id);
         }
     };
     let h = Harness::with(sim_config(), edit("one")).await;
@@ -292,4 +305,267 @@ async fn replicas_on_one_redis_share_each_deployments_limit() {
         0
     );
     h.stop().await;
+}
+
+/// The circuit of replica `base`'s deployment `provider`, read until it
+/// is one of `want` (for at most 1,000 looks 10 ms apart: the bus's
+/// notice takes milliseconds; a bound, not a timing claim).
+async fn circuit_becomes(
+    http: &reqwest::Client,
+    base: &str,
+    provider: &str,
+    want: &[&str],
+) -> String {
+    let mut seen = String::new();
+    for _ in 0..1_000 {
+        let res = http.get(format!("{base}/v1/limits")).send().await.unwrap();
+        let body: Value = res.json().await.unwrap();
+        seen = circuit(body["pools"].as_array().unwrap(), provider);
+        if want.contains(&seen.as_str()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    seen
+}
+
+/// A chat call for the pool through the gateway at `base`.
+async fn chat_at(http: &reqwest::Client, base: &str) -> StatusCode {
+    let body = json!({"model": POOL, "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let url = format!("{base}/v1/chat/completions");
+    http.post(url).json(&body).send().await.unwrap().status()
+}
+
+/// With `[redis]`, a circuit one replica opens is open on the others: a
+/// replica that never called the failing deployment sends it nothing
+/// (with `ordered` it would try it first), and a replica started after
+/// it opened reads it from Redis. The one replica that probes it and is
+/// answered closes it for all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_one_redis_share_each_deployments_circuit() {
+    let Some(url) = redis_url() else { return };
+    let edit = |prefix: &str, id: &'static str, open_ms: u64| {
+        let (url, prefix) = (url.clone(), prefix.to_owned());
+        move |c: &mut Config| {
+            pooled(
+                c,
+                Strategy::Ordered,
+                deployment("sim-a", "dep-a", 1_000.0, 1_000),
+                deployment("sim-b", "dep-b", 1_000.0, 1_000),
+                open_ms,
+            );
+            on_redis(c, url, prefix, id);
+        }
+    };
+    let failing = || Faults {
+        error_rate: 1.0,
+        error_statuses: vec![500],
+        ..Faults::none()
+    };
+    let dep_a = || Scope::Model("dep-a".into());
+    let (open, not_closed) = (&["open"][..], &["open", "half_open"][..]);
+
+    // Open for a minute: replica one opens dep-a's circuit (3 failures
+    // in a row), replica two hears of it and sends it nothing.
+    let first = format!("circuit{:x}:", fastrand::u64(..));
+    let h = Harness::with(sim_config(), edit(&first, "one", 60_000)).await;
+    let two = h.replica(edit(&first, "two", 60_000)).await;
+    h.sim.set_faults(dep_a(), failing()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(chat(&h, POOL).await.status(), StatusCode::OK);
+    }
+    assert_eq!(circuit(&pools(&h).await, "sim-a"), "open");
+    let seen = circuit_becomes(&h.http, &two.url(""), "sim-a", open).await;
+    assert_eq!(
+        seen, "open",
+        "replica two hears that dep-a's circuit opened"
+    );
+    let failed = h.sim.stats().model("dep-a").server_errors;
+    for _ in 0..5 {
+        assert_eq!(chat_at(&h.http, &two.url("")).await, StatusCode::OK);
+    }
+    assert_eq!(
+        h.sim.stats().model("dep-a").server_errors,
+        failed,
+        "replica two sent dep-a nothing while its circuit is open"
+    );
+    // A replica started now reads the open circuit from Redis.
+    let three = h.replica(edit(&first, "three", 60_000)).await;
+    let seen = circuit_becomes(&h.http, &three.url(""), "sim-a", open).await;
+    assert_eq!(seen, "open", "replica three read the open circuit at start");
+    drop((two, three));
+
+    // Open for 100 ms: replica four opens it, five hears of it; once
+    // dep-a answers again, four's answered probe closes it on five too
+    // (five, which makes no call, would stay half open by itself).
+    let second = format!("circuit{:x}:", fastrand::u64(..));
+    let four = h.replica(edit(&second, "four", 100)).await;
+    let five = h.replica(edit(&second, "five", 100)).await;
+    for _ in 0..3 {
+        assert_eq!(chat_at(&h.http, &four.url("")).await, StatusCode::OK);
+    }
+    let seen = circuit_becomes(&h.http, &five.url(""), "sim-a", not_closed).await;
+    assert!(not_closed.contains(&seen.as_str()), "{seen}");
+    h.sim.set_faults(dep_a(), Faults::none()).unwrap();
+    let answered = h.sim.stats().model("dep-a").ok;
+    let mut probed = false;
+    for _ in 0..200 {
+        assert_eq!(chat_at(&h.http, &four.url("")).await, StatusCode::OK);
+        if h.sim.stats().model("dep-a").ok > answered {
+            probed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        probed,
+        "replica four probes dep-a once its open time passed"
+    );
+    let seen = circuit_becomes(&h.http, &five.url(""), "sim-a", &["closed"]).await;
+    assert_eq!(seen, "closed", "four's answered probe closes it on five");
+    drop((four, five));
+    h.stop().await;
+}
+
+/// Every file under `dir`, read whole (lossily).
+fn every_file(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            every_file(&path, out);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+}
+
+/// A tenant's own key for one deployment (`[tenants.providers.sim-a]`)
+/// goes to that deployment with its calls; another tenant's calls there
+/// carry the provider's key. The ledger records the alias called and the
+/// deployment that served; the dashboard lists the deployments. No key
+/// shows in an answer, `GET /v1/limits`, the metrics, the dashboard, the
+/// request log, the traces or the ledger's files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_own_key_for_a_deployment_goes_there_and_shows_nowhere() {
+    const OWN: &str = "sk-acme-own-1f2e3d";
+    const SHARED: &str = "sk-shared-9c8b7a";
+    const VIEWER: &str = "viewer-token";
+    // The sim takes acme's own key only.
+    let sim = SimConfig {
+        api_key: Some(OWN.into()),
+        ..sim_config()
+    };
+    let h = Harness::with(sim, |c| {
+        pooled(
+            c,
+            Strategy::Ordered,
+            deployment("sim-a", "dep-a", 1_000.0, 1_000),
+            deployment("sim-b", "dep-b", 1_000.0, 1_000),
+            60_000,
+        );
+        two_tenants(c);
+        c.ui.token = Some(VIEWER.into());
+        c.secrets.insert("SHARED_KEY", SHARED);
+        c.secrets.insert("ACME_A", OWN);
+        for p in c
+            .providers
+            .iter_mut()
+            .filter(|p| p.name.starts_with("sim-"))
+        {
+            p.api_key_env = Some("SHARED_KEY".into());
+        }
+        let own = TenantProvider {
+            api_key_env: "ACME_A".into(),
+        };
+        c.tenants[0].providers.insert("sim-a".into(), own);
+    })
+    .await;
+    let call = |key: &'static str| {
+        let body = json!({"model": "fast", "max_tokens": 4,
+            "messages": [{"role": "user", "content": "hi"}]});
+        h.post("/v1/chat/completions", &body)
+            .bearer_auth(key)
+            .send()
+    };
+    let mut answers = Vec::new();
+    let res = call(ACME).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "acme's own key reached dep-a");
+    answers.push(res.text().await.unwrap());
+    // Globex has none: the provider's key went to dep-a, which the sim
+    // refused (a 401 is the client's answer, not a failing deployment).
+    let res = call(GLOBEX).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    answers.push(res.text().await.unwrap());
+    assert_eq!(h.sim.stats().model("dep-a").ok, 1);
+
+    // The ledger: acme's call under the pool's name, the alias it
+    // called and the deployment that served it.
+    let mut record = Value::Null;
+    for _ in 0..500 {
+        let log = h.get_json("/v1/requests", ACME).await;
+        if let Some(r) = log["requests"].as_array().and_then(|r| r.first()) {
+            record = r.clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(record["model"], POOL, "{record}");
+    assert_eq!(record["alias"], "fast", "{record}");
+    assert_eq!(record["deployment"], "sim-a/dep-a", "{record}");
+    assert_eq!(record["provider"], "sim-a", "{record}");
+    answers.push(record.to_string());
+
+    // The dashboard lists both deployments (a snapshot a second).
+    let mut snapshot = Snapshot::default();
+    for _ in 0..100 {
+        let v = h.get_json("/v1/dashboard", VIEWER).await;
+        answers.push(v.to_string());
+        snapshot = serde_json::from_value(v).expect("a snapshot");
+        if snapshot
+            .pools
+            .first()
+            .is_some_and(|p| p.deployments[0].served > 0)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let pool = &snapshot.pools[0];
+    assert_eq!(pool.model, POOL);
+    assert_eq!(pool.strategy, "ordered");
+    let names: Vec<String> = (pool.deployments.iter())
+        .map(|d| format!("{}/{} {}", d.provider, d.model, d.circuit))
+        .collect();
+    assert_eq!(names, ["sim-a/dep-a closed", "sim-b/dep-b closed"]);
+    let row = snapshot
+        .resources
+        .iter()
+        .find(|r| r.resource == "deployment:sim-a/dep-a")
+        .expect("dep-a's limits among the resources");
+    assert_eq!(row.kind, "deployment");
+    assert_eq!(row.configured_per_second, Some(1_000.0));
+
+    answers.push(h.get_json("/v1/limits", VIEWER).await.to_string());
+    answers.push(h.metrics().await);
+    let (trace_dir, data_dir) = (h.trace_dir.clone(), h.data_dir.clone());
+    h.stop().await;
+    let mut files = Vec::new();
+    every_file(&trace_dir, &mut files);
+    every_file(&data_dir, &mut files);
+    assert!(
+        files.iter().any(|(_, text)| text.contains("sim-a/dep-a")),
+        "the traces name the deployment"
+    );
+    for key in [OWN, SHARED] {
+        for text in &answers {
+            assert!(!text.contains(key), "a key in an answer: {text}");
+        }
+        for (path, text) in &files {
+            assert!(!text.contains(key), "a key in {}", path.display());
+        }
+    }
 }

@@ -37,7 +37,7 @@ const STATEMENTS: usize = 4;
 const RECORDS_PER_INSERT: usize = 16;
 
 /// The columns of a record, as [`RECORD_COLUMNS`] lists them.
-const COLUMNS: usize = 22;
+const COLUMNS: usize = 24;
 
 /// The writing connection to a ledger's SQLite file; closed by
 /// [`Direct::close`] (writes then fail, as sqlx's on a closed pool).
@@ -157,6 +157,8 @@ fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<
         &to_i64(r.queue_ms),
         &i64::from(r.retries),
         &r.cache_hit,
+        &r.alias,
+        &r.deployment,
     ];
     for (j, v) in values.iter().enumerate() {
         insert.raw_bind_parameter(row * COLUMNS + j + 1, v)?;

@@ -17,10 +17,10 @@ use crate::rollup::{Delta, Key};
 use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
 
 /// The PostgreSQL type of each of [`RECORD_COLUMNS`], in order.
-const RECORD_TYPES: [&str; 22] = [
+const RECORD_TYPES: [&str; 24] = [
     "TEXT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT",
     "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT",
-    "BIGINT", "BOOLEAN",
+    "BIGINT", "BOOLEAN", "TEXT", "TEXT",
 ];
 
 /// The types of the rollups' key columns and sums, in `rollup_head`'s
@@ -96,6 +96,8 @@ pub(crate) fn insert_records(records: &[Record]) -> Query<'_, Postgres, PgArgume
         .bind(column(r, |r| to_i64(r.queue_ms)))
         .bind(column(r, |r| i64::from(r.retries)))
         .bind(column(r, |r| r.cache_hit))
+        .bind(column(r, |r| r.alias.as_deref()))
+        .bind(column(r, |r| r.deployment.as_deref()))
 }
 
 /// Adds `rollups` to `usage_rollups` (each key once: `deltas` sums a

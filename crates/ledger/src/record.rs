@@ -65,6 +65,14 @@ pub struct Record {
     pub retries: u32,
     /// Answered from the response cache.
     pub cache_hit: bool,
+    /// The name the client called, when it was an alias (`model` is the
+    /// model it stands for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    /// The deployment of a capacity pool that served the call
+    /// (`{provider}/{upstream model}`; `model` is the pool's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
 }
 
 impl Record {
@@ -101,6 +109,8 @@ impl Record {
             queue_ms: 0,
             retries: 0,
             cache_hit: false,
+            alias: None,
+            deployment: None,
         }
     }
 

@@ -53,6 +53,10 @@
 //! - **One interface**: [`RedisLimiter`] is a
 //!   [`RateLimiter`](sluice_limit::RateLimiter), as the in-process limiter
 //!   is; its grants are [`Permit`](sluice_limit::Permit)s.
+//! - **Circuit marks** ([`RedisLimiter::open_circuit`],
+//!   [`RedisLimiter::claim_probe`]): a circuit breaker's open state and
+//!   its one probe, shared by every replica (keys of their own, notices
+//!   under [`CIRCUIT_TOPIC`]).
 //! - **Failure** ([`Failure`]): while Redis is away each replica limits on
 //!   its 1/N share locally, or refuses everything.
 //!
@@ -63,6 +67,7 @@
 
 mod batch;
 mod bus;
+mod circuit;
 mod config;
 mod conn;
 mod error;
@@ -76,6 +81,7 @@ mod notice;
 mod rate_limiter;
 
 pub use bus::CapacityUpdate;
+pub use circuit::{CIRCUIT_TOPIC, CircuitNotice, MAX_CIRCUIT_NAME, ProbeClaim};
 pub use config::{Failure, Mode, RedisConfig};
 pub use error::Error;
 pub use grant::RedisGrant;

@@ -151,6 +151,21 @@ function render(s) {
     cell(tr, fmt(r.p99_ms)).dataset.field = "p99_ms";
   });
 
+  // Capacity pools: one row per deployment (its limits are among the
+  // resources above, as deployment:{provider}/{model}).
+  const deployments = [];
+  for (const p of s.pools || []) for (const d of p.deployments) deployments.push([p, d]);
+  $("pools-section").hidden = deployments.length === 0;
+  fill($("pools").tBodies[0], deployments, (tr, [p, d]) => {
+    tr.dataset.deployment = d.resource;
+    cell(tr, p.model + " (" + p.strategy + ")");
+    cell(tr, d.provider + "/" + d.model);
+    cell(tr, d.circuit, d.circuit === "closed" ? "" : "bad").dataset.field = "circuit";
+    cell(tr, String(d.in_flight)).dataset.field = "in_flight";
+    cell(tr, String(d.served)).dataset.field = "served";
+    cell(tr, String(d.failed), d.failed > 0 ? "bad" : "").dataset.field = "failed";
+  });
+
   const spend = {};
   if (s.spend.data) for (const x of s.spend.data.tenants) spend[x.tenant] = x;
   fill($("tenants").tBodies[0], s.tenants, (tr, t) => {

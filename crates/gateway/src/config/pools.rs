@@ -26,6 +26,16 @@ pub enum Strategy {
     Ordered,
 }
 
+impl Strategy {
+    /// Its name in the configuration.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Fill => "fill",
+            Strategy::Ordered => "ordered",
+        }
+    }
+}
+
 /// `[[pools]]`: one model name over several deployments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +128,16 @@ impl Config {
     /// The model `name` stands for: its alias's target, or itself.
     pub fn resolve_alias<'a>(&'a self, name: &'a str) -> &'a str {
         self.aliases.get(name).map_or(name, String::as_str)
+    }
+
+    /// The deployment whose limiter resource is `resource`.
+    pub fn deployment_of(&self, resource: &str) -> Option<&Deployment> {
+        resource.strip_prefix(DEPLOYMENT_PREFIX)?;
+        self.pools.iter().find_map(|p| {
+            p.deployments
+                .iter()
+                .find(|d| d.resource(&p.model) == resource)
+        })
     }
 
     /// Where the provider named `name` is in `providers`.

@@ -42,6 +42,7 @@ pub(crate) struct Sources<'a> {
     pub(crate) ledger: Option<&'a std::sync::Arc<crate::ledger::UsageLedger>>,
     pub(crate) jobs: Option<&'a crate::jobs::Jobs>,
     pub(crate) audit: Option<&'a crate::audit::Audit>,
+    pub(crate) pools: &'a crate::pools::Pools,
 }
 
 /// Takes snapshots; keeps the readings its rates are counted from.
@@ -63,6 +64,8 @@ pub(crate) fn unix_ms() -> u64 {
 fn kind(state: &Sources<'_>, resource: &str) -> &'static str {
     if resource.starts_with(sluice_limit::API_PREFIX) {
         "api"
+    } else if resource.starts_with(crate::config::DEPLOYMENT_PREFIX) {
+        "deployment"
     } else if state.config.provider_for(resource).is_some() {
         "model"
     } else {
@@ -75,6 +78,10 @@ fn kind(state: &Sources<'_>, resource: &str) -> &'static str {
 fn configured(state: &Sources<'_>, resource: &str) -> (Option<f64>, Option<f64>) {
     if let Some(api) = resource.strip_prefix(sluice_limit::API_PREFIX) {
         return (state.config.api(api).map(|a| a.requests_per_second), None);
+    }
+    if let Some(d) = state.config.deployment_of(resource) {
+        let tokens = d.tokens_per_minute.map(|t| t as f64);
+        return (Some(d.requests_per_second), tokens);
     }
     match state.config.model_limits(resource) {
         Some(l) => (
@@ -229,6 +236,7 @@ impl Sampler {
             jobs,
             audit,
             spend,
+            pools: state.pools.views(),
         }
     }
 }

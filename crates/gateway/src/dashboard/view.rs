@@ -23,6 +23,43 @@ pub struct Snapshot {
     pub audit: Section<Vec<serde_json::Value>>,
     /// Spend per tenant today, from the usage ledger's rollups.
     pub spend: Section<Spend>,
+    /// Capacity pools: each deployment's circuit and traffic.
+    #[serde(default)]
+    pub pools: Vec<PoolView>,
+}
+
+/// One capacity pool (`[[pools]]`), as the dashboard and `GET
+/// /v1/limits` show it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolView {
+    /// The name clients call.
+    pub model: String,
+    /// `fill` or `ordered`.
+    pub strategy: String,
+    /// Its deployments, in the configuration's order.
+    pub deployments: Vec<DeploymentView>,
+}
+
+/// One deployment of a [`PoolView`]. Its limits are among the resources,
+/// under [`DeploymentView::resource`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentView {
+    /// Its provider (a `[[providers]]` entry).
+    pub provider: String,
+    /// The model's name upstream.
+    pub model: String,
+    /// Its limiter resource (`deployment:{provider}/{model}`).
+    pub resource: String,
+    /// Its weight among equals.
+    pub weight: u32,
+    /// `closed`, `open` or `half_open`.
+    pub circuit: String,
+    /// Calls sent to it and not answered yet.
+    pub in_flight: u64,
+    /// Calls it answered since start.
+    pub served: u64,
+    /// Calls that failed on it since start.
+    pub failed: u64,
 }
 
 /// What tenants spent since the start of the day (UTC), as the usage
@@ -101,7 +138,7 @@ impl<T> Section<T> {
 pub struct ResourceView {
     /// The limiter resource: the model (`openai/gpt-4o-mini`) or `api:{name}`.
     pub resource: String,
-    /// `model`, `api` or `other`.
+    /// `model`, `api`, `deployment` (a pool's) or `other`.
     pub kind: String,
     /// Requests per second as configured; `None` without a request limit.
     pub configured_per_second: Option<f64>,

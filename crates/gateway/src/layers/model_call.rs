@@ -229,6 +229,7 @@ impl Parse for Incoming {
                 .map(crate::names::truncated);
             let mut draft = Draft::model(&ctx, route(self.endpoint), &model, user);
             draft.record.provider.clone_from(&prov.name);
+            draft.record.alias.clone_from(&alias);
             notes.ledger = Some(draft);
         }
         let fingerprint = ctx.client_id.then(|| {

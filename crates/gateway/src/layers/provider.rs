@@ -57,7 +57,7 @@ where
             Err(f) => return Served::err(f, notes),
         };
         if let Some(d) = notes.ledger.as_mut() {
-            d.route(&plan.label, &a.model);
+            d.route(&plan.label, &a.model, target(&state, &a));
         }
         if let Some(t) = notes.trace.as_mut() {
             t.model = Some(a.model.clone());

@@ -100,39 +100,69 @@ impl Circuit {
         }
     }
 
-    /// A call on it was answered.
-    pub(crate) fn succeeded(&self, probe: bool) {
+    /// A call on it was answered; true when that closed it (a probe's).
+    pub(crate) fn succeeded(&self, probe: bool) -> bool {
         let mut state = self.lock();
         match *state {
-            State::Closed { .. } => *state = State::Closed { failures: 0 },
+            State::Closed { .. } => {
+                *state = State::Closed { failures: 0 };
+                false
+            }
             // Only a probe closes it: an answer to a call sent before it
             // opened says nothing about now.
-            State::HalfOpen { .. } if probe => *state = State::Closed { failures: 0 },
-            _ => {}
+            State::HalfOpen { .. } if probe => {
+                *state = State::Closed { failures: 0 };
+                true
+            }
+            _ => false,
         }
     }
 
-    /// A call on it failed at `now`.
-    pub(crate) fn failed(&self, now: Instant, probe: bool) {
+    /// A call on it failed at `now`; true when that opened it.
+    pub(crate) fn failed(&self, now: Instant, probe: bool) -> bool {
         let mut state = self.lock();
         match *state {
             State::Closed { failures } if failures + 1 >= self.failures => {
                 *state = State::Open {
                     until: now + self.open,
                 };
+                true
             }
             State::Closed { failures } => {
                 *state = State::Closed {
                     failures: failures + 1,
-                }
+                };
+                false
             }
             State::HalfOpen { .. } if probe => {
                 *state = State::Open {
                     until: now + self.open,
                 };
+                true
             }
-            _ => {}
+            _ => false,
         }
+    }
+
+    /// How long a failure keeps it open.
+    pub(crate) fn open_time(&self) -> Duration {
+        self.open
+    }
+
+    /// Another replica found it failing (or probes it): open until
+    /// `until` at least. A probe of this replica's in flight then proves
+    /// nothing here.
+    pub(crate) fn open_until(&self, until: Instant) {
+        let mut state = self.lock();
+        *state = match *state {
+            State::Open { until: later } if later > until => State::Open { until: later },
+            _ => State::Open { until },
+        };
+    }
+
+    /// Another replica's probe was answered: closed.
+    pub(crate) fn close(&self) {
+        *self.lock() = State::Closed { failures: 0 };
     }
 
     /// A call on it proved nothing; a probe is given back.
@@ -188,8 +218,35 @@ mod tests {
         // A probe given back (cancelled) lets another call probe.
         c.released(true);
         assert!(c.take_probe(after));
-        c.succeeded(true);
+        assert!(c.succeeded(true), "the probe's answer closes it");
         assert_eq!(c.state(after), CircuitState::Closed);
         assert_eq!(c.admits(after), Admit::Yes);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_replicas_marks_open_and_close_it() {
+        let c = Circuit::new(3, Duration::from_secs(1));
+        let now = Instant::now();
+        c.open_until(now + Duration::from_millis(500));
+        assert_eq!(c.admits(now), Admit::NotFor(Duration::from_millis(500)));
+        // A shorter mark does not shorten it.
+        c.open_until(now + Duration::from_millis(100));
+        assert_eq!(
+            c.state(now + Duration::from_millis(200)),
+            CircuitState::Open
+        );
+        // Its own probe in flight when another replica opens it again:
+        // the probe's answer no longer closes it.
+        tokio::time::advance(Duration::from_millis(500)).await;
+        let later = Instant::now();
+        assert!(c.take_probe(later));
+        c.open_until(later + Duration::from_secs(1));
+        assert!(!c.succeeded(true));
+        assert_eq!(c.state(later), CircuitState::Open);
+        c.close();
+        assert_eq!(c.admits(later), Admit::Yes);
+        assert!(!c.failed(later, false), "one failure does not open it");
+        assert!(!c.failed(later, false));
+        assert!(c.failed(later, false), "the third in a row does");
     }
 }

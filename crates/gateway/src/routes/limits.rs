@@ -298,7 +298,7 @@ pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Json<Value> 
         .filter(|c| own_jobs(&state, tenant.name(), &c.resource))
         .filter_map(|c| unscoped(tenant.name(), &c.resource).map(|name| capacity_json(c, &name)))
         .collect();
-    Json(json!({"resources": all, "pools": state.limits.pools.view()}))
+    Json(json!({"resources": all, "pools": state.limits.pools.views()}))
 }
 
 /// Whether `resource` is not a job group of another tenant: a queue's own

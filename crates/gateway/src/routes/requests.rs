@@ -74,6 +74,8 @@ fn row(id: i64, r: &Record) -> Value {
         "kind": r.kind,
         "provider": r.provider,
         "model": r.model,
+        "alias": r.alias,
+        "deployment": r.deployment,
         "endpoint": r.endpoint,
         "status": r.status,
         "prompt_tokens": r.prompt_tokens,

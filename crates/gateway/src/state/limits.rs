@@ -32,7 +32,8 @@ pub(crate) struct Limits {
     pub(crate) reports: Reports,
     /// Which API a tool call's name belongs to.
     pub(crate) tools: ToolClassifier,
-    /// The capacity pools: each deployment's circuit and calls in flight.
+    /// The capacity pools: each deployment's circuit (shared with the
+    /// other replicas through `redis`) and calls in flight.
     pub(crate) pools: crate::pools::Pools,
 }
 
@@ -63,6 +64,7 @@ impl Limits {
                 tools = tools.with(prefix.clone(), api.name.clone());
             }
         }
+        let pools = crate::pools::Pools::new(config, redis.as_ref());
         let limits = Arc::new(Limits {
             limiter,
             shared,
@@ -73,7 +75,7 @@ impl Limits {
             ),
             reports: Reports::default(),
             tools,
-            pools: crate::pools::Pools::new(config),
+            pools,
         });
         // Grants held for the limiter API are released once their TTL
         // passes, whether or not anyone asks for another; the task ends

@@ -105,16 +105,16 @@ async fn failures_open_the_circuit_and_a_probe_closes_it() {
     let (served, tried) = run(&state, POOL, fail_first).await;
     assert!(served.result.is_ok());
     assert_eq!(tried, [Some(1)]);
-    let view = state.limits.pools.view();
-    assert_eq!(view[0]["deployments"][0]["circuit"], "open");
-    assert_eq!(view[0]["deployments"][0]["failed"], 2);
+    let view = state.limits.pools.views();
+    assert_eq!(view[0].deployments[0].circuit, "open");
+    assert_eq!(view[0].deployments[0].failed, 2);
     // After `open_ms`, one call probes it; it answers, and it is back.
     tokio::time::advance(Duration::from_millis(500)).await;
     let (served, tried) = run(&state, POOL, |_| Ok(())).await;
     assert!(served.result.is_ok());
     assert_eq!(tried, [Some(0)], "the probe");
-    let view = state.limits.pools.view();
-    assert_eq!(view[0]["deployments"][0]["circuit"], "closed");
+    let view = state.limits.pools.views();
+    assert_eq!(view[0].deployments[0].circuit, "closed");
 }
 
 #[tokio::test(start_paused = true)]
