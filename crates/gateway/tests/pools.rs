@@ -454,6 +454,7 @@ async fn a_tenants_own_key_for_a_deployment_goes_there_and_shows_nowhere() {
     const OWN: &str = "sk-acme-own-1f2e3d";
     const SHARED: &str = "sk-shared-9c8b7a";
     const VIEWER: &str = "viewer-token";
+    const ADMIN: &str = "admin-token";
     // The sim takes acme's own key only.
     let sim = SimConfig {
         api_key: Some(OWN.into()),
@@ -469,6 +470,8 @@ async fn a_tenants_own_key_for_a_deployment_goes_there_and_shows_nowhere() {
         );
         two_tenants(c);
         c.ui.token = Some(VIEWER.into());
+        c.admin_token = Some(ADMIN.into());
+        c.trace.enabled = true;
         c.secrets.insert("SHARED_KEY", SHARED);
         c.secrets.insert("ACME_A", OWN);
         for p in c
@@ -549,13 +552,16 @@ async fn a_tenants_own_key_for_a_deployment_goes_there_and_shows_nowhere() {
     assert_eq!(row.kind, "deployment");
     assert_eq!(row.configured_per_second, Some(1_000.0));
 
-    answers.push(h.get_json("/v1/limits", VIEWER).await.to_string());
-    answers.push(h.metrics().await);
-    let (trace_dir, data_dir) = (h.trace_dir.clone(), h.data_dir.clone());
-    h.stop().await;
+    answers.push(h.get_json("/v1/limits", ACME).await.to_string());
+    let metrics = h.get("/metrics").bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(metrics.status(), StatusCode::OK);
+    answers.push(metrics.text().await.unwrap());
+    // Stopped (traces and ledger written out), its files still there.
+    let mut h = h;
+    h.shutdown().await;
     let mut files = Vec::new();
-    every_file(&trace_dir, &mut files);
-    every_file(&data_dir, &mut files);
+    every_file(&h.trace_dir, &mut files);
+    every_file(&h.data_dir, &mut files);
     assert!(
         files.iter().any(|(_, text)| text.contains("sim-a/dep-a")),
         "the traces name the deployment"
@@ -568,4 +574,5 @@ async fn a_tenants_own_key_for_a_deployment_goes_there_and_shows_nowhere() {
             assert!(!text.contains(key), "a key in {}", path.display());
         }
     }
+    h.stop().await;
 }
