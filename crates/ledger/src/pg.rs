@@ -131,7 +131,7 @@ mod tests {
     fn one_array_per_column() {
         assert_eq!(RECORD_COLUMNS.split(", ").count(), RECORD_TYPES.len());
         assert_eq!(rollup_head().matches(", ").count() + 1, ROLLUP_TYPES.len());
-        assert!(records_sql().contains("$22::BOOLEAN[]) ON CONFLICT (uid) DO NOTHING"));
+        assert!(records_sql().contains("$24::TEXT[]) ON CONFLICT (uid) DO NOTHING"));
         assert!(rollups_sql().contains("$13::BIGINT[]) ON CONFLICT"));
     }
 }
