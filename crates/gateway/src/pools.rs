@@ -238,16 +238,15 @@ impl Pool {
             // probing, or the circuit opened again elsewhere, keeps it
             // open here until the verdict's notice (or, at the latest,
             // for its open time, then asks again).
-            if let (true, Some(shared)) = (pick.probe, &self.shared) {
-                if let ProbeClaim::Open(left) | ProbeClaim::Probing(left) =
+            if let (true, Some(shared)) = (pick.probe, &self.shared)
+                && let ProbeClaim::Open(left) | ProbeClaim::Probing(left) =
                     shared.claim(d, self.probe_ttl).await
-                {
-                    let left = left.min(d.circuit.open_time());
-                    d.circuit.open_until(Instant::now() + left);
-                    candidates.retain(|c| c.index != pick.index);
-                    retry_in = Some(retry_in.map_or(left, |r| r.min(left)));
-                    continue;
-                }
+            {
+                let left = left.min(d.circuit.open_time());
+                d.circuit.open_until(Instant::now() + left);
+                candidates.retain(|c| c.index != pick.index);
+                retry_in = Some(retry_in.map_or(left, |r| r.min(left)));
+                continue;
             }
             return Ok(Chosen {
                 index: pick.index,

@@ -23,10 +23,10 @@ async fn one_replicas_open_circuit_is_seen_by_the_other_and_one_probes() {
     let heard: Arc<Mutex<Vec<CircuitNotice>>> = Arc::default();
     let sink = Arc::clone(&heard);
     b.on_notice(move |e| {
-        if let NoticeEvent::Notice(n) = e {
-            if n.topic == CIRCUIT_TOPIC {
-                sink.lock().unwrap().extend(CircuitNotice::parse(&n.body));
-            }
+        if let NoticeEvent::Notice(n) = e
+            && n.topic == CIRCUIT_TOPIC
+        {
+            sink.lock().unwrap().extend(CircuitNotice::parse(&n.body));
         }
     });
     // The bus subscribes in the background: wait until b hears a's
