@@ -1,6 +1,7 @@
 //! [`Relay`], the gateway's side of each upstream connection: progress
-//! notifications passed back to the client whose call they belong to, and
-//! a changed tool list noted so that the next listing asks again.
+//! notifications passed back to the client whose request they belong to,
+//! and a changed list (tools, resources, prompts) noted so that the next
+//! listing asks again.
 //!
 //! The SDK gives every upstream request a progress token of its own (a
 //! number unique on that connection); while a call runs, that token maps
@@ -29,10 +30,19 @@ pub(crate) struct Relay {
     inner: Arc<Inner>,
 }
 
+/// A list an upstream offers, cached until it says it changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum List {
+    Tools = 0,
+    Resources = 1,
+    Templates = 2,
+    Prompts = 3,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    /// The upstream's tool list changed since it was last read.
-    stale: AtomicBool,
+    /// Each [`List`] changed since it was last read.
+    stale: [AtomicBool; 4],
     routes: Mutex<HashMap<NumberOrString, (Peer<RoleServer>, ProgressToken)>>,
 }
 
@@ -52,14 +62,18 @@ impl Drop for ProgressRoute {
 }
 
 impl Relay {
-    /// Whether the tool list changed since [`Relay::listed`].
-    pub(crate) fn is_stale(&self) -> bool {
-        self.inner.stale.load(Ordering::Acquire)
+    /// Whether `list` changed since [`Relay::listed`].
+    pub(crate) fn is_stale(&self, list: List) -> bool {
+        self.inner.stale[list as usize].load(Ordering::Acquire)
     }
 
-    /// The tool list was just read.
-    pub(crate) fn listed(&self) {
-        self.inner.stale.store(false, Ordering::Release);
+    /// `list` was just read.
+    pub(crate) fn listed(&self, list: List) {
+        self.inner.stale[list as usize].store(false, Ordering::Release);
+    }
+
+    fn changed(&self, list: List) {
+        self.inner.stale[list as usize].store(true, Ordering::Release);
     }
 
     /// Routes progress reported under `upstream` (the token the SDK sent
@@ -108,6 +122,15 @@ impl ClientHandler for Relay {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.inner.stale.store(true, Ordering::Release);
+        self.changed(List::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed(List::Resources);
+        self.changed(List::Templates);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed(List::Prompts);
     }
 }

@@ -406,6 +406,7 @@ mod tests {
                     cost_usd: 12.3456,
                 }],
             }),
+            mcp: Section::not_configured(),
         }
     }
 

@@ -42,6 +42,8 @@ pub(crate) struct Sources<'a> {
     pub(crate) ledger: Option<&'a std::sync::Arc<crate::ledger::UsageLedger>>,
     pub(crate) jobs: Option<&'a crate::jobs::Jobs>,
     pub(crate) audit: Option<&'a crate::audit::Audit>,
+    /// MCP tool calls (with `[[mcp_servers]]`).
+    pub(crate) tools: Option<&'a super::tools::ToolTally>,
 }
 
 /// Takes snapshots; keeps the readings its rates are counted from.
@@ -229,6 +231,9 @@ impl Sampler {
             jobs,
             audit,
             spend,
+            mcp: state
+                .tools
+                .map_or_else(Section::not_configured, |t| Section::ok(t.view())),
         }
     }
 }

@@ -23,6 +23,29 @@ pub struct Snapshot {
     pub audit: Section<Vec<serde_json::Value>>,
     /// Spend per tenant today, from the usage ledger's rollups.
     pub spend: Section<Spend>,
+    /// MCP tool calls per server and tool since start (`not_configured`
+    /// without `[[mcp_servers]]`).
+    #[serde(default)]
+    pub mcp: Section<Vec<McpToolView>>,
+}
+
+/// One MCP tool's calls since the gateway started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct McpToolView {
+    /// Its server (`[[mcp_servers]] name`).
+    pub server: String,
+    /// The tool's own name there.
+    pub tool: String,
+    /// The API it is limited as (`mcp:{server}` for none).
+    pub api: String,
+    /// Calls.
+    pub calls: u64,
+    /// Calls the API refused for its rate in the end (429).
+    pub throttled: u64,
+    /// Calls that got no result otherwise.
+    pub failed: u64,
+    /// Mean time of a call, queueing and retries included.
+    pub mean_ms: f64,
 }
 
 /// What tenants spent since the start of the day (UTC), as the usage
