@@ -28,9 +28,11 @@ pub(crate) use events::{events, events_all};
 pub(crate) use flows::enqueue_flow;
 pub use list::list;
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+pub(crate) use schedules::ScheduleSpec;
 pub(crate) use schedules::{
     delete as delete_schedule, get as get_schedule, list as list_schedules, put as put_schedule,
 };
+pub(crate) use spec::{Batch, JobSpec};
 
 use crate::audit::Act;
 use crate::body::{ApiJson, Body, json};
@@ -38,7 +40,6 @@ use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
 use crate::layers::auth::Tenant;
 use crate::state::{AppState, Stores};
-use spec::{Batch, JobSpec};
 
 /// The most jobs one batch may hold.
 pub const MAX_BATCH: usize = 1_000;
