@@ -294,8 +294,10 @@ impl Upstream {
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(UpstreamError::from_service)?;
-        let _route =
-            progress.and_then(|(to, token)| self.relay.route(&handle.progress_token, to, token));
+        let route = match progress {
+            Some((to, token)) => self.relay.route(&handle.progress_token, to, token).await,
+            None => None,
+        };
         let mut cancel = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
@@ -304,6 +306,11 @@ impl Upstream {
             .await
             .map_err(|_| UpstreamError::Timeout)?;
         cancel.id = None;
+        if route.is_some() {
+            // Progress sent before the answer reaches the client first.
+            self.relay.settle().await;
+        }
+        drop(route);
         answer.map_err(UpstreamError::from_service)
     }
 
