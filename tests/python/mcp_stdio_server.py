@@ -1,7 +1,10 @@
 """A small MCP server on stdio, spawned by `sluice serve` for
 test_mcp.py: a tool that reports progress, one whose name the sim's
-server also has (so the gateway lists both as `{server}.{tool}`), and an
-echo."""
+server also has (so the gateway lists both as `{server}.{tool}`), an
+echo, a tool that waits until it is cancelled (and leaves a file saying
+so), a resource and a prompt whose name the sim's server also has."""
+
+import anyio
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -26,6 +29,29 @@ async def create_issue(owner: str, repo: str, title: str) -> str:
 async def echo(text: str) -> str:
     """Answers with its argument."""
     return text
+
+
+@server.tool()
+async def wait_for_cancel(marker: str) -> str:
+    """Waits until the call is cancelled, then writes `marker` (a path)."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with open(marker, "w") as f:
+            f.write("cancelled")
+    return "never"
+
+
+@server.resource("local://notes", mime_type="text/plain")
+def notes() -> str:
+    """Notes kept by the local server."""
+    return "local notes"
+
+
+@server.prompt(name="compose_email")
+def compose_email(recipient: str) -> str:
+    """A prompt of the same name as the sim's."""
+    return f"local: write to {recipient}"
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 `sluice serve` in front of `sluice sim`'s MCP server and a stdio server it
 spawns (mcp_stdio_server.py). Tools of both are listed (a shared name as
 `{server}.{tool}`), a Gmail tool's calls are counted by the sim under
-gmail, progress comes back through the gateway, and a tenant's allow-list
-hides tools and refuses them by name."""
+gmail, progress comes back through the gateway, a call the client gives
+up on is cancelled upstream, resources and prompts of both servers pass
+through, and a tenant's allow-list hides tools, resources and prompts and
+refuses them by name."""
 
 import asyncio
 import json
@@ -11,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 import pytest
@@ -145,6 +148,81 @@ def test_an_allow_list_hides_tools_and_names_itself(mcp_gateway):
 
     names, error = run(mcp_gateway["url"], "py-key-globex", body)
     assert names and all(n.startswith("SLACK_") for n in names), names
+    assert error is not None and "allow-list" in error and "globex" in error, error
+
+
+def test_resources_and_prompts_of_both_servers_pass_through(mcp_gateway):
+    async def body(s):
+        resources = [str(r.uri) for r in (await s.list_resources()).resources]
+        templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
+        gmail = await s.read_resource("sim://apis/gmail")
+        notes = await s.read_resource("local://notes")
+        prompts = [p.name for p in (await s.list_prompts()).prompts]
+        sim_prompt = await s.get_prompt(
+            "sim.compose_email", {"recipient": "a@example.com", "topic": "lunch"}
+        )
+        local_prompt = await s.get_prompt("local.compose_email", {"recipient": "b@example.com"})
+        try:
+            await s.read_resource("sim://apis/nope")
+        except Exception as e:  # the sim's own error, through the gateway
+            missing = str(e)
+        else:
+            missing = None
+        return resources, templates, gmail, notes, prompts, sim_prompt, local_prompt, missing
+
+    before = sim_stats(mcp_gateway["sim"])["apis"].get("gmail", {}).get("requests", 0)
+    resources, templates, gmail, notes, prompts, sim_prompt, local_prompt, missing = run(
+        mcp_gateway["url"], "py-key-acme", body
+    )
+    assert "sim://apis/gmail" in resources and "local://notes" in resources, resources
+    assert "sim://apis/{api}" in templates, templates
+    assert json.loads(gmail.contents[0].text)["api"] == "gmail"
+    assert notes.contents[0].text == "local notes"
+    # Both servers have compose_email: each is named for its server.
+    assert "sim.compose_email" in prompts and "local.compose_email" in prompts, prompts
+    assert "a@example.com" in sim_prompt.messages[0].content.text
+    assert "local: write to b@example.com" in local_prompt.messages[0].content.text
+    assert missing is not None and "sim://apis/nope" in missing, missing
+    # Reading a resource is not a call of the API: the sim counted none.
+    after = sim_stats(mcp_gateway["sim"])["apis"].get("gmail", {}).get("requests", 0)
+    assert after == before
+
+
+def test_a_call_the_client_gives_up_on_is_cancelled_upstream(mcp_gateway):
+    marker = os.path.join(tempfile.mkdtemp(prefix="sluice-py-cancel-"), "cancelled")
+
+    async def body(s):
+        try:
+            await s.call_tool("wait_for_cancel", {"marker": marker}, read_timeout_seconds=1.0)
+        except Exception as e:  # the SDK gives up and sends notifications/cancelled
+            return str(e)
+        return None
+
+    error = run(mcp_gateway["url"], "py-key-acme", body)
+    assert error is not None
+    # The stdio server's handler was cancelled: the gateway passed the
+    # cancellation on. Waited for, not timed.
+    deadline = time.monotonic() + 30
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(marker), "the upstream call was never cancelled"
+
+
+def test_an_allow_list_hides_resources_and_prompts_of_other_servers(mcp_gateway):
+    async def body(s):
+        resources = [str(r.uri) for r in (await s.list_resources()).resources]
+        prompts = [p.name for p in (await s.list_prompts()).prompts]
+        try:
+            await s.read_resource("local://notes")
+        except Exception as e:
+            return resources, prompts, str(e)
+        return resources, prompts, None
+
+    resources, prompts, error = run(mcp_gateway["url"], "py-key-globex", body)
+    # globex may call sim.SLACK_*: it sees the sim's resources and
+    # prompts, none of the local server's.
+    assert "sim://apis/slack" in resources and "local://notes" not in resources, resources
+    assert "sim.compose_email" in prompts and "local.compose_email" not in prompts, prompts
     assert error is not None and "allow-list" in error and "globex" in error, error
 
 

@@ -223,3 +223,42 @@ def test_responses_reach_every_provider(client, model):
         final = s.get_final_response()
     assert text and final.output_text == text
     assert final.status == "completed" and final.usage.output_tokens > 0
+
+
+# OpenAI's other endpoints (#37): the legacy completions for every
+# provider (translated via chat where the provider speaks another format),
+# and transcriptions (multipart, as the SDK writes it), images and
+# moderations passed through to OpenAI-format providers.
+@pytest.mark.parametrize("model", ["openai/gpt-3.5-turbo-instruct"] + TRANSLATED)
+def test_legacy_completions(client, model):
+    r = client.completions.create(model=model, prompt="Say hello", max_tokens=5)
+    assert r.object == "text_completion"
+    assert r.choices[0].text
+    assert r.usage.completion_tokens == 5
+    stream = client.completions.create(
+        model=model, prompt="Say hello", max_tokens=5, stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].text for c in chunks if c.choices)
+    assert [c.usage.completion_tokens for c in chunks if c.usage] == [5]
+
+
+def test_transcription(client):
+    audio = ("hello.wav", b"RIFF" + bytes(3000), "audio/wav")
+    r = client.audio.transcriptions.create(model="openai/gpt-4o-transcribe", file=audio)
+    assert r.text
+    text = client.audio.transcriptions.create(
+        model="openai/whisper-1", file=audio, response_format="text"
+    )
+    assert isinstance(text, str) and text
+
+
+def test_images_and_moderations(client):
+    r = client.images.generate(model="openai/gpt-image-1", prompt="a sluice gate", n=2)
+    assert len(r.data) == 2
+    m = client.moderations.create(model="openai/omni-moderation-latest", input=["a", "b"])
+    assert len(m.results) == 2 and m.results[0].flagged is False
+    with pytest.raises(openai.BadRequestError) as e:
+        client.images.generate(model="anthropic/claude-sonnet-4-5", prompt="x")
+    assert "/v1/images/generations" in str(e.value)

@@ -1,6 +1,8 @@
 //! `sluice demo`: the same agent swarm twice against simulated providers,
 //! first calling them directly with the retry loop agents typically use,
-//! then through Sluice, with a live view and a side-by-side summary.
+//! then through Sluice, with a live view and a side-by-side summary. The
+//! agents make their tool calls over MCP: to the sim's MCP server
+//! directly, then to Sluice's `/mcp` in front of it ([`ToolCalls`]).
 //! `--scenario cache` shows the response cache instead ([`cache`]).
 
 mod cache;
@@ -91,6 +93,66 @@ struct DemoSummary {
     limits_per_second: BTreeMap<String, f64>,
     direct: RunSummary,
     sluice: RunSummary,
+    /// The agents' tool calls (over MCP) of each run.
+    tool_calls: BTreeMap<&'static str, ToolCalls>,
+}
+
+/// One run's tool calls, made over MCP.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct ToolCalls {
+    /// Calls that got a result.
+    ok: u64,
+    /// Calls given up.
+    failed: u64,
+    /// `tools/call`s sent, retries included.
+    attempts: u64,
+    /// 429s the APIs behind the tools answered (the sim's count).
+    upstream_429s: u64,
+    /// Mean latency of a call that got a result, retries and waits
+    /// included.
+    mean_ms: f64,
+}
+
+impl ToolCalls {
+    fn of(targets: &[sluice_sim::swarm::TargetProgress], stats: &sluice_sim::Stats) -> Self {
+        let apis = || targets.iter().filter(|t| t.kind == "api");
+        let ok: u64 = apis().map(|t| t.ok).sum();
+        let latency: f64 = apis().map(|t| t.latency_ms_sum).sum();
+        ToolCalls {
+            ok,
+            failed: apis().map(|t| t.failed).sum(),
+            attempts: apis().map(|t| t.attempts).sum(),
+            upstream_429s: stats.apis.values().map(|c| c.rate_limited).sum(),
+            mean_ms: if ok == 0 { 0.0 } else { latency / ok as f64 },
+        }
+    }
+
+    fn line(&self, title: &str) -> String {
+        format!(
+            "  {title:<15} {:>6} ok  {:>4} failed  {:>6} sent  {:>5} upstream 429s  mean {}",
+            self.ok,
+            self.failed,
+            self.attempts,
+            self.upstream_429s,
+            crate::summary::ms(self.mean_ms),
+        )
+    }
+}
+
+/// `[[mcp_servers]] sim`: the sim's MCP server, found at the URL the
+/// gateway's APIs point at.
+fn sim_mcp_server(c: &mut sluice_gateway::config::Config) {
+    let sim = (c.apis.iter()).find_map(|a| {
+        a.base_url
+            .strip_suffix(&format!("/{}", a.name))
+            .map(str::to_owned)
+    });
+    if let Some(sim) = sim {
+        (c.mcp_servers).push(sluice_gateway::config::McpServerConfig::http(
+            "sim",
+            format!("{sim}/mcp"),
+        ));
+    }
 }
 
 /// The simulated upstreams: the seed's limits (or `--provider-rps`), and
@@ -199,7 +261,11 @@ async fn pool(args: &DemoArgs) -> Result<(), String> {
 async fn demo(args: DemoArgs) -> Result<(), String> {
     let sim = sim_config(args.provider_rps.as_ref());
     let token = if args.ui { Some(ui_token()?) } else { None };
-    let stack = Stack::start(sim.clone(), |c| c.ui.token.clone_from(&token)).await?;
+    let stack = Stack::start(sim.clone(), |c| {
+        c.ui.token.clone_from(&token);
+        sim_mcp_server(c);
+    })
+    .await?;
     if let Some(t) = &token {
         announce_ui(&stack, t);
     }
@@ -211,6 +277,7 @@ async fn demo(args: DemoArgs) -> Result<(), String> {
             .tenants(args.tenants)
             .noisy_factor(2)
             .duration(args.duration)
+            .tools_over_mcp(true)
     };
     if !args.json {
         println!(
@@ -223,7 +290,7 @@ async fn demo(args: DemoArgs) -> Result<(), String> {
         );
     }
     let title = "1/2 direct, with retries";
-    let direct = run_once(
+    let (direct, direct_tools) = run_once(
         &stack,
         swarm(Mode::Direct, stack.sim.url()),
         title,
@@ -232,7 +299,7 @@ async fn demo(args: DemoArgs) -> Result<(), String> {
     )
     .await?;
     let title = "2/2 through Sluice";
-    let through = run_once(
+    let (through, through_tools) = run_once(
         &stack,
         swarm(Mode::Gateway, stack.gateway_url()),
         title,
@@ -249,6 +316,7 @@ async fn demo(args: DemoArgs) -> Result<(), String> {
             limits_per_second: limits,
             direct,
             sluice: through,
+            tool_calls: [("direct", direct_tools), ("sluice", through_tools)].into(),
         };
         let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
         println!("{json}");
@@ -257,6 +325,11 @@ async fn demo(args: DemoArgs) -> Result<(), String> {
         print!(
             "{}",
             side_by_side(&direct, &through, ("direct", "through Sluice"))
+        );
+        println!(
+            "\ntool calls over MCP (tools/call to the sim's MCP server, then to Sluice's /mcp):\n{}\n{}",
+            direct_tools.line("direct"),
+            through_tools.line("through Sluice"),
         );
         println!(
             "\ngoodput: requests the providers admitted ÷ (limit × time + burst), summed over every model and API called.\n\
@@ -312,7 +385,7 @@ async fn run_once(
     title: &str,
     limits: &BTreeMap<String, f64>,
     json: bool,
-) -> Result<RunSummary, String> {
+) -> Result<(RunSummary, ToolCalls), String> {
     let mode = config.mode;
     let workload = config.workload.clone();
     stack.fresh_start(workload.target_names());
@@ -338,7 +411,11 @@ async fn run_once(
     let stats = stack.sim.stats();
     let elapsed = started.elapsed();
     live.update(&progress, &stats, gw.as_ref());
-    Ok(RunSummary::new(report, &stats, &stack.sim_config, elapsed))
+    let tools = ToolCalls::of(&report.targets, &stats);
+    Ok((
+        RunSummary::new(report, &stats, &stack.sim_config, elapsed),
+        tools,
+    ))
 }
 
 /// Reads the gateway's queues over its own API, as an operator would.

@@ -1,6 +1,7 @@
 //! The latency `/mcp` adds to a tool call: the same open-loop stream of
 //! `tools/call` (100 calls/s by default) straight to the sim's MCP server
-//! and through a gateway in front of it, side by side in one run, each
+//! and through a gateway in front of it, side by side in one run (one
+//! second of each in turn, so that both sides see the same machine), each
 //! call timed from its due time (no coordinated omission). The sim's
 //! limits are off and the gateway's API limit never binds, so what differs
 //! is the gateway's path: admission, the limiter, the pool, the ledger
@@ -46,16 +47,7 @@ async fn main() {
         api.requests_per_second = 100_000.0;
         api.burst = 100_000;
     }
-    config.mcp_servers.push(McpServerConfig {
-        name: "sim".into(),
-        url: Some(format!("{}/mcp", sim.url())),
-        command: None,
-        headers: Default::default(),
-        env: Default::default(),
-        api: None,
-        tools: Default::default(),
-        connect_timeout_ms: 5_000,
-    });
+    (config.mcp_servers).push(McpServerConfig::http("sim", format!("{}/mcp", sim.url())));
     let gateway = Gateway::bind(config, Some(local))
         .await
         .expect("the gateway");
@@ -70,8 +62,16 @@ async fn main() {
     // Warm both (connections, the gateway's upstream session).
     run(&direct, rate, 1.0).await;
     run(&through, rate, 1.0).await;
-    let d = run(&direct, rate, secs).await;
-    let t = run(&through, rate, secs).await;
+    let (mut d, mut t) = (Vec::new(), Vec::new());
+    let mut left = secs;
+    while left > 0.0 {
+        let slice = left.min(1.0);
+        d.extend(run(&direct, rate, slice).await);
+        t.extend(run(&through, rate, slice).await);
+        left -= slice;
+    }
+    d.sort_by(f64::total_cmp);
+    t.sort_by(f64::total_cmp);
     let (dp50, dp99) = (pct(&d, 0.50), pct(&d, 0.99));
     let (tp50, tp99) = (pct(&t, 0.50), pct(&t, 0.99));
     println!(
@@ -110,7 +110,7 @@ async fn connect(url: &str, headers: &[(&'static str, &str)]) -> Client {
     )
 }
 
-/// Latencies in ms of an open loop of calls at `rate` for `secs`.
+/// Latencies in ms of an open loop of calls at `rate` for `secs`, sorted.
 async fn run(client: &Client, rate: f64, secs: f64) -> Vec<f64> {
     let args: JsonObject = serde_json::json!({"channel": "C1", "text": "bench"})
         .as_object()

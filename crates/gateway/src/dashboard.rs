@@ -11,6 +11,7 @@ pub(crate) mod logins;
 pub(crate) mod pulse;
 pub(crate) mod sample;
 pub(crate) mod sessions;
+pub(crate) mod tools;
 pub mod view;
 
 use std::collections::VecDeque;
@@ -47,6 +48,8 @@ pub(crate) struct Board {
     /// by client address: counted apart from the logins, so that neither
     /// locks the other out.
     pub(crate) tokens: FailedLogins,
+    /// MCP tool calls, for their section.
+    pub(crate) tools: tools::ToolTally,
     history: Mutex<VecDeque<Point>>,
     history_len: usize,
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -73,6 +76,7 @@ impl Board {
             sessions: Sessions::default(),
             logins: FailedLogins::default(),
             tokens: FailedLogins::default(),
+            tools: tools::ToolTally::default(),
             history: Mutex::new(VecDeque::new()),
             history_len: config.history_seconds as usize,
             latest: Mutex::new(None),

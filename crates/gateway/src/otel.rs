@@ -15,8 +15,11 @@
 //!     ├── POST                       CLIENT    per attempt: the span id sent upstream in traceparent
 //!     └── sluice.stream              INTERNAL  a streamed answer, to its end
 //! ```
+//!
+//! An MCP tool call's spans are its own ([`tool`]).
 
 mod genai;
+mod tool;
 
 use std::borrow::Cow;
 
@@ -28,6 +31,7 @@ use crate::trace::Trace;
 use sluice_usage::{AnswerHead, Usage};
 
 pub(crate) use genai::{ModelCall, head_of};
+pub(crate) use tool::{ToolSpan, tool_call};
 
 /// One attempt for traces: the limiter wait before it, then the call.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ mod gemini;
 mod openai;
 mod translate;
 
-pub(crate) use front::gemini_carried;
+pub(crate) use front::{gemini_carried, provider_name};
 
 use std::time::SystemTime;
 
@@ -102,6 +102,9 @@ pub(crate) struct Call<'a> {
     pub headers: &'a HeaderMap,
     /// The API key to authenticate with upstream, if any.
     pub key: Option<&'a str>,
+    /// An upload's form (`/v1/audio/transcriptions`): sent as multipart,
+    /// `body` is then only its view.
+    pub form: Option<&'a sluice_form::Form>,
     /// The output limit the call's reservation assumed when the body sets
     /// none (`tokens.default_max_tokens`): sent upstream as the format's
     /// limit field, so that the upstream never writes more than was
@@ -515,6 +518,7 @@ mod tests {
             stream: false,
             headers: &headers,
             key: Some("secret"),
+            form: None,
             default_max_tokens: 1_024,
         };
         // What the model route checks before the call exists, then what

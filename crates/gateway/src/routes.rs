@@ -15,6 +15,7 @@ pub mod keys;
 pub mod limits;
 pub mod mcp;
 pub mod models;
+mod openapi;
 pub mod ops;
 pub mod proxy;
 pub mod requests;
@@ -60,6 +61,10 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/chat/completions", Tenant, post(models::chat)),
         entry("POST", "/v1/embeddings", Tenant, post(models::embeddings)),
         entry("POST", "/v1/responses", Tenant, post(models::responses)),
+        entry("POST", "/v1/completions", Tenant, post(models::completions)),
+        entry("POST", "/v1/audio/transcriptions", Tenant, post(models::transcriptions)),
+        entry("POST", "/v1/images/generations", Tenant, post(models::images)),
+        entry("POST", "/v1/moderations", Tenant, post(models::moderations)),
         entry("POST", "/v1/messages", Tenant, post(models::messages)),
         entry("POST", "/v1/messages/count_tokens", Tenant, post(models::count_tokens)),
         entry("GET", "/v1/models", Tenant, get(catalog::list)),
@@ -79,6 +84,10 @@ fn table() -> Vec<Entry> {
         entry("POST", "/v1/jobs/batch", Tenant, post(jobs::enqueue_batch)),
         entry("GET", "/v1/jobs/events", Tenant, get(jobs::events)),
         entry("GET", "/v1/jobs/events/all", Admin, get(jobs::events_all)),
+        entry("GET", "/v1/jobs/all", Admin, get(jobs::admin_list)),
+        entry("GET", "/v1/jobs/all/{id}", Admin, get(jobs::admin_get)),
+        entry("POST", "/v1/jobs/all/{id}/retry", Admin, post(jobs::admin_retry)),
+        entry("POST", "/v1/jobs/all/{id}/cancel", Admin, post(jobs::admin_cancel)),
         entry("POST", "/v1/flows", Tenant, post(jobs::enqueue_flow)),
         entry("GET", "/v1/jobs/{id}", Tenant, get(jobs::get_job)),
         entry("POST", "/v1/jobs/{id}/retry", Tenant, post(jobs::retry)),
@@ -99,6 +108,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/tenants", Admin, get(tenants::list)),
         entry("GET", "/v1/tenants/{name}", Admin, get(tenants::show)),
         entry("PATCH", "/v1/tenants/{name}", Admin, patch(tenants::update)),
+        entry("DELETE", "/v1/tenants/{name}", Admin, delete(tenants::delete)),
         entry("POST", "/v1/tenants/{name}/block", Admin, post(tenants::block)),
         entry("POST", "/v1/tenants/{name}/unblock", Admin, post(tenants::unblock)),
         entry("POST", "/v1/keys", Admin, post(keys::issue)),
@@ -107,6 +117,7 @@ fn table() -> Vec<Entry> {
         entry("PATCH", "/v1/keys/{id}", Admin, patch(keys::update)),
         entry("POST", "/v1/keys/{id}/rotate", Admin, post(keys::rotate)),
         entry("POST", "/v1/keys/{id}/revoke", Admin, post(keys::revoke)),
+        entry("DELETE", "/v1/keys/{id}", Admin, delete(keys::delete)),
         entry("POST", "/v1/keys/{id}/block", Admin, post(keys::block)),
         entry("POST", "/v1/keys/{id}/unblock", Admin, post(keys::unblock)),
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
@@ -121,14 +132,18 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),
         entry("GET", "/ui", Anyone, get(dashboard::page)),
         entry("GET", "/ui/assets/{file}", Anyone, get(dashboard::asset)),
+        entry("GET", "/ui/jobs", Anyone, get(jobs::browser_page)),
+        entry("GET", "/ui/jobs/assets/{file}", Anyone, get(jobs::browser_asset)),
         entry("POST", LOGIN_PATH, Anyone, post(dashboard::login)),
         entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
         entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
+        entry("GET", "/", Anyone, get(ops::root)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         // What load balancers and images often probe by default.
         entry("GET", "/health", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),
+        entry("GET", "/openapi.json", Anyone, get(openapi::get)),
     ]
 }
 

@@ -10,6 +10,8 @@
 //! installs both and sets it).
 
 mod common;
+#[path = "browser/jobs.rs"]
+mod jobs;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

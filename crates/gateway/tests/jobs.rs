@@ -847,3 +847,106 @@ async fn a_job_for_later_is_scheduled_at_its_unix_millisecond() {
     assert_eq!(created(&h, "acme", &body).await["state"], "available");
     h.stop().await;
 }
+
+/// The operator's listing (what the job browser reads): every tenant's
+/// jobs, filtered by tenant; one job with its timeline; a cancel of any
+/// tenant's job, audited as the admin's. A tenant's listing takes no
+/// `tenant`, and a bad parameter is a 400 naming it.
+#[tokio::test]
+async fn the_operator_lists_reads_and_cancels_any_tenants_jobs() {
+    let h = api_only(|_| {}).await;
+    let a = created(&h, "acme", &http_job("default")).await["id"]
+        .as_i64()
+        .unwrap();
+    let g = created(&h, "globex", &http_job("default")).await["id"]
+        .as_i64()
+        .unwrap();
+    let all = ok_json(get(&h, "/v1/jobs/all", OPS).await).await;
+    assert_eq!(ids(&all), vec![a, g]);
+    let globex = ok_json(get(&h, "/v1/jobs/all?tenant=globex&state=available", OPS).await).await;
+    assert_eq!(ids(&globex), vec![g]);
+    let paged = ok_json(get(&h, "/v1/jobs/all?limit=1", OPS).await).await;
+    assert_eq!(ids(&paged), vec![a]);
+    let next = paged["next_cursor"].as_str().expect("a next page");
+    let rest = ok_json(get(&h, &format!("/v1/jobs/all?limit=1&cursor={next}"), OPS).await).await;
+    assert_eq!(ids(&rest), vec![g]);
+    // A tenant cannot ask for another's, nor reach the operator's routes.
+    let e = expect_error(
+        get(&h, "/v1/jobs?tenant=globex", "acme").await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert_eq!(e["param"], "tenant");
+    assert!(
+        [401, 403].contains(&get(&h, "/v1/jobs/all", "acme").await.status().as_u16()),
+        "a tenant is refused the operator's listing"
+    );
+    let e = expect_error(
+        get(&h, "/v1/jobs/all?colour=red", OPS).await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert_eq!(e["param"], "colour");
+    let long = "q".repeat(201);
+    let e = expect_error(
+        get(&h, &format!("/v1/jobs/all?queue={long}"), OPS).await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert_eq!(e["param"], "queue");
+    expect_error(
+        get(&h, "/v1/jobs/all/abc", OPS).await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    expect_error(get(&h, "/v1/jobs/all/999999", OPS).await, 404, "not_found").await;
+
+    // One job, with its timeline.
+    let job = ok_json(get(&h, &format!("/v1/jobs/all/{g}"), OPS).await).await;
+    assert_eq!(job["tenant"], "globex");
+    assert_eq!(job["payload"]["api"], "slack");
+    let events: Vec<&str> = job["timeline"]
+        .as_array()
+        .expect("a timeline")
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["enqueued"]);
+    // A tenant's own read has no timeline (the operator's browser has).
+    let own = ok_json(get(&h, &format!("/v1/jobs/{g}"), "globex").await).await;
+    assert!(own.get("timeline").is_none(), "{own}");
+
+    // The operator cancels globex's job; the trail says so.
+    let res = ok_json(post(&h, &format!("/v1/jobs/all/{g}/cancel"), OPS).await).await;
+    assert_eq!(res["state"], "cancelled");
+    expect_error(
+        post(&h, &format!("/v1/jobs/all/{g}/cancel"), OPS).await,
+        409,
+        "conflict",
+    )
+    .await;
+    expect_error(
+        post(&h, &format!("/v1/jobs/all/{a}/retry"), OPS).await,
+        409,
+        "conflict",
+    )
+    .await;
+    let target = g.to_string();
+    let entry = common::wait_for("the cancel is audited", || async {
+        let trail = ok_json(get(&h, "/v1/audit?kind=job.cancel", OPS).await).await;
+        trail["entries"].as_array().and_then(|e| {
+            e.iter()
+                .find(|e| e["target"].as_str() == Some(target.as_str()))
+                .cloned()
+        })
+    })
+    .await;
+    assert_eq!(entry["actor"], "admin", "{entry}");
+    assert_eq!(entry["after"]["tenant"], "globex", "{entry}");
+    let mine = ok_json(get(&h, &format!("/v1/jobs/{a}"), "acme").await).await;
+    assert_eq!(mine["state"], "available", "acme's job is untouched");
+}

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use common::{ACME, GLOBEX, Harness, sim_config, two_tenants};
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, JsonObject, ReadResourceRequestParams,
+};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -28,16 +30,9 @@ type Client = RunningService<RoleClient, ()>;
 fn sim_server(c: &mut Config) {
     let base = c.api("gmail").expect("gmail").base_url.clone();
     let sim = base.trim_end_matches("/gmail");
-    c.mcp_servers.push(McpServerConfig {
-        name: "sim".into(),
-        url: Some(format!("{sim}/mcp")),
-        command: None,
-        headers: Default::default(),
-        env: Default::default(),
-        api: None,
-        tools: Default::default(),
-        connect_timeout_ms: 5_000,
-    });
+    let mut server = McpServerConfig::http("sim", format!("{sim}/mcp"));
+    server.connect_timeout_ms = 5_000;
+    c.mcp_servers.push(server);
 }
 
 /// A client of the gateway's `/mcp` sending `headers`.
@@ -175,6 +170,95 @@ async fn concurrent_calls_are_paced_to_the_apis_limit() {
     h.stop().await;
 }
 
+/// The issue's proof: MCP tool calls, `/proxy/gmail` calls and `http` jobs
+/// against Gmail at the same time take one bucket (`api:gmail`), so the
+/// sim — whose limit is the gateway's — never refuses one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_proxied_calls_and_jobs_never_exceed_the_apis_limit_together() {
+    let mut sim = sim_config();
+    sim.apis.get_mut("gmail").unwrap().limits = Limits::per_second(5.0).burst(2);
+    let h = Harness::with(sim, |c| {
+        sim_server(c);
+        let gmail = c.apis.iter_mut().find(|a| a.name == "gmail").unwrap();
+        gmail.requests_per_second = 5.0;
+        gmail.burst = 2;
+        // As shipped (see `concurrent_calls_are_paced_to_the_apis_limit`).
+        let shipped = Config::default().adaptive;
+        c.adaptive.policy = shipped.policy;
+        c.adaptive.jitter_margin_ms = shipped.max_jitter_margin_ms;
+    })
+    .await;
+    const EACH: usize = 6;
+    let mcp = Arc::new(connect(&h, &[("x-sluice-workspace", "w1".into())]).await);
+    let mut tools = tokio::task::JoinSet::new();
+    for _ in 0..EACH {
+        let mcp = Arc::clone(&mcp);
+        tools.spawn(async move { mcp.call_tool(email()).await });
+    }
+    let mut proxied = tokio::task::JoinSet::new();
+    for i in 0..EACH {
+        let req = h
+            .post("/proxy/gmail/messages/send", &json!({"n": i}))
+            .header("x-sluice-workspace", "w1");
+        proxied.spawn(async move { req.send().await });
+    }
+    let mut jobs = Vec::new();
+    for i in 0..EACH {
+        let job = json!({
+            "queue": "default",
+            "kind": "http",
+            "payload": {"api": "gmail", "method": "POST", "path": "/messages/send", "body": {"job": i}},
+        });
+        let res = h
+            .post("/v1/jobs", &job)
+            .header("x-sluice-workspace", "w1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        jobs.push(
+            res.json::<serde_json::Value>().await.unwrap()["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    while let Some(r) = tools.join_next().await {
+        let r = r.unwrap().expect("a result");
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+    }
+    while let Some(r) = proxied.join_next().await {
+        let res = r.unwrap().expect("an answer");
+        assert_eq!(res.status(), 200, "{:?}", res.text().await);
+    }
+    // Far beyond what the jobs need (a bound, not a timing assertion).
+    let give_up = Instant::now() + Duration::from_secs(60);
+    for id in jobs {
+        loop {
+            let j: serde_json::Value = (h.get(&format!("/v1/jobs/{id}")))
+                .header("x-sluice-workspace", "w1")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            match j["state"].as_str().unwrap_or("") {
+                "completed" => break,
+                "dead" | "cancelled" => panic!("job {id} ended: {j}"),
+                _ => assert!(Instant::now() < give_up, "job {id} never completed: {j}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let gmail = h.sim.stats().api("gmail");
+    assert_eq!(
+        (gmail.ok, gmail.rate_limited),
+        (3 * EACH as u64, 0),
+        "{gmail:?}"
+    );
+    h.stop().await;
+}
+
 /// Two tenants each send 50 calls at once to one API: while both wait,
 /// the queue alternates between them, so each has about half of the
 /// first 50 done.
@@ -248,6 +332,221 @@ async fn an_allow_list_hides_tools_and_refuses_them_by_name() {
         .await
         .unwrap();
     assert_eq!(res.status(), 401);
+    h.stop().await;
+}
+
+/// Resources and prompts pass through as their server answers them; a
+/// tenant whose allow-list names none of a server's tools sees none of
+/// its resources and prompts and is refused a read by the policy's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_pass_through_under_the_allow_lists() {
+    let h = Harness::with(sim_config(), |c| {
+        sim_server(c);
+        two_tenants(c);
+        c.tenants[1].mcp = Some(vec!["github.*".into()]);
+    })
+    .await;
+    let acme = connect(&h, &[bearer(ACME)]).await;
+    let resources = acme.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(uris.contains(&"sim://apis/gmail"), "{uris:?}");
+    let templates = acme.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates[0].uri_template, "sim://apis/{api}");
+    let read = acme
+        .read_resource(ReadResourceRequestParams::new("sim://apis/gmail"))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&read.contents[0]).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["api"],
+        "gmail"
+    );
+    // The server's own error passes through, naming the URI.
+    let err = acme
+        .read_resource(ReadResourceRequestParams::new("sim://apis/nope"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sim://apis/nope"), "{err}");
+    let prompts = acme.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "compose_email");
+    let args: JsonObject = json!({"recipient": "a@example.com", "topic": "lunch"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let prompt = acme
+        .get_prompt(GetPromptRequestParams::new("compose_email").with_arguments(args))
+        .await
+        .unwrap();
+    let said = serde_json::to_string(&prompt.messages).unwrap();
+    assert!(said.contains("a@example.com"), "{said}");
+    // Neither a read nor a prompt is a call of the API.
+    assert_eq!(h.sim.stats().api("gmail").requests, 0);
+
+    let globex = connect(&h, &[bearer(GLOBEX)]).await;
+    assert!(globex.list_all_resources().await.unwrap().is_empty());
+    assert!(globex.list_all_prompts().await.unwrap().is_empty());
+    let err = globex
+        .read_resource(ReadResourceRequestParams::new("sim://apis/gmail"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("allow-list") && err.contains("globex"),
+        "{err}"
+    );
+    h.stop().await;
+}
+
+/// A tool call counts one request in its caller's request budgets, as a
+/// proxied call does: the budget's last request goes, the next call is
+/// refused with the budget's name and `-32029`, and the API is not
+/// called for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_count_in_request_budgets() {
+    use common::keys::{admin, issue, with_admin};
+    let h = Harness::with(sim_config(), |c| {
+        sim_server(c);
+        with_admin(c);
+    })
+    .await;
+    let base = h.url("");
+    admin(
+        &base,
+        "POST",
+        "/v1/tenants",
+        json!({"name": "acme", "budgets": [{"name": "daily", "requests": 2, "period": "day"}]}),
+    )
+    .await;
+    let (key, _) = issue(&base, json!({"tenant": "acme"})).await;
+    let mcp = connect(&h, &[bearer(&key)]).await;
+    for _ in 0..2 {
+        assert_eq!(mcp.call_tool(email()).await.unwrap().is_error, Some(false));
+    }
+    let err = mcp.call_tool(email()).await.unwrap_err();
+    let rmcp::service::ServiceError::McpError(e) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.code.0, -32029, "{e:?}");
+    assert!(
+        e.message.contains("\"daily\"") && e.message.contains("2 requests spent of 2"),
+        "{e:?}"
+    );
+    assert_eq!(h.sim.stats().api("gmail").requests, 2);
+    h.stop().await;
+}
+
+/// With `[otel]`, a tool call is an `execute_tool` span with the GenAI
+/// attributes, in the client's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_is_an_execute_tool_span() {
+    use sluice_gateway::config::{OtelSettings, OtlpProtocol};
+    use sluice_sim::otlp::{AttributeValue, Receiver};
+    let receiver = Receiver::start(true).await.expect("a receiver");
+    let settings = OtelSettings {
+        endpoint: receiver.url(),
+        protocol: OtlpProtocol::HttpProtobuf,
+        headers: Default::default(),
+        service_name: "sluice-test".into(),
+        sampling_ratio: 1.0,
+        batch_size: 512,
+        batch_interval_ms: 20,
+        queue_size: 2_048,
+        timeout_ms: 5_000,
+    };
+    let h = Harness::with(sim_config(), |c| {
+        sim_server(c);
+        c.otel = Some(settings);
+    })
+    .await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let mcp = connect(
+        &h,
+        &[
+            ("x-sluice-workspace", "w1".into()),
+            ("traceparent", format!("00-{trace}-{parent}-01")),
+        ],
+    )
+    .await;
+    assert_eq!(mcp.call_tool(email()).await.unwrap().is_error, Some(false));
+    let spans = receiver.wait_for(2, Duration::from_secs(20)).await;
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool GMAIL_SEND_EMAIL")
+        .unwrap_or_else(|| panic!("{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()));
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(
+        (hex(&tool.trace_id), hex(&tool.parent_span_id)),
+        (trace.into(), parent.into())
+    );
+    let text = |key: &str| {
+        tool.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.as_ref()?.value.clone())
+    };
+    let s = |v: &str| Some(AttributeValue::StringValue(v.into()));
+    assert_eq!(text("gen_ai.operation.name"), s("execute_tool"));
+    assert_eq!(text("gen_ai.tool.name"), s("GMAIL_SEND_EMAIL"));
+    assert_eq!(text("mcp.method.name"), s("tools/call"));
+    assert_eq!(text("sluice.api"), s("gmail"));
+    assert_eq!(text("sluice.tenant"), s("w1"));
+    let queued = spans
+        .iter()
+        .find(|s| s.name == "sluice.admission")
+        .expect("the queue's span");
+    assert_eq!(queued.parent_span_id, tool.span_id);
+    h.stop().await;
+}
+
+/// The dashboard's MCP section counts calls per server and tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_counts_tool_calls() {
+    let h = Harness::with(sim_config(), |c| {
+        sim_server(c);
+        c.ui.token = Some("viewer".into());
+    })
+    .await;
+    let mcp = connect(&h, &[("x-sluice-workspace", "w1".into())]).await;
+    for _ in 0..2 {
+        assert_eq!(mcp.call_tool(email()).await.unwrap().is_error, Some(false));
+    }
+    // A snapshot a second: waited for, not timed.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        let res = h
+            .get("/v1/dashboard")
+            .bearer_auth("viewer")
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 200 {
+            let s: serde_json::Value = res.json().await.unwrap();
+            assert_eq!(s["mcp"]["state"], "ok", "{s}");
+            let rows = s["mcp"]["data"].as_array().cloned().unwrap_or_default();
+            if let Some(r) = rows.into_iter().find(|r| r["calls"] == 2) {
+                break r;
+            }
+        }
+        assert!(
+            Instant::now() < give_up,
+            "the dashboard never counted the calls"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (&row["server"], &row["tool"], &row["api"], &row["failed"]),
+        (
+            &json!("sim"),
+            &json!("GMAIL_SEND_EMAIL"),
+            &json!("gmail"),
+            &json!(0)
+        )
+    );
     h.stop().await;
 }
 

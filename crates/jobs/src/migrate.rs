@@ -44,6 +44,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "flows",
         include_str!("../migrations/sqlite/0008_flows.sql"),
     ),
+    Step::new(
+        9,
+        "a job's events by job",
+        include_str!("../migrations/sqlite/0009_job_timeline.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -92,5 +97,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         9,
         "flows",
         include_str!("../migrations/postgres/0009_flows.sql"),
+    ),
+    Step::new(
+        10,
+        "a job's events by job",
+        include_str!("../migrations/postgres/0010_job_timeline.sql"),
     ),
 ]);

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
-use crate::events::{EventCursor, EventFilter, EventPage};
+use crate::events::{EventCursor, EventFilter, EventPage, JobEvent};
 use crate::flow::NewFlow;
 use crate::job::{Job, JobId, Lease};
 use crate::new_job::NewJob;
@@ -420,6 +420,18 @@ impl<B: Backend> Store<B> {
             limit,
         )
         .await
+    }
+
+    /// The first `limit` events of job `id` (at most
+    /// [`MAX_EVENTS`](crate::events::MAX_EVENTS)), oldest first, while
+    /// they are kept: its timeline. A `completed` event carries no result
+    /// here (the job has it).
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn timeline(&self, id: JobId, limit: u32) -> Result<Vec<JobEvent>, Error> {
+        let mut conn = self.backend.read().await?;
+        events::of_job(&mut self.counted(&mut *conn), id, limit).await
     }
 
     /// The cursor that reads on after event `id` (a client's

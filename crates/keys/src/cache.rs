@@ -74,6 +74,12 @@ impl Caller {
         self.key_limits.allows_tool(server, tool) && self.tenant_limits.allows_tool(server, tool)
     }
 
+    /// Whether both the key and its tenant show MCP server `server` (its
+    /// resources and prompts).
+    pub fn allows_server(&self, server: &str) -> bool {
+        self.key_limits.allows_server(server) && self.tenant_limits.allows_server(server)
+    }
+
     /// The default priority: the key's, else the tenant's.
     pub fn priority(&self) -> Option<&str> {
         (self.key_limits.priority.as_deref()).or(self.tenant_limits.priority.as_deref())

@@ -38,9 +38,29 @@ pub fn any(patterns: &[String], text: &str) -> bool {
     patterns.iter().any(|p| matches(p, text))
 }
 
+/// Whether a `{server}.{tool}` allow-list entry shows `server` (its
+/// resources and prompts): the entry's part before its first `.`
+/// matches the server's name; an entry without a `.` is matched as it is
+/// (`*` shows every server).
+pub fn names_server(pattern: &str, server: &str) -> bool {
+    let head = pattern.split_once('.').map_or(pattern, |(s, _)| s);
+    matches(head, server)
+}
+
 #[cfg(test)]
 mod tests {
     use super::matches;
+
+    #[test]
+    fn an_entry_names_the_servers_its_head_matches() {
+        use super::names_server;
+        assert!(names_server("sim.SLACK_*", "sim"));
+        assert!(names_server("*.SLACK_*", "docs"));
+        assert!(names_server("*", "docs"));
+        assert!(names_server("s?m.x", "sim"));
+        assert!(!names_server("sim.SLACK_*", "simple"));
+        assert!(!names_server("github.*", "sim"));
+    }
 
     #[test]
     fn stars_and_marks() {

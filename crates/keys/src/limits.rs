@@ -89,6 +89,13 @@ impl Limits {
             .is_none_or(|m| glob::any(m, &format!("{server}.{tool}")))
     }
 
+    /// Whether any tool of MCP server `server` may be allowed, so that its
+    /// resources and prompts are shown (no list allows all; see
+    /// [`glob::names_server`]).
+    pub fn allows_server(&self, server: &str) -> bool {
+        (self.mcp.as_deref()).is_none_or(|m| m.iter().any(|p| glob::names_server(p, server)))
+    }
+
     /// Checks every field; `prefix` is put before the field's name in the
     /// error (`limits`).
     ///

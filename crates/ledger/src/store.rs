@@ -30,8 +30,13 @@ const SQLITE: Schema = Schema::new(&[
     ),
     Step::new(
         3,
+        "unpriced calls",
+        include_str!("../migrations/sqlite/0003_unpriced.sql"),
+    ),
+    Step::new(
+        4,
         "pool names",
-        include_str!("../migrations/sqlite/0003_pool_names.sql"),
+        include_str!("../migrations/sqlite/0004_pool_names.sql"),
     ),
 ])
 .table(MIGRATIONS_TABLE);
@@ -49,20 +54,25 @@ const POSTGRES: Schema = Schema::new(&[
     ),
     Step::new(
         3,
+        "unpriced calls",
+        include_str!("../migrations/postgres/0003_unpriced.sql"),
+    ),
+    Step::new(
+        4,
         "pool names",
-        include_str!("../migrations/postgres/0003_pool_names.sql"),
+        include_str!("../migrations/postgres/0004_pool_names.sql"),
     ),
 ])
 .table(MIGRATIONS_TABLE);
 
-/// Records per INSERT statement: 24 binds a row, well under both
+/// Records per INSERT statement: 25 binds a row, well under both
 /// engines' bind limits.
 const RECORDS_PER_INSERT: usize = 100;
 
-/// Rollup rows per upsert: 13 binds a row.
+/// Rollup rows per upsert: 14 binds a row.
 const ROLLUPS_PER_UPSERT: usize = 200;
 
-pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit, alias, deployment";
+pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit, unpriced, alias, deployment";
 
 /// Two connections: one background writer, and the usage API's reads.
 const POOL: PoolOptions = PoolOptions::new(2);
@@ -403,6 +413,7 @@ where
             .push_bind(to_i64(r.queue_ms))
             .push_bind(i64::from(r.retries))
             .push_bind(r.cache_hit)
+            .push_bind(i64::from(r.unpriced))
             .push_bind(r.alias.as_deref())
             .push_bind(r.deployment.as_deref());
     });
@@ -456,6 +467,7 @@ where
             .push_bind(to_i64(d.completion_tokens))
             .push_bind(to_i64(d.cached_tokens))
             .push_bind(to_i64(d.reasoning_tokens))
+            .push_bind(to_i64(d.unpriced))
             .push_bind(to_i64(d.cost_nanos));
     });
     q.push(rollup_conflict());
@@ -536,6 +548,7 @@ macro_rules! decoders {
                 completion_tokens: to_u64(r.try_get("completion_tokens")?),
                 cached_tokens: to_u64(r.try_get("cached_tokens")?),
                 reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                unpriced: to_u64(r.try_get("unpriced")?),
                 cost_nanos: to_u64(r.try_get("cost_nanos")?),
                 ..Row::default()
             };
@@ -558,6 +571,7 @@ macro_rules! decoders {
                 completion_tokens: to_u64(r.try_get("completion_tokens")?),
                 cached_tokens: to_u64(r.try_get("cached_tokens")?),
                 reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                unpriced: to_u64(r.try_get("unpriced")?),
                 cost_nanos: to_u64(r.try_get("cost_nanos")?),
             })
         }
@@ -590,6 +604,7 @@ macro_rules! decoders {
                     queue_ms: to_u64(r.try_get("queue_ms")?),
                     retries: u32::try_from(retries).unwrap_or(0),
                     cache_hit: r.try_get("cache_hit")?,
+                    unpriced: r.try_get::<i64, _>("unpriced")? != 0,
                     alias: r.try_get("alias")?,
                     deployment: r.try_get("deployment")?,
                 },

@@ -297,7 +297,14 @@ fn step(
                     // in the same pass.
                     let joined = g.waiters.get(&t).map_or(now, |w| w.joined);
                     let at = g.grant_time(now, n.cost, joined);
-                    let held = take_one(g, n, at);
+                    let stamp = g.take_waiter(at, n.cost, joined);
+                    g.in_flight += 1;
+                    let held = Held {
+                        resource: n.resource.clone(),
+                        reserved: n.cost,
+                        stamp,
+                        taken: g.taken,
+                    };
                     if let Some(w) = g.waiters.remove(&t) {
                         g.queued_cost -= w.cost;
                     }

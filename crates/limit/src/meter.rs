@@ -82,6 +82,22 @@ impl Meter {
         dispatch!(self, m => m.take(now, cost))
     }
 
+    /// [`Meter::take`] for a waiter that queued at `joined` (see
+    /// [`bucket::Bucket::take_waiter`]); other meters hold no margin.
+    #[inline]
+    pub(crate) fn take_waiter(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        joined: Nanos,
+        paused: Nanos,
+    ) -> Stamp {
+        match self {
+            Meter::Bucket(b) => b.take_waiter(now, cost, joined, paused),
+            m => m.take(now, cost),
+        }
+    }
+
     /// Gives back `amount` of what a take at `stamp` consumed (settle with a
     /// smaller actual cost). Never lifts availability above the maximum.
     pub(crate) fn refund(&mut self, now: Nanos, stamp: Stamp, amount: u64) {

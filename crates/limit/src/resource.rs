@@ -574,7 +574,7 @@ impl State {
                 return;
             };
             self.queued_cost -= cost;
-            let stamp = self.take(at, cost);
+            let stamp = self.take_waiter(at, cost, joined);
             self.in_flight += 1;
             self.served.push(Served {
                 ticket,
@@ -704,6 +704,17 @@ impl State {
     pub(crate) fn take(&mut self, now: Nanos, cost: u64) -> Stamp {
         self.taken = self.taken.wrapping_add(cost);
         self.meter.take(now, cost)
+    }
+
+    /// [`State::take`] for a waiter on this resource alone that joined at
+    /// `joined`: the jitter margin is held once per busy period, and a
+    /// bucket that filled up while the waiter queued (the serving thread
+    /// came late) did not start a new one. After a pause (a Retry-After)
+    /// it did: the upstream saw no calls either.
+    pub(crate) fn take_waiter(&mut self, at: Nanos, cost: u64, joined: Nanos) -> Stamp {
+        self.taken = self.taken.wrapping_add(cost);
+        let paused = self.adaptive.as_ref().map_or(0, |a| a.paused_until);
+        self.meter.take_waiter(at, cost, joined, paused)
     }
 
     /// Changes what a grant took by `delta` (a settle): a refund gives it

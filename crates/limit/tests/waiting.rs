@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{poll_once, ready};
-use sluice_limit::{Error, Limit, Limiter, Rules};
+use sluice_limit::{AdaptiveConfig, Error, Limit, Limiter, Rules};
 use tokio::time::{Instant, advance};
 
 const MS: Duration = Duration::from_millis(1);
@@ -228,6 +228,43 @@ async fn a_newcomer_or_a_grant_let_go_serves_what_is_due_in_passing() {
     assert!(poll_once(&mut newcomer).is_pending());
     advance(100 * MS).await;
     assert!(ready(poll_once(&mut newcomer)).is_ok());
+}
+
+/// The jitter margin is held once per busy period (issue 41). A bucket
+/// that fills up while waiters queue (the machine stalled the serving
+/// thread for longer than the burst lasts) did not start a new one: when
+/// the queue is served, a full burst goes, not one call and then the
+/// margin's wait, which cost the rate at every stall.
+#[tokio::test(start_paused = true)]
+async fn a_bucket_that_fills_while_waiters_queue_holds_no_margin_again() {
+    let l = Limiter::builder()
+        .rules(Rules::new().exact("r", Limit::per_second(1_000).burst(10)))
+        .adaptive(AdaptiveConfig {
+            jitter_margin: 20 * MS,
+            ..AdaptiveConfig::default()
+        })
+        .build()
+        .unwrap();
+    // The start of a busy period: found full, so the margin is held (from
+    // time, since the burst has no room for 20 ms at 1,000/s).
+    advance(100 * MS).await;
+    let _first = l.try_acquire("r", 1).unwrap();
+    assert!(l.try_acquire("r", 1).is_err(), "the margin is held once");
+    let mut queued: Vec<_> = (0..30).map(|_| l.acquire("r", 1, None)).collect();
+    for a in &mut queued {
+        assert!(poll_once(a).is_pending());
+    }
+    // Nobody is polled for 100 ms: the bucket fills while they queue.
+    advance(100 * MS).await;
+    assert!(ready(poll_once(&mut queued[0])).is_ok());
+    // The head's pass lets go the burst (and what came due in the 2 ms a
+    // grant is dated back), not one call.
+    let went = 1 + queued[1..]
+        .iter_mut()
+        .map(|a| poll_once(a).is_ready())
+        .filter(|r| *r)
+        .count();
+    assert!((10..=12).contains(&went), "{went} went");
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use rmcp::ErrorData;
+use rmcp::model::ErrorCode;
 use rmcp::service::ServiceError;
+use serde_json::json;
 
 /// See the module doc.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +45,42 @@ impl UpstreamError {
                     UpstreamError::Transport(text)
                 }
             }
+        }
+    }
+
+    /// The HTTP status the gateway records for it: 429 throttled, 503 not
+    /// reached, 504 timed out, 502 failed, 400 the server's own JSON-RPC
+    /// error.
+    pub fn status(&self) -> u16 {
+        match self {
+            UpstreamError::Protocol(_) => 400,
+            UpstreamError::RateLimited { .. } => 429,
+            UpstreamError::Unavailable(_) => 503,
+            UpstreamError::Timeout => 504,
+            UpstreamError::Transport(_) => 502,
+        }
+    }
+
+    /// The JSON-RPC error the client gets for it from `server`: the
+    /// server's own error as it is; else an internal error naming the
+    /// server, its status (and `retry_after_ms`) as data.
+    pub fn into_rpc(self, server: &str) -> ErrorData {
+        let status = self.status();
+        match self {
+            UpstreamError::Protocol(e) => e,
+            UpstreamError::RateLimited { retry_after } => ErrorData::new(
+                crate::RATE_LIMITED,
+                format!("MCP server {server:?} answered 429 Too Many Requests"),
+                Some(json!({
+                    "status": status,
+                    "retry_after_ms": retry_after.map(|d| d.as_millis() as u64),
+                })),
+            ),
+            e => ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("MCP server {server:?}: {e}"),
+                Some(json!({"status": status})),
+            ),
         }
     }
 

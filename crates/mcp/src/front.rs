@@ -1,7 +1,10 @@
-//! The gateway's MCP server ([`Front`]): the hub's tools as one server,
-//! each message's caller and what it may see asked of the [`Gate`], and
-//! every `tools/call` run by the gate. A call the client cancels is
-//! dropped here, which cancels it upstream (the SDK sends
+//! The gateway's MCP server ([`Front`]): the hub's tools, resources and
+//! prompts as one server, each message's caller and what it may see
+//! asked of the [`Gate`], and every `tools/call` run by the gate.
+//! `resources/read` and `prompts/get` go to the server that offers them
+//! as they are (within the gate's [`Gate::pass_timeout`]); a server the
+//! caller may not see is neither listed nor read. A request the client
+//! cancels is dropped here, which cancels it upstream (the SDK sends
 //! `notifications/cancelled`); progress the upstream reports goes back
 //! to the client under its own token ([`crate::relay`]).
 
@@ -10,8 +13,11 @@ use std::sync::Arc;
 use http::request::Parts;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ClientRequest, ErrorCode, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
+    RequestMetaObject, ServerCapabilities, ServerConfig, ServerResult,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -21,6 +27,11 @@ use crate::gate::{Attempt, Gate, ToolCall};
 /// The JSON-RPC error code of a call a policy refuses (the server's own
 /// range, -32000 to -32099).
 pub const POLICY_DENIED: ErrorCode = ErrorCode(-32003);
+
+/// The JSON-RPC error code of a call refused for its rate (Sluice's own
+/// limits, or the server's HTTP 429); its data carries `status` and
+/// `retry_after_ms`.
+pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 
 /// See the module doc.
 #[derive(Debug)]
@@ -47,11 +58,83 @@ impl<G: Gate> Front<G> {
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<G::Caller, ErrorData> {
         self.gate.caller(context.extensions.get::<Parts>())
     }
+
+    /// For each server name of `servers`, whether the caller may see that
+    /// server's resources and prompts (asked once per server).
+    fn seen<'a>(
+        &self,
+        caller: &G::Caller,
+        servers: impl Iterator<Item = &'a Arc<str>>,
+    ) -> Vec<bool> {
+        let mut asked: Vec<(&str, bool)> = Vec::new();
+        servers
+            .map(|s| {
+                if let Some((_, seen)) = asked.iter().find(|(n, _)| *n == &**s) {
+                    return *seen;
+                }
+                let seen = self.gate.allows(caller, s, None).is_ok();
+                asked.push((s, seen));
+                seen
+            })
+            .collect()
+    }
+
+    /// `request` sent to server `server` as it is, once the gate allows
+    /// the caller to see that server; cancelled with the client's request.
+    async fn pass(
+        &self,
+        caller: &G::Caller,
+        context: &RequestContext<RoleServer>,
+        server: usize,
+        meta: Option<&RequestMetaObject>,
+        request: ClientRequest,
+    ) -> Result<ServerResult, ErrorData> {
+        let upstream = Arc::clone(&self.hub.servers()[server]);
+        self.gate
+            .allows(caller, upstream.name(), None)
+            .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
+        let progress = progress_of(context, meta).map(|t| (context.peer.clone(), t));
+        let timeout = self.gate.pass_timeout(caller);
+        tokio::select! {
+            r = upstream.request(request, timeout, progress) => {
+                r.map_err(|e| e.into_rpc(upstream.name()))
+            }
+            () = context.ct.cancelled() => Err(cancelled()),
+        }
+    }
+}
+
+/// The client's progress token: progress the server reports comes back
+/// under it (the SDK sends a token of its own upstream).
+fn progress_of(
+    context: &RequestContext<RoleServer>,
+    params: Option<&RequestMetaObject>,
+) -> Option<ProgressToken> {
+    (context.meta.get_progress_token()).or_else(|| params.and_then(|m| m.get_progress_token()))
+}
+
+/// The error of a request the client cancelled (it is not read: the
+/// client gave up on it).
+fn cancelled() -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None)
+}
+
+/// The error of an answer of the wrong kind to `method`.
+fn unexpected(method: &str, answer: &ServerResult) -> ErrorData {
+    ErrorData::internal_error(
+        crate::upstream::unexpected(method, answer).to_string(),
+        None,
+    )
 }
 
 impl<G: Gate> rmcp::ServerHandler for Front<G> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sluice", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Tools of the MCP servers behind this Sluice gateway; every call is \
@@ -71,16 +154,116 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
             .iter()
             .filter(|e| {
                 self.gate
-                    .allows(&caller, &e.server_name, Some(&e.tool.name))
+                    .allows(&caller, &e.server_name, Some(&e.item.name))
                     .is_ok()
             })
-            .map(|e| {
-                let mut tool = e.tool.clone();
-                tool.name = e.name.clone().into();
-                tool
-            })
+            .map(|e| e.listed())
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        let all = self.hub.resources().await;
+        let seen = self.seen(&caller, all.resources.iter().map(|(_, s, _)| s));
+        let resources = (all.resources.iter().zip(seen))
+            .filter(|(_, seen)| *seen)
+            .map(|((_, _, r), _)| r.clone())
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        let all = self.hub.resources().await;
+        let seen = self.seen(&caller, all.templates.iter().map(|(_, s, _)| s));
+        let templates = (all.templates.iter().zip(seen))
+            .filter(|(_, seen)| *seen)
+            .map(|((_, _, t), _)| t.clone())
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = self.caller(&context)?;
+        let Some((server, _)) = self.hub.resources().await.route(&request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "unknown resource {:?}: `resources/list` and `resources/templates/list` name the resources there are",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let meta = request.meta.clone();
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
+        match self
+            .pass(&caller, &context, server, meta.as_ref(), request)
+            .await?
+        {
+            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
+            other => Err(unexpected("resources/read", &other)),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        let catalog = self.hub.prompts().await;
+        let seen = self.seen(&caller, catalog.entries().iter().map(|e| &e.server_name));
+        let prompts = (catalog.entries().iter().zip(seen))
+            .filter(|(_, seen)| *seen)
+            .map(|(e, _)| e.listed())
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let caller = self.caller(&context)?;
+        let catalog = self.hub.prompts().await;
+        let Some(entry) = catalog.find(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown prompt {:?}: `prompts/list` names the prompts there are",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let server = entry.server;
+        let mut params = request;
+        params.name.clone_from(&entry.item.name);
+        drop(catalog);
+        let meta = params.meta.clone();
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self
+            .pass(&caller, &context, server, meta.as_ref(), request)
+            .await?
+        {
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            other => Err(unexpected("prompts/get", &other)),
+        }
     }
 
     async fn call_tool(
@@ -98,23 +281,19 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
             ));
         };
         self.gate
-            .allows(&caller, &entry.server_name, Some(&entry.tool.name))
+            .allows(&caller, &entry.server_name, Some(&entry.item.name))
             .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
         let upstream = Arc::clone(&self.hub.servers()[entry.server]);
         let mut params = request;
-        params.name = entry.tool.name.clone();
-        // The client's progress token: progress the server reports comes
-        // back under it (the SDK sends a token of its own upstream).
-        let token = context
-            .meta
-            .get_progress_token()
-            .or_else(|| params.meta.as_ref().and_then(|m| m.get_progress_token()));
-        let progress = token.map(|t| (context.peer.clone(), t));
-        let annotations = entry.tool.annotations.as_ref();
+        params.name = entry.item.name.clone();
+        let progress =
+            progress_of(&context, params.meta.as_ref()).map(|t| (context.peer.clone(), t));
+        let annotations = entry.item.annotations.as_ref();
         let call = ToolCall {
             server: Arc::clone(&entry.server_name),
-            tool: entry.tool.name.to_string(),
+            tool: entry.item.name.to_string(),
             name,
+            call_id: context.id.to_string(),
             idempotent: annotations
                 .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)),
         };
@@ -123,11 +302,7 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
         // A cancelled call is dropped, and with it the upstream request.
         tokio::select! {
             result = self.gate.call(caller, call, attempt) => result.map(CallToolResponse::Complete),
-            () = context.ct.cancelled() => Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                "cancelled by the client",
-                None,
-            )),
+            () = context.ct.cancelled() => Err(cancelled()),
         }
     }
 }

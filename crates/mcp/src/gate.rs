@@ -23,6 +23,8 @@ pub struct ToolCall {
     pub tool: String,
     /// The name the client called it by (see [`crate::catalog`]).
     pub name: String,
+    /// The JSON-RPC id of the client's `tools/call`.
+    pub call_id: String,
     /// Whether the tool says a call is safe to send again (its
     /// `readOnlyHint` or `idempotentHint`).
     pub idempotent: bool,
@@ -81,6 +83,11 @@ pub trait Gate: Send + Sync + 'static {
     /// The policy that hides it, as the client is told.
     fn allows(&self, caller: &Self::Caller, server: &str, tool: Option<&str>)
     -> Result<(), String>;
+
+    /// How long a request passed through as it is (`resources/read`,
+    /// `prompts/get`: reads of the server's own content, not calls of the
+    /// API behind it) may take for `caller`.
+    fn pass_timeout(&self, caller: &Self::Caller) -> Duration;
 
     /// Runs `call` for `caller`: the gate's admission, limits and records
     /// around one or more [`Attempt::send`]s.

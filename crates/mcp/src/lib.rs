@@ -18,12 +18,14 @@
 //!
 //! - [`Upstream`]: one server, over Streamable HTTP or a child process's
 //!   stdio, connected on first use and again after it goes away.
-//! - [`Catalog`]: one name per tool across servers (`{server}.{tool}` on
-//!   a collision).
+//! - [`Catalog`]: one name per tool (and prompt) across servers
+//!   (`{server}.{tool}` on a collision); [`Resources`]: which server a
+//!   resource URI is read from.
 //! - [`Gate`]: the gateway's part (who asks, what they may see, how a
 //!   call goes through admission, limits and the ledger); this crate
 //!   knows nothing of those.
-//! - [`Front`]: the MCP server clients talk to.
+//! - [`Front`]: the MCP server clients talk to: tools, resources and
+//!   prompts of every server, progress and cancellation passed through.
 //! - [`rate_limit_of`]: a tool result that says its API refused for its
 //!   rate.
 #![warn(missing_docs)]
@@ -37,14 +39,16 @@ mod signals;
 mod spec;
 mod upstream;
 
+use std::future::Future;
 use std::sync::Arc;
 
+use rmcp::model::Prompt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use catalog::{Catalog, Entry, Listed};
+pub use catalog::{Catalog, Entry, Listed, ListedResources, Named, Resources};
 pub use error::UpstreamError;
-pub use front::{Front, POLICY_DENIED};
+pub use front::{Front, POLICY_DENIED, RATE_LIMITED};
 pub use gate::{Attempt, Gate, ToolCall};
 pub use signals::{RateLimited, rate_limit_of};
 pub use spec::{ServerSpec, Transport};
@@ -82,8 +86,33 @@ impl Hub {
     /// The tools of every server that answers, named once. A server that
     /// cannot be reached is left out (logged) until it can.
     pub async fn catalog(&self) -> Catalog {
-        let listed = list_all(&self.servers).await;
+        let listed = list_all(&self.servers, "tools", |s| async move { s.tools().await }).await;
         Catalog::build(&listed)
+    }
+
+    /// The prompts of every server that answers, named once (as tools
+    /// are).
+    pub async fn prompts(&self) -> Catalog<Prompt> {
+        let listed = list_all(
+            &self.servers,
+            "prompts",
+            |s| async move { s.prompts().await },
+        )
+        .await;
+        Catalog::build(&listed)
+    }
+
+    /// The resources and resource templates of every server that answers.
+    pub async fn resources(&self) -> Resources {
+        let listed = list_all(&self.servers, "resources", |s| async move {
+            Ok((s.resources().await?, s.resource_templates().await?))
+        })
+        .await;
+        let listed: Vec<ListedResources> = listed
+            .into_iter()
+            .map(|(i, name, (r, t))| (i, name, r, t))
+            .collect();
+        Resources::build(&listed)
     }
 
     /// Closes every connection (child processes end).
@@ -94,20 +123,32 @@ impl Hub {
     }
 }
 
-async fn list_all(servers: &[Arc<Upstream>]) -> Vec<Listed> {
+/// `list` of every server at once, in server order; a server whose
+/// listing failed is left out (logged).
+async fn list_all<T, F, Fut>(
+    servers: &[Arc<Upstream>],
+    what: &'static str,
+    list: F,
+) -> Vec<(usize, Arc<str>, T)>
+where
+    T: Send + 'static,
+    F: Fn(Arc<Upstream>) -> Fut,
+    Fut: Future<Output = Result<T, UpstreamError>> + Send + 'static,
+{
     let mut tasks = tokio::task::JoinSet::new();
     for (i, s) in servers.iter().enumerate() {
-        let s = Arc::clone(s);
-        tasks.spawn(async move { (i, s.name().into(), s.tools().await) });
+        let name: Arc<str> = s.name().into();
+        let listing = list(Arc::clone(s));
+        tasks.spawn(async move { (i, name, listing.await) });
     }
     let mut out = Vec::with_capacity(servers.len());
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok((i, name, Ok(tools))) => out.push((i, name, tools)),
+            Ok((i, name, Ok(items))) => out.push((i, name, items)),
             Ok((_, name, Err(e))) => {
-                tracing::warn!(server = %name, error = %e, "mcp: tools not listed");
+                tracing::warn!(server = %name, error = %e, "mcp: {what} not listed");
             }
-            Err(e) => tracing::warn!(error = %e, "mcp: listing failed"),
+            Err(e) => tracing::warn!(error = %e, "mcp: listing {what} failed"),
         }
     }
     out.sort_by_key(|(i, _, _)| *i);

@@ -1,29 +1,34 @@
 //! [`Upstream`]: one MCP server the gateway fronts, connected on first use
 //! (and at start, in the background), connected again after its
-//! connection closes or its child process exits; its tools cached until
-//! it says they changed.
+//! connection closes or its child process exits; its tools, resources,
+//! resource templates and prompts cached until it says they changed.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ProgressToken, RequestId, ServerResult, Tool,
+    ClientRequest, ProgressToken, Prompt, RequestId, Resource, ResourceTemplate,
+    ServerCapabilities, ServerResult, Tool,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService};
+use rmcp::service::{
+    Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService, ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::error::UpstreamError;
-use crate::relay::Relay;
+use crate::relay::{List, Relay};
 use crate::spec::{ServerSpec, Transport};
 
-/// Most tools one server may offer; more are a misbehaving server, and
-/// the rest are not listed.
+/// Most tools (and, each, resources, resource templates and prompts) one
+/// server may offer; more are a misbehaving server, and the rest are not
+/// listed.
 pub const MAX_TOOLS_PER_SERVER: usize = 1_024;
 
 /// Calls in flight to one Streamable HTTP server at once (the gateway's
@@ -47,7 +52,16 @@ const DOWN_FOR: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 struct Conn {
     service: RunningService<RoleClient, Relay>,
+    lists: Lists,
+}
+
+/// What the server offers, as last listed.
+#[derive(Debug, Default)]
+struct Lists {
     tools: Option<Arc<Vec<Tool>>>,
+    resources: Option<Arc<Vec<Resource>>>,
+    templates: Option<Arc<Vec<ResourceTemplate>>>,
+    prompts: Option<Arc<Vec<Prompt>>>,
 }
 
 impl Upstream {
@@ -114,7 +128,7 @@ impl Upstream {
             tracing::info!(server = %self.spec.name, "mcp: upstream connected");
             *conn = Some(Conn {
                 service,
-                tools: None,
+                lists: Lists::default(),
             });
         }
         conn.as_mut()
@@ -156,27 +170,92 @@ impl Upstream {
     /// # Errors
     /// It cannot be reached, or its `tools/list` failed.
     pub async fn tools(&self) -> Result<Arc<Vec<Tool>>, UpstreamError> {
+        self.listed(
+            List::Tools,
+            |l| &mut l.tools,
+            |c| c.tools.is_some(),
+            |p| async move { p.list_all_tools().await },
+        )
+        .await
+    }
+
+    /// Its resources (none when it offers no resources).
+    ///
+    /// # Errors
+    /// It cannot be reached, or its `resources/list` failed.
+    pub async fn resources(&self) -> Result<Arc<Vec<Resource>>, UpstreamError> {
+        self.listed(
+            List::Resources,
+            |l| &mut l.resources,
+            |c| c.resources.is_some(),
+            |p| async move { p.list_all_resources().await },
+        )
+        .await
+    }
+
+    /// Its resource templates (none when it offers no resources).
+    ///
+    /// # Errors
+    /// It cannot be reached, or its `resources/templates/list` failed.
+    pub async fn resource_templates(&self) -> Result<Arc<Vec<ResourceTemplate>>, UpstreamError> {
+        self.listed(
+            List::Templates,
+            |l| &mut l.templates,
+            |c| c.resources.is_some(),
+            |p| async move { p.list_all_resource_templates().await },
+        )
+        .await
+    }
+
+    /// Its prompts (none when it offers no prompts).
+    ///
+    /// # Errors
+    /// It cannot be reached, or its `prompts/list` failed.
+    pub async fn prompts(&self) -> Result<Arc<Vec<Prompt>>, UpstreamError> {
+        self.listed(
+            List::Prompts,
+            |l| &mut l.prompts,
+            |c| c.prompts.is_some(),
+            |p| async move { p.list_all_prompts().await },
+        )
+        .await
+    }
+
+    /// The `list` kept in `slot`, read again when the server said it
+    /// changed; empty without asking when the server's capabilities do
+    /// not include it (`offered`).
+    async fn listed<T, F, Fut>(
+        &self,
+        list: List,
+        slot: fn(&mut Lists) -> &mut Option<Arc<Vec<T>>>,
+        offered: fn(&ServerCapabilities) -> bool,
+        fetch: F,
+    ) -> Result<Arc<Vec<T>>, UpstreamError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<Vec<T>, ServiceError>>,
+    {
         let mut guard = self.conn.lock().await;
         let conn = self.open(&mut guard).await?;
-        if let Some(tools) = &conn.tools
-            && !self.relay.is_stale()
+        if let Some(items) = slot(&mut conn.lists)
+            && !self.relay.is_stale(list)
         {
-            return Ok(Arc::clone(tools));
+            return Ok(Arc::clone(items));
         }
-        self.relay.listed();
-        let mut tools = conn
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(UpstreamError::from_service)?;
-        if tools.len() > MAX_TOOLS_PER_SERVER {
-            tracing::warn!(server = %self.spec.name, offered = tools.len(), "mcp: only the first {MAX_TOOLS_PER_SERVER} tools are listed");
-            tools.truncate(MAX_TOOLS_PER_SERVER);
+        self.relay.listed(list);
+        let peer = conn.service.peer().clone();
+        let mut items = if peer.peer_info().is_some_and(|i| offered(&i.capabilities)) {
+            fetch(peer).await.map_err(UpstreamError::from_service)?
+        } else {
+            Vec::new()
+        };
+        if items.len() > MAX_TOOLS_PER_SERVER {
+            tracing::warn!(server = %self.spec.name, list = ?list, offered = items.len(), "mcp: only the first {MAX_TOOLS_PER_SERVER} are listed");
+            items.truncate(MAX_TOOLS_PER_SERVER);
         }
-        let tools = Arc::new(tools);
-        conn.tools = Some(Arc::clone(&tools));
-        Ok(tools)
+        let items = Arc::new(items);
+        *slot(&mut conn.lists) = Some(Arc::clone(&items));
+        Ok(items)
     }
 
     /// One `tools/call`, bounded by `timeout`; progress the server reports
@@ -191,14 +270,34 @@ impl Upstream {
         timeout: Duration,
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<CallToolResult, UpstreamError> {
-        let peer = self.peer().await?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.request(request, timeout, progress).await? {
+            ServerResult::CallToolResult(r) => Ok(r),
+            other => Err(unexpected("tools/call", &other)),
+        }
+    }
+
+    /// One request of any kind (`resources/read`, `prompts/get`, …) and
+    /// the server's answer as it gave it, bounded by `timeout`; progress
+    /// and cancellation as for [`Upstream::call`].
+    ///
+    /// # Errors
+    /// See [`UpstreamError`].
+    pub async fn request(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Result<ServerResult, UpstreamError> {
+        let peer = self.peer().await?;
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(UpstreamError::from_service)?;
-        let _route =
-            progress.and_then(|(to, token)| self.relay.route(&handle.progress_token, to, token));
+        let route = match progress {
+            Some((to, token)) => self.relay.route(&handle.progress_token, to, token).await,
+            None => None,
+        };
         let mut cancel = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
@@ -207,20 +306,12 @@ impl Upstream {
             .await
             .map_err(|_| UpstreamError::Timeout)?;
         cancel.id = None;
-        match answer.map_err(UpstreamError::from_service)? {
-            ServerResult::CallToolResult(r) => Ok(r),
-            other => Err(UpstreamError::Transport(format!(
-                "the MCP server answered tools/call with {}",
-                serde_json::to_value(&other)
-                    .ok()
-                    .and_then(|v| v.as_object().map(|o| o
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(",")))
-                    .unwrap_or_default()
-            ))),
+        if route.is_some() {
+            // Progress sent before the answer reaches the client first.
+            self.relay.settle().await;
         }
+        drop(route);
+        answer.map_err(UpstreamError::from_service)
     }
 
     /// Closes the connection (a child process is ended).
@@ -229,6 +320,19 @@ impl Upstream {
             let _ = conn.service.cancel().await;
         }
     }
+}
+
+/// The error of an answer of the wrong kind to `method`, naming what it
+/// held.
+pub(crate) fn unexpected(method: &str, answer: &ServerResult) -> UpstreamError {
+    let held = serde_json::to_value(answer)
+        .ok()
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+        })
+        .unwrap_or_default();
+    UpstreamError::Transport(format!("the MCP server answered {method} with {{{held}}}"))
 }
 
 /// Cancels an upstream request that is given up before its answer (the

@@ -12,7 +12,8 @@
 -- window (us), burst, name; then the operations, each a letter and its
 -- fields:
 --   A n (idx cost member ttl_ms weight)*n  take all parts or none
---   L idx want min weight                  lease up to `want` (at least `min`)
+--   L idx want min weight line             lease up to `want` (at least `min`;
+--                                          `line` 1: for waiters already queued)
 --   S idx member reserved actual           settle a part (refund or debit)
 --   R idx member                           release an in-flight lease
 --   N idx member ttl_ms                    renew an in-flight lease
@@ -415,6 +416,11 @@ while p <= #ARGV do
     local want = tonumber(ARGV[p + 2])
     local min = tonumber(ARGV[p + 3])
     local avail = avail_of(r)
+    -- Taken for waiters already queued (`line`): their busy period goes
+    -- on, and the bucket filled only because this replica came late, so
+    -- the margin is not held again; unless a pause (a Retry-After) ended
+    -- after it filled, which the upstream saw as a gap too.
+    if ARGV[p + 5] == '1' and r.idle and r.pause <= now - r.idle then r.idle = nil end
     local got = math.min(want, avail)
     local x, fw = nil, 0
     if r.algo <= 2 then
@@ -433,7 +439,7 @@ while p <= #ARGV do
       if x then fair_took(r, x, 0, math.max(w, 0)) end
       reply(0, math.max(w, 1), 0, kind)
     end
-    p = p + 5
+    p = p + 6
   elseif op == 'S' then
     settle(res[tonumber(ARGV[p + 1])], ARGV[p + 2], tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]))
     reply(1, 0, 0, 0)

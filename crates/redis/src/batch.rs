@@ -62,6 +62,10 @@ pub(crate) enum Kind {
         min: u64,
         /// This replica's weight on the resource.
         weight: u64,
+        /// Taken for waiters already queued in a line: their busy period
+        /// goes on, so a bucket found full holds no margin again (see
+        /// `ops.lua`, "The jitter margin").
+        line: bool,
     },
     Settle {
         spec: Arc<Spec>,
@@ -216,12 +220,14 @@ async fn execute(
                 want,
                 min,
                 weight,
+                line,
             } => {
                 inv.arg("L")
                     .arg(index[spec.name.as_str()])
                     .arg(*want)
                     .arg(*min)
-                    .arg(*weight);
+                    .arg(*weight)
+                    .arg(u8::from(*line));
             }
             Kind::Settle {
                 spec,

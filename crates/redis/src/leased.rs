@@ -99,9 +99,13 @@ fn max_block(spec: &Spec, ttl: Duration, replicas: u64) -> u64 {
     (refill as u64).min(share).max(1)
 }
 
+/// Takes `needs` from this replica's blocks, refilling a block from the
+/// shared bucket where it runs short; `line` when the caller heads a line
+/// of waiters already queued (see [`Kind::Lease`]).
 pub(crate) async fn attempt(
     inner: &Arc<Inner>,
     needs: &[(Arc<Spec>, u64)],
+    line: bool,
 ) -> Result<RedisGrant, Refusal> {
     let mut order: Vec<usize> = (0..needs.len()).collect();
     order.sort_by(|a, b| needs[*a].0.name.cmp(&needs[*b].0.name));
@@ -143,6 +147,7 @@ pub(crate) async fn attempt(
                 want,
                 min: *cost,
                 weight: inner.weight(&spec.name),
+                line,
             })
             .await
             .map_err(|_| Refusal::Down)?;

@@ -121,3 +121,65 @@ async fn a_margin_larger_than_the_burst_is_taken_from_time() {
         other => panic!("expected a wait, got {other:?}"),
     }
 }
+
+/// One `L` (lease) operation for the whole burst on a fresh (full) token
+/// bucket of 1/s burst 10 through the script itself, with a margin of one
+/// token's refill, then an `I` (info): what it took and what the bucket
+/// holds after (the margin, taken from time, is a debt). `line` says the
+/// take is for waiters already queued.
+async fn lease_on_full(line: bool) -> Option<(i64, i64)> {
+    let url = redis_url()?;
+    let client = redis::Client::open(url).expect("url");
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let p = prefix();
+    let reply: Vec<i64> = redis::Script::new(include_str!("../lua/ops.lua"))
+        .key(format!("{p}s"))
+        .key(format!("{p}a"))
+        .key(format!("{p}f"))
+        // R, recovery interval (us), factor, release channel, lease TTL
+        // (ms), replica, margin (us); the resource (token bucket, 1 per
+        // 1 s, burst 10); then L idx want min weight line.
+        .arg(1)
+        .arg(30_000_000)
+        .arg(1.1)
+        .arg(format!("{p}release"))
+        .arg(30_000)
+        .arg("a")
+        .arg(1_000_000)
+        .arg(1)
+        .arg(1)
+        .arg(1_000_000)
+        .arg(10)
+        .arg("r")
+        .arg("L")
+        .arg(1)
+        .arg(10)
+        .arg(1)
+        .arg(1)
+        .arg(u8::from(line))
+        .arg("I")
+        .arg(1)
+        .invoke_async(&mut c)
+        .await
+        .expect("script");
+    Some((reply[0], reply[4]))
+}
+
+/// A lease for a line of waiters that finds the bucket full holds no
+/// margin: the waiters queued while it filled (their replica came late),
+/// so their busy period goes on. Any other take found full holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_waited_while_the_bucket_filled_holds_no_margin_again() {
+    let Some(alone) = lease_on_full(false).await else {
+        return;
+    };
+    assert_eq!(
+        alone,
+        (10, -1),
+        "a take that starts a busy period holds the margin"
+    );
+    assert_eq!(lease_on_full(true).await, Some((10, 0)));
+}

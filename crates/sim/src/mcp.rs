@@ -8,7 +8,11 @@
 //! says `429 Too Many Requests` and when to come back, with the same
 //! fields as structured content (`status`, `retry_after_ms`). Injected
 //! 5xx faults are error results naming the status; a hang holds the call.
+//!
+//! Besides tools it offers resources and a prompt ([`content`]), so that
+//! a gateway in front of it has them to pass through.
 
+mod content;
 mod tools;
 
 use std::sync::Arc;
@@ -18,8 +22,10 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -34,6 +40,12 @@ use crate::wire::body::sleep_unless_shutdown;
 
 /// The path requests reach the server on, as the log names them.
 const PATH: &str = "/mcp";
+
+/// The tool an agent calls `api` with over MCP: its first tool that
+/// writes (`gmail` → `GMAIL_SEND_EMAIL`), as the swarm's tool calls.
+pub(crate) fn tool_for(api: &str) -> Option<&'static tools::Spec> {
+    (tools::TOOLS.iter()).find(|t| t.api == api && !t.read_only)
+}
 
 /// The service `/mcp` routes to: a session per client, ended when
 /// `stop` is cancelled (the sim's shutdown).
@@ -74,8 +86,77 @@ impl SimMcp {
 
 impl rmcp::ServerHandler for SimMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sluice-sim", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut apis: Vec<&str> = self.offered().map(|t| t.api).collect();
+        apis.dedup();
+        Ok(ListResourcesResult::with_all_items(
+            apis.into_iter().map(content::resource).collect(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            content::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let found = content::api_of(uri)
+            .filter(|api| self.offered().any(|t| t.api == *api))
+            .and_then(|api| Some((api, self.shared.config.apis.get(api)?)));
+        let Some((api, config)) = found else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {uri:?}"),
+                None,
+            ));
+        };
+        Ok(ReadResourceResponse::Complete(content::read(
+            uri, api, config,
+        )))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(vec![content::prompt()]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != content::COMPOSE_EMAIL {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt {:?}", request.name),
+                None,
+            ));
+        }
+        content::compose(request.arguments.as_ref()).map(GetPromptResponse::Complete)
     }
 
     async fn list_tools(

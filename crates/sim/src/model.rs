@@ -25,6 +25,7 @@ mod catalog;
 mod embed;
 mod gemini;
 mod json_mode;
+mod media;
 mod openai;
 mod request;
 mod text;
@@ -46,6 +47,14 @@ pub(crate) enum Endpoint {
     StreamGenerate,
     /// Gemini `GET models`.
     GeminiModels,
+    /// OpenAI's legacy `completions`.
+    Completions,
+    /// OpenAI `audio/transcriptions` (multipart).
+    Transcriptions,
+    /// OpenAI `images/generations`.
+    Images,
+    /// OpenAI `moderations`.
+    Moderations,
 }
 
 /// An Azure OpenAI path after its base (`openai/deployments/{deployment}/…`):
@@ -69,6 +78,10 @@ impl Endpoint {
             "embeddings" => (Endpoint::Embeddings, Method::POST),
             "messages" => (Endpoint::Messages, Method::POST),
             "models" => (Endpoint::Models, Method::GET),
+            "completions" => (Endpoint::Completions, Method::POST),
+            "audio/transcriptions" => (Endpoint::Transcriptions, Method::POST),
+            "images/generations" => (Endpoint::Images, Method::POST),
+            "moderations" => (Endpoint::Moderations, Method::POST),
             _ => return None,
         })
     }
@@ -190,12 +203,17 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
             seq,
         );
     }
-    let parsed = match request::parse(
-        call.endpoint,
-        call.model.as_deref(),
-        &call.body,
-        &shared.config,
-    ) {
+    let read = if call.endpoint == Endpoint::Transcriptions {
+        media::transcription(&call.headers, &call.body)
+    } else {
+        request::parse(
+            call.endpoint,
+            call.model.as_deref(),
+            &call.body,
+            &shared.config,
+        )
+    };
+    let parsed = match read {
         Ok(p) => p,
         Err(problem) => {
             let seq = shared.log_only(line, problem.status().as_u16());
@@ -206,7 +224,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
     let provider = shared
         .config
         .provider_of(&parsed.model, call.provider.as_deref(), default);
-    let generates = call.endpoint != Endpoint::Embeddings;
+    let generates = !matches!(
+        call.endpoint,
+        Endpoint::Embeddings | Endpoint::Images | Endpoint::Moderations
+    );
     let jitter = Latency::jitter(shared.config.model_jitter_ms(&parsed.model, &provider));
     if !jitter.is_zero() {
         tokio::time::sleep(jitter).await;
@@ -218,6 +239,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, call: Call) -> Response {
         tokens_in: parsed.prompt.tokens(),
         max_tokens: generates.then_some(parsed.max_tokens),
         out: match (&parsed.tool, &parsed.json) {
+            _ if call.endpoint == Endpoint::Moderations => crate::state::Output::Exact(0),
+            _ if call.endpoint == Endpoint::Images => {
+                crate::state::Output::Exact(parsed.media.as_ref().map_or(0, media::Ask::output))
+            }
             (Some(call), _) => crate::state::Output::Exact(call.pieces().len() as u64),
             (None, Some(ask)) => ask.output(),
             (None, None) => crate::state::Output::Text,
@@ -318,7 +343,13 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
         Endpoint::Responses => "resp_sim",
         Endpoint::Messages => "msg_sim",
         Endpoint::Generate | Endpoint::StreamGenerate => "gen_sim",
-        Endpoint::Embeddings | Endpoint::Models | Endpoint::GeminiModels => "sim",
+        Endpoint::Completions => "cmpl-sim",
+        Endpoint::Embeddings
+        | Endpoint::Models
+        | Endpoint::GeminiModels
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => "sim",
     };
     let reply = Reply {
         id: format!("{prefix}{}", a.seq),
@@ -344,11 +375,16 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
         Endpoint::Chat => Some(openai::chat_events(&reply)),
         Endpoint::Responses => Some(openai::response_events(&reply)),
         Endpoint::Messages => Some(anthropic::events(&reply)),
+        Endpoint::Completions => Some(media::completion_events(&reply)),
         Endpoint::StreamGenerate if sse => Some(gemini::sse_events(&reply)),
         Endpoint::StreamGenerate => Some(gemini::array_events(&reply)),
-        Endpoint::Generate | Endpoint::Embeddings | Endpoint::Models | Endpoint::GeminiModels => {
-            None
-        }
+        Endpoint::Generate
+        | Endpoint::Embeddings
+        | Endpoint::Models
+        | Endpoint::GeminiModels
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => None,
     };
     if let Some(mut events) = events {
         // Gemini's stream without `alt=sse` is one JSON array.
@@ -370,8 +406,21 @@ async fn admitted(shared: &Shared, how: How, parsed: Parsed, a: Answer) -> Respo
     if !sleep_unless_shutdown(Duration::from_millis(a.latency.base_ms), &mut shutdown).await {
         return Problem::Server(503).response(format);
     }
+    if let Some(ask) = &parsed.media {
+        let (json, text) = media::reply(ask, &reply);
+        if text {
+            let mut r = json.as_str().unwrap_or_default().to_owned().into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return r;
+        }
+        return Json(json).into_response();
+    }
     let json = match (&parsed.embed, endpoint) {
         (Some(ask), _) => embed::response(ask, &parsed.model, reply.prompt_tokens),
+        (None, Endpoint::Completions) => media::completion(&reply),
         (None, Endpoint::Messages) => anthropic::reply(&reply),
         (None, Endpoint::Generate) => gemini::reply(&reply),
         (None, Endpoint::Responses) => openai::response(&reply, true),

@@ -29,6 +29,7 @@
 
 mod agent;
 mod config;
+mod mcp;
 mod record;
 mod score;
 mod workload;
@@ -173,6 +174,7 @@ impl Swarm {
             retry: config.retry,
             tenants,
             tally: Tally::new(targets, tenant_rows),
+            mcp: config.tools_over_mcp.then(mcp::Sessions::default),
         });
         let mut agents = JoinSet::new();
         let mut seed = fastrand::Rng::with_seed(config.seed);

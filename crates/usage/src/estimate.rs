@@ -81,7 +81,16 @@ impl Estimate {
 pub(crate) fn prompt_tokens(endpoint: Endpoint, body: &Value, chars_per_token: u64) -> u64 {
     let mut count = Count::default();
     match endpoint {
-        Endpoint::Embeddings => count.embedding_input(body.get("input")),
+        // Moderations read their `input` as embeddings do; an image's
+        // `prompt` is read whole, without a chat's overheads; a
+        // transcript's input is audio, priced by the settle.
+        Endpoint::Embeddings | Endpoint::Moderations => count.embedding_input(body.get("input")),
+        Endpoint::Images | Endpoint::Transcriptions => count.value(body.get("prompt")),
+        Endpoint::Completions => {
+            count.tokens += REQUEST_OVERHEAD_TOKENS;
+            count.embedding_input(body.get("prompt"));
+            count.value(body.get("suffix"));
+        }
         Endpoint::Chat | Endpoint::Messages | Endpoint::Responses | Endpoint::Generate => {
             count.tokens += REQUEST_OVERHEAD_TOKENS;
             // One walk over the body's fields rather than a lookup per
@@ -116,7 +125,15 @@ pub(crate) fn completion_limit(
     chat: impl FnOnce() -> u64,
 ) -> u64 {
     match endpoint {
-        Endpoint::Embeddings => 0,
+        // Images and transcripts report their output (image tokens, text)
+        // only afterwards: the settle charges it.
+        Endpoint::Embeddings
+        | Endpoint::Moderations
+        | Endpoint::Images
+        | Endpoint::Transcriptions => 0,
+        Endpoint::Completions => field(body, "max_tokens")
+            .unwrap_or(default)
+            .saturating_mul(field(body, "n").unwrap_or(1).max(1)),
         Endpoint::Responses => field(body, "max_output_tokens").unwrap_or(default),
         Endpoint::Messages => field(body, "max_tokens").unwrap_or(default),
         // A Gemini body's limit is in `generationConfig`, as a native

@@ -99,6 +99,34 @@ pub enum Endpoint {
     /// `:streamGenerateContent`): `contents`, `systemInstruction`,
     /// `generationConfig`.
     Generate,
+    /// OpenAI's legacy `POST /completions`: a `prompt`, `max_tokens`,
+    /// usage as chat's.
+    Completions,
+    /// OpenAI `POST /audio/transcriptions`: a multipart form (the gateway
+    /// reads its text fields into a JSON object); usage, when the model
+    /// reports tokens, as `/responses`'.
+    Transcriptions,
+    /// OpenAI `POST /images/generations`: a `prompt`; usage, when the
+    /// model reports it, as `/responses`'.
+    Images,
+    /// OpenAI `POST /moderations`: an `input`, no completion, no usage.
+    Moderations,
+}
+
+impl Endpoint {
+    /// Whether a call to it writes an answer token by token (a chat, a
+    /// completion), rather than a result of another kind (vectors,
+    /// images, scores, a transcript).
+    pub fn generates_text(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Chat
+                | Endpoint::Responses
+                | Endpoint::Messages
+                | Endpoint::Generate
+                | Endpoint::Completions
+        )
+    }
 }
 
 /// Tokens a call really used, as the provider reported them.

@@ -88,13 +88,21 @@ impl UsageCeiling {
 fn requested_output(endpoint: Endpoint, body: &Value) -> Option<u64> {
     let field = |name: &str| body.get(name).and_then(Value::as_u64);
     match endpoint {
+        Endpoint::Completions => {
+            let limit = field("max_tokens")?;
+            Some(limit.saturating_mul(field("n").unwrap_or(1).max(1)))
+        }
         Endpoint::Chat => {
             let limit = field("max_completion_tokens").or_else(|| field("max_tokens"))?;
             Some(limit.saturating_mul(field("n").unwrap_or(1).max(1)))
         }
         Endpoint::Responses => field("max_output_tokens"),
         Endpoint::Messages => field("max_tokens"),
-        Endpoint::Embeddings | Endpoint::Generate => None,
+        Endpoint::Embeddings
+        | Endpoint::Generate
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => None,
     }
 }
 

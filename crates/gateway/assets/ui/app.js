@@ -194,6 +194,8 @@ function render(s) {
     }
   });
 
+  renderMcp(s.mcp);
+
   $("audit-state").textContent = s.audit.state === "ok" ? "" : s.audit.state;
   fill($("audit").tBodies[0], s.audit.data || [], (tr, a) => {
     cell(tr, a.at_ms ? new Date(a.at_ms).toLocaleTimeString() : "");
@@ -203,9 +205,28 @@ function render(s) {
   });
 }
 
+// MCP tool calls per server and tool; the section shows only with
+// [[mcp_servers]] configured.
+function renderMcp(mcp) {
+  const on = !!mcp && mcp.state !== "not configured";
+  $("mcp-section").hidden = !on;
+  if (!on) return;
+  fill($("mcp").tBodies[0], mcp.data || [], (tr, t) => {
+    cell(tr, t.server);
+    cell(tr, t.tool);
+    cell(tr, t.api);
+    cell(tr, String(t.calls));
+    cell(tr, String(t.throttled), t.throttled > 0 ? "bad" : "");
+    cell(tr, String(t.failed), t.failed > 0 ? "bad" : "");
+    cell(tr, fmt(t.mean_ms));
+  });
+}
+
 // Today's spend (UTC day), from the ledger.
 function formatSpend(x) {
-  return typeof x.cost_usd === "number" ? "$" + x.cost_usd.toFixed(4) : "–";
+  if (typeof x.cost_usd !== "number") return "–";
+  // Calls of a model without a price are not in the sum: say so.
+  return "$" + x.cost_usd.toFixed(4) + (x.unpriced ? " + " + x.unpriced + " unpriced" : "");
 }
 
 // The resources with the most traffic over the history, for the charts.

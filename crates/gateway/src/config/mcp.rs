@@ -52,6 +52,23 @@ fn connect_timeout_ms() -> u64 {
     10_000
 }
 
+impl McpServerConfig {
+    /// A server over Streamable HTTP at `url`, without headers, its tools
+    /// classified by their names, connecting within the default time.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServerConfig {
+            name: name.into(),
+            url: Some(url.into()),
+            command: None,
+            headers: BTreeMap::new(),
+            env: BTreeMap::new(),
+            api: None,
+            tools: BTreeMap::new(),
+            connect_timeout_ms: connect_timeout_ms(),
+        }
+    }
+}
+
 /// `[mcp]`: the `/mcp` endpoint itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]

@@ -42,6 +42,8 @@ pub(crate) struct Sources<'a> {
     pub(crate) ledger: Option<&'a std::sync::Arc<crate::ledger::UsageLedger>>,
     pub(crate) jobs: Option<&'a crate::jobs::Jobs>,
     pub(crate) audit: Option<&'a crate::audit::Audit>,
+    /// MCP tool calls (with `[[mcp_servers]]`).
+    pub(crate) tools: Option<&'a super::tools::ToolTally>,
     pub(crate) pools: &'a crate::pools::Pools,
 }
 
@@ -236,6 +238,9 @@ impl Sampler {
             jobs,
             audit,
             spend,
+            mcp: state
+                .tools
+                .map_or_else(Section::not_configured, |t| Section::ok(t.view())),
             pools: state.pools.views(),
         }
     }
@@ -268,6 +273,7 @@ async fn spend(slow: &mut Slow<Spend>, state: &Sources<'_>, now: Instant) -> Sec
                 completion_tokens: r.completion_tokens,
                 cost_nanos: r.cost_nanos,
                 cost_usd: r.cost_nanos as f64 / 1e9,
+                unpriced: r.unpriced,
             })
             .collect();
         Ok(Spend { since_ms, tenants })

@@ -23,6 +23,29 @@ pub struct Snapshot {
     pub audit: Section<Vec<serde_json::Value>>,
     /// Spend per tenant today, from the usage ledger's rollups.
     pub spend: Section<Spend>,
+    /// MCP tool calls per server and tool since start (`not_configured`
+    /// without `[[mcp_servers]]`).
+    #[serde(default)]
+    pub mcp: Section<Vec<McpToolView>>,
+}
+
+/// One MCP tool's calls since the gateway started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct McpToolView {
+    /// Its server (`[[mcp_servers]] name`).
+    pub server: String,
+    /// The tool's own name there.
+    pub tool: String,
+    /// The API it is limited as (`mcp:{server}` for none).
+    pub api: String,
+    /// Calls.
+    pub calls: u64,
+    /// Calls the API refused for its rate in the end (429).
+    pub throttled: u64,
+    /// Calls that got no result otherwise.
+    pub failed: u64,
+    /// Mean time of a call, queueing and retries included.
+    pub mean_ms: f64,
     /// Capacity pools: each deployment's circuit and traffic.
     #[serde(default)]
     pub pools: Vec<PoolView>,
@@ -88,6 +111,10 @@ pub struct TenantSpend {
     pub cost_nanos: u64,
     /// In dollars, for display.
     pub cost_usd: f64,
+    /// Calls of a model without a price (their cost is not in
+    /// `cost_usd`).
+    #[serde(default)]
+    pub unpriced: u64,
 }
 
 /// A part of the snapshot read from a source that may be missing: its

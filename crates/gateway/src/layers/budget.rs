@@ -15,6 +15,8 @@
 //! asks): they count in request budgets only (one request each; an API's
 //! answer carries no tokens and has no price), kept once the API answered
 //! without an error status and given back otherwise, as a model call's.
+//! MCP tool calls count the same way ([`reserve_request`], from
+//! `layers/mcp/call.rs`, which has no layer stack).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,11 +132,57 @@ async fn reserve<C: Budgeted>(
     rules: &[Rule],
 ) -> Result<Option<(Hold, BudgetNote)>, ApiError> {
     let ask = c.worst_case(state, rules)?;
+    let held = reserve_spend(state, c.ctx(), rules, ask).await?;
+    Ok(held.and_then(|(hold, note)| note.map(|n| (hold, n))))
+}
+
+/// Reserves one request in the request budgets of `ctx`'s caller for an
+/// MCP tool call, which, like a proxied call, has no tokens and no price
+/// (`None`: no such budget, or the count is away and fails open). The
+/// caller keeps the hold when the server answered and releases it
+/// otherwise.
+///
+/// # Errors
+/// The 429 naming a budget that has no room left.
+pub(crate) async fn reserve_request(
+    state: &AppState,
+    ctx: &Context,
+) -> Result<Option<Hold>, ApiError> {
+    let Some(caller) = &ctx.caller else {
+        return Ok(None);
+    };
+    if caller.key_budgets.is_empty() && caller.tenant_budgets.is_empty() {
+        return Ok(None);
+    }
+    let rules: Vec<Rule> = (state.spend.budget_rules.of(caller).iter())
+        .filter(|r| r.caps.requests.is_some())
+        .cloned()
+        .collect();
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    let ask = Spend {
+        requests: 1,
+        ..Spend::default()
+    };
+    Ok(reserve_spend(state, ctx, &rules, ask)
+        .await?
+        .map(|(hold, _)| hold))
+}
+
+/// Reserves `ask` in `rules` for `ctx`'s caller: the hold, and the note
+/// of the budget nearest its cap.
+async fn reserve_spend(
+    state: &AppState,
+    ctx: &Context,
+    rules: &[Rule],
+    ask: Spend,
+) -> Result<Option<(Hold, Option<BudgetNote>)>, ApiError> {
     let now_ms = sluice_ledger::now_ms();
     if let (Some(seed), Some(ledger), Some(caller)) = (
         &state.spend.budget_seed,
         state.observers.ledger.as_ref(),
-        &c.ctx().caller,
+        &ctx.caller,
     ) {
         seed.ensure(&ledger.store, caller, rules, now_ms).await;
     }
@@ -157,7 +205,7 @@ async fn reserve<C: Budgeted>(
                 metrics::budget_warned(Scope::of(&n.budget).as_str());
             }
             let hold = Hold::new(state.spend.budgets.clone(), reservation);
-            Ok(note.map(|n| (hold, n)))
+            Ok(Some((hold, note)))
         }
         Err(BudgetError::Exceeded {
             budget,

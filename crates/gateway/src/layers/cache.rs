@@ -52,9 +52,11 @@ where
         call: mut c,
         mut notes,
     } = req;
-    if c.endpoint == Endpoint::Generate {
+    if matches!(c.endpoint, Endpoint::Generate | Endpoint::Transcriptions) {
         // Gemini clients' answers are not cached: a cached answer is
         // replayed as a stream in OpenAI's and Anthropic's shapes only.
+        // Nor are transcripts: the call's JSON view names its audio file
+        // by name and size, not by its bytes, so it is no key.
         notes.meta.cache = Some("bypass");
         return call(inner, Req { call: c, notes }).await;
     }

@@ -14,11 +14,14 @@
 
 mod call;
 
+use std::time::Duration;
+
 use axum::http::request::Parts;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ErrorCode};
 use serde_json::json;
 use sluice_mcp::{Attempt, Gate, ToolCall};
+use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::layers::auth::Tenant;
@@ -60,11 +63,9 @@ impl Gate for McpGate {
     fn allows(&self, a: &Asker, server: &str, tool: Option<&str>) -> Result<(), String> {
         let seen = |list: &[String]| match tool {
             Some(t) => sluice_keys::glob::any(list, &format!("{server}.{t}")),
-            // A server is seen when any of its tools may be.
-            None => list.iter().any(|g| {
-                sluice_keys::glob::matches(g, &format!("{server}."))
-                    || g.starts_with(&format!("{server}."))
-            }),
+            None => list
+                .iter()
+                .any(|g| sluice_keys::glob::names_server(g, server)),
         };
         let name = tool.map_or_else(|| format!("{server}.*"), |t| format!("{server}.{t}"));
         let tenant = &a.ctx.workspace;
@@ -80,7 +81,7 @@ impl Gate for McpGate {
         if let Some(c) = &a.ctx.caller {
             let allowed = match tool {
                 Some(t) => c.allows_tool(server, t),
-                None => c.allows_tool(server, "*"),
+                None => c.allows_server(server),
             };
             if !allowed {
                 return Err(format!(
@@ -89,6 +90,11 @@ impl Gate for McpGate {
             }
         }
         Ok(())
+    }
+
+    fn pass_timeout(&self, a: &Asker) -> Duration {
+        Duration::from_millis(a.state.config.retry.attempt_timeout_ms)
+            .min(a.ctx.deadline.saturating_duration_since(Instant::now()))
     }
 
     async fn call(
@@ -109,13 +115,14 @@ pub(crate) fn rpc_error(e: &ApiError) -> ErrorData {
     let code = match status {
         400 | 404 | 422 => ErrorCode::INVALID_PARAMS,
         401 | 403 => sluice_mcp::POLICY_DENIED,
-        429 => RATE_LIMITED,
+        429 => sluice_mcp::RATE_LIMITED,
         _ => ErrorCode::INTERNAL_ERROR,
     };
     let retry_after_ms = match e {
         ApiError::RateLimited { retry_after, .. } | ApiError::Unavailable { retry_after, .. } => {
             retry_after.map(|d| d.as_millis() as u64)
         }
+        ApiError::BudgetExceeded { retry_after, .. } => Some(retry_after.as_millis() as u64),
         _ => None,
     };
     ErrorData::new(
@@ -124,7 +131,3 @@ pub(crate) fn rpc_error(e: &ApiError) -> ErrorData {
         Some(json!({"status": status, "retry_after_ms": retry_after_ms})),
     )
 }
-
-/// The JSON-RPC error code of a call Sluice's own limits refused (its
-/// data carries `retry_after_ms`).
-pub(crate) const RATE_LIMITED: ErrorCode = ErrorCode(-32029);

@@ -25,6 +25,8 @@ use crate::providers;
 use crate::state::AppState;
 use sluice_usage::{self as usage, Endpoint};
 
+mod upload;
+
 /// A model call as its handler hands it over.
 #[derive(Debug)]
 pub(crate) struct Incoming {
@@ -47,8 +49,11 @@ pub(crate) struct Call {
     pub ctx: Context,
     /// The route called.
     pub endpoint: Endpoint,
-    /// The body, a JSON object with a `model`.
+    /// The body, a JSON object with a `model`: for an upload, its text
+    /// fields and its file's name and size (`model_call/upload.rs`).
     pub json: Value,
+    /// An upload's form, sent upstream with its `model` rewritten.
+    pub form: Option<sluice_form::Form>,
     /// The client's headers.
     pub headers: HeaderMap,
     /// The model asked for, its alias resolved (`[aliases]`).
@@ -144,7 +149,18 @@ pub(crate) fn route(endpoint: Endpoint) -> &'static str {
         Endpoint::Responses => "/v1/responses",
         Endpoint::Messages => "/v1/messages",
         Endpoint::Generate => "/v1beta/models/{model}:generateContent",
+        Endpoint::Completions => "/v1/completions",
+        Endpoint::Transcriptions => "/v1/audio/transcriptions",
+        Endpoint::Images => "/v1/images/generations",
+        Endpoint::Moderations => "/v1/moderations",
     }
+}
+
+/// Whether the gateway streams `endpoint`'s answers (a streamed image or
+/// transcript has events of its own, which no reader here scans for
+/// usage: refused rather than passed unmetered).
+fn streams(endpoint: Endpoint) -> bool {
+    endpoint.generates_text()
 }
 
 impl Stateful for Incoming {
@@ -177,10 +193,16 @@ impl Parse for Incoming {
         notes: &mut Notes,
     ) -> Result<Box<Call>, ApiError> {
         let checked = Instant::now();
-        let json: Value = serde_json::from_slice(&self.body).map_err(|e| ApiError::BadRequest {
-            message: format!("malformed JSON body: {e}"),
-            param: None,
-        })?;
+        let (json, form) = if self.endpoint == Endpoint::Transcriptions {
+            let (json, form) = upload::read(&self.headers, self.body.clone())?;
+            (json, Some(form))
+        } else {
+            let json = serde_json::from_slice(&self.body).map_err(|e| ApiError::BadRequest {
+                message: format!("malformed JSON body: {e}"),
+                param: None,
+            })?;
+            (json, None)
+        };
         if !json.is_object() {
             return Err(ApiError::BadRequest {
                 message: "the body must be a JSON object".into(),
@@ -209,6 +231,15 @@ impl Parse for Incoming {
         }
         usage::check_bounds(&json)
             .map_err(|(field, message)| ApiError::bad_field(field, message))?;
+        if usage::is_stream(&json) && !streams(self.endpoint) {
+            return Err(ApiError::bad_field(
+                "stream",
+                format!(
+                    "{} is not streamed through the gateway: send stream false",
+                    route(self.endpoint)
+                ),
+            ));
+        }
         notes.label = Some(model.clone());
         // Traced from here on: a request refused for its body costs no
         // disk (`sluice_requests_total` counts it by status).
@@ -244,6 +275,7 @@ impl Parse for Incoming {
             ctx,
             endpoint: self.endpoint,
             json,
+            form,
             headers: self.headers,
             model,
             provider: index,
@@ -282,6 +314,19 @@ fn provider_index(state: &AppState, model: &str, endpoint: Endpoint) -> Result<u
     let p = &state.config.providers[index];
     let Some(adapter) = providers::for_call(p.format, endpoint) else {
         let own = providers::for_format(p.format);
+        if !endpoint.generates_text() && endpoint != Endpoint::Embeddings {
+            // Images, transcripts and moderations have no counterpart to
+            // translate to: only an OpenAI-format API serves them.
+            return Err(ApiError::bad_field(
+                "model",
+                format!(
+                    "{model:?} is served by {}, whose {} API has no {}: only OpenAI-format providers serve it",
+                    p.name,
+                    providers::provider_name(p.format),
+                    route(endpoint)
+                ),
+            ));
+        }
         return Err(ApiError::bad_field(
             "model",
             format!(

@@ -225,7 +225,8 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         label: prov.name.clone(),
         name: model.to_owned(),
         provider: Some(adapter),
-        checks_answer: !c.stream,
+        // A transcript asked for as `text`, `srt` or `vtt` is not JSON.
+        checks_answer: !c.stream && !answers_text(c.endpoint, &c.json),
     };
     // The tenant's own key, else the shared one where it is shared.
     let key = credentials::value_for(
@@ -246,6 +247,7 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
         stream: c.stream,
         headers: &c.headers,
         key: key.as_deref(),
+        form: c.form.as_ref(),
         default_max_tokens: cfg.tokens.default_max_tokens,
     };
     let outbound = adapter
@@ -263,6 +265,17 @@ fn prepare(state: &AppState, a: &Attempt) -> Result<Prepared, Failure> {
     );
     let route = state.upstreams.routes.provider(index);
     Ok((adapter, outbound, plan, estimate, route))
+}
+
+/// Whether a call's answer is text rather than a JSON object: a
+/// transcript in one of its text formats.
+fn answers_text(endpoint: sluice_usage::Endpoint, json: &serde_json::Value) -> bool {
+    endpoint == sluice_usage::Endpoint::Transcriptions
+        && matches!(
+            json.get("response_format")
+                .and_then(serde_json::Value::as_str),
+            Some("text" | "srt" | "vtt")
+        )
 }
 
 /// How to read the answer of a call.

@@ -82,6 +82,11 @@ impl ModelCall<'_> {
 fn operation(endpoint: Endpoint) -> &'static str {
     match endpoint {
         Endpoint::Embeddings => "embeddings",
+        Endpoint::Completions => "text_completion",
+        Endpoint::Images => "generate_content",
+        // Not among the conventions' operations: named as OpenAI does.
+        Endpoint::Transcriptions => "transcription",
+        Endpoint::Moderations => "moderation",
         Endpoint::Chat | Endpoint::Responses | Endpoint::Messages | Endpoint::Generate => "chat",
     }
 }

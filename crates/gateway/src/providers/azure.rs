@@ -32,9 +32,14 @@ fn path(endpoint: Endpoint) -> &'static [&'static str] {
     match endpoint {
         Endpoint::Embeddings => &["embeddings"],
         // Not served (see `serves`); chat is the nearest.
-        Endpoint::Chat | Endpoint::Responses | Endpoint::Messages | Endpoint::Generate => {
-            &["chat", "completions"]
-        }
+        Endpoint::Chat
+        | Endpoint::Responses
+        | Endpoint::Messages
+        | Endpoint::Generate
+        | Endpoint::Completions
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => &["chat", "completions"],
     }
 }
 
@@ -113,6 +118,7 @@ mod tests {
             stream,
             headers: &headers,
             key: Some("az-key"),
+            form: None,
             default_max_tokens: 256,
         };
         Azure.request(base, &call).unwrap()

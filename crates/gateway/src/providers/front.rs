@@ -14,8 +14,10 @@
 //! half is one file: `front/anthropic.rs`, `front/gemini.rs`.
 
 mod anthropic;
+mod completions;
 mod gemini;
 mod responses;
+mod rewrite;
 
 pub(crate) use gemini::{
     array_stream as gemini_array_stream, carried as gemini_carried, native as gemini_native,
@@ -38,6 +40,8 @@ pub(crate) enum Client {
     Gemini,
     /// OpenAI Responses (`/v1/responses`).
     Responses,
+    /// OpenAI's legacy completions (`/v1/completions`).
+    Completions,
 }
 
 impl Client {
@@ -47,6 +51,7 @@ impl Client {
             Client::Anthropic => Endpoint::Messages,
             Client::Gemini => Endpoint::Generate,
             Client::Responses => Endpoint::Responses,
+            Client::Completions => Endpoint::Completions,
         }
     }
 }
@@ -98,6 +103,19 @@ static RESPONSES_TO_AZURE: Front = Front {
     inner: &super::azure::Azure,
 };
 
+static COMPLETIONS_TO_ANTHROPIC: Front = Front {
+    client: Client::Completions,
+    inner: &super::anthropic::Anthropic,
+};
+static COMPLETIONS_TO_GEMINI: Front = Front {
+    client: Client::Completions,
+    inner: &super::gemini::Gemini,
+};
+static COMPLETIONS_TO_AZURE: Front = Front {
+    client: Client::Completions,
+    inner: &super::azure::Azure,
+};
+
 /// The front that serves `endpoint`'s clients from a provider of
 /// `format`, if there is one.
 pub(crate) fn for_endpoint(format: WireFormat, endpoint: Endpoint) -> Option<&'static Front> {
@@ -111,6 +129,9 @@ pub(crate) fn for_endpoint(format: WireFormat, endpoint: Endpoint) -> Option<&'s
         (Endpoint::Responses, WireFormat::Anthropic) => Some(&RESPONSES_TO_ANTHROPIC),
         (Endpoint::Responses, WireFormat::Gemini) => Some(&RESPONSES_TO_GEMINI),
         (Endpoint::Responses, WireFormat::Azure) => Some(&RESPONSES_TO_AZURE),
+        (Endpoint::Completions, WireFormat::Anthropic) => Some(&COMPLETIONS_TO_ANTHROPIC),
+        (Endpoint::Completions, WireFormat::Gemini) => Some(&COMPLETIONS_TO_GEMINI),
+        (Endpoint::Completions, WireFormat::Azure) => Some(&COMPLETIONS_TO_AZURE),
         _ => None,
     }
 }
@@ -149,7 +170,7 @@ impl Provider for Front {
         let dialect = match self.client {
             Client::Anthropic => WireFormat::Anthropic.dialect(),
             Client::Gemini => WireFormat::Gemini.dialect(),
-            Client::Responses => WireFormat::Openai.dialect(),
+            Client::Responses | Client::Completions => WireFormat::Openai.dialect(),
         };
         dialect.estimate(endpoint, body, chars_per_token, default_max_tokens)
     }
@@ -164,6 +185,7 @@ impl Provider for Front {
             Client::Anthropic => anthropic::to_chat(call.body, call.model, provider)?,
             Client::Gemini => gemini::to_chat(call.body, call.model, provider)?,
             Client::Responses => responses::to_chat(call.body, call.model, provider)?,
+            Client::Completions => completions::to_chat(call.body, call.model, provider)?,
         };
         let inner = Call {
             endpoint: Endpoint::Chat,
@@ -182,6 +204,7 @@ impl Provider for Front {
             Client::Anthropic => anthropic::answer(answer, &exchange.model),
             Client::Gemini => gemini::answer(answer, &exchange.model),
             Client::Responses => responses::answer(answer, &exchange.model),
+            Client::Completions => completions::answer(answer, &exchange.model),
         }
     }
 
@@ -195,6 +218,10 @@ impl Provider for Front {
                 gemini::Form::new(exchange.array_stream),
             )),
             Client::Responses => Box::new(responses::Events::new(inner, &exchange.model)),
+            Client::Completions => Box::new(rewrite::Rewritten::new(
+                inner,
+                completions::Chunks::new(&exchange.model, exchange.client_wants_usage),
+            )),
         }
     }
 

@@ -1,5 +1,8 @@
-//! OpenAI's wire format: `/chat/completions`, `/embeddings`, `/responses`
-//! (also Google's, DeepSeek's and others' OpenAI-compatible endpoints).
+//! OpenAI's wire format: `/chat/completions`, `/embeddings`, `/responses`,
+//! the legacy `/completions`, `/audio/transcriptions` (multipart),
+//! `/images/generations` and `/moderations`, passed through (also
+//! Google's, DeepSeek's and others' OpenAI-compatible endpoints, which
+//! answer 404 for what they do not have).
 
 use axum::http::{StatusCode, header};
 use bytes::Bytes;
@@ -18,6 +21,10 @@ fn path(endpoint: Endpoint) -> &'static [&'static str] {
     match endpoint {
         Endpoint::Embeddings => &["embeddings"],
         Endpoint::Responses => &["responses"],
+        Endpoint::Completions => &["completions"],
+        Endpoint::Transcriptions => &["audio", "transcriptions"],
+        Endpoint::Images => &["images", "generations"],
+        Endpoint::Moderations => &["moderations"],
         // Not served (see `serves`); chat is the nearest.
         Endpoint::Chat | Endpoint::Messages | Endpoint::Generate => &["chat", "completions"],
     }
@@ -43,7 +50,13 @@ fn output_limit(call: &Call<'_>) -> Option<(&'static str, u64)> {
             "max_output_tokens",
             default,
         ),
-        Endpoint::Embeddings | Endpoint::Messages | Endpoint::Generate => None,
+        Endpoint::Completions => missing_limit(call.body, &["max_tokens"], "max_tokens", default),
+        Endpoint::Embeddings
+        | Endpoint::Messages
+        | Endpoint::Generate
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => None,
     }
 }
 
@@ -75,7 +88,13 @@ impl Provider for Openai {
     fn serves(&self, endpoint: Endpoint) -> bool {
         matches!(
             endpoint,
-            Endpoint::Chat | Endpoint::Embeddings | Endpoint::Responses
+            Endpoint::Chat
+                | Endpoint::Embeddings
+                | Endpoint::Responses
+                | Endpoint::Completions
+                | Endpoint::Transcriptions
+                | Endpoint::Images
+                | Endpoint::Moderations
         )
     }
 
@@ -84,11 +103,16 @@ impl Provider for Openai {
     }
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
+        if let Some(form) = call.form {
+            return upload(base_url, call, form);
+        }
         let limit = output_limit(call);
         // The usage of a chat stream comes in a last chunk only if asked
         // for: the gateway asks, and takes the chunk out again if the
         // client did not ask itself.
-        let (body, client_wants_usage) = if call.stream && call.endpoint == Endpoint::Chat {
+        // (The legacy completions take `stream_options` as chat does.)
+        let chunked = matches!(call.endpoint, Endpoint::Chat | Endpoint::Completions);
+        let (body, client_wants_usage) = if call.stream && chunked {
             let mut body = super::with_model(call.body, call.model);
             if let Some((field, n)) = limit {
                 body[field] = n.into();
@@ -128,6 +152,40 @@ impl Provider for Openai {
     }
 }
 
+/// An upload: the client's form with `model` set to the upstream's name
+/// for it, as multipart.
+fn upload(
+    base_url: &str,
+    call: &Call<'_>,
+    form: &sluice_form::Form,
+) -> Result<Outbound, RequestError> {
+    let mut form = form.clone();
+    form.set_text("model", call.model);
+    let (content_type, body) = form.write();
+    let mut headers = axum::http::HeaderMap::new();
+    let content_type = axum::http::HeaderValue::from_str(&content_type)
+        .map_err(|_| RequestError::Setup("a multipart content type".to_owned()))?;
+    headers.insert(header::CONTENT_TYPE, content_type);
+    if let Some(key) = call.key {
+        secret(
+            &mut headers,
+            header::AUTHORIZATION,
+            &format!("Bearer {key}"),
+        )?;
+    }
+    Ok(Outbound {
+        url: super::url(base_url, path(call.endpoint), None)?,
+        headers,
+        body,
+        exchange: Exchange {
+            endpoint: call.endpoint,
+            client_wants_usage: true,
+            model: call.model.to_owned(),
+            array_stream: false,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderMap;
@@ -145,6 +203,7 @@ mod tests {
             stream,
             headers: &headers,
             key: None,
+            form: None,
             default_max_tokens: 1_024,
         };
         let out = Openai.request("http://up/v1", &call).unwrap();

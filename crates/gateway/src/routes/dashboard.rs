@@ -37,7 +37,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; \
     base-uri 'none'";
 
-fn enabled(state: &AppState) -> Result<(), ApiError> {
+pub(crate) fn enabled(state: &AppState) -> Result<(), ApiError> {
     if state.config.ui.enabled {
         Ok(())
     } else {
@@ -47,7 +47,7 @@ fn enabled(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-fn file(
+pub(crate) fn file(
     state: &AppState,
     content_type: &'static str,
     body: &'static str,

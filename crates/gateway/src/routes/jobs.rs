@@ -6,9 +6,11 @@
 //!
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
+mod browse;
 mod events;
 mod flows;
 mod list;
+mod page;
 mod queues;
 mod schedules;
 mod spec;
@@ -24,21 +26,26 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_jobs::{Enqueued, Job, JobId, JobStore};
 
+pub(crate) use browse::{
+    cancel as admin_cancel, get as admin_get, list as admin_list, retry as admin_retry,
+};
 pub(crate) use events::{events, events_all};
 pub(crate) use flows::enqueue_flow;
 pub use list::list;
+pub(crate) use page::{asset as browser_asset, page as browser_page};
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+pub(crate) use schedules::ScheduleSpec;
 pub(crate) use schedules::{
     delete as delete_schedule, get as get_schedule, list as list_schedules, put as put_schedule,
 };
+pub(crate) use spec::{Batch, JobSpec};
 
-use crate::audit::Act;
+use crate::audit::{ADMIN, Act};
 use crate::body::{ApiJson, Body, json};
 use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
 use crate::layers::auth::Tenant;
 use crate::state::{AppState, Stores};
-use spec::{Batch, JobSpec};
 
 /// The most jobs one batch may hold.
 pub const MAX_BATCH: usize = 1_000;
@@ -245,10 +252,29 @@ fn job_id(raw: &str) -> Result<JobId, ApiError> {
         .map_err(|_| ApiError::bad_field("id", format!("{raw:?} is not a job id (an integer)")))
 }
 
-/// The caller's job `id`: another tenant's job is as absent as a missing one.
-async fn owned(store: &AnyStore, tenant: &Tenant, id: JobId) -> Result<Job, ApiError> {
-    match store.get(id).await.map_err(store_error)? {
-        Some(job) if job.tenant == tenant.name() => Ok(job),
+/// Who acts on a job: a tenant on its own, or the operator on any.
+#[derive(Clone, Copy)]
+enum Who<'a> {
+    Tenant(&'a Tenant),
+    Admin,
+}
+
+impl Who<'_> {
+    /// The actor the audit trail names.
+    fn actor(self) -> String {
+        match self {
+            Who::Tenant(t) => t.actor(),
+            Who::Admin => ADMIN.to_owned(),
+        }
+    }
+}
+
+/// The caller's job `id`: another tenant's job is as absent as a missing
+/// one; the operator's is any job.
+async fn owned(store: &AnyStore, who: Who<'_>, id: JobId) -> Result<Job, ApiError> {
+    match (store.get(id).await.map_err(store_error)?, who) {
+        (Some(job), Who::Admin) => Ok(job),
+        (Some(job), Who::Tenant(tenant)) if job.tenant == tenant.name() => Ok(job),
         _ => Err(ApiError::NotFound(format!("job {id} not found"))),
     }
 }
@@ -267,7 +293,7 @@ pub async fn get_job(
     tenant: Tenant,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    call(&state, &tenant, None, &id, JobCall::Read).await
+    call(&state, Who::Tenant(&tenant), None, &id, JobCall::Read).await
 }
 
 /// `POST /v1/jobs/{id}/retry`: a dead job runs again (409 otherwise).
@@ -277,7 +303,14 @@ pub async fn retry(
     act: Act,
     Path(id): Path<String>,
 ) -> Result<(Act, Response), ApiError> {
-    let answer = call(&state, &tenant, Some(&act), &id, JobCall::Retry).await?;
+    let answer = call(
+        &state,
+        Who::Tenant(&tenant),
+        Some(&act),
+        &id,
+        JobCall::Retry,
+    )
+    .await?;
     Ok((act, answer))
 }
 
@@ -289,7 +322,14 @@ pub async fn cancel(
     act: Act,
     Path(id): Path<String>,
 ) -> Result<(Act, Response), ApiError> {
-    let answer = call(&state, &tenant, Some(&act), &id, JobCall::Cancel).await?;
+    let answer = call(
+        &state,
+        Who::Tenant(&tenant),
+        Some(&act),
+        &id,
+        JobCall::Cancel,
+    )
+    .await?;
     Ok((act, answer))
 }
 
@@ -297,13 +337,13 @@ pub async fn cancel(
 /// (a change recorded in the audit trail as made in `act`).
 async fn call(
     state: &AppState,
-    tenant: &Tenant,
+    who: Who<'_>,
     act: Option<&Act>,
     id: &str,
     what: JobCall,
 ) -> Result<Response, ApiError> {
     let store = store(state)?;
-    let was = owned(store, tenant, job_id(id)?).await?;
+    let was = owned(store, who, job_id(id)?).await?;
     let (job, kind) = match what {
         JobCall::Read => {
             let mut body = job_json(&was);
@@ -314,6 +354,14 @@ async fn call(
                     .iter()
                     .map(|c| json!({"id": c.id, "state": c.state, "result": c.result}))
                     .collect();
+            }
+            // The operator's browser shows how the job got where it is.
+            if matches!(who, Who::Admin) {
+                let events = store
+                    .timeline(was.id, browse::TIMELINE)
+                    .await
+                    .map_err(store_error)?;
+                body["timeline"] = serde_json::to_value(events).unwrap_or_default();
             }
             return Ok(axum::Json(body).into_response());
         }
@@ -329,7 +377,7 @@ async fn call(
     };
     if let Some(act) = act {
         state.observers.record(
-            act.entry(&tenant.actor(), kind, &job.id.to_string())
+            act.entry(&who.actor(), kind, &job.id.to_string())
                 .before(job_summary(&was))
                 .after(job_summary(&job)),
         );

@@ -1,5 +1,7 @@
-//! `POST /v1/chat/completions`, `/v1/embeddings`, `/v1/responses` (OpenAI
-//! format) and `/v1/messages` (Anthropic format), routed by model prefix.
+//! `POST /v1/chat/completions`, `/v1/embeddings`, `/v1/responses`,
+//! `/v1/completions`, `/v1/audio/transcriptions` (multipart),
+//! `/v1/images/generations`, `/v1/moderations` (OpenAI format) and
+//! `/v1/messages` (Anthropic format), routed by model prefix.
 //!
 //! The handlers hand the request to the model routes' stack
 //! ([`crate::layers::models`]): context → dedup → admission → fallback →
@@ -27,6 +29,26 @@ pub async fn embeddings(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody
 /// `POST /v1/responses`.
 pub async fn responses(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
     handle(s, Endpoint::Responses, t, hb).await
+}
+
+/// `POST /v1/completions` (legacy).
+pub async fn completions(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Completions, t, hb).await
+}
+
+/// `POST /v1/audio/transcriptions`: a multipart form.
+pub async fn transcriptions(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Transcriptions, t, hb).await
+}
+
+/// `POST /v1/images/generations`.
+pub async fn images(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Images, t, hb).await
+}
+
+/// `POST /v1/moderations`.
+pub async fn moderations(State(s): State<AppState>, t: Tenant, hb: HeadersAndBody) -> Response {
+    handle(s, Endpoint::Moderations, t, hb).await
 }
 
 /// `POST /v1/messages`.

@@ -72,6 +72,7 @@ impl Sources {
             ledger: observers.ledger.as_ref(),
             jobs: stores.jobs.as_ref(),
             audit: observers.audit.as_ref(),
+            tools: (!self.config.mcp_servers.is_empty()).then_some(&observers.board.tools),
             pools: &limits.pools,
         };
         let totals = observers.board.pulse.read();

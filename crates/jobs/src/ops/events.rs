@@ -14,6 +14,8 @@ use crate::sql::Dialect;
 const CURSOR_OF: &str = "SELECT xid FROM job_events WHERE seq = $1";
 /// The first event after a gap, in commit order.
 const AFTER_GAP: &str = "SELECT xid, seq FROM job_events WHERE seq > $1 ORDER BY xid, seq LIMIT 1";
+/// A job's events in order; `$2` bounds them.
+const OF_JOB: &str = "SELECT * FROM job_events WHERE job_id = $1 ORDER BY seq LIMIT $2";
 const EXPIRE: &str = "DELETE FROM job_events WHERE at < $1";
 
 /// Up to `limit` events after `cursor` in commit order; those that pass
@@ -102,6 +104,13 @@ fn cursor_of(row: &dyn Columns) -> Result<EventCursor, Error> {
         xid: int("xid")?,
         seq: int("seq")?,
     })
+}
+
+/// The first `limit` events of job `job` (while they are kept), oldest
+/// first.
+pub async fn of_job(c: &mut impl Conn, job: JobId, limit: u32) -> Result<Vec<JobEvent>, Error> {
+    let limit = i64::from(limit.clamp(1, MAX_EVENTS));
+    c.records(OF_JOB, args![job, limit], decode).await
 }
 
 /// Deletes events that happened before `before`.

@@ -117,6 +117,29 @@ where
         ..EventFilter::default()
     };
     assert_eq!(all_after(&store, start, &only_b).await.len(), 2);
+    // A job's timeline: its own events only, oldest first, bounded.
+    let timeline = store
+        .timeline(sluice_jobs::JobId(a), 1_000)
+        .await
+        .expect("timeline");
+    let kinds: Vec<&str> = timeline.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "enqueued",
+            "active",
+            "progress",
+            "failed",
+            "active",
+            "completed"
+        ]
+    );
+    assert_eq!(timeline[3].error.as_deref(), Some("503 from upstream"));
+    let first_two = store
+        .timeline(sluice_jobs::JobId(a), 2)
+        .await
+        .expect("timeline");
+    assert_eq!(first_two.len(), 2);
 
     // Pages of two read every event once, in order.
     let mut cursor = start;

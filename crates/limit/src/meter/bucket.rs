@@ -62,6 +62,19 @@ impl Params {
     /// bucket always lets its grant go, and the next waits it out.
     #[inline]
     pub(crate) fn take(&self, tat: u128, now: Nanos, cost: u64) -> Result<u128, Option<Nanos>> {
+        self.take_holding(tat, now, cost, self.margin)
+    }
+
+    /// [`Params::take`] holding back at most `margin` (nanoseconds) of
+    /// refill if the bucket is found full.
+    #[inline]
+    fn take_holding(
+        &self,
+        tat: u128,
+        now: Nanos,
+        cost: u64,
+        margin: Nanos,
+    ) -> Result<u128, Option<Nanos>> {
         let now_s = self.scaled(now);
         let inc = self.increment(cost);
         // Full for less than a nanosecond is not idle: a grant dated on the
@@ -70,7 +83,7 @@ impl Params {
             idle if idle < self.capacity as u128 => (tat, 0),
             idle => (now_s, idle),
         };
-        let held = (self.margin as u128 * self.capacity as u128).min(idle);
+        let held = (margin as u128 * self.capacity as u128).min(idle);
         let new_tat = base + held + inc;
         let ready = now_s + self.tau();
         if new_tat <= ready || (tat <= now_s && inc <= self.tau()) {
@@ -123,6 +136,32 @@ impl Bucket {
         match self.params.take(self.tat, now, cost) {
             Ok(tat) => self.tat = tat,
             // Not reached: a take follows a check that allowed it.
+            Err(_) => self.debit(now, cost),
+        }
+        now
+    }
+
+    /// A take for a waiter that joined the queue at `joined`, before any
+    /// `paused` until: if the bucket filled up only after it joined, the
+    /// busy period never ended (demand waited all along; the serving
+    /// thread came late), so the margin is not held again. Held again
+    /// at every such restart, it cost the rate whenever the machine
+    /// stalled the serving thread for longer than the burst lasts.
+    pub(crate) fn take_waiter(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        joined: Nanos,
+        paused: Nanos,
+    ) -> Stamp {
+        let full_at = u64::try_from(self.tat / self.params.capacity as u128).unwrap_or(Nanos::MAX);
+        let margin = if joined <= full_at && paused <= full_at {
+            0
+        } else {
+            self.params.margin
+        };
+        match self.params.take_holding(self.tat, now, cost, margin) {
+            Ok(tat) => self.tat = tat,
             Err(_) => self.debit(now, cost),
         }
         now

@@ -153,6 +153,11 @@ impl Inner {
         let [(spec, cost)] = needs else {
             return self.attempt(needs).await;
         };
+        if self.cfg.mode == Mode::Leased && spec.leasable() {
+            // The line's head refills the block: for waiters queued.
+            self.precheck(needs)?;
+            return crate::leased::attempt(self, needs, true).await;
+        }
         if self.cfg.mode != Mode::Exact || !spec.leasable() || queued <= 1 {
             return self.attempt(needs).await;
         }
@@ -167,6 +172,7 @@ impl Inner {
                 want,
                 min: *cost,
                 weight: self.weight(&spec.name),
+                line: true,
             })
             .await
             .map_err(|_| Refusal::Down)?;
@@ -245,7 +251,7 @@ impl Inner {
     ) -> Result<RedisGrant, Refusal> {
         self.precheck(needs)?;
         if self.cfg.mode == Mode::Leased && needs.iter().all(|(s, _)| s.leasable()) {
-            return crate::leased::attempt(self, needs).await;
+            return crate::leased::attempt(self, needs, false).await;
         }
         let parts: Vec<Part> = needs
             .iter()

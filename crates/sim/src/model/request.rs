@@ -27,6 +27,9 @@ pub(crate) struct Parsed {
     pub tool: Option<super::tools::ToolCall>,
     /// The JSON the answer must be ([`super::json_mode`]).
     pub json: Option<super::json_mode::Ask>,
+    /// What a transcription, image or moderation request asks for
+    /// ([`super::media`]).
+    pub media: Option<super::media::Ask>,
 }
 
 /// An embeddings request: a seed per input (a hash of it), one vector
@@ -139,6 +142,11 @@ pub(crate) fn parse(
 ) -> Result<Parsed, Problem> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| Problem::bad("", format!("could not parse the JSON body: {e}")))?;
+    match endpoint {
+        Endpoint::Images => return super::media::images(&value),
+        Endpoint::Moderations => return super::media::moderation(&value),
+        _ => {}
+    }
     let body = object(&value, "body")?;
     if matches!(endpoint, Endpoint::Generate | Endpoint::StreamGenerate) {
         let model = path_model.unwrap_or_default().to_owned();
@@ -160,6 +168,7 @@ pub(crate) fn parse(
         embed: None,
         tool: None,
         json: None,
+        media: None,
     };
     match endpoint {
         Endpoint::Chat => {
@@ -225,10 +234,50 @@ pub(crate) fn parse(
             parsed.max_tokens = body.count("max_output_tokens")?;
         }
         Endpoint::Embeddings => parsed.embed = Some(embeddings(&mut prompt, &body, config)?),
+        Endpoint::Completions => {
+            match body.get("prompt") {
+                Some(Value::String(s)) => prompt.add(s),
+                Some(Value::Array(items)) if !items.is_empty() => {
+                    for (i, item) in items.iter().enumerate() {
+                        match item {
+                            Value::String(s) => prompt.add(s),
+                            Value::Number(n) if n.is_u64() => {
+                                prompt.add_tokens(&[n.as_u64().unwrap_or(0)]);
+                            }
+                            _ => {
+                                return Err(Problem::bad(
+                                    format!("prompt[{i}]"),
+                                    "must be a string or a token id",
+                                ));
+                            }
+                        }
+                    }
+                }
+                Some(_) => {
+                    return Err(Problem::bad(
+                        "prompt",
+                        "must be a string or a non-empty array",
+                    ));
+                }
+                None => return Err(Problem::bad("prompt", "Field required")),
+            }
+            parsed.max_tokens = body.count("max_tokens")?;
+            if let Some(opts) = body.get("stream_options") {
+                parsed.include_usage = object(opts, "stream_options")?
+                    .flag("include_usage")
+                    .map_err(|_| {
+                        Problem::bad("stream_options.include_usage", "must be a boolean")
+                    })?;
+            }
+        }
+        // Read whole above; a transcription is a form (`media.rs`).
         Endpoint::Models
         | Endpoint::GeminiModels
         | Endpoint::Generate
-        | Endpoint::StreamGenerate => {}
+        | Endpoint::StreamGenerate
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => {}
     }
     parsed.prompt = prompt;
     Ok(parsed)
@@ -316,6 +365,7 @@ fn gemini(body: &Obj<'_>, model: String, stream: bool) -> Result<Parsed, Problem
         embed: None,
         tool: super::tools::gemini(body.0)?,
         json: super::json_mode::gemini(body.0)?,
+        media: None,
     })
 }
 

@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     pub retry: RetryPolicy,
     pub tenants: Vec<String>,
     pub tally: Tally,
+    /// Tool calls over MCP (`{base}/mcp`) instead of HTTP to the API.
+    pub mcp: Option<super::mcp::Sessions>,
 }
 
 /// Runs agent `seed`'s loop for `tenant` until the task is aborted.
@@ -91,12 +93,35 @@ async fn call(
             n if shared.tenant_per_replica => &shared.bases[tenant % n],
             n => &shared.bases[rng.usize(..n)],
         };
-        let request = shared
-            .workload
-            .request(&shared.client, base, shared.mode, target, stream)
-            .header("x-sluice-workspace", &shared.tenants[tenant])
-            .header("x-sluice-priority", priority);
-        let answer = send(request).await;
+        let tool = (shared.mcp.as_ref()).and_then(|m| Some((m, shared.workload.api_of(target)?)));
+        let answer = match tool {
+            Some((sessions, api)) => {
+                let name = shared.tenants[tenant].as_str();
+                let a = sessions.call(base, (tenant, name), priority, api).await;
+                a.map(|a| {
+                    let mut headers = HeaderMap::new();
+                    if let Some(ms) = a
+                        .retry_after
+                        .and_then(|d| d.as_millis().to_string().parse().ok())
+                    {
+                        headers.insert("retry-after-ms", ms);
+                    }
+                    Answer {
+                        status: a.status,
+                        headers,
+                        complete: true,
+                    }
+                })
+            }
+            None => {
+                let request = shared
+                    .workload
+                    .request(&shared.client, base, shared.mode, target, stream)
+                    .header("x-sluice-workspace", &shared.tenants[tenant])
+                    .header("x-sluice-priority", priority);
+                send(request).await
+            }
+        };
         let retry_after = match &answer {
             Ok(a) if a.status.is_success() && a.complete => {
                 r.outcome = Outcome::Ok;

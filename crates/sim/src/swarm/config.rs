@@ -80,6 +80,9 @@ pub struct SwarmConfig {
     pub request_timeout: Duration,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Tool calls (the API targets) as MCP `tools/call`s at `{base}/mcp`
+    /// instead of HTTP calls of the API.
+    pub tools_over_mcp: bool,
 }
 
 impl SwarmConfig {
@@ -98,7 +101,14 @@ impl SwarmConfig {
             retry: RetryPolicy::default(),
             request_timeout: Duration::from_secs(60),
             seed: 1,
+            tools_over_mcp: false,
         }
+    }
+
+    /// Making tool calls over MCP (see [`SwarmConfig::tools_over_mcp`]).
+    pub fn tools_over_mcp(mut self, on: bool) -> Self {
+        self.tools_over_mcp = on;
+        self
     }
 
     /// Spreading calls over `base_url` and `urls` (more gateway replicas).

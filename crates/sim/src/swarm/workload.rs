@@ -171,6 +171,12 @@ impl Workload {
     }
 
     /// The request for target `i` (a model when below `models.len()`).
+    /// The API target `i` is, if it is one.
+    pub(crate) fn api_of(&self, i: usize) -> Option<&str> {
+        let j = i.checked_sub(self.models.len())?;
+        self.apis.get(j).map(|a| a.api.as_str())
+    }
+
     pub(crate) fn request(
         &self,
         client: &reqwest::Client,

@@ -68,7 +68,13 @@ impl StreamCapture {
             Endpoint::Responses => Ok(Assembly::Responses(None)),
             // Gemini clients' answers are not cached (see the gateway's
             // cache layer).
-            Endpoint::Embeddings | Endpoint::Generate => Err(CaptureError::NotStreamed(endpoint)),
+            // Nor are completions, transcripts, images and moderations.
+            Endpoint::Embeddings
+            | Endpoint::Generate
+            | Endpoint::Completions
+            | Endpoint::Transcriptions
+            | Endpoint::Images
+            | Endpoint::Moderations => Err(CaptureError::NotStreamed(endpoint)),
         };
         let max_event = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         StreamCapture {

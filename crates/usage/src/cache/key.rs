@@ -149,6 +149,10 @@ pub(crate) fn endpoint_name(endpoint: Endpoint) -> &'static str {
         Endpoint::Responses => "responses",
         Endpoint::Messages => "messages",
         Endpoint::Generate => "generate",
+        Endpoint::Completions => "completions",
+        Endpoint::Transcriptions => "transcriptions",
+        Endpoint::Images => "images",
+        Endpoint::Moderations => "moderations",
     }
 }
 

@@ -37,7 +37,12 @@ pub fn replay_stream(
     let answer: Map<String, Value> = serde_json::from_slice(body).map_err(|_| malformed())?;
     let mut out = Vec::with_capacity(body.len() + 512);
     match endpoint {
-        Endpoint::Embeddings | Endpoint::Generate => {
+        Endpoint::Embeddings
+        | Endpoint::Generate
+        | Endpoint::Completions
+        | Endpoint::Transcriptions
+        | Endpoint::Images
+        | Endpoint::Moderations => {
             return Err(ReplayError::NotStreamed(endpoint));
         }
         Endpoint::Chat => chat(&mut out, &answer, include_usage).ok_or_else(malformed)?,

@@ -47,7 +47,7 @@ impl Dialect for Openai {
     }
 
     fn has_usage_chunk(&self, endpoint: Endpoint) -> bool {
-        endpoint == Endpoint::Chat
+        matches!(endpoint, Endpoint::Chat | Endpoint::Completions)
     }
 
     fn scan_event(&self, endpoint: Endpoint, tally: &mut Tally, data: &[u8]) -> bool {
@@ -68,7 +68,12 @@ impl Dialect for Openai {
                 true,
                 &json!({"type": "error", "code": code, "message": message, "param": null}),
             ),
-            Endpoint::Chat | Endpoint::Embeddings => failure::sse_error(
+            Endpoint::Chat
+            | Endpoint::Embeddings
+            | Endpoint::Completions
+            | Endpoint::Transcriptions
+            | Endpoint::Images
+            | Endpoint::Moderations => failure::sse_error(
                 false,
                 &json!({"error": {"message": message, "type": "server_error", "code": code, "param": null}}),
             ),

@@ -12,8 +12,7 @@
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ErrorCode};
-use serde_json::json;
+use rmcp::model::CallToolResult;
 use sluice_admit::Admission;
 use sluice_limit::headers::RateLimitHeaders;
 use sluice_mcp::{Attempt, ToolCall, UpstreamError, rate_limit_of};
@@ -75,46 +74,54 @@ pub(super) async fn run(
         )
     });
     let started = Instant::now();
-    let outcome = attempts(&state, &ctx, &call, &attempt, resource.as_deref(), &label).await;
+    let plan = Plan {
+        state: &state,
+        ctx: &ctx,
+        call: &call,
+        attempt: &attempt,
+        resource: resource.as_deref(),
+        lane: &label,
+    };
+    let outcome = attempts(&plan).await;
     let (status, attempts_made, queued) = match &outcome {
         Ok((ended, n, q)) => (status_of(ended), *n, *q),
         Err(e) => (e.status().as_u16(), 0, Duration::ZERO),
     };
-    metrics::mcp_tool_call(
-        &call.server,
-        &label,
-        status,
-        started.elapsed().as_secs_f64(),
-    );
+    let ended = Instant::now();
+    let took = (ended - started).as_secs_f64();
+    metrics::mcp_tool_call(&call.server, &label, status, took);
+    (state.observers.board.tools).count(&call.server, &call.tool, &label, status, took * 1e3);
     if let (Some(ledger), Some(d)) = (state.observers.ledger.as_ref(), draft.take()) {
         ledger.submit(d.finish(status, queued, attempts_made));
     }
+    let error = match &outcome {
+        Err(e) => Some(e.to_string()),
+        Ok((Ended::Failed(e), ..)) => Some(e.to_string()),
+        Ok(_) => None,
+    };
+    crate::otel::tool_call(
+        state.observers.otel.as_ref(),
+        &ctx,
+        &crate::otel::ToolSpan {
+            name: &call.name,
+            server: &call.server,
+            tool: &call.tool,
+            call_id: &call.call_id,
+            api: api.as_deref(),
+            status,
+            attempts: attempts_made,
+            span: (started, ended),
+            admitted: started + queued,
+            error: error.as_deref(),
+        },
+    );
     match outcome {
         Err(e) => Err(rpc_error(&e)),
         Ok((Ended::Result(r), ..)) | Ok((Ended::Throttled(_, Some(r)), ..)) => Ok(r),
-        Ok((Ended::Throttled(retry_after, None), ..)) => Err(ErrorData::new(
-            super::RATE_LIMITED,
-            format!(
-                "MCP server {:?} answered 429 Too Many Requests",
-                call.server
-            ),
-            Some(
-                json!({"status": 429, "retry_after_ms": retry_after.map(|d| d.as_millis() as u64)}),
-            ),
-        )),
-        Ok((Ended::Failed(UpstreamError::Protocol(e)), ..)) => Err(e),
-        Ok((Ended::Failed(e), ..)) => {
-            let status = match e {
-                UpstreamError::Timeout => 504,
-                UpstreamError::Unavailable(_) => 503,
-                _ => 502,
-            };
-            Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("MCP server {:?}: {e}", call.server),
-                Some(json!({"status": status})),
-            ))
+        Ok((Ended::Throttled(retry_after, None), ..)) => {
+            Err(UpstreamError::RateLimited { retry_after }.into_rpc(&call.server))
         }
+        Ok((Ended::Failed(e), ..)) => Err(e.into_rpc(&call.server)),
     }
 }
 
@@ -123,23 +130,32 @@ fn status_of(ended: &Ended) -> u16 {
     match ended {
         Ended::Result(_) => 200,
         Ended::Throttled(..) => 429,
-        Ended::Failed(UpstreamError::Protocol(_)) => 400,
-        Ended::Failed(UpstreamError::Timeout) => 504,
-        Ended::Failed(UpstreamError::Unavailable(_)) => 503,
-        Ended::Failed(_) => 502,
+        Ended::Failed(e) => e.status(),
     }
+}
+
+/// One call's parts, as its attempts need them.
+struct Plan<'a> {
+    state: &'a crate::state::AppState,
+    ctx: &'a crate::request::Context,
+    call: &'a ToolCall,
+    attempt: &'a Attempt,
+    /// Its API's limiter resource, if it has an API.
+    resource: Option<&'a str>,
+    /// Its admission lane and metrics label.
+    lane: &'a str,
 }
 
 /// Admission, then the attempts: how the last ended, how many were
 /// made, how long the call queued.
-async fn attempts(
-    state: &crate::state::AppState,
-    ctx: &crate::request::Context,
-    call: &ToolCall,
-    attempt: &Attempt,
-    resource: Option<&str>,
-    lane: &str,
-) -> Result<(Ended, u32, Duration), ApiError> {
+async fn attempts(p: &Plan<'_>) -> Result<(Ended, u32, Duration), ApiError> {
+    let Plan {
+        state,
+        ctx,
+        resource,
+        lane,
+        ..
+    } = *p;
     let mut needs: Vec<(String, u64)> = Vec::new();
     if let Some(r) = resource {
         needs.push((r.to_owned(), 1));
@@ -171,6 +187,34 @@ async fn attempts(
         }
     };
     let queued = slot.waited();
+    // Request budgets count a tool call as they count a proxied call:
+    // kept once the server answered, given back otherwise.
+    let hold = crate::layers::budget::reserve_request(state, ctx).await?;
+    let sent = send(p, &needs, &mut slot).await;
+    if let Some(h) = hold {
+        match &sent {
+            Ok((Ended::Result(_), _)) => {}
+            _ => h.release(),
+        }
+    }
+    sent.map(|(ended, n)| (ended, n, queued))
+}
+
+/// The attempts of an admitted call: how the last ended and how many
+/// were made.
+async fn send(
+    p: &Plan<'_>,
+    needs: &[(&str, u64)],
+    slot: &mut sluice_admit::Permit<impl Sized>,
+) -> Result<(Ended, u32), ApiError> {
+    let Plan {
+        state,
+        ctx,
+        call,
+        attempt,
+        resource,
+        lane,
+    } = *p;
     let retry = &state.config.retry;
     let last_send = ctx
         .deadline
@@ -193,12 +237,12 @@ async fn attempts(
         let mut grant = if needs.is_empty() {
             None
         } else {
-            match state.limits.shared.acquire_many(&needs, Some(until)).await {
+            match state.limits.shared.acquire_many(needs, Some(until)).await {
                 Ok(g) => Some(g),
                 Err(e) => {
                     metrics::limiter_refusal(lane, "rate_limited");
                     if let Some(ended) = last {
-                        return Ok((ended, n - 1, queued));
+                        return Ok((ended, n - 1));
                     }
                     let policy = match resource {
                         Some(r) => state
@@ -266,7 +310,7 @@ async fn attempts(
             _ => false,
         };
         if !again || n >= retry.max_attempts.max(1) || Instant::now() >= last_send {
-            return Ok((ended, n, queued));
+            return Ok((ended, n));
         }
         metrics::retry(lane, if status == 429 { "throttled" } else { "error" });
         if !matches!(ended, Ended::Throttled(..)) {

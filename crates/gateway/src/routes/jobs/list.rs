@@ -4,7 +4,7 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sluice_jobs::{JobId, JobState, JobStore, JobSummary, ListFilter, MAX_PAGE};
+use sluice_jobs::{JobId, JobState, JobStore, JobSummary, ListFilter, MAX_NAME_LEN, MAX_PAGE};
 
 use super::{job_json, store, store_error};
 use crate::error::ApiError;
@@ -13,23 +13,29 @@ use crate::layers::auth::Tenant;
 use crate::state::AppState;
 
 /// What `GET /v1/jobs` was asked.
-struct ListQuery {
-    queue: Option<String>,
-    state: Option<JobState>,
-    after: Option<JobId>,
-    limit: usize,
+pub(super) struct ListQuery {
+    pub(super) queue: Option<String>,
+    /// Only the operator's listing takes a tenant.
+    pub(super) tenant: Option<String>,
+    pub(super) state: Option<JobState>,
+    pub(super) after: Option<JobId>,
+    pub(super) limit: usize,
 }
 
-fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+/// The query of a listing; `any_tenant` (the operator's) also takes
+/// `tenant`.
+pub(super) fn list_query(raw: Option<&str>, any_tenant: bool) -> Result<ListQuery, ApiError> {
     let mut q = ListQuery {
         queue: None,
+        tenant: None,
         state: None,
         after: None,
         limit: 100,
     };
     for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
         match name.as_ref() {
-            "queue" => q.queue = Some(value.into_owned()).filter(|v| !v.is_empty()),
+            "queue" => q.queue = bounded("queue", &value)?,
+            "tenant" if any_tenant => q.tenant = bounded("tenant", &value)?,
             "state" if value.is_empty() => q.state = None,
             "state" => {
                 let states: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
@@ -64,14 +70,30 @@ fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
                     })?;
             }
             other => {
+                let known = if any_tenant {
+                    "queue, state, tenant, limit, cursor"
+                } else {
+                    "queue, state, limit, cursor"
+                };
                 return Err(ApiError::bad_field(
                     other,
-                    "unknown query parameter: use queue, state, limit, cursor",
+                    format!("unknown query parameter: use {known}"),
                 ));
             }
         }
     }
     Ok(q)
+}
+
+/// A name filter: empty is none; longer than a name may be is refused.
+fn bounded(field: &str, value: &str) -> Result<Option<String>, ApiError> {
+    if value.len() > MAX_NAME_LEN {
+        return Err(ApiError::bad_field(
+            field,
+            format!("longer than {MAX_NAME_LEN} bytes"),
+        ));
+    }
+    Ok(Some(value.to_owned()).filter(|v| !v.is_empty()))
 }
 
 /// `GET /v1/jobs?queue=&state=&limit=&cursor=`: the caller's jobs in id
@@ -82,7 +104,7 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let store = store(&state)?;
-    let q = list_query(raw.as_deref())?;
+    let q = list_query(raw.as_deref(), false)?;
     let (jobs, next) = tenant_page(store, tenant.name(), q).await?;
     let jobs: Vec<Value> = jobs.iter().map(job_json).collect();
     let next = next.map(|id| id.to_string());
