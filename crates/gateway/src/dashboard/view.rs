@@ -27,6 +27,9 @@ pub struct Snapshot {
     /// without `[[mcp_servers]]`).
     #[serde(default)]
     pub mcp: Section<Vec<McpToolView>>,
+    /// Capacity pools: each deployment's circuit and traffic.
+    #[serde(default)]
+    pub pools: Vec<PoolView>,
 }
 
 /// One MCP tool's calls since the gateway started.
@@ -46,9 +49,6 @@ pub struct McpToolView {
     pub failed: u64,
     /// Mean time of a call, queueing and retries included.
     pub mean_ms: f64,
-    /// Capacity pools: each deployment's circuit and traffic.
-    #[serde(default)]
-    pub pools: Vec<PoolView>,
 }
 
 /// One capacity pool (`[[pools]]`), as the dashboard and `GET
