@@ -7,6 +7,7 @@ use super::*;
 use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
 mod cache;
+mod callbacks;
 mod credentials;
 mod ledger;
 mod otel;
