@@ -216,6 +216,11 @@ enum KeysCommand {
         /// The key's id.
         id: String,
     },
+    /// Delete a key for good, whatever its state (audited).
+    Delete {
+        /// The key's id.
+        id: String,
+    },
     /// Let a blocked key work again.
     Unblock {
         /// The key's id.
@@ -277,6 +282,12 @@ enum TenantsCommand {
         /// Its name.
         name: String,
     },
+    /// Delete a tenant and every key of it, for good (audited; its usage
+    /// history stays).
+    Delete {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// `sluice tiers …`
@@ -312,6 +323,7 @@ enum TiersCommand {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Shape {
     Audit,
+    Deleted,
     Key,
     Keys,
     Tenant,
@@ -403,6 +415,7 @@ fn keys_request(c: &KeysCommand) -> Request {
         }
         C::Revoke { id } => req(Method::POST, key(id, "/revoke"), None, Shape::Key),
         C::Block { id } => req(Method::POST, key(id, "/block"), None, Shape::Key),
+        C::Delete { id } => req(Method::DELETE, key(id, ""), None, Shape::Deleted),
         C::Unblock { id } => req(Method::POST, key(id, "/unblock"), None, Shape::Key),
     }
 }
@@ -438,6 +451,7 @@ fn tenants_request(c: &TenantsCommand) -> Request {
         ),
         C::Block { name } => req(Method::POST, at(name, "/block"), None, Shape::Tenant),
         C::Unblock { name } => req(Method::POST, at(name, "/unblock"), None, Shape::Tenant),
+        C::Delete { name } => req(Method::DELETE, at(name, ""), None, Shape::Deleted),
     }
 }
 
@@ -560,6 +574,26 @@ fn show(shape: Shape, b: &Value) -> String {
     let list = |k: &str| b[k].as_array().cloned().unwrap_or_default();
     match shape {
         Shape::Audit => crate::audit::show(b),
+        Shape::Deleted => {
+            let d = &b["deleted"];
+            match b["keys_deleted"].as_array() {
+                Some(keys) => format!(
+                    "deleted tenant {} and its {} key(s){}\n",
+                    text(&d["name"]),
+                    keys.len(),
+                    if keys.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", keys.iter().map(text).collect::<Vec<_>>().join(", "))
+                    }
+                ),
+                None => format!(
+                    "deleted key {} of tenant {}\n",
+                    text(&d["id"]),
+                    text(&d["tenant"])
+                ),
+            }
+        }
         Shape::Key => {
             let mut out = String::new();
             if let Some(k) = b["key"].as_str() {

@@ -213,13 +213,14 @@ fn table(body: &Value) -> String {
             "COMPLETION",
             "CACHED",
             "REASONING",
+            "UNPRICED",
             "COST",
         ]
         .map(String::from),
     );
     let width = head.len();
     let mut t = Table::new(head).right(first_sum..width);
-    let mut total = 0u64;
+    let (mut total, mut unpriced) = (0u64, 0u64);
     for r in rows(body) {
         let mut cells: Vec<String> = Vec::new();
         if bucketed {
@@ -232,14 +233,20 @@ fn table(body: &Value) -> String {
         cells.extend(counts().iter().map(|s| text(&r[*s])));
         cells.push(dollars(&r["cost_nanos"]));
         total = total.saturating_add(r["cost_nanos"].as_u64().unwrap_or(0));
+        unpriced = unpriced.saturating_add(r["unpriced"].as_u64().unwrap_or(0));
         t.row(cells);
     }
     let mut out = t.render();
     let _ = writeln!(
         out,
-        "{} rows, {} in all{}",
+        "{} rows, {} in all{}{}",
         rows(body).len(),
         Cost::from_nanodollars(total),
+        if unpriced > 0 {
+            format!(" and {unpriced} calls of models without a price (`sluice prices`)")
+        } else {
+            String::new()
+        },
         if body["truncated"].as_bool() == Some(true) {
             " (truncated: narrow the range or the grouping)"
         } else {
@@ -296,10 +303,10 @@ mod tests {
         "rows": [
             {"tenant": "acme", "model": "openai/gpt-4o-mini", "requests": 3, "errors": 1,
              "prompt_tokens": 1000, "completion_tokens": 500, "cached_tokens": 0,
-             "reasoning_tokens": 0, "cost_nanos": 450000},
+             "reasoning_tokens": 0, "unpriced": 1, "cost_nanos": 450000},
             {"tenant": "a,b", "model": "", "requests": 1, "errors": 0,
              "prompt_tokens": 1, "completion_tokens": 0, "cached_tokens": 0,
-             "reasoning_tokens": 0, "cost_nanos": 150},
+             "reasoning_tokens": 0, "unpriced": 0, "cost_nanos": 150},
         ]})
     }
 
@@ -315,15 +322,18 @@ mod tests {
             lines[1].contains("openai/gpt-4o-mini") && lines[1].ends_with("$0.000450000"),
             "{t}"
         );
-        assert!(lines[3].contains("$0.000450150 in all"), "{t}");
+        assert!(
+            lines[3].contains("$0.000450150 in all and 1 calls of models without a price"),
+            "{t}"
+        );
         let c = csv(&answer());
         assert_eq!(
             c.lines().next().unwrap(),
-            "tenant,model,requests,errors,prompt_tokens,completion_tokens,cached_tokens,reasoning_tokens,cost_nanodollars,cost_usd"
+            "tenant,model,requests,errors,prompt_tokens,completion_tokens,cached_tokens,reasoning_tokens,unpriced,cost_nanodollars,cost_usd"
         );
         assert_eq!(
             c.lines().nth(1).unwrap(),
-            "acme,openai/gpt-4o-mini,3,1,1000,500,0,0,450000,0.000450000"
+            "acme,openai/gpt-4o-mini,3,1,1000,500,0,0,1,450000,0.000450000"
         );
         assert!(c.lines().nth(2).unwrap().starts_with("\"a,b\","), "{c}");
     }

@@ -203,3 +203,73 @@ fn budgets_from_the_command_line() {
     ]);
     assert_eq!(t["budgets"][0]["tokens"], 100_000);
 }
+
+/// `sluice keys delete` and `sluice tenants delete`: gone from the lists,
+/// refused at once, audited; another tenant untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_and_tenants_are_deleted_for_good() {
+    let f = Fixture::start();
+    for t in ["acme", "globex"] {
+        f.ok(&["tenants", "create", t]);
+    }
+    let issue = |tenant: &str| -> (String, String) {
+        let k = f.json(&["keys", "issue", "--tenant", tenant]);
+        (
+            k["key"].as_str().unwrap().to_owned(),
+            k["id"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (key1, id1) = issue("acme");
+    let (key2, id2) = issue("acme");
+    let (other, _) = issue("globex");
+    // A key's own usage answers while the key exists.
+    let http = common::client();
+    let url = format!("{}/v1/usage", f.serve.url);
+    let usage = |key: &str| {
+        let req = http.get(&url).bearer_auth(key).send();
+        async move { req.await.expect("the gateway answers").status().as_u16() }
+    };
+    assert_eq!(usage(&key1).await, 200);
+
+    let out = f.ok(&["keys", "delete", &id1]);
+    assert!(
+        out.contains(&format!("deleted key {id1} of tenant acme")),
+        "{out}"
+    );
+    assert_eq!(usage(&key1).await, 401, "a deleted key is refused");
+    assert_eq!(usage(&key2).await, 200);
+    let listed = f.ok(&["keys", "list", "--tenant", "acme"]);
+    assert!(!listed.contains(&id1) && listed.contains(&id2), "{listed}");
+    let err = f.fails(&["keys", "delete", &id1], Some(ADMIN));
+    assert!(err.contains("404"), "{err}");
+
+    let gone = f.json(&["tenants", "delete", "acme"]);
+    assert_eq!(gone["deleted"]["name"], "acme");
+    assert_eq!(gone["keys_deleted"], serde_json::json!([id2]));
+    assert_eq!(
+        usage(&key2).await,
+        401,
+        "a deleted tenant's keys are refused"
+    );
+    assert_eq!(usage(&other).await, 200, "another tenant's key still works");
+    let out = f.ok(&["tenants", "list"]);
+    assert!(!out.contains("acme") && out.contains("globex"), "{out}");
+    let err = f.fails(&["tenants", "delete", "acme"], Some(ADMIN));
+    assert!(err.contains("404"), "{err}");
+
+    let mut kinds = Vec::new();
+    for _ in 0..500 {
+        let found = f.json(&["audit", "--limit", "2"]);
+        kinds = found["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_owned())
+            .collect();
+        if kinds.first().is_some_and(|k| k == "tenant.delete") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(kinds, ["tenant.delete", "key.delete"]);
+}

@@ -153,3 +153,80 @@ async fn each_tenant_reads_its_own_requests_and_the_operator_all() {
     let globex = requests_cli(&url, &["--admin-token", "adm", "--tenant", "globex"]);
     assert_eq!(ids(&globex), ["globex-1"]);
 }
+
+/// A call of a model without a price is marked `unpriced` (its cost is
+/// unknown, not 0) in the request log and counted in usage; a priced
+/// one is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpriced_call_is_marked_so_not_free() {
+    let env = [("ACME_KEY", "key-acme"), ("GLOBEX_KEY", "key-globex")];
+    let stack = Stack::start("cli-unpriced", &env, config);
+    let url = stack.gateway.url.clone();
+    let http = common::client();
+    for (model, id) in [
+        ("openai/gpt-4o-mini", "priced"),
+        ("openai/sluice-no-such-price", "unpriced"),
+    ] {
+        let res = http
+            .post(format!("{url}/v1/chat/completions"))
+            .bearer_auth("key-acme")
+            .header("x-request-id", id)
+            .json(&common::chat(model, false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{model}");
+    }
+    let mut log = Value::Null;
+    for _ in 0..200 {
+        log = http
+            .get(format!("{url}/v1/requests"))
+            .bearer_auth("key-acme")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if log["requests"].as_array().is_some_and(|r| r.len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let row = |id: &str| -> Value {
+        log["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["request_id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {log}"))
+            .clone()
+    };
+    let (priced, unpriced) = (row("priced"), row("unpriced"));
+    assert_eq!(priced["unpriced"], false, "{priced}");
+    assert!(priced["cost_usd"].as_f64().unwrap() > 0.0, "{priced}");
+    assert_eq!(unpriced["unpriced"], true, "{unpriced}");
+    assert_eq!(unpriced["cost_usd"], 0.0, "{unpriced}");
+    assert!(
+        unpriced["prompt_tokens"].as_u64().unwrap() > 0,
+        "{unpriced}"
+    );
+    let usage: Value = http
+        .get(format!("{url}/v1/usage?group_by=model"))
+        .bearer_auth("key-acme")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = usage["rows"].as_array().expect("usage rows");
+    let of = |model: &str| {
+        rows.iter()
+            .find(|r| r["model"] == model)
+            .unwrap_or_else(|| panic!("{model} missing: {usage}"))["unpriced"]
+            .clone()
+    };
+    assert_eq!(of("openai/sluice-no-such-price"), 1, "{usage}");
+    assert_eq!(of("openai/gpt-4o-mini"), 0, "{usage}");
+}

@@ -39,6 +39,8 @@ pub(crate) struct Call {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cost_nanos: u64,
+    /// Tokens of a model without a price: the cost is unknown, not 0.
+    pub unpriced: bool,
     pub queue_ms: u64,
     /// From leaving the queue to the answer: the limiter's wait and the
     /// upstream attempts.
@@ -57,6 +59,7 @@ impl Call {
             prompt_tokens: record.prompt_tokens,
             completion_tokens: record.completion_tokens,
             cost_nanos: record.cost_nanos,
+            unpriced: record.unpriced,
             queue_ms: record.queue_ms,
             upstream_ms: record.latency_ms.saturating_sub(record.queue_ms),
             request_id: Some(record.request_id.clone()),
@@ -100,6 +103,7 @@ pub(crate) fn line(
         prompt_tokens = c.prompt_tokens,
         completion_tokens = c.completion_tokens,
         cost_usd = c.cost_nanos as f64 / 1e9,
+        unpriced = c.unpriced,
         queue_ms = c.queue_ms,
         upstream_ms = c.upstream_ms,
         request_id,

@@ -287,9 +287,11 @@ impl Draft {
         r.prompt_tokens = usage.prompt_tokens;
         r.completion_tokens = usage.completion_tokens;
         r.estimated = estimated;
-        r.cost_nanos = prices
-            .cost(&r.model, &usage, r.cached_tokens)
-            .map_or(0, |c| c.nanodollars());
+        let cost = prices.cost(&r.model, &usage, r.cached_tokens);
+        // Tokens spent on a model without a price: the cost is unknown,
+        // and said so, never shown as free.
+        r.unpriced = cost.is_none() && usage.prompt_tokens + usage.completion_tokens > 0;
+        r.cost_nanos = cost.map_or(0, |c| c.nanodollars());
     }
 
     /// Answered from the response cache: nothing spent upstream.

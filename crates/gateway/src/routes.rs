@@ -15,6 +15,7 @@ pub mod keys;
 pub mod limits;
 pub mod mcp;
 pub mod models;
+mod openapi;
 pub mod ops;
 pub mod proxy;
 pub mod requests;
@@ -103,6 +104,7 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/tenants", Admin, get(tenants::list)),
         entry("GET", "/v1/tenants/{name}", Admin, get(tenants::show)),
         entry("PATCH", "/v1/tenants/{name}", Admin, patch(tenants::update)),
+        entry("DELETE", "/v1/tenants/{name}", Admin, delete(tenants::delete)),
         entry("POST", "/v1/tenants/{name}/block", Admin, post(tenants::block)),
         entry("POST", "/v1/tenants/{name}/unblock", Admin, post(tenants::unblock)),
         entry("POST", "/v1/keys", Admin, post(keys::issue)),
@@ -111,6 +113,7 @@ fn table() -> Vec<Entry> {
         entry("PATCH", "/v1/keys/{id}", Admin, patch(keys::update)),
         entry("POST", "/v1/keys/{id}/rotate", Admin, post(keys::rotate)),
         entry("POST", "/v1/keys/{id}/revoke", Admin, post(keys::revoke)),
+        entry("DELETE", "/v1/keys/{id}", Admin, delete(keys::delete)),
         entry("POST", "/v1/keys/{id}/block", Admin, post(keys::block)),
         entry("POST", "/v1/keys/{id}/unblock", Admin, post(keys::unblock)),
         entry("DELETE", "/v1/cache", Admin, delete(cache::invalidate)),
@@ -131,10 +134,12 @@ fn table() -> Vec<Entry> {
         entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
         entry("GET", "/v1/audit", Admin, get(audit::list)),
         entry("GET", "/metrics", Scraper, get(ops::metrics)),
+        entry("GET", "/", Anyone, get(ops::root)),
         entry("GET", "/healthz", Anyone, get(ops::healthz)),
         // What load balancers and images often probe by default.
         entry("GET", "/health", Anyone, get(ops::healthz)),
         entry("GET", "/readyz", Anyone, get(ops::readyz)),
+        entry("GET", "/openapi.json", Anyone, get(openapi::get)),
     ]
 }
 

@@ -18,6 +18,26 @@ async fn healthz_and_readyz_answer_when_idle() {
         assert_eq!(body["status"], "ok", "{path}");
     }
 
+    // The bare address says where to look.
+    let root: Value = h.get("/").send().await.unwrap().json().await.unwrap();
+    assert_eq!(root["name"], "sluice");
+    assert_eq!(root["api"], "/openapi.json");
+    // The API's description lists every route, this one included.
+    let api: Value = h
+        .get("/openapi.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(api["openapi"], "3.1.0");
+    assert!(api["paths"]["/"]["get"].is_object(), "{}", api["paths"]);
+    assert_eq!(
+        api["paths"]["/v1/chat/completions"]["post"]["security"][0],
+        json!({"tenantKey": []})
+    );
+
     let res = h.get("/readyz").send().await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = res.json().await.unwrap();

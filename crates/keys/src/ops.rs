@@ -270,6 +270,34 @@ async fn existing_key<C: Conn>(c: &mut C, id: &str) -> Result<KeyRecord, Error> 
     }
 }
 
+/// Deletes key `id`, whatever its state.
+pub(crate) async fn delete_key<C: Conn>(c: &mut C, id: &str) -> Result<KeyRecord, Error> {
+    match first(c.keys(sql::DELETE_KEY, args![id]).await?) {
+        Some(k) => Ok(k.record),
+        None => Err(Error::NotFound {
+            what: "key",
+            name: id.to_owned(),
+        }),
+    }
+}
+
+/// Deletes tenant `name` and every key of it, in one transaction.
+pub(crate) async fn delete_tenant<C: Conn>(
+    c: &mut C,
+    name: &str,
+) -> Result<(TenantRecord, Vec<KeyRecord>), Error> {
+    let tenant = existing_tenant(c, name).await?;
+    let keys = c.keys(sql::DELETE_TENANT_KEYS, args![name]).await?;
+    // Empty only if a concurrent delete took it first: that one stands.
+    if first(c.tenants(sql::DELETE_TENANT, args![name]).await?).is_none() {
+        return Err(Error::NotFound {
+            what: "tenant",
+            name: name.to_owned(),
+        });
+    }
+    Ok((tenant, keys.into_iter().map(|k| k.record).collect()))
+}
+
 pub(crate) async fn keys<C: Conn>(
     c: &mut C,
     tenant: Option<&str>,

@@ -36,6 +36,9 @@ pub(crate) const SET_KEY_STATE: &str = "UPDATE api_keys \
     SET state = $2, updated_at = $4, grace_until = $5, replaced_by = $6 \
     WHERE id = $1 AND state = $3 RETURNING *";
 pub(crate) const GET_KEY: &str = "SELECT * FROM api_keys WHERE id = $1";
+pub(crate) const DELETE_KEY: &str = "DELETE FROM api_keys WHERE id = $1 RETURNING *";
+pub(crate) const DELETE_TENANT_KEYS: &str = "DELETE FROM api_keys WHERE tenant = $1 RETURNING *";
+pub(crate) const DELETE_TENANT: &str = "DELETE FROM tenants WHERE name = $1 RETURNING *";
 pub(crate) const LIST_KEYS: &str = "SELECT * FROM api_keys ORDER BY tenant, created_at, id";
 pub(crate) const LIST_TENANT_KEYS: &str =
     "SELECT * FROM api_keys WHERE tenant = $1 ORDER BY created_at, id";

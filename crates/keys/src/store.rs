@@ -300,6 +300,16 @@ impl KeyStore {
         ))
     }
 
+    /// Deletes tenant `name` and all its keys (refused from now on, and
+    /// gone from every list), returning what was deleted. The usage
+    /// ledger and audit trail keep their history of it.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`].
+    pub async fn delete_tenant(&self, name: &str) -> Result<(TenantRecord, Vec<KeyRecord>), Error> {
+        write!(self, |c| ops::delete_tenant(c, name))
+    }
+
     /// Tenant `name`, if it exists.
     ///
     /// # Errors
@@ -386,6 +396,15 @@ impl KeyStore {
             "revoke",
             now
         ))
+    }
+
+    /// Deletes key `id`, whatever its state: refused from now on, and
+    /// gone from every list.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`].
+    pub async fn delete_key(&self, id: &str) -> Result<KeyRecord, Error> {
+        write!(self, |c| ops::delete_key(c, id))
     }
 
     /// Blocks active key `id` until [`unblock_key`](Self::unblock_key).

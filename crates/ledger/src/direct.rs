@@ -37,7 +37,7 @@ const STATEMENTS: usize = 4;
 const RECORDS_PER_INSERT: usize = 16;
 
 /// The columns of a record, as [`RECORD_COLUMNS`] lists them.
-const COLUMNS: usize = 22;
+const COLUMNS: usize = 23;
 
 /// The writing connection to a ledger's SQLite file; closed by
 /// [`Direct::close`] (writes then fail, as sqlx's on a closed pool).
@@ -121,6 +121,7 @@ impl Direct {
                     to_i64(d.completion_tokens),
                     to_i64(d.cached_tokens),
                     to_i64(d.reasoning_tokens),
+                    to_i64(d.unpriced),
                     to_i64(d.cost_nanos),
                 ])?;
             }
@@ -157,6 +158,7 @@ fn bind(insert: &mut Statement<'_>, row: usize, r: &Record) -> rusqlite::Result<
         &to_i64(r.queue_ms),
         &i64::from(r.retries),
         &r.cache_hit,
+        &i64::from(r.unpriced),
     ];
     for (j, v) in values.iter().enumerate() {
         insert.raw_bind_parameter(row * COLUMNS + j + 1, v)?;

@@ -17,17 +17,17 @@ use crate::rollup::{Delta, Key};
 use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
 
 /// The PostgreSQL type of each of [`RECORD_COLUMNS`], in order.
-const RECORD_TYPES: [&str; 22] = [
+const RECORD_TYPES: [&str; 23] = [
     "TEXT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT",
     "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT",
-    "BIGINT", "BOOLEAN",
+    "BIGINT", "BOOLEAN", "BIGINT",
 ];
 
 /// The types of the rollups' key columns and sums, in `rollup_head`'s
 /// order.
-const ROLLUP_TYPES: [&str; 13] = [
+const ROLLUP_TYPES: [&str; 14] = [
     "TEXT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
-    "BIGINT", "BIGINT", "BIGINT",
+    "BIGINT", "BIGINT", "BIGINT", "BIGINT",
 ];
 
 /// `SELECT * FROM UNNEST($1::T1[], $2::T2[], …)`.
@@ -96,6 +96,7 @@ pub(crate) fn insert_records(records: &[Record]) -> Query<'_, Postgres, PgArgume
         .bind(column(r, |r| to_i64(r.queue_ms)))
         .bind(column(r, |r| i64::from(r.retries)))
         .bind(column(r, |r| r.cache_hit))
+        .bind(column(r, |r| i64::from(r.unpriced)))
 }
 
 /// Adds `rollups` to `usage_rollups` (each key once: `deltas` sums a
@@ -117,6 +118,7 @@ pub(crate) fn upsert_rollups<'a>(
         .bind(column(r, |(_, d)| to_i64(d.completion_tokens)))
         .bind(column(r, |(_, d)| to_i64(d.cached_tokens)))
         .bind(column(r, |(_, d)| to_i64(d.reasoning_tokens)))
+        .bind(column(r, |(_, d)| to_i64(d.unpriced)))
         .bind(column(r, |(_, d)| to_i64(d.cost_nanos)))
 }
 
@@ -129,7 +131,7 @@ mod tests {
     fn one_array_per_column() {
         assert_eq!(RECORD_COLUMNS.split(", ").count(), RECORD_TYPES.len());
         assert_eq!(rollup_head().matches(", ").count() + 1, ROLLUP_TYPES.len());
-        assert!(records_sql().contains("$22::BOOLEAN[]) ON CONFLICT (uid) DO NOTHING"));
-        assert!(rollups_sql().contains("$13::BIGINT[]) ON CONFLICT"));
+        assert!(records_sql().contains("$23::BIGINT[]) ON CONFLICT (uid) DO NOTHING"));
+        assert!(rollups_sql().contains("$14::BIGINT[]) ON CONFLICT"));
     }
 }

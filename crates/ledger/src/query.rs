@@ -207,6 +207,8 @@ pub struct Row {
     pub cached_tokens: u64,
     /// Reasoning tokens.
     pub reasoning_tokens: u64,
+    /// Calls of a model without a price: their cost is unknown, not 0.
+    pub unpriced: u64,
     /// Nanodollars.
     pub cost_nanos: u64,
 }
@@ -214,13 +216,14 @@ pub struct Row {
 /// The columns a usage [`Row`] sums, as the ledger's tables, the usage
 /// API's JSON and `sluice usage` name them, in that order: the counts,
 /// then the cost (`cost_nanos`), last.
-pub const SUMS: [&str; 7] = [
+pub const SUMS: [&str; 8] = [
     "requests",
     "errors",
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
     "reasoning_tokens",
+    "unpriced",
     "cost_nanos",
 ];
 
@@ -249,6 +252,8 @@ pub struct Totals {
     pub cached_tokens: u64,
     /// Reasoning tokens.
     pub reasoning_tokens: u64,
+    /// Calls of a model without a price.
+    pub unpriced: u64,
     /// Nanodollars.
     pub cost_nanos: u64,
 }

@@ -55,7 +55,8 @@ pub struct Record {
     /// Whether the tokens are the gateway's estimate (the provider
     /// reported none, or a stream was cut before its usage came).
     pub estimated: bool,
-    /// What it cost, in nanodollars (0 for a model without a price).
+    /// What it cost, in nanodollars (0 for a model without a price, then
+    /// marked [`unpriced`](Self::unpriced)).
     pub cost_nanos: u64,
     /// From the request's arrival to its answer (a stream's end).
     pub latency_ms: u64,
@@ -65,6 +66,10 @@ pub struct Record {
     pub retries: u32,
     /// Answered from the response cache.
     pub cache_hit: bool,
+    /// A model call that used tokens of a model without a price: its
+    /// cost is unknown, not 0. Absent in spill files of older versions.
+    #[serde(default)]
+    pub unpriced: bool,
 }
 
 impl Record {
@@ -101,6 +106,7 @@ impl Record {
             queue_ms: 0,
             retries: 0,
             cache_hit: false,
+            unpriced: false,
         }
     }
 

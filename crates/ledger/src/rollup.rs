@@ -28,6 +28,7 @@ pub(crate) struct Delta {
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub reasoning_tokens: u64,
+    pub unpriced: u64,
     pub cost_nanos: u64,
 }
 
@@ -39,6 +40,7 @@ impl Delta {
         self.completion_tokens = self.completion_tokens.saturating_add(r.completion_tokens);
         self.cached_tokens = self.cached_tokens.saturating_add(r.cached_tokens);
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(r.reasoning_tokens);
+        self.unpriced += u64::from(r.unpriced);
         self.cost_nanos = self.cost_nanos.saturating_add(r.cost_nanos);
     }
 }

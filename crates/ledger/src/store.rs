@@ -28,6 +28,11 @@ const SQLITE: Schema = Schema::new(&[
         "record keys",
         include_str!("../migrations/sqlite/0002_record_keys.sql"),
     ),
+    Step::new(
+        3,
+        "unpriced calls",
+        include_str!("../migrations/sqlite/0003_unpriced.sql"),
+    ),
 ])
 .table(MIGRATIONS_TABLE);
 
@@ -42,17 +47,22 @@ const POSTGRES: Schema = Schema::new(&[
         "record keys",
         include_str!("../migrations/postgres/0002_record_keys.sql"),
     ),
+    Step::new(
+        3,
+        "unpriced calls",
+        include_str!("../migrations/postgres/0003_unpriced.sql"),
+    ),
 ])
 .table(MIGRATIONS_TABLE);
 
-/// Records per INSERT statement: 22 binds a row, well under both
+/// Records per INSERT statement: 23 binds a row, well under both
 /// engines' bind limits.
 const RECORDS_PER_INSERT: usize = 100;
 
-/// Rollup rows per upsert: 13 binds a row.
+/// Rollup rows per upsert: 14 binds a row.
 const ROLLUPS_PER_UPSERT: usize = 200;
 
-pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit";
+pub(crate) const RECORD_COLUMNS: &str = "uid, at_ms, request_id, tenant, key_id, user_tag, feature, kind, provider, model, endpoint, status, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nanos, latency_ms, queue_ms, retries, cache_hit, unpriced";
 
 /// Two connections: one background writer, and the usage API's reads.
 const POOL: PoolOptions = PoolOptions::new(2);
@@ -392,7 +402,8 @@ where
             .push_bind(to_i64(r.latency_ms))
             .push_bind(to_i64(r.queue_ms))
             .push_bind(i64::from(r.retries))
-            .push_bind(r.cache_hit);
+            .push_bind(r.cache_hit)
+            .push_bind(i64::from(r.unpriced));
     });
     q.push(ON_KEY).push(" RETURNING uid");
     q
@@ -444,6 +455,7 @@ where
             .push_bind(to_i64(d.completion_tokens))
             .push_bind(to_i64(d.cached_tokens))
             .push_bind(to_i64(d.reasoning_tokens))
+            .push_bind(to_i64(d.unpriced))
             .push_bind(to_i64(d.cost_nanos));
     });
     q.push(rollup_conflict());
@@ -524,6 +536,7 @@ macro_rules! decoders {
                 completion_tokens: to_u64(r.try_get("completion_tokens")?),
                 cached_tokens: to_u64(r.try_get("cached_tokens")?),
                 reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                unpriced: to_u64(r.try_get("unpriced")?),
                 cost_nanos: to_u64(r.try_get("cost_nanos")?),
                 ..Row::default()
             };
@@ -546,6 +559,7 @@ macro_rules! decoders {
                 completion_tokens: to_u64(r.try_get("completion_tokens")?),
                 cached_tokens: to_u64(r.try_get("cached_tokens")?),
                 reasoning_tokens: to_u64(r.try_get("reasoning_tokens")?),
+                unpriced: to_u64(r.try_get("unpriced")?),
                 cost_nanos: to_u64(r.try_get("cost_nanos")?),
             })
         }
@@ -578,6 +592,7 @@ macro_rules! decoders {
                     queue_ms: to_u64(r.try_get("queue_ms")?),
                     retries: u32::try_from(retries).unwrap_or(0),
                     cache_hit: r.try_get("cache_hit")?,
+                    unpriced: r.try_get::<i64, _>("unpriced")? != 0,
                 },
             ))
         }

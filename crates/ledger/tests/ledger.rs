@@ -67,6 +67,7 @@ fn record(tenant: &str, at_ms: i64, model: &str, feature: Option<&str>, n: u64) 
     r.queue_ms = n / 2;
     r.retries = u32::try_from(n % 3).unwrap();
     r.cache_hit = n.is_multiple_of(4);
+    r.unpriced = n % 6 == 1;
     r
 }
 
@@ -119,6 +120,7 @@ async fn rollups_match_the_records(store: &LedgerStore) {
 
     let totals = store.totals(0, i64::MAX, Some(&t)).await.unwrap();
     assert_eq!(totals.records, 300);
+    assert_eq!(totals.unpriced, 50, "one record in six is unpriced");
     assert_eq!(
         totals.prompt_tokens,
         mine.iter().map(|r| r.prompt_tokens).sum::<u64>()
@@ -147,6 +149,12 @@ async fn rollups_match_the_records(store: &LedgerStore) {
             .await
             .unwrap();
         assert_eq!(sums(&rows), expect, "{g}");
+        // Unpriced calls are counted, not folded into a cost of 0.
+        assert_eq!(
+            rows.iter().map(|r| r.unpriced).sum::<u64>(),
+            mine.iter().filter(|r| r.unpriced).count() as u64,
+            "{g}"
+        );
         if g == Granularity::Day {
             // 300 × 7 minutes = 35 hours: two days.
             let buckets: Vec<i64> = rows.iter().map(|r| r.bucket_ms.unwrap()).collect();

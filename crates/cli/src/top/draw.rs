@@ -144,11 +144,17 @@ fn tenants(s: &Snapshot) -> Table<'static> {
     // Today's spend (UTC day) from the ledger, or in a word why there
     // is none (the column is narrow).
     let spend = |tenant: &str| match &s.spend.data {
-        Some(d) => d
-            .tenants
-            .iter()
-            .find(|x| x.tenant == tenant)
-            .map_or_else(|| "–".to_owned(), |x| format!("${:.4}", x.cost_usd)),
+        Some(d) => d.tenants.iter().find(|x| x.tenant == tenant).map_or_else(
+            || "–".to_owned(),
+            // `+` when some calls had no price: the sum is short.
+            |x| {
+                format!(
+                    "${:.4}{}",
+                    x.cost_usd,
+                    if x.unpriced > 0 { "+" } else { "" }
+                )
+            },
+        ),
         None if s.spend.state == "not configured" => "no ledger".to_owned(),
         None => "error".to_owned(),
     };
@@ -404,6 +410,7 @@ mod tests {
                     completion_tokens: 4_000,
                     cost_nanos: 12_345_600_000,
                     cost_usd: 12.3456,
+                    unpriced: 0,
                 }],
             }),
         }

@@ -190,7 +190,9 @@ function render(s) {
 
 // Today's spend (UTC day), from the ledger.
 function formatSpend(x) {
-  return typeof x.cost_usd === "number" ? "$" + x.cost_usd.toFixed(4) : "–";
+  if (typeof x.cost_usd !== "number") return "–";
+  // Calls of a model without a price are not in the sum: say so.
+  return "$" + x.cost_usd.toFixed(4) + (x.unpriced ? " + " + x.unpriced + " unpriced" : "");
 }
 
 // The resources with the most traffic over the history, for the charts.

@@ -260,6 +260,7 @@ async fn spend(slow: &mut Slow<Spend>, state: &Sources<'_>, now: Instant) -> Sec
                 completion_tokens: r.completion_tokens,
                 cost_nanos: r.cost_nanos,
                 cost_usd: r.cost_nanos as f64 / 1e9,
+                unpriced: r.unpriced,
             })
             .collect();
         Ok(Spend { since_ms, tenants })

@@ -51,6 +51,10 @@ pub struct TenantSpend {
     pub cost_nanos: u64,
     /// In dollars, for display.
     pub cost_usd: f64,
+    /// Calls of a model without a price (their cost is not in
+    /// `cost_usd`).
+    #[serde(default)]
+    pub unpriced: u64,
 }
 
 /// A part of the snapshot read from a source that may be missing: its

@@ -32,7 +32,7 @@ use crate::error::ApiError;
 use crate::limits::resources::unscoped;
 use crate::state::AppState;
 
-pub(crate) use ask::{Target, hold_error};
+pub(crate) use ask::{AcquireBody, Target, hold_error};
 
 /// What every step of the stack answers.
 pub(crate) type Answer = Result<Value, ApiError>;

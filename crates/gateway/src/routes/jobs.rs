@@ -35,9 +35,11 @@ pub(crate) use flows::enqueue_flow;
 pub use list::list;
 pub(crate) use page::{asset as browser_asset, page as browser_page};
 pub use queues::{dead_purge, dead_retry, list_queues, pause, resume};
+pub(crate) use schedules::ScheduleSpec;
 pub(crate) use schedules::{
     delete as delete_schedule, get as get_schedule, list as list_schedules, put as put_schedule,
 };
+pub(crate) use spec::{Batch, JobSpec};
 
 use crate::audit::{ADMIN, Act};
 use crate::body::{ApiJson, Body, json};
@@ -45,7 +47,6 @@ use crate::error::{ApiError, chain};
 use crate::jobs::AnyStore;
 use crate::layers::auth::Tenant;
 use crate::state::{AppState, Stores};
-use spec::{Batch, JobSpec};
 
 /// The most jobs one batch may hold.
 pub const MAX_BATCH: usize = 1_000;

@@ -254,6 +254,25 @@ pub(crate) async fn revoke(
     set_state(&state, act, id, Action::Revoke).await
 }
 
+/// `DELETE /v1/keys/{id}`: the key, whatever its state, for good
+/// (refused from now on on every replica, gone from every list; the
+/// ledger and audit trail keep its history).
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(id): Path<String>,
+    r: Registry,
+) -> Result<(Act, Response), ApiError> {
+    let k = r.store().delete_key(&id).await.map_err(store_error)?;
+    r.changed(Change::Key(id.clone())).await;
+    tracing::info!(key = %k.id, tenant = %k.tenant, "key deleted");
+    state
+        .observers
+        .record(act.entry(ADMIN, "key.delete", &id).before(snapshot(&k)));
+    Ok((act, ok(&json!({"deleted": k}))?))
+}
+
 /// `POST /v1/keys/{id}/block`: refused until unblocked.
 pub(crate) async fn block(
     State(state): State<AppState>,

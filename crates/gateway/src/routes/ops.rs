@@ -14,6 +14,21 @@ pub async fn healthz(_: Anyone) -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
+/// `GET /`: what this is and where to look next, for a person (or a
+/// probe) that opens the bare address.
+pub async fn root(_: Anyone) -> Response {
+    Json(json!({
+        "name": "sluice",
+        "version": env!("CARGO_PKG_VERSION"),
+        "dashboard": "/ui",
+        "api": "/openapi.json",
+        "health": "/healthz",
+        "ready": "/readyz",
+        "metrics": "/metrics",
+    }))
+    .into_response()
+}
+
 /// `GET /readyz`: 503 while draining or overloaded (the admission backlog
 /// above twice the dispatch concurrency), with the reasons.
 pub async fn readyz(State(state): State<AppState>, _: Anyone) -> Response {

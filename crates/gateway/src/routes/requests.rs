@@ -82,6 +82,7 @@ fn row(id: i64, r: &Record) -> Value {
         "reasoning_tokens": r.reasoning_tokens,
         "estimated": r.estimated,
         "cost_usd": r.cost_nanos as f64 / 1e9,
+        "unpriced": r.unpriced,
         "latency_ms": r.latency_ms,
         "queue_ms": r.queue_ms,
         "retries": r.retries,

@@ -1,5 +1,5 @@
 //! The admin API of tenants and tiers managed at run time: create, list,
-//! show, change, block and unblock tenants; create, list and change tiers
+//! show, change, block, unblock and delete tenants; create, list and change tiers
 //! (a tier's change applies to every tenant and key in it). The
 //! operator's (admin token).
 
@@ -135,6 +135,31 @@ pub(crate) async fn unblock(
     Path(name): Path<String>,
 ) -> Acted {
     set_blocked(&state, act, name, false).await
+}
+
+/// `DELETE /v1/tenants/{name}`: the tenant and every key of it, for
+/// good (refused from now on on every replica). The usage ledger, the
+/// request log and the audit trail keep their history of it; the name
+/// may be created again, from nothing.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    _: Admin,
+    act: Act,
+    Path(name): Path<String>,
+    r: Registry,
+) -> Acted {
+    let (t, keys) = r.store().delete_tenant(&name).await.map_err(store_error)?;
+    for k in &keys {
+        r.changed(Change::Key(k.id.clone())).await;
+    }
+    r.changed(Change::Tenant(name.clone())).await;
+    let ids: Vec<&str> = keys.iter().map(|k| k.id.as_str()).collect();
+    tracing::info!(tenant = %t.name, keys = ids.len(), "tenant deleted");
+    state.observers.record(
+        act.entry(ADMIN, "tenant.delete", &name)
+            .before(json!({"tenant": snapshot(&t), "keys": ids})),
+    );
+    Ok((act, ok(&json!({"deleted": t, "keys_deleted": ids}))?))
 }
 
 /// A tier to create.

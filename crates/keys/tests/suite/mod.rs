@@ -29,6 +29,7 @@ macro_rules! store_tests {
             a_tier_change_applies_to_its_members,
             concurrent_rotations_issue_one_key,
             budgets_are_kept_and_follow_their_tier,
+            deleted_keys_and_tenants_are_gone,
         );
     };
     (@each $factory:expr; $($name:ident),* $(,)?) => {
@@ -508,4 +509,59 @@ pub async fn budgets_are_kept_and_follow_their_tier(f: &impl Factory) {
         .await
         .unwrap();
     assert_eq!(names(&rotated.record.budgets), ["mine"]);
+}
+
+pub async fn deleted_keys_and_tenants_are_gone(f: &impl Factory) {
+    let s = f.make(ManualClock::new(Timestamp::from_millis(T0))).await;
+    for t in ["acme", "globex"] {
+        s.create_tenant(&tenant(t, None)).await.unwrap();
+    }
+    let a1 = s.issue_key(&key_for("acme")).await.unwrap();
+    let a2 = s.issue_key(&key_for("acme")).await.unwrap();
+    let g = s.issue_key(&key_for("globex")).await.unwrap();
+    // A rotated key and its replacement go together with their tenant.
+    let (a3, _) = s
+        .rotate_key(&a2.record.id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let cache = KeyCache::new(s.clone());
+    assert!(cache.authenticate(&a1.key).await.is_ok());
+
+    // One key, whatever its state.
+    let gone = s.delete_key(&a1.record.id).await.unwrap();
+    assert_eq!(gone.id, a1.record.id);
+    assert!(s.key(&a1.record.id).await.unwrap().is_none());
+    cache.invalidate(&Change::Key(a1.record.id.clone()));
+    assert_eq!(refusal(cache.authenticate(&a1.key).await), Refusal::Unknown);
+    assert!(matches!(
+        s.delete_key(&a1.record.id).await,
+        Err(Error::NotFound { what: "key", .. })
+    ));
+
+    // A tenant and every key of it, and nothing of another tenant.
+    let (t, keys) = s.delete_tenant("acme").await.unwrap();
+    assert_eq!(t.name, "acme");
+    let mut ids: Vec<String> = keys.into_iter().map(|k| k.id).collect();
+    ids.sort();
+    let mut want = vec![a2.record.id.clone(), a3.record.id.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert!(s.tenant("acme").await.unwrap().is_none());
+    assert!(s.keys(Some("acme")).await.unwrap().is_empty());
+    cache.invalidate(&Change::Tenant("acme".into()));
+    for k in [&a2.key, &a3.key] {
+        assert_eq!(refusal(cache.authenticate(k).await), Refusal::Unknown);
+    }
+    assert!(
+        cache.authenticate(&g.key).await.is_ok(),
+        "another tenant's key still works"
+    );
+    assert_eq!(s.keys(Some("globex")).await.unwrap().len(), 1);
+    assert!(matches!(
+        s.delete_tenant("acme").await,
+        Err(Error::NotFound { what: "tenant", .. })
+    ));
+    // The name may be used again, from nothing.
+    s.create_tenant(&tenant("acme", None)).await.unwrap();
+    assert!(s.keys(Some("acme")).await.unwrap().is_empty());
 }

@@ -109,7 +109,7 @@ fn read(state: &AppState, req: &Acquire) -> Result<Ask, ApiError> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AcquireBody {
+pub(crate) struct AcquireBody {
     resource: Option<String>,
     model: Option<String>,
     tool: Option<String>,

@@ -38,7 +38,7 @@ pub(crate) struct JobSpec {
 /// The body of `POST /v1/jobs/batch`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Batch {
+pub(crate) struct Batch {
     pub(super) jobs: Option<Vec<JobSpec>>,
 }
 
