@@ -9,7 +9,7 @@
 mod common;
 
 use axum::http::{HeaderMap, StatusCode};
-use common::{ACME, Harness, expect_error, sim_config, two_tenants, wait_for};
+use common::{ACME, Harness, expect_error, sim_config, slack_job, two_tenants, wait_for};
 use serde_json::{Value, json};
 use sluice_jobs_http::callback::{DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, hmac_sha256};
 use std::sync::{Arc, Mutex};
@@ -44,15 +44,6 @@ async fn receiver(seen: Seen) -> u16 {
     port
 }
 
-fn slack_job() -> Value {
-    json!({
-        "queue": "default",
-        "kind": "http",
-        "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage",
-                    "body": {"channel": "C1", "text": "hello"}}
-    })
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -77,12 +68,12 @@ async fn a_callback_is_signed_retried_and_delivered_once_answered() {
         format!("http://127.0.0.1:{}/hooks/x", port.wrapping_add(1)),
         "http://169.254.169.254/latest/meta-data".to_owned(),
     ] {
-        let mut job = slack_job();
+        let mut job = slack_job("hello");
         job["callback_url"] = url.into();
         let e = expect_error(send(job, "/v1/jobs").await.unwrap(), 400, "invalid_request").await;
         assert_eq!(e["param"], "callback_url", "{e}");
     }
-    let mut job = slack_job();
+    let mut job = slack_job("hello");
     job["callback_url"] = format!("http://127.0.0.1:{port}/hooks/a").into();
     let e = expect_error(
         send(json!({"jobs": [job]}), "/v1/jobs/batch")
@@ -104,7 +95,7 @@ async fn a_callback_is_signed_retried_and_delivered_once_answered() {
     assert!(seen.lock().unwrap().is_empty(), "nothing was called back");
 
     // Accepted: the job, with its callback as its parent.
-    let mut job = slack_job();
+    let mut job = slack_job("hello");
     job["callback_url"] = format!("http://127.0.0.1:{port}/hooks/acme?x=1").into();
     let keyed = |job: &Value| {
         h.post("/v1/jobs", job)

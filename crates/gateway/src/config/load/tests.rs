@@ -35,6 +35,17 @@ fn error(toml: &str, env: &[(&str, &str)]) -> ConfigError {
     }
 }
 
+/// Each `(toml, key, message)` fails to load with an error naming `key`
+/// whose text holds `message`.
+fn each_names_its_key(cases: &[(&str, &str, &str)]) {
+    for (toml, key, message) in cases {
+        let e = error(toml, &[]);
+        assert_eq!(e.key(), Some(*key), "{toml}\n{e}");
+        let shown = e.to_string();
+        assert!(shown.contains(message), "{toml}\n{shown}");
+    }
+}
+
 fn names<T>(list: &[T], name: impl Fn(&T) -> &str) -> Vec<&str> {
     list.iter().map(name).collect()
 }

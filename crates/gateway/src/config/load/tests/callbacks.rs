@@ -1,7 +1,7 @@
 //! `[jobs.callbacks]`: off by default; a secret is required with an
 //! allow-list, and every allowed prefix is an http(s) URL.
 
-use super::{error, file};
+use super::{each_names_its_key, file};
 use crate::config::Config;
 
 #[test]
@@ -62,10 +62,5 @@ fn bad_callbacks_name_their_key() {
             "unknown",
         ),
     ];
-    for (toml, key, message) in cases {
-        let e = error(toml, &[]);
-        assert_eq!(e.key(), Some(*key), "{toml}\n{e}");
-        let shown = e.to_string();
-        assert!(shown.contains(message), "{toml}\n{shown}");
-    }
+    each_names_its_key(cases);
 }
