@@ -178,7 +178,7 @@ fn explain_marks_each_values_origin() {
     std::fs::write(
         &path,
         "[[providers]]\nname = \"anthropic\"\nbase_url = \"http://127.0.0.1:9/a\"\n\
-         [retry]\nmax_attempts = 5\n[redis]\nurl = \"redis://127.0.0.1:1\"\n",
+         [retry]\nmax_attempts = 6\n[redis]\nurl = \"redis://127.0.0.1:1\"\n",
     )
     .unwrap();
     let text = crate::config::explain(Some(&path)).unwrap();
@@ -189,7 +189,8 @@ fn explain_marks_each_values_origin() {
             .to_owned()
     };
     let file = format!("# file {}", path.display());
-    assert!(line("max_attempts = 5").ends_with(&file));
+    // 6: no default is (the callbacks' is 5).
+    assert!(line("max_attempts = 6").ends_with(&file));
     assert!(line("max_backoff_ms = ").ends_with("# default"));
     assert!(line("base_url = \"http://127.0.0.1:9/a\"").ends_with(&file));
     assert!(line("format = \"anthropic\"").ends_with("# default"));
@@ -198,7 +199,7 @@ fn explain_marks_each_values_origin() {
     assert!(line("timeout_ms = ").ends_with("# default"));
     // What it prints still loads as the same configuration.
     let again = crate::config::load_str(&text, "out.toml", Vec::new()).unwrap();
-    assert_eq!(again.retry.max_attempts, 5);
+    assert_eq!(again.retry.max_attempts, 6);
     std::fs::remove_dir_all(&dir).ok();
 }
 
