@@ -27,7 +27,7 @@ pub use crate::trace::{Retention, Rotation};
 pub use audit::AuditConfig;
 pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
-pub use jobs::{JobsConfig, QueueSettings, SQLITE, StoreLocation};
+pub use jobs::{CallbacksConfig, JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
 pub use ledger::{Dollars, LedgerConfig, PriceConfig, PricingConfig, catalog, price_table};
 pub(crate) use load::validate::jobs as validate_jobs;

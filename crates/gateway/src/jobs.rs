@@ -17,6 +17,8 @@ use sluice_jobs::{
 };
 use tokio::task::JoinHandle;
 
+use sluice_jobs_http::callback::CallbackConfig;
+
 use crate::config::{Config, JobsConfig, StoreLocation};
 use crate::error::{Cause, StartError, chain};
 
@@ -38,6 +40,9 @@ pub struct Jobs {
     store: AnyStore,
     /// The embedder's own kinds, beside the standard ones.
     kinds: Kinds,
+    /// Where callbacks may go and their secret, while `[jobs.callbacks]`
+    /// allows any.
+    callbacks: Option<CallbackConfig>,
     cleaner: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Fires the schedules' due ticks.
     firer: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -55,13 +60,16 @@ impl Jobs {
     /// [`StartError::StandardKind`] for a kind of `kinds` named as a standard
     /// one.
     pub async fn open(config: &Config, kinds: Kinds) -> Result<Jobs, StartError> {
-        if let Some(name) = kinds.names().find(|n| sluice_jobs_http::KINDS.contains(n)) {
+        if let Some(name) = kinds.names().find(|n| {
+            sluice_jobs_http::KINDS.contains(n) || *n == sluice_jobs_http::callback::CALLBACK_KIND
+        }) {
             return Err(StartError::StandardKind {
                 name: name.to_owned(),
                 standard: sluice_jobs_http::KINDS.join(", "),
             });
         }
         let j = &config.jobs;
+        let callbacks = callbacks(config)?;
         let location = j.location(&config.data_dir);
         let fail = |source: Cause| StartError::Jobs {
             store: location.display(),
@@ -88,6 +96,7 @@ impl Jobs {
         Ok(Jobs {
             store,
             kinds,
+            callbacks,
             cleaner: std::sync::Mutex::new(Some(cleaner)),
             firer: std::sync::Mutex::new(Some(firer)),
             pool,
@@ -117,6 +126,7 @@ impl Jobs {
             credentials,
             self.store.clone(),
             &self.kinds,
+            self.callbacks.clone(),
             limiter,
             client,
             otel,
@@ -149,6 +159,12 @@ impl Jobs {
     pub fn damage(&self) -> Option<String> {
         let slot = self.pool.lock().ok()?;
         slot.as_ref()?.health().damage().map(str::to_owned)
+    }
+
+    /// Where callbacks may go, or `None` while `[jobs.callbacks]` allows
+    /// none.
+    pub fn callbacks(&self) -> Option<&CallbackConfig> {
+        self.callbacks.as_ref()
     }
 
     /// The store.
@@ -265,4 +281,33 @@ async fn clean(store: AnyStore, config: JobsConfig) {
             Err(e) => tracing::warn!(error = %chain(&e), "job retention"),
         }
     }
+}
+
+/// `[jobs.callbacks]` with its secret, or `None` while it allows no URL.
+///
+/// # Errors
+/// [`StartError::MissingToken`] when the secret's variable is not set.
+fn callbacks(config: &Config) -> Result<Option<CallbackConfig>, StartError> {
+    let c = &config.jobs.callbacks;
+    if c.allow.is_empty() {
+        return Ok(None);
+    }
+    let var = c.secret_env.clone().unwrap_or_default();
+    let secret = config
+        .secrets
+        .get(&var)
+        .ok_or_else(|| StartError::MissingToken {
+            key: "jobs.callbacks.secret_env",
+            var: var.clone(),
+        })?;
+    CallbackConfig::new(
+        &c.allow,
+        secret.as_bytes().to_vec(),
+        Duration::from_millis(c.timeout_ms),
+    )
+    .map(Some)
+    .map_err(|why| StartError::Workers {
+        what: "jobs.callbacks.allow".into(),
+        source: why.into(),
+    })
 }

@@ -44,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod callback;
 pub mod context;
 mod credentials;
 pub mod discord;

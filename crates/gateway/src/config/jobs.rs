@@ -47,6 +47,38 @@ pub struct JobsConfig {
     /// queue named here. Merged by name over the defaults (`default`,
     /// `discord`).
     pub queues: BTreeMap<String, QueueSettings>,
+    /// Completion webhooks (a job's `callback_url`).
+    pub callbacks: CallbacksConfig,
+}
+
+/// `[jobs.callbacks]`: where a job's `callback_url` may point and how its
+/// callbacks are signed (see `sluice_jobs_http::callback`). Off (every
+/// `callback_url` refused) while `allow` is empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallbacksConfig {
+    /// URL prefixes a callback may go to: the same scheme, host and port,
+    /// and a path under the prefix's path.
+    pub allow: Vec<String>,
+    /// The environment variable holding the HMAC-SHA256 secret (required
+    /// when `allow` is set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// Each delivery's timeout.
+    pub timeout_ms: u64,
+    /// Deliveries of one callback before it goes dead.
+    pub max_attempts: u32,
+}
+
+impl Default for CallbacksConfig {
+    fn default() -> Self {
+        CallbacksConfig {
+            allow: Vec::new(),
+            secret_env: None,
+            timeout_ms: 10_000,
+            max_attempts: 5,
+        }
+    }
 }
 
 /// One queue's workers.
@@ -108,6 +140,7 @@ impl Default for JobsConfig {
                 .iter()
                 .map(|&q| (q.to_owned(), QueueSettings::default()))
                 .collect(),
+            callbacks: CallbacksConfig::default(),
         }
     }
 }

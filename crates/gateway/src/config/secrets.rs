@@ -49,7 +49,7 @@ impl fmt::Debug for Secrets {
 }
 
 /// The keys whose value names a credential's variable.
-const CREDENTIAL_KEYS: &[&str] = &["api_key_env", "auth_env", "token_env"];
+const CREDENTIAL_KEYS: &[&str] = &["api_key_env", "auth_env", "token_env", "secret_env"];
 
 /// Every variable a configuration (as TOML, before it is typed) names for
 /// a credential: providers' and APIs' shared ones, tenants' keys, and

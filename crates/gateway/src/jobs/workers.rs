@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_jobs::{Kinds, QueueConfig, WorkerPool};
+use sluice_jobs_http::callback::{CALLBACK_KIND, CallbackConfig, CallbackHandler};
 use sluice_jobs_http::discord::DiscordConfig;
 use sluice_jobs_http::http::HttpApis;
 use sluice_limit::Limit;
@@ -29,6 +30,7 @@ pub(super) fn start(
     credentials: &UpstreamCredentials,
     store: AnyStore,
     kinds: &Kinds,
+    callbacks: Option<CallbackConfig>,
     limiter: SharedLimiter,
     client: reqwest::Client,
     otel: Option<&sluice_otel::Exporter>,
@@ -37,10 +39,17 @@ pub(super) fn start(
 ) -> Result<WorkerPool, StartError> {
     let j = &config.jobs;
     let apis = http_apis(config, credentials)?;
-    let mut handlers =
-        sluice_jobs_http::handlers(limiter.clone(), apis, discord(config, credentials), client)
-            .map_err(|e| workers("discord limit", e))?
-            .merge(kinds.handlers());
+    let mut handlers = sluice_jobs_http::handlers(
+        limiter.clone(),
+        apis,
+        discord(config, credentials),
+        client.clone(),
+    )
+    .map_err(|e| workers("discord limit", e))?
+    .merge(kinds.handlers());
+    if let Some(callbacks) = callbacks {
+        handlers = handlers.on(CALLBACK_KIND, CallbackHandler::new(callbacks, client));
+    }
     if let Some(ledger) = ledger {
         // Every attempt leaves a ledger record.
         handlers = crate::ledger::recorded(&handlers, ledger);

@@ -7,6 +7,7 @@
 //! A 201 is sent only after the store committed: an accepted job is on disk.
 
 mod browse;
+mod callback;
 mod events;
 mod flows;
 mod list;
@@ -141,8 +142,9 @@ pub(crate) async fn enqueue(
     tenant: Tenant,
     headers: HeaderMap,
     store: OpenStore,
-    ApiJson(spec): ApiJson<JobSpec>,
+    ApiJson(mut spec): ApiJson<JobSpec>,
 ) -> Result<Response, ApiError> {
+    let callback_url = spec.take_callback();
     let header_key = headers
         .get("idempotency-key")
         .map(|v| {
@@ -169,7 +171,10 @@ pub(crate) async fn enqueue(
         job.validate()
             .map_err(|_| ApiError::bad_header("idempotency-key", "must be 1 to 200 bytes"))?;
     }
-    let done = store.enqueue(job).await.map_err(store_error)?;
+    let done = match callback_url {
+        Some(url) => callback::enqueue(&state, &store, job, &url).await?,
+        None => store.enqueue(job).await.map_err(store_error)?,
+    };
     count(&done);
     notify(&state, &done.job.queue);
     let status = if done.duplicate {

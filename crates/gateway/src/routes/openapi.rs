@@ -308,6 +308,7 @@ fn job_schema() -> Value {
             "run_at": {"type": "integer", "description": "Not before, in ms since the Unix epoch."},
             "max_attempts": {"type": "integer", "minimum": 1},
             "idempotency_key": {"type": "string", "description": "The same key enqueues once."},
+            "callback_url": {"type": "string", "description": "POST /v1/jobs only: a URL under `[jobs.callbacks] allow`, called back signed when the job ends (docs/jobs.md)."},
         }),
     )
 }

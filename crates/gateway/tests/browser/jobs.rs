@@ -10,22 +10,13 @@ use serde_json::{Value, json};
 use sluice_jobs::{JobStore, RetryDecision, SqliteStore, StoreConfig};
 
 use super::{Driver, VIEWER, browser, tempdir};
-use crate::common::{ACME, GLOBEX, Harness, sim_config, two_tenants, wait_for};
+use crate::common::{ACME, GLOBEX, Harness, sim_config, slack_job, two_tenants, wait_for};
 
 const OPERATOR: &str = "the-operator";
 
-fn slack_job() -> Value {
-    json!({
-        "queue": "default",
-        "kind": "http",
-        "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage",
-                    "body": {"channel": "C1", "text": "from the browser test"}}
-    })
-}
-
 async fn enqueue(h: &Harness, key: &str) -> i64 {
     let res = h
-        .post("/v1/jobs", &slack_job())
+        .post("/v1/jobs", &slack_job("from the browser test"))
         .bearer_auth(key)
         .send()
         .await

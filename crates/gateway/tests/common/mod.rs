@@ -398,6 +398,16 @@ pub fn chat(model: &str) -> Value {
     })
 }
 
+/// An `http` job on the `default` queue posting `text` to the sim's Slack.
+pub fn slack_job(text: &str) -> Value {
+    json!({
+        "queue": "default",
+        "kind": "http",
+        "payload": {"api": "slack", "method": "POST", "path": "/api/chat.postMessage",
+                    "body": {"channel": "C1", "text": text}}
+    })
+}
+
 /// The value of header `name`, which must be there.
 pub fn header(res: &reqwest::Response, name: &str) -> String {
     res.headers()

@@ -7,6 +7,7 @@ use super::*;
 use crate::config::{ModelLimits, TenantConfig, WireFormat};
 
 mod cache;
+mod callbacks;
 mod credentials;
 mod ledger;
 mod otel;
@@ -31,6 +32,17 @@ fn error(toml: &str, env: &[(&str, &str)]) -> ConfigError {
     match with_env(toml, env) {
         Ok(_) => panic!("loaded:\n{toml}\n{env:?}"),
         Err(e) => e,
+    }
+}
+
+/// Each `(toml, key, message)` fails to load with an error naming `key`
+/// whose text holds `message`.
+fn each_names_its_key(cases: &[(&str, &str, &str)]) {
+    for (toml, key, message) in cases {
+        let e = error(toml, &[]);
+        assert_eq!(e.key(), Some(*key), "{toml}\n{e}");
+        let shown = e.to_string();
+        assert!(shown.contains(message), "{toml}\n{shown}");
     }
 }
 
@@ -166,7 +178,7 @@ fn explain_marks_each_values_origin() {
     std::fs::write(
         &path,
         "[[providers]]\nname = \"anthropic\"\nbase_url = \"http://127.0.0.1:9/a\"\n\
-         [retry]\nmax_attempts = 5\n[redis]\nurl = \"redis://127.0.0.1:1\"\n",
+         [retry]\nmax_attempts = 6\n[redis]\nurl = \"redis://127.0.0.1:1\"\n",
     )
     .unwrap();
     let text = crate::config::explain(Some(&path)).unwrap();
@@ -177,7 +189,8 @@ fn explain_marks_each_values_origin() {
             .to_owned()
     };
     let file = format!("# file {}", path.display());
-    assert!(line("max_attempts = 5").ends_with(&file));
+    // 6: no default is (the callbacks' is 5).
+    assert!(line("max_attempts = 6").ends_with(&file));
     assert!(line("max_backoff_ms = ").ends_with("# default"));
     assert!(line("base_url = \"http://127.0.0.1:9/a\"").ends_with(&file));
     assert!(line("format = \"anthropic\"").ends_with("# default"));
@@ -186,7 +199,7 @@ fn explain_marks_each_values_origin() {
     assert!(line("timeout_ms = ").ends_with("# default"));
     // What it prints still loads as the same configuration.
     let again = crate::config::load_str(&text, "out.toml", Vec::new()).unwrap();
-    assert_eq!(again.retry.max_attempts, 5);
+    assert_eq!(again.retry.max_attempts, 6);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -31,6 +31,8 @@ pub(crate) struct JobSpec {
     /// is allowed, rather than by serde.
     max_attempts: Option<i64>,
     idempotency_key: Option<String>,
+    /// Taken by `POST /v1/jobs` only, before [`JobSpec::into_job`].
+    callback_url: Option<String>,
 }
 
 /// The body of `POST /v1/jobs/batch`.
@@ -53,6 +55,12 @@ impl JobSpec {
         }
     }
 
+    /// Takes the `callback_url` out (`POST /v1/jobs` stores it as a
+    /// callback job); anywhere else [`JobSpec::into_job`] refuses it.
+    pub(super) fn take_callback(&mut self) -> Option<String> {
+        self.callback_url.take()
+    }
+
     /// The idempotency key in the body, if any.
     pub(super) fn idempotency_key(&self) -> Option<&str> {
         self.idempotency_key.as_deref()
@@ -68,6 +76,12 @@ impl JobSpec {
     ) -> Result<NewJob, ApiError> {
         let field = |name: &str| format!("{at}{name}");
         let bad = |name: &str, message: String| ApiError::bad_field(&field(name), message);
+        if self.callback_url.is_some() {
+            return Err(bad(
+                "callback_url",
+                "is taken by POST /v1/jobs only (not in a batch, a flow or a schedule)".into(),
+            ));
+        }
         let queue = self
             .queue
             .ok_or_else(|| bad("queue", "is required".into()))?;

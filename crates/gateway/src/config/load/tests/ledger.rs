@@ -1,7 +1,7 @@
 //! `[ledger]` and `[prices]`: defaults, what a file sets, and errors that
 //! name the key.
 
-use super::{error, file};
+use super::{each_names_its_key, file};
 use crate::config::{Config, StoreLocation, price_table};
 
 #[test]
@@ -134,10 +134,5 @@ fn ledger_and_price_errors_name_the_key() {
             "unknown",
         ),
     ];
-    for (toml, key, message) in cases {
-        let e = error(toml, &[]);
-        assert_eq!(e.key(), Some(*key), "{toml}\n{e}");
-        let shown = e.to_string();
-        assert!(shown.contains(message), "{toml}\n{shown}");
-    }
+    each_names_its_key(cases);
 }

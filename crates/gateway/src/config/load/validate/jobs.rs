@@ -1,6 +1,8 @@
 //! Checks of `[jobs]`: a store the gateway can open, positive durations,
 //! and queues that can run.
 
+use std::time::Duration;
+
 use super::{Checks, key};
 use crate::config::Config;
 use crate::config::jobs::store_problem;
@@ -33,6 +35,31 @@ pub(super) fn jobs(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError> {
                 "heartbeat_ms ({}) must be less than lease_ms ({}): a lease must be renewed before it runs out",
                 j.heartbeat_ms, j.lease_ms
             ),
+        ));
+    }
+    let cb = &j.callbacks;
+    let at = |field: &str| key(&["jobs", "callbacks", field]);
+    if !cb.allow.is_empty() && cb.secret_env.as_deref().is_none_or(str::is_empty) {
+        return Err(c.fail(
+            at("secret_env"),
+            "callbacks are signed: name the environment variable that holds the secret",
+        ));
+    }
+    for prefix in &cb.allow {
+        if let Err(why) = sluice_jobs_http::callback::CallbackConfig::new(
+            std::slice::from_ref(prefix),
+            vec![0],
+            Duration::ZERO,
+        ) {
+            return Err(c.fail(at("allow"), why));
+        }
+    }
+    c.at_least(at("timeout_ms"), cb.timeout_ms, 1)?;
+    c.at_least(at("max_attempts"), u64::from(cb.max_attempts), 1)?;
+    if cb.max_attempts > MAX_ATTEMPTS {
+        return Err(c.fail(
+            at("max_attempts"),
+            format!("must be at most {MAX_ATTEMPTS}, not {}", cb.max_attempts),
         ));
     }
     for (name, q) in &j.queues {
