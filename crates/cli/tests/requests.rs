@@ -33,6 +33,33 @@ fn requests_cli(url: &str, args: &[&str]) -> Value {
     serde_json::from_str(&stdout).expect("JSON")
 }
 
+/// `GET url` as `token` until `done` holds for its JSON (the ledger
+/// writes in the background), or the last answer after 10 s.
+async fn read_until(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut body = Value::Null;
+    for _ in 0..200 {
+        body = http
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&body) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    body
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenant_reads_its_own_requests_and_the_operator_all() {
     let env = [("ACME_KEY", "key-acme"), ("GLOBEX_KEY", "key-globex")];
@@ -76,27 +103,14 @@ async fn each_tenant_reads_its_own_requests_and_the_operator_all() {
             .map(|r| r["request_id"].as_str().unwrap().to_owned())
             .collect()
     };
-    let mut all = Value::Null;
-    for _ in 0..200 {
-        all = http
-            .get(format!("{url}/v1/requests/all"))
-            .bearer_auth("adm")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if ids(&all)
+    let all = read_until(&http, &format!("{url}/v1/requests/all"), "adm", |all| {
+        ids(all)
             .iter()
             .filter(|i| !i.starts_with("acme-bad"))
             .count()
             >= 3
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     let everyone = ids(&all);
     for id in ["acme-1", "acme-2", "globex-1"] {
         assert!(everyone.contains(&id.to_owned()), "{id} missing: {all}");
@@ -177,22 +191,10 @@ async fn an_unpriced_call_is_marked_so_not_free() {
             .unwrap();
         assert_eq!(res.status(), 200, "{model}");
     }
-    let mut log = Value::Null;
-    for _ in 0..200 {
-        log = http
-            .get(format!("{url}/v1/requests"))
-            .bearer_auth("key-acme")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if log["requests"].as_array().is_some_and(|r| r.len() >= 2) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let log = read_until(&http, &format!("{url}/v1/requests"), "key-acme", |log| {
+        log["requests"].as_array().is_some_and(|r| r.len() >= 2)
+    })
+    .await;
     let row = |id: &str| -> Value {
         log["requests"]
             .as_array()
