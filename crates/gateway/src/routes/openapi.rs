@@ -12,7 +12,6 @@
 
 use std::sync::OnceLock;
 
-use axum::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
@@ -29,10 +28,20 @@ use crate::routes::{RouteOwner, owners};
 /// written once for people and for this document.
 const DOCS: &str = include_str!("../../../../docs/gateway.md");
 
-/// `GET /openapi.json`.
+/// `GET /openapi.json`: the document, serialized once (an anonymous
+/// caller asking again costs a copy of bytes, not of the whole tree).
 pub(crate) async fn get() -> Response {
-    static SPEC: OnceLock<Value> = OnceLock::new();
-    Json(SPEC.get_or_init(|| spec(&owners(), DOCS)).clone()).into_response()
+    static SPEC: OnceLock<axum::body::Bytes> = OnceLock::new();
+    let body = SPEC.get_or_init(|| {
+        serde_json::to_vec(&spec(&owners(), DOCS))
+            .unwrap_or_default()
+            .into()
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.clone(),
+    )
+        .into_response()
 }
 
 /// A route's row in the docs: (`METHOD /path`, owner, description).
