@@ -75,7 +75,11 @@ pub const CUT: &str = "…[truncated]";
 /// longer one, marked cut whatever its length.
 fn kept(body: &[u8], cap: usize, partial: bool) -> String {
     if body.is_empty() {
-        return if partial { CUT.to_owned() } else { String::new() };
+        return if partial {
+            CUT.to_owned()
+        } else {
+            String::new()
+        };
     }
     // A stream's bytes kept up to the cap may end inside a character.
     let text = match std::str::from_utf8(body) {
@@ -291,7 +295,10 @@ mod tests {
         assert_eq!(bin.request, "[not text: 3 bytes]");
         // A stream kept up to the cap, cut inside a character.
         let cut = Bodies::capture(b"", &"aé".as_bytes()[..2], 9, 100);
-        assert_eq!((cut.response.as_str(), cut.response_bytes), ("a…[truncated]", 9));
+        assert_eq!(
+            (cut.response.as_str(), cut.response_bytes),
+            ("a…[truncated]", 9)
+        );
         assert!(!cut.response_whole());
     }
 }

@@ -25,8 +25,7 @@ use rusqlite::{Connection, Statement, TransactionBehavior, params};
 
 use crate::rollup::deltas;
 use crate::store::{
-    BODY_COLUMNS, ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, stored, to_i64,
-    with_bodies,
+    BODY_COLUMNS, ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, stored, to_i64, with_bodies,
 };
 use crate::{Error, Record};
 

@@ -121,7 +121,9 @@ impl LedgerStore {
     }
 }
 
-fn bodies_query<'q, DB>(key: String) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
+fn bodies_query<'q, DB>(
+    key: String,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
 where
     DB: sqlx::Database,
     String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
