@@ -133,10 +133,10 @@ pub(crate) fn insert_bodies<'a>(records: &[&'a Record]) -> Query<'a, Postgres, P
     sqlx::query(bodies_sql())
         .bind(column(r, |r| r.key().into_owned()))
         .bind(column(r, |r| r.at_ms))
-        .bind(column(r, |r| b(*r).0))
-        .bind(column(r, |r| b(*r).1))
-        .bind(column(r, |r| b(*r).2))
-        .bind(column(r, |r| b(*r).3))
+        .bind(column(r, |r| b(r).0))
+        .bind(column(r, |r| b(r).1))
+        .bind(column(r, |r| b(r).2))
+        .bind(column(r, |r| b(r).3))
 }
 
 /// Adds `rollups` to `usage_rollups` (each key once: `deltas` sums a
