@@ -181,9 +181,10 @@ impl Provider for Front {
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         let provider = provider_name(self.inner.format());
+        let to = super::fields::Format::of(self.inner.format());
         let chat = match self.client {
-            Client::Anthropic => anthropic::to_chat(call.body, call.model, provider)?,
-            Client::Gemini => gemini::to_chat(call.body, call.model, provider)?,
+            Client::Anthropic => anthropic::to_chat(call.body, call.model, provider, to)?,
+            Client::Gemini => gemini::to_chat(call.body, call.model, provider, to)?,
             Client::Responses => responses::to_chat(call.body, call.model, provider)?,
             Client::Completions => completions::to_chat(call.body, call.model, provider)?,
         };
