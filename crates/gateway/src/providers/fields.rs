@@ -140,297 +140,116 @@ fn text_only(v: &Value) -> bool {
     })
 }
 
-/// The table. Order is the docs'.
+/// A row that takes every value, required by no format, without a note.
+const fn row(
+    what: &'static str,
+    how: How,
+    to: [To; FORMATS],
+    spelled: [&'static [&'static str]; FORMATS],
+) -> Row {
+    Row {
+        what,
+        spelled,
+        how,
+        to,
+        idle: None,
+        required: &[],
+        note: "",
+    }
+}
+
+impl Row {
+    const fn idle(self, idle: fn(&Value) -> bool) -> Row {
+        Row {
+            idle: Some(idle),
+            ..self
+        }
+    }
+
+    const fn required(self, required: &'static [Format]) -> Row {
+        Row { required, ..self }
+    }
+
+    const fn note(self, note: &'static str) -> Row {
+        Row { note, ..self }
+    }
+}
+
+/// The table. Order is the docs'. Each row: what the field is, how it
+/// travels, what a provider of each format does with it, and how each
+/// format spells it.
+#[rustfmt::skip]
 pub(crate) const ROWS: &[Row] = &[
-    Row {
-        what: "model",
-        spelled: [&["model"], &["model"], &["model"]],
-        how: How::Routed,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "a Gemini client's is in the path",
-    },
-    Row {
-        what: "conversation",
-        spelled: [&["messages"], &["messages"], &["contents"]],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[O, A, G],
-        note: "text, images, tool calls and tool results; other parts → 400",
-    },
-    Row {
-        what: "system prompt",
-        spelled: [
-            &["messages[].role: system"],
-            &["system"],
-            &["systemInstruction"],
-        ],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "output limit",
-        spelled: [
-            &["max_completion_tokens", "max_tokens"],
-            &["max_tokens"],
-            &["generationConfig.maxOutputTokens"],
-        ],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[A],
-        note: "`max_completion_tokens` to OpenAI's reasoning models",
-    },
-    Row {
-        what: "stop sequences",
-        spelled: [
-            &["stop"],
-            &["stop_sequences"],
-            &["generationConfig.stopSequences"],
-        ],
-        how: How::Renamed,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "temperature",
-        spelled: [
-            &["temperature"],
-            &["temperature"],
-            &["generationConfig.temperature"],
-        ],
-        how: How::Renamed,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "nucleus sampling",
-        spelled: [&["top_p"], &["top_p"], &["generationConfig.topP"]],
-        how: How::Renamed,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "choices",
-        spelled: [&["n"], &[], &["generationConfig.candidateCount"]],
-        how: How::Renamed,
-        to: [Taken, Refused, Taken],
-        idle: Some(is_one),
-        required: &[],
-        note: "1 is taken by every provider",
-    },
-    Row {
-        what: "seed",
-        spelled: [&["seed"], &[], &["generationConfig.seed"]],
-        how: How::Renamed,
-        to: [Taken, Refused, Taken],
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "presence penalty",
-        spelled: [
-            &["presence_penalty"],
-            &[],
-            &["generationConfig.presencePenalty"],
-        ],
-        how: How::Renamed,
-        to: [Taken, Refused, Taken],
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "frequency penalty",
-        spelled: [
-            &["frequency_penalty"],
-            &[],
-            &["generationConfig.frequencyPenalty"],
-        ],
-        how: How::Renamed,
-        to: [Taken, Refused, Taken],
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "JSON output",
-        spelled: [
-            &["response_format"],
-            &["output_format"],
-            &[
-                "generationConfig.responseMimeType",
-                "generationConfig.responseSchema",
-                "generationConfig.responseJsonSchema",
-            ],
-        ],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "to Anthropic a forced call of a tool whose input is the answer (with tools of the client's own → 400)",
-    },
-    Row {
-        what: "tools",
-        spelled: [&["tools"], &["tools"], &["tools"]],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "function tools; a provider's own tools (web search, code execution, …) → 400",
-    },
-    Row {
-        what: "tool choice",
-        spelled: [&["tool_choice"], &["tool_choice"], &["toolConfig"]],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "Gemini's `ANY` with several allowed functions → 400 elsewhere",
-    },
-    Row {
-        what: "parallel tool calls",
-        spelled: [
-            &["parallel_tool_calls"],
-            &["tool_choice.disable_parallel_tool_use"],
-            &[],
-        ],
-        how: How::Converted,
-        to: [Taken, Taken, Dropped],
-        idle: None,
-        required: &[],
-        note: "Gemini has no such switch",
-    },
-    Row {
-        what: "end user",
-        spelled: [&["user"], &["metadata.user_id"], &[]],
-        how: How::Renamed,
-        to: [Taken, Taken, Dropped],
-        idle: None,
-        required: &[],
-        note: "an abuse-monitoring id: Gemini has none",
-    },
-    Row {
-        what: "stream",
-        spelled: [&["stream"], &["stream"], &["stream", "alt"]],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "a Gemini client's is its path (`:streamGenerateContent`, `?alt=sse`)",
-    },
-    Row {
-        what: "stream usage",
-        spelled: [&["stream_options"], &[], &[]],
-        how: How::Converted,
-        to: ALL_TAKE,
-        idle: None,
-        required: &[],
-        note: "usage is always asked of the provider; an OpenAI client gets it when it asks",
-    },
-    Row {
-        what: "storage and billing",
-        spelled: [
-            &["store", "metadata", "service_tier"],
-            &["service_tier"],
-            &["labels"],
-        ],
-        how: How::Untranslated,
-        to: [Dropped, Dropped, Dropped],
-        idle: None,
-        required: &[],
-        note: "where a provider would store or bill the call: no effect on the answer",
-    },
-    Row {
-        what: "top-k sampling",
-        spelled: [&[], &["top_k"], &["generationConfig.topK"]],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "log probabilities",
-        spelled: [
-            &["logprobs", "top_logprobs"],
-            &[],
-            &[
-                "generationConfig.responseLogprobs",
-                "generationConfig.logprobs",
-            ],
-        ],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: Some(is_false),
-        required: &[],
-        note: "`false` is taken by every provider",
-    },
-    Row {
-        what: "token bias",
-        spelled: [&["logit_bias"], &[], &[]],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "reasoning",
-        spelled: [
-            &["reasoning_effort"],
-            &["thinking"],
-            &["generationConfig.thinkingConfig"],
-        ],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: Some(thinking_off),
-        required: &[],
-        note: "`thinking: {\"type\": \"disabled\"}` is taken by every provider",
-    },
-    Row {
-        what: "output modalities",
-        spelled: [
-            &["modalities"],
-            &[],
-            &["generationConfig.responseModalities"],
-        ],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: Some(text_only),
-        required: &[],
-        note: "text only is taken by every provider",
-    },
-    Row {
-        what: "safety settings",
-        spelled: [&[], &[], &["safetySettings"]],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
-    Row {
-        what: "cached content",
-        spelled: [&[], &[], &["cachedContent"]],
-        how: How::Untranslated,
-        to: NONE_TAKE,
-        idle: None,
-        required: &[],
-        note: "",
-    },
+    row("model", How::Routed, ALL_TAKE, [&["model"], &["model"], &["model"]])
+        .note("a Gemini client's is in the path"),
+    row("conversation", How::Converted, ALL_TAKE, [&["messages"], &["messages"], &["contents"]])
+        .required(&[O, A, G])
+        .note("text, images, tool calls and tool results; other parts → 400"),
+    row("system prompt", How::Converted, ALL_TAKE,
+        [&["messages[].role: system"], &["system"], &["systemInstruction"]]),
+    row("output limit", How::Converted, ALL_TAKE,
+        [&["max_completion_tokens", "max_tokens"], &["max_tokens"],
+         &["generationConfig.maxOutputTokens"]])
+        .required(&[A])
+        .note("`max_completion_tokens` to OpenAI's reasoning models"),
+    row("stop sequences", How::Renamed, ALL_TAKE,
+        [&["stop"], &["stop_sequences"], &["generationConfig.stopSequences"]]),
+    row("temperature", How::Renamed, ALL_TAKE,
+        [&["temperature"], &["temperature"], &["generationConfig.temperature"]]),
+    row("nucleus sampling", How::Renamed, ALL_TAKE,
+        [&["top_p"], &["top_p"], &["generationConfig.topP"]]),
+    row("choices", How::Renamed, [Taken, Refused, Taken],
+        [&["n"], &[], &["generationConfig.candidateCount"]])
+        .idle(is_one)
+        .note("1 is taken by every provider"),
+    row("seed", How::Renamed, [Taken, Refused, Taken],
+        [&["seed"], &[], &["generationConfig.seed"]]),
+    row("presence penalty", How::Renamed, [Taken, Refused, Taken],
+        [&["presence_penalty"], &[], &["generationConfig.presencePenalty"]]),
+    row("frequency penalty", How::Renamed, [Taken, Refused, Taken],
+        [&["frequency_penalty"], &[], &["generationConfig.frequencyPenalty"]]),
+    row("JSON output", How::Converted, ALL_TAKE,
+        [&["response_format"], &["output_format"],
+         &["generationConfig.responseMimeType", "generationConfig.responseSchema",
+           "generationConfig.responseJsonSchema"]])
+        .note("to Anthropic a forced call of a tool whose input is the answer (with tools of \
+               the client's own → 400)"),
+    row("tools", How::Converted, ALL_TAKE, [&["tools"], &["tools"], &["tools"]])
+        .note("function tools; a provider's own tools (web search, code execution, …) → 400"),
+    row("tool choice", How::Converted, ALL_TAKE,
+        [&["tool_choice"], &["tool_choice"], &["toolConfig"]])
+        .note("Gemini's `ANY` with several allowed functions → 400 elsewhere"),
+    row("parallel tool calls", How::Converted, [Taken, Taken, Dropped],
+        [&["parallel_tool_calls"], &["tool_choice.disable_parallel_tool_use"], &[]])
+        .note("Gemini has no such switch"),
+    row("end user", How::Renamed, [Taken, Taken, Dropped],
+        [&["user"], &["metadata.user_id"], &[]])
+        .note("an abuse-monitoring id: Gemini has none"),
+    row("stream", How::Converted, ALL_TAKE, [&["stream"], &["stream"], &["stream", "alt"]])
+        .note("a Gemini client's is its path (`:streamGenerateContent`, `?alt=sse`)"),
+    row("stream usage", How::Converted, ALL_TAKE, [&["stream_options"], &[], &[]])
+        .note("usage is always asked of the provider; an OpenAI client gets it when it asks"),
+    row("storage and billing", How::Untranslated, [Dropped, Dropped, Dropped],
+        [&["store", "metadata", "service_tier"], &["service_tier"], &["labels"]])
+        .note("where a provider would store or bill the call: no effect on the answer"),
+    row("top-k sampling", How::Untranslated, NONE_TAKE,
+        [&[], &["top_k"], &["generationConfig.topK"]]),
+    row("log probabilities", How::Untranslated, NONE_TAKE,
+        [&["logprobs", "top_logprobs"], &[],
+         &["generationConfig.responseLogprobs", "generationConfig.logprobs"]])
+        .idle(is_false)
+        .note("`false` is taken by every provider"),
+    row("token bias", How::Untranslated, NONE_TAKE, [&["logit_bias"], &[], &[]]),
+    row("reasoning", How::Untranslated, NONE_TAKE,
+        [&["reasoning_effort"], &["thinking"], &["generationConfig.thinkingConfig"]])
+        .idle(thinking_off)
+        .note("`thinking: {\"type\": \"disabled\"}` is taken by every provider"),
+    row("output modalities", How::Untranslated, NONE_TAKE,
+        [&["modalities"], &[], &["generationConfig.responseModalities"]])
+        .idle(text_only)
+        .note("text only is taken by every provider"),
+    row("safety settings", How::Untranslated, NONE_TAKE, [&[], &[], &["safetySettings"]]),
+    row("cached content", How::Untranslated, NONE_TAKE, [&[], &[], &["cachedContent"]]),
 ];
 
 /// The names `format`'s clients use that this table checks (those inside
