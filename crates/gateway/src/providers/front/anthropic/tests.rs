@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::providers::fields::Format;
+use crate::providers::front::rewrite::Rewritten;
 use crate::providers::{StreamReader, translate};
 
 fn chat(body: Value) -> Value {
@@ -264,7 +265,7 @@ fn events_of(chunks: &[Value], size: usize) -> Vec<(String, Value)> {
         completion_tokens: 4,
         total_tokens: 13,
     };
-    let mut reader = Events::new(Box::new(Echo(Some(usage))), "m");
+    let mut reader = Rewritten::new(Box::new(Echo(Some(usage))), Writer::new("m"));
     let mut text = String::new();
     for c in chunks {
         text.push_str(&format!("data: {c}\n\n"));
