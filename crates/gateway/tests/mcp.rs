@@ -385,6 +385,40 @@ async fn resources_and_prompts_pass_through_under_the_allow_lists() {
     assert!(said.contains("a@example.com"), "{said}");
     // Neither a read nor a prompt is a call of the API.
     assert_eq!(h.sim.stats().api("gmail").requests, 0);
+    // Each went through the gate and left a record: the server as its
+    // provider, the URI (or `{server}.{prompt}`) as its model.
+    let store = sluice_ledger::LedgerStore::open(h.data_dir.join("ledger.db"))
+        .await
+        .expect("the ledger file");
+    let records = common::wait_for("the read records", || {
+        let store = &store;
+        async move {
+            let r = store.records("acme", 0, 1_000).await.ok()?;
+            (r.len() >= 3).then_some(r)
+        }
+    })
+    .await;
+    let mut seen: Vec<(String, String, String, u16)> = records
+        .iter()
+        .map(|(_, r)| {
+            (
+                r.kind.clone(),
+                r.provider.clone(),
+                r.model.clone(),
+                r.status,
+            )
+        })
+        .collect();
+    seen.sort();
+    let want = |k: &str, m: &str, s: u16| (k.to_owned(), "sim".to_owned(), m.to_owned(), s);
+    assert_eq!(
+        seen,
+        vec![
+            want("prompt", "sim.compose_email", 200),
+            want("resource", "sim://apis/gmail", 200),
+            want("resource", "sim://apis/nope", 400),
+        ]
+    );
 
     let globex = connect(&h, &[bearer(GLOBEX)]).await;
     assert!(globex.list_all_resources().await.unwrap().is_empty());

@@ -2,7 +2,7 @@
 //! prompts as one server, each message's caller and what it may see
 //! asked of the [`Gate`], and every `tools/call` run by the gate.
 //! `resources/read` and `prompts/get` go to the server that offers them
-//! as they are (within the gate's [`Gate::pass_timeout`]); a server the
+//! as they are, run by the gate too ([`Gate::read`]); a server the
 //! caller may not see is neither listed nor read. A request the client
 //! cancels is dropped here, which cancels it upstream (the SDK sends
 //! `notifications/cancelled`); progress the upstream reports goes back
@@ -22,7 +22,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 
 use crate::Hub;
-use crate::gate::{Attempt, Gate, ToolCall};
+use crate::gate::{Attempt, Gate, Pass, Read, ReadKind, ToolCall};
 
 /// The JSON-RPC error code of a call a policy refuses (the server's own
 /// range, -32000 to -32099).
@@ -79,26 +79,32 @@ impl<G: Gate> Front<G> {
             .collect()
     }
 
-    /// `request` sent to server `server` as it is, once the gate allows
-    /// the caller to see that server; cancelled with the client's request.
+    /// `request` (reading `target`) sent to server `server` as it is,
+    /// once the gate allows the caller to see that server, through the
+    /// gate's [`Gate::read`]; cancelled with the client's request.
     async fn pass(
         &self,
-        caller: &G::Caller,
+        caller: G::Caller,
         context: &RequestContext<RoleServer>,
         server: usize,
+        (kind, target): (ReadKind, String),
         meta: Option<&RequestMetaObject>,
         request: ClientRequest,
     ) -> Result<ServerResult, ErrorData> {
         let upstream = Arc::clone(&self.hub.servers()[server]);
         self.gate
-            .allows(caller, upstream.name(), None)
+            .allows(&caller, upstream.name(), None)
             .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
         let progress = progress_of(context, meta).map(|t| (context.peer.clone(), t));
-        let timeout = self.gate.pass_timeout(caller);
+        let read = Read {
+            server: upstream.name().into(),
+            kind,
+            target,
+            call_id: context.id.to_string(),
+        };
+        let pass = Pass::new(upstream, request, progress);
         tokio::select! {
-            r = upstream.request(request, timeout, progress) => {
-                r.map_err(|e| e.into_rpc(upstream.name()))
-            }
+            r = self.gate.read(caller, read, pass) => r,
             () = context.ct.cancelled() => Err(cancelled()),
         }
     }
@@ -208,9 +214,11 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
             ));
         };
         let meta = request.meta.clone();
+        let uri = request.uri.clone();
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
+        let read = (ReadKind::Resource, uri);
         match self
-            .pass(&caller, &context, server, meta.as_ref(), request)
+            .pass(caller, &context, server, read, meta.as_ref(), request)
             .await?
         {
             ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
@@ -255,9 +263,11 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
         params.name.clone_from(&entry.item.name);
         drop(catalog);
         let meta = params.meta.clone();
+        let name = params.name.clone();
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        let read = (ReadKind::Prompt, name);
         match self
-            .pass(&caller, &context, server, meta.as_ref(), request)
+            .pass(caller, &context, server, read, meta.as_ref(), request)
             .await?
         {
             ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),

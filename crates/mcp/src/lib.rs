@@ -49,7 +49,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 pub use catalog::{Catalog, Entry, Listed, ListedResources, Named, Resources};
 pub use error::UpstreamError;
 pub use front::{Front, POLICY_DENIED, RATE_LIMITED};
-pub use gate::{Attempt, Gate, ToolCall};
+pub use gate::{Attempt, Gate, Pass, Read, ReadKind, ToolCall};
 pub use signals::{RateLimited, rate_limit_of};
 pub use spec::{ServerSpec, Transport};
 pub use upstream::{MAX_TOOLS_PER_SERVER, Upstream};
