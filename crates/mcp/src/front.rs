@@ -7,6 +7,11 @@
 //! cancels is dropped here, which cancels it upstream (the SDK sends
 //! `notifications/cancelled`); progress the upstream reports goes back
 //! to the client under its own token ([`crate::relay`]).
+//!
+//! A session (one per `initialize`) hears of the changes of the servers it
+//! may see: their `notifications/*/list_changed`, and the updates of the
+//! resources it subscribed to ([`crate::listeners`]); `resources/subscribe`
+//! and `resources/unsubscribe` go to the server of the URI.
 
 use std::sync::Arc;
 
@@ -17,9 +22,10 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    RequestMetaObject, ServerCapabilities, ServerConfig, ServerResult,
+    RequestMetaObject, ServerCapabilities, ServerConfig, ServerResult, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 
 use crate::Hub;
 use crate::gate::{Attempt, Gate, Pass, Read, ReadKind, ToolCall};
@@ -33,11 +39,17 @@ pub const POLICY_DENIED: ErrorCode = ErrorCode(-32003);
 /// `retry_after_ms`.
 pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 
+/// How long the server of a URI may take to answer `resources/subscribe`
+/// or `resources/unsubscribe`.
+const SUBSCRIBE_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// See the module doc.
 #[derive(Debug)]
 pub struct Front<G> {
     hub: Arc<Hub>,
     gate: Arc<G>,
+    /// The session this front serves (each session's front is its own).
+    session: u64,
 }
 
 impl<G> Clone for Front<G> {
@@ -45,6 +57,7 @@ impl<G> Clone for Front<G> {
         Front {
             hub: Arc::clone(&self.hub),
             gate: Arc::clone(&self.gate),
+            session: self.session,
         }
     }
 }
@@ -52,7 +65,32 @@ impl<G> Clone for Front<G> {
 impl<G: Gate> Front<G> {
     /// The front of `hub`, every call through `gate`.
     pub fn new(hub: Arc<Hub>, gate: Arc<G>) -> Self {
-        Front { hub, gate }
+        let session = hub.listeners().session();
+        Front { hub, gate, session }
+    }
+
+    /// The same front for a new session.
+    pub fn for_session(&self) -> Self {
+        Front {
+            session: self.hub.listeners().session(),
+            ..self.clone()
+        }
+    }
+
+    /// The server whose resource `uri` is, once the caller may see it.
+    async fn server_of(
+        &self,
+        caller: &G::Caller,
+        uri: &str,
+    ) -> Result<(usize, Arc<crate::Upstream>), ErrorData> {
+        let Some((server, _)) = self.hub.resources().await.route(uri) else {
+            return Err(unknown_resource(uri));
+        };
+        let upstream = Arc::clone(&self.hub.servers()[server]);
+        self.gate
+            .allows(caller, upstream.name(), None)
+            .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
+        Ok((server, upstream))
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<G::Caller, ErrorData> {
@@ -119,6 +157,16 @@ fn progress_of(
     (context.meta.get_progress_token()).or_else(|| params.and_then(|m| m.get_progress_token()))
 }
 
+/// The error of a URI no server offers.
+fn unknown_resource(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found(
+        format!(
+            "unknown resource {uri:?}: `resources/list` and `resources/templates/list` name the resources there are"
+        ),
+        None,
+    )
+}
+
 /// The error of a request the client cancelled (it is not read: the
 /// client gave up on it).
 fn cancelled() -> ErrorData {
@@ -137,8 +185,12 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sluice", env!("CARGO_PKG_VERSION")))
@@ -146,6 +198,62 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
                 "Tools of the MCP servers behind this Sluice gateway; every call is \
                  queued fairly and paced to the limit of the API it reaches.",
             )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Ok(caller) = self.gate.caller(context.extensions.get::<Parts>()) else {
+            return;
+        };
+        let gate = Arc::clone(&self.gate);
+        let sees = Box::new(move |server: &str| gate.allows(&caller, server, None).is_ok());
+        (self.hub.listeners()).listen(self.session, context.peer, sees);
+    }
+
+    #[allow(deprecated)] // the 2026-07-28 protocol's `subscriptions/listen` is not offered
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let (server, upstream) = self.server_of(&caller, &request.uri).await?;
+        let listeners = self.hub.listeners();
+        let first = listeners
+            .subscribe(self.session, server, &request.uri)
+            .map_err(|e| ErrorData::invalid_request(e, None))?;
+        if first {
+            let uri = request.uri.clone();
+            let asked =
+                ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(request));
+            if let Err(e) = upstream.request(asked, SUBSCRIBE_FOR, None).await {
+                listeners.unsubscribe(self.session, server, &uri);
+                return Err(e.into_rpc(upstream.name()));
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // as `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let (server, upstream) = self.server_of(&caller, &request.uri).await?;
+        if self
+            .hub
+            .listeners()
+            .unsubscribe(self.session, server, &request.uri)
+        {
+            let asked =
+                ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(request));
+            upstream
+                .request(asked, SUBSCRIBE_FOR, None)
+                .await
+                .map_err(|e| e.into_rpc(upstream.name()))?;
+        }
+        Ok(())
     }
 
     async fn list_tools(
@@ -205,13 +313,7 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&context)?;
         let Some((server, _)) = self.hub.resources().await.route(&request.uri) else {
-            return Err(ErrorData::resource_not_found(
-                format!(
-                    "unknown resource {:?}: `resources/list` and `resources/templates/list` name the resources there are",
-                    request.uri
-                ),
-                None,
-            ));
+            return Err(unknown_resource(&request.uri));
         };
         let meta = request.meta.clone();
         let uri = request.uri.clone();

@@ -34,6 +34,7 @@ mod catalog;
 mod error;
 mod front;
 mod gate;
+mod listeners;
 mod relay;
 mod signals;
 mod spec;
@@ -58,6 +59,8 @@ pub use upstream::{MAX_TOOLS_PER_SERVER, Upstream};
 #[derive(Debug)]
 pub struct Hub {
     servers: Vec<Arc<Upstream>>,
+    /// The clients' sessions that hear of the servers' changes.
+    listeners: Arc<listeners::Listeners>,
     /// The last catalog of tools and the lists it was built from: a
     /// call finds its tool there while every list is current, without a
     /// listing or a rebuild.
@@ -67,11 +70,14 @@ pub struct Hub {
 impl Hub {
     /// A hub of `specs`, none connected yet.
     pub fn new(specs: Vec<ServerSpec>) -> Self {
+        let listeners = Arc::new(listeners::Listeners::default());
         Hub {
             servers: specs
                 .into_iter()
-                .map(|s| Arc::new(Upstream::new(s)))
+                .enumerate()
+                .map(|(i, s)| Arc::new(Upstream::in_hub(s, i, Arc::clone(&listeners))))
                 .collect(),
+            listeners,
             tools: std::sync::Mutex::new(None),
         }
     }
@@ -79,6 +85,10 @@ impl Hub {
     /// Its servers.
     pub fn servers(&self) -> &[Arc<Upstream>] {
         &self.servers
+    }
+
+    pub(crate) fn listeners(&self) -> &listeners::Listeners {
+        &self.listeners
     }
 
     /// Connects every server and reads its tools, so that the first
@@ -225,5 +235,5 @@ pub fn service_with<G: Gate>(
     config: StreamableHttpServerConfig,
 ) -> StreamableHttpService<Front<G>, LocalSessionManager> {
     let front = Front::new(hub, gate);
-    StreamableHttpService::new(move || Ok(front.clone()), sessions, config)
+    StreamableHttpService::new(move || Ok(front.for_session()), sessions, config)
 }

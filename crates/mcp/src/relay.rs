@@ -1,7 +1,8 @@
 //! [`Relay`], the gateway's side of each upstream connection: progress
 //! notifications passed back to the client whose request they belong to,
 //! and a changed list (tools, resources, prompts) noted so that the next
-//! listing asks again.
+//! listing asks again, then announced to the clients' sessions
+//! ([`crate::listeners`]), as is a subscribed resource's update.
 //!
 //! The SDK gives every upstream request a progress token of its own (a
 //! number unique on that connection); while a call runs, that token maps
@@ -29,13 +30,15 @@ use std::time::{Duration, Instant};
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, JsonRpcMessage, NumberOrString,
-    ProgressNotificationParam, ProgressToken, ServerNotification,
+    ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam, ServerNotification,
 };
 use rmcp::service::{
     NotificationContext, Peer, RoleClient, RoleServer, RxJsonRpcMessage, TxJsonRpcMessage,
 };
 use rmcp::transport::Transport;
 use tokio::sync::Notify;
+
+use crate::listeners::{Change, Listeners};
 
 /// Calls with progress routed at once per upstream connection; past it a
 /// call runs without progress (never refused for it).
@@ -82,6 +85,9 @@ struct Inner {
     pending: Mutex<HashMap<NumberOrString, u32>>,
     /// Woken each time a progress notification has been handled.
     handled: Notify,
+    /// Its server's index and name in the hub, and the sessions that hear
+    /// of its changes.
+    announce: Option<(usize, Arc<str>, Arc<Listeners>)>,
 }
 
 /// A call's progress route, removed when the call ends.
@@ -104,6 +110,25 @@ impl Drop for ProgressRoute {
 }
 
 impl Relay {
+    /// The relay of server `index` (named `name`), whose changes
+    /// `listeners` hear of.
+    pub(crate) fn announcing(index: usize, name: Arc<str>, listeners: Arc<Listeners>) -> Self {
+        Relay {
+            inner: Arc::new(Inner {
+                announce: Some((index, name, listeners)),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// Tells the sessions of `change`, after the cached list was marked
+    /// stale.
+    fn announce(&self, change: &Change) {
+        if let Some((index, name, listeners)) = &self.inner.announce {
+            listeners.changed(*index, name, change);
+        }
+    }
+
     /// Whether `list` changed since [`Relay::listed`].
     pub(crate) fn is_stale(&self, list: List) -> bool {
         self.inner.stale[list as usize].load(Ordering::Acquire)
@@ -283,15 +308,26 @@ impl ClientHandler for Relay {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed(List::Tools);
+        self.announce(&Change::Tools);
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed(List::Resources);
         self.changed(List::Templates);
+        self.announce(&Change::Resources);
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed(List::Prompts);
+        self.announce(&Change::Prompts);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.announce(&Change::Updated(params.uri));
     }
 }
 

@@ -23,6 +23,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::error::UpstreamError;
+use crate::listeners::Listeners;
 use crate::relay::{Counted, List, Relay};
 use crate::spec::{ServerSpec, Transport};
 
@@ -67,9 +68,16 @@ struct Lists {
 impl Upstream {
     /// An upstream of `spec`, not connected yet.
     pub fn new(spec: ServerSpec) -> Self {
+        Upstream::in_hub(spec, 0, Arc::default())
+    }
+
+    /// An upstream of `spec`, server `index` of a hub whose sessions
+    /// hear of its changes through `listeners`.
+    pub(crate) fn in_hub(spec: ServerSpec, index: usize, listeners: Arc<Listeners>) -> Self {
+        let relay = Relay::announcing(index, spec.name.as_str().into(), listeners);
         Upstream {
             spec,
-            relay: Relay::default(),
+            relay,
             conn: Mutex::new(None),
             retry_at: std::sync::Mutex::new(None),
         }
