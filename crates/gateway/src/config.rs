@@ -29,7 +29,10 @@ pub use cache::{ApiCache, CacheSettings, ModelCache, ModelRule};
 pub(crate) use jobs::redact_url;
 pub use jobs::{CallbacksConfig, JobsConfig, QueueSettings, SQLITE, StoreLocation};
 pub use keys::{KeysConfig, WITH_JOBS};
-pub use ledger::{Dollars, LedgerConfig, PriceConfig, PricingConfig, catalog, price_table};
+pub use ledger::{
+    BodiesKept, Dollars, LedgerConfig, MAX_BODY_BYTES, PriceConfig, PricingConfig,
+    RequestLogConfig, catalog, price_table,
+};
 pub(crate) use load::validate::jobs as validate_jobs;
 pub use load::{ConfigError, Source, explain, load, load_str};
 pub use mcp::{McpConfig, McpServerConfig};
@@ -113,6 +116,9 @@ pub struct Config {
     pub otel: Option<OtelSettings>,
     /// The usage ledger: a record of every call and what it cost.
     pub ledger: LedgerConfig,
+    /// What the request log keeps besides each call's figures: redacted
+    /// bodies (off by default).
+    pub request_log: RequestLogConfig,
     /// Model prices over the shipped table (`crates/usage/prices.json`),
     /// by model prefix: `[prices."openai/gpt-4o"] input = "2.50"`.
     pub prices: BTreeMap<String, PriceConfig>,

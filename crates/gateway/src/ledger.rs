@@ -16,12 +16,13 @@ mod jobs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_ledger::{Granularity, Ledger, LedgerStore, Record};
+use bytes::{Bytes, BytesMut};
+use sluice_ledger::{Bodies, Granularity, Ledger, LedgerStore, Record};
 use sluice_spool::{SpoolConfig, SpoolTask};
 use sluice_usage::{Details, PriceTable, Usage};
 use tokio::time::Instant;
 
-use crate::config::{Config, StoreLocation};
+use crate::config::{BodiesKept, Config, RequestLogConfig, StoreLocation};
 use crate::error::{Cause, StartError, chain};
 use crate::metrics::LabelValues;
 use crate::pools::DeploymentState;
@@ -95,11 +96,13 @@ impl UsageLedger {
             tenants: LabelValues::new(l.metric_labels),
             models: LabelValues::new(l.metric_labels),
         });
-        if l.retention_days > 0 || l.rollup_retention_days > 0 {
+        let bodies_days = config.request_log.retention_days;
+        if l.retention_days > 0 || l.rollup_retention_days > 0 || bodies_days > 0 {
             tokio::spawn(retention(
                 Arc::downgrade(&ledger),
                 l.retention_days,
                 l.rollup_retention_days,
+                bodies_days,
             ));
         }
         Ok(ledger)
@@ -150,8 +153,14 @@ impl UsageLedger {
 }
 
 /// Deletes what is past its retention, once an hour while the ledger
-/// lives.
-async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, rollup_days: u64) {
+/// lives: records, rollups, and bodies (kept no longer than their
+/// records).
+async fn retention(
+    ledger: std::sync::Weak<UsageLedger>,
+    records_days: u64,
+    rollup_days: u64,
+    bodies_days: u64,
+) {
     let mut tick = tokio::time::interval(RETENTION_EVERY);
     loop {
         tick.tick().await;
@@ -179,6 +188,13 @@ async fn retention(ledger: std::sync::Weak<UsageLedger>, records_days: u64, roll
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %chain(&e), "ledger retention failed"),
         }
+        if bodies_days > 0 {
+            match ledger.store.purge_bodies(before(bodies_days)).await {
+                Ok(n) if n > 0 => tracing::info!(rows = n, "request log retention: bodies deleted"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %chain(&e), "request log retention failed"),
+            }
+        }
     }
 }
 
@@ -200,6 +216,25 @@ pub(crate) fn kept_since(now_ms: i64, days: u64) -> i64 {
 pub(crate) struct Draft {
     pub record: Record,
     started: Instant,
+    /// Its bodies, while `[request_log] bodies` may keep them (boxed:
+    /// most calls keep none).
+    bodies: Option<Box<Capture>>,
+}
+
+/// A call's bodies as seen so far, kept raw until the record is finished
+/// (then redacted and cut, if its outcome is one whose bodies are kept).
+#[derive(Debug)]
+struct Capture {
+    keep: BodiesKept,
+    cap: usize,
+    request: Bytes,
+    /// A whole answer's body.
+    response: Option<Bytes>,
+    /// A stream's first bytes, up to the cap: raw SSE as the client
+    /// received it.
+    streamed: BytesMut,
+    /// A stream's size so far.
+    streamed_bytes: u64,
 }
 
 /// Longest body `user` kept (longer ones are not a user id).
@@ -250,6 +285,46 @@ impl Draft {
         Draft {
             record,
             started: ctx.started,
+            bodies: None,
+        }
+    }
+
+    /// Keeps the call's `request` body, and its response when it comes,
+    /// for the request log, when `log` asks for bodies.
+    pub(crate) fn keep_bodies(&mut self, log: &RequestLogConfig, request: &Bytes) {
+        if log.bodies == BodiesKept::Off {
+            return;
+        }
+        self.bodies = Some(Box::new(Capture {
+            keep: log.bodies,
+            cap: log.max_body_bytes,
+            request: request.clone(),
+            response: None,
+            streamed: BytesMut::new(),
+            streamed_bytes: 0,
+        }));
+    }
+
+    /// Whether the call's bodies may be kept (`[request_log] bodies` is
+    /// not `off`).
+    pub(crate) fn keeps_bodies(&self) -> bool {
+        self.bodies.is_some()
+    }
+
+    /// The call was answered with this whole `body`.
+    pub(crate) fn answered(&mut self, body: &Bytes) {
+        if let Some(c) = self.bodies.as_mut() {
+            c.response = Some(body.clone());
+        }
+    }
+
+    /// A stream sent `chunk` to the client: kept while within the cap.
+    pub(crate) fn streamed(&mut self, chunk: &[u8]) {
+        if let Some(c) = self.bodies.as_mut() {
+            let room = c.cap.saturating_sub(c.streamed.len());
+            c.streamed
+                .extend_from_slice(&chunk[..room.min(chunk.len())]);
+            c.streamed_bytes = c.streamed_bytes.saturating_add(chunk.len() as u64);
         }
     }
 
@@ -316,6 +391,14 @@ impl Draft {
         r.latency_ms = millis(self.started.elapsed());
         r.queue_ms = millis(queued);
         r.retries = attempts.saturating_sub(1);
+        if let Some(c) = self.bodies.take()
+            && (c.keep == BodiesKept::All || r.is_error())
+        {
+            r.bodies = Some(match &c.response {
+                Some(whole) => Bodies::capture(&c.request, whole, whole.len() as u64, c.cap),
+                None => Bodies::capture(&c.request, &c.streamed, c.streamed_bytes, c.cap),
+            });
+        }
         self.record
     }
 }

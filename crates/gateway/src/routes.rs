@@ -127,6 +127,8 @@ fn table() -> Vec<Entry> {
         entry("GET", "/v1/usage/all", Admin, get(usage::all)),
         entry("GET", "/v1/requests", Tenant, get(requests::own)),
         entry("GET", "/v1/requests/all", Admin, get(requests::all)),
+        entry("GET", "/v1/requests/all/{id}", Admin, get(requests::all_one)),
+        entry("GET", "/v1/requests/{id}", Tenant, get(requests::own_one)),
         entry("GET", "/v1/dashboard", Viewer, get(dashboard::snapshot)),
         entry("GET", "/v1/dashboard/history", Viewer, get(dashboard::history)),
         entry("GET", "/v1/dashboard/stream", Viewer, get(dashboard::stream)),

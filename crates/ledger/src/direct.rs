@@ -24,11 +24,13 @@ use rusqlite::types::ToSql;
 use rusqlite::{Connection, Statement, TransactionBehavior, params};
 
 use crate::rollup::deltas;
-use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, stored, to_i64};
+use crate::store::{
+    BODY_COLUMNS, ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, stored, to_i64, with_bodies,
+};
 use crate::{Error, Record};
 
-/// Statements kept prepared: the three of a batch, with room to spare.
-const STATEMENTS: usize = 4;
+/// Statements kept prepared: the four of a batch, with room to spare.
+const STATEMENTS: usize = 5;
 
 /// Records per INSERT, but for a batch's last few, inserted one by one:
 /// two statements whatever the batch's size, so both stay prepared.
@@ -125,6 +127,23 @@ impl Direct {
                     to_i64(d.cost_nanos),
                 ])?;
             }
+            let bodies = with_bodies(&fresh);
+            if !bodies.is_empty() {
+                let mut insert = tx.prepare_cached(insert_bodies())?;
+                for (r, b) in bodies
+                    .iter()
+                    .filter_map(|r| r.bodies.as_ref().map(|b| (r, b)))
+                {
+                    insert.execute(params![
+                        r.key().as_ref(),
+                        r.at_ms,
+                        b.request,
+                        to_i64(b.request_bytes),
+                        b.response,
+                        to_i64(b.response_bytes),
+                    ])?;
+                }
+            }
         }
         // On failure the transaction rolls back as it drops: none stored.
         tx.commit()?;
@@ -195,6 +214,17 @@ fn insert_records(rows: usize) -> &'static str {
         debug_assert_eq!(rows, RECORDS_PER_INSERT);
         CHUNK.get_or_init(|| sql(RECORDS_PER_INSERT))
     }
+}
+
+/// The bodies' INSERT, one record's.
+fn insert_bodies() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO usage_bodies ({BODY_COLUMNS}) VALUES ({}){ON_KEY}",
+            placeholders(0, 6)
+        )
+    })
 }
 
 /// The rollups' upsert, one row.

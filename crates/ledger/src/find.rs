@@ -3,8 +3,8 @@
 
 use sqlx::QueryBuilder;
 
-use crate::store::{LedgerStore, RECORD_COLUMNS, record_pg, record_sqlite};
-use crate::{Error, Record};
+use crate::store::{LedgerStore, RECORD_COLUMNS, record_pg, record_sqlite, to_u64};
+use crate::{Bodies, Error, Record};
 use sluice_store::Pool;
 
 /// The most records one page holds.
@@ -63,6 +63,93 @@ impl LedgerStore {
         }
     }
 }
+
+impl LedgerStore {
+    /// The record stored under `id` (a row id as [`find`](Self::find)
+    /// returns them), with its bodies when they were kept and are still
+    /// there; `None` when there is none, or it is not `tenant`'s when one
+    /// is given.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn get(&self, id: i64, tenant: Option<&str>) -> Result<Option<(i64, Record)>, Error> {
+        let filter = Filter {
+            tenant: tenant.map(str::to_owned),
+            before_id: id.checked_add(1),
+            limit: 1,
+            ..Filter::default()
+        };
+        let Some((found, mut record)) = self.find(&filter).await?.pop() else {
+            return Ok(None);
+        };
+        if found != id {
+            return Ok(None);
+        }
+        let key = record.key().into_owned();
+        record.bodies = match &self.db {
+            Pool::Sqlite(pool) => match bodies_query(key).fetch_optional(pool).await? {
+                Some(r) => Some(bodies_sqlite(&r)?),
+                None => None,
+            },
+            Pool::Postgres(pool) => match bodies_query(key).fetch_optional(pool).await? {
+                Some(r) => Some(bodies_pg(&r)?),
+                None => None,
+            },
+        };
+        Ok(Some((found, record)))
+    }
+
+    /// Deletes the bodies of records before `before_ms` (the records
+    /// stay); returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn purge_bodies(&self, before_ms: i64) -> Result<u64, Error> {
+        const SQL: &str = "DELETE FROM usage_bodies WHERE at_ms < $1";
+        Ok(match &self.db {
+            Pool::Sqlite(pool) => sqlx::query(SQL)
+                .bind(before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+            Pool::Postgres(pool) => sqlx::query(SQL)
+                .bind(before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+        })
+    }
+}
+
+fn bodies_query<'q, DB>(
+    key: String,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "SELECT request, request_bytes, response, response_bytes FROM usage_bodies WHERE uid = $1",
+    )
+    .bind(key)
+}
+
+macro_rules! bodies_decoder {
+    ($name:ident, $row:ty) => {
+        fn $name(r: &$row) -> Result<Bodies, Error> {
+            use sqlx::Row as _;
+            Ok(Bodies {
+                request: r.try_get("request")?,
+                request_bytes: to_u64(r.try_get("request_bytes")?),
+                response: r.try_get("response")?,
+                response_bytes: to_u64(r.try_get("response_bytes")?),
+            })
+        }
+    };
+}
+
+bodies_decoder!(bodies_sqlite, sqlx::sqlite::SqliteRow);
+bodies_decoder!(bodies_pg, sqlx::postgres::PgRow);
 
 fn select<DB>(f: &Filter) -> QueryBuilder<DB>
 where

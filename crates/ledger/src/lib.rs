@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod bodies;
 mod direct;
 mod find;
 mod pg;
@@ -40,6 +41,7 @@ mod rollup;
 mod spent;
 mod store;
 
+pub use bodies::{Bodies, CUT, REDACTED, redact};
 pub use find::{Filter, MAX_PAGE};
 pub use query::{Dim, Granularity, Query, Row, SUMS, Totals};
 pub use record::Record;

@@ -14,7 +14,7 @@ use sqlx::query::Query;
 
 use crate::Record;
 use crate::rollup::{Delta, Key};
-use crate::store::{ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
+use crate::store::{BODY_COLUMNS, ON_KEY, RECORD_COLUMNS, rollup_conflict, rollup_head, to_i64};
 
 /// The PostgreSQL type of each of [`RECORD_COLUMNS`], in order.
 const RECORD_TYPES: [&str; 25] = [
@@ -101,6 +101,44 @@ pub(crate) fn insert_records(records: &[Record]) -> Query<'_, Postgres, PgArgume
         .bind(column(r, |r| r.deployment.as_deref()))
 }
 
+/// The types of [`BODY_COLUMNS`], in order.
+const BODY_TYPES: [&str; 6] = ["TEXT", "BIGINT", "TEXT", "BIGINT", "TEXT", "BIGINT"];
+
+/// The bodies' INSERT.
+fn bodies_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO usage_bodies ({BODY_COLUMNS}) {}{ON_KEY}",
+            unnest(&BODY_TYPES)
+        )
+    })
+}
+
+/// Inserts the bodies of `records` (records that carry some), each once.
+pub(crate) fn insert_bodies<'a>(records: &[&'a Record]) -> Query<'a, Postgres, PgArguments> {
+    let r = records;
+    // Every record here carries bodies (see `with_bodies`).
+    let b = move |r: &'a Record| -> (&'a str, i64, &'a str, i64) {
+        match &r.bodies {
+            Some(b) => (
+                b.request.as_str(),
+                to_i64(b.request_bytes),
+                b.response.as_str(),
+                to_i64(b.response_bytes),
+            ),
+            None => ("", 0, "", 0),
+        }
+    };
+    sqlx::query(bodies_sql())
+        .bind(column(r, |r| r.key().into_owned()))
+        .bind(column(r, |r| r.at_ms))
+        .bind(column(r, |r| b(r).0))
+        .bind(column(r, |r| b(r).1))
+        .bind(column(r, |r| b(r).2))
+        .bind(column(r, |r| b(r).3))
+}
+
 /// Adds `rollups` to `usage_rollups` (each key once: `deltas` sums a
 /// batch by key, as `ON CONFLICT DO UPDATE` needs).
 pub(crate) fn upsert_rollups<'a>(
@@ -135,5 +173,7 @@ mod tests {
         assert_eq!(rollup_head().matches(", ").count() + 1, ROLLUP_TYPES.len());
         assert!(records_sql().contains("$25::TEXT[]) ON CONFLICT (uid) DO NOTHING"));
         assert!(rollups_sql().contains("$14::BIGINT[]) ON CONFLICT"));
+        assert_eq!(BODY_COLUMNS.split(", ").count(), BODY_TYPES.len());
+        assert!(bodies_sql().contains("$6::BIGINT[]) ON CONFLICT (uid) DO NOTHING"));
     }
 }

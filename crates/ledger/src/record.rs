@@ -6,6 +6,8 @@ use sluice_store::now_ms;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Bodies;
+
 /// One model call, proxied API call or job attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -78,6 +80,11 @@ pub struct Record {
     /// (`{provider}/{upstream model}`; `model` is the pool's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
+    /// The call's bodies, redacted and cut, when `[request_log] bodies`
+    /// keeps them; stored beside the record (`usage_bodies`) with its key,
+    /// in the same transaction. Absent in spill files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bodies: Option<Bodies>,
 }
 
 impl Record {
@@ -117,6 +124,7 @@ impl Record {
             unpriced: false,
             alias: None,
             deployment: None,
+            bodies: None,
         }
     }
 

@@ -38,6 +38,11 @@ const SQLITE: Schema = Schema::new(&[
         "pool names",
         include_str!("../migrations/sqlite/0004_pool_names.sql"),
     ),
+    Step::new(
+        5,
+        "bodies",
+        include_str!("../migrations/sqlite/0005_bodies.sql"),
+    ),
 ])
 .table(MIGRATIONS_TABLE);
 
@@ -61,6 +66,11 @@ const POSTGRES: Schema = Schema::new(&[
         4,
         "pool names",
         include_str!("../migrations/postgres/0004_pool_names.sql"),
+    ),
+    Step::new(
+        5,
+        "bodies",
+        include_str!("../migrations/postgres/0005_bodies.sql"),
     ),
 ])
 .table(MIGRATIONS_TABLE);
@@ -183,6 +193,10 @@ impl LedgerStore {
                 for chunk in rollups.chunks(ROLLUPS_PER_UPSERT) {
                     upsert_rollups(chunk).build().execute(&mut *tx).await?;
                 }
+                let bodies: Vec<&Record> = with_bodies(&fresh);
+                for chunk in bodies.chunks(RECORDS_PER_INSERT) {
+                    insert_bodies(chunk).build().execute(&mut *tx).await?;
+                }
                 tx.commit().await?;
             }
             Pool::Postgres(pool) => {
@@ -198,6 +212,10 @@ impl LedgerStore {
                     deltas(fresh.iter().copied()).into_iter().collect();
                 if !rollups.is_empty() {
                     pg::upsert_rollups(&rollups).execute(&mut *tx).await?;
+                }
+                let bodies: Vec<&Record> = with_bodies(&fresh);
+                if !bodies.is_empty() {
+                    pg::insert_bodies(&bodies).execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
             }
@@ -330,9 +348,12 @@ where
     i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
+    // A record's bodies go with it.
+    let mut bodies = QueryBuilder::new("DELETE FROM usage_bodies WHERE at_ms < ");
+    bodies.push_bind(records_before_ms);
     let mut q = QueryBuilder::new("DELETE FROM usage_records WHERE at_ms < ");
     q.push_bind(records_before_ms);
-    let mut out = vec![q];
+    let mut out = vec![bodies, q];
     for &(g, before) in rollups {
         let mut q = QueryBuilder::new("DELETE FROM usage_rollups WHERE granularity = ");
         q.push_bind(g.stored().as_str().to_owned())
@@ -418,6 +439,41 @@ where
             .push_bind(r.deployment.as_deref());
     });
     q.push(ON_KEY).push(" RETURNING uid");
+    q
+}
+
+/// The records of `fresh` (those a batch stored) that carry bodies.
+pub(crate) fn with_bodies<'a>(fresh: &[&'a Record]) -> Vec<&'a Record> {
+    fresh
+        .iter()
+        .copied()
+        .filter(|r| r.bodies.is_some())
+        .collect()
+}
+
+/// The columns of `usage_bodies`, in the order the writers bind them.
+pub(crate) const BODY_COLUMNS: &str =
+    "uid, at_ms, request, request_bytes, response, response_bytes";
+
+/// Inserts the bodies of `chunk` (records that carry some), each once.
+fn insert_bodies<'a, DB>(chunk: &[&'a Record]) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::new(format!("INSERT INTO usage_bodies ({BODY_COLUMNS}) "));
+    q.push_values(chunk, |mut b, r| {
+        let bodies = r.bodies.clone().unwrap_or_default();
+        b.push_bind(r.key().into_owned())
+            .push_bind(r.at_ms)
+            .push_bind(bodies.request)
+            .push_bind(to_i64(bodies.request_bytes))
+            .push_bind(bodies.response)
+            .push_bind(to_i64(bodies.response_bytes));
+    });
+    q.push(ON_KEY);
     q
 }
 
@@ -607,6 +663,7 @@ macro_rules! decoders {
                     unpriced: r.try_get::<i64, _>("unpriced")? != 0,
                     alias: r.try_get("alias")?,
                     deployment: r.try_get("deployment")?,
+                    bodies: None,
                 },
             ))
         }

@@ -137,6 +137,7 @@ impl FixedWindow {
                 .filter(|u| *u > now)
                 .map(|_| "paused after an upstream 429".to_owned()),
             announced_per_second: None,
+            announced_in_force: false,
         }
     }
 }

@@ -143,6 +143,11 @@ pub struct Capacity {
     /// The rate per second that the upstream's rate-limit headers
     /// announce, once enough answers agree.
     pub announced_per_second: Option<f64>,
+    /// True while the rate in force is the announced one: the headers
+    /// announce clearly less than the configured rate (or more than a
+    /// guess). An estimate within the headers' rounding of the configured
+    /// rate leaves the configured rate in force, and this false.
+    pub announced_in_force: bool,
 }
 
 impl Capacity {

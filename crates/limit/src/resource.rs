@@ -789,6 +789,7 @@ impl State {
             announced_per_second: a
                 .filter(|a| a.estimate.samples >= crate::adaptive::estimate::SAMPLES)
                 .map(|a| a.estimate.lo),
+            announced_in_force: a.is_some_and(|a| a.cut == Cut::Announced),
             configured_window: configured.window(),
             resource: name.to_owned(),
             algorithm: self.limit.kind(),

@@ -5,12 +5,12 @@
 -- shares between replicas.
 -- ARGV[1] resources R, ARGV[2] recovery interval (us), ARGV[3] recovery
 -- factor, ARGV[4] release channel (told of capacity that came back),
--- ARGV[5] in-flight lease TTL (ms), ARGV[6] the calling replica's id, ARGV[7]
--- the jitter margin (us, see "The jitter margin" below), then 5 per
--- resource: algorithm
+-- ARGV[5] in-flight lease TTL (ms), ARGV[6] the calling replica's id, then 6
+-- per resource: algorithm
 -- (1 token bucket, 2 gcra, 3 sliding window, 4 in-flight), capacity,
--- window (us), burst, name; then the operations, each a letter and its
--- fields:
+-- window (us), burst, name, the jitter margin the replica holds on it (us,
+-- the configured one or wider after collisions; see "The jitter margin"
+-- below); then the operations, each a letter and its fields:
 --   A n (idx cost member ttl_ms weight)*n  take all parts or none
 --   L idx want min weight line             lease up to `want` (at least `min`;
 --                                          `line` 1: for waiters already queued)
@@ -33,14 +33,13 @@ local rfactor = tonumber(ARGV[3])
 local relch = ARGV[4]
 local lease_ttl = tonumber(ARGV[5])
 local me = ARGV[6]
-local margin = tonumber(ARGV[7])
 local res = {}
-local p = 8
+local p = 7
 for i = 1, R do
   res[i] = { algo = tonumber(ARGV[p]), cap = tonumber(ARGV[p + 1]), win = tonumber(ARGV[p + 2]),
-             burst = tonumber(ARGV[p + 3]), name = ARGV[p + 4], skey = KEYS[3 * i - 2],
-             akey = KEYS[3 * i - 1], fkey = KEYS[3 * i] }
-  p = p + 5
+             burst = tonumber(ARGV[p + 3]), name = ARGV[p + 4], margin = tonumber(ARGV[p + 5]),
+             skey = KEYS[3 * i - 2], akey = KEYS[3 * i - 1], fkey = KEYS[3 * i] }
+  p = p + 6
 end
 
 -- Capacity in force: the configured one, or a reduced one recovering by
@@ -93,7 +92,18 @@ local function load(r)
     else
       full_at = ts
     end
-    local refill = (now - ts) * r.eff / r.win
+    -- A Retry-After pause (an upstream's 429) found the upstream empty:
+    -- nothing is left here either, and nothing refills before the pause
+    -- ends, when the upstream has its next one. A replica ahead of the
+    -- upstream (granting on refill the upstream counts later) is then
+    -- behind it, instead of colliding again at every refill.
+    local from = ts
+    if r.pause > ts then
+      if tk > 0 then tk = 0 end
+      from = math.min(r.pause, now)
+      r.dirty = true
+    end
+    local refill = (now - from) * r.eff / r.win
     if refill < 0 then refill = 0 end
     r.t = math.min(r.eburst, tk + refill)
     -- Full since `full_at`: idle that long (see "The jitter margin").
@@ -106,11 +116,19 @@ local function load(r)
     end
   elseif r.algo == 2 then
     local tat = tonumber(redis.call('GET', r.skey)) or 0
+    r.T = r.win / r.eff
+    -- A pause found the upstream empty (as for a token bucket above).
+    if r.pause > 0 and tat < r.pause + r.eburst * r.T then
+      local drained = math.min(r.pause, now) + r.eburst * r.T
+      if tat < drained then
+        tat = drained
+        r.dirty = true
+      end
+    end
     if tat < now then
       r.idle = now - tat
       tat = now
     end
-    r.T = r.win / r.eff
     local deepest = now + r.eburst * r.T + r.win
     if tat > deepest then
       tat = deepest
@@ -180,8 +198,8 @@ end
 local function hold(r)
   local idle = r.idle
   r.idle = nil
-  if not idle or margin <= 0 then return 0 end
-  return math.min(margin, idle, r.win)
+  if not idle or r.margin <= 0 then return 0 end
+  return math.min(r.margin, idle, r.win)
 end
 
 local function take(r, cost, member, ttl)

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::Script;
@@ -14,13 +15,26 @@ use crate::config::Keys;
 use crate::conn::{Conn, Own, Unavailable};
 
 /// A resource as the script sees it: its rule, resolved.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(crate) struct Spec {
     pub(crate) name: String,
     pub(crate) limit: sluice_limit::Limit,
+    /// The jitter margin this replica holds back on the resource (us; see
+    /// `ops.lua`, "The jitter margin"): the configured one, widened after
+    /// timing collisions and narrowed again as this replica's own limiter
+    /// does it (`RedisLimiter::observe`).
+    pub(crate) margin_us: AtomicU64,
 }
 
 impl Spec {
+    pub(crate) fn new(name: String, limit: sluice_limit::Limit, margin_us: u64) -> Spec {
+        Spec {
+            name,
+            limit,
+            margin_us: AtomicU64::new(margin_us),
+        }
+    }
+
     pub(crate) fn algo(&self) -> u8 {
         match self.limit.kind() {
             sluice_limit::Algorithm::Gcra => 2,
@@ -104,8 +118,8 @@ pub(crate) struct Header {
     pub(crate) lease_ttl_ms: u64,
     /// The replica's id: its entry in each resource's fair shares.
     pub(crate) replica: String,
-    /// Refill a take that finds a bucket full holds back, in µs (see
-    /// `ops.lua`, "The jitter margin").
+    /// The configured jitter margin, in µs: what each resource's
+    /// [`Spec::margin_us`] starts at and never goes below.
     pub(crate) margin_us: u64,
 }
 
@@ -194,14 +208,14 @@ async fn execute(
         .arg(header.recovery_factor)
         .arg(&header.keys.release_channel)
         .arg(header.lease_ttl_ms)
-        .arg(&header.replica)
-        .arg(header.margin_us);
+        .arg(&header.replica);
     for s in &specs {
         inv.arg(s.algo())
             .arg(s.limit.capacity())
             .arg(s.window_us())
             .arg(s.limit.effective_burst())
-            .arg(&s.name);
+            .arg(&s.name)
+            .arg(s.margin_us.load(Ordering::Relaxed));
     }
     for op in &batch {
         match &op.kind {

@@ -361,3 +361,46 @@ async fn a_line_served_from_one_lease_never_takes_more_than_the_bucket() {
         "20 granted in {elapsed} s"
     );
 }
+
+/// Headers whose rate is the configured one within their rounding (a
+/// reset written to the millisecond): 100/s announced of 100/s, read as an
+/// interval from about 98.8/s to about 100.6/s.
+fn announcing_the_configured_rate() -> sluice_limit::headers::RateLimitHeaders {
+    sluice_limit::headers::RateLimitHeaders::parse(
+        [
+            ("x-ratelimit-limit-requests", "100"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "1s"),
+        ],
+        std::time::SystemTime::now(),
+    )
+}
+
+/// A 429 at the configured rate is a collision: it pauses, and the shared
+/// capacity stays whole. (Cutting to the estimate's low end, rounded
+/// down, held a 25/s deployment at 24/s for the rest of a run.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_at_the_announced_configured_rate_does_not_cut() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let a = RedisLimiter::connect(
+        config(&url, &p, "a", Mode::Exact),
+        rules(),
+        AdaptiveConfig::default(),
+    )
+    .await
+    .unwrap();
+    let model = "openai/at-its-rate";
+    let headers = announcing_the_configured_rate();
+    for _ in 0..3 {
+        a.observe(Some(model), None, 200, &headers).await.unwrap();
+    }
+    let c = a.get_capacity(model).await.unwrap();
+    assert!(
+        c.announced_per_second.is_some_and(|r| r < 100.0) && !c.announced_in_force,
+        "{c:?}"
+    );
+    let change = a.observe(Some(model), None, 429, &headers).await.unwrap();
+    assert!(change.is_none(), "{change:?}");
+    assert_eq!(a.get_capacity(model).await.unwrap().total, 100);
+}

@@ -140,20 +140,20 @@ async fn lease_on_full(line: bool) -> Option<(i64, i64)> {
         .key(format!("{p}a"))
         .key(format!("{p}f"))
         // R, recovery interval (us), factor, release channel, lease TTL
-        // (ms), replica, margin (us); the resource (token bucket, 1 per
-        // 1 s, burst 10); then L idx want min weight line.
+        // (ms), replica; the resource (token bucket, 1 per 1 s, burst 10,
+        // a margin of 1 s in us); then L idx want min weight line.
         .arg(1)
         .arg(30_000_000)
         .arg(1.1)
         .arg(format!("{p}release"))
         .arg(30_000)
         .arg("a")
-        .arg(1_000_000)
         .arg(1)
         .arg(1)
         .arg(1_000_000)
         .arg(10)
         .arg("r")
+        .arg(1_000_000)
         .arg("L")
         .arg(1)
         .arg(10)
@@ -182,4 +182,104 @@ async fn a_line_that_waited_while_the_bucket_filled_holds_no_margin_again() {
         "a take that starts a busy period holds the margin"
     );
     assert_eq!(lease_on_full(true).await, Some((10, 0)));
+}
+
+/// A 429 that a timing collision explains (OpenAI-style headers: a bucket
+/// that refills continuously, a Retry-After of a few milliseconds).
+fn collision() -> sluice_limit::headers::RateLimitHeaders {
+    sluice_limit::headers::RateLimitHeaders::parse(
+        [
+            ("x-ratelimit-limit-requests", "10"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "10s"),
+            ("retry-after-ms", "5"),
+        ],
+        std::time::SystemTime::now(),
+    )
+}
+
+/// Collisions widen the margin this replica's own limiter holds, and the
+/// shared scripts hold the widened one too (as the in-process limiter
+/// does): with no margin configured the whole burst goes; after ten
+/// collisions (10 ms doubled nine times: 5.12 s, at 1/s five tokens) a take
+/// that finds the bucket full holds about five back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collisions_widen_the_margin_the_scripts_hold() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        jitter_margin: Duration::ZERO,
+        max_jitter_margin: Duration::from_secs(10),
+        ..AdaptiveConfig::default()
+    };
+    // 1/s counted over 10 s: a margin of up to 10 s fits its window.
+    let rules = Rules::new().prefix("slow-", Limit::new(10, Duration::from_secs(10)).burst(10));
+    let mut l = Vec::new();
+    for id in ["a", "b"] {
+        l.push(
+            RedisLimiter::connect(config(&url, &p, id, Mode::Exact), rules.clone(), adaptive)
+                .await
+                .expect("limiter"),
+        );
+    }
+    let (a, b) = (&l[0], &l[1]);
+    let (went, _) = drain(a, b, "slow-calm").await;
+    assert_eq!(went, 10, "no margin configured, no collision");
+    for _ in 0..10 {
+        a.observe(Some("slow-collided"), None, 429, &collision())
+            .await
+            .expect("observe");
+    }
+    // The collisions' pauses (5 ms) are over.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (went, _) = drain(a, b, "slow-collided").await;
+    assert!(
+        (3..=6).contains(&went),
+        "{went} went: the widened margin is held on the shared bucket"
+    );
+}
+
+/// A Retry-After pause (an upstream's 429) found the upstream empty:
+/// nothing refills in the shared bucket before it ends, for a token bucket
+/// and GCRA alike, and the burst goes back to filling from there. At 10/s
+/// burst 10, after a pause of 1 s, a bucket that kept refilling through
+/// it would let its whole burst go at once (the replica that counted ahead
+/// of the upstream colliding again and again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_empties_the_shared_bucket_until_it_ends() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        jitter_margin: Duration::ZERO,
+        ..AdaptiveConfig::default()
+    };
+    let rules = Rules::new()
+        .exact("tb10", Limit::per_second(10).burst(10))
+        .exact("gcra10", Limit::gcra(10, Duration::from_secs(1)).burst(10));
+    let a = RedisLimiter::connect(config(&url, &p, "a", Mode::Exact), rules, adaptive)
+        .await
+        .expect("limiter");
+    for resource in ["tb10", "gcra10"] {
+        let g = a.try_acquire(resource, 1).await.expect("a full bucket");
+        drop(g);
+        a.report_throttled(resource, Some(Duration::from_secs(1)))
+            .await
+            .expect("throttled");
+        // Refused through the pause, with the pause's wait.
+        match a.try_acquire(resource, 1).await {
+            Err(Error::RateLimited { retry_after, .. }) => {
+                assert!(retry_after.expect("a wait") > Duration::from_millis(500));
+            }
+            other => panic!("{resource}: expected the pause, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(1_050)).await;
+        let mut went = 0;
+        while went < 20 && a.try_acquire(resource, 1).await.is_ok() {
+            went += 1;
+        }
+        assert!(
+            went <= 3,
+            "{resource}: {went} went just after the pause (nine or ten if it refilled through it)"
+        );
+    }
 }

@@ -184,6 +184,7 @@ impl Default for Config {
             cache: super::CacheSettings::default(),
             otel: None,
             ledger: super::LedgerConfig::default(),
+            request_log: super::RequestLogConfig::default(),
             prices: BTreeMap::new(),
             pricing: super::PricingConfig::default(),
             audit: super::AuditConfig::default(),

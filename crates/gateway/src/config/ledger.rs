@@ -59,6 +59,48 @@ impl LedgerConfig {
     }
 }
 
+/// `[request_log]`: what the request log (`GET /v1/requests`, read from
+/// the ledger's records) keeps besides each call's figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestLogConfig {
+    /// Which calls' request and response bodies are kept, redacted
+    /// (`docs/operations.md`): `off` (the default), `errors` (calls
+    /// answered 400 and above, or never answered) or `all`.
+    pub bodies: BodiesKept,
+    /// The most of each body kept, in bytes (default 16 KiB); a longer
+    /// one is cut and marked `…[truncated]`.
+    pub max_body_bytes: usize,
+    /// Bodies older than this many days are deleted, their records kept
+    /// (0: as long as the records, `[ledger] retention_days`).
+    pub retention_days: u64,
+}
+
+/// The most `[request_log] max_body_bytes` may be: 1 MiB.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+impl Default for RequestLogConfig {
+    fn default() -> Self {
+        RequestLogConfig {
+            bodies: BodiesKept::Off,
+            max_body_bytes: 16 * 1024,
+            retention_days: 7,
+        }
+    }
+}
+
+/// `[request_log] bodies`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BodiesKept {
+    /// None.
+    Off,
+    /// Of calls that failed: answered 400 and above, or never answered.
+    Errors,
+    /// Of every call.
+    All,
+}
+
 /// `[prices."{model prefix}"]`: a model's prices in dollars per million
 /// tokens, over (or beside) the shipped ones; the longest prefix of a
 /// model wins. Decimal strings (`"0.15"`) are exact; TOML numbers are

@@ -261,6 +261,7 @@ impl Parse for Incoming {
             let mut draft = Draft::model(&ctx, route(self.endpoint), &model, user);
             draft.record.provider.clone_from(&prov.name);
             draft.record.alias.clone_from(&alias);
+            draft.keep_bodies(&state.config.request_log, &self.body);
             notes.ledger = Some(draft);
         }
         let fingerprint = ctx.client_id.then(|| {

@@ -80,11 +80,17 @@ where
                     {
                         d.cache_hit();
                     }
+                    if let Some(d) = notes.ledger.as_mut().filter(|d| d.keeps_bodies()) {
+                        answered(d, &reply);
+                    }
                     (reply.into_response(), None)
                 }
                 Err(e) => {
                     if let ApiError::QueueFull { scope, .. } = &e {
                         metrics::queue_rejected(scope);
+                    }
+                    if let Some(d) = notes.ledger.as_mut().filter(|d| d.keeps_bodies()) {
+                        d.answered(&error_body(&e));
                     }
                     let message = e.to_string();
                     (e.into_response(), Some(message))
@@ -109,6 +115,30 @@ where
             res
         }
     }
+}
+
+/// The whole answer `reply`'s body, for the request log (a stream's is
+/// kept as it is relayed; a cached answer's is not read again).
+fn answered(draft: &mut Draft, reply: &Reply) {
+    let whole = match reply {
+        Reply::Buffered(b) => Some(&b.body),
+        Reply::Joined(shared) => match &**shared {
+            Ok(b) => Some(&b.body),
+            Err(e) => {
+                draft.answered(&error_body(e));
+                None
+            }
+        },
+        Reply::Stream(_) | Reply::Cached(_) => None,
+    };
+    if let Some(body) = whole {
+        draft.answered(body);
+    }
+}
+
+/// The JSON body the client gets for `e`.
+fn error_body(e: &ApiError) -> bytes::Bytes {
+    bytes::Bytes::from(e.body().to_string())
 }
 
 /// The request on `route` ended with `status` (and `error`, the refusal's

@@ -231,7 +231,9 @@ impl Parse for Incoming {
         );
         notes.trace = Some(trace);
         if state.observers.ledger.as_ref().is_some() {
-            notes.ledger = Some(Draft::api(&ctx, api, &format!("{ROUTE}/{api}")));
+            let mut draft = Draft::api(&ctx, api, &format!("{ROUTE}/{api}"));
+            draft.keep_bodies(&state.config.request_log, &self.body);
+            notes.ledger = Some(draft);
         }
         let deadline = ctx.deadline;
         let context = Some(ctx.clone());

@@ -4,9 +4,11 @@
 //! and failed calls included, newest first, a page at a time:
 //! `?from=&to=&key=&model=&kind=&status=&errors=true&request_id=&before=&limit=`.
 //! The next page is `before=` the `next_before` of this one.
+//! `GET /v1/requests/{id}` (and `/v1/requests/all/{id}`) is one request
+//! with its redacted bodies, when `[request_log] bodies` kept them.
 
 use axum::Json;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_ledger::{Filter, Record};
@@ -40,21 +42,72 @@ pub async fn all(
     answer(&state, &parse(raw.as_deref(), true)?).await
 }
 
-async fn answer(state: &AppState, filter: &Filter) -> Result<Response, ApiError> {
-    let Some(ledger) = state.observers.ledger.as_ref() else {
-        return Err(ApiError::NotFound(
+/// `GET /v1/requests/{id}`: one of the calling tenant's requests, with
+/// its bodies when they were kept.
+pub async fn own_one(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    one(&state, &id, Some(tenant.name())).await
+}
+
+/// `GET /v1/requests/all/{id}`: any tenant's request, with its bodies.
+pub async fn all_one(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    one(&state, &id, None).await
+}
+
+async fn one(state: &AppState, id: &str, tenant: Option<&str>) -> Result<Response, ApiError> {
+    let id = id
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError::bad_field("id", "a request's `id` from the request log"))?;
+    let ledger = ledger(state)?;
+    let found = ledger.store.get(id, tenant).await.map_err(unreadable)?;
+    // Another tenant's request is not found, as one that never was.
+    let (id, record) = found.ok_or_else(|| ApiError::NotFound(format!("no request {id}")))?;
+    let mut shown = row(id, &record);
+    shown["bodies"] = match &record.bodies {
+        Some(b) => json!({
+            "request": b.request,
+            "request_bytes": b.request_bytes,
+            "request_truncated": !b.request_whole(),
+            "response": b.response,
+            "response_bytes": b.response_bytes,
+            "response_truncated": !b.response_whole(),
+        }),
+        None => Value::Null,
+    };
+    Ok(Json(shown).into_response())
+}
+
+fn ledger(state: &AppState) -> Result<&crate::ledger::UsageLedger, ApiError> {
+    state.observers.ledger.as_deref().ok_or_else(|| {
+        ApiError::NotFound(
             "the request log is read from the usage ledger, which is off ([ledger] enabled = false)"
                 .into(),
-        ));
-    };
-    let found = ledger
+        )
+    })
+}
+
+fn unreadable(e: sluice_ledger::Error) -> ApiError {
+    ApiError::Unavailable {
+        message: format!("the usage ledger cannot be read: {}", chain(&e)),
+        retry_after: Some(std::time::Duration::from_secs(1)),
+    }
+}
+
+async fn answer(state: &AppState, filter: &Filter) -> Result<Response, ApiError> {
+    let found = ledger(state)?
         .store
         .find(filter)
         .await
-        .map_err(|e| ApiError::Unavailable {
-            message: format!("the usage ledger cannot be read: {}", chain(&e)),
-            retry_after: Some(std::time::Duration::from_secs(1)),
-        })?;
+        .map_err(unreadable)?;
     let full = found.len() >= filter.page() as usize;
     let next = found.last().filter(|_| full).map(|(id, _)| *id);
     let requests: Vec<Value> = found.iter().map(|(id, r)| row(*id, r)).collect();

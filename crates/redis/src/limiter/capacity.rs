@@ -28,6 +28,9 @@ impl RedisLimiter {
             .get(resource)
             .map_or(0, |q| q.waiting.load(Ordering::Relaxed));
         let l = spec.limit;
+        // What the upstream's headers announce is read by this replica's
+        // own limiter.
+        let announced = inner.local.get_capacity(resource).ok();
         let total = u64::try_from(r[2]).unwrap_or(0);
         Ok(Capacity {
             resource: resource.to_owned(),
@@ -51,11 +54,8 @@ impl RedisLimiter {
             // cuts the shared capacity on the next 429.
             jitter_margin: inner.adaptive.jitter_margin,
             reason: (r[1] > 0).then(|| "paused for the upstream's Retry-After".to_owned()),
-            announced_per_second: inner
-                .local
-                .get_capacity(resource)
-                .ok()
-                .and_then(|c| c.announced_per_second),
+            announced_per_second: announced.as_ref().and_then(|c| c.announced_per_second),
+            announced_in_force: announced.is_some_and(|c| c.announced_in_force),
         })
     }
 }

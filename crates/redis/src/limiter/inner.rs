@@ -58,10 +58,7 @@ impl Inner {
         if specs.len() >= MAP_BOUND {
             specs.clear();
         }
-        let s = Arc::new(Spec {
-            name: resource.to_owned(),
-            limit,
-        });
+        let s = Arc::new(Spec::new(resource.to_owned(), limit, self.header.margin_us));
         specs.insert(resource.to_owned(), s.clone());
         Ok(s)
     }
@@ -104,7 +101,10 @@ impl Inner {
                         specs.clear();
                     }
                     let name = resource.to_owned();
-                    specs.insert(name.clone(), Arc::new(Spec { name, limit }));
+                    let margin = specs.get(resource).map_or(self.header.margin_us, |s| {
+                        s.margin_us.load(Ordering::Relaxed)
+                    });
+                    specs.insert(name.clone(), Arc::new(Spec::new(name, limit, margin)));
                     true
                 }
             }
@@ -112,6 +112,27 @@ impl Inner {
         if changed {
             self.forget(resource);
         }
+    }
+
+    /// Keeps the margin the shared scripts hold back on `resource` at what
+    /// this replica's own limiter holds: widened after a timing collision
+    /// (the 429 it just heard), narrowed again after a quiet minute. Read
+    /// from the local limiter only after a 429 or while widened, so a
+    /// clean answer at the configured margin costs an atomic load.
+    pub(crate) fn sync_margin(&self, resource: &str, throttled: bool) {
+        let Ok(spec) = self.spec(resource) else {
+            return;
+        };
+        let held = spec.margin_us.load(Ordering::Relaxed);
+        if !throttled && held <= self.header.margin_us {
+            return;
+        }
+        let Ok(cap) = self.local.get_capacity(resource) else {
+            return;
+        };
+        let local = u64::try_from(cap.jitter_margin.as_micros()).unwrap_or(u64::MAX);
+        spec.margin_us
+            .store(local.max(self.header.margin_us), Ordering::Relaxed);
     }
 
     /// Forgets what this replica believed about `resource` (deny cache,

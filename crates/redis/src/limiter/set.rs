@@ -42,10 +42,11 @@ impl RedisLimiter {
         }
         lock(&inner.specs).insert(
             resource.to_owned(),
-            Arc::new(Spec {
-                name: resource.to_owned(),
+            Arc::new(Spec::new(
+                resource.to_owned(),
                 limit,
-            }),
+                inner.header.margin_us,
+            )),
         );
         // The local share follows, for when Redis goes away.
         let _ = inner

@@ -50,6 +50,9 @@ impl RedisLimiter {
     ) -> Result<Option<CapacityChange>, Error> {
         let inner = &self.inner;
         let _ = inner.local.observe(requests, tokens, status, headers);
+        if let Some(r) = requests {
+            inner.sync_margin(r, status == 429);
+        }
         let Some(resource) = requests.or(tokens.filter(|_| status == 429)) else {
             return Ok(None);
         };
@@ -71,13 +74,19 @@ impl RedisLimiter {
             return self.throttle(resource, wait, seed).await;
         }
         // Headers that announce a lower rate are evidence enough: cut to
-        // it (as this replica's own limiter reads them), recovering at the
-        // seed's pace; a 429 beyond it cuts to it again, never below.
+        // it, recovering at the seed's pace; a 429 beyond it cuts to it
+        // again, never below. Only once this replica's own limiter follows
+        // the announcement, that is when it is clearly below the rate in
+        // force: an estimate within the headers' rounding of the
+        // configured rate (24.6/s announced of 25/s configured) is the
+        // configured rate, and a collision there only pauses. Cutting to
+        // its low end, rounded down, held 25/s at 24/s for 30 s a time.
         let spec = inner.spec(resource)?;
         if let Some(target) = inner
             .local
             .get_capacity(resource)
             .ok()
+            .filter(|c| c.announced_in_force)
             .and_then(|c| c.announced_per_second)
             .map(|rate| (rate * spec.limit.window().as_secs_f64()).floor() as u64)
             .filter(|&t| t >= 1 && t < spec.limit.capacity())

@@ -189,12 +189,28 @@ impl RelayBody {
     /// Ends the stream with `outcome`; returns the reader's error event.
     fn fail(&mut self, outcome: &'static str, code: &str, message: &str) -> Bytes {
         let event = self.metered.reader.error_event(code, message);
+        // The request log keeps what the client gets (the frame goes out
+        // after the record is settled).
+        if let Some(p) = self.metered.ledger.as_mut() {
+            p.draft.streamed(&self.held);
+            p.draft.streamed(&event);
+        }
         self.end(outcome);
         event
     }
 
     /// What is held, then `last`, as the next frame.
     fn release(&mut self, last: Bytes) -> Bytes {
+        let out = self.frame(last);
+        // The request log keeps what the client received (when it keeps
+        // bodies), up to its cap.
+        if let Some(p) = self.metered.ledger.as_mut() {
+            p.draft.streamed(&out);
+        }
+        out
+    }
+
+    fn frame(&mut self, last: Bytes) -> Bytes {
         if self.held.is_empty() {
             return last;
         }
@@ -244,8 +260,10 @@ impl HttpBody for RelayBody {
                 Poll::Ready(None) => {
                     this.metered.whole = true;
                     let tail = this.metered.reader.finish();
-                    this.end("complete");
+                    // Released before the end settles the record, so
+                    // that the request log sees the last frame.
                     let out = this.release(tail);
+                    this.end("complete");
                     return Poll::Ready((!out.is_empty()).then(|| Ok(Frame::data(out))));
                 }
                 Poll::Pending if !this.held.is_empty() => {

@@ -136,3 +136,38 @@ fn ledger_and_price_errors_name_the_key() {
     ];
     each_names_its_key(cases);
 }
+
+#[test]
+fn request_log_bodies_are_off_by_default_and_bad_values_named() {
+    use crate::config::BodiesKept;
+    let d = Config::default().request_log;
+    assert_eq!(
+        (d.bodies, d.max_body_bytes, d.retention_days),
+        (BodiesKept::Off, 16_384, 7)
+    );
+    let c = file("[request_log]\nbodies = \"errors\"\nmax_body_bytes = 100\nretention_days = 0\n");
+    assert_eq!(c.request_log.bodies, BodiesKept::Errors);
+    assert_eq!(c.request_log.max_body_bytes, 100);
+    each_names_its_key(&[
+        (
+            "[request_log]\nbodies = \"some\"\n",
+            "request_log.bodies",
+            "unknown variant",
+        ),
+        (
+            "[request_log]\nmax_body_bytes = 0\n",
+            "request_log.max_body_bytes",
+            "at least 1",
+        ),
+        (
+            "[request_log]\nmax_body_bytes = 2000000\n",
+            "request_log.max_body_bytes",
+            "at most 1048576",
+        ),
+        (
+            "[request_log]\nheaders = true\n",
+            "request_log.headers",
+            "unknown",
+        ),
+    ]);
+}

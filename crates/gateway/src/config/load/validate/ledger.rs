@@ -19,6 +19,17 @@ pub(super) fn ledger(c: &Checks<'_>, config: &Config) -> Result<(), ConfigError>
         ));
     }
     c.at_least(key(&["ledger", "metric_labels"]), l.metric_labels as u64, 1)?;
+    let max = config.request_log.max_body_bytes;
+    c.at_least(key(&["request_log", "max_body_bytes"]), max as u64, 1)?;
+    if max > crate::config::MAX_BODY_BYTES {
+        return Err(c.fail(
+            key(&["request_log", "max_body_bytes"]),
+            format!(
+                "must be at most {} (1 MiB), not {max}",
+                crate::config::MAX_BODY_BYTES
+            ),
+        ));
+    }
     // The shipped map is checked by sluice-usage's tests; only a file of
     // one's own is read here (the gateway reads it again when it starts).
     let own_file = !matches!(config.pricing.catalog.as_str(), "shipped" | "none");
