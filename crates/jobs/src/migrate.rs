@@ -49,6 +49,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "a job's events by job",
         include_str!("../migrations/sqlite/0009_job_timeline.sql"),
     ),
+    Step::new(
+        10,
+        "events expire by seq",
+        include_str!("../migrations/sqlite/0010_cheaper_events.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -102,5 +107,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         10,
         "a job's events by job",
         include_str!("../migrations/postgres/0010_job_timeline.sql"),
+    ),
+    Step::new(
+        11,
+        "events expire by seq",
+        include_str!("../migrations/postgres/0011_cheaper_events.sql"),
     ),
 ]);

@@ -16,7 +16,13 @@ const CURSOR_OF: &str = "SELECT xid FROM job_events WHERE seq = $1";
 const AFTER_GAP: &str = "SELECT xid, seq FROM job_events WHERE seq > $1 ORDER BY xid, seq LIMIT 1";
 /// A job's events in order; `$2` bounds them.
 const OF_JOB: &str = "SELECT * FROM job_events WHERE job_id = $1 ORDER BY seq LIMIT $2";
-const EXPIRE: &str = "DELETE FROM job_events WHERE at < $1";
+/// The oldest events, in `seq` order, up to the first that happened at or
+/// after `$1` (all if none did): every event deleted happened before `$1`,
+/// and one after an event still kept stays with it, however old. The walk
+/// follows the primary key, so events need no index by time.
+const EXPIRE: &str = "DELETE FROM job_events WHERE seq < COALESCE(\
+    (SELECT seq FROM job_events WHERE at >= $1 ORDER BY seq LIMIT 1), \
+    9223372036854775807)";
 
 /// Up to `limit` events after `cursor` in commit order; those that pass
 /// `filter` are answered, with the results of `completed` jobs.
