@@ -5,7 +5,8 @@ spawns (mcp_stdio_server.py). Tools of both are listed (a shared name as
 gmail, progress comes back through the gateway, a call the client gives
 up on is cancelled upstream, resources and prompts of both servers pass
 through, and a tenant's allow-list hides tools, resources and prompts and
-refuses them by name."""
+refuses them by name. A server's tools/list_changed reaches the open
+sessions, and a resource's update the session that subscribed to it."""
 
 import asyncio
 import json
@@ -77,18 +78,18 @@ command = [{json.dumps(sys.executable)}, {json.dumps(os.path.join(HERE, "mcp_std
                 p.kill()
 
 
-async def session_run(url, key, body):
+async def session_run(url, key, body, message_handler=None):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
     async with http:
         async with streamable_http_client(f"{url}/mcp", http_client=http) as streams:
             read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=message_handler) as session:
                 await session.initialize()
                 return await body(session)
 
 
-def run(url, key, body):
-    return asyncio.run(session_run(url, key, body))
+def run(url, key, body, message_handler=None):
+    return asyncio.run(session_run(url, key, body, message_handler))
 
 
 def sim_stats(sim):
@@ -236,3 +237,41 @@ def test_a_wrong_key_is_refused_before_any_message(mcp_gateway):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
     assert e.value.code == 401
+
+
+def test_a_changed_tool_list_and_an_updated_resource_reach_the_session(mcp_gateway):
+    heard = []
+    tools_changed, resource_updated = asyncio.Event(), asyncio.Event()
+
+    async def on_message(message):
+        name = type(getattr(message, "root", message)).__name__
+        heard.append(name)
+        if name == "ToolListChangedNotification":
+            tools_changed.set()
+        if name == "ResourceUpdatedNotification":
+            resource_updated.set()
+
+    async def body(s):
+        before = [t.name for t in (await s.list_tools()).tools]
+        grew = await s.call_tool("grow", {"name": "grown_tool"})
+        # Waited for, not timed (the bound only ends a broken run).
+        await asyncio.wait_for(tools_changed.wait(), 60)
+        after = [t.name for t in (await s.list_tools()).tools]
+        called = await s.call_tool("grown_tool", {})
+        await s.subscribe_resource("local://counter")
+        touched = await s.call_tool("touch", {"uri": "local://counter"})
+        await asyncio.wait_for(resource_updated.wait(), 60)
+        await s.unsubscribe_resource("local://counter")
+        untouched = await s.call_tool("touch", {"uri": "local://counter"})
+        return before, grew, after, called, touched, untouched
+
+    before, grew, after, called, touched, untouched = run(
+        mcp_gateway["url"], "py-key-acme", body, on_message
+    )
+    assert "grown_tool" not in before and "grown_tool" in after, after
+    assert grew.content[0].text == "grew grown_tool"
+    assert called.content[0].text == "grown_tool grown"
+    assert "ToolListChangedNotification" in heard and "ResourceUpdatedNotification" in heard, heard
+    assert touched.content[0].text == "touched local://counter"
+    # The session's unsubscribe, the last, reached the server.
+    assert untouched.content[0].text == "local://counter has no subscriber"

@@ -171,6 +171,19 @@ pub(crate) fn finish<R: serde::Serialize, E: std::fmt::Display>(
 }
 
 /// Progress on stderr, unless the report is JSON.
+/// A Redis key prefix of this run only: runs that share a long-lived Redis
+/// never meet what an earlier run left (a cut capacity still recovering,
+/// a bucket in debt, fair shares).
+pub(crate) fn run_key_prefix() -> String {
+    format!(
+        "sluice-bench-{}-{}:",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros())
+    )
+}
+
 pub(crate) fn note(json: bool, what: &str) {
     if !json {
         eprintln!("bench: {what}");

@@ -2,7 +2,11 @@
 //! `tools/call` (100 calls/s by default) straight to the sim's MCP server
 //! and through a gateway in front of it, side by side in one run (one
 //! second of each in turn, so that both sides see the same machine), each
-//! call timed from its due time (no coordinated omission). The sim's
+//! call timed from its due time (no coordinated omission). Every due time
+//! of both sides is a whole number of milliseconds from one origin, so
+//! that the timer's millisecond ticks make both sides equally late (a
+//! slice's own origin would put each slice at a random point between two
+//! ticks, up to a millisecond apart). The sim's
 //! limits are off and the gateway's API limit never binds, so what differs
 //! is the gateway's path: admission, the limiter, the pool, the ledger
 //! record and the second hop.
@@ -60,14 +64,22 @@ async fn main() {
     )
     .await;
     // Warm both (connections, the gateway's upstream session).
-    run(&direct, rate, 1.0).await;
-    run(&through, rate, 1.0).await;
+    // Each slice starts 1.1 s after the one before: the last calls of
+    // one are answered before the next begins (or its calls are late, as
+    // an open loop's are).
+    let step = Duration::from_millis(1_100);
+    let mut at = Instant::now();
+    run(&direct, rate, at, 1.0).await;
+    at += step;
+    run(&through, rate, at, 1.0).await;
     let (mut d, mut t) = (Vec::new(), Vec::new());
     let mut left = secs;
     while left > 0.0 {
         let slice = left.min(1.0);
-        d.extend(run(&direct, rate, slice).await);
-        t.extend(run(&through, rate, slice).await);
+        at += step;
+        d.extend(run(&direct, rate, at, slice).await);
+        at += step;
+        t.extend(run(&through, rate, at, slice).await);
         left -= slice;
     }
     d.sort_by(f64::total_cmp);
@@ -110,14 +122,14 @@ async fn connect(url: &str, headers: &[(&'static str, &str)]) -> Client {
     )
 }
 
-/// Latencies in ms of an open loop of calls at `rate` for `secs`, sorted.
-async fn run(client: &Client, rate: f64, secs: f64) -> Vec<f64> {
+/// Latencies in ms of an open loop of calls at `rate` for `secs` from
+/// `start`, sorted.
+async fn run(client: &Client, rate: f64, start: Instant, secs: f64) -> Vec<f64> {
     let args: JsonObject = serde_json::json!({"channel": "C1", "text": "bench"})
         .as_object()
         .cloned()
         .expect("an object");
     let n = (rate * secs) as u64;
-    let start = Instant::now();
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..n {
         let due = start + Duration::from_secs_f64(i as f64 / rate);

@@ -270,6 +270,22 @@ impl Draft {
         Draft::new(ctx, "tool", api, &format!("{server}.{tool}"), "/mcp")
     }
 
+    /// A read of `ctx` of a server's own content: `kind` `resource` (the
+    /// record's model is the URI, at most [`MAX_TARGET`] bytes) or
+    /// `prompt` (its model `{server}.{prompt}`); its provider is the server.
+    pub(crate) fn read(ctx: &Context, kind: &str, server: &str, target: &str) -> Draft {
+        let model = if kind == "prompt" {
+            format!("{server}.{target}")
+        } else {
+            let mut end = target.len().min(MAX_TARGET);
+            while !target.is_char_boundary(end) {
+                end -= 1;
+            }
+            target[..end].to_owned()
+        };
+        Draft::new(ctx, kind, server, &model, "/mcp")
+    }
+
     fn new(ctx: &Context, kind: &str, provider: &str, model: &str, endpoint: &str) -> Draft {
         let mut record = Record::new(
             ctx.request_id.clone(),
@@ -402,6 +418,9 @@ impl Draft {
         self.record
     }
 }
+
+/// The longest resource URI a record keeps (a client may send long ones).
+const MAX_TARGET: usize = 512;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

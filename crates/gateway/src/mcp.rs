@@ -75,6 +75,11 @@ impl Mcp {
         service.cancellation_token = CancellationToken::new();
         service.allowed_hosts.clone_from(&config.mcp.allowed_hosts);
         service.max_request_body_bytes = config.max_body_bytes;
+        // A request served without a session (protocol 2026-07-28) whose
+        // handler sends nothing before its answer is answered as one JSON
+        // body, not an event stream: one write and no stream to read on
+        // the client's side. Progress still comes as an event stream.
+        service.json_response = true;
         Ok(Some(Arc::new(Mcp {
             hub,
             routes,

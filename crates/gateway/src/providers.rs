@@ -16,6 +16,7 @@
 
 mod anthropic;
 mod azure;
+mod fields;
 mod front;
 mod gemini;
 mod openai;

@@ -54,6 +54,21 @@ async fn connect(h: &Harness, headers: &[(&'static str, String)]) -> Client {
         .expect("the gateway's MCP endpoint initializes")
 }
 
+/// The ledger's records of `tenant`, once there are at least `n`.
+async fn ledger_records(h: &Harness, tenant: &str, n: usize) -> Vec<(i64, sluice_ledger::Record)> {
+    let store = sluice_ledger::LedgerStore::open(h.data_dir.join("ledger.db"))
+        .await
+        .expect("the ledger file");
+    common::wait_for("the ledger's records", || {
+        let store = &store;
+        async move {
+            let r = store.records(tenant, 0, 1_000).await.ok()?;
+            (r.len() >= n).then_some(r)
+        }
+    })
+    .await
+}
+
 fn bearer(key: &str) -> (&'static str, String) {
     ("authorization", format!("Bearer {key}"))
 }
@@ -102,17 +117,7 @@ async fn tools_are_listed_and_called_through_the_gateway() {
         "{metrics}"
     );
     // Each call left a `tool` record in the ledger.
-    let store = sluice_ledger::LedgerStore::open(h.data_dir.join("ledger.db"))
-        .await
-        .expect("the ledger file");
-    let records = common::wait_for("the tool records", || {
-        let store = &store;
-        async move {
-            let r = store.records("w1", 0, 1_000).await.ok()?;
-            (r.len() >= 2).then_some(r)
-        }
-    })
-    .await;
+    let records = ledger_records(&h, "w1", 2).await;
     for (_, r) in &records {
         assert_eq!(
             (
@@ -385,6 +390,30 @@ async fn resources_and_prompts_pass_through_under_the_allow_lists() {
     assert!(said.contains("a@example.com"), "{said}");
     // Neither a read nor a prompt is a call of the API.
     assert_eq!(h.sim.stats().api("gmail").requests, 0);
+    // Each went through the gate and left a record: the server as its
+    // provider, the URI (or `{server}.{prompt}`) as its model.
+    let records = ledger_records(&h, "acme", 3).await;
+    let mut seen: Vec<(String, String, String, u16)> = records
+        .iter()
+        .map(|(_, r)| {
+            (
+                r.kind.clone(),
+                r.provider.clone(),
+                r.model.clone(),
+                r.status,
+            )
+        })
+        .collect();
+    seen.sort();
+    let want = |k: &str, m: &str, s: u16| (k.to_owned(), "sim".to_owned(), m.to_owned(), s);
+    assert_eq!(
+        seen,
+        vec![
+            want("prompt", "sim.compose_email", 200),
+            want("resource", "sim://apis/gmail", 200),
+            want("resource", "sim://apis/nope", 400),
+        ]
+    );
 
     let globex = connect(&h, &[bearer(GLOBEX)]).await;
     assert!(globex.list_all_resources().await.unwrap().is_empty());

@@ -2,11 +2,16 @@
 //! prompts as one server, each message's caller and what it may see
 //! asked of the [`Gate`], and every `tools/call` run by the gate.
 //! `resources/read` and `prompts/get` go to the server that offers them
-//! as they are (within the gate's [`Gate::pass_timeout`]); a server the
+//! as they are, run by the gate too ([`Gate::read`]); a server the
 //! caller may not see is neither listed nor read. A request the client
 //! cancels is dropped here, which cancels it upstream (the SDK sends
 //! `notifications/cancelled`); progress the upstream reports goes back
 //! to the client under its own token ([`crate::relay`]).
+//!
+//! A session (one per `initialize`) hears of the changes of the servers it
+//! may see: their `notifications/*/list_changed`, and the updates of the
+//! resources it subscribed to ([`crate::listeners`]); `resources/subscribe`
+//! and `resources/unsubscribe` go to the server of the URI.
 
 use std::sync::Arc;
 
@@ -17,12 +22,13 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    RequestMetaObject, ServerCapabilities, ServerConfig, ServerResult,
+    RequestMetaObject, ServerCapabilities, ServerConfig, ServerResult, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 
 use crate::Hub;
-use crate::gate::{Attempt, Gate, ToolCall};
+use crate::gate::{Attempt, Gate, Pass, Read, ReadKind, ToolCall};
 
 /// The JSON-RPC error code of a call a policy refuses (the server's own
 /// range, -32000 to -32099).
@@ -33,11 +39,17 @@ pub const POLICY_DENIED: ErrorCode = ErrorCode(-32003);
 /// `retry_after_ms`.
 pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 
+/// How long the server of a URI may take to answer `resources/subscribe`
+/// or `resources/unsubscribe`.
+const SUBSCRIBE_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// See the module doc.
 #[derive(Debug)]
 pub struct Front<G> {
     hub: Arc<Hub>,
     gate: Arc<G>,
+    /// The session this front serves (each session's front is its own).
+    session: u64,
 }
 
 impl<G> Clone for Front<G> {
@@ -45,6 +57,7 @@ impl<G> Clone for Front<G> {
         Front {
             hub: Arc::clone(&self.hub),
             gate: Arc::clone(&self.gate),
+            session: self.session,
         }
     }
 }
@@ -52,7 +65,32 @@ impl<G> Clone for Front<G> {
 impl<G: Gate> Front<G> {
     /// The front of `hub`, every call through `gate`.
     pub fn new(hub: Arc<Hub>, gate: Arc<G>) -> Self {
-        Front { hub, gate }
+        let session = hub.listeners().session();
+        Front { hub, gate, session }
+    }
+
+    /// The same front for a new session.
+    pub fn for_session(&self) -> Self {
+        Front {
+            session: self.hub.listeners().session(),
+            ..self.clone()
+        }
+    }
+
+    /// The server whose resource `uri` is, once the caller may see it.
+    async fn server_of(
+        &self,
+        caller: &G::Caller,
+        uri: &str,
+    ) -> Result<(usize, Arc<crate::Upstream>), ErrorData> {
+        let Some((server, _)) = self.hub.resources().await.route(uri) else {
+            return Err(unknown_resource(uri));
+        };
+        let upstream = Arc::clone(&self.hub.servers()[server]);
+        self.gate
+            .allows(caller, upstream.name(), None)
+            .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
+        Ok((server, upstream))
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<G::Caller, ErrorData> {
@@ -79,26 +117,32 @@ impl<G: Gate> Front<G> {
             .collect()
     }
 
-    /// `request` sent to server `server` as it is, once the gate allows
-    /// the caller to see that server; cancelled with the client's request.
+    /// `request` (reading `target`) sent to server `server` as it is,
+    /// once the gate allows the caller to see that server, through the
+    /// gate's [`Gate::read`]; cancelled with the client's request.
     async fn pass(
         &self,
-        caller: &G::Caller,
+        caller: G::Caller,
         context: &RequestContext<RoleServer>,
         server: usize,
+        (kind, target): (ReadKind, String),
         meta: Option<&RequestMetaObject>,
         request: ClientRequest,
     ) -> Result<ServerResult, ErrorData> {
         let upstream = Arc::clone(&self.hub.servers()[server]);
         self.gate
-            .allows(caller, upstream.name(), None)
+            .allows(&caller, upstream.name(), None)
             .map_err(|policy| ErrorData::new(POLICY_DENIED, policy, None))?;
         let progress = progress_of(context, meta).map(|t| (context.peer.clone(), t));
-        let timeout = self.gate.pass_timeout(caller);
+        let read = Read {
+            server: upstream.name().into(),
+            kind,
+            target,
+            call_id: context.id.to_string(),
+        };
+        let pass = Pass::new(upstream, request, progress);
         tokio::select! {
-            r = upstream.request(request, timeout, progress) => {
-                r.map_err(|e| e.into_rpc(upstream.name()))
-            }
+            r = self.gate.read(caller, read, pass) => r,
             () = context.ct.cancelled() => Err(cancelled()),
         }
     }
@@ -111,6 +155,16 @@ fn progress_of(
     params: Option<&RequestMetaObject>,
 ) -> Option<ProgressToken> {
     (context.meta.get_progress_token()).or_else(|| params.and_then(|m| m.get_progress_token()))
+}
+
+/// The error of a URI no server offers.
+fn unknown_resource(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found(
+        format!(
+            "unknown resource {uri:?}: `resources/list` and `resources/templates/list` name the resources there are"
+        ),
+        None,
+    )
 }
 
 /// The error of a request the client cancelled (it is not read: the
@@ -131,8 +185,12 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sluice", env!("CARGO_PKG_VERSION")))
@@ -140,6 +198,62 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
                 "Tools of the MCP servers behind this Sluice gateway; every call is \
                  queued fairly and paced to the limit of the API it reaches.",
             )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Ok(caller) = self.gate.caller(context.extensions.get::<Parts>()) else {
+            return;
+        };
+        let gate = Arc::clone(&self.gate);
+        let sees = Box::new(move |server: &str| gate.allows(&caller, server, None).is_ok());
+        (self.hub.listeners()).listen(self.session, context.peer, sees);
+    }
+
+    #[allow(deprecated)] // the 2026-07-28 protocol's `subscriptions/listen` is not offered
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let (server, upstream) = self.server_of(&caller, &request.uri).await?;
+        let listeners = self.hub.listeners();
+        let first = listeners
+            .subscribe(self.session, server, &request.uri)
+            .map_err(|e| ErrorData::invalid_request(e, None))?;
+        if first {
+            let uri = request.uri.clone();
+            let asked =
+                ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(request));
+            if let Err(e) = upstream.request(asked, SUBSCRIBE_FOR, None).await {
+                listeners.unsubscribe(self.session, server, &uri);
+                return Err(e.into_rpc(upstream.name()));
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // as `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let (server, upstream) = self.server_of(&caller, &request.uri).await?;
+        if self
+            .hub
+            .listeners()
+            .unsubscribe(self.session, server, &request.uri)
+        {
+            let asked =
+                ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(request));
+            upstream
+                .request(asked, SUBSCRIBE_FOR, None)
+                .await
+                .map_err(|e| e.into_rpc(upstream.name()))?;
+        }
+        Ok(())
     }
 
     async fn list_tools(
@@ -199,18 +313,14 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&context)?;
         let Some((server, _)) = self.hub.resources().await.route(&request.uri) else {
-            return Err(ErrorData::resource_not_found(
-                format!(
-                    "unknown resource {:?}: `resources/list` and `resources/templates/list` name the resources there are",
-                    request.uri
-                ),
-                None,
-            ));
+            return Err(unknown_resource(&request.uri));
         };
         let meta = request.meta.clone();
+        let uri = request.uri.clone();
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
+        let read = (ReadKind::Resource, uri);
         match self
-            .pass(&caller, &context, server, meta.as_ref(), request)
+            .pass(caller, &context, server, read, meta.as_ref(), request)
             .await?
         {
             ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
@@ -255,9 +365,11 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
         params.name.clone_from(&entry.item.name);
         drop(catalog);
         let meta = params.meta.clone();
+        let name = params.name.clone();
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        let read = (ReadKind::Prompt, name);
         match self
-            .pass(&caller, &context, server, meta.as_ref(), request)
+            .pass(caller, &context, server, read, meta.as_ref(), request)
             .await?
         {
             ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),

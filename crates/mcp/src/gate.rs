@@ -1,6 +1,7 @@
 //! [`Gate`]: what the gateway does with each call: who is asking, what
-//! they may see, and how one tool call goes through its limits. The
-//! front ([`crate::front`]) asks the gate and never decides itself.
+//! they may see, and how one tool call (or one read of a server's
+//! resource or prompt) goes through its limits. The front
+//! ([`crate::front`]) asks the gate and never decides itself.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use http::request::Parts;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressToken};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressToken, ServerResult,
+};
 use rmcp::service::{Peer, RoleServer};
 
 use crate::error::UpstreamError;
@@ -64,6 +67,72 @@ impl Attempt {
     }
 }
 
+/// What a [`Read`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `resources/read`: its target is the resource's URI.
+    Resource,
+    /// `prompts/get`: its target is the prompt's own name on its server.
+    Prompt,
+}
+
+impl ReadKind {
+    /// `resource` or `prompt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadKind::Resource => "resource",
+            ReadKind::Prompt => "prompt",
+        }
+    }
+}
+
+/// One read of a server's own content (`resources/read`, `prompts/get`),
+/// as the gate sees it: not a call of the API behind the server.
+#[derive(Debug, Clone)]
+pub struct Read {
+    /// The server read from.
+    pub server: Arc<str>,
+    /// What is read.
+    pub kind: ReadKind,
+    /// The resource's URI, or the prompt's name on its server.
+    pub target: String,
+    /// The JSON-RPC id of the client's request.
+    pub call_id: String,
+}
+
+/// The read itself, sent once, as the client asked it.
+#[derive(Debug)]
+pub struct Pass {
+    upstream: Arc<Upstream>,
+    request: ClientRequest,
+    progress: Option<(Peer<RoleServer>, ProgressToken)>,
+}
+
+impl Pass {
+    pub(crate) fn new(
+        upstream: Arc<Upstream>,
+        request: ClientRequest,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Self {
+        Pass {
+            upstream,
+            request,
+            progress,
+        }
+    }
+
+    /// Sends the request, waiting at most `timeout` for the server's
+    /// answer (which the front checks is of the right kind).
+    ///
+    /// # Errors
+    /// See [`UpstreamError`].
+    pub async fn send(self, timeout: Duration) -> Result<ServerResult, UpstreamError> {
+        (self.upstream)
+            .request(self.request, timeout, self.progress)
+            .await
+    }
+}
+
 /// See the module doc.
 pub trait Gate: Send + Sync + 'static {
     /// Who is asking.
@@ -84,10 +153,15 @@ pub trait Gate: Send + Sync + 'static {
     fn allows(&self, caller: &Self::Caller, server: &str, tool: Option<&str>)
     -> Result<(), String>;
 
-    /// How long a request passed through as it is (`resources/read`,
-    /// `prompts/get`: reads of the server's own content, not calls of the
-    /// API behind it) may take for `caller`.
-    fn pass_timeout(&self, caller: &Self::Caller) -> Duration;
+    /// Runs `read` for `caller`: the gate's admission, limits and records
+    /// around one [`Pass::send`] (a read of the server's own content, not
+    /// a call of the API behind it).
+    fn read(
+        &self,
+        caller: Self::Caller,
+        read: Read,
+        pass: Pass,
+    ) -> impl Future<Output = Result<ServerResult, ErrorData>> + Send;
 
     /// Runs `call` for `caller`: the gate's admission, limits and records
     /// around one or more [`Attempt::send`]s.

@@ -34,6 +34,7 @@ mod catalog;
 mod error;
 mod front;
 mod gate;
+mod listeners;
 mod relay;
 mod signals;
 mod spec;
@@ -49,7 +50,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 pub use catalog::{Catalog, Entry, Listed, ListedResources, Named, Resources};
 pub use error::UpstreamError;
 pub use front::{Front, POLICY_DENIED, RATE_LIMITED};
-pub use gate::{Attempt, Gate, ToolCall};
+pub use gate::{Attempt, Gate, Pass, Read, ReadKind, ToolCall};
 pub use signals::{RateLimited, rate_limit_of};
 pub use spec::{ServerSpec, Transport};
 pub use upstream::{MAX_TOOLS_PER_SERVER, Upstream};
@@ -58,22 +59,36 @@ pub use upstream::{MAX_TOOLS_PER_SERVER, Upstream};
 #[derive(Debug)]
 pub struct Hub {
     servers: Vec<Arc<Upstream>>,
+    /// The clients' sessions that hear of the servers' changes.
+    listeners: Arc<listeners::Listeners>,
+    /// The last catalog of tools and the lists it was built from: a
+    /// call finds its tool there while every list is current, without a
+    /// listing or a rebuild.
+    tools: std::sync::Mutex<Option<(Vec<Listed>, Arc<Catalog>)>>,
 }
 
 impl Hub {
     /// A hub of `specs`, none connected yet.
     pub fn new(specs: Vec<ServerSpec>) -> Self {
+        let listeners = Arc::new(listeners::Listeners::default());
         Hub {
             servers: specs
                 .into_iter()
-                .map(|s| Arc::new(Upstream::new(s)))
+                .enumerate()
+                .map(|(i, s)| Arc::new(Upstream::in_hub(s, i, Arc::clone(&listeners))))
                 .collect(),
+            listeners,
+            tools: std::sync::Mutex::new(None),
         }
     }
 
     /// Its servers.
     pub fn servers(&self) -> &[Arc<Upstream>] {
         &self.servers
+    }
+
+    pub(crate) fn listeners(&self) -> &listeners::Listeners {
+        &self.listeners
     }
 
     /// Connects every server and reads its tools, so that the first
@@ -85,9 +100,38 @@ impl Hub {
 
     /// The tools of every server that answers, named once. A server that
     /// cannot be reached is left out (logged) until it can.
-    pub async fn catalog(&self) -> Catalog {
+    pub async fn catalog(&self) -> Arc<Catalog> {
+        if let Some(catalog) = self.catalog_now() {
+            return catalog;
+        }
         let listed = list_all(&self.servers, "tools", |s| async move { s.tools().await }).await;
-        Catalog::build(&listed)
+        let Ok(mut cache) = self.tools.lock() else {
+            return Arc::new(Catalog::build(&listed));
+        };
+        if let Some((was, catalog)) = cache.as_ref()
+            && same_lists(was, &listed)
+        {
+            return Arc::clone(catalog);
+        }
+        let catalog = Arc::new(Catalog::build(&listed));
+        *cache = Some((listed, Arc::clone(&catalog)));
+        catalog
+    }
+
+    /// The cached catalog, when every server's tools were listed into it
+    /// and are still current.
+    fn catalog_now(&self) -> Option<Arc<Catalog>> {
+        let cache = self.tools.lock().ok()?;
+        let (listed, catalog) = cache.as_ref()?;
+        if listed.len() != self.servers.len() {
+            return None;
+        }
+        for ((_, _, items), server) in listed.iter().zip(&self.servers) {
+            if !Arc::ptr_eq(&server.tools_now()?, items) {
+                return None;
+            }
+        }
+        Some(Arc::clone(catalog))
     }
 
     /// The prompts of every server that answers, named once (as tools
@@ -121,6 +165,12 @@ impl Hub {
             s.close().await;
         }
     }
+}
+
+/// Whether `a` and `b` are the same servers' same lists (not copies).
+fn same_lists<T>(a: &[Listed<T>], b: &[Listed<T>]) -> bool {
+    a.len() == b.len()
+        && (a.iter().zip(b)).all(|((i, _, x), (j, _, y))| i == j && Arc::ptr_eq(x, y))
 }
 
 /// `list` of every server at once, in server order; a server whose
@@ -185,5 +235,5 @@ pub fn service_with<G: Gate>(
     config: StreamableHttpServerConfig,
 ) -> StreamableHttpService<Front<G>, LocalSessionManager> {
     let front = Front::new(hub, gate);
-    StreamableHttpService::new(move || Ok(front.clone()), sessions, config)
+    StreamableHttpService::new(move || Ok(front.for_session()), sessions, config)
 }

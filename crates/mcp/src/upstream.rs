@@ -23,7 +23,8 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::error::UpstreamError;
-use crate::relay::{List, Relay};
+use crate::listeners::Listeners;
+use crate::relay::{Counted, List, Relay};
 use crate::spec::{ServerSpec, Transport};
 
 /// Most tools (and, each, resources, resource templates and prompts) one
@@ -67,9 +68,16 @@ struct Lists {
 impl Upstream {
     /// An upstream of `spec`, not connected yet.
     pub fn new(spec: ServerSpec) -> Self {
+        Upstream::in_hub(spec, 0, Arc::default())
+    }
+
+    /// An upstream of `spec`, server `index` of a hub whose sessions
+    /// hear of its changes through `listeners`.
+    pub(crate) fn in_hub(spec: ServerSpec, index: usize, listeners: Arc<Listeners>) -> Self {
+        let relay = Relay::announcing(index, spec.name.as_str().into(), listeners);
         Upstream {
             spec,
-            relay: Relay::default(),
+            relay,
             conn: Mutex::new(None),
             retry_at: std::sync::Mutex::new(None),
         }
@@ -146,6 +154,7 @@ impl Upstream {
                     .custom_headers(headers)
                     .max_concurrent_requests(MAX_CONCURRENT);
                 let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = Counted::new(transport, self.relay.clone());
                 self.relay
                     .clone()
                     .serve(transport)
@@ -156,6 +165,7 @@ impl Upstream {
                 let mut command = tokio::process::Command::new(program);
                 command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
                 let transport = TokioChildProcess::new(command).map_err(|e| unavailable(&e))?;
+                let transport = Counted::new(transport, self.relay.clone());
                 self.relay
                     .clone()
                     .serve(transport)
@@ -177,6 +187,18 @@ impl Upstream {
             |p| async move { p.list_all_tools().await },
         )
         .await
+    }
+
+    /// Its tools as last listed, when that list is still current (the
+    /// connection open, no change announced), without waiting: `None`
+    /// when they must be listed again or the connection is busy.
+    pub(crate) fn tools_now(&self) -> Option<Arc<Vec<Tool>>> {
+        let guard = self.conn.try_lock().ok()?;
+        let conn = guard.as_ref()?;
+        if conn.service.is_closed() || self.relay.is_stale(List::Tools) {
+            return None;
+        }
+        conn.lists.tools.clone()
     }
 
     /// Its resources (none when it offers no resources).
@@ -294,8 +316,9 @@ impl Upstream {
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(UpstreamError::from_service)?;
+        let handle_token = handle.progress_token.clone();
         let route = match progress {
-            Some((to, token)) => self.relay.route(&handle.progress_token, to, token).await,
+            Some((to, token)) => self.relay.route(&handle_token, to, token).await,
             None => None,
         };
         let mut cancel = CancelOnDrop {
@@ -308,7 +331,7 @@ impl Upstream {
         cancel.id = None;
         if route.is_some() {
             // Progress sent before the answer reaches the client first.
-            self.relay.settle().await;
+            self.relay.settle(&handle_token).await;
         }
         drop(route);
         answer.map_err(UpstreamError::from_service)

@@ -92,7 +92,18 @@ local function load(r)
     else
       full_at = ts
     end
-    local refill = (now - ts) * r.eff / r.win
+    -- A Retry-After pause (an upstream's 429) found the upstream empty:
+    -- nothing is left here either, and nothing refills before the pause
+    -- ends, when the upstream has its next one. A replica ahead of the
+    -- upstream (granting on refill the upstream counts later) is then
+    -- behind it, instead of colliding again at every refill.
+    local from = ts
+    if r.pause > ts then
+      if tk > 0 then tk = 0 end
+      from = math.min(r.pause, now)
+      r.dirty = true
+    end
+    local refill = (now - from) * r.eff / r.win
     if refill < 0 then refill = 0 end
     r.t = math.min(r.eburst, tk + refill)
     -- Full since `full_at`: idle that long (see "The jitter margin").
@@ -105,11 +116,19 @@ local function load(r)
     end
   elseif r.algo == 2 then
     local tat = tonumber(redis.call('GET', r.skey)) or 0
+    r.T = r.win / r.eff
+    -- A pause found the upstream empty (as for a token bucket above).
+    if r.pause > 0 and tat < r.pause + r.eburst * r.T then
+      local drained = math.min(r.pause, now) + r.eburst * r.T
+      if tat < drained then
+        tat = drained
+        r.dirty = true
+      end
+    end
     if tat < now then
       r.idle = now - tat
       tat = now
     end
-    r.T = r.win / r.eff
     local deepest = now + r.eburst * r.T + r.win
     if tat > deepest then
       tat = deepest

@@ -238,3 +238,48 @@ async fn collisions_widen_the_margin_the_scripts_hold() {
         "{went} went: the widened margin is held on the shared bucket"
     );
 }
+
+/// A Retry-After pause (an upstream's 429) found the upstream empty:
+/// nothing refills in the shared bucket before it ends, for a token bucket
+/// and GCRA alike, and the burst goes back to filling from there. At 10/s
+/// burst 10, after a pause of 1 s, a bucket that kept refilling through
+/// it would let its whole burst go at once (the replica that counted ahead
+/// of the upstream colliding again and again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_empties_the_shared_bucket_until_it_ends() {
+    let Some(url) = redis_url() else { return };
+    let p = prefix();
+    let adaptive = AdaptiveConfig {
+        jitter_margin: Duration::ZERO,
+        ..AdaptiveConfig::default()
+    };
+    let rules = Rules::new()
+        .exact("tb10", Limit::per_second(10).burst(10))
+        .exact("gcra10", Limit::gcra(10, Duration::from_secs(1)).burst(10));
+    let a = RedisLimiter::connect(config(&url, &p, "a", Mode::Exact), rules, adaptive)
+        .await
+        .expect("limiter");
+    for resource in ["tb10", "gcra10"] {
+        let g = a.try_acquire(resource, 1).await.expect("a full bucket");
+        drop(g);
+        a.report_throttled(resource, Some(Duration::from_secs(1)))
+            .await
+            .expect("throttled");
+        // Refused through the pause, with the pause's wait.
+        match a.try_acquire(resource, 1).await {
+            Err(Error::RateLimited { retry_after, .. }) => {
+                assert!(retry_after.expect("a wait") > Duration::from_millis(500));
+            }
+            other => panic!("{resource}: expected the pause, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(1_050)).await;
+        let mut went = 0;
+        while went < 20 && a.try_acquire(resource, 1).await.is_ok() {
+            went += 1;
+        }
+        assert!(
+            went <= 3,
+            "{resource}: {went} went just after the pause (nine or ten if it refilled through it)"
+        );
+    }
+}

@@ -239,13 +239,7 @@ async fn run(args: &AdaptiveArgs, redis: Option<&str>) -> Result<AdaptiveReport,
     };
     let prefix = format!("{PROVIDER}/");
     // Keys of this run only, should the Redis be a long-lived one.
-    let key_prefix = format!(
-        "sluice-bench-{}-{}:",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros())
-    );
+    let key_prefix = super::run_key_prefix();
     let embedded = sluice_gateway::config::Config::default()
         .models
         .into_iter()

@@ -110,7 +110,9 @@ pub(crate) struct Setup {
     pub(crate) tenants: usize,
     pub(crate) duration: Duration,
     pub(crate) fail: Option<Fail>,
-    pub(crate) redis: Option<String>,
+    /// The Redis the replicas share, and the key prefix of this run (see
+    /// [`super::run_key_prefix`]).
+    pub(crate) redis: Option<(String, String)>,
     pub(crate) replicas: usize,
 }
 
@@ -266,7 +268,7 @@ fn setups(args: &PoolArgs) -> Result<Vec<Setup>, String> {
         )
     };
     let replicas = |url: &String| Setup {
-        redis: Some(url.clone()),
+        redis: Some((url.clone(), super::run_key_prefix())),
         replicas: 2,
         ..base("replicas", two())
     };
@@ -342,8 +344,10 @@ fn pooled(s: &Setup) -> impl Fn(&mut Config) + '_ {
             open_ms: 1_000,
             deployments,
         });
-        if let Some(url) = &s.redis {
-            c.redis = Some(RedisSettings::new(url.clone()));
+        if let Some((url, prefix)) = &s.redis {
+            let mut r = RedisSettings::new(url.clone());
+            r.prefix.clone_from(prefix);
+            c.redis = Some(r);
         }
         if s.fail.is_some_and(|f| f.how == Failing::Hangs) {
             // A deployment that stops answering is found out by the

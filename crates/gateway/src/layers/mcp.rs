@@ -10,18 +10,18 @@
 //! else the prefix of its name (`GMAIL_` → gmail, `[[apis]]
 //! tool_prefixes`). A tool of no API still queues (in the lane
 //! `mcp:{server}`) and takes its key's and tenant's limits and a pool
-//! slot.
+//! slot. A read of a server's resource or prompt does the same, without
+//! an API's limit ([`read`]).
 
 mod call;
-
-use std::time::Duration;
+mod read;
 
 use axum::http::request::Parts;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ErrorCode};
+use rmcp::model::{CallToolResult, ErrorCode, ServerResult};
 use serde_json::json;
-use sluice_mcp::{Attempt, Gate, ToolCall};
-use tokio::time::Instant;
+use sluice_admit::Admission;
+use sluice_mcp::{Attempt, Gate, Pass, Read, ToolCall};
 
 use crate::error::ApiError;
 use crate::layers::auth::Tenant;
@@ -92,9 +92,8 @@ impl Gate for McpGate {
         Ok(())
     }
 
-    fn pass_timeout(&self, a: &Asker) -> Duration {
-        Duration::from_millis(a.state.config.retry.attempt_timeout_ms)
-            .min(a.ctx.deadline.saturating_duration_since(Instant::now()))
+    async fn read(&self, a: Asker, what: Read, pass: Pass) -> Result<ServerResult, ErrorData> {
+        read::run(a, what, pass).await
     }
 
     async fn call(
@@ -104,6 +103,24 @@ impl Gate for McpGate {
         attempt: Attempt,
     ) -> Result<CallToolResult, ErrorData> {
         call::run(a, call, attempt).await
+    }
+}
+
+/// A slot in the admission queue, in `lane`: the same queue as model and
+/// proxied calls.
+async fn admit(
+    state: &AppState,
+    ctx: &Context,
+    lane: &str,
+) -> Result<sluice_admit::Permit<crate::response::Shared>, ApiError> {
+    match state
+        .admission
+        .queue
+        .admit(ctx.ticket().with_lane(lane))
+        .await?
+    {
+        Admission::Run(p) => Ok(p),
+        Admission::Joined(_) => Err(ApiError::Internal("an MCP request joined another".into())),
     }
 }
 

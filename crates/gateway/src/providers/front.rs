@@ -30,6 +30,7 @@ use serde_json::Value;
 use sluice_usage::{Endpoint, Estimate, WireFormat};
 
 use super::{Answer, BadField, Call, Exchange, Outbound, Provider, RequestError, StreamReader};
+use rewrite::Rewritten;
 
 /// A client format that a [`Front`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,9 +182,10 @@ impl Provider for Front {
 
     fn request(&self, base_url: &str, call: &Call<'_>) -> Result<Outbound, RequestError> {
         let provider = provider_name(self.inner.format());
+        let to = super::fields::Format::of(self.inner.format());
         let chat = match self.client {
-            Client::Anthropic => anthropic::to_chat(call.body, call.model, provider)?,
-            Client::Gemini => gemini::to_chat(call.body, call.model, provider)?,
+            Client::Anthropic => anthropic::to_chat(call.body, call.model, provider, to)?,
+            Client::Gemini => gemini::to_chat(call.body, call.model, provider, to)?,
             Client::Responses => responses::to_chat(call.body, call.model, provider)?,
             Client::Completions => completions::to_chat(call.body, call.model, provider)?,
         };
@@ -210,18 +212,20 @@ impl Provider for Front {
 
     fn stream(&self, exchange: &Exchange) -> Box<dyn StreamReader> {
         let inner = self.inner.stream(exchange);
+        // Every client format's stream is the inner one rewritten, event by
+        // event, by the format's writer (`rewrite.rs`).
+        let model = &exchange.model;
         match self.client {
-            Client::Anthropic => Box::new(anthropic::Events::new(inner, &exchange.model)),
-            Client::Gemini => Box::new(gemini::Events::new(
-                inner,
-                &exchange.model,
-                gemini::Form::new(exchange.array_stream),
-            )),
-            Client::Responses => Box::new(responses::Events::new(inner, &exchange.model)),
-            Client::Completions => Box::new(rewrite::Rewritten::new(
-                inner,
-                completions::Chunks::new(&exchange.model, exchange.client_wants_usage),
-            )),
+            Client::Anthropic => Box::new(Rewritten::new(inner, anthropic::Writer::new(model))),
+            Client::Gemini => {
+                let form = gemini::Form::new(exchange.array_stream);
+                Box::new(Rewritten::new(inner, gemini::Writer::new(model, form)))
+            }
+            Client::Responses => Box::new(Rewritten::new(inner, responses::Writer::new(model))),
+            Client::Completions => {
+                let chunks = completions::Chunks::new(model, exchange.client_wants_usage);
+                Box::new(Rewritten::new(inner, chunks))
+            }
         }
     }
 

@@ -29,19 +29,14 @@ pub(crate) use request::parse;
 pub(crate) use stream::run;
 pub(crate) use stream::{Delta, Translated, Translator};
 
-/// What a target format accepts beyond the fields every one does.
+/// The provider a request is translated for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Accepts {
     /// The provider's name in refusals ("Anthropic", "Gemini").
     pub name: &'static str,
-    /// `n` above 1.
-    pub choices: bool,
-    /// `response_format: {"type": "json_object"}`.
-    pub json_mode: bool,
-    /// `response_format: {"type": "json_schema"}`.
-    pub json_schema: bool,
-    /// `presence_penalty`, `frequency_penalty`, `seed`.
-    pub sampling_extras: bool,
+    /// Its column of the field table (`providers/fields.rs`): which
+    /// fields it takes.
+    pub column: super::fields::Format,
 }
 
 /// One choice of a whole answer, as read from the upstream's.

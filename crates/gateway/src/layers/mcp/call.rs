@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
-use sluice_admit::Admission;
 use sluice_limit::headers::RateLimitHeaders;
 use sluice_mcp::{Attempt, ToolCall, UpstreamError, rate_limit_of};
 use tokio::time::Instant;
@@ -179,13 +178,7 @@ async fn attempts(p: &Plan<'_>) -> Result<(Ended, u32, Duration), ApiError> {
     );
     let needs: Vec<(&str, u64)> = needs.iter().map(|(r, c)| (r.as_str(), *c)).collect();
     // The same queue as model and proxied calls, in the API's lane.
-    let ticket = ctx.ticket().with_lane(lane);
-    let mut slot = match state.admission.queue.admit(ticket).await? {
-        Admission::Run(p) => p,
-        Admission::Joined(_) => {
-            return Err(ApiError::Internal("a tool call joined another".into()));
-        }
-    };
+    let mut slot = super::admit(state, ctx, lane).await?;
     let queued = slot.waited();
     // Request budgets count a tool call as they count a proxied call:
     // kept once the server answered, given back otherwise.
@@ -205,7 +198,7 @@ async fn attempts(p: &Plan<'_>) -> Result<(Ended, u32, Duration), ApiError> {
 async fn send(
     p: &Plan<'_>,
     needs: &[(&str, u64)],
-    slot: &mut sluice_admit::Permit<impl Sized>,
+    slot: &mut sluice_admit::Permit<crate::response::Shared>,
 ) -> Result<(Ended, u32), ApiError> {
     let Plan {
         state,

@@ -14,11 +14,7 @@ use crate::providers::{Answer, BadField};
 /// What Anthropic's messages API can take of an OpenAI chat request.
 pub(super) const ACCEPTS: Accepts = Accepts {
     name: "Anthropic",
-    choices: false,
-    // By a forced tool call ([`JSON_TOOL`]).
-    json_mode: true,
-    json_schema: true,
-    sampling_extras: false,
+    column: crate::providers::fields::Format::Anthropic,
 };
 
 /// The tool a JSON-mode request forces Anthropic to call, its input the

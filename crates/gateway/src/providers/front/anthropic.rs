@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::providers::Answer;
 
-pub(super) use events::Events;
+pub(super) use events::Writer;
 pub(super) use request::to_chat;
 
 /// Anthropic's `stop_reason` for OpenAI's `finish_reason`.

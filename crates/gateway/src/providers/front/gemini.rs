@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::providers::{Answer, StreamReader};
 
-pub(super) use events::{Events, Form};
+pub(super) use events::{Form, Writer};
 pub(super) use request::to_chat;
 
 /// The fields the gateway adds to a Gemini client's body, which has its
@@ -62,11 +62,7 @@ pub(crate) fn native(body: &Value, default_max_tokens: u64) -> Value {
 /// A Gemini SSE stream as the client asked for it: as it is, or as a
 /// JSON array.
 pub(crate) fn stream_form(sse: Box<dyn StreamReader>, array: bool) -> Box<dyn StreamReader> {
-    if array {
-        Box::new(events::ToArray::new(sse))
-    } else {
-        sse
-    }
+    if array { events::to_array(sse) } else { sse }
 }
 
 /// Gemini's `finishReason` for OpenAI's `finish_reason`.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::providers::Answer;
 use crate::providers::translate::{error_body, now};
 
-pub(super) use events::Events;
+pub(super) use events::Writer;
 pub(super) use request::to_chat;
 
 /// The Responses `usage` for the provider's.

@@ -1,6 +1,8 @@
 //! The one stream reader of every client format in front of an OpenAI
-//! chat adapter: the inner adapter's stream (OpenAI chat chunks, its
-//! usage read from the provider's own events) cut into events, each
+//! chat adapter (Anthropic Messages, Gemini, Responses, legacy
+//! completions), and of a Gemini stream written as a JSON array: the
+//! inner adapter's stream (OpenAI chat chunks, or Gemini's own events;
+//! its usage read from the provider's own events) cut into events, each
 //! handed to the client format's [`Rewrite`], which writes its own.
 //! Usage, tool calls and what a stream used so far are the inner
 //! adapter's: a client format changes how the answer looks, never what
@@ -11,9 +13,9 @@ use sluice_usage::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, Details, SseEvents, Usag
 
 use crate::providers::StreamReader;
 
-/// What a client format writes from an OpenAI chat stream.
+/// What a client format writes from the inner stream's events.
 pub(in crate::providers::front) trait Rewrite: Send {
-    /// One event's data (a chat chunk, or `[DONE]`).
+    /// One event's data (a chat chunk, or `[DONE]`; a Gemini chunk).
     fn chunk(&mut self, data: &[u8], out: &mut BytesMut);
     /// The stream ended: what closes it, with the provider's usage.
     fn end(&mut self, usage: Option<Usage>, details: Details, out: &mut BytesMut);

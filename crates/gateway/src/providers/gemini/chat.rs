@@ -14,10 +14,7 @@ use crate::providers::{Answer, BadField};
 /// What `generateContent` can take of an OpenAI chat request.
 pub(super) const ACCEPTS: Accepts = Accepts {
     name: "Gemini",
-    choices: true,
-    json_mode: true,
-    json_schema: true,
-    sampling_extras: true,
+    column: crate::providers::fields::Format::Gemini,
 };
 
 /// The `generateContent` body for `chat`; its output limited to

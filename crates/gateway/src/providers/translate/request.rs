@@ -1,5 +1,6 @@
 //! Reading an OpenAI chat-completions request into a [`Chat`], each bad or
-//! untranslatable field named.
+//! untranslatable field named: which fields a provider takes is the
+//! table's (`providers/fields.rs`).
 
 use serde_json::{Map, Value, json};
 
@@ -7,33 +8,7 @@ use super::Accepts;
 use super::chat::{Chat, Tool, ToolChoice};
 use super::messages::messages;
 use crate::providers::BadField;
-
-/// Fields read below, or harmless to leave out upstream.
-const KNOWN: &[&str] = &[
-    "model",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "stop",
-    "temperature",
-    "top_p",
-    "n",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-    "response_format",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "user",
-    "stream",
-    "stream_options",
-    // Where and how OpenAI would store or bill the call: no meaning to
-    // another provider, and no effect on the answer.
-    "store",
-    "metadata",
-    "service_tier",
-];
+use crate::providers::fields::{self, Format};
 
 /// Reads an OpenAI chat request for a provider that accepts `accepts`.
 ///
@@ -52,15 +27,7 @@ pub(crate) fn parse(body: &Value, accepts: Accepts) -> Result<Chat, BadField> {
             ),
         )
     };
-    for (key, value) in obj {
-        if !KNOWN.contains(&key.as_str()) && !value.is_null() {
-            // `logprobs: false` asks for nothing.
-            if key == "logprobs" && value == &Value::Bool(false) {
-                continue;
-            }
-            return Err(unsupported(key));
-        }
-    }
+    fields::check(obj, Format::Openai, accepts.column, &unsupported)?;
     let get = |k: &str| obj.get(k).filter(|v| !v.is_null());
     let mut chat = Chat {
         n: 1,
@@ -74,13 +41,6 @@ pub(crate) fn parse(body: &Value, accepts: Accepts) -> Result<Chat, BadField> {
     chat.top_p = number(obj, "top_p")?;
     chat.presence_penalty = number(obj, "presence_penalty")?;
     chat.frequency_penalty = number(obj, "frequency_penalty")?;
-    if !accepts.sampling_extras {
-        for field in ["presence_penalty", "frequency_penalty", "seed"] {
-            if get(field).is_some() {
-                return Err(unsupported(field));
-            }
-        }
-    }
     chat.seed = match get("seed") {
         None => None,
         Some(v) => Some(
@@ -89,12 +49,6 @@ pub(crate) fn parse(body: &Value, accepts: Accepts) -> Result<Chat, BadField> {
         ),
     };
     chat.n = count(obj, "n")?.unwrap_or(1);
-    if chat.n > 1 && !accepts.choices {
-        return Err(BadField::new(
-            "n",
-            format!("{} models give one choice: n must be 1", accepts.name),
-        ));
-    }
     chat.stop = match get("stop") {
         None => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -113,8 +67,8 @@ pub(crate) fn parse(body: &Value, accepts: Accepts) -> Result<Chat, BadField> {
     chat.json_mode = match get("response_format").map(|f| f.get("type")) {
         None => false,
         Some(Some(Value::String(t))) if t == "text" => false,
-        Some(Some(Value::String(t))) if t == "json_object" && accepts.json_mode => true,
-        Some(Some(Value::String(t))) if t == "json_schema" && accepts.json_schema => {
+        Some(Some(Value::String(t))) if t == "json_object" => true,
+        Some(Some(Value::String(t))) if t == "json_schema" => {
             let spec = &obj["response_format"]["json_schema"];
             if !spec.get("name").is_some_and(Value::is_string) {
                 return Err(BadField::new(

@@ -2,20 +2,18 @@ use serde_json::{Value, json};
 
 use super::*;
 
+use crate::providers::fields::Format;
+
+/// A provider that takes every translated field (Gemini's column).
 const ANY: Accepts = Accepts {
     name: "Test",
-    choices: true,
-    json_mode: true,
-    json_schema: true,
-    sampling_extras: true,
+    column: Format::Gemini,
 };
 
+/// One that refuses some (Anthropic's column).
 const STRICT: Accepts = Accepts {
     name: "Strict",
-    choices: false,
-    json_mode: false,
-    json_schema: false,
-    sampling_extras: false,
+    column: Format::Anthropic,
 };
 
 fn field(body: Value, accepts: Accepts) -> String {
@@ -116,12 +114,7 @@ fn bad_and_untranslatable_fields_are_named() {
             "presence_penalty",
         ),
         (
-            with(json!({"response_format": {"type": "json_object"}})),
-            STRICT,
-            "response_format.type",
-        ),
-        (
-            with(json!({"response_format": {"type": "json_schema"}})),
+            with(json!({"response_format": {"type": "xml"}})),
             STRICT,
             "response_format.type",
         ),

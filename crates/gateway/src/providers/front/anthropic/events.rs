@@ -6,10 +6,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use sluice_usage::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, Endpoint, SseEvents, Usage, WireFormat};
+use sluice_usage::{Details, Endpoint, Usage, WireFormat};
 
 use super::{stop_reason, usage_json};
-use crate::providers::StreamReader;
+use crate::providers::front::rewrite::Rewrite;
 
 /// The block open in the Anthropic stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,15 +19,9 @@ enum Open {
     Tool(u64),
 }
 
-/// See the module doc.
-pub(in crate::providers::front) struct Events {
-    inner: Box<dyn StreamReader>,
-    events: SseEvents,
-    writer: Writer,
-}
-
 /// What the Anthropic stream has said so far.
-struct Writer {
+#[derive(Default)]
+pub(in crate::providers::front) struct Writer {
     model: String,
     started: bool,
     /// The open block and its index.
@@ -38,23 +32,16 @@ struct Writer {
     stop: Option<&'static str>,
 }
 
-impl Events {
-    pub(in crate::providers::front) fn new(inner: Box<dyn StreamReader>, model: &str) -> Self {
+impl Writer {
+    /// The writer of Anthropic's events for an answer of `model` (until the
+    /// provider names its own).
+    pub(in crate::providers::front) fn new(model: &str) -> Self {
         Self {
-            inner,
-            events: SseEvents::new(DEFAULT_MAX_EVENT_BYTES),
-            writer: Writer {
-                model: model.to_owned(),
-                started: false,
-                open: None,
-                next: 0,
-                stop: None,
-            },
+            model: model.to_owned(),
+            ..Self::default()
         }
     }
-}
 
-impl Writer {
     fn start(&mut self, chunk: &Value, out: &mut BytesMut) {
         if self.started {
             return;
@@ -103,7 +90,17 @@ impl Writer {
             put(out, "content_block_stop", &stop);
         }
     }
+}
 
+fn put(out: &mut BytesMut, event: &str, data: &Value) {
+    out.put_slice(b"event: ");
+    out.put_slice(event.as_bytes());
+    out.put_slice(b"\ndata: ");
+    out.put_slice(data.to_string().as_bytes());
+    out.put_slice(b"\n\n");
+}
+
+impl Rewrite for Writer {
     fn chunk(&mut self, data: &[u8], out: &mut BytesMut) {
         if data == b"[DONE]" {
             return;
@@ -155,62 +152,17 @@ impl Writer {
             self.stop = Some(stop_reason(finish));
         }
     }
-}
 
-fn put(out: &mut BytesMut, event: &str, data: &Value) {
-    out.put_slice(b"event: ");
-    out.put_slice(event.as_bytes());
-    out.put_slice(b"\ndata: ");
-    out.put_slice(data.to_string().as_bytes());
-    out.put_slice(b"\n\n");
-}
-
-impl StreamReader for Events {
-    fn feed(&mut self, chunk: Bytes) -> Bytes {
-        let openai = self.inner.feed(chunk);
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        out.freeze()
-    }
-
-    fn finish(&mut self) -> Bytes {
-        let openai = self.inner.finish();
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        self.events.finish(|d| writer.chunk(d, &mut out));
-        writer.start(&Value::Null, &mut out);
-        writer.close(&mut out);
-        let usage = usage_json(self.inner.usage(), self.inner.details().cached_tokens);
+    fn end(&mut self, usage: Option<Usage>, details: Details, out: &mut BytesMut) {
+        self.start(&Value::Null, out);
+        self.close(out);
         let delta = json!({
             "type": "message_delta",
-            "delta": {"stop_reason": writer.stop.unwrap_or("end_turn"), "stop_sequence": null},
-            "usage": usage,
+            "delta": {"stop_reason": self.stop.unwrap_or("end_turn"), "stop_sequence": null},
+            "usage": usage_json(usage, details.cached_tokens),
         });
-        put(&mut out, "message_delta", &delta);
-        put(&mut out, "message_stop", &json!({"type": "message_stop"}));
-        out.freeze()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.inner.usage()
-    }
-
-    fn details(&self) -> sluice_usage::Details {
-        self.inner.details()
-    }
-
-    fn tool_calls(&self) -> u32 {
-        self.inner.tool_calls()
-    }
-
-    fn head(&self) -> AnswerHead {
-        self.inner.head()
-    }
-
-    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
-        self.inner.used_so_far(prompt_estimate, chars_per_token)
+        put(out, "message_delta", &delta);
+        put(out, "message_stop", &json!({"type": "message_stop"}));
     }
 
     fn error_event(&self, code: &str, message: &str) -> Bytes {

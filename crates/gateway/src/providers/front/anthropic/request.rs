@@ -1,43 +1,21 @@
-//! An Anthropic Messages request read into an OpenAI chat request, each
-//! field by the row of [`FIELDS`] that names it.
+//! An Anthropic Messages request read into an OpenAI chat request: which
+//! fields a provider takes, and the plain renames, are the table's
+//! (`providers/fields.rs`).
 
 use serde_json::{Map, Value, json};
 
 use crate::providers::BadField;
+use crate::providers::fields::{self, Format};
 
-/// What becomes of each top-level field of a Messages request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Row {
-    /// Read into the chat request (named in [`to_chat`]).
-    Mapped,
-    /// No meaning to another provider and no effect on the answer
-    /// (where Anthropic would bill or cache the call).
-    Ignored,
+/// The OpenAI chat name of a field the table renames.
+fn openai_name(field: &str) -> Result<&'static str, BadField> {
+    fields::renamed(Format::Anthropic, field, Format::Openai)
+        .ok_or_else(|| BadField::new(field, "has no OpenAI chat name in the field table"))
 }
 
-/// The top-level fields of a Messages request that another provider can
-/// take; any other field with a value is refused, naming it.
-const FIELDS: &[(&str, Row)] = &[
-    ("model", Row::Mapped),
-    ("messages", Row::Mapped),
-    ("system", Row::Mapped),
-    ("max_tokens", Row::Mapped),
-    ("stop_sequences", Row::Mapped),
-    ("temperature", Row::Mapped),
-    ("top_p", Row::Mapped),
-    ("stream", Row::Mapped),
-    ("tools", Row::Mapped),
-    ("tool_choice", Row::Mapped),
-    ("metadata", Row::Mapped),
-    // `{"type": "disabled"}` only; checked below.
-    ("thinking", Row::Mapped),
-    // Structured outputs: `{"type": "json_schema", "schema"}`.
-    ("output_format", Row::Mapped),
-    ("service_tier", Row::Ignored),
-];
-
 /// The OpenAI chat request for an Anthropic Messages `body`, to `model`
-/// (the name sent upstream) at `provider`.
+/// (the name sent upstream) at `provider` (named so in refusals), a
+/// provider of format `to`.
 ///
 /// # Errors
 /// The first field that is malformed, or that `provider` cannot take (a
@@ -46,6 +24,7 @@ pub(in crate::providers::front) fn to_chat(
     body: &Value,
     model: &str,
     provider: &str,
+    to: Format,
 ) -> Result<Value, BadField> {
     let obj = body
         .as_object()
@@ -56,11 +35,7 @@ pub(in crate::providers::front) fn to_chat(
             format!("is not supported when calling {provider} models through /v1/messages"),
         )
     };
-    for (key, value) in obj {
-        if !value.is_null() && !FIELDS.iter().any(|(f, _)| f == key) {
-            return Err(unsupported(key));
-        }
-    }
+    fields::check(obj, Format::Anthropic, to, &unsupported)?;
     let get = |k: &str| obj.get(k).filter(|v| !v.is_null());
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
@@ -92,14 +67,14 @@ pub(in crate::providers::front) fn to_chat(
                 "must be an array of strings",
             ));
         }
-        out.insert("stop".into(), stop.clone());
+        out.insert(openai_name("stop_sequences")?.into(), stop.clone());
     }
     for field in ["temperature", "top_p"] {
         if let Some(v) = get(field) {
             if !v.is_number() {
                 return Err(BadField::new(field, "must be a number"));
             }
-            out.insert(field.into(), v.clone());
+            out.insert(openai_name(field)?.into(), v.clone());
         }
     }
     match get("stream") {
@@ -150,11 +125,6 @@ pub(in crate::providers::front) fn to_chat(
             "response_format".into(),
             json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}),
         );
-    }
-    if let Some(thinking) = get("thinking")
-        && thinking.get("type").and_then(Value::as_str) != Some("disabled")
-    {
-        return Err(unsupported("thinking"));
     }
     Ok(Value::Object(out))
 }

@@ -3,14 +3,16 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::providers::fields::Format;
+use crate::providers::front::rewrite::Rewritten;
 use crate::providers::{StreamReader, translate};
 
 fn chat(body: Value) -> Value {
-    to_chat(&body, "gpt-4o-mini", "OpenAI").unwrap()
+    to_chat(&body, "gpt-4o-mini", "OpenAI", Format::Openai).unwrap()
 }
 
 fn refused(body: Value) -> (String, String) {
-    let b = to_chat(&body, "gpt-4o-mini", "Gemini").unwrap_err();
+    let b = to_chat(&body, "gpt-4o-mini", "Gemini", Format::Gemini).unwrap_err();
     (b.field, b.message)
 }
 
@@ -86,10 +88,7 @@ fn each_field_is_mapped() {
     // What the inner adapter reads it as: the OpenAI request parser takes it.
     let accepts = translate::Accepts {
         name: "Gemini",
-        choices: true,
-        json_mode: true,
-        json_schema: true,
-        sampling_extras: true,
+        column: Format::Gemini,
     };
     translate::parse(&c, accepts).unwrap();
 }
@@ -109,7 +108,7 @@ fn absent_fields_stay_absent() {
         assert!(c.get(f).is_none(), "{f}");
     }
     // A reasoning model's limit goes by its own name.
-    let c = to_chat(&base(), "o3-mini", "OpenAI").unwrap();
+    let c = to_chat(&base(), "o3-mini", "OpenAI", Format::Openai).unwrap();
     assert_eq!(c["max_completion_tokens"], 50);
 }
 
@@ -266,7 +265,7 @@ fn events_of(chunks: &[Value], size: usize) -> Vec<(String, Value)> {
         completion_tokens: 4,
         total_tokens: 13,
     };
-    let mut reader = Events::new(Box::new(Echo(Some(usage))), "m");
+    let mut reader = Rewritten::new(Box::new(Echo(Some(usage))), Writer::new("m"));
     let mut text = String::new();
     for c in chunks {
         text.push_str(&format!("data: {c}\n\n"));

@@ -1,14 +1,16 @@
 //! Gemini streams as a client asked for them: an OpenAI chat stream
 //! rewritten chunk by chunk as `GenerateContentResponse` chunks
-//! ([`Events`]), and a Gemini SSE stream as a JSON array ([`ToArray`]).
+//! ([`Writer`]), and a Gemini SSE stream as a JSON array ([`to_array`]),
+//! each a [`Rewrite`] of the shared stream reader.
 //! Each goes out in the client's [`Form`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use sluice_usage::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, Endpoint, SseEvents, Usage, WireFormat};
+use sluice_usage::{DEFAULT_MAX_EVENT_BYTES, Details, Endpoint, SseEvents, Usage, WireFormat};
 
 use super::{finish_reason, function_call, usage_metadata};
 use crate::providers::StreamReader;
+use crate::providers::front::rewrite::{Rewrite, Rewritten};
 
 /// How a Gemini stream is written: server-sent events (`?alt=sse`) or
 /// one JSON array whose elements come as they are made.
@@ -49,20 +51,23 @@ impl Form {
     }
 }
 
-/// A Gemini SSE stream written as a JSON array.
-pub(in crate::providers::front) struct ToArray {
-    inner: Box<dyn StreamReader>,
-    events: SseEvents,
-    form: Form,
+/// A Gemini SSE stream written as a JSON array: each event's data one
+/// element.
+pub(in crate::providers::front) fn to_array(sse: Box<dyn StreamReader>) -> Box<dyn StreamReader> {
+    Box::new(Rewritten::new(sse, Form::new(true)))
 }
 
-impl ToArray {
-    pub(in crate::providers::front) fn new(inner: Box<dyn StreamReader>) -> Self {
-        Self {
-            inner,
-            events: SseEvents::new(DEFAULT_MAX_EVENT_BYTES),
-            form: Form::new(true),
-        }
+impl Rewrite for Form {
+    fn chunk(&mut self, data: &[u8], out: &mut BytesMut) {
+        self.put(out, data);
+    }
+
+    fn end(&mut self, _usage: Option<Usage>, _details: Details, out: &mut BytesMut) {
+        Form::end(self, out);
+    }
+
+    fn error_event(&self, code: &str, message: &str) -> Bytes {
+        error_event(*self, code, message)
     }
 }
 
@@ -76,14 +81,7 @@ struct Pending {
     arguments: String,
 }
 
-/// An OpenAI chat stream as Gemini chunks (see the module doc).
-pub(in crate::providers::front) struct Events {
-    inner: Box<dyn StreamReader>,
-    events: SseEvents,
-    writer: Writer,
-}
-
-struct Writer {
+pub(in crate::providers::front) struct Writer {
     form: Form,
     model: String,
     id: Option<String>,
@@ -94,27 +92,19 @@ struct Writer {
     finished: Vec<(u64, &'static str)>,
 }
 
-impl Events {
-    pub(in crate::providers::front) fn new(
-        inner: Box<dyn StreamReader>,
-        model: &str,
-        form: Form,
-    ) -> Self {
+impl Writer {
+    /// The writer of Gemini chunks for an answer of `model`, in the
+    /// client's `form`.
+    pub(in crate::providers::front) fn new(model: &str, form: Form) -> Self {
         Self {
-            inner,
-            events: SseEvents::new(DEFAULT_MAX_EVENT_BYTES),
-            writer: Writer {
-                form,
-                model: model.to_owned(),
-                id: None,
-                calls: Vec::new(),
-                finished: Vec::new(),
-            },
+            form,
+            model: model.to_owned(),
+            id: None,
+            calls: Vec::new(),
+            finished: Vec::new(),
         }
     }
-}
 
-impl Writer {
     fn emit(&mut self, candidates: Vec<Value>, usage: Option<Value>, out: &mut BytesMut) {
         let mut chunk = json!({
             "candidates": candidates,
@@ -127,6 +117,23 @@ impl Writer {
         self.form.put(out, chunk.to_string().as_bytes());
     }
 
+    /// Sends choice `at`'s tool calls, each whole.
+    fn calls_of(&mut self, at: u64, out: &mut BytesMut) {
+        let parts: Vec<Value> = self
+            .calls
+            .iter()
+            .filter(|p| p.choice == at)
+            .map(|p| function_call(&p.id, &p.name, &p.arguments))
+            .collect();
+        self.calls.retain(|p| p.choice != at);
+        if !parts.is_empty() {
+            let c = json!({"content": {"role": "model", "parts": parts}, "index": at});
+            self.emit(vec![c], None, out);
+        }
+    }
+}
+
+impl Rewrite for Writer {
     fn chunk(&mut self, data: &[u8], out: &mut BytesMut) {
         if data == b"[DONE]" {
             return;
@@ -189,80 +196,29 @@ impl Writer {
         }
     }
 
-    /// Sends choice `at`'s tool calls, each whole.
-    fn calls_of(&mut self, at: u64, out: &mut BytesMut) {
-        let parts: Vec<Value> = self
-            .calls
-            .iter()
-            .filter(|p| p.choice == at)
-            .map(|p| function_call(&p.id, &p.name, &p.arguments))
-            .collect();
-        self.calls.retain(|p| p.choice != at);
-        if !parts.is_empty() {
-            let c = json!({"content": {"role": "model", "parts": parts}, "index": at});
-            self.emit(vec![c], None, out);
-        }
-    }
-}
-
-impl StreamReader for Events {
-    fn feed(&mut self, chunk: Bytes) -> Bytes {
-        let openai = self.inner.feed(chunk);
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        out.freeze()
-    }
-
-    fn finish(&mut self) -> Bytes {
-        let openai = self.inner.finish();
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        self.events.finish(|d| writer.chunk(d, &mut out));
+    fn end(&mut self, usage: Option<Usage>, details: Details, out: &mut BytesMut) {
         // Calls of a choice the provider never finished.
-        let open: Vec<u64> = writer.calls.iter().map(|p| p.choice).collect();
+        let open: Vec<u64> = self.calls.iter().map(|p| p.choice).collect();
         for at in open {
-            writer.calls_of(at, &mut out);
+            self.calls_of(at, out);
         }
-        if writer.finished.is_empty() {
-            writer.finished.push((0, "STOP"));
+        if self.finished.is_empty() {
+            self.finished.push((0, "STOP"));
         }
-        let last: Vec<Value> = writer
+        let last: Vec<Value> = self
             .finished
             .iter()
             .map(|(at, reason)| {
                 json!({"content": {"role": "model", "parts": []}, "finishReason": reason, "index": at})
             })
             .collect();
-        let usage = usage_metadata(self.inner.usage(), self.inner.details().cached_tokens);
-        writer.emit(last, Some(usage), &mut out);
-        writer.form.end(&mut out);
-        out.freeze()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.inner.usage()
-    }
-
-    fn details(&self) -> sluice_usage::Details {
-        self.inner.details()
-    }
-
-    fn tool_calls(&self) -> u32 {
-        self.inner.tool_calls()
-    }
-
-    fn head(&self) -> AnswerHead {
-        self.inner.head()
-    }
-
-    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
-        self.inner.used_so_far(prompt_estimate, chars_per_token)
+        let usage = usage_metadata(usage, details.cached_tokens);
+        self.emit(last, Some(usage), out);
+        self.form.end(out);
     }
 
     fn error_event(&self, code: &str, message: &str) -> Bytes {
-        error_event(self.writer.form, code, message)
+        error_event(self.form, code, message)
     }
 }
 
@@ -280,48 +236,4 @@ fn error_event(form: Form, code: &str, message: &str) -> Bytes {
     events.finish(|d| form.put(&mut out, d));
     form.end(&mut out);
     out.freeze()
-}
-
-impl StreamReader for ToArray {
-    fn feed(&mut self, chunk: Bytes) -> Bytes {
-        let sse = self.inner.feed(chunk);
-        let mut out = BytesMut::new();
-        let form = &mut self.form;
-        self.events.feed(&sse, |d| form.put(&mut out, d));
-        out.freeze()
-    }
-
-    fn finish(&mut self) -> Bytes {
-        let sse = self.inner.finish();
-        let mut out = BytesMut::new();
-        let form = &mut self.form;
-        self.events.feed(&sse, |d| form.put(&mut out, d));
-        self.events.finish(|d| form.put(&mut out, d));
-        self.form.end(&mut out);
-        out.freeze()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.inner.usage()
-    }
-
-    fn details(&self) -> sluice_usage::Details {
-        self.inner.details()
-    }
-
-    fn tool_calls(&self) -> u32 {
-        self.inner.tool_calls()
-    }
-
-    fn head(&self) -> AnswerHead {
-        self.inner.head()
-    }
-
-    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
-        self.inner.used_so_far(prompt_estimate, chars_per_token)
-    }
-
-    fn error_event(&self, code: &str, message: &str) -> Bytes {
-        error_event(self.form, code, message)
-    }
 }

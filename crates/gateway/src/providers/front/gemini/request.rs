@@ -1,46 +1,16 @@
-//! A Gemini `generateContent` request read into an OpenAI chat request,
-//! each field by the row of [`FIELDS`] or [`CONFIG`] that names it.
+//! A Gemini `generateContent` request read into an OpenAI chat request:
+//! which fields a provider takes, and the plain renames, are the table's
+//! (`providers/fields.rs`).
 
 use serde_json::{Map, Value, json};
 
-use super::{ALT, MODEL, STREAM};
+use super::STREAM;
 use crate::providers::BadField;
-
-/// The top-level fields another provider can take; any other field with
-/// a value is refused, naming it. (`model`, `stream` and `alt` are the
-/// gateway's, from the path.)
-const FIELDS: &[&str] = &[
-    "contents",
-    "systemInstruction",
-    "generationConfig",
-    "tools",
-    "toolConfig",
-    // Where Google would bill the call: no effect on the answer.
-    "labels",
-    MODEL,
-    STREAM,
-    ALT,
-];
-
-/// `generationConfig` fields and the OpenAI chat field each becomes.
-const CONFIG: &[(&str, &str)] = &[
-    ("temperature", "temperature"),
-    ("topP", "top_p"),
-    ("candidateCount", "n"),
-    ("seed", "seed"),
-    ("presencePenalty", "presence_penalty"),
-    ("frequencyPenalty", "frequency_penalty"),
-    ("stopSequences", "stop"),
-    // Read below.
-    ("maxOutputTokens", ""),
-    ("responseMimeType", ""),
-    ("responseSchema", ""),
-    ("responseJsonSchema", ""),
-    ("responseModalities", ""),
-];
+use crate::providers::fields::{self, Format};
 
 /// The OpenAI chat request for a Gemini client's carried `body`, to
-/// `model` (the name sent upstream) at `provider`.
+/// `model` (the name sent upstream) at `provider` (named so in refusals),
+/// a provider of format `to`.
 ///
 /// # Errors
 /// The first field that is malformed, or that `provider` cannot take (a
@@ -49,6 +19,7 @@ pub(in crate::providers::front) fn to_chat(
     body: &Value,
     model: &str,
     provider: &str,
+    to: Format,
 ) -> Result<Value, BadField> {
     let obj = body
         .as_object()
@@ -59,11 +30,7 @@ pub(in crate::providers::front) fn to_chat(
             format!("is not supported when calling {provider} models through generateContent"),
         )
     };
-    for (key, value) in obj {
-        if !value.is_null() && !FIELDS.contains(&key.as_str()) {
-            return Err(unsupported(key));
-        }
-    }
+    fields::check(obj, Format::Gemini, to, &unsupported)?;
     let get = |k: &str| obj.get(k).filter(|v| !v.is_null());
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
@@ -261,17 +228,14 @@ fn generation_config(
     let config = config
         .as_object()
         .ok_or_else(|| BadField::new("generationConfig", "must be an object"))?;
+    // The plain renames (the table has refused what the provider cannot
+    // take); the rest is read below.
     for (key, v) in config {
-        if v.is_null() {
-            continue;
-        }
         let field = format!("generationConfig.{key}");
-        match CONFIG.iter().find(|(k, _)| k == key) {
-            None => return Err(unsupported(&field)),
-            Some((_, "")) => {}
-            Some((_, to)) => {
-                out.insert((*to).into(), v.clone());
-            }
+        if let Some(to) = fields::renamed(Format::Gemini, &field, Format::Openai)
+            && !v.is_null()
+        {
+            out.insert(to.into(), v.clone());
         }
     }
     if let Some(max) = config.get("maxOutputTokens").filter(|v| !v.is_null()) {
@@ -285,11 +249,6 @@ fn generation_config(
             crate::providers::openai::limit_field(model).into(),
             json!(max),
         );
-    }
-    if let Some(modalities) = config.get("responseModalities").and_then(Value::as_array)
-        && modalities.iter().any(|m| m.as_str() != Some("TEXT"))
-    {
-        return Err(unsupported("generationConfig.responseModalities"));
     }
     let mime = config.get("responseMimeType").and_then(Value::as_str);
     let schema = config

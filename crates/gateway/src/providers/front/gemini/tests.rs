@@ -3,14 +3,15 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::providers::fields::Format;
 use crate::providers::translate;
 
 fn chat(body: Value) -> Value {
-    to_chat(&body, "gpt-4o-mini", "OpenAI").unwrap()
+    to_chat(&body, "gpt-4o-mini", "OpenAI", Format::Openai).unwrap()
 }
 
 fn refused(body: Value) -> (String, String) {
-    let b = to_chat(&body, "claude-x", "Anthropic").unwrap_err();
+    let b = to_chat(&body, "claude-x", "Anthropic", Format::Anthropic).unwrap_err();
     (b.field, b.message)
 }
 
@@ -82,10 +83,7 @@ fn each_field_is_mapped() {
     assert_eq!(m[3]["content"], "{\"r\":42}");
     let accepts = translate::Accepts {
         name: "Test",
-        choices: true,
-        json_mode: true,
-        json_schema: true,
-        sampling_extras: true,
+        column: Format::Gemini,
     };
     let mut plain = c.clone();
     plain.as_object_mut().unwrap().remove("response_format");

@@ -7,10 +7,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use sluice_usage::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, Endpoint, SseEvents, Usage, WireFormat};
+use sluice_usage::{Details, Endpoint, Usage, WireFormat};
 
 use super::{call_item, message_item, response, usage_json};
-use crate::providers::StreamReader;
+use crate::providers::front::rewrite::Rewrite;
 
 /// The output item being streamed.
 enum Item {
@@ -25,14 +25,8 @@ enum Item {
     },
 }
 
-/// See the module doc.
-pub(in crate::providers::front) struct Events {
-    inner: Box<dyn StreamReader>,
-    events: SseEvents,
-    writer: Writer,
-}
-
-struct Writer {
+#[derive(Default)]
+pub(in crate::providers::front) struct Writer {
     model: String,
     id: Option<String>,
     seq: u64,
@@ -42,24 +36,17 @@ struct Writer {
     finish: String,
 }
 
-impl Events {
-    pub(in crate::providers::front) fn new(inner: Box<dyn StreamReader>, model: &str) -> Self {
+impl Writer {
+    /// The writer of Responses events for an answer of `model` (until the
+    /// provider names its own).
+    pub(in crate::providers::front) fn new(model: &str) -> Self {
         Self {
-            inner,
-            events: SseEvents::new(DEFAULT_MAX_EVENT_BYTES),
-            writer: Writer {
-                model: model.to_owned(),
-                id: None,
-                seq: 0,
-                open: None,
-                done: Vec::new(),
-                finish: "stop".into(),
-            },
+            model: model.to_owned(),
+            finish: "stop".into(),
+            ..Self::default()
         }
     }
-}
 
-impl Writer {
     fn put(&mut self, out: &mut BytesMut, kind: &str, mut data: Value) {
         data["type"] = json!(kind);
         data["sequence_number"] = json!(self.seq);
@@ -129,7 +116,9 @@ impl Writer {
         );
         self.done.push(item);
     }
+}
 
+impl Rewrite for Writer {
     fn chunk(&mut self, data: &[u8], out: &mut BytesMut) {
         if data == b"[DONE]" {
             return;
@@ -213,32 +202,17 @@ impl Writer {
             finish.clone_into(&mut self.finish);
         }
     }
-}
 
-impl StreamReader for Events {
-    fn feed(&mut self, chunk: Bytes) -> Bytes {
-        let openai = self.inner.feed(chunk);
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        out.freeze()
-    }
-
-    fn finish(&mut self) -> Bytes {
-        let openai = self.inner.finish();
-        let mut out = BytesMut::new();
-        let writer = &mut self.writer;
-        self.events.feed(&openai, |d| writer.chunk(d, &mut out));
-        self.events.finish(|d| writer.chunk(d, &mut out));
-        writer.start(&Value::Null, &mut out);
-        writer.close(&mut out);
-        let usage = usage_json(self.inner.usage(), self.inner.details());
-        let output = std::mem::take(&mut writer.done);
+    fn end(&mut self, usage: Option<Usage>, details: Details, out: &mut BytesMut) {
+        self.start(&Value::Null, out);
+        self.close(out);
+        let usage = usage_json(usage, details);
+        let output = std::mem::take(&mut self.done);
         let r = response(
-            &writer.response_id(),
-            &writer.model,
+            &self.response_id(),
+            &self.model,
             output,
-            &writer.finish,
+            &self.finish,
             usage,
         );
         let kind = if r["status"] == "completed" {
@@ -246,28 +220,7 @@ impl StreamReader for Events {
         } else {
             "response.incomplete"
         };
-        writer.put(&mut out, kind, json!({"response": r}));
-        out.freeze()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.inner.usage()
-    }
-
-    fn details(&self) -> sluice_usage::Details {
-        self.inner.details()
-    }
-
-    fn tool_calls(&self) -> u32 {
-        self.inner.tool_calls()
-    }
-
-    fn head(&self) -> AnswerHead {
-        self.inner.head()
-    }
-
-    fn used_so_far(&self, prompt_estimate: u64, chars_per_token: u64) -> Option<Usage> {
-        self.inner.used_so_far(prompt_estimate, chars_per_token)
+        self.put(out, kind, json!({"response": r}));
     }
 
     fn error_event(&self, code: &str, message: &str) -> Bytes {
