@@ -136,6 +136,8 @@ fn table() -> Vec<Entry> {
         entry("GET", "/ui/assets/{file}", Anyone, get(dashboard::asset)),
         entry("GET", "/ui/jobs", Anyone, get(jobs::browser_page)),
         entry("GET", "/ui/jobs/assets/{file}", Anyone, get(jobs::browser_asset)),
+        entry("GET", "/ui/requests", Anyone, get(requests::page)),
+        entry("GET", "/ui/requests/assets/{file}", Anyone, get(requests::page_asset)),
         entry("POST", LOGIN_PATH, Anyone, post(dashboard::login)),
         entry("POST", "/ui/logout", Anyone, post(dashboard::logout)),
         entry("GET", "/v1/audit", Admin, get(audit::list)),

@@ -12,6 +12,8 @@
 mod common;
 #[path = "browser/jobs.rs"]
 mod jobs;
+#[path = "browser/requests.rs"]
+mod requests;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,8 @@
 //! `GET /v1/requests/{id}` (and `/v1/requests/all/{id}`) is one request
 //! with its redacted bodies, when `[request_log] bodies` kept them.
 
+mod page;
+
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +19,8 @@ use crate::error::{ApiError, chain};
 use crate::layers::auth::{Admin, Tenant};
 use crate::routes::usage::time;
 use crate::state::AppState;
+
+pub(crate) use page::{asset as page_asset, page};
 
 /// The longest value a text filter takes.
 const MAX_VALUE: usize = 256;
