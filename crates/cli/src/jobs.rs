@@ -174,6 +174,14 @@ enum Scope {
 /// Builds the request for the command, sends it, and formats the answer.
 async fn call(args: &JobsArgs) -> Result<String, Failure> {
     use JobsCommand as C;
+    // A job command names a job of the caller's own, or, as the operator
+    // (the admin token, without a tenant's key or workspace), any
+    // tenant's (issue 38: the admin token alone was refused as a tenant).
+    let (jobs, own) = if as_admin(args) {
+        ("/v1/jobs/all", Scope::Admin)
+    } else {
+        ("/v1/jobs", Scope::Tenant)
+    };
     let (method, path, scope) = match &args.command {
         C::List {
             queue,
@@ -188,22 +196,12 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
                     query.append_pair(k, v);
                 }
             }
-            (
-                Method::GET,
-                format!("/v1/jobs?{}", query.finish()),
-                Scope::Tenant,
-            )
+            (Method::GET, format!("{jobs}?{}", query.finish()), own)
         }
-        C::Show { id } => (
-            Method::GET,
-            format!("/v1/jobs/{}", segment(id)),
-            Scope::Tenant,
-        ),
-        C::Retry { id: Some(id), .. } => (
-            Method::POST,
-            format!("/v1/jobs/{}/retry", segment(id)),
-            Scope::Tenant,
-        ),
+        C::Show { id } => (Method::GET, format!("{jobs}/{}", segment(id)), own),
+        C::Retry { id: Some(id), .. } => {
+            (Method::POST, format!("{jobs}/{}/retry", segment(id)), own)
+        }
         C::Retry { dead: Some(q), .. } => (
             Method::POST,
             format!("/v1/queues/{}/dead/retry", segment(q)),
@@ -214,11 +212,7 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
                 "retry needs a job id or --dead QUEUE".into(),
             ));
         }
-        C::Cancel { id } => (
-            Method::POST,
-            format!("/v1/jobs/{}/cancel", segment(id)),
-            Scope::Tenant,
-        ),
+        C::Cancel { id } => (Method::POST, format!("{jobs}/{}/cancel", segment(id)), own),
         C::Purge { queue } => (
             Method::DELETE,
             format!("/v1/queues/{}/dead", segment(queue)),
@@ -268,6 +262,18 @@ async fn call(args: &JobsArgs) -> Result<String, Failure> {
         C::Queues => show::queues(&body),
         C::Schedules(_) => String::new(),
     })
+}
+
+/// Whether job commands ask as the operator: an admin token, and neither
+/// a tenant's key nor a workspace saying whose jobs are meant.
+fn as_admin(args: &JobsArgs) -> bool {
+    let asker = crate::usage::asker(
+        false,
+        args.admin_token.as_deref(),
+        args.api_key.as_deref(),
+        "jobs",
+    );
+    args.workspace.is_none() && asker == Ok(crate::usage::Asker::Admin)
 }
 
 /// Runs a `sluice jobs schedules` command.

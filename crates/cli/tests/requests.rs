@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::Stack;
+use common::{Stack, read_until, requests_cli};
 use serde_json::Value;
 
 fn config(sim: &str, data: &std::path::Path) -> String {
@@ -17,47 +15,6 @@ fn config(sim: &str, data: &std::path::Path) -> String {
         data.display().to_string(),
         common::sim_providers(sim, &["openai"])
     )
-}
-
-/// `sluice requests ARGS --target URL --json`, its JSON.
-fn requests_cli(url: &str, args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("requests")
-        .args(args)
-        .args(["--target", url, "--json"])
-        .env_remove("SLUICE_ADMIN_TOKEN")
-        .env_remove("SLUICE_API_KEY")
-        .output()
-        .expect("sluice requests runs");
-    let stdout = common::succeeded("sluice requests", out);
-    serde_json::from_str(&stdout).expect("JSON")
-}
-
-/// `GET url` as `token` until `done` holds for its JSON (the ledger
-/// writes in the background), or the last answer after 10 s.
-async fn read_until(
-    http: &reqwest::Client,
-    url: &str,
-    token: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let mut body = Value::Null;
-    for _ in 0..200 {
-        body = http
-            .get(url)
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if done(&body) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    body
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -145,6 +145,47 @@ pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// `sluice requests ARGS --target URL --json`, its JSON.
+pub fn requests_cli(url: &str, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("requests")
+        .args(args)
+        .args(["--target", url, "--json"])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .env_remove("SLUICE_API_KEY")
+        .output()
+        .expect("sluice requests runs");
+    let stdout = succeeded("sluice requests", out);
+    serde_json::from_str(&stdout).expect("JSON")
+}
+
+/// `GET url` as `token` until `done` holds for its JSON (the ledger
+/// writes in the background), or the last answer after 10 s.
+pub async fn read_until(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut body = Value::Null;
+    for _ in 0..200 {
+        body = http
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&body) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    body
+}
+
 /// The `[[providers]]` tables of the simulator at `sim` (its URL) as the
 /// providers `names`: `openai` (OpenAI's format), `anthropic`
 /// (Anthropic's), `google` (Gemini's native API), in that order of
