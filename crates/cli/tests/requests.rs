@@ -72,15 +72,12 @@ async fn each_tenant_reads_its_own_requests_and_the_operator_all() {
     for id in ["acme-1", "acme-2", "globex-1"] {
         assert!(everyone.contains(&id.to_owned()), "{id} missing: {all}");
     }
-    let own: Value = http
-        .get(format!("{url}/v1/requests"))
-        .bearer_auth("key-globex")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let own = common::read_json(
+        "GET /v1/requests",
+        http.get(format!("{url}/v1/requests"))
+            .bearer_auth("key-globex"),
+    )
+    .await;
     assert_eq!(ids(&own), ["globex-1"], "a tenant sees its own only: {own}");
     let first = &own["requests"][0];
     assert_eq!(first["tenant"], "globex");

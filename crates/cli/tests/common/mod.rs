@@ -169,15 +169,7 @@ pub async fn read_until(
 ) -> Value {
     let mut body = Value::Null;
     for _ in 0..200 {
-        body = http
-            .get(url)
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        body = read_json(&format!("GET {url}"), http.get(url).bearer_auth(token)).await;
         if done(&body) {
             break;
         }
