@@ -66,23 +66,39 @@ pub(crate) fn file(
         .into_response())
 }
 
-/// `GET /ui`: the page.
-pub async fn page(State(state): State<AppState>, _: Anyone) -> Result<Response, ApiError> {
-    file(&state, "text/html; charset=utf-8", PAGE)
+/// A page's content type.
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
+
+/// A page's script and style, by the name its HTML asks for them: the
+/// dashboard's, the job browser's and the request log's (embedded in the
+/// binary).
+pub(crate) fn script_or_style(
+    state: &AppState,
+    name: &str,
+    (script_name, script): (&str, &'static str),
+    (style_name, style): (&str, &'static str),
+) -> Result<Response, ApiError> {
+    if name == script_name {
+        file(state, "text/javascript; charset=utf-8", script)
+    } else if name == style_name {
+        file(state, "text/css; charset=utf-8", style)
+    } else {
+        Err(ApiError::NotFound(format!("no asset {name:?}")))
+    }
 }
 
-/// `GET /ui/assets/{file}`: the page's script and style, embedded in the
-/// binary.
+/// `GET /ui`: the page.
+pub async fn page(State(state): State<AppState>, _: Anyone) -> Result<Response, ApiError> {
+    file(&state, HTML, PAGE)
+}
+
+/// `GET /ui/assets/{file}`: the page's script and style.
 pub async fn asset(
     State(state): State<AppState>,
     _: Anyone,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    match name.as_str() {
-        "app.js" => file(&state, "text/javascript; charset=utf-8", SCRIPT),
-        "app.css" => file(&state, "text/css; charset=utf-8", STYLE),
-        _ => Err(ApiError::NotFound(format!("no asset {name:?}"))),
-    }
+    script_or_style(&state, &name, ("app.js", SCRIPT), ("app.css", STYLE))
 }
 
 #[derive(Debug, Deserialize)]

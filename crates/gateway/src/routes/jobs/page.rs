@@ -10,7 +10,7 @@ use axum::response::Response;
 
 use crate::error::ApiError;
 use crate::layers::auth::Anyone;
-use crate::routes::dashboard::file;
+use crate::routes::dashboard::{HTML, file, script_or_style};
 use crate::state::AppState;
 
 const PAGE: &str = include_str!("../../../assets/ui/jobs.html");
@@ -19,7 +19,7 @@ const STYLE: &str = include_str!("../../../assets/ui/jobs.css");
 
 /// `GET /ui/jobs`: the page (404 while `ui.enabled = false`).
 pub async fn page(State(state): State<AppState>, _: Anyone) -> Result<Response, ApiError> {
-    file(&state, "text/html; charset=utf-8", PAGE)
+    file(&state, HTML, PAGE)
 }
 
 /// `GET /ui/jobs/assets/{file}`: its script and its style (on top of the
@@ -29,9 +29,5 @@ pub async fn asset(
     _: Anyone,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    match name.as_str() {
-        "jobs.js" => file(&state, "text/javascript; charset=utf-8", SCRIPT),
-        "jobs.css" => file(&state, "text/css; charset=utf-8", STYLE),
-        _ => Err(ApiError::NotFound(format!("no asset {name:?}"))),
-    }
+    script_or_style(&state, &name, ("jobs.js", SCRIPT), ("jobs.css", STYLE))
 }

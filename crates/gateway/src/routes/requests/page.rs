@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use crate::error::ApiError;
 use crate::layers::auth::Anyone;
-use crate::routes::dashboard::file;
+use crate::routes::dashboard::{HTML, file, script_or_style};
 use crate::state::AppState;
 
 const PAGE: &str = include_str!("../../../assets/ui/requests.html");
@@ -18,7 +18,7 @@ const STYLE: &str = include_str!("../../../assets/ui/requests.css");
 
 /// `GET /ui/requests`: the page (404 while `ui.enabled = false`).
 pub async fn page(State(state): State<AppState>, _: Anyone) -> Result<Response, ApiError> {
-    file(&state, "text/html; charset=utf-8", PAGE)
+    file(&state, HTML, PAGE)
 }
 
 /// `GET /ui/requests/assets/{file}`: its script and its style (on top of
@@ -28,9 +28,10 @@ pub async fn asset(
     _: Anyone,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    match name.as_str() {
-        "requests.js" => file(&state, "text/javascript; charset=utf-8", SCRIPT),
-        "requests.css" => file(&state, "text/css; charset=utf-8", STYLE),
-        _ => Err(ApiError::NotFound(format!("no asset {name:?}"))),
-    }
+    script_or_style(
+        &state,
+        &name,
+        ("requests.js", SCRIPT),
+        ("requests.css", STYLE),
+    )
 }
