@@ -91,6 +91,9 @@ pub(crate) struct Inner {
     pub(crate) dropped_ops: AtomicU64,
     /// This replica's weight on a resource ([`RedisLimiter::weigh_by`]).
     weigher: std::sync::RwLock<Option<Weigher>>,
+    /// Set once a collision widened some resource's margin
+    /// ([`Inner::sync_margin`]): until then a clean answer touches no map.
+    pub(crate) margins_widened: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -204,6 +207,7 @@ impl RedisLimiter {
             tasks: Mutex::new(vec![batcher]),
             dropped_ops: AtomicU64::new(0),
             weigher: std::sync::RwLock::new(None),
+            margins_widened: AtomicBool::new(false),
         });
         // After each reconnection, before decisions go to Redis again.
         inner

@@ -118,8 +118,12 @@ impl Inner {
     /// this replica's own limiter holds: widened after a timing collision
     /// (the 429 it just heard), narrowed again after a quiet minute. Read
     /// from the local limiter only after a 429 or while widened, so a
-    /// clean answer at the configured margin costs an atomic load.
+    /// clean answer costs an atomic load until some collision has widened
+    /// a margin.
     pub(crate) fn sync_margin(&self, resource: &str, throttled: bool) {
+        if !throttled && !self.margins_widened.load(Ordering::Relaxed) {
+            return;
+        }
         let Ok(spec) = self.spec(resource) else {
             return;
         };
@@ -131,6 +135,9 @@ impl Inner {
             return;
         };
         let local = u64::try_from(cap.jitter_margin.as_micros()).unwrap_or(u64::MAX);
+        if local > self.header.margin_us {
+            self.margins_widened.store(true, Ordering::Relaxed);
+        }
         spec.margin_us
             .store(local.max(self.header.margin_us), Ordering::Relaxed);
     }
