@@ -152,17 +152,27 @@ async fn recovery_happens_once_on_the_shared_state() {
     assert!(steps.iter().all(|s| seed.contains(s)), "{steps:?}");
 }
 
-/// OpenAI's headers for a call that found a bucket of 10 full but for
-/// itself, full again in 33 ms: about 30 requests a second.
-fn announcing_30_per_second() -> sluice_limit::headers::RateLimitHeaders {
+/// OpenAI-style request quota headers: `limit`, `remaining`, and the
+/// reset (time until full) as written, e.g. `33ms`.
+fn announcing(
+    limit: &str,
+    remaining: &str,
+    reset: &str,
+) -> sluice_limit::headers::RateLimitHeaders {
     sluice_limit::headers::RateLimitHeaders::parse(
         [
-            ("x-ratelimit-limit-requests", "10"),
-            ("x-ratelimit-remaining-requests", "9"),
-            ("x-ratelimit-reset-requests", "33ms"),
+            ("x-ratelimit-limit-requests", limit),
+            ("x-ratelimit-remaining-requests", remaining),
+            ("x-ratelimit-reset-requests", reset),
         ],
         std::time::SystemTime::now(),
     )
+}
+
+/// OpenAI's headers for a call that found a bucket of 10 full but for
+/// itself, full again in 33 ms: about 30 requests a second.
+fn announcing_30_per_second() -> sluice_limit::headers::RateLimitHeaders {
+    announcing("10", "9", "33ms")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,14 +376,7 @@ async fn a_line_served_from_one_lease_never_takes_more_than_the_bucket() {
 /// reset written to the millisecond): 100/s announced of 100/s, read as an
 /// interval from about 98.8/s to about 100.6/s.
 fn announcing_the_configured_rate() -> sluice_limit::headers::RateLimitHeaders {
-    sluice_limit::headers::RateLimitHeaders::parse(
-        [
-            ("x-ratelimit-limit-requests", "100"),
-            ("x-ratelimit-remaining-requests", "0"),
-            ("x-ratelimit-reset-requests", "1s"),
-        ],
-        std::time::SystemTime::now(),
-    )
+    announcing("100", "0", "1s")
 }
 
 /// A 429 at the configured rate is a collision: it pauses, and the shared
