@@ -12,6 +12,12 @@
 //! header is not SQLite's is refused too. A first start on a fresh data
 //! directory (no file, no marker) creates the stores as before.
 //!
+//! SQLite creates a new file empty and writes its first page a moment
+//! later, so a first start killed in between leaves a file of 0 bytes and
+//! no marker. That start leaves a second marker first (`keys.db.creating`)
+//! while it creates the file, removed once every store opened: an empty
+//! file beside it is that start's, and the next start creates it again.
+//!
 //! `sluice check-config --stores` runs the same checks without starting,
 //! and reads every page of each file (SQLite's `quick_check`).
 
@@ -68,8 +74,17 @@ impl Store {
 }
 
 fn marker_of(path: &Path) -> PathBuf {
+    suffixed(path, ".marker")
+}
+
+/// The marker a first start leaves while it creates `path`.
+fn creating_of(path: &Path) -> PathBuf {
+    suffixed(path, ".creating")
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".marker");
+    name.push(suffix);
     path.with_file_name(name)
 }
 
@@ -183,6 +198,10 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
         )));
     }
     if meta.len() == 0 {
+        // A first start killed before SQLite wrote the first page.
+        if creating_of(path).exists() && !marker.exists() {
+            return Ok(FileState::New);
+        }
         return Err(refuse(format!(
             "{} is empty (0 bytes): it was truncated or never written, and would be taken for \
              a new, empty {what} ({}). To go on, {restore}; to start with an empty {what} \
@@ -212,13 +231,37 @@ pub fn check(store: &Store) -> Result<FileState, Refused> {
     Ok(FileState::Present(meta.len()))
 }
 
-/// Checks every store `config` enables; the first refusal.
+/// Checks every store `config` enables, before they open; the first
+/// refusal. Beside each one about to be created it leaves the marker of
+/// a first start (see the module), which [`mark_all`] removes.
 ///
 /// # Errors
 /// [`Refused`], as [`check`].
 pub fn check_all(config: &Config) -> Result<(), Refused> {
-    for store in configured(config) {
-        check(&store)?;
+    let stores = configured(config);
+    let mut new = Vec::new();
+    for store in &stores {
+        if let (FileState::New, StoreLocation::Sqlite(path)) = (check(store)?, &store.location) {
+            new.push(path);
+        }
+    }
+    for path in new {
+        let creating = creating_of(path);
+        let written = creating
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                std::fs::write(
+                    &creating,
+                    "sluice is creating the store beside this file for the first time; \
+                     it removes this file once the store opened.\n",
+                )
+            });
+        if let Err(e) = written {
+            tracing::warn!(marker = %creating.display(), error = %e,
+                "cannot write the marker of a first start: if this start is killed before \
+                 the store is written, the next one refuses its empty file");
+        }
     }
     Ok(())
 }
@@ -232,7 +275,12 @@ pub fn mark_all(config: &Config) {
         let (StoreLocation::Sqlite(path), Some(marker)) = (&store.location, store.marker()) else {
             continue;
         };
-        if marker.exists() || !path.exists() {
+        if !path.exists() {
+            continue;
+        }
+        let creating = creating_of(path);
+        if marker.exists() {
+            let _ = std::fs::remove_file(creating);
             continue;
         }
         let file = file_name(path);
@@ -243,9 +291,12 @@ pub fn mark_all(config: &Config) {
              empty {what} on purpose.\n",
             what = store.noun()
         );
-        if let Err(e) = std::fs::write(&marker, text) {
-            tracing::warn!(marker = %marker.display(), error = %e,
-                "cannot write the store's marker: a later start cannot tell that it existed");
+        match std::fs::write(&marker, text) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(creating);
+            }
+            Err(e) => tracing::warn!(marker = %marker.display(), error = %e,
+                "cannot write the store's marker: a later start cannot tell that it existed"),
         }
     }
 }

@@ -73,6 +73,31 @@ fn a_file_deleted_after_its_marker_was_left_is_refused_by_name() {
 }
 
 #[test]
+fn a_first_start_killed_before_the_first_page_is_created_again() {
+    let c = config("creating");
+    let ledger = store(&c, "ledger");
+    // The first start leaves its marker, then SQLite creates the file
+    // empty, and the process is killed before the first page.
+    check_all(&c).unwrap();
+    let creating = creating_of(&path(&ledger));
+    assert!(creating.exists());
+    std::fs::write(path(&ledger), b"").unwrap();
+    assert_eq!(check(&ledger), Ok(FileState::New));
+    check_all(&c).unwrap();
+    // Once every store opened, the first start's marker goes, and an
+    // empty file is refused from then on.
+    for s in configured(&c) {
+        sqlite_like(&path(&s));
+    }
+    mark_all(&c);
+    assert!(!creating.exists());
+    assert!(ledger.marker().unwrap().exists());
+    std::fs::File::create(path(&ledger)).unwrap();
+    assert!(check(&ledger).unwrap_err().detail.contains("empty"));
+    let _ = std::fs::remove_dir_all(&c.data_dir);
+}
+
+#[test]
 fn an_empty_file_is_refused_with_or_without_a_marker() {
     let c = config("empty");
     let jobs = store(&c, "jobs");
