@@ -1,8 +1,10 @@
 """Sends N chat completions one after another on one keep-alive connection
 (as the key in $PROF_KEY when it is set).
 
-Usage: load.py PORT N [stream] [RATE]. With RATE (requests a second) the
-requests start on a schedule, one every 1/RATE s, so that the gateway
+Usage: load.py PORT N [stream] [messages] [RATE]. With `messages` the
+same question goes to /v1/messages as an Anthropic Messages client asks
+it (translated both ways, as `sluice bench gateway` (b) sends it). With
+RATE (requests a second) the requests start on a schedule, one every 1/RATE s, so that the gateway
 idles between them as it does under an open loop at that rate; without,
 each starts when the last answer is read. Prints the rate reached.
 With CONNS=C in the environment the N requests are spread over C
@@ -11,12 +13,18 @@ C, at the same schedule), so that up to C are in the gateway at once.
 """
 import http.client, json, os, sys, threading, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
-rest = sys.argv[3:]
+# Words may be joined by `+` (`messages+stream`: one word for prof.sh).
+rest = [w for a in sys.argv[3:] for w in a.split("+")]
 stream = "stream" in rest
-rates = [float(a) for a in rest if a != "stream"]
+messages = "messages" in rest
+rates = [float(a) for a in rest if a not in ("stream", "messages")]
 rate = rates[0] if rates else None
 body = {"model": "openai/gpt-4o-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "ping"}]}
-if stream:
+path = "/v1/chat/completions"
+if messages:
+    path = "/v1/messages"
+    body["stream"] = stream
+elif stream:
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
 data = json.dumps(body).encode()
@@ -35,7 +43,7 @@ def send(k):
             wait = start + i / rate - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-        c.request("POST", "/v1/chat/completions", body=data, headers=headers)
+        c.request("POST", path, body=data, headers=headers)
         r = c.getresponse()
         r.read()
         if r.status != 200:

@@ -2,7 +2,7 @@
 # The gateway alone in front of `sluice sim`, sequential requests on one
 # connection from load.py. Ports PROF_PORT+1 to PROF_PORT+3 on 127.0.0.1
 # (PROF_PORT 56170 unless set) must be free.
-# Usage: [PROF_CONFIG=gw-on.toml] prof.sh BIN LABEL [stream]
+# Usage: [PROF_CONFIG=gw-on.toml] prof.sh BIN LABEL [stream|messages|messages+stream]
 # PROF_CONFIG is the gateway's config (gw.toml unless set; gw-off.toml:
 # keys, ledger and budgets off; gw-on.toml: all three on; gw-redis.toml:
 # `[redis]` at $REDIS_URL, redis://127.0.0.1:6379 unless set). A config with

@@ -63,6 +63,11 @@ pub use price::{Catalog, Cost, MAX_CATALOG_BYTES, Price, PriceError, PriceTable,
 pub use reported::{MAX_CALL_TOKENS, UsageCeiling};
 pub use sse::SseEvents;
 pub use stream::lean::plain_run as json_plain_run;
+// The stream scanner's JSON cursor, for other readers of a few fields
+// of small documents (a translated stream's chunks).
+pub use stream::lean::{
+    Cursor as JsonCursor, Seen as JsonSeen, Str as JsonStr, optional_str as json_optional_str,
+};
 pub use stream::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, StreamScanner, Tally, error_event};
 
 /// How a provider is spoken to.

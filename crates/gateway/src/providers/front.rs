@@ -14,6 +14,7 @@
 //! half is one file: `front/anthropic.rs`, `front/gemini.rs`.
 
 mod anthropic;
+mod chat;
 mod completions;
 mod gemini;
 mod responses;

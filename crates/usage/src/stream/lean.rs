@@ -14,7 +14,8 @@ const MAX_DEPTH: usize = 64;
 
 /// A position in a JSON document, checked to be UTF-8 once at the start
 /// (a string's quotes are ASCII, so its bounds are character bounds).
-pub(crate) struct Cursor<'a> {
+#[derive(Debug)]
+pub struct Cursor<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
@@ -26,8 +27,8 @@ pub(crate) struct Cursor<'a> {
 }
 
 /// A string value as it appears between its quotes.
-#[derive(Clone, Copy)]
-pub(crate) struct Str<'a> {
+#[derive(Debug, Clone, Copy)]
+pub struct Str<'a> {
     raw: &'a str,
     escaped: bool,
 }
@@ -35,13 +36,13 @@ pub(crate) struct Str<'a> {
 impl<'a> Str<'a> {
     /// The string itself, when it has no escapes (else `None`: the caller
     /// falls back).
-    pub(crate) fn plain(self) -> Option<&'a str> {
+    pub fn plain(self) -> Option<&'a str> {
         (!self.escaped).then_some(self.raw)
     }
 
     /// Its length in characters once unescaped, as `str::chars().count()`
     /// counts the string serde_json would build.
-    pub(crate) fn chars(self) -> Option<u64> {
+    pub fn chars(self) -> Option<u64> {
         let bytes = self.raw.as_bytes();
         if !self.escaped {
             return Some(count_chars(bytes));
@@ -145,11 +146,12 @@ fn hex4(digits: &[u8]) -> Option<u32> {
 
 /// The known fields met so far in one object, one bit each: serde
 /// rejects a duplicate, so the cursor leaves it to serde.
-#[derive(Default)]
-pub(crate) struct Seen(u16);
+#[derive(Debug, Default)]
+pub struct Seen(u16);
 
 impl Seen {
-    pub(crate) fn first(&mut self, field: u8) -> Option<()> {
+    /// Notes `field` (0 to 15); `None` when it was met before.
+    pub fn first(&mut self, field: u8) -> Option<()> {
         debug_assert!(field < 16);
         let bit = 1 << field;
         if self.0 & bit != 0 {
@@ -161,7 +163,7 @@ impl Seen {
 }
 
 /// `null` or a string without escapes.
-pub(crate) fn optional_str<'a>(c: &mut Cursor<'a>) -> Option<Option<&'a str>> {
+pub fn optional_str<'a>(c: &mut Cursor<'a>) -> Option<Option<&'a str>> {
     if c.null()? {
         return Some(None);
     }
@@ -171,7 +173,7 @@ pub(crate) fn optional_str<'a>(c: &mut Cursor<'a>) -> Option<Option<&'a str>> {
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `bytes`, if they are UTF-8 (serde_json
     /// decides for those that are not).
-    pub(crate) fn new(bytes: &'a [u8]) -> Option<Self> {
+    pub fn new(bytes: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
         // No early exit: the test runs many bytes at a time.
         let compact = !bytes.iter().fold(false, |c, &b| c | (b < 0x20));
@@ -194,7 +196,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte after whitespace, not consumed.
-    pub(crate) fn peek(&mut self) -> Option<u8> {
+    pub fn peek(&mut self) -> Option<u8> {
         self.ws();
         self.bytes.get(self.at).copied()
     }
@@ -204,12 +206,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Whether only whitespace is left.
-    pub(crate) fn at_end(&mut self) -> bool {
+    pub fn at_end(&mut self) -> bool {
         self.peek().is_none()
     }
 
     /// Consumes `null` if it comes next; whether it did.
-    pub(crate) fn null(&mut self) -> Option<bool> {
+    pub fn null(&mut self) -> Option<bool> {
         if self.peek()? != b'n' {
             return Some(false);
         }
@@ -225,7 +227,7 @@ impl<'a> Cursor<'a> {
     /// `null`, or a whole number that fits a `u64`, as serde reads an
     /// `Option<u64>` (anything else, `-0` and `1.0` included, is left to
     /// serde).
-    pub(crate) fn optional_u64(&mut self) -> Option<Option<u64>> {
+    pub fn optional_u64(&mut self) -> Option<Option<u64>> {
         if self.null()? {
             return Some(None);
         }
@@ -249,7 +251,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A string value.
-    pub(crate) fn string(&mut self) -> Option<Str<'a>> {
+    pub fn string(&mut self) -> Option<Str<'a>> {
         self.eat(b'"')?;
         let (start, bytes) = (self.at, self.bytes);
         let (mut i, mut escaped) = (start, false);
@@ -276,10 +278,7 @@ impl<'a> Cursor<'a> {
 
     /// Walks an object, calling `field` with each key (unescaped keys
     /// only) and the cursor at its value, which `field` must consume.
-    pub(crate) fn object(
-        &mut self,
-        mut field: impl FnMut(&mut Self, &str) -> Option<()>,
-    ) -> Option<()> {
+    pub fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.peek()? == b'}' {
             self.at += 1;
@@ -302,7 +301,7 @@ impl<'a> Cursor<'a> {
 
     /// Walks an array, calling `item` with the cursor at each element,
     /// which `item` must consume; returns how many there were.
-    pub(crate) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
+    pub fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
         self.eat(b'[')?;
         if self.peek()? == b']' {
             self.at += 1;
@@ -324,7 +323,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips one value of any kind, checking it as serde_json would.
-    pub(crate) fn skip(&mut self) -> Option<()> {
+    pub fn skip(&mut self) -> Option<()> {
         self.skip_at(0)
     }
 

@@ -13,6 +13,10 @@ use sluice_usage::{AnswerHead, DEFAULT_MAX_EVENT_BYTES, Details, SseEvents, Usag
 
 use crate::providers::StreamReader;
 
+/// Room for what a client format writes beyond the length of the chunks
+/// (an Anthropic `message_start` with its first block).
+const START_BYTES: usize = 512;
+
 /// What a client format writes from the inner stream's events.
 pub(in crate::providers::front) trait Rewrite: Send {
     /// One event's data (a chat chunk, or `[DONE]`; a Gemini chunk).
@@ -43,7 +47,12 @@ impl<W: Rewrite> Rewritten<W> {
 impl<W: Rewrite> StreamReader for Rewritten<W> {
     fn feed(&mut self, chunk: Bytes) -> Bytes {
         let openai = self.inner.feed(chunk);
-        let mut out = BytesMut::new();
+        if openai.is_empty() {
+            return Bytes::new();
+        }
+        // One allocation: a client format's events are about as long as
+        // the chunks they are written from (the first one longer).
+        let mut out = BytesMut::with_capacity(openai.len() + START_BYTES);
         let writer = &mut self.writer;
         self.events.feed(&openai, |d| writer.chunk(d, &mut out));
         out.freeze()

@@ -48,7 +48,7 @@ pub(in crate::providers::front) fn to_chat(
         _ => return Err(BadField::new("messages", "must be a non-empty array")),
     };
     for (i, m) in items.iter().enumerate() {
-        turn(m, &format!("messages[{i}]"), provider, &mut messages)?;
+        turn(m, i, provider, &mut messages)?;
     }
     out.insert("messages".into(), Value::Array(messages));
     let max = get("max_tokens")
@@ -136,19 +136,19 @@ fn text(v: &Value, field: &str) -> Result<String, BadField> {
         Value::Array(blocks) => {
             let mut out = String::new();
             for (j, b) in blocks.iter().enumerate() {
-                let at = format!("{field}[{j}]");
+                let at = || format!("{field}[{j}]");
                 match b.get("type").and_then(Value::as_str) {
                     Some("text") => {
                         if !out.is_empty() {
                             out.push('\n');
                         }
                         out.push_str(b.get("text").and_then(Value::as_str).ok_or_else(|| {
-                            BadField::new(&format!("{at}.text"), "must be a string")
+                            BadField::new(&format!("{}.text", at()), "must be a string")
                         })?);
                     }
                     _ => {
                         return Err(BadField::new(
-                            &format!("{at}.type"),
+                            &format!("{}.type", at()),
                             "must be \"text\" here",
                         ));
                     }
@@ -163,26 +163,37 @@ fn text(v: &Value, field: &str) -> Result<String, BadField> {
     }
 }
 
-/// One Messages turn as OpenAI messages: a user turn's tool results
-/// become `tool` messages (before its other blocks, as Anthropic orders
-/// them), an assistant's `tool_use` blocks its `tool_calls`.
-fn turn(m: &Value, at: &str, provider: &str, out: &mut Vec<Value>) -> Result<(), BadField> {
+/// One Messages turn (`messages[i]`) as OpenAI messages: a user turn's
+/// tool results become `tool` messages (before its other blocks, as
+/// Anthropic orders them), an assistant's `tool_use` blocks its
+/// `tool_calls`. Field names are written only for a refusal.
+fn turn(m: &Value, i: usize, provider: &str, out: &mut Vec<Value>) -> Result<(), BadField> {
     let role = match m.get("role").and_then(Value::as_str) {
         Some(r @ ("user" | "assistant")) => Some(r),
         _ => {
             return Err(BadField::new(
-                &format!("{at}.role"),
+                &format!("messages[{i}].role"),
                 "must be \"user\" or \"assistant\"",
             ));
         }
     };
     let content = m.get("content").unwrap_or(&Value::Null);
-    let blocks: Vec<Value> = match content {
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        Value::Array(b) => b.clone(),
+    if let (Some("user"), Value::String(s)) = (role, content) {
+        // The common turn: what its one text block becomes, without the
+        // block.
+        out.push(json!({"role": "user", "content": [{"type": "text", "text": s}]}));
+        return Ok(());
+    }
+    let one;
+    let blocks: &[Value] = match content {
+        Value::String(s) => {
+            one = [json!({"type": "text", "text": s})];
+            &one
+        }
+        Value::Array(b) => b,
         _ => {
             return Err(BadField::new(
-                &format!("{at}.content"),
+                &format!("messages[{i}].content"),
                 "must be a string or an array of content blocks",
             ));
         }
@@ -190,27 +201,26 @@ fn turn(m: &Value, at: &str, provider: &str, out: &mut Vec<Value>) -> Result<(),
     let mut parts = Vec::new();
     let mut calls = Vec::new();
     for (j, b) in blocks.iter().enumerate() {
-        let field = format!("{at}.content[{j}]");
+        let field = || format!("messages[{i}].content[{j}]");
         let kind = b.get("type").and_then(Value::as_str).unwrap_or_default();
         match (role, kind) {
             (_, "text") => {
-                let t = b
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| BadField::new(&format!("{field}.text"), "must be a string"))?;
+                let t = b.get("text").and_then(Value::as_str).ok_or_else(|| {
+                    BadField::new(&format!("{}.text", field()), "must be a string")
+                })?;
                 parts.push(json!({"type": "text", "text": t}));
             }
-            (Some("user"), "image") => parts.push(image(b, &field, provider)?),
+            (Some("user"), "image") => parts.push(image(b, &field(), provider)?),
             (Some("user"), "tool_result") => {
                 let id = b
                     .get("tool_use_id")
                     .and_then(Value::as_str)
                     .ok_or_else(|| {
-                        BadField::new(&format!("{field}.tool_use_id"), "must be a string")
+                        BadField::new(&format!("{}.tool_use_id", field()), "must be a string")
                     })?;
                 let mut text = match b.get("content") {
                     None | Some(Value::Null) => String::new(),
-                    Some(c) => self::text(c, &format!("{field}.content"))?,
+                    Some(c) => self::text(c, &format!("{}.content", field()))?,
                 };
                 // OpenAI's tool messages have no error flag: the model
                 // reads that the tool failed.
@@ -224,7 +234,7 @@ fn turn(m: &Value, at: &str, provider: &str, out: &mut Vec<Value>) -> Result<(),
                 let name = b.get("name").and_then(Value::as_str);
                 let (Some(id), Some(name)) = (id, name) else {
                     return Err(BadField::new(
-                        &field,
+                        &field(),
                         "a tool_use block needs `id` and `name`",
                     ));
                 };
@@ -234,7 +244,7 @@ fn turn(m: &Value, at: &str, provider: &str, out: &mut Vec<Value>) -> Result<(),
             }
             _ => {
                 return Err(BadField::new(
-                    &format!("{field}.type"),
+                    &format!("{}.type", field()),
                     format!(
                         "{kind:?} blocks are not supported in this turn when calling {provider} \
                          models through /v1/messages"
