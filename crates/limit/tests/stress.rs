@@ -108,6 +108,62 @@ fn lock_free_and_locked_calls_admit_exactly_the_burst() {
     assert_eq!(l.get_capacity("r").unwrap().available, 0.0);
 }
 
+/// Grants held for a while on the lock-free path race with checks, with
+/// grants let go and with calls that take the lock, time standing still:
+/// exactly the burst is admitted, and once every grant is gone none is
+/// counted in flight.
+#[test]
+fn grants_held_on_the_lock_free_path_admit_exactly_the_burst() {
+    const BURST: u64 = 20_000;
+    let l = Limiter::builder()
+        .clock(ManualClock::new())
+        .rules(Rules::new().exact("r", Limit::per_second(1).burst(BURST)))
+        .build()
+        .unwrap();
+    let admitted = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (l, admitted) = (l.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                let h = l.handle("r").unwrap();
+                // Up to eight grants held at once, let go in turn.
+                let mut held: Vec<Option<sluice_limit::Grant>> = (0..8).map(|_| None).collect();
+                for i in 0..BURST {
+                    let ok = match (t, i % 8) {
+                        (0, _) => h.check(1).is_ok(),
+                        (1, 0) => {
+                            let _ = l.get_capacity("r");
+                            false
+                        }
+                        (1, _) => l.check("r", 1).is_ok(),
+                        (2, _) => {
+                            let g = l.try_acquire("r", 1);
+                            let ok = g.is_ok();
+                            held[i as usize % 8] = g.ok();
+                            ok
+                        }
+                        _ => {
+                            let g = h.try_acquire(1);
+                            let ok = g.is_ok();
+                            held[(i as usize * 3) % 8] = g.ok();
+                            ok
+                        }
+                    };
+                    if ok {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(admitted.load(Ordering::Relaxed), BURST);
+    let cap = l.get_capacity("r").unwrap();
+    assert_eq!((cap.available, cap.in_flight), (0.0, 0));
+}
+
 /// On clocks that move (the time of a call is read before its resource is
 /// created), a fresh key still grants its whole burst at once.
 #[test]
