@@ -175,18 +175,28 @@ impl Resource {
         let limit = *birth;
         let mut meter = Meter::new(&limit, now);
         meter.set_margin(shared.base_margin());
+        let fast = Fast::new();
+        // A plain bucket (most keys of a keyed limit) opens its lock-free
+        // path full, and needs no state (what unlocking a fresh one would
+        // leave, without building the state to drop it).
+        let state = match &meter {
+            Meter::Bucket(b) if !pinned && fast.open(b.tat, &b.params, false) => None,
+            _ => Some(Box::new(State::new(limit, meter, pinned))),
+        };
+        let plain = state.is_none();
         let r = Resource {
             name: Name::new(name),
-            fast: Fast::new(),
+            fast,
             cached: AtomicU32::new(0),
             in_flight: AtomicU32::new(0),
             birth,
             shared,
-            state: Mutex::new(Some(Box::new(State::new(limit, meter, pinned)))),
+            state: Mutex::new(state),
         };
-        // Unlocking opens the fast path (and drops the state of a plain
-        // bucket).
-        r.lock().shed = true;
+        if !plain {
+            // Unlocking opens the fast path if it can.
+            r.lock().shed = true;
+        }
         r
     }
 
@@ -232,11 +242,12 @@ impl Resource {
         out
     }
 
-    /// For sweeps, a resource without state: whether it is idle (full),
-    /// read from its word without building its state, and if so dropped
-    /// from the map (`detached`, so that nothing takes from it again).
-    /// `None` when it has state or its lock is busy: the sweep locks it.
-    pub(crate) fn sweep_plain(&self, now: Nanos) -> Option<bool> {
+    /// For sweeps, a resource without state: whether it is idle (full,
+    /// and for `keep` already), read from its word without building its
+    /// state, and if so dropped from the map (`detached`, so that nothing
+    /// takes from it again). `None` when it has state or its lock is busy:
+    /// the sweep locks it.
+    pub(crate) fn sweep_plain(&self, now: Nanos, keep: Nanos) -> Option<bool> {
         let mut st = match self.state.try_lock() {
             Ok(st) => st,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -249,7 +260,7 @@ impl Resource {
             // Not reached: without state, the path is open.
             return None;
         };
-        if tat > now as u128 * self.birth.capacity() as u128 {
+        if tat > now.saturating_sub(keep) as u128 * self.birth.capacity() as u128 {
             self.fast.reopen();
             return Some(false);
         }
