@@ -465,9 +465,15 @@ while p <= #ARGV do
     local avail = avail_of(r)
     -- Taken for waiters already queued (`line`): their busy period goes
     -- on, and the bucket filled only because this replica came late, so
-    -- the margin is not held again; unless a pause (a Retry-After) ended
-    -- after it filled, which the upstream saw as a gap too.
-    if ARGV[p + 5] == '1' and r.idle and r.pause <= now - r.idle then r.idle = nil end
+    -- the margin is not held again where it would cost more than half
+    -- the burst (2,000/s burst 10: 40 tokens a fill, where the round
+    -- trip alone lets the bucket fill every few ms); unless a pause (a
+    -- Retry-After) ended after it filled, which the upstream saw as a
+    -- gap too. A margin that fits the burst is held: the upstream's
+    -- bucket, behind this one by the network's delay, may not be full
+    -- yet, and a whole burst taken at once would find it short.
+    if ARGV[p + 5] == '1' and r.idle and r.pause <= now - r.idle
+      and r.margin * r.eff / r.win > r.eburst / 2 then r.idle = nil end
     -- A take that holds the margin starts a busy period: it reserves
     -- nothing ahead (the margin is the refill it holds back).
     local ahead = tonumber(ARGV[p + 6])
