@@ -1,8 +1,8 @@
 //! One try at Redis (or a leased block), what a refusal means, and the
 //! local share while Redis is away.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sluice_limit::Error;

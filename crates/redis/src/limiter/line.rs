@@ -198,8 +198,11 @@ impl Inner {
             let mut st = lock(&q.stash);
             let stale = st.take_stale(spec, now);
             let due = st.due_at(cost);
+            // A waiter served now leaves the line: the rest need tokens.
+            let mut queued = queued;
             if due.is_some_and(|t| t <= now) {
                 st.consume(cost);
+                queued = queued.saturating_sub(1);
             }
             let refill = if queued > 1 {
                 st.refill(cost, queued, now)
@@ -243,7 +246,9 @@ impl Inner {
                 return Ok(None);
             }
             st.refilling = true;
-            cost.saturating_mul(queued).saturating_sub(st.tokens()).max(cost)
+            cost.saturating_mul(queued)
+                .saturating_sub(st.tokens())
+                .max(cost)
         };
         // Spawned, so that a waiter that goes away mid-call never loses
         // what the call reserved: it reaches the stash (or goes back).
@@ -348,5 +353,86 @@ impl Inner {
             }],
             local: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Arc<Spec> {
+        Arc::new(Spec::new(
+            "m".into(),
+            sluice_limit::Limit::per_second(1_000),
+            0,
+        ))
+    }
+
+    fn stash(segs: &[(u64, u64)], base: Instant) -> Stash {
+        let mut st = Stash {
+            spec: Some(spec()),
+            ..Stash::default()
+        };
+        for (tokens, last_ms) in segs {
+            st.segs.push_back(Seg {
+                tokens: *tokens,
+                last: base + Duration::from_millis(*last_ms),
+                per: Duration::from_millis(1),
+            });
+        }
+        st
+    }
+
+    /// Five tokens, the last due at +4 ms, one a millisecond: the k-th is
+    /// due at +(k − 1) ms, never earlier; the next reservation's follow.
+    #[test]
+    fn tokens_are_due_one_per_interval_up_to_the_last() {
+        let t = Instant::now();
+        let st = stash(&[(5, 4), (2, 6)], t);
+        let ms = |k| st.due_at(k).map(|d| d.saturating_duration_since(t));
+        assert_eq!(ms(1), Some(Duration::ZERO));
+        assert_eq!(ms(3), Some(Duration::from_millis(2)));
+        assert_eq!(ms(5), Some(Duration::from_millis(4)));
+        assert_eq!(ms(6), Some(Duration::from_millis(5)));
+        assert_eq!(ms(7), Some(Duration::from_millis(6)));
+        assert_eq!(ms(8), None, "only seven reserved");
+    }
+
+    /// Handing out takes the earliest tokens; the later keep their times.
+    #[test]
+    fn handing_out_takes_the_earliest() {
+        let t = Instant::now();
+        let mut st = stash(&[(5, 4), (2, 6)], t);
+        st.consume(6);
+        assert_eq!(st.tokens(), 1);
+        assert_eq!(st.due_at(1), Some(t + Duration::from_millis(6)));
+    }
+
+    /// Tokens due long ago belonged to waiters that left, and go back; so
+    /// does everything reserved under a limit since changed.
+    #[test]
+    fn stale_tokens_go_back() {
+        let t = Instant::now();
+        let mut st = stash(&[(5, 4), (2, 100)], t);
+        let s = st.spec.clone().unwrap();
+        let late = t + Duration::from_millis(4) + STASH_TTL + Duration::from_millis(1);
+        assert_eq!(st.take_stale(&s, late).map(|x| x.1), Some(5));
+        assert_eq!(st.tokens(), 2);
+        assert_eq!(st.take_stale(&spec(), late).map(|x| x.1), Some(2));
+        assert_eq!(st.tokens(), 0);
+    }
+
+    /// The next reservation goes out when the reserved run out within the
+    /// lead, for what the queued waiters lack, one at a time.
+    #[test]
+    fn a_refill_goes_out_before_the_reserved_run_out() {
+        let t = Instant::now();
+        let mut st = stash(&[(5, 100)], t);
+        assert_eq!(st.refill(1, 10, t), None, "100 ms reserved: not yet");
+        let mut st = stash(&[(5, 3)], t);
+        assert_eq!(st.refill(1, 10, t), Some(5));
+        assert_eq!(st.refill(1, 10, t), None, "one on its way");
+        let mut st = stash(&[(5, 3)], t);
+        assert_eq!(st.refill(1, 5, t), None, "every waiter has its token");
     }
 }
