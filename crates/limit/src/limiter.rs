@@ -324,15 +324,9 @@ impl Limiter {
             }
             None => {
                 let limit = inner.rule(resource)?;
-                Resource::new(
-                    resource,
-                    Arc::new(limit),
-                    now,
-                    false,
-                    inner.shared.base_margin(),
-                )
-                .lock()
-                .capacity(resource, now, &inner.shared)
+                Resource::new(resource, Arc::new(limit), now, false, inner.shared.clone())
+                    .lock()
+                    .capacity(resource, now, &inner.shared)
             }
         };
         inner.shared.dispatch();

@@ -122,7 +122,7 @@ impl Inner {
     ) -> Option<TakenExisting> {
         let shard = lock(self.shard(name));
         let Entry(r) = shard.map.get(name.as_bytes())?;
-        let taken = r.fast.try_take(now, cost)?;
+        let taken = r.try_take(now, cost)?;
         Some((taken, remember.then(|| r.clone())))
     }
 
@@ -173,7 +173,6 @@ impl Inner {
         if s.map.len() >= s.sweep_at {
             s.sweep(now, &self.shared);
         }
-        let margin = self.shared.base_margin();
         if s.limits.len() >= LIMITS && !s.limits.contains_key(&limit) {
             s.limits.clear();
         }
@@ -182,7 +181,8 @@ impl Inner {
             .entry(limit)
             .or_insert_with(|| Arc::new(limit))
             .clone();
-        let r = Arc::new(Resource::new(name, birth, now, explicit.is_some(), margin));
+        let pinned = explicit.is_some();
+        let r = Arc::new(Resource::new(name, birth, now, pinned, self.shared.clone()));
         s.map.insert(Entry(r.clone()));
         Ok(r)
     }
@@ -209,7 +209,7 @@ impl Inner {
 
     /// Takes `cost` at `now` if it fits, under the resource's lock; returns
     /// the take's stamp and the resource's
-    /// [`taken`](crate::resource::State::taken) after it.
+    /// [`taken`](crate::resource::Locked::taken) after it.
     pub(crate) fn take_now(
         &self,
         res: &Resource,
@@ -258,14 +258,14 @@ impl Inner {
         match st.check(now, cost) {
             Ok(()) => {
                 let is_inflight = matches!(st.limit.kind(), crate::Algorithm::InFlight);
-                if grant || !is_inflight {
+                if grant {
                     let stamp = st.take(now, cost);
-                    if grant {
-                        st.in_flight += 1;
-                    }
-                    return Ok((stamp, st.taken));
+                    return Ok((stamp, st.count_grant()));
                 }
-                Ok((now, st.taken))
+                if !is_inflight {
+                    st.take(now, cost);
+                }
+                Ok((now, st.taken()))
             }
             Err(wait) => Err(Error::RateLimited {
                 resource: res.name.to_string(),

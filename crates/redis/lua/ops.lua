@@ -235,6 +235,15 @@ local function avail_of(r)
   return avail
 end
 
+-- The tokens a token bucket or GCRA holds now, fractions included (0
+-- while paused).
+local function level_of(r)
+  load(r)
+  if r.pause > now then return 0 end
+  if r.algo == 1 then return r.t end
+  return (r.eburst * r.T - (r.tat - now)) / r.T
+end
+
 -- Fair shares between replicas (token buckets and GCRA). Each replica
 -- queues its own waiters fairly, but a shared bucket alone serves
 -- whichever replica asks first. So each replica that asked lately has an
@@ -302,7 +311,7 @@ local function fair_room(r, weight, avail, need)
     f.reps[me] = x
   end
   x.w = math.max(1, weight)
-  local owed, top, W, gone = 0, nil, x.w, nil
+  local owed, top, W, gone, capped = 0, nil, x.w, nil, true
   for k, y in pairs(f.reps) do
     if k ~= me then
       W = W + y.w
@@ -313,6 +322,11 @@ local function fair_room(r, weight, avail, need)
       if not top or y.s > top then top = y.s end
     end
   end
+  -- Whether every other replica is owed all it can be (its cap in
+  -- `fair`): from then on the whole refill is nobody's.
+  for k, y in pairs(f.reps) do
+    if k ~= me and y.s < math.max(1, r.eburst * y.w / W) - 1e-9 then capped = false end
+  end
   x.alone = top == nil
   if x.alone then return avail, 0, x end
   local room = math.max(avail - owed, math.min(x.s, avail))
@@ -321,8 +335,24 @@ local function fair_room(r, weight, avail, need)
   local wait = 0
   if short > 0 then
     wait = short * r.win * W / (r.eff * x.w)
+    -- Others owed all they can be: what refills beyond it is this
+    -- replica's as fast as it comes, not at its share's pace.
+    local level = level_of(r)
+    if capped then
+      -- Room enough once the whole tokens held cover what others are
+      -- owed and `need`.
+      local due = (math.ceil(need + owed - 1e-9) - level) * r.win / r.eff
+      wait = math.min(wait, math.max(0, due))
+    end
+    -- Never past the bucket's filling: a refill nobody takes then is
+    -- lost to every replica (a replica whose waiters went to another
+    -- pool deployment is still counted, and owed, for a while).
+    -- (A bucket already full stays with what others are owed: a small
+    -- burst can be all owed, and asking again at once would spin.)
+    if level < r.eburst then wait = math.min(wait, (r.eburst - level) * r.win / r.eff) end
     -- What a replica is owed is kept for it only while it counts.
-    if gone and gone - now < wait then wait = math.max(1, gone - now) end
+    if gone and gone - now < wait then wait = gone - now end
+    wait = math.max(1, wait)
   end
   return room, wait, x
 end
