@@ -419,14 +419,6 @@ local function settle(r, member, reserved, actual)
   r.dirty = true
 end
 
--- What the bucket holds now, in tokens and fractions of one (a debt is
--- negative).
-local function level(r)
-  load(r)
-  if r.algo == 1 then return r.t end
-  return (r.eburst * r.T - (r.tat - now)) / r.T
-end
-
 -- A line's lease. A replica whose line of waiters takes only what the
 -- bucket holds when its call arrives loses what overflows between its
 -- calls: with a round trip as long as the burst's refill (10 tokens at
@@ -437,11 +429,19 @@ end
 -- the last is due. Every replica sees the debt, so the bucket's bound
 -- holds for all of them together; the debt is never more than a burst
 -- (nor a window's refill), and what the replica does not spend it gives
--- back with a settle. No reservation while paused.
-local function reach_of(r, avail, ahead)
+-- back with a settle. No reservation while paused. Where other replicas
+-- share the bucket, a line reserves ahead only its weight's share of
+-- what comes due: the others' next tokens are due after what it
+-- reserved, so a replica with few waiters (each waiting a round trip and
+-- its token's due time) would otherwise get less than its share.
+local function reach_of(r, avail, ahead, weight)
   if ahead <= 0 or r.algo > 2 or r.pause > now then return avail end
-  local most = math.min(ahead * r.eff / r.win, r.eburst, r.eff)
-  return math.max(avail, math.floor(level(r) + most + 1e-9))
+  local W = math.max(1, weight)
+  for k, y in pairs(fair(r).reps) do
+    if k ~= me then W = W + y.w end
+  end
+  local most = math.min(ahead * r.eff / r.win * math.max(1, weight) / W, r.eburst, r.eff)
+  return math.max(avail, math.floor(level_of(r) + most + 1e-9))
 end
 
 local out = {}
@@ -508,7 +508,7 @@ while p <= #ARGV do
     -- nothing ahead (the margin is the refill it holds back).
     local ahead = tonumber(ARGV[p + 6])
     if r.idle and r.margin > 0 then ahead = 0 end
-    local reach = reach_of(r, avail, ahead)
+    local reach = reach_of(r, avail, ahead, tonumber(ARGV[p + 4]))
     local got = math.min(want, reach)
     local x, fw = nil, 0
     if r.algo <= 2 then
@@ -519,7 +519,7 @@ while p <= #ARGV do
     if got >= min and got > 0 then
       local due, per = 0, 0
       if r.algo <= 2 then
-        due = math.max(0, (got - level(r)) * r.win / r.eff)
+        due = math.max(0, (got - level_of(r)) * r.win / r.eff)
         per = r.win * 1000 / r.eff
       end
       take(r, got, '', 0)

@@ -143,10 +143,18 @@ impl Stash {
         (tokens > 0).then(|| (spec.clone(), tokens))
     }
 
-    /// How early the next reservation goes out: twice its round trip
-    /// before the last one runs out.
+    /// How early the next reservation goes out: one and a half round
+    /// trips before the last one runs out, so that it is decided before
+    /// then whatever the round trip's jitter.
     fn lead(&self) -> Duration {
-        (self.rtt.unwrap_or(FIRST_RTT) * 2).clamp(Duration::from_millis(1), STASH_TTL)
+        (self.rtt.unwrap_or(FIRST_RTT) * 3 / 2).clamp(Duration::from_millis(1), STASH_TTL)
+    }
+
+    /// How far ahead a reservation reaches: until the next one is decided
+    /// (a round trip on), with half a round trip to spare. Reaching
+    /// further would only push other replicas' next tokens later.
+    fn horizon(&self) -> Duration {
+        self.lead() + self.rtt.unwrap_or(FIRST_RTT) / 2
     }
 
     /// Whether `queued` waiters of `cost` each need another reservation
@@ -269,10 +277,7 @@ impl Inner {
         want: u64,
     ) -> Result<(), Refusal> {
         let _mark = Refilling(q.clone());
-        let (lead, rtt) = {
-            let st = lock(&q.stash);
-            (st.lead(), st.rtt.unwrap_or(FIRST_RTT))
-        };
+        let ahead = lock(&q.stash).horizon();
         let sent = Instant::now();
         let r = self
             .request(Kind::Lease {
@@ -283,7 +288,7 @@ impl Inner {
                 min: cost,
                 weight: self.weight(&spec.name),
                 line: true,
-                ahead_us: u64::try_from((lead + rtt).as_micros()).unwrap_or(u64::MAX),
+                ahead_us: u64::try_from(ahead.as_micros()).unwrap_or(u64::MAX),
             })
             .await
             .map_err(|_| Refusal::Down)?;
@@ -429,10 +434,12 @@ mod tests {
         let t = Instant::now();
         let mut st = stash(&[(5, 100)], t);
         assert_eq!(st.refill(1, 10, t), None, "100 ms reserved: not yet");
-        let mut st = stash(&[(5, 3)], t);
+        // Before the first answer the round trip is taken as 2 ms: the
+        // lead is 3 ms.
+        let mut st = stash(&[(5, 2)], t);
         assert_eq!(st.refill(1, 10, t), Some(5));
         assert_eq!(st.refill(1, 10, t), None, "one on its way");
-        let mut st = stash(&[(5, 3)], t);
+        let mut st = stash(&[(5, 2)], t);
         assert_eq!(st.refill(1, 5, t), None, "every waiter has its token");
     }
 }
