@@ -188,7 +188,7 @@ async fn lease_with_b_owed(tokens: f64, b_owed: f64, need: u32) -> Option<(i64, 
         .expect("shares");
     // R, recovery interval (us), factor, release channel, lease TTL (ms),
     // replica; the resource (token bucket, 1 per 1 s, burst 10, no
-    // margin); then L idx want min weight line.
+    // margin); then L idx want min weight line ahead_us.
     let reply: Vec<i64> = redis::Script::new(include_str!("../lua/ops.lua"))
         .key(format!("{p}s"))
         .key(format!("{p}a"))
@@ -211,6 +211,7 @@ async fn lease_with_b_owed(tokens: f64, b_owed: f64, need: u32) -> Option<(i64, 
         .arg(need)
         .arg(1)
         .arg(1)
+        .arg(0)
         .invoke_async(&mut c)
         .await
         .expect("script");

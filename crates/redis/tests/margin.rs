@@ -141,7 +141,7 @@ async fn lease_on_full(line: bool, burst: u32) -> Option<(i64, i64)> {
         .key(format!("{p}f"))
         // R, recovery interval (us), factor, release channel, lease TTL
         // (ms), replica; the resource (token bucket, 1 per 1 s, `burst`,
-        // a margin of 1 s in us); then L idx want min weight line.
+        // a margin of 1 s in us); then L idx want min weight line ahead_us.
         .arg(1)
         .arg(30_000_000)
         .arg(1.1)
@@ -160,6 +160,7 @@ async fn lease_on_full(line: bool, burst: u32) -> Option<(i64, i64)> {
         .arg(1)
         .arg(1)
         .arg(u8::from(line))
+        .arg(0)
         .arg("I")
         .arg(1)
         .invoke_async(&mut c)
