@@ -201,7 +201,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
 /// deployments of 10, 20 and 30 requests a second; the second answers
 /// only 503s from a third of the run to two thirds.
 async fn pool(args: &DemoArgs) -> Result<(), String> {
-    use crate::bench::pool::{Dep, Fail, Failing, Setup, run, table};
+    use crate::bench::pool::{Dep, Fail, Failing, Setup, THINK, run, table};
     let setup = Setup {
         name: "demo",
         deployments: vec![
@@ -225,6 +225,7 @@ async fn pool(args: &DemoArgs) -> Result<(), String> {
         // Twice the pool's 60 a second, at a mean pause of a second.
         agents: args.agents.min(120),
         tenants: args.tenants,
+        think: THINK,
         duration: args.duration,
         fail: Some(Fail {
             index: 1,

@@ -172,11 +172,14 @@ fn main() -> ExitCode {
             | Command::Health { .. }
             | Command::Prices(_)
     );
-    init_logging(if quiet {
-        LevelFilter::WARN
-    } else {
-        LevelFilter::INFO
-    });
+    init_logging(
+        if quiet {
+            LevelFilter::WARN
+        } else {
+            LevelFilter::INFO
+        },
+        quiet,
+    );
     // Clients are made before the gateway (which installs it too); reqwest
     // is built with `rustls-no-provider`.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -241,11 +244,17 @@ async fn health(url: &str, timeout_ms: u64) -> ExitCode {
 /// default `default`), one event a line: readable (`SLUICE_LOG_FORMAT`
 /// unset or `pretty`) or one JSON object (`json`), for a log shipper.
 /// An unknown format or level is said once on stderr, and the default
-/// is used.
-fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
+/// is used. The MCP SDK's own lines (`rmcp`) show from `error` up (it
+/// logs every JSON-RPC error answer, a refused tool call included, as a
+/// warning; the gateway logs its refusals itself), or at `debug` and
+/// `trace` when asked; with `quiet` (the demo and the bench, whose
+/// in-process MCP clients and servers stop together at the end) only
+/// when `SLUICE_LOG` asks.
+fn init_logging(default: tracing_subscriber::filter::LevelFilter, quiet: bool) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
+    let asked = std::env::var_os("SLUICE_LOG").is_some();
     let level = match std::env::var("SLUICE_LOG") {
         Ok(l) => l.parse().unwrap_or_else(|_| {
             eprintln!(
@@ -271,9 +280,17 @@ fn init_logging(default: tracing_subscriber::filter::LevelFilter) {
     } else {
         level.min(LevelFilter::INFO)
     };
+    let mcp = if quiet && !asked {
+        LevelFilter::OFF
+    } else if level >= LevelFilter::DEBUG {
+        level
+    } else {
+        level.min(LevelFilter::ERROR)
+    };
     let targets = Targets::new()
         .with_default(level)
-        .with_target("sqlx::query", statements);
+        .with_target("sqlx::query", statements)
+        .with_target("rmcp", mcp);
     let fmt = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)

@@ -180,9 +180,10 @@ fn ratios() {
 }
 
 /// Governor and sluice timed in alternating batches of a millisecond or
-/// so, so that the load of whatever else runs on the machine weighs on both
-/// alike (criterion times each for seconds, one after the other): the
-/// median of the batches' ratios.
+/// so, each side's as long as the other's, so that the load of whatever
+/// else runs on the machine weighs on both alike (criterion times each for
+/// seconds, one after the other): the median of the batches' ratios, per
+/// call.
 fn paired() {
     const PAIRS: usize = 201;
     const BATCH: u64 = 20_000;
@@ -198,18 +199,27 @@ fn paired() {
         v[v.len() / 2]
     }
     fn ratio(ours: &dyn Fn() -> bool, theirs: &dyn Fn() -> bool) -> f64 {
+        // A batch of ours makes as many calls as take the time of a batch
+        // of theirs, so that a batch of either is as likely to be
+        // preempted (a batch three times as long was preempted three times
+        // as often, and on a loaded machine at `nice` that moved the median
+        // by 5x); the ratio is per call.
+        let probe = BATCH / 10;
+        let each = |f: &dyn Fn() -> bool| median((0..5).map(|_| time(probe, f)).collect());
+        let calls = (BATCH as f64 * each(theirs) / each(ours)).clamp(1_000.0, BATCH as f64) as u64;
+        let per_call = |ours: f64, theirs: f64| (ours / calls as f64) / (theirs / BATCH as f64);
         let mut ratios = Vec::with_capacity(PAIRS);
         for i in 0..PAIRS {
             // Alternate which goes first, so neither always finds the
             // caches warm.
             let (a, b) = if i % 2 == 0 {
                 let g = time(BATCH, theirs);
-                (time(BATCH, ours), g)
+                (time(calls, ours), g)
             } else {
-                let s = time(BATCH, ours);
+                let s = time(calls, ours);
                 (s, time(BATCH, theirs))
             };
-            ratios.push(a / b);
+            ratios.push(per_call(a, b));
         }
         median(ratios)
     }

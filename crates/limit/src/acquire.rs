@@ -10,13 +10,13 @@
 //! deadline.
 //!
 //! A head that is granted serves the queue behind it in the same pass
-//! (`State::serve`): every waiter on that resource alone whose tokens are
+//! (`Locked::serve`): every waiter on that resource alone whose tokens are
 //! due is granted in FIFO order and woken to take its grant, so that one
 //! wake-up lets go everything that came due meanwhile, however fine the
 //! rate and however coarse the timer. A grant to a queued waiter is dated
 //! when its tokens came due (see `State::grant_time`), not when its task
 //! ran. A newcomer and a grant let go run the same pass in passing
-//! (`State::serve_in_passing`), so what is due goes when the resource is
+//! (`Locked::serve_in_passing`), so what is due goes when the resource is
 //! next touched if that comes before the head's timer.
 
 use std::future::Future;
@@ -153,7 +153,6 @@ impl Future for Acquire {
                     this.done = true;
                     this.ticket = None;
                     return Poll::Ready(out.map(|parts| Grant {
-                        shared: this.inner.shared.clone(),
                         parts: parts.into(),
                     }));
                 }
@@ -218,7 +217,7 @@ fn step(
             }
         }
     };
-    // Granted by a pass over the queue (`State::serve`) since last polled.
+    // Granted by a pass over the queue (`Locked::serve`) since last polled.
     if let (Some(t), [g], [n]) = (*ticket, &mut *guards, needs)
         && let Some(served) = g.take_served(t)
     {
@@ -298,12 +297,12 @@ fn step(
                     let joined = g.waiters.get(&t).map_or(now, |w| w.joined);
                     let at = g.grant_time(now, n.cost, joined);
                     let stamp = g.take_waiter(at, n.cost, joined);
-                    g.in_flight += 1;
+                    let taken = g.count_grant();
                     let held = Held {
                         resource: n.resource.clone(),
                         reserved: n.cost,
                         stamp,
-                        taken: g.taken,
+                        taken,
                     };
                     if let Some(w) = g.waiters.remove(&t) {
                         g.queued_cost -= w.cost;
@@ -395,12 +394,12 @@ fn take_all(guards: &mut [Locked<'_>], needs: &[Need], now: Nanos) -> Vec<Held> 
 /// Takes `n` from one resource, dated `at`.
 fn take_one(g: &mut Locked<'_>, n: &Need, at: Nanos) -> Held {
     let stamp = g.take(at, n.cost);
-    g.in_flight += 1;
+    let taken = g.count_grant();
     Held {
         resource: n.resource.clone(),
         reserved: n.cost,
         stamp,
-        taken: g.taken,
+        taken,
     }
 }
 
@@ -427,7 +426,6 @@ pub(crate) fn try_all(inner: &Inner, needs: &[Need]) -> Result<Grant, Error> {
         });
     }
     Ok(Grant {
-        shared: inner.shared.clone(),
         parts: take_all(&mut guards, needs, now).into(),
     })
 }

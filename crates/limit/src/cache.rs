@@ -52,7 +52,7 @@ pub(crate) fn try_take(
             if slot.limiter != inner.id || !same(slot.resource.name.as_bytes(), name.as_bytes()) {
                 return None;
             }
-            slot.resource.fast.try_take(now, cost)
+            slot.resource.try_take(now, cost)
         })
         .ok()
         .flatten()

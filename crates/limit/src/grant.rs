@@ -1,10 +1,11 @@
 //! [`Grant`]: what an acquire took, released on drop.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::Error;
 use crate::meter::Stamp;
-use crate::resource::{Resource, Shared};
+use crate::resource::Resource;
 
 /// Permission to make a call, holding what it took from one or more
 /// resources.
@@ -16,7 +17,6 @@ use crate::resource::{Resource, Shared};
 #[derive(Debug)]
 #[must_use = "dropping a grant releases it at once"]
 pub struct Grant {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) parts: Parts,
 }
 
@@ -127,7 +127,7 @@ impl Grant {
         {
             return;
         }
-        let now = self.shared.now();
+        let now = held.resource.shared.now();
         let mut st = held.resource.lock();
         st.adjust(
             now,
@@ -148,17 +148,17 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         for held in self.parts.iter() {
-            let mut st = held.resource.lock();
-            st.in_flight = st.in_flight.saturating_sub(1);
-            if matches!(st.limit.kind(), crate::Algorithm::InFlight) {
-                st.meter.release(held.reserved);
-                st.wake_head();
-            } else if !st.waiters.is_empty() {
-                // A call ending is as good a moment as the head's timer to
-                // let go what is due.
-                let now = self.shared.now();
-                st.serve_in_passing(now);
+            let res = &held.resource;
+            // Open, the path says that nothing needs the lock: a bucket
+            // nobody waits on (an in-flight limit never opens it). Counted
+            // out, the grant is gone; if it was the last, takes stop
+            // counting themselves.
+            if res.fast.is_open() {
+                res.in_flight.fetch_sub(1, Ordering::AcqRel);
+                continue;
             }
+            let now = res.shared.now();
+            res.lock().release(now, held.reserved);
         }
     }
 }

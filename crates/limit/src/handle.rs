@@ -104,7 +104,7 @@ pub(crate) fn check(inner: &Inner, res: &Resource, cost: u64) -> Result<(), Erro
 /// the lock.
 #[inline]
 pub(crate) fn check_at(inner: &Inner, res: &Resource, now: Nanos, cost: u64) -> Result<(), Error> {
-    match res.fast.try_take(now, cost) {
+    match res.try_take(now, cost) {
         Some(Ok(())) => Ok(()),
         Some(Err(wait)) => Err(refused(&res.name, wait)),
         None => check_locked(inner, res, now, cost),
@@ -131,8 +131,13 @@ pub(crate) fn refused(resource: &str, wait: Nanos) -> Error {
 
 #[inline]
 pub(crate) fn try_acquire(inner: &Inner, res: Arc<Resource>, cost: u64) -> Result<Grant, Error> {
-    let taken = inner.take_now(&res, inner.shared.now(), cost, true);
-    grant(inner, res, cost, taken)
+    let now = inner.shared.now();
+    if let Some(out) = try_grant_fast(&res, now, cost) {
+        return out.map(|(stamp, taken)| grant(res, cost, stamp, taken));
+    }
+    let taken = inner.take_now(&res, now, cost, true);
+    inner.shared.dispatch();
+    taken.map(|(stamp, taken)| grant(res, cost, stamp, taken))
 }
 
 /// [`try_acquire`] on a resource a thread's cache remembered: `None` if
@@ -143,26 +148,35 @@ pub(crate) fn try_acquire_cached(
     res: Arc<Resource>,
     cost: u64,
 ) -> Option<Result<Grant, Error>> {
-    let taken = inner.take_cached(&res, inner.shared.now(), cost)?;
-    Some(grant(inner, res, cost, taken))
+    let now = inner.shared.now();
+    // A stale resource was dropped from the map, which shut its path for
+    // good: it always comes to the lock, which tells.
+    if let Some(out) = try_grant_fast(&res, now, cost) {
+        return Some(out.map(|(stamp, taken)| grant(res, cost, stamp, taken)));
+    }
+    let taken = inner.take_cached(&res, now, cost)?;
+    inner.shared.dispatch();
+    Some(taken.map(|(stamp, taken)| grant(res, cost, stamp, taken)))
+}
+
+/// A grant on the lock-free path: its stamp and what was taken right
+/// after it; `None` when the lock must decide.
+#[inline]
+fn try_grant_fast(res: &Resource, now: Nanos, cost: u64) -> Option<Result<(Nanos, u64), Error>> {
+    Some(match res.try_grant(now, cost)? {
+        Ok(taken) => Ok((now, taken)),
+        Err(wait) => Err(refused(&res.name, wait)),
+    })
 }
 
 #[inline]
-fn grant(
-    inner: &Inner,
-    res: Arc<Resource>,
-    cost: u64,
-    taken: Result<(Nanos, u64), Error>,
-) -> Result<Grant, Error> {
-    inner.shared.dispatch();
-    let (stamp, taken) = taken?;
-    Ok(Grant {
-        shared: inner.shared.clone(),
+fn grant(res: Arc<Resource>, cost: u64, stamp: Nanos, taken: u64) -> Grant {
+    Grant {
         parts: Parts::One(Held {
             resource: res,
             reserved: cost,
             stamp,
             taken,
         }),
-    })
+    }
 }

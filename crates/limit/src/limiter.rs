@@ -2,6 +2,7 @@
 //! do with them.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -169,16 +170,19 @@ impl Limiter {
         if let Some(taken) = crate::cache::try_take(inner, resource, now, cost) {
             return taken.map_err(|wait| crate::handle::refused(resource, wait));
         }
-        if !inner.closed.load(Ordering::Relaxed) {
-            let remember = crate::cache::worth_remembering(resource);
-            if let Some((taken, res)) = inner.take_existing(resource, now, cost, remember) {
-                if let Some(res) = res {
-                    crate::cache::remember(inner, res);
-                }
-                return taken.map_err(|wait| crate::handle::refused(resource, wait));
-            }
+        if inner.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
         }
-        let res = inner.resource(resource)?;
+        let remember = crate::cache::worth_remembering(resource);
+        let hash = inner.hasher.hash_one(resource);
+        if let Some((taken, res)) = inner.take_existing(resource, hash, now, cost, remember) {
+            if let Some(res) = res {
+                crate::cache::remember(inner, res);
+            }
+            return taken.map_err(|wait| crate::handle::refused(resource, wait));
+        }
+        // Not there, or its lock-free path shut (which `create` finds).
+        let res = inner.create(resource, hash, None)?;
         // Read again: a resource just created is full as of its creation,
         // which is later than `now`.
         let out = crate::handle::check_at(inner, &res, inner.shared.now(), cost);
@@ -324,15 +328,9 @@ impl Limiter {
             }
             None => {
                 let limit = inner.rule(resource)?;
-                Resource::new(
-                    resource,
-                    Arc::new(limit),
-                    now,
-                    false,
-                    inner.shared.base_margin(),
-                )
-                .lock()
-                .capacity(resource, now, &inner.shared)
+                Resource::new(resource, Arc::new(limit), now, false, inner.shared.clone())
+                    .lock()
+                    .capacity(resource, now, &inner.shared)
             }
         };
         inner.shared.dispatch();
@@ -545,15 +543,17 @@ impl Limiter {
     /// Drops idle resources (full, nothing held or queued, not adapting,
     /// not configured explicitly: indistinguishable from what their rule
     /// would create, so nothing is lost), applies due recovery steps and
-    /// releases expired leases. Runs by itself as resources are created, so
-    /// memory stays bounded by the keys *active* within one refill time.
+    /// releases expired leases. Runs by itself as resources are created
+    /// (leaving keys full for less than a second, which may well be called
+    /// again), so memory stays bounded by the keys *active* within one
+    /// refill time and a second.
     pub fn sweep(&self) -> SweepStats {
         let inner = &self.inner;
         let now = inner.shared.now();
         let mut stats = SweepStats::default();
         for shard in inner.shards.iter() {
             let mut s = lock(shard);
-            stats.evicted += s.sweep(now, &inner.shared);
+            stats.evicted += s.sweep(now, 0, &inner.shared);
             stats.resources += s.map.len();
         }
         stats.expired_leases = self.expire_leases(now);

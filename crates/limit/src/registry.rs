@@ -61,8 +61,19 @@ pub(crate) fn read(rules: &RwLock<Rules>) -> std::sync::RwLockReadGuard<'_, Rule
     rules.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How long a sweep that creation runs leaves a plain key (see
+/// [`Resource::sweep_plain`]) that has been full for less: one called again
+/// that soon would only be created again. With many more keys than fit a
+/// refill time (100k sessions a few milliseconds apart), evicting each as
+/// soon as it refilled made nearly every call create its key anew (5x the
+/// cost of a call that finds it). Memory stays bounded by the keys active
+/// within a refill time and this.
+pub(crate) const KEEP_IDLE: Nanos = 1_000_000_000;
+
 impl Shard {
-    pub(crate) fn sweep(&mut self, now: Nanos, shared: &Shared) -> usize {
+    /// Drops idle resources; plain keys only once they have been full for
+    /// `keep` (see [`KEEP_IDLE`]).
+    pub(crate) fn sweep(&mut self, now: Nanos, keep: Nanos, shared: &Shared) -> usize {
         let before = self.map.len();
         self.map.retain(|Entry(r)| {
             let name = &r.name;
@@ -74,7 +85,7 @@ impl Shard {
             }
             // A resource in use keeps its state; a plain one is read from
             // its word (see `Resource::sweep_plain`).
-            if let Some(idle) = r.sweep_plain(now) {
+            if let Some(idle) = r.sweep_plain(now, keep) {
                 return !idle;
             }
             match r.try_lock() {
@@ -116,13 +127,14 @@ impl Inner {
     pub(crate) fn take_existing(
         &self,
         name: &str,
+        hash: u64,
         now: Nanos,
         cost: u64,
         remember: bool,
     ) -> Option<TakenExisting> {
-        let shard = lock(self.shard(name));
+        let shard = lock(self.shard_of(hash));
         let Entry(r) = shard.map.get(name.as_bytes())?;
-        let taken = r.fast.try_take(now, cost)?;
+        let taken = r.try_take(now, cost)?;
         Some((taken, remember.then(|| r.clone())))
     }
 
@@ -157,10 +169,21 @@ impl Inner {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let shard = self.shard_of(hash);
-        if let Some(Entry(r)) = lock(shard).map.get(name.as_bytes()) {
+        if let Some(Entry(r)) = lock(self.shard_of(hash)).map.get(name.as_bytes()) {
             return Ok(r.clone());
         }
+        self.create(name, hash, explicit)
+    }
+
+    /// The resource, created from its rule (or `explicit`) unless someone
+    /// has just created it: for callers that looked it up and found none.
+    pub(crate) fn create(
+        &self,
+        name: &str,
+        hash: u64,
+        explicit: Option<Limit>,
+    ) -> Result<Arc<Resource>, Error> {
+        let shard = self.shard_of(hash);
         let limit = match explicit {
             Some(l) => l,
             None => self.rule(name)?,
@@ -171,9 +194,8 @@ impl Inner {
             return Ok(r.clone());
         }
         if s.map.len() >= s.sweep_at {
-            s.sweep(now, &self.shared);
+            s.sweep(now, KEEP_IDLE, &self.shared);
         }
-        let margin = self.shared.base_margin();
         if s.limits.len() >= LIMITS && !s.limits.contains_key(&limit) {
             s.limits.clear();
         }
@@ -182,7 +204,8 @@ impl Inner {
             .entry(limit)
             .or_insert_with(|| Arc::new(limit))
             .clone();
-        let r = Arc::new(Resource::new(name, birth, now, explicit.is_some(), margin));
+        let pinned = explicit.is_some();
+        let r = Arc::new(Resource::new(name, birth, now, pinned, self.shared.clone()));
         s.map.insert(Entry(r.clone()));
         Ok(r)
     }
@@ -209,7 +232,7 @@ impl Inner {
 
     /// Takes `cost` at `now` if it fits, under the resource's lock; returns
     /// the take's stamp and the resource's
-    /// [`taken`](crate::resource::State::taken) after it.
+    /// [`taken`](crate::resource::Locked::taken) after it.
     pub(crate) fn take_now(
         &self,
         res: &Resource,
@@ -258,14 +281,14 @@ impl Inner {
         match st.check(now, cost) {
             Ok(()) => {
                 let is_inflight = matches!(st.limit.kind(), crate::Algorithm::InFlight);
-                if grant || !is_inflight {
+                if grant {
                     let stamp = st.take(now, cost);
-                    if grant {
-                        st.in_flight += 1;
-                    }
-                    return Ok((stamp, st.taken));
+                    return Ok((stamp, st.count_grant()));
                 }
-                Ok((now, st.taken))
+                if !is_inflight {
+                    st.take(now, cost);
+                }
+                Ok((now, st.taken()))
             }
             Err(wait) => Err(Error::RateLimited {
                 resource: res.name.to_string(),

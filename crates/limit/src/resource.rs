@@ -8,6 +8,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 mod answer;
+mod counted;
 mod fast;
 mod name;
 
@@ -15,10 +16,10 @@ pub(crate) use answer::Answer;
 pub(crate) use fast::Fast;
 pub(crate) use name::Name;
 
+use crate::Limit;
 use crate::adaptive::{self, Adaptive, AdaptiveConfig, CapacityChange, ChangeReason, Cut};
 use crate::clock::{Clock, FastClock};
-use crate::meter::{Check, Meter, Nanos, Stamp, mul_div_ceil};
-use crate::{Capacity, Limit};
+use crate::meter::{Check, Meter, Nanos, Stamp};
 
 /// What grants and resources need of the limiter: its time and its events.
 /// Kept apart from the limiter's maps so that a grant parked in the
@@ -143,8 +144,18 @@ pub(crate) struct Resource {
     /// References held by per-thread caches (`cache.rs`), which do not
     /// keep a resource from being swept.
     pub(crate) cached: AtomicU32,
+    /// Grants held, and made to waiters not yet taken (see
+    /// [`State::served`]): kept here, not in the state, so that grants on
+    /// the lock-free path count themselves without the lock (see
+    /// `fast.rs`). A grant counts itself in before it takes, so a count
+    /// may include one about to be refused. 32 bits: four billion grants
+    /// held at once are more than memory holds.
+    pub(crate) in_flight: AtomicU32,
     /// The limit it was created under (shared by the resources of a rule).
     birth: Arc<Limit>,
+    /// The limiter's time, for what the resource's grants do when they go
+    /// or settle (a grant holds only its resources).
+    pub(crate) shared: Arc<Shared>,
     /// `None` while the resource is a plain bucket under `birth` that only
     /// the fast path has needed since it was created or last swept: most
     /// keys of a large keyed limit never need more, and so cost no state.
@@ -152,28 +163,40 @@ pub(crate) struct Resource {
 }
 
 impl Resource {
-    /// A fresh resource holding back `margin` of refill (see
+    /// A fresh resource holding back the limiter's margin of refill (see
     /// [`AdaptiveConfig::jitter_margin`]).
     pub(crate) fn new(
         name: &str,
         birth: Arc<Limit>,
         now: Nanos,
         pinned: bool,
-        margin: Nanos,
+        shared: Arc<Shared>,
     ) -> Self {
         let limit = *birth;
         let mut meter = Meter::new(&limit, now);
-        meter.set_margin(margin);
+        meter.set_margin(shared.base_margin());
+        let fast = Fast::new();
+        // A plain bucket (most keys of a keyed limit) opens its lock-free
+        // path full, and needs no state (what unlocking a fresh one would
+        // leave, without building the state to drop it).
+        let state = match &meter {
+            Meter::Bucket(b) if !pinned && fast.open(b.tat, &b.params, false) => None,
+            _ => Some(Box::new(State::new(limit, meter, pinned))),
+        };
+        let plain = state.is_none();
         let r = Resource {
             name: Name::new(name),
-            fast: Fast::new(),
+            fast,
             cached: AtomicU32::new(0),
+            in_flight: AtomicU32::new(0),
             birth,
-            state: Mutex::new(Some(Box::new(State::new(limit, meter, pinned)))),
+            shared,
+            state: Mutex::new(state),
         };
-        // Unlocking opens the fast path (and drops the state of a plain
-        // bucket).
-        r.lock().shed = true;
+        if !plain {
+            // Unlocking opens the fast path if it can.
+            r.lock().shed = true;
+        }
         r
     }
 
@@ -195,11 +218,36 @@ impl Resource {
 }
 
 impl Resource {
-    /// For sweeps, a resource without state: whether it is idle (full),
-    /// read from its word without building its state, and if so dropped
-    /// from the map (`detached`, so that nothing takes from it again).
-    /// `None` when it has state or its lock is busy: the sweep locks it.
-    pub(crate) fn sweep_plain(&self, now: Nanos) -> Option<bool> {
+    /// Takes `cost` at `now` on the lock-free path (see
+    /// [`Fast::try_take`]).
+    #[inline]
+    pub(crate) fn try_take(&self, now: Nanos, cost: u64) -> Option<Result<(), Nanos>> {
+        self.fast.try_take(now, cost, &self.in_flight)
+    }
+
+    /// A grant of `cost` at `now` on the lock-free path, counted in flight
+    /// (see [`Fast::try_grant`]): what was taken right after it.
+    #[inline]
+    pub(crate) fn try_grant(&self, now: Nanos, cost: u64) -> Option<Result<u64, Nanos>> {
+        if !self.fast.is_open() {
+            return None;
+        }
+        // Counted before it takes, so that a take meanwhile does not stop
+        // counting under it.
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let out = self.fast.try_grant(now, cost, &self.in_flight);
+        if !matches!(out, Some(Ok(_))) {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        out
+    }
+
+    /// For sweeps, a resource without state: whether it is idle (full,
+    /// and for `keep` already), read from its word without building its
+    /// state, and if so dropped from the map (`detached`, so that nothing
+    /// takes from it again). `None` when it has state or its lock is busy:
+    /// the sweep locks it.
+    pub(crate) fn sweep_plain(&self, now: Nanos, keep: Nanos) -> Option<bool> {
         let mut st = match self.state.try_lock() {
             Ok(st) => st,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -212,7 +260,7 @@ impl Resource {
             // Not reached: without state, the path is open.
             return None;
         };
-        if tat > now as u128 * self.birth.capacity() as u128 {
+        if tat > now.saturating_sub(keep) as u128 * self.birth.capacity() as u128 {
             self.fast.reopen();
             return Some(false);
         }
@@ -285,20 +333,21 @@ impl Drop for Locked<'_> {
         let Meter::Bucket(b) = &st.meter else {
             return;
         };
+        // Held grants leave the path open: they count themselves beside
+        // it. Grants served to waiters but not yet taken are kept here.
         let free = st.waiters.is_empty()
-            && st.in_flight == 0
+            && st.served.is_empty()
             && st.adaptive.is_none()
             && !st.closed
             && !st.detached;
+        let held = self.res.in_flight.load(Ordering::Acquire) != 0;
         if free
-            && self.res.fast.open(b.tat, &b.params)
+            && self.res.fast.open(b.tat, &b.params, held)
             && self.shed
             && !st.pinned
             && st.limit == *self.res.birth
         {
-            // Nothing here that the fast path and `birth` do not hold
-            // (what `taken` counted matters only to grants, and none is
-            // held).
+            // Nothing here that the fast path and `birth` do not hold.
             *self.st = None;
         }
     }
@@ -330,12 +379,12 @@ pub(crate) struct Waiter {
     /// Its deadline, if it has one: a batch never grants past it.
     pub(crate) deadline: Option<Nanos>,
     /// It waits on this resource alone, so whoever serves the queue may
-    /// grant it in passing (see [`State::serve`]).
+    /// grant it in passing (see [`Locked::serve`]).
     pub(crate) alone: bool,
 }
 
 /// A grant made to a queued waiter by someone else's pass over the queue
-/// (see [`State::serve`]), held until its task is polled and takes it.
+/// (see [`Locked::serve`]), held until its task is polled and takes it.
 #[derive(Debug)]
 pub(crate) struct Served {
     pub(crate) ticket: u64,
@@ -359,15 +408,10 @@ pub(crate) struct State {
     pub(crate) adaptive: Option<Box<Adaptive>>,
     pub(crate) waiters: BTreeMap<u64, Waiter>,
     /// Grants made to waiters that have not yet taken them (see
-    /// [`State::serve`]); counted in `in_flight`.
+    /// [`Locked::serve`]); counted in [`Resource::in_flight`].
     pub(crate) served: Vec<Served>,
     /// Total cost of the waiters, for wait estimates of newcomers.
     pub(crate) queued_cost: u64,
-    /// Grants held.
-    pub(crate) in_flight: u64,
-    /// Everything taken so far, net of settles (wrapping): comparing it with
-    /// the value a grant saw tells what was taken since that grant.
-    pub(crate) taken: u64,
     /// Configured explicitly rather than from a rule: never evicted.
     pub(crate) pinned: bool,
     pub(crate) closed: bool,
@@ -385,8 +429,6 @@ impl State {
             waiters: BTreeMap::new(),
             served: Vec::new(),
             queued_cost: 0,
-            in_flight: 0,
-            taken: 0,
             pinned,
             closed: false,
             detached: false,
@@ -531,77 +573,10 @@ impl State {
             .min(now)
     }
 
-    /// Grants, in FIFO order, every waiter at the head of the queue that
-    /// waits on this resource alone and whose tokens are due at `now`, in
-    /// one pass: at high rates a token is due every few microseconds, and
-    /// a wake-up per grant would cap the rate at the timer's. Each grant is
-    /// left for its task (see [`State::take_served`]) and the task woken;
-    /// the first waiter not granted is woken to look at the meter itself.
-    pub(crate) fn serve(&mut self, now: Nanos) {
-        self.serve_due(now, true);
-    }
-
-    /// [`State::serve`] in passing, from whatever else touches the
-    /// resource while waiters queue (a newcomer, a grant let go): under
-    /// load the head's timer fires late (a serving thread's runtime looks
-    /// at its timers only between tasks, every so many of them), and the
-    /// calls that keep a busy resource busy come often, so what is due
-    /// goes then instead. The head is woken only if someone went, to arm
-    /// its own timer as the new head; otherwise its timer stands.
-    pub(crate) fn serve_in_passing(&mut self, now: Nanos) {
-        if !self.waiters.is_empty() {
-            self.serve_due(now, false);
-        }
-    }
-
-    fn serve_due(&mut self, now: Nanos, wake_unready: bool) {
-        let mut served = false;
-        while let Some((&ticket, w)) = self.waiters.first_key_value() {
-            let (cost, joined) = (w.cost, w.joined);
-            let ready = w.alone
-                && w.deadline.is_none_or(|d| now < d)
-                && !self.closed
-                && self.check(now, cost).is_ok();
-            if !ready {
-                if wake_unready || served {
-                    self.wake_head();
-                }
-                return;
-            }
-            served = true;
-            let at = self.grant_time(now, cost, joined);
-            let Some(mut w) = self.waiters.remove(&ticket) else {
-                return;
-            };
-            self.queued_cost -= cost;
-            let stamp = self.take_waiter(at, cost, joined);
-            self.in_flight += 1;
-            self.served.push(Served {
-                ticket,
-                cost,
-                stamp,
-                taken: self.taken,
-            });
-            if let Some(waker) = w.waker.take() {
-                waker.wake();
-            }
-        }
-    }
-
-    /// The grant [`State::serve`] made to `ticket`, if it made one.
+    /// The grant [`Locked::serve`] made to `ticket`, if it made one.
     pub(crate) fn take_served(&mut self, ticket: u64) -> Option<Served> {
         let i = self.served.iter().position(|s| s.ticket == ticket)?;
         Some(self.served.swap_remove(i))
-    }
-
-    /// A waiter that was served but went away before taking its grant:
-    /// what it was granted goes back, as if it had never been taken.
-    pub(crate) fn unserve(&mut self, now: Nanos, ticket: u64) {
-        if let Some(s) = self.take_served(ticket) {
-            self.adjust(now, s.stamp, -i128::from(s.cost));
-            self.in_flight = self.in_flight.saturating_sub(1);
-            self.wake_head();
-        }
     }
 
     /// Removes a waiter; wakes the next head if it was the head.
@@ -698,119 +673,6 @@ impl State {
         });
         // The head may fit now, or may need a different wait.
         self.wake_head();
-    }
-
-    /// Takes `cost` from the meter and counts it in [`State::taken`].
-    pub(crate) fn take(&mut self, now: Nanos, cost: u64) -> Stamp {
-        self.taken = self.taken.wrapping_add(cost);
-        self.meter.take(now, cost)
-    }
-
-    /// [`State::take`] for a waiter on this resource alone that joined at
-    /// `joined`: the jitter margin is held once per busy period, and a
-    /// bucket that filled up while the waiter queued (the serving thread
-    /// came late) did not start a new one. After a pause (a Retry-After)
-    /// it did: the upstream saw no calls either.
-    pub(crate) fn take_waiter(&mut self, at: Nanos, cost: u64, joined: Nanos) -> Stamp {
-        self.taken = self.taken.wrapping_add(cost);
-        let paused = self.adaptive.as_ref().map_or(0, |a| a.paused_until);
-        self.meter.take_waiter(at, cost, joined, paused)
-    }
-
-    /// Changes what a grant took by `delta` (a settle): a refund gives it
-    /// back to the meter, a debit takes more, even into debt.
-    pub(crate) fn adjust(&mut self, now: Nanos, stamp: Stamp, delta: i128) {
-        if delta < 0 {
-            let amount = u64::try_from(-delta).unwrap_or(u64::MAX);
-            self.taken = self.taken.wrapping_sub(amount);
-            self.meter.refund(now, stamp, amount);
-        } else {
-            let amount = u64::try_from(delta).unwrap_or(u64::MAX);
-            self.taken = self.taken.wrapping_add(amount);
-            self.meter.debit(now, amount);
-        }
-    }
-
-    /// Aligns with an upstream's own count: no more than `remaining` is
-    /// available from now.
-    ///
-    /// With `since`, the time and [`State::taken`] of the grant whose answer
-    /// carried the count, the count is read as an upstream's usually is:
-    /// rounded down, and as of when that call arrived, not now. What the
-    /// upstream holds now is then at most `remaining + 1`, plus what refilled
-    /// since, minus what was taken here since; clamping to the bare count
-    /// would throw away the refill of every call's round trip.
-    pub(crate) fn sync(
-        &mut self,
-        now: Nanos,
-        remaining: u64,
-        reset: Option<Duration>,
-        shared: &Shared,
-        since: Option<(Nanos, u64)>,
-    ) {
-        let cfg = shared.adaptive;
-        let bound = match since {
-            None => remaining,
-            Some((at, taken)) => {
-                let refilled = mul_div_ceil(
-                    self.limit.capacity(),
-                    now.saturating_sub(at),
-                    self.limit.window_nanos().max(1),
-                );
-                // Signed: settles since may have given back more than was taken.
-                let taken_since = self.taken.wrapping_sub(taken) as i64;
-                let bound =
-                    i128::from(remaining) + 1 + i128::from(refilled) - i128::from(taken_since);
-                u64::try_from(bound.max(0)).unwrap_or(u64::MAX)
-            }
-        };
-        self.meter.clamp_available(now, bound);
-        if remaining == 0
-            && let Some(reset) = reset
-        {
-            let a = self.adaptive_mut(shared);
-            let until = now.saturating_add(nanos(reset.min(cfg.max_pause)));
-            a.paused_until = a.paused_until.max(until);
-        }
-    }
-
-    pub(crate) fn capacity(&mut self, name: &str, now: Nanos, shared: &Shared) -> Capacity {
-        let paused_for = self
-            .adaptive
-            .as_ref()
-            .map(|a| a.paused_until.saturating_sub(now))
-            .filter(|p| *p > 0)
-            .map(Duration::from_nanos);
-        let configured = *self.configured();
-        let a = self.adaptive.as_deref();
-        Capacity {
-            jitter_margin: Duration::from_nanos(a.map_or(shared.base_margin(), |a| a.margin)),
-            reason: self.reason(now),
-            announced_per_second: a
-                .filter(|a| a.estimate.samples >= crate::adaptive::estimate::SAMPLES)
-                .map(|a| a.estimate.lo),
-            announced_in_force: a.is_some_and(|a| a.cut == Cut::Announced),
-            configured_window: configured.window(),
-            resource: name.to_owned(),
-            algorithm: self.limit.kind(),
-            available: self.meter.available(now),
-            total: self.limit.capacity(),
-            burst: self.limit.max_cost(),
-            window: self.limit.window(),
-            in_flight: self.in_flight,
-            waiting: self.waiters.len(),
-            configured: configured.capacity(),
-            paused_for,
-        }
-    }
-
-    /// Nothing here that a fresh resource from the same rule would not have.
-    pub(crate) fn is_idle(&mut self, now: Nanos) -> bool {
-        !self.pinned
-            && self.in_flight == 0
-            && self.waiters.is_empty()
-            && self.adaptive.is_none()
-            && self.meter.is_idle(now)
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{poll_once, ready};
 use sluice_limit::headers::{Quota, RateLimitHeaders};
 use sluice_limit::{
-    AdaptiveConfig, CapacityChange, ChangeReason, Error, Limit, Limiter, Policy, Rules,
+    AdaptiveConfig, CapacityChange, ChangeReason, Error, Limit, Limiter, ManualClock, Policy, Rules,
 };
 use tokio::time::advance;
 
@@ -227,14 +227,7 @@ async fn swarm_against_provider(answer_aware: bool) -> (u32, u32) {
                 while let Ok(grant) = l.acquire("m", 1, Some(end)).await {
                     let remaining = provider.lock().unwrap().arrive();
                     tokio::time::sleep(Duration::from_millis(300)).await;
-                    let headers = RateLimitHeaders {
-                        requests: Some(Quota {
-                            limit: Some(10),
-                            remaining: Some(remaining),
-                            reset: None,
-                        }),
-                        ..Default::default()
-                    };
+                    let headers = requests_left(10, remaining);
                     if answer_aware {
                         l.observe_answer(&grant, Some("m"), None, 200, &headers)
                     } else {
@@ -277,14 +270,7 @@ async fn an_answer_reins_in_a_limiter_ahead_of_its_upstream() {
     let grant = l.try_acquire("m", 1).unwrap();
     // Someone else spent the provider's bucket: it has nothing left.
     advance(Duration::from_millis(300)).await;
-    let headers = RateLimitHeaders {
-        requests: Some(Quota {
-            limit: Some(10),
-            remaining: Some(0),
-            reset: None,
-        }),
-        ..Default::default()
-    };
+    let headers = requests_left(10, 0);
     l.observe_answer(&grant, Some("m"), None, 200, &headers)
         .unwrap();
     // At most the rounding (1) and the refill of 300 ms at 3/s (0.9,
@@ -292,4 +278,39 @@ async fn an_answer_reins_in_a_limiter_ahead_of_its_upstream() {
     let available = l.get_capacity("m").unwrap().available;
     assert!(available <= 2.0, "{available}");
     assert!(available >= 1.0, "{available}");
+}
+
+/// A held grant leaves the lock-free path open: what checks take there
+/// meanwhile still counts as taken since the grant when its answer comes.
+#[test]
+fn what_checks_take_while_a_grant_is_held_counts_when_its_answer_comes() {
+    let l = Limiter::builder()
+        .clock(ManualClock::new())
+        .rules(Rules::new().exact("m", Limit::per_second(10).burst(10)))
+        .build()
+        .unwrap();
+    let grant = l.try_acquire("m", 1).unwrap();
+    let h = l.handle("m").unwrap();
+    for _ in 0..3 {
+        l.check("m", 1).unwrap();
+    }
+    h.check(2).unwrap();
+    // The upstream had 6 left when the grant's call arrived: at most 7,
+    // less the 5 taken here since, are left now.
+    let headers = requests_left(10, 6);
+    l.observe_answer(&grant, Some("m"), None, 200, &headers)
+        .unwrap();
+    assert_eq!(l.get_capacity("m").unwrap().available, 2.0);
+}
+
+/// An answer's request quota alone: `remaining` of `limit` left.
+fn requests_left(limit: u64, remaining: u64) -> RateLimitHeaders {
+    RateLimitHeaders {
+        requests: Some(Quota {
+            limit: Some(limit),
+            remaining: Some(remaining),
+            reset: None,
+        }),
+        ..Default::default()
+    }
 }

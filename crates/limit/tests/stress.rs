@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_limit::{FastClock, Limit, Limiter, ManualClock, Rules, StdClock};
+use sluice_limit::{FastClock, Grant, Handle, Limit, Limiter, ManualClock, Rules, StdClock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_and_rate_hold_under_contention() {
@@ -66,35 +66,29 @@ async fn concurrency_and_rate_hold_under_contention() {
     assert_eq!(l.get_capacity("rate").unwrap().waiting, 0);
 }
 
-/// Checks on the lock-free path race with calls that take the lock (grants,
-/// capacity reads) on two threads, with time standing still: exactly the
-/// burst is admitted, never a token more or less.
-#[test]
-fn lock_free_and_locked_calls_admit_exactly_the_burst() {
-    const BURST: u64 = 20_000;
+/// `threads` threads each making `BURST` calls on `r`, which bursts to
+/// `BURST` on a clock standing still: `call(limiter, handle, thread, i,
+/// held)` makes one and says whether it was admitted (`held` keeps up to
+/// eight grants a thread holds). The limiter after, and how many were
+/// admitted.
+fn race_for_the_burst(
+    threads: usize,
+    call: fn(&Limiter, &Handle, usize, u64, &mut [Option<Grant>; 8]) -> bool,
+) -> (Limiter, u64) {
     let l = Limiter::builder()
         .clock(ManualClock::new())
         .rules(Rules::new().exact("r", Limit::per_second(1).burst(BURST)))
         .build()
         .unwrap();
     let admitted = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..3)
+    let threads: Vec<_> = (0..threads)
         .map(|t| {
             let (l, admitted) = (l.clone(), admitted.clone());
             std::thread::spawn(move || {
                 let h = l.handle("r").unwrap();
+                let mut held = [const { None }; 8];
                 for i in 0..BURST {
-                    let ok = match (t, i % 4) {
-                        (0, _) => h.check(1).is_ok(),
-                        (1, _) => l.check("r", 1).is_ok(),
-                        (_, 0) => {
-                            // Takes the lock, shutting the lock-free path.
-                            let _ = l.get_capacity("r");
-                            false
-                        }
-                        _ => l.try_acquire("r", 1).is_ok(),
-                    };
-                    if ok {
+                    if call(&l, &h, t, i, &mut held) {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -104,8 +98,60 @@ fn lock_free_and_locked_calls_admit_exactly_the_burst() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(admitted.load(Ordering::Relaxed), BURST);
+    let admitted = admitted.load(Ordering::Relaxed);
+    (l, admitted)
+}
+
+const BURST: u64 = 20_000;
+
+/// Checks on the lock-free path race with calls that take the lock (grants,
+/// capacity reads) on two threads, with time standing still: exactly the
+/// burst is admitted, never a token more or less.
+#[test]
+fn lock_free_and_locked_calls_admit_exactly_the_burst() {
+    let (l, admitted) = race_for_the_burst(3, |l, h, t, i, _| match (t, i % 4) {
+        (0, _) => h.check(1).is_ok(),
+        (1, _) => l.check("r", 1).is_ok(),
+        (_, 0) => {
+            // Takes the lock, shutting the lock-free path.
+            let _ = l.get_capacity("r");
+            false
+        }
+        _ => l.try_acquire("r", 1).is_ok(),
+    });
+    assert_eq!(admitted, BURST);
     assert_eq!(l.get_capacity("r").unwrap().available, 0.0);
+}
+
+/// Grants held for a while on the lock-free path race with checks, with
+/// grants let go and with calls that take the lock, time standing still:
+/// exactly the burst is admitted, and once every grant is gone none is
+/// counted in flight.
+#[test]
+fn grants_held_on_the_lock_free_path_admit_exactly_the_burst() {
+    let (l, admitted) = race_for_the_burst(4, |l, h, t, i, held| {
+        // Up to eight grants held at once, let go in turn.
+        let slot = (i as usize * (t + 1)) % 8;
+        match (t, i % 8) {
+            (0, _) => h.check(1).is_ok(),
+            (1, 0) => {
+                let _ = l.get_capacity("r");
+                false
+            }
+            (1, _) => l.check("r", 1).is_ok(),
+            (2, _) => {
+                held[slot] = l.try_acquire("r", 1).ok();
+                held[slot].is_some()
+            }
+            _ => {
+                held[slot] = h.try_acquire(1).ok();
+                held[slot].is_some()
+            }
+        }
+    });
+    assert_eq!(admitted, BURST);
+    let cap = l.get_capacity("r").unwrap();
+    assert_eq!((cap.available, cap.in_flight), (0.0, 0));
 }
 
 /// On clocks that move (the time of a call is read before its resource is

@@ -489,6 +489,34 @@ async fn keys_only_checked_are_swept_from_their_word() {
     assert!(l.check(&names[7], 2).is_ok());
 }
 
+/// The sweeps that creating keys runs leave keys that have been full for
+/// less than a second (called again soon, they would only be created
+/// again), and drop those full for longer.
+#[tokio::test(start_paused = true)]
+async fn creation_sweeps_leave_keys_that_just_refilled() {
+    // One shard: its first sweep comes when it holds 64 keys.
+    let l = Limiter::builder()
+        .shards(1)
+        .rules(Rules::new().prefix("k:", Limit::per_second(1_000).burst(1)))
+        .build()
+        .unwrap();
+    let check = |from: usize, to: usize| {
+        for i in from..to {
+            assert!(l.check(&format!("k:{i}"), 1).is_ok());
+        }
+    };
+    check(0, 64);
+    advance(Duration::from_millis(100)).await;
+    // Full for about 80 ms: the sweep this creation runs keeps them.
+    check(64, 65);
+    assert_eq!(l.len(), 65);
+    advance(Duration::from_secs(2)).await;
+    // The next sweep (at 130) drops the 65 full for seconds, not the
+    // 65 just created.
+    check(65, 131);
+    assert_eq!(l.len(), 66);
+}
+
 /// `try_acquire` by name finds the resource in the thread's cache; one
 /// dropped from the map since (removed, or evicted idle) is never taken
 /// from again: the name is looked up afresh.

@@ -12,8 +12,10 @@
 -- the configured one or wider after collisions; see "The jitter margin"
 -- below); then the operations, each a letter and its fields:
 --   A n (idx cost member ttl_ms weight)*n  take all parts or none
---   L idx want min weight line             lease up to `want` (at least `min`;
---                                          `line` 1: for waiters already queued)
+--   L idx want min weight line ahead_us    lease up to `want` (at least `min`;
+--                                          `line` 1: for waiters already queued;
+--                                          `ahead_us` > 0: also reserve what comes
+--                                          due within it, see "A line's lease")
 --   S idx member reserved actual           settle a part (refund or debit)
 --   R idx member                           release an in-flight lease
 --   N idx member ttl_ms                    renew an in-flight lease
@@ -23,7 +25,9 @@
 -- Replies 4 integers per operation:
 --   A: 1,0,0,0 granted | 0,wait_us,idx,kind (0 wait, 1 never, 2 in-flight,
 --      3 another replica's share: the wait is an estimate)
---   L: taken,wait_us,0,kind (as A's, 0 or 3)   S/R/N: 1,0,0,0
+--   L: taken,due_us,per_ns,0 (the last token taken is due in due_us, the
+--      tokens before it every per_ns before that) | 0,wait_us,0,kind (as
+--      A's, 0 or 3)   S/R/N: 1,0,0,0
 --   I: available,pause_us,capacity,burst (in-flight: capacity - held)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -231,6 +235,15 @@ local function avail_of(r)
   return avail
 end
 
+-- The tokens a token bucket or GCRA holds now, fractions included (0
+-- while paused).
+local function level_of(r)
+  load(r)
+  if r.pause > now then return 0 end
+  if r.algo == 1 then return r.t end
+  return (r.eburst * r.T - (r.tat - now)) / r.T
+end
+
 -- Fair shares between replicas (token buckets and GCRA). Each replica
 -- queues its own waiters fairly, but a shared bucket alone serves
 -- whichever replica asks first. So each replica that asked lately has an
@@ -298,7 +311,7 @@ local function fair_room(r, weight, avail, need)
     f.reps[me] = x
   end
   x.w = math.max(1, weight)
-  local owed, top, W, gone = 0, nil, x.w, nil
+  local owed, top, W, gone, capped = 0, nil, x.w, nil, true
   for k, y in pairs(f.reps) do
     if k ~= me then
       W = W + y.w
@@ -309,6 +322,11 @@ local function fair_room(r, weight, avail, need)
       if not top or y.s > top then top = y.s end
     end
   end
+  -- Whether every other replica is owed all it can be (its cap in
+  -- `fair`): from then on the whole refill is nobody's.
+  for k, y in pairs(f.reps) do
+    if k ~= me and y.s < math.max(1, r.eburst * y.w / W) - 1e-9 then capped = false end
+  end
   x.alone = top == nil
   if x.alone then return avail, 0, x end
   local room = math.max(avail - owed, math.min(x.s, avail))
@@ -317,8 +335,24 @@ local function fair_room(r, weight, avail, need)
   local wait = 0
   if short > 0 then
     wait = short * r.win * W / (r.eff * x.w)
+    -- Others owed all they can be: what refills beyond it is this
+    -- replica's as fast as it comes, not at its share's pace.
+    local level = level_of(r)
+    if capped then
+      -- Room enough once the whole tokens held cover what others are
+      -- owed and `need`.
+      local due = (math.ceil(need + owed - 1e-9) - level) * r.win / r.eff
+      wait = math.min(wait, math.max(0, due))
+    end
+    -- Never past the bucket's filling: a refill nobody takes then is
+    -- lost to every replica (a replica whose waiters went to another
+    -- pool deployment is still counted, and owed, for a while).
+    -- (A bucket already full stays with what others are owed: a small
+    -- burst can be all owed, and asking again at once would spin.)
+    if level < r.eburst then wait = math.min(wait, (r.eburst - level) * r.win / r.eff) end
     -- What a replica is owed is kept for it only while it counts.
-    if gone and gone - now < wait then wait = math.max(1, gone - now) end
+    if gone and gone - now < wait then wait = gone - now end
+    wait = math.max(1, wait)
   end
   return room, wait, x
 end
@@ -385,6 +419,31 @@ local function settle(r, member, reserved, actual)
   r.dirty = true
 end
 
+-- A line's lease. A replica whose line of waiters takes only what the
+-- bucket holds when its call arrives loses what overflows between its
+-- calls: with a round trip as long as the burst's refill (10 tokens at
+-- 2,000/s is 5 ms) the bucket fills between calls. So a line's lease may
+-- also reserve what comes due within `ahead` us: those tokens are taken
+-- now (the bucket goes into debt, as GCRA's TAT runs ahead) and the
+-- replica hands each to a waiter only when it is due; the reply says when
+-- the last is due. Every replica sees the debt, so the bucket's bound
+-- holds for all of them together; the debt is never more than a burst
+-- (nor a window's refill), and what the replica does not spend it gives
+-- back with a settle. No reservation while paused. Where other replicas
+-- share the bucket, a line reserves ahead only its weight's share of
+-- what comes due: the others' next tokens are due after what it
+-- reserved, so a replica with few waiters (each waiting a round trip and
+-- its token's due time) would otherwise get less than its share.
+local function reach_of(r, avail, ahead, weight)
+  if ahead <= 0 or r.algo > 2 or r.pause > now then return avail end
+  local W = math.max(1, weight)
+  for k, y in pairs(fair(r).reps) do
+    if k ~= me then W = W + y.w end
+  end
+  local most = math.min(ahead * r.eff / r.win * math.max(1, weight) / W, r.eburst, r.eff)
+  return math.max(avail, math.floor(level_of(r) + most + 1e-9))
+end
+
 local out = {}
 local function reply(a, b, c, d)
   out[#out + 1] = math.floor(a)
@@ -436,20 +495,36 @@ while p <= #ARGV do
     local avail = avail_of(r)
     -- Taken for waiters already queued (`line`): their busy period goes
     -- on, and the bucket filled only because this replica came late, so
-    -- the margin is not held again; unless a pause (a Retry-After) ended
-    -- after it filled, which the upstream saw as a gap too.
-    if ARGV[p + 5] == '1' and r.idle and r.pause <= now - r.idle then r.idle = nil end
-    local got = math.min(want, avail)
+    -- the margin is not held again where it would cost more than half
+    -- the burst (2,000/s burst 10: 40 tokens a fill, where the round
+    -- trip alone lets the bucket fill every few ms); unless a pause (a
+    -- Retry-After) ended after it filled, which the upstream saw as a
+    -- gap too. A margin that fits the burst is held: the upstream's
+    -- bucket, behind this one by the network's delay, may not be full
+    -- yet, and a whole burst taken at once would find it short.
+    if ARGV[p + 5] == '1' and r.idle and r.pause <= now - r.idle
+      and r.margin * r.eff / r.win > r.eburst / 2 then r.idle = nil end
+    -- A take that holds the margin starts a busy period: it reserves
+    -- nothing ahead (the margin is the refill it holds back).
+    local ahead = tonumber(ARGV[p + 6])
+    if r.idle and r.margin > 0 then ahead = 0 end
+    local reach = reach_of(r, avail, ahead, tonumber(ARGV[p + 4]))
+    local got = math.min(want, reach)
     local x, fw = nil, 0
     if r.algo <= 2 then
       local room
-      room, fw, x = fair_room(r, tonumber(ARGV[p + 4]), avail, min)
+      room, fw, x = fair_room(r, tonumber(ARGV[p + 4]), reach, min)
       got = math.min(got, math.floor(room + 1e-9))
     end
     if got >= min and got > 0 then
+      local due, per = 0, 0
+      if r.algo <= 2 then
+        due = math.max(0, (got - level_of(r)) * r.win / r.eff)
+        per = r.win * 1000 / r.eff
+      end
       take(r, got, '', 0)
       if x then fair_took(r, x, got, 0) end
-      reply(got, 0, 0, 0)
+      reply(got, due, math.floor(per), 0)
     else
       local w = wait_for(r, min)
       local kind = 0
@@ -457,7 +532,7 @@ while p <= #ARGV do
       if x then fair_took(r, x, 0, math.max(w, 0)) end
       reply(0, math.max(w, 1), 0, kind)
     end
-    p = p + 6
+    p = p + 7
   elseif op == 'S' then
     settle(res[tonumber(ARGV[p + 1])], ARGV[p + 2], tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]))
     reply(1, 0, 0, 0)

@@ -80,6 +80,9 @@ pub(crate) enum Kind {
         /// goes on, so a bucket found full holds no margin again (see
         /// `ops.lua`, "The jitter margin").
         line: bool,
+        /// Also reserve what comes due within this many µs (a line's
+        /// lease, `ops.lua`): 0 takes only what the bucket holds.
+        ahead_us: u64,
     },
     Settle {
         spec: Arc<Spec>,
@@ -235,13 +238,15 @@ async fn execute(
                 min,
                 weight,
                 line,
+                ahead_us,
             } => {
                 inv.arg("L")
                     .arg(index[spec.name.as_str()])
                     .arg(*want)
                     .arg(*min)
                     .arg(*weight)
-                    .arg(u8::from(*line));
+                    .arg(u8::from(*line))
+                    .arg(*ahead_us);
             }
             Kind::Settle {
                 spec,

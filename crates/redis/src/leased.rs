@@ -148,6 +148,7 @@ pub(crate) async fn attempt(
                 min: *cost,
                 weight: inner.weight(&spec.name),
                 line,
+                ahead_us: 0,
             })
             .await
             .map_err(|_| Refusal::Down)?;

@@ -20,6 +20,7 @@ mod acquire;
 mod attempt;
 mod capacity;
 mod inner;
+mod line;
 mod set;
 mod throttle;
 

@@ -150,3 +150,102 @@ async fn a_quiet_replica_holds_nobody_up() {
         assert!(got[0] >= 400 && got[1] == 0, "{mode:?}: {got:?}");
     }
 }
+
+/// One `L` (lease) of replica `a` for `need` tokens on a token bucket of
+/// 1/s burst 10 (no margin) set up through the script's own keys: the
+/// bucket holds `tokens`; replica `b` (equal weight) is owed `b_owed`, and
+/// `a` owes one (it took more than its share), both counted for ten
+/// seconds more. The reply: taken, wait (us), kind.
+async fn lease_with_b_owed(tokens: f64, b_owed: f64, need: u32) -> Option<(i64, i64, i64)> {
+    let url = redis_url()?;
+    let client = redis::Client::open(url).expect("url");
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let p = prefix();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await.expect("time");
+    let now = secs * 1_000_000 + micros;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{p}s"))
+        .arg("t")
+        .arg(tokens)
+        .arg("ts")
+        .arg(now)
+        .query_async(&mut c)
+        .await
+        .expect("bucket");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{p}f"))
+        .arg("ts")
+        .arg(now)
+        .arg("b")
+        .arg(format!("1,{b_owed},{}", now + 10_000_000))
+        .arg("a")
+        .arg(format!("1,-1,{}", now + 10_000_000))
+        .query_async(&mut c)
+        .await
+        .expect("shares");
+    // R, recovery interval (us), factor, release channel, lease TTL (ms),
+    // replica; the resource (token bucket, 1 per 1 s, burst 10, no
+    // margin); then L idx want min weight line ahead_us.
+    let reply: Vec<i64> = redis::Script::new(include_str!("../lua/ops.lua"))
+        .key(format!("{p}s"))
+        .key(format!("{p}a"))
+        .key(format!("{p}f"))
+        .arg(1)
+        .arg(30_000_000)
+        .arg(1.1)
+        .arg(format!("{p}release"))
+        .arg(30_000)
+        .arg("a")
+        .arg(1)
+        .arg(1)
+        .arg(1_000_000)
+        .arg(10)
+        .arg("r")
+        .arg(0)
+        .arg("L")
+        .arg(1)
+        .arg(need)
+        .arg(need)
+        .arg(1)
+        .arg(1)
+        .arg(0)
+        .invoke_async(&mut c)
+        .await
+        .expect("script");
+    Some((reply[0], reply[1], reply[3]))
+}
+
+/// A replica refused for another's share is told to come back when its
+/// tokens are there, not later: once the other is owed all it can be
+/// (half the burst here), the rest of the refill is unowed and comes at
+/// the whole rate, not at this replica's half; and never after the bucket
+/// would fill, when a refill nobody takes is lost to both (a pool's
+/// replica whose calls went to the other deployment stays counted, and
+/// owed, for a while). Waits are what the script computes from the state
+/// set (1/s: the few ms between setting it and the call move it by
+/// thousandths), not times measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_for_another_replicas_share_waits_no_longer_than_its_tokens_take() {
+    // `b` owed 5 (its cap), 5.5 held: one more whole token unowed at
+    // 6, 0.5 s away at 1/s (2 s at this replica's half of the rate).
+    let Some((taken, wait, kind)) = lease_with_b_owed(5.5, 5.0, 1).await else {
+        return;
+    };
+    assert_eq!((taken, kind), (0, 3), "refused for b's share");
+    assert!(
+        (450_000..=510_000).contains(&wait),
+        "told to wait {wait} us"
+    );
+    // `b` owed 4 (under its cap), 9.5 held, 6 wanted: 5 unowed, and
+    // its half of the refill would take 2 s for one more, but the
+    // bucket is full in 0.5 s.
+    let (taken, wait, kind) = lease_with_b_owed(9.5, 4.0, 6).await.unwrap();
+    assert_eq!((taken, kind), (0, 3), "refused for b's share");
+    assert!(
+        (450_000..=510_000).contains(&wait),
+        "told to wait {wait} us"
+    );
+}

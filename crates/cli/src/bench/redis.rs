@@ -420,9 +420,16 @@ async fn delivered(args: &RedisArgs, url: &str, prefix: &str, mode: Mode) -> Res
                 i,
                 tokio::spawn(async move {
                     let mut n = 0u64;
-                    // Past `end` a wait fails at once: nothing is let go late.
+                    // Past `end` a wait fails at once, and a grant made at
+                    // once (a block, a bucket that holds one) is neither
+                    // counted nor asked for again: with a round trip
+                    // longer than the deciders' share of the refill, the
+                    // last ones were never refused, and never stopped.
                     while let Ok(g) = l.acquire("deliver", 1, Some(end)).await {
                         drop(g);
+                        if tokio::time::Instant::now() > end {
+                            break;
+                        }
                         n += 1;
                     }
                     n

@@ -18,6 +18,28 @@ async fn all_after(store: &AnyStore, cursor: EventCursor, filter: &EventFilter) 
         .events
 }
 
+/// [`all_after`] once at least `n` events are there: on PostgreSQL a
+/// transaction still open anywhere on the server (a test running beside
+/// this one) holds back the events committed after it began, and they
+/// come once it ends. A bounded wait, not a timing: what is read after
+/// it is checked whole.
+async fn at_least(
+    store: &AnyStore,
+    cursor: EventCursor,
+    filter: &EventFilter,
+    n: usize,
+) -> Vec<JobEvent> {
+    let mut events = Vec::new();
+    for _ in 0..1_000 {
+        events = all_after(store, cursor, filter).await;
+        if events.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    events
+}
+
 fn names(events: &[JobEvent]) -> Vec<(i64, &str)> {
     events.iter().map(|e| (e.job.0, e.event.as_str())).collect()
 }
@@ -65,17 +87,7 @@ where
         .await
         .expect("dead");
 
-    // On PostgreSQL a transaction still open anywhere on the server (a
-    // test running beside this one) holds back the events committed after
-    // it began: they come once it ends. A bounded wait, not a timing.
-    let mut events = Vec::new();
-    for _ in 0..1_000 {
-        events = all_after(&store, start, &EventFilter::default()).await;
-        if events.len() >= 11 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let events = at_least(&store, start, &EventFilter::default(), 11).await;
     let (a, b, c) = (a.id.0, b.id.0, c.id.0);
     assert_eq!(
         names(&events),
@@ -168,6 +180,6 @@ where
     let d = enqueue(&store, job("q")).await;
     let cleaned = store.cleanup(&Retention::default()).await.expect("cleanup");
     assert_eq!(cleaned.events, 11);
-    let kept = all_after(&store, start, &EventFilter::default()).await;
+    let kept = at_least(&store, start, &EventFilter::default(), 1).await;
     assert_eq!(names(&kept), [(d.id.0, "enqueued")]);
 }

@@ -22,20 +22,33 @@
 //! Opening bumps the version, so that a fast caller that read the word
 //! before the lock was taken fails its compare-and-swap even if the
 //! arrival time came back the same, and reads the parameters again. The
-//! version has 11 bits: a caller would have to stall between its read and
-//! its swap for 2,048 lockings that also changed the parameters and left
+//! version has 10 bits: a caller would have to stall between its read and
+//! its swap for 1,024 lockings that also changed the parameters and left
 //! the same bits behind.
+//!
+//! Grants go this way too ([`Fast::try_grant`]): a held grant no longer
+//! shuts the path. What a grant needs besides the tokens is counted beside
+//! the word: the resource's in-flight count, and [`Fast::taken`], the
+//! running total that an answer to the grant's call is compared with. So
+//! that a check costs nothing more while no grant is held, the word's
+//! `HELD` bit says whether takes must add to `taken`: a grant sets it in
+//! the swap that takes its tokens, having counted itself in flight first,
+//! and the first take to find no grant in flight clears it in its own
+//! swap (see `Fast::swap`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::meter::{Nanos, Params};
 
-/// Bits of the arrival time; above them the version, then `SHUT`.
+/// Bits of the arrival time; above them the version, then `HELD`, then
+/// `SHUT`.
 const TAT_BITS: u32 = 52;
 const TAT_MASK: u64 = (1 << TAT_BITS) - 1;
 const SHUT: u64 = 1 << 63;
+/// Grants are held: takes count themselves in [`Fast::taken`].
+const HELD: u64 = 1 << 62;
 const VERSION_ONE: u64 = 1 << TAT_BITS;
-const VERSION_MASK: u64 = !TAT_MASK & !SHUT;
+const VERSION_MASK: u64 = !TAT_MASK & !SHUT & !HELD;
 /// The largest tolerance plus a window's units (and margin, and units per
 /// nanosecond) the fast path takes: it leaves the arrival time room to run
 /// ahead of the base.
@@ -54,6 +67,11 @@ pub(crate) struct Fast {
     tau: AtomicU64,
     /// The jitter margin, in units.
     margin: AtomicU64,
+    /// Everything taken so far, net of settles (wrapping): comparing it
+    /// with the value a grant saw tells what was taken since that grant.
+    /// Counted by every take under the lock, and on this path while
+    /// `HELD` is set (without a grant held nobody compares).
+    pub(crate) taken: AtomicU64,
 }
 
 /// What the fast path reads besides the word.
@@ -76,14 +94,73 @@ impl Fast {
             interval: AtomicU64::new(0),
             tau: AtomicU64::new(0),
             margin: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
         }
     }
 
     /// Takes `cost` at `now` without the lock: `Some(Ok)` taken,
     /// `Some(Err(wait))` refused, `None` when the locked path must decide
     /// (shut, a cost above the burst, the arrival time out of room).
+    /// `in_flight` is the resource's count of grants held.
     #[inline]
-    pub(crate) fn try_take(&self, now: Nanos, cost: u64) -> Option<Result<(), Nanos>> {
+    pub(crate) fn try_take(
+        &self,
+        now: Nanos,
+        cost: u64,
+        in_flight: &AtomicU32,
+    ) -> Option<Result<(), Nanos>> {
+        let word = self.swap(now, cost, in_flight, false)?;
+        Some(word.map(|word| {
+            if word & HELD != 0 {
+                self.taken.fetch_add(cost, Ordering::Relaxed);
+            }
+        }))
+    }
+
+    /// [`Fast::try_take`] for a grant, which `in_flight` has counted
+    /// already (so that a take meanwhile does not stop counting under it):
+    /// `Some(Ok(taken))` with [`Fast::taken`] right after the take.
+    #[inline]
+    pub(crate) fn try_grant(
+        &self,
+        now: Nanos,
+        cost: u64,
+        in_flight: &AtomicU32,
+    ) -> Option<Result<u64, Nanos>> {
+        // A grant of nothing might leave the word as it was, and a take
+        // could then clear `HELD` under it: the lock decides those.
+        if cost == 0 {
+            return None;
+        }
+        let word = self.swap(now, cost, in_flight, true)?;
+        Some(word.map(|_| {
+            self.taken
+                .fetch_add(cost, Ordering::Relaxed)
+                .wrapping_add(cost)
+        }))
+    }
+
+    /// Whether the path is open (no lock holder needs it shut).
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.word.load(Ordering::Acquire) & SHUT == 0
+    }
+
+    /// One swap taking `cost` at `now`: the word swapped in, or the wait
+    /// (see [`Fast::try_take`]). A grant sets `HELD`; a take that finds it
+    /// set and no grant in flight clears it, in the same swap: a grant
+    /// counts itself in flight before its own swap, so one that swapped
+    /// before this read of the word is seen in `in_flight`, and one that
+    /// swaps after it makes this swap fail, or finds `HELD` cleared and
+    /// sets it again.
+    #[inline(always)]
+    fn swap(
+        &self,
+        now: Nanos,
+        cost: u64,
+        in_flight: &AtomicU32,
+        grant: bool,
+    ) -> Option<Result<u64, Nanos>> {
         let mut word = self.word.load(Ordering::Acquire);
         let mut u = self.units();
         loop {
@@ -107,14 +184,20 @@ impl Fast {
             let tat = base + u.margin.min(idle) + inc;
             let ready = now_u + u.tau;
             if tat <= ready || was <= now_u {
-                let next = (word & VERSION_MASK) | tat;
+                let held = if grant || (word & HELD != 0 && in_flight.load(Ordering::Acquire) != 0)
+                {
+                    HELD
+                } else {
+                    0
+                };
+                let next = (word & VERSION_MASK) | held | tat;
                 match self.word.compare_exchange_weak(
                     word,
                     next,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => return Some(Ok(())),
+                    Ok(_) => return Some(Ok(next)),
                     Err(again) => {
                         // The parameters change only with the version.
                         if (again ^ word) & VERSION_MASK != 0 {
@@ -177,13 +260,13 @@ impl Fast {
         let word = self.word.load(Ordering::Relaxed);
         let version = word.wrapping_add(VERSION_ONE) & VERSION_MASK;
         self.word
-            .store(version | (word & TAT_MASK), Ordering::Release);
+            .store(version | (word & (TAT_MASK | HELD)), Ordering::Release);
     }
 
     /// Opens the fast path at `tat` (scaled) under `params` (lock holders
-    /// only, the path shut); false, leaving it shut, when the limit's
-    /// numbers do not fit it.
-    pub(crate) fn open(&self, tat: u128, params: &Params) -> bool {
+    /// only, the path shut), `held` if grants are (or may be) held; false,
+    /// leaving it shut, when the limit's numbers do not fit it.
+    pub(crate) fn open(&self, tat: u128, params: &Params, held: bool) -> bool {
         let unit = params.unit;
         let rate = params.capacity / unit;
         let interval = params.window / unit;
@@ -215,7 +298,8 @@ impl Fast {
         self.margin.store(margin as u64, Ordering::Relaxed);
         let word = self.word.load(Ordering::Relaxed);
         let version = word.wrapping_add(VERSION_ONE) & VERSION_MASK;
-        self.word.store(version | rest, Ordering::Release);
+        let held = if held { HELD } else { 0 };
+        self.word.store(version | held | rest, Ordering::Release);
         true
     }
 }
@@ -227,10 +311,13 @@ mod tests {
     use crate::meter::Bucket;
     use std::time::Duration;
 
+    /// No grant in flight.
+    static NONE: AtomicU32 = AtomicU32::new(0);
+
     fn opened(limit: Limit, tat: u128) -> (Fast, Params) {
         let p = Bucket::new(&limit).params;
         let f = Fast::new();
-        assert!(f.open(tat, &p));
+        assert!(f.open(tat, &p, false));
         (f, p)
     }
 
@@ -238,29 +325,66 @@ mod tests {
     fn shut_gives_back_the_arrival_time() {
         let limit = Limit::new(1, Duration::from_millis(109)).burst(1);
         let (f, p) = opened(limit, 0);
-        assert_eq!(f.try_take(0, 1), Some(Ok(())));
+        assert_eq!(f.try_take(0, 1, &NONE), Some(Ok(())));
         let tat = f.shut(p.capacity).unwrap();
         assert_eq!(tat, 109_000_000);
-        assert!(f.open(tat, &p));
-        assert_eq!(f.try_take(0, 1), Some(Err(109_000_000)));
-        assert_eq!(f.try_take(109_000_000, 1), Some(Ok(())));
+        assert!(f.open(tat, &p, false));
+        assert_eq!(f.try_take(0, 1, &NONE), Some(Err(109_000_000)));
+        assert_eq!(f.try_take(109_000_000, 1, &NONE), Some(Ok(())));
     }
 
     #[test]
     fn declines_what_the_locked_path_must_decide() {
         let (f, p) = opened(Limit::per_second(3).burst(10), 3_000_000_000_000);
         // Shut; a cost above the burst; a time before the base.
-        assert_eq!(f.try_take(1_000_000_000_000, 11), None);
-        assert_eq!(f.try_take(0, 1), None);
-        assert_eq!(f.try_take(1_000_000_000_000, 1), Some(Ok(())));
+        assert_eq!(f.try_take(1_000_000_000_000, 11, &NONE), None);
+        assert_eq!(f.try_take(0, 1, &NONE), None);
+        assert_eq!(f.try_take(1_000_000_000_000, 1, &NONE), Some(Ok(())));
         // Far enough ahead, the arrival time has no room left.
-        assert_eq!(f.try_take(u64::MAX / 2, 1), None);
+        assert_eq!(f.try_take(u64::MAX / 2, 1, &NONE), None);
         assert!(f.shut(p.capacity).is_some());
-        assert_eq!(f.try_take(1_000_000_000_000, 1), None);
+        assert_eq!(f.try_take(1_000_000_000_000, 1, &NONE), None);
         assert!(f.shut(p.capacity).is_none());
         // Numbers that do not reduce stay on the locked path.
         let odd = Limit::new(1_000_000_007, Duration::from_secs(1));
-        assert!(!Fast::new().open(0, &Bucket::new(&odd).params));
-        assert!(f.open(0, &p));
+        assert!(!Fast::new().open(0, &Bucket::new(&odd).params, false));
+        assert!(f.open(0, &p, false));
+    }
+
+    #[test]
+    fn takes_count_themselves_while_a_grant_is_held() {
+        let (f, p) = opened(Limit::per_second(10).burst(10), 0);
+        let in_flight = AtomicU32::new(0);
+        let taken = |f: &Fast| f.taken.load(Ordering::Relaxed);
+        // Nobody holds a grant: nothing to compare, nothing counted.
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Ok(())));
+        assert_eq!(taken(&f), 0);
+        // A grant (counted in flight by its caller first) sees the total
+        // right after its take; a check meanwhile counts.
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(f.try_grant(0, 2, &in_flight), Some(Ok(2)));
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Ok(())));
+        assert_eq!(taken(&f), 3);
+        // Gone: the first take that finds no grant in flight stops the
+        // counting, and counts nothing itself.
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Ok(())));
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Ok(())));
+        assert_eq!(taken(&f), 3);
+        // A refusal counts nothing; a grant of nothing goes to the lock.
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(f.try_grant(0, 0, &in_flight), None);
+        assert!(matches!(f.try_grant(0, 5, &in_flight), Some(Err(_))));
+        assert_eq!(taken(&f), 3);
+        // Shut and opened again while one is held, the count goes on.
+        assert_eq!(f.try_grant(0, 1, &in_flight), Some(Ok(4)));
+        let tat = f.shut(p.capacity).unwrap();
+        assert!(f.open(tat, &p, true));
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Ok(())));
+        assert_eq!(taken(&f), 5);
+        // Ten taken: the burst.
+        assert_eq!(f.try_take(0, 2, &in_flight), Some(Ok(())));
+        assert_eq!(f.try_take(0, 1, &in_flight), Some(Err(100_000_000)));
+        assert_eq!(taken(&f), 7);
     }
 }

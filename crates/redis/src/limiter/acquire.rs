@@ -7,6 +7,7 @@ use sluice_limit::Error;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::line::{Stash, Stashed};
 use super::{Inner, MAP_BOUND, RedisLimiter, Refusal, lock};
 use crate::grant::RedisGrant;
 
@@ -71,7 +72,7 @@ impl RedisLimiter {
         };
         let q = inner.waitq(&first.0.name);
         if q.waiting.load(Ordering::SeqCst) == 0 {
-            if let Some(g) = inner.from_stash(&specs, &q.stash) {
+            if let Stashed::Grant(g) = inner.from_stash(&specs, &q, 0) {
                 return Ok(g);
             }
             match inner.attempt(&specs).await {
@@ -82,7 +83,7 @@ impl RedisLimiter {
             }
         }
         q.waiting.fetch_add(1, Ordering::SeqCst);
-        let _line = Leave(&q);
+        let _line = Leave(inner, &q);
         let _turn = match deadline {
             Some(d) => tokio::time::timeout_at(d, q.turn.lock())
                 .await
@@ -94,13 +95,21 @@ impl RedisLimiter {
         };
         loop {
             let notified = q.notify.notified();
-            if let Some(g) = inner.from_stash(&specs, &q.stash) {
-                return Ok(g);
-            }
             let queued = q.waiting.load(Ordering::SeqCst) as u64;
-            let (resource, wait, known) =
-                match inner.attempt_for_line(&specs, &q.stash, queued).await {
-                    Ok(g) => return Ok(g),
+            let (resource, wait, known) = match inner.from_stash(&specs, &q, queued) {
+                Stashed::Grant(g) => return Ok(g),
+                // Reserved for this waiter: due then.
+                Stashed::Due(at) => (
+                    first.0.name.clone(),
+                    at.saturating_duration_since(Instant::now()),
+                    true,
+                ),
+                // A reservation on its way wakes the head when it lands
+                // (or fails); the timeout bounds the call.
+                Stashed::Coming => (first.0.name.clone(), inner.cfg.timeout, false),
+                Stashed::Empty => match inner.attempt_for_line(&specs, &q, queued).await {
+                    Ok(Some(g)) => return Ok(g),
+                    Ok(None) => continue,
                     Err(Refusal::Down) => return inner.fallback(needs, deadline).await,
                     Err(Refusal::Fatal(e)) => return Err(e),
                     Err(Refusal::Wait {
@@ -108,7 +117,8 @@ impl RedisLimiter {
                         wait,
                         known,
                     }) => (resource, wait, known),
-                };
+                },
+            };
             if inner.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
             }
@@ -146,19 +156,23 @@ impl RedisLimiter {
 #[derive(Debug, Default)]
 pub(crate) struct Waitq {
     pub(super) waiting: AtomicUsize,
-    /// Tokens taken for the line in one call (exact mode).
-    pub(super) stash: std::sync::Mutex<super::attempt::Stash>,
+    /// Tokens reserved for the line's waiters (`line.rs`).
+    pub(super) stash: std::sync::Mutex<Stash>,
     turn: tokio::sync::Mutex<()>,
     pub(crate) notify: Notify,
 }
 
-struct Leave<'a>(&'a Waitq);
+struct Leave<'a>(&'a Arc<Inner>, &'a Waitq);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        if self.1.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last waiter left: what the line reserved and nobody
+            // spent goes back.
+            self.0.drop_line(self.1);
+        }
         // Whoever is next may go now rather than at its old wake-up.
-        self.0.notify.notify_one();
+        self.1.notify.notify_one();
     }
 }
 

@@ -1,8 +1,8 @@
 //! One try at Redis (or a leased block), what a refusal means, and the
 //! local share while Redis is away.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_limit::Error;
@@ -27,35 +27,6 @@ pub(crate) enum Refusal {
     /// Redis is away.
     Down,
 }
-
-/// Tokens taken for a line's waiters (see [`Inner::attempt_for_line`]),
-/// not yet spent.
-#[derive(Debug, Default)]
-pub(crate) struct Stash {
-    spec: Option<Arc<Spec>>,
-    tokens: u64,
-    until: Option<Instant>,
-}
-
-impl Stash {
-    /// What the stash holds that may no longer be spent: tokens of another
-    /// resource's spec (its limit changed) or kept past [`STASH_TTL`]
-    /// (their waiters went away), to be given back.
-    fn take_stale(&mut self, spec: &Arc<Spec>, now: Instant) -> Option<(Arc<Spec>, u64)> {
-        let fresh = self.until.is_some_and(|u| now < u)
-            && self.spec.as_ref().is_some_and(|s| Arc::ptr_eq(s, spec));
-        if fresh || self.tokens == 0 {
-            return None;
-        }
-        let tokens = std::mem::take(&mut self.tokens);
-        self.spec.take().map(|s| (s, tokens))
-    }
-}
-
-/// How long tokens taken for a line's waiters may wait for them: the next
-/// in line take theirs within microseconds; tokens left longer belonged
-/// to waiters that went away, and go back.
-const STASH_TTL: Duration = Duration::from_millis(50);
 
 /// The longest wait reported: a year.
 const MAX_WAIT_US: u64 = 365 * 24 * 3600 * 1_000_000;
@@ -111,7 +82,7 @@ impl Inner {
     }
 
     /// Closed, Redis away, or a refusal still in the deny cache.
-    fn precheck(&self, needs: &[(Arc<Spec>, u64)]) -> Result<(), Refusal> {
+    pub(super) fn precheck(&self, needs: &[(Arc<Spec>, u64)]) -> Result<(), Refusal> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Refusal::Fatal(Error::Closed));
         }
@@ -137,111 +108,21 @@ impl Inner {
         Ok(())
     }
 
-    /// One try for the head of a line of `queued` waiters on one token
-    /// bucket (exact mode): one script call takes up to a token for each of
-    /// them (at least the head's), and what is beyond the head's goes to
-    /// the line's stash, where the next in line take it without a call of
-    /// their own. At high rates a token is due every few hundred
-    /// microseconds, and a round trip and a timer per grant would cap the
-    /// rate well below the limit.
-    pub(crate) async fn attempt_for_line(
+    /// One try for the head of a line that no line's lease serves (a
+    /// line of one, or of several resources): in leased mode the head
+    /// refills the block for waiters queued.
+    pub(super) async fn attempt_alone(
         self: &Arc<Self>,
         needs: &[(Arc<Spec>, u64)],
-        stash: &Mutex<Stash>,
-        queued: u64,
     ) -> Result<RedisGrant, Refusal> {
-        let [(spec, cost)] = needs else {
-            return self.attempt(needs).await;
-        };
-        if self.cfg.mode == Mode::Leased && spec.leasable() {
-            // The line's head refills the block: for waiters queued.
+        if let [(spec, _)] = needs
+            && self.cfg.mode == Mode::Leased
+            && spec.leasable()
+        {
             self.precheck(needs)?;
             return crate::leased::attempt(self, needs, true).await;
         }
-        if self.cfg.mode != Mode::Exact || !spec.leasable() || queued <= 1 {
-            return self.attempt(needs).await;
-        }
-        self.precheck(needs)?;
-        let want = cost
-            .saturating_mul(queued)
-            .min(spec.limit.max_cost())
-            .max(*cost);
-        let r = self
-            .request(Kind::Lease {
-                spec: spec.clone(),
-                want,
-                min: *cost,
-                weight: self.weight(&spec.name),
-                line: true,
-            })
-            .await
-            .map_err(|_| Refusal::Down)?;
-        let got = u64::try_from(r[0]).unwrap_or(0);
-        if got < *cost {
-            // Nothing taken (the script takes at least `min` or nothing).
-            return Err(self.refused(needs, [0, r[1].max(1), 1, r[3]]));
-        }
-        if got > *cost {
-            let stale = {
-                let mut st = lock(stash);
-                let stale = st.take_stale(spec, Instant::now());
-                st.spec = Some(spec.clone());
-                st.tokens += got - cost;
-                st.until = Some(Instant::now() + STASH_TTL);
-                stale
-            };
-            self.give_back(stale);
-        }
-        Ok(self.bucket_grant(spec, *cost))
-    }
-
-    /// A grant from the line's stash, if it holds enough of `needs`' one
-    /// token bucket; stale tokens go back to the shared bucket.
-    pub(crate) fn from_stash(
-        self: &Arc<Self>,
-        needs: &[(Arc<Spec>, u64)],
-        stash: &Mutex<Stash>,
-    ) -> Option<RedisGrant> {
-        let [(spec, cost)] = needs else {
-            return None;
-        };
-        let (taken, stale) = {
-            let mut st = lock(stash);
-            let stale = st.take_stale(spec, Instant::now());
-            let taken = st.tokens >= *cost;
-            if taken {
-                st.tokens -= cost;
-            }
-            (taken, stale)
-        };
-        self.give_back(stale);
-        taken.then(|| self.bucket_grant(spec, *cost))
-    }
-
-    fn give_back(self: &Arc<Self>, stale: Option<(Arc<Spec>, u64)>) {
-        if let Some((spec, tokens)) = stale {
-            self.send(crate::batch::Op {
-                kind: Kind::Settle {
-                    spec,
-                    member: String::new(),
-                    reserved: tokens,
-                    actual: 0,
-                },
-                reply: None,
-            });
-        }
-    }
-
-    fn bucket_grant(self: &Arc<Self>, spec: &Arc<Spec>, cost: u64) -> RedisGrant {
-        RedisGrant {
-            inner: self.clone(),
-            parts: vec![Held {
-                spec: spec.clone(),
-                reserved: cost,
-                member: String::new(),
-            }],
-            local: None,
-        }
+        self.attempt(needs).await
     }
 
     /// One try: the deny cache, then a leased block or Redis.

@@ -143,9 +143,13 @@ impl Inner {
     }
 
     /// Forgets what this replica believed about `resource` (deny cache,
-    /// leased block) after its capacity changed.
+    /// leased block, a line's reserved tokens) after its capacity changed.
     pub(crate) fn forget(self: &Arc<Self>, resource: &str) {
         self.blocks.drop_block(self, resource);
+        let line = lock(&self.queues).get(resource).cloned();
+        if let Some(q) = line {
+            self.drop_line(&q);
+        }
         self.wake(resource);
     }
 
