@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{config, prefix, redis_url, replica};
+use common::{config, ops_on_bucket, prefix, redis_url, replica};
 use sluice_limit::{Limit, Rules};
 use sluice_redis::{Mode, RedisLimiter};
 
@@ -186,35 +186,12 @@ async fn lease_with_b_owed(tokens: f64, b_owed: f64, need: u32) -> Option<(i64, 
         .query_async(&mut c)
         .await
         .expect("shares");
-    // R, recovery interval (us), factor, release channel, lease TTL (ms),
-    // replica; the resource (token bucket, 1 per 1 s, burst 10, no
-    // margin); then L idx want min weight line ahead_us.
-    let reply: Vec<i64> = redis::Script::new(include_str!("../lua/ops.lua"))
-        .key(format!("{p}s"))
-        .key(format!("{p}a"))
-        .key(format!("{p}f"))
-        .arg(1)
-        .arg(30_000_000)
-        .arg(1.1)
-        .arg(format!("{p}release"))
-        .arg(30_000)
-        .arg("a")
-        .arg(1)
-        .arg(1)
-        .arg(1_000_000)
-        .arg(10)
-        .arg("r")
-        .arg(0)
-        .arg("L")
-        .arg(1)
-        .arg(need)
-        .arg(need)
-        .arg(1)
-        .arg(1)
-        .arg(0)
-        .invoke_async(&mut c)
-        .await
-        .expect("script");
+    // L idx want min weight line ahead_us, on a bucket of burst 10 with
+    // no margin.
+    let need = need.to_string();
+    let ops = ["L", "1", &need, &need, "1", "1", "0"];
+    let ops: Vec<String> = ops.iter().map(|s| (*s).to_owned()).collect();
+    let reply = ops_on_bucket(&mut c, &p, 10, 0, &ops).await;
     Some((reply[0], reply[1], reply[3]))
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{config, prefix, redis_url};
+use common::{config, ops_on_bucket, prefix, redis_url};
 use sluice_limit::{AdaptiveConfig, Error, Limit, Rules};
 use sluice_redis::{Mode, RedisLimiter};
 
@@ -135,37 +135,20 @@ async fn lease_on_full(line: bool, burst: u32) -> Option<(i64, i64)> {
         .await
         .expect("connect");
     let p = prefix();
-    let reply: Vec<i64> = redis::Script::new(include_str!("../lua/ops.lua"))
-        .key(format!("{p}s"))
-        .key(format!("{p}a"))
-        .key(format!("{p}f"))
-        // R, recovery interval (us), factor, release channel, lease TTL
-        // (ms), replica; the resource (token bucket, 1 per 1 s, `burst`,
-        // a margin of 1 s in us); then L idx want min weight line ahead_us.
-        .arg(1)
-        .arg(30_000_000)
-        .arg(1.1)
-        .arg(format!("{p}release"))
-        .arg(30_000)
-        .arg("a")
-        .arg(1)
-        .arg(1)
-        .arg(1_000_000)
-        .arg(burst)
-        .arg("r")
-        .arg(1_000_000)
-        .arg("L")
-        .arg(1)
-        .arg(burst)
-        .arg(1)
-        .arg(1)
-        .arg(u8::from(line))
-        .arg(0)
-        .arg("I")
-        .arg(1)
-        .invoke_async(&mut c)
-        .await
-        .expect("script");
+    // L idx want min weight line ahead_us, then I idx.
+    let ops = [
+        "L",
+        "1",
+        &burst.to_string(),
+        "1",
+        "1",
+        &u8::from(line).to_string(),
+        "0",
+        "I",
+        "1",
+    ];
+    let ops: Vec<String> = ops.iter().map(|s| (*s).to_owned()).collect();
+    let reply = ops_on_bucket(&mut c, &p, burst, 1_000_000, &ops).await;
     Some((reply[0], reply[4]))
 }
 

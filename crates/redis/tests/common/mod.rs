@@ -142,3 +142,40 @@ impl Drop for OwnRedis {
         self.kill();
     }
 }
+
+/// One call of `ops.lua` itself as replica `a` on one token bucket under
+/// prefix `p` (its keys `{p}s`, `{p}a`, `{p}f`) of 1 a second, `burst`
+/// and a jitter margin of `margin_us`, then `ops` (each operation's letter
+/// and fields, as the script reads them): its reply.
+pub async fn ops_on_bucket(
+    c: &mut redis::aio::MultiplexedConnection,
+    p: &str,
+    burst: u32,
+    margin_us: u64,
+    ops: &[String],
+) -> Vec<i64> {
+    let script = redis::Script::new(include_str!("../../lua/ops.lua"));
+    let mut call = script.prepare_invoke();
+    call.key(format!("{p}s"))
+        .key(format!("{p}a"))
+        .key(format!("{p}f"))
+        // R, recovery interval (us), factor, release channel, lease TTL
+        // (ms), replica; the resource: algorithm (1 token bucket),
+        // capacity, window (us), burst, name, margin (us).
+        .arg(1)
+        .arg(30_000_000)
+        .arg(1.1)
+        .arg(format!("{p}release"))
+        .arg(30_000)
+        .arg("a")
+        .arg(1)
+        .arg(1)
+        .arg(1_000_000)
+        .arg(burst)
+        .arg("r")
+        .arg(margin_us);
+    for op in ops {
+        call.arg(op);
+    }
+    call.invoke_async(c).await.expect("script")
+}
