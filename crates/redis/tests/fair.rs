@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{config, ops_on_bucket, prefix, redis_url, replica};
+use common::{config, connection, ops_on_bucket, prefix, redis_url, replica};
 use sluice_limit::{Limit, Rules};
 use sluice_redis::{Mode, RedisLimiter};
 
@@ -157,12 +157,7 @@ async fn a_quiet_replica_holds_nobody_up() {
 /// `a` owes one (it took more than its share), both counted for ten
 /// seconds more. The reply: taken, wait (us), kind.
 async fn lease_with_b_owed(tokens: f64, b_owed: f64, need: u32) -> Option<(i64, i64, i64)> {
-    let url = redis_url()?;
-    let client = redis::Client::open(url).expect("url");
-    let mut c = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut c = connection().await?;
     let p = prefix();
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await.expect("time");
     let now = secs * 1_000_000 + micros;

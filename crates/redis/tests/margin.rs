@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{config, ops_on_bucket, prefix, redis_url};
+use common::{config, connection, ops_on_bucket, prefix, redis_url};
 use sluice_limit::{AdaptiveConfig, Error, Limit, Rules};
 use sluice_redis::{Mode, RedisLimiter};
 
@@ -128,12 +128,7 @@ async fn a_margin_larger_than_the_burst_is_taken_from_time() {
 /// bucket holds after (the margin, taken from time, is a debt). `line`
 /// says the take is for waiters already queued.
 async fn lease_on_full(line: bool, burst: u32) -> Option<(i64, i64)> {
-    let url = redis_url()?;
-    let client = redis::Client::open(url).expect("url");
-    let mut c = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut c = connection().await?;
     let p = prefix();
     // L idx want min weight line ahead_us, then I idx.
     let ops = [

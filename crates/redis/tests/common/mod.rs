@@ -143,6 +143,18 @@ impl Drop for OwnRedis {
     }
 }
 
+/// A connection of its own to the test Redis, or `None` as
+/// [`redis_url`].
+pub async fn connection() -> Option<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(redis_url()?).expect("url");
+    Some(
+        client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect"),
+    )
+}
+
 /// One call of `ops.lua` itself as replica `a` on one token bucket under
 /// prefix `p` (its keys `{p}s`, `{p}a`, `{p}f`) of 1 a second, `burst`
 /// and a jitter margin of `margin_us`, then `ops` (each operation's letter
