@@ -1,11 +1,12 @@
 //! [`Store`]: the [`JobStore`] of both SQL backends.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Conn};
 use crate::config::StoreConfig;
 use crate::counts::QueueCounts;
 use crate::error::Error;
@@ -16,6 +17,7 @@ use crate::new_job::NewJob;
 use crate::ops::{admin, claim, enqueue, events, flow, lease, schedule};
 use crate::retention::{Cleaned, Retention};
 use crate::schedule::{NewSchedule, Schedule};
+use crate::sql::Dialect;
 use crate::store::{Enqueued, JobStore, ListFilter, Page, RetryDecision};
 use crate::tally::{Counted, Counter, Tally};
 use sluice_store::{Clock, Timestamp};
@@ -88,6 +90,76 @@ macro_rules! in_tx {
         $store.counter.commit(true);
         Ok(out)
     }};
+}
+
+/// What a batch of completions answers per item: the job as it now is
+/// ([`JobStore::complete_many`]) or its id alone
+/// ([`JobStore::complete_many_ids`]).
+trait Completed: Sized + Send {
+    /// Completes `done` with one statement ([`lease::complete_many`]).
+    fn batch(
+        c: &mut impl Conn,
+        dialect: &Dialect,
+        done: &[(Lease, Value)],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send;
+    /// The answer for a job completed alone.
+    fn of(job: Job) -> Self;
+}
+
+impl Completed for Job {
+    fn batch(
+        c: &mut impl Conn,
+        dialect: &Dialect,
+        done: &[(Lease, Value)],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send {
+        lease::complete_many(c, dialect, done, now)
+    }
+    fn of(job: Job) -> Self {
+        job
+    }
+}
+
+impl Completed for JobId {
+    fn batch(
+        c: &mut impl Conn,
+        dialect: &Dialect,
+        done: &[(Lease, Value)],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send {
+        lease::complete_ids(c, dialect, done, now)
+    }
+    fn of(job: Job) -> Self {
+        job.id
+    }
+}
+
+impl<B: Backend> Store<B> {
+    /// Completes `done` in one transaction; if the database refuses the
+    /// batch for what one item holds, one by one, so that item fails alone.
+    async fn complete_batch<T: Completed>(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> Result<Vec<Result<T, Error>>, Error> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let whole: Result<_, Error> =
+            async { in_tx!(self, |tx| T::batch(tx, self.backend.dialect(), &done, now)) }.await;
+        match whole {
+            Err(e) if done.len() > 1 && refused_item(&e) => {
+                one_by_one("completions", &e, done.len());
+                let mut out = Vec::with_capacity(done.len());
+                for (held, result) in done {
+                    out.push(self.complete(&held, result).await.map(T::of));
+                }
+                Ok(out)
+            }
+            whole => whole,
+        }
+    }
 }
 
 impl<B: Backend> JobStore for Store<B> {
@@ -189,30 +261,14 @@ impl<B: Backend> JobStore for Store<B> {
         &self,
         done: Vec<(Lease, Value)>,
     ) -> Result<Vec<Result<Job, Error>>, Error> {
-        if done.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = self.now();
-        let whole: Result<_, Error> = async {
-            in_tx!(self, |tx| lease::complete_many(
-                tx,
-                self.backend.dialect(),
-                &done,
-                now
-            ))
-        }
-        .await;
-        match whole {
-            Err(e) if done.len() > 1 && refused_item(&e) => {
-                one_by_one("completions", &e, done.len());
-                let mut out = Vec::with_capacity(done.len());
-                for (held, result) in done {
-                    out.push(self.complete(&held, result).await);
-                }
-                Ok(out)
-            }
-            whole => whole,
-        }
+        self.complete_batch(done).await
+    }
+
+    async fn complete_many_ids(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> Result<Vec<Result<JobId, Error>>, Error> {
+        self.complete_batch(done).await
     }
 
     async fn fail(&self, held: &Lease, error: &str, decision: RetryDecision) -> Result<Job, Error> {

@@ -180,6 +180,24 @@ pub trait JobStore: Send + Sync {
         }
     }
 
+    /// [`complete_many`](Self::complete_many) answering, for each item
+    /// completed, only its job's id, not the job as it now is: what a
+    /// [`WorkerPool`](crate::worker::WorkerPool)'s batches need, and the
+    /// SQL stores then read nothing else back. The default calls
+    /// [`complete_many`](Self::complete_many).
+    ///
+    /// # Errors
+    /// As [`complete_many`](Self::complete_many).
+    fn complete_many_ids(
+        &self,
+        done: Vec<(Lease, Value)>,
+    ) -> impl Future<Output = Result<Vec<Result<JobId, Error>>, Error>> + Send {
+        async move {
+            let answers = self.complete_many(done).await?;
+            Ok(answers.into_iter().map(|a| a.map(|job| job.id)).collect())
+        }
+    }
+
     /// Records a failed run of a leased job and what happens next (see
     /// [`RetryDecision`]).
     ///

@@ -121,6 +121,35 @@ pub async fn complete_many(
     done: &[(Lease, Value)],
     now: Timestamp,
 ) -> Result<Vec<Result<Job, Error>>, Error> {
+    let completed = c
+        .jobs(dialect.complete_many, args![now, completions(done)])
+        .await?
+        .into_iter()
+        .map(|job| (job.id, job))
+        .collect();
+    answers(c, done, completed).await
+}
+
+/// [`complete_many`] answering only the id of each job completed, read
+/// back alone ([`Dialect::complete_ids`]).
+pub async fn complete_ids(
+    c: &mut impl Conn,
+    dialect: &Dialect,
+    done: &[(Lease, Value)],
+    now: Timestamp,
+) -> Result<Vec<Result<JobId, Error>>, Error> {
+    let completed = c
+        .ints(dialect.complete_ids, args![now, completions(done)])
+        .await?
+        .into_iter()
+        .map(|id| (JobId(id), JobId(id)))
+        .collect();
+    answers(c, done, completed).await
+}
+
+/// The JSON array of a batch of completions (see
+/// [`Dialect::complete_many`]), each job once: its first item.
+fn completions(done: &[(Lease, Value)]) -> String {
     let mut seen = HashSet::with_capacity(done.len());
     let mut rows = Vec::with_capacity(done.len());
     for (lease, result) in done {
@@ -133,13 +162,16 @@ pub async fn complete_many(
             }));
         }
     }
-    let batch = Value::Array(rows).to_string();
-    let mut completed: HashMap<JobId, Job> = c
-        .jobs(dialect.complete_many, args![now, batch])
-        .await?
-        .into_iter()
-        .map(|job| (job.id, job))
-        .collect();
+    Value::Array(rows).to_string()
+}
+
+/// One answer per item of `done`, in order, from what the batch
+/// `completed` (by job id).
+async fn answers<T: Send>(
+    c: &mut impl Conn,
+    done: &[(Lease, Value)],
+    mut completed: HashMap<JobId, T>,
+) -> Result<Vec<Result<T, Error>>, Error> {
     let mut out = Vec::with_capacity(done.len());
     for (lease, _) in done {
         // `remove`: a repeated item finds its job taken and is refused.

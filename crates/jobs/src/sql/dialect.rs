@@ -27,6 +27,11 @@ pub struct Dialect {
     /// `{"id", "owner", "token", "result"}` (the result as JSON text) whose
     /// lease still holds; returns the completed jobs.
     pub complete_many: &'static str,
+    /// [`Dialect::complete_many`] returning only the ids of the jobs
+    /// completed: a worker pool's batches read nothing else back, and
+    /// every column of every row returned is copied out of the database
+    /// and decoded.
+    pub complete_ids: &'static str,
     /// Extends to `$1`, at time `$2`, the leases whose jobs, owners and
     /// tokens are the arrays `$3`, `$4` and `$5`, where they still hold;
     /// returns the renewed jobs.
@@ -269,6 +274,33 @@ macro_rules! batch_leased {
     };
 }
 
+/// SQLite's completion of the batch `$2` at time `$1`, without its
+/// `RETURNING`.
+macro_rules! sqlite_complete {
+    () => {
+        concat!(
+            completed!(),
+            "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, \
+                          json_extract(value, '$.token') AS token, \
+                          json_extract(value, '$.result') AS result \
+                   FROM json_each($2)) AS d",
+            batch_leased!()
+        )
+    };
+}
+
+/// PostgreSQL's completion of the batch `$2` at time `$1`, without its
+/// `RETURNING`.
+macro_rules! postgres_complete {
+    () => {
+        concat!(
+            completed!(),
+            "FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, owner text, token bigint, result text)",
+            batch_leased!()
+        )
+    };
+}
+
 /// The ready jobs of queue `$1` that are not yet marked due but whose
 /// `run_at` passed by `$2`, `$3` at most, earliest first (`jobs_waiting`).
 macro_rules! waiting {
@@ -316,15 +348,8 @@ pub const SQLITE: Dialect = Dialect {
     ),
     serve_tenants: serve_tenants!(zip!("$2" AS "tenant", "$3" AS "turn")),
     serve_groups: serve_groups!(zip!("$2" AS "tenant", "$3" AS "grp", "$4" AS "turn")),
-    complete_many: concat!(
-        completed!(),
-        "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, \
-                      json_extract(value, '$.token') AS token, \
-                      json_extract(value, '$.result') AS result \
-               FROM json_each($2)) AS d",
-        batch_leased!(),
-        "RETURNING *"
-    ),
+    complete_many: concat!(sqlite_complete!(), "RETURNING *"),
+    complete_ids: concat!(sqlite_complete!(), "RETURNING id"),
     heartbeat_many: concat!(
         "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 FROM ",
         zip!("$3" AS "id", "$4" AS "owner", "$5" AS "token"),
@@ -443,12 +468,8 @@ pub const POSTGRES: Dialect = Dialect {
     serve_groups: serve_groups!(
         "(SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(tenant, grp, turn))"
     ),
-    complete_many: concat!(
-        completed!(),
-        "FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, owner text, token bigint, result text)",
-        batch_leased!(),
-        "RETURNING jobs.*"
-    ),
+    complete_many: concat!(postgres_complete!(), "RETURNING jobs.*"),
+    complete_ids: concat!(postgres_complete!(), "RETURNING jobs.id"),
     heartbeat_many: concat!(
         "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
          FROM unnest($3::bigint[], $4::text[], $5::bigint[]) AS d(id, owner, token)",

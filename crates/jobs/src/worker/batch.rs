@@ -1,6 +1,6 @@
 //! The outcome batcher: a pool's runs hand their completions and failures
 //! to one task, which writes all that are waiting with one
-//! [`JobStore::complete_many`] and one [`JobStore::fail_many`] (a
+//! [`JobStore::complete_many_ids`] and one [`JobStore::fail_many`] (a
 //! transaction each, every item still guarded by its lease) while the next
 //! ones queue up behind it. A run's call returns only once its own outcome
 //! is committed, so nothing is reported done before it is durable; under
@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
-use crate::job::{Job, Lease};
+use crate::job::{Job, JobId, Lease};
 use crate::store::{JobStore, RetryDecision};
 
 /// The most completions one transaction writes.
@@ -26,19 +26,18 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 /// hand theirs over (bounded memory).
 const QUEUED: usize = 4 * MAX_BATCH;
 
-/// What a run ended in.
+/// What a run ended in, and where its answer goes.
 enum Op {
-    Complete(Value),
-    Fail(String, RetryDecision),
+    Complete(Value, Reply<JobId>),
+    Fail(String, RetryDecision, Reply<Job>),
 }
 
 struct Item {
     lease: Lease,
     op: Op,
-    reply: Reply,
 }
 
-type Reply = oneshot::Sender<Result<Job, Error>>;
+type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 /// The handle runs complete through.
 #[derive(Debug, Clone)]
@@ -59,8 +58,10 @@ impl Completer {
     /// # Errors
     /// As [`JobStore::complete`]; [`Error::Batch`] if the batch failed as a
     /// whole or the batcher is gone (the pool is being dropped).
-    pub async fn complete(&self, lease: Lease, result: Value) -> Result<Job, Error> {
-        self.submit(lease, Op::Complete(result)).await
+    pub async fn complete(&self, lease: Lease, result: Value) -> Result<JobId, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.submit(lease, Op::Complete(result, reply)).await;
+        answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
     /// Records a failed run of the leased job, in the next batch; returns
@@ -74,16 +75,15 @@ impl Completer {
         error: String,
         decision: RetryDecision,
     ) -> Result<Job, Error> {
-        self.submit(lease, Op::Fail(error, decision)).await
+        let (reply, answer) = oneshot::channel();
+        self.submit(lease, Op::Fail(error, decision, reply)).await;
+        answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
-    async fn submit(&self, lease: Lease, op: Op) -> Result<Job, Error> {
-        let (reply, answer) = oneshot::channel();
-        let item = Item { lease, op, reply };
-        if self.tx.send(item).await.is_err() {
-            return Err(gone());
-        }
-        answer.await.unwrap_or_else(|_| Err(gone()))
+    /// Queues `op`; if the batcher is gone, its reply is dropped with it,
+    /// which answers [`gone`].
+    async fn submit(&self, lease: Lease, op: Op) {
+        let _ = self.tx.send(Item { lease, op }).await;
     }
 }
 
@@ -114,18 +114,18 @@ async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
         let mut failed_replies = Vec::new();
         for item in items.drain(..) {
             match item.op {
-                Op::Complete(result) => {
+                Op::Complete(result, reply) => {
                     done.push((item.lease, result));
-                    done_replies.push(item.reply);
+                    done_replies.push(reply);
                 }
-                Op::Fail(error, decision) => {
+                Op::Fail(error, decision, reply) => {
                     failed.push((item.lease, error, decision));
-                    failed_replies.push(item.reply);
+                    failed_replies.push(reply);
                 }
             }
         }
         if !done.is_empty() {
-            answer(done_replies, store.complete_many(done).await);
+            answer(done_replies, store.complete_many_ids(done).await);
         }
         if !failed.is_empty() {
             answer(failed_replies, store.fail_many(failed).await);
@@ -134,7 +134,7 @@ async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
 }
 
 /// Sends each run its answer, or the batch's error to all of them.
-fn answer(replies: Vec<Reply>, results: Result<Vec<Result<Job, Error>>, Error>) {
+fn answer<T>(replies: Vec<Reply<T>>, results: Result<Vec<Result<T, Error>>, Error>) {
     match results {
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {

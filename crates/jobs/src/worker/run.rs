@@ -325,10 +325,10 @@ async fn record<S: JobStore>(ctx: &Ctx<S>, job: &Job, lease: &Lease, outcome: Ou
 /// Runs a store call on the lease, trying a failing database a few times:
 /// giving up leaves the job running until its lease expires and the
 /// rescuer takes it back, so it is never lost.
-async fn persist<F, Fut>(health: &StoreHealth, lease: &Lease, call: F) -> Option<Job>
+async fn persist<T, F, Fut>(health: &StoreHealth, lease: &Lease, call: F) -> Option<T>
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = Result<Job, Error>>,
+    Fut: Future<Output = Result<T, Error>>,
 {
     for attempt in 1..=3_u32 {
         match call().await {

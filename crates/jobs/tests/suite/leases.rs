@@ -311,6 +311,73 @@ pub async fn complete_many_guards_each_lease(f: &impl Factory) {
     assert_eq!((done.state, done.attempts), (JobState::Completed, 2));
 }
 
+/// The pool's batches answer ids only: the same guards as
+/// `complete_many`, and the jobs stored completed with their results.
+pub async fn complete_many_ids_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(
+        store
+            .complete_many_ids(Vec::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stale_job = enqueue(&store, job("q")).await;
+    let (_, stale) = claim_one(&store, "q", "w1").await;
+    clock.advance(LEASE);
+    assert_eq!(store.rescue().await.unwrap().len(), 1);
+    let (_, current) = claim_one(&store, "q", "w2").await;
+    let a = enqueue(&store, job("q")).await;
+    let b = enqueue(&store, job("q")).await;
+    let (_, la) = claim_one(&store, "q", "w1").await;
+    let (_, lb) = claim_one(&store, "q", "w1").await;
+    let missing = Lease {
+        job: JobId(i64::MAX),
+        ..la.clone()
+    };
+    let answers = store
+        .complete_many_ids(vec![
+            (la.clone(), json!({"a": 1})),
+            (stale.clone(), json!("stale")),
+            (lb.clone(), json!("b")),
+            (missing, json!(null)),
+            (la.clone(), json!("again")),
+        ])
+        .await
+        .expect("the batch as a whole is written");
+    assert_eq!(answers.len(), 5, "one answer per item, in order");
+    assert_eq!(answers[0].as_ref().ok(), Some(&a.id));
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
+        "{:?}",
+        answers[1]
+    );
+    assert_eq!(answers[2].as_ref().ok(), Some(&b.id));
+    assert!(
+        matches!(answers[3], Err(Error::NotFound(_))),
+        "{:?}",
+        answers[3]
+    );
+    assert!(
+        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
+        "a repeat completes nothing: {:?}",
+        answers[4]
+    );
+    for (id, result) in [(a.id, json!({"a": 1})), (b.id, json!("b"))] {
+        let done = store.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (done.state, done.attempts, done.result, done.lease),
+            (JobState::Completed, 1, Some(result), None)
+        );
+    }
+    let held = store.get(stale_job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (held.state, held.lease),
+        (JobState::Running, Some(current)),
+        "the new owner keeps the job"
+    );
+}
+
 pub async fn complete_many_of_many_jobs(f: &impl Factory) {
     let (store, _clock) = open(f).await;
     let jobs: Vec<_> = (0..300)

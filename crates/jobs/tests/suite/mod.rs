@@ -121,6 +121,7 @@ macro_rules! store_tests {
             leases::late_completion_before_rescue_is_accepted,
             leases::unknown_job_is_not_found,
             leases::complete_many_guards_each_lease,
+            leases::complete_many_ids_guards_each_lease,
             leases::complete_many_of_many_jobs,
             leases::fail_many_guards_each_lease,
             leases::errors_with_nul_bytes_fail_no_batch,
