@@ -89,6 +89,16 @@ pub fn gateway_and_writers_cpu() -> Option<std::time::Duration> {
     })
 }
 
+/// CPU time this process's threads (all of them, and sqlx's SQLite
+/// connection threads among them) have spent so far, as [`gateway_cpu`]
+/// reads the gateway's: what `sluice bench jobs` charges a burn-down.
+pub fn process_and_sqlite_cpu() -> [Option<std::time::Duration>; 2] {
+    [
+        threads_cpu(|_| true),
+        threads_cpu(|name| name.starts_with("sqlx-sqlite")),
+    ]
+}
+
 /// CPU time spent so far by this process's threads whose name passes
 /// `counted`.
 fn threads_cpu(counted: impl Fn(&str) -> bool) -> Option<std::time::Duration> {

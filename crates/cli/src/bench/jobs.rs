@@ -311,6 +311,7 @@ async fn throughput<S: JobStore + 'static>(
     if let Some(n) = args.awaiting_commit {
         config = config.awaiting_commit(n);
     }
+    let cpu_before = crate::stack::process_and_sqlite_cpu();
     let start = Instant::now();
     let pool = WorkerPool::builder(Arc::clone(&store), Limiter::new(Rules::new())?)
         .handlers(noop_handlers())
@@ -323,6 +324,15 @@ async fn throughput<S: JobStore + 'static>(
     until_completed(&pool, args.jobs).await?;
     let burn = start.elapsed();
     let burnt = tally();
+    let cpu_after = crate::stack::process_and_sqlite_cpu();
+    // Microseconds of CPU per job of the burn-down, this process's (a
+    // PostgreSQL server's are not counted): what the machine's cores bound.
+    let cpu_us = |i: usize| match (cpu_before[i], cpu_after[i]) {
+        (Some(a), Some(b)) => json!(round3(
+            b.saturating_sub(a).as_secs_f64() * 1e6 / args.jobs as f64
+        )),
+        _ => Value::Null,
+    };
     pool.shutdown(Duration::from_secs(5)).await;
     let completed = count(&*store, queue, JobState::Completed).await?;
     let per_second = |d: Duration| args.jobs as f64 / d.as_secs_f64().max(1e-9);
@@ -335,6 +345,8 @@ async fn throughput<S: JobStore + 'static>(
         "completed": completed,
         "enqueue_per_job": per_job(enqueued - before, args.jobs),
         "burn_per_job": per_job(burnt - enqueued, args.jobs),
+        "burn_cpu_us_per_job": cpu_us(0),
+        "burn_sqlite_cpu_us_per_job": cpu_us(1),
     }))
 }
 
@@ -527,8 +539,10 @@ fn table(r: &Value) -> String {
         "statements/job",
         "commits/job",
         "synced/job",
+        "CPU µs/job",
+        "SQLite threads µs/job",
     ])
-    .right(1..7);
+    .right(1..9);
     for b in r["throughput"].as_array().into_iter().flatten() {
         // What the burn-down asked of the database per job: load does not move these.
         let cost = &b["burn_per_job"];
@@ -540,6 +554,8 @@ fn table(r: &Value) -> String {
             per(&cost["statements"], 3),
             per(&cost["commits"], 4),
             per(&cost["synced_commits"], 4),
+            per(&b["burn_cpu_us_per_job"], 1),
+            per(&b["burn_sqlite_cpu_us_per_job"], 1),
         ]);
     }
     let _ = write!(out, "\n{}", t.render());
