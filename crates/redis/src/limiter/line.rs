@@ -212,7 +212,12 @@ impl Inner {
                 st.consume(cost);
                 queued = queued.saturating_sub(1);
             }
-            let refill = if queued > 1 {
+            // Not to a Redis known to be away: the reservation would fail
+            // at once and wake the head to send another, round and round
+            // until every waiter's deadline, when the head should fall
+            // to the local share as a lone caller does (`Stashed::Empty`
+            // sends it to `attempt_for_line`, whose precheck says so).
+            let refill = if queued > 1 && !self.conn.is_degraded() {
                 st.refill(cost, queued, now)
             } else {
                 None
