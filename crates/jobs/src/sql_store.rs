@@ -107,33 +107,28 @@ trait Completed: Sized + Send {
     fn of(job: Job) -> Self;
 }
 
-impl Completed for Job {
-    fn batch(
-        c: &mut impl Conn,
-        dialect: &Dialect,
-        done: &[(Lease, Value)],
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send {
-        lease::complete_many(c, dialect, done, now)
-    }
-    fn of(job: Job) -> Self {
-        job
-    }
+/// Implements [`Completed`] for `$t`, whose batch is `$batch` and whose
+/// answer for a job completed alone is `$of`.
+macro_rules! completed {
+    ($t:ty, $batch:path, $of:expr) => {
+        impl Completed for $t {
+            fn batch(
+                c: &mut impl Conn,
+                dialect: &Dialect,
+                done: &[(Lease, Value)],
+                now: Timestamp,
+            ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send {
+                $batch(c, dialect, done, now)
+            }
+            fn of(job: Job) -> Self {
+                $of(job)
+            }
+        }
+    };
 }
 
-impl Completed for JobId {
-    fn batch(
-        c: &mut impl Conn,
-        dialect: &Dialect,
-        done: &[(Lease, Value)],
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Vec<Result<Self, Error>>, Error>> + Send {
-        lease::complete_ids(c, dialect, done, now)
-    }
-    fn of(job: Job) -> Self {
-        job.id
-    }
-}
+completed!(Job, lease::complete_many, |job| job);
+completed!(JobId, lease::complete_ids, |job: Job| job.id);
 
 impl<B: Backend> Store<B> {
     /// Completes `done` in one transaction; if the database refuses the

@@ -232,36 +232,97 @@ pub async fn unknown_job_is_not_found(f: &impl Factory) {
     );
 }
 
-pub async fn complete_many_guards_each_lease(f: &impl Factory) {
-    let (store, clock) = open(f).await;
-    assert!(store.complete_many(Vec::new()).await.unwrap().is_empty());
-    let stale_job = enqueue(&store, job("q")).await;
-    let (_, stale) = claim_one(&store, "q", "w1").await;
+/// A batch of five completions: job `a`'s, a lease a rescue took back
+/// (its job now held by `current`), job `b`'s, one of a job that does not
+/// exist, and `a`'s again.
+struct FiveCompletions {
+    items: Vec<(Lease, serde_json::Value)>,
+    a: JobId,
+    b: JobId,
+    stale: JobId,
+    current: Lease,
+}
+
+async fn five_completions(store: &impl JobStore, clock: &ManualClock) -> FiveCompletions {
+    let stale_job = enqueue(store, job("q")).await;
+    let (_, stale) = claim_one(store, "q", "w1").await;
     clock.advance(LEASE);
     assert_eq!(store.rescue().await.unwrap().len(), 1);
-    let (_, current) = claim_one(&store, "q", "w2").await;
+    let (_, current) = claim_one(store, "q", "w2").await;
     assert_eq!(current.job, stale_job.id);
 
-    let a = enqueue(&store, job("q")).await;
-    let b = enqueue(&store, NewJob::new("q", "test.noop", json!({"b": true}))).await;
-    let (_, la) = claim_one(&store, "q", "w1").await;
-    let (_, lb) = claim_one(&store, "q", "w1").await;
+    let a = enqueue(store, job("q")).await;
+    let b = enqueue(store, NewJob::new("q", "test.noop", json!({"b": true}))).await;
+    let (_, la) = claim_one(store, "q", "w1").await;
+    let (_, lb) = claim_one(store, "q", "w1").await;
     assert_eq!((la.job, lb.job), (a.id, b.id));
     let missing = Lease {
         job: JobId(i64::MAX),
         ..la.clone()
     };
-    let answers = store
-        .complete_many(vec![
+    FiveCompletions {
+        items: vec![
             (la.clone(), json!({"a": 1})),
-            (stale.clone(), json!("stale")),
-            (lb.clone(), json!("b")),
+            (stale, json!("stale")),
+            (lb, json!("b")),
             (missing, json!(null)),
-            (la.clone(), json!("again")),
-        ])
+            (la, json!("again")),
+        ],
+        a: a.id,
+        b: b.id,
+        stale: stale_job.id,
+        current,
+    }
+}
+
+/// The answers of [`five_completions`] that must be refusals are, and
+/// what the store holds after them: `a` completed once, by its first
+/// item, `b` completed, and the rescued job still with its new owner.
+async fn refused_alone<T: std::fmt::Debug>(
+    store: &impl JobStore,
+    batch: &FiveCompletions,
+    answers: &[Result<T, Error>],
+) {
+    assert_eq!(answers.len(), 5, "one answer per item, in order");
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost(id)) if id == batch.stale),
+        "{:?}",
+        answers[1]
+    );
+    assert!(
+        matches!(answers[3], Err(Error::NotFound(_))),
+        "{:?}",
+        answers[3]
+    );
+    assert!(
+        matches!(answers[4], Err(Error::LeaseLost(id)) if id == batch.a),
+        "a repeat completes nothing: {:?}",
+        answers[4]
+    );
+    for (id, result) in [(batch.a, json!({"a": 1})), (batch.b, json!("b"))] {
+        let done = store.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (done.state, done.attempts, done.result, done.lease),
+            (JobState::Completed, 1, Some(result), None),
+            "completed once, by the first item"
+        );
+    }
+    let held = store.get(batch.stale).await.unwrap().unwrap();
+    assert_eq!(
+        (held.state, held.lease),
+        (JobState::Running, Some(batch.current.clone())),
+        "the new owner keeps the job"
+    );
+}
+
+pub async fn complete_many_guards_each_lease(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    assert!(store.complete_many(Vec::new()).await.unwrap().is_empty());
+    let batch = five_completions(&store, &clock).await;
+    let answers = store
+        .complete_many(batch.items.clone())
         .await
         .expect("the batch as a whole is written");
-    assert_eq!(answers.len(), 5, "one answer per item, in order");
     let done_a = answers[0].as_ref().expect("a completes");
     assert_eq!(
         (
@@ -270,44 +331,18 @@ pub async fn complete_many_guards_each_lease(f: &impl Factory) {
             done_a.attempts,
             done_a.result.clone()
         ),
-        (a.id, JobState::Completed, 1, Some(json!({"a": 1})))
+        (batch.a, JobState::Completed, 1, Some(json!({"a": 1})))
     );
     assert!(done_a.lease.is_none());
-    assert!(
-        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
-        "{:?}",
-        answers[1]
-    );
     let done_b = answers[2]
         .as_ref()
         .expect("the stale lease does not poison b");
     assert_eq!(
         (done_b.id, done_b.state, done_b.result.clone()),
-        (b.id, JobState::Completed, Some(json!("b")))
+        (batch.b, JobState::Completed, Some(json!("b")))
     );
-    assert!(
-        matches!(answers[3], Err(Error::NotFound(_))),
-        "{:?}",
-        answers[3]
-    );
-    assert!(
-        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
-        "a repeat completes nothing: {:?}",
-        answers[4]
-    );
-    let again = store.get(a.id).await.unwrap().unwrap();
-    assert_eq!(
-        (again.attempts, again.result),
-        (1, Some(json!({"a": 1}))),
-        "completed once, by the first item"
-    );
-    let held = store.get(stale_job.id).await.unwrap().unwrap();
-    assert_eq!(
-        (held.state, held.lease),
-        (JobState::Running, Some(current.clone())),
-        "the new owner keeps the job"
-    );
-    let done = store.complete(&current, json!("w2")).await.unwrap();
+    refused_alone(&store, &batch, &answers).await;
+    let done = store.complete(&batch.current, json!("w2")).await.unwrap();
     assert_eq!((done.state, done.attempts), (JobState::Completed, 2));
 }
 
@@ -322,60 +357,14 @@ pub async fn complete_many_ids_guards_each_lease(f: &impl Factory) {
             .unwrap()
             .is_empty()
     );
-    let stale_job = enqueue(&store, job("q")).await;
-    let (_, stale) = claim_one(&store, "q", "w1").await;
-    clock.advance(LEASE);
-    assert_eq!(store.rescue().await.unwrap().len(), 1);
-    let (_, current) = claim_one(&store, "q", "w2").await;
-    let a = enqueue(&store, job("q")).await;
-    let b = enqueue(&store, job("q")).await;
-    let (_, la) = claim_one(&store, "q", "w1").await;
-    let (_, lb) = claim_one(&store, "q", "w1").await;
-    let missing = Lease {
-        job: JobId(i64::MAX),
-        ..la.clone()
-    };
+    let batch = five_completions(&store, &clock).await;
     let answers = store
-        .complete_many_ids(vec![
-            (la.clone(), json!({"a": 1})),
-            (stale.clone(), json!("stale")),
-            (lb.clone(), json!("b")),
-            (missing, json!(null)),
-            (la.clone(), json!("again")),
-        ])
+        .complete_many_ids(batch.items.clone())
         .await
         .expect("the batch as a whole is written");
-    assert_eq!(answers.len(), 5, "one answer per item, in order");
-    assert_eq!(answers[0].as_ref().ok(), Some(&a.id));
-    assert!(
-        matches!(answers[1], Err(Error::LeaseLost(id)) if id == stale_job.id),
-        "{:?}",
-        answers[1]
-    );
-    assert_eq!(answers[2].as_ref().ok(), Some(&b.id));
-    assert!(
-        matches!(answers[3], Err(Error::NotFound(_))),
-        "{:?}",
-        answers[3]
-    );
-    assert!(
-        matches!(answers[4], Err(Error::LeaseLost(id)) if id == a.id),
-        "a repeat completes nothing: {:?}",
-        answers[4]
-    );
-    for (id, result) in [(a.id, json!({"a": 1})), (b.id, json!("b"))] {
-        let done = store.get(id).await.unwrap().unwrap();
-        assert_eq!(
-            (done.state, done.attempts, done.result, done.lease),
-            (JobState::Completed, 1, Some(result), None)
-        );
-    }
-    let held = store.get(stale_job.id).await.unwrap().unwrap();
-    assert_eq!(
-        (held.state, held.lease),
-        (JobState::Running, Some(current)),
-        "the new owner keeps the job"
-    );
+    assert_eq!(answers[0].as_ref().ok(), Some(&batch.a));
+    assert_eq!(answers[2].as_ref().ok(), Some(&batch.b));
+    refused_alone(&store, &batch, &answers).await;
 }
 
 pub async fn complete_many_of_many_jobs(f: &impl Factory) {
