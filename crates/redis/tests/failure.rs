@@ -140,3 +140,44 @@ async fn unusable_settings_are_refused_by_name() {
         .unwrap_err();
     assert!(e.to_string().contains("invalid redis url"), "{e}");
 }
+
+/// A line of waiters when Redis goes away, failing open: its head falls
+/// to the local share as a lone caller does, and the line is served.
+/// Before, the head kept sending the line's reservations to the Redis
+/// known to be away, each failing at once and waking it to send the
+/// next, and the whole line waited out its deadlines (a replica cut off
+/// from Redis served nothing; CI of stop 46).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_of_waiters_falls_to_the_local_share_when_redis_goes() {
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let p = prefix();
+    // One replica: its local share is the whole limit. At 20/s a line of
+    // 20 lasts a second, so it is still there when Redis goes.
+    let rules = Rules::new().exact("m", Limit::per_second(20).burst(1));
+    let a = replica(config(&redis.url(), &p, "a", Mode::Exact), rules).await;
+    assert!(eventually(Duration::from_secs(5), || a.replicas() == 1).await);
+    let waiters: Vec<_> = (0..20)
+        .map(|_| {
+            let a = a.clone();
+            tokio::spawn(async move {
+                // A guard against a hang, not a timed assertion.
+                let guard = tokio::time::Instant::now() + Duration::from_secs(30);
+                a.acquire("m", 1, Some(guard)).await.map(|g| g.is_local())
+            })
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || !a.is_degraded()).await);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    redis.kill();
+    let mut local = 0;
+    for w in waiters {
+        match w.await.unwrap() {
+            Ok(is_local) => local += usize::from(is_local),
+            Err(e) => panic!("a waiter in line was not served: {e}"),
+        }
+    }
+    assert!(a.is_degraded());
+    assert!(local > 0, "the line's tail is served by the local share");
+}

@@ -46,20 +46,54 @@ pub async fn run_with_cpu<F, const N: usize>(
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
+    drive(connections, duration, make, || std::future::ready(()), cpu).await
+}
+
+/// [`run`], each loop waiting for `gate()` before each request: a limiter
+/// on the client's side (the baseline of (f)).
+pub async fn run_gated<F, G, Fut>(
+    connections: usize,
+    duration: Duration,
+    make: F,
+    gate: G,
+) -> Throughput
+where
+    F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
+    G: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    drive(connections, duration, make, gate, || []).await.0
+}
+
+async fn drive<F, G, Fut, const N: usize>(
+    connections: usize,
+    duration: Duration,
+    make: F,
+    gate: G,
+    cpu: fn() -> [Option<Duration>; N],
+) -> (Throughput, [Option<Cpu>; N])
+where
+    F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
+    G: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     let make = Arc::new(make);
+    let gate = Arc::new(gate);
     let answered = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let warm_until = Instant::now() + Duration::from_millis(300);
     let ends = warm_until + duration;
     let mut loops = JoinSet::new();
     for _ in 0..connections {
-        let (make, answered, errors) = (
+        let (make, gate, answered, errors) = (
             Arc::clone(&make),
+            Arc::clone(&gate),
             Arc::clone(&answered),
             Arc::clone(&errors),
         );
         loops.spawn(async move {
             loop {
+                gate().await;
                 let ok = send(make()).await;
                 let now = Instant::now();
                 if now >= ends {

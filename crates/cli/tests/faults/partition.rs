@@ -112,6 +112,13 @@ async fn partition(failure: &str) {
         served[0] > 0,
         "the replica that reaches Redis keeps serving"
     );
+    if failure == "fail_open" && served[1] == 0 {
+        // What the cut-off replica answered meanwhile, to tell a refusal
+        // from a hang when this fails.
+        let log = replicas[1].log();
+        let tail = &log[log.len().saturating_sub(40)..];
+        eprintln!("replica 1's last lines:\n{}", tail.join("\n"));
+    }
     match failure {
         "fail_open" => assert!(served[1] > 0, "fail_open keeps serving"),
         _ => assert_eq!(served[1], 0, "fail_closed sends nothing while cut off"),

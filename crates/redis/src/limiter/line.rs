@@ -28,6 +28,9 @@ const STASH_TTL: Duration = Duration::from_millis(50);
 /// The round trip assumed before a line's first reservation answers.
 const FIRST_RTT: Duration = Duration::from_millis(2);
 
+/// How long a line sends no reservation after one failed.
+const AFTER_FAILURE: Duration = Duration::from_millis(50);
+
 /// Tokens reserved for a line's waiters and not yet handed out.
 #[derive(Debug, Default)]
 pub(crate) struct Stash {
@@ -212,7 +215,12 @@ impl Inner {
                 st.consume(cost);
                 queued = queued.saturating_sub(1);
             }
-            let refill = if queued > 1 {
+            // Not to a Redis known to be away: the reservation would fail
+            // at once and wake the head to send another, round and round
+            // until every waiter's deadline, when the head should fall
+            // to the local share as a lone caller does (`Stashed::Empty`
+            // sends it to `attempt_for_line`, whose precheck says so).
+            let refill = if queued > 1 && !self.conn.is_degraded() {
                 st.refill(cost, queued, now)
             } else {
                 None
@@ -290,8 +298,15 @@ impl Inner {
                 line: true,
                 ahead_us: u64::try_from(ahead.as_micros()).unwrap_or(u64::MAX),
             })
-            .await
-            .map_err(|_| Refusal::Down)?;
+            .await;
+        let Ok(r) = r else {
+            // Redis is away, or answered an error: the line's head takes
+            // the local share or tries alone (`attempt_for_line`); no
+            // reservation goes out meanwhile, so that an error answered
+            // at once does not turn into one call after another.
+            lock(&q.stash).not_before = Some(Instant::now() + AFTER_FAILURE);
+            return Err(Refusal::Down);
+        };
         let back = Instant::now();
         let got = u64::try_from(r[0]).unwrap_or(0);
         let mut st = lock(&q.stash);
