@@ -11,25 +11,29 @@ use std::time::Duration;
 use axum::http::{HeaderName, HeaderValue};
 use sluice_limit::ToolClassifier;
 use sluice_mcp::rmcp_session::LocalSessionManager;
-use sluice_mcp::{Hub, ServerSpec, ServiceConfig, Transport};
+use sluice_mcp::{Front, Hub, ServerSpec, ServiceConfig, StreamableHttpService, Transport};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::mcp::expand;
 use crate::config::{Config, McpServerConfig};
 use crate::error::StartError;
+use crate::layers::mcp::McpGate;
+
+/// The Streamable HTTP service of `/mcp`.
+pub(crate) type Service = StreamableHttpService<Front<McpGate>, LocalSessionManager>;
 
 /// See the module doc.
-#[derive(Debug)]
 pub(crate) struct Mcp {
     /// The upstream servers.
     pub hub: Arc<Hub>,
     /// Which API each server's tools call.
     routes: BTreeMap<String, Route>,
-    /// The clients' sessions, kept across requests.
-    pub sessions: Arc<LocalSessionManager>,
-    /// The Streamable HTTP service's settings (the body cap, allowed
-    /// hosts; cancelled at shutdown).
-    pub service: ServiceConfig,
+    /// The SDK's Streamable HTTP service, made once: each request finds
+    /// its tenant and the gateway's state in its own extensions, and the
+    /// clients' sessions live in it, across requests.
+    pub service: Service,
+    /// Cancelled at shutdown: sessions end, and their streams with them.
+    stop: CancellationToken,
 }
 
 #[derive(Debug)]
@@ -38,10 +42,19 @@ struct Route {
     tools: BTreeMap<String, String>,
 }
 
+impl std::fmt::Debug for Mcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The SDK's service has no `Debug` of its own.
+        f.debug_struct("Mcp")
+            .field("hub", &self.hub)
+            .field("routes", &self.routes)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Mcp {
     fn drop(&mut self) {
-        // Sessions end, and their streams with them.
-        self.service.cancellation_token.cancel();
+        self.stop.cancel();
     }
 }
 
@@ -71,8 +84,9 @@ impl Mcp {
         let hub = Arc::new(Hub::new(specs));
         let warm = Arc::clone(&hub);
         tokio::spawn(async move { warm.warm().await });
+        let stop = CancellationToken::new();
         let mut service = ServiceConfig::default();
-        service.cancellation_token = CancellationToken::new();
+        service.cancellation_token = stop.clone();
         service.allowed_hosts.clone_from(&config.mcp.allowed_hosts);
         service.max_request_body_bytes = config.max_body_bytes;
         // A request served without a session (protocol 2026-07-28) whose
@@ -80,11 +94,12 @@ impl Mcp {
         // body, not an event stream: one write and no stream to read on
         // the client's side. Progress still comes as an event stream.
         service.json_response = true;
+        let service = sluice_mcp::service(Arc::clone(&hub), Arc::new(McpGate), service);
         Ok(Some(Arc::new(Mcp {
             hub,
             routes,
-            sessions: Arc::new(LocalSessionManager::default()),
             service,
+            stop,
         })))
     }
 

@@ -225,7 +225,7 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
             let uri = request.uri.clone();
             let asked =
                 ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(request));
-            if let Err(e) = upstream.request(asked, SUBSCRIBE_FOR, None).await {
+            if let Err(e) = upstream.request_listened(asked, SUBSCRIBE_FOR).await {
                 listeners.unsubscribe(self.session, server, &uri);
                 return Err(e.into_rpc(upstream.name()));
             }
@@ -249,7 +249,7 @@ impl<G: Gate> rmcp::ServerHandler for Front<G> {
             let asked =
                 ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(request));
             upstream
-                .request(asked, SUBSCRIBE_FOR, None)
+                .request_listened(asked, SUBSCRIBE_FOR)
                 .await
                 .map_err(|e| e.into_rpc(upstream.name()))?;
         }

@@ -44,8 +44,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use rmcp::model::Prompt;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use catalog::{Catalog, Entry, Listed, ListedResources, Named, Resources};
 pub use error::UpstreamError;
@@ -206,34 +206,28 @@ where
 }
 
 /// The Streamable HTTP service of `hub` through `gate`, to mount at
-/// `/mcp`: a session per client (`Mcp-Session-Id`), SSE answers and
-/// notifications, sessions ended when `config.cancellation_token` is.
+/// `/mcp`: a session per client (`Mcp-Session-Id`), kept in the service
+/// across requests, SSE answers and notifications, sessions ended when
+/// `config.cancellation_token` is. A request's own state (who asks)
+/// reaches the gate in the request's extensions, so one service serves
+/// every request.
 pub fn service<G: Gate>(
     hub: Arc<Hub>,
     gate: Arc<G>,
     config: StreamableHttpServerConfig,
 ) -> StreamableHttpService<Front<G>, LocalSessionManager> {
-    service_with(hub, gate, Arc::new(LocalSessionManager::default()), config)
+    let front = Front::new(hub, gate);
+    let sessions = Arc::new(LocalSessionManager::default());
+    StreamableHttpService::new(move || Ok(front.for_session()), sessions, config)
 }
 
 /// The server-side configuration type of [`service`].
 pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig as ServiceConfig;
 
-/// The SDK's in-memory sessions, which [`service_with`] keeps across
-/// the services made for each request.
+/// The SDK's Streamable HTTP service [`service`] makes.
+pub use rmcp::transport::streamable_http_server::StreamableHttpService;
+
+/// The SDK's in-memory sessions, which [`service`] keeps.
 pub mod rmcp_session {
     pub use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-}
-
-/// The Streamable HTTP service of `hub` through `gate` whose sessions
-/// live in `sessions`: a gateway that makes one service per request (to
-/// hand it that request's state) keeps its clients' sessions there.
-pub fn service_with<G: Gate>(
-    hub: Arc<Hub>,
-    gate: Arc<G>,
-    sessions: Arc<LocalSessionManager>,
-    config: StreamableHttpServerConfig,
-) -> StreamableHttpService<Front<G>, LocalSessionManager> {
-    let front = Front::new(hub, gate);
-    StreamableHttpService::new(move || Ok(front.for_session()), sessions, config)
 }

@@ -75,8 +75,10 @@ pub(crate) enum List {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Each [`List`] changed since it was last read.
-    stale: [AtomicBool; 4],
+    /// Each [`List`] changed since it was last read (shared by the
+    /// relays of one server's connections: a change heard on any of them
+    /// is the server's).
+    stale: Arc<[AtomicBool; 4]>,
     routes: Mutex<HashMap<NumberOrString, (Peer<RoleServer>, ProgressToken)>>,
     /// Progress for a token with no route yet, oldest first.
     early: Mutex<VecDeque<(Instant, ProgressNotificationParam)>>,
@@ -86,7 +88,8 @@ struct Inner {
     /// Woken each time a progress notification has been handled.
     handled: Notify,
     /// Its server's index and name in the hub, and the sessions that hear
-    /// of its changes.
+    /// of its changes (on one connection per server only: every
+    /// connection may hear of a change, the sessions hear of it once).
     announce: Option<(usize, Arc<str>, Arc<Listeners>)>,
 }
 
@@ -116,6 +119,19 @@ impl Relay {
         Relay {
             inner: Arc::new(Inner {
                 announce: Some((index, name, listeners)),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// The relay of another connection to the same server, for its calls:
+    /// the lists' staleness shared with this one, progress routes of its
+    /// own (the SDK's tokens are unique per connection only), changes
+    /// announced by this one only.
+    pub(crate) fn for_calls(&self) -> Self {
+        Relay {
+            inner: Arc::new(Inner {
+                stale: Arc::clone(&self.inner.stale),
                 ..Inner::default()
             }),
         }

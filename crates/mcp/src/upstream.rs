@@ -2,6 +2,16 @@
 //! (and at start, in the background), connected again after its
 //! connection closes or its child process exits; its tools, resources,
 //! resource templates and prompts cached until it says they changed.
+//!
+//! Calls of a server over HTTP go on a connection of the thread that makes
+//! them ([`Upstream::request`]). The SDK's connection is tasks (its
+//! service loop, its transport's worker, a task per POST and per answer
+//! stream) on the runtime it was opened on, and a call hands its request
+//! to them and gets its answer back through them; each of the gateway's
+//! serving threads runs a runtime of its own, so a call on a connection
+//! opened elsewhere woke another thread at each of those hops, there and
+//! back. Listings and subscriptions keep to the first connection, the
+//! one whose notifications the clients' sessions hear.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,9 +42,14 @@ use crate::spec::{ServerSpec, Transport};
 /// listed.
 pub const MAX_TOOLS_PER_SERVER: usize = 1_024;
 
-/// Calls in flight to one Streamable HTTP server at once (the gateway's
-/// bulkhead bounds them before this).
+/// Calls in flight to one Streamable HTTP server at once, per
+/// connection (the gateway's bulkhead bounds them before this).
 const MAX_CONCURRENT: usize = 256;
+
+/// Connections for calls to one server, at most (one per thread that
+/// calls it: the gateway's serving threads, or a multi-thread runtime's
+/// workers); past it a call goes on the first connection.
+const MAX_CALL_CONNECTIONS: usize = 32;
 
 /// See the module doc.
 #[derive(Debug)]
@@ -42,6 +57,10 @@ pub struct Upstream {
     spec: ServerSpec,
     relay: Relay,
     conn: Mutex<Option<Conn>>,
+    /// The connections for calls, each of the thread that opened it.
+    here: std::sync::Mutex<Vec<Here>>,
+    /// Held while a connection for calls is opened (one at a time).
+    opening: Mutex<()>,
     /// After a failed connect, not before this: a server that is down
     /// costs a listing nothing, not its connect timeout every time.
     retry_at: std::sync::Mutex<Option<Instant>>,
@@ -54,6 +73,13 @@ const DOWN_FOR: Duration = Duration::from_secs(5);
 struct Conn {
     service: RunningService<RoleClient, Relay>,
     lists: Lists,
+}
+
+/// A connection for the calls of one thread.
+#[derive(Debug)]
+struct Here {
+    thread: std::thread::ThreadId,
+    service: RunningService<RoleClient, Relay>,
 }
 
 /// What the server offers, as last listed.
@@ -79,6 +105,8 @@ impl Upstream {
             spec,
             relay,
             conn: Mutex::new(None),
+            here: std::sync::Mutex::new(Vec::new()),
+            opening: Mutex::new(()),
             retry_at: std::sync::Mutex::new(None),
         }
     }
@@ -103,36 +131,7 @@ impl Upstream {
             *conn = None;
         }
         if conn.is_none() {
-            let down = self.retry_at.lock().ok().and_then(|r| *r);
-            if let Some(at) = down
-                && Instant::now() < at
-            {
-                return Err(UpstreamError::Unavailable(format!(
-                    "MCP server {:?} could not be reached; trying again in {} ms",
-                    self.spec.name,
-                    at.saturating_duration_since(Instant::now()).as_millis()
-                )));
-            }
-            let connected = tokio::time::timeout(self.spec.connect_timeout, self.connect())
-                .await
-                .map_err(|_| {
-                    UpstreamError::Unavailable(format!(
-                        "MCP server {:?} did not answer `initialize` within {} ms",
-                        self.spec.name,
-                        self.spec.connect_timeout.as_millis()
-                    ))
-                })
-                .and_then(|r| r);
-            let service = match connected {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(server = %self.spec.name, error = %e, "mcp: upstream unavailable");
-                    if let Ok(mut r) = self.retry_at.lock() {
-                        *r = Some(Instant::now() + DOWN_FOR);
-                    }
-                    return Err(e);
-                }
-            };
+            let service = self.connect_checked(self.relay.clone()).await?;
             tracing::info!(server = %self.spec.name, "mcp: upstream connected");
             *conn = Some(Conn {
                 service,
@@ -143,7 +142,87 @@ impl Upstream {
             .ok_or_else(|| UpstreamError::Unavailable("no connection".into()))
     }
 
-    async fn connect(&self) -> Result<RunningService<RoleClient, Relay>, UpstreamError> {
+    /// A new connection whose notifications `relay` handles, unless the
+    /// server was found down a moment ago; bounded by the connect timeout.
+    async fn connect_checked(
+        &self,
+        relay: Relay,
+    ) -> Result<RunningService<RoleClient, Relay>, UpstreamError> {
+        let down = self.retry_at.lock().ok().and_then(|r| *r);
+        if let Some(at) = down
+            && Instant::now() < at
+        {
+            return Err(UpstreamError::Unavailable(format!(
+                "MCP server {:?} could not be reached; trying again in {} ms",
+                self.spec.name,
+                at.saturating_duration_since(Instant::now()).as_millis()
+            )));
+        }
+        let connected = tokio::time::timeout(self.spec.connect_timeout, self.connect(relay))
+            .await
+            .map_err(|_| {
+                UpstreamError::Unavailable(format!(
+                    "MCP server {:?} did not answer `initialize` within {} ms",
+                    self.spec.name,
+                    self.spec.connect_timeout.as_millis()
+                ))
+            })
+            .and_then(|r| r);
+        if let Err(e) = &connected {
+            tracing::warn!(server = %self.spec.name, error = %e, "mcp: upstream unavailable");
+            if let Ok(mut r) = self.retry_at.lock() {
+                *r = Some(Instant::now() + DOWN_FOR);
+            }
+        }
+        connected
+    }
+
+    /// The peer and relay of this thread's connection for calls, opened
+    /// first when there is none; the first connection's for a child
+    /// process (one process serves every call) or past
+    /// [`MAX_CALL_CONNECTIONS`].
+    async fn here(&self) -> Result<(Peer<RoleClient>, Relay), UpstreamError> {
+        let main = || async { Ok((self.peer().await?, self.relay.clone())) };
+        if !matches!(self.spec.transport, Transport::Http { .. }) {
+            return main().await;
+        }
+        let thread = std::thread::current().id();
+        if let Some(found) = self.found_here(thread) {
+            return Ok(found);
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(found) = self.found_here(thread) {
+            return Ok(found);
+        }
+        let full = self.here.lock().map_or(true, |mut here| {
+            here.retain(|h| !h.service.is_closed());
+            here.len() >= MAX_CALL_CONNECTIONS
+        });
+        if full {
+            return main().await;
+        }
+        let relay = self.relay.for_calls();
+        let service = self.connect_checked(relay.clone()).await?;
+        let peer = service.peer().clone();
+        if let Ok(mut here) = self.here.lock() {
+            here.push(Here { thread, service });
+        }
+        Ok((peer, relay))
+    }
+
+    /// This thread's open connection for calls, if it has one.
+    fn found_here(&self, thread: std::thread::ThreadId) -> Option<(Peer<RoleClient>, Relay)> {
+        let here = self.here.lock().ok()?;
+        let h = here
+            .iter()
+            .find(|h| h.thread == thread && !h.service.is_closed())?;
+        Some((h.service.peer().clone(), h.service.service().clone()))
+    }
+
+    async fn connect(
+        &self,
+        relay: Relay,
+    ) -> Result<RunningService<RoleClient, Relay>, UpstreamError> {
         let unavailable = |e: &dyn std::fmt::Display| {
             UpstreamError::Unavailable(format!("MCP server {:?}: {e}", self.spec.name))
         };
@@ -154,23 +233,15 @@ impl Upstream {
                     .custom_headers(headers)
                     .max_concurrent_requests(MAX_CONCURRENT);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let transport = Counted::new(transport, self.relay.clone());
-                self.relay
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| unavailable(&e))
+                let transport = Counted::new(transport, relay.clone());
+                relay.serve(transport).await.map_err(|e| unavailable(&e))
             }
             Transport::Stdio { program, args, env } => {
                 let mut command = tokio::process::Command::new(program);
                 command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
                 let transport = TokioChildProcess::new(command).map_err(|e| unavailable(&e))?;
-                let transport = Counted::new(transport, self.relay.clone());
-                self.relay
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| unavailable(&e))
+                let transport = Counted::new(transport, relay.clone());
+                relay.serve(transport).await.map_err(|e| unavailable(&e))
             }
         }
     }
@@ -301,7 +372,8 @@ impl Upstream {
 
     /// One request of any kind (`resources/read`, `prompts/get`, …) and
     /// the server's answer as it gave it, bounded by `timeout`; progress
-    /// and cancellation as for [`Upstream::call`].
+    /// and cancellation as for [`Upstream::call`]. It goes on this
+    /// thread's connection (see the module doc).
     ///
     /// # Errors
     /// See [`UpstreamError`].
@@ -311,38 +383,69 @@ impl Upstream {
         timeout: Duration,
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<ServerResult, UpstreamError> {
-        let peer = self.peer().await?;
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(UpstreamError::from_service)?;
-        let handle_token = handle.progress_token.clone();
-        let route = match progress {
-            Some((to, token)) => self.relay.route(&handle_token, to, token).await,
-            None => None,
-        };
-        let mut cancel = CancelOnDrop {
-            peer: peer.clone(),
-            id: Some(handle.id.clone()),
-        };
-        let answer = tokio::time::timeout(timeout, handle.await_response())
-            .await
-            .map_err(|_| UpstreamError::Timeout)?;
-        cancel.id = None;
-        if route.is_some() {
-            // Progress sent before the answer reaches the client first.
-            self.relay.settle(&handle_token).await;
-        }
-        drop(route);
-        answer.map_err(UpstreamError::from_service)
+        let (peer, relay) = self.here().await?;
+        send(peer, &relay, request, timeout, progress).await
     }
 
-    /// Closes the connection (a child process is ended).
+    /// [`Upstream::request`] on the first connection, whose notifications
+    /// the clients' sessions hear: `resources/subscribe` and
+    /// `resources/unsubscribe`.
+    ///
+    /// # Errors
+    /// See [`UpstreamError`].
+    pub async fn request_listened(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<ServerResult, UpstreamError> {
+        let peer = self.peer().await?;
+        send(peer, &self.relay, request, timeout, None).await
+    }
+
+    /// Closes the connections (a child process is ended).
     pub async fn close(&self) {
+        let here = self.here.lock().map(|mut h| std::mem::take(&mut *h));
+        for h in here.unwrap_or_default() {
+            let _ = h.service.cancel().await;
+        }
         if let Some(conn) = self.conn.lock().await.take() {
             let _ = conn.service.cancel().await;
         }
     }
+}
+
+/// `request` on the connection of `peer`, whose notifications `relay`
+/// handles; see [`Upstream::request`].
+async fn send(
+    peer: Peer<RoleClient>,
+    relay: &Relay,
+    request: ClientRequest,
+    timeout: Duration,
+    progress: Option<(Peer<RoleServer>, ProgressToken)>,
+) -> Result<ServerResult, UpstreamError> {
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .map_err(UpstreamError::from_service)?;
+    let handle_token = handle.progress_token.clone();
+    let route = match progress {
+        Some((to, token)) => relay.route(&handle_token, to, token).await,
+        None => None,
+    };
+    let mut cancel = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let answer = tokio::time::timeout(timeout, handle.await_response())
+        .await
+        .map_err(|_| UpstreamError::Timeout)?;
+    cancel.id = None;
+    if route.is_some() {
+        // Progress sent before the answer reaches the client first.
+        relay.settle(&handle_token).await;
+    }
+    drop(route);
+    answer.map_err(UpstreamError::from_service)
 }
 
 /// The error of an answer of the wrong kind to `method`, naming what it

@@ -4,10 +4,8 @@
 //! The caller is checked by its key first, as on every tenant route; the
 //! request then goes to the SDK's Streamable HTTP service with the
 //! tenant and the gateway's state in its extensions, where each message's
-//! handler finds them ([`crate::layers::mcp::McpGate`]). Sessions live in
-//! the gateway ([`crate::mcp::Mcp`]), across requests.
-
-use std::sync::Arc;
+//! handler finds them ([`crate::layers::mcp::McpGate`]). The service and
+//! its sessions live in the gateway ([`crate::mcp::Mcp`]), made once.
 
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +13,6 @@ use tower::Service;
 
 use crate::error::ApiError;
 use crate::layers::auth::Tenant;
-use crate::layers::mcp::McpGate;
 use crate::state::AppState;
 
 /// The handler.
@@ -27,12 +24,7 @@ pub async fn mcp(State(state): State<AppState>, tenant: Tenant, req: Request) ->
     let (mut parts, body) = req.into_parts();
     parts.extensions.insert(tenant);
     parts.extensions.insert(state);
-    let mut service = sluice_mcp::service_with(
-        Arc::clone(&mcp.hub),
-        Arc::new(McpGate),
-        Arc::clone(&mcp.sessions),
-        mcp.service.clone(),
-    );
+    let mut service = mcp.service.clone();
     match service.call(Request::from_parts(parts, body)).await {
         Ok(response) => response.map(axum::body::Body::new),
         Err(never) => match never {},
