@@ -153,6 +153,9 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Before anything opens a database: SQLite takes its allocator only
+    // before its first use, and keeps glibc's malloc if refused.
+    let _ = alloc::sqlite_on_mimalloc();
     let cli = Cli::parse();
     use tracing_subscriber::filter::LevelFilter;
     // The demo and the bench draw on the terminal: only warnings and

@@ -184,3 +184,27 @@ async fn a_transaction_sqlite_ended_by_itself_leaves_the_store_usable() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The bundled SQLite is built as the workspace's `.cargo/config.toml`
+/// says (`LIBSQLITE3_FLAGS`): without memory statistics, whose global
+/// mutex every `sqlite3_malloc` and `sqlite3_free` took, and without
+/// `SQLITE_ENABLE_MEMORY_MANAGEMENT`, which puts every connection's page
+/// cache in one LRU under one mutex (docs/jobs.md, the burn-down's CPU).
+#[tokio::test]
+async fn sqlite_is_built_without_its_global_allocation_mutexes() {
+    let store = SqliteStore::in_memory(StoreConfig::default())
+        .await
+        .unwrap();
+    let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
+        .fetch_all(&store.backend.write)
+        .await
+        .unwrap();
+    assert!(
+        options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+        "{options:?}"
+    );
+    assert!(
+        !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+        "{options:?}"
+    );
+}
