@@ -232,7 +232,8 @@ impl Upstream {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(headers)
                     .max_concurrent_requests(MAX_CONCURRENT);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let client = http_client().map_err(|e| unavailable(&e))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let transport = Counted::new(transport, relay.clone());
                 relay.serve(transport).await.map_err(|e| unavailable(&e))
             }
@@ -448,6 +449,59 @@ async fn send(
     answer.map_err(UpstreamError::from_service)
 }
 
+/// The HTTP client of one upstream connection: its connections kept
+/// open between calls (at most [`MAX_IDLE`] idle, each for [`IDLE_FOR`]),
+/// `TCP_NODELAY`, and the SDK's own redirect rule.
+///
+/// The SDK's default client keeps no idle connection
+/// (`pool_max_idle_per_host(0)`, against a delayed-ACK stall when an
+/// answer's body was not read to its end; `TCP_NODELAY` avoids that stall,
+/// and a connection whose answer was not read to its end is closed, never
+/// reused): every call opened a TCP connection (for an `https` server,
+/// a TLS handshake too) and closed it after the answer.
+fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(MAX_IDLE)
+        .pool_idle_timeout(IDLE_FOR)
+        .redirect(same_origin_redirects())
+        .build()
+}
+
+/// Idle connections one upstream connection keeps to its server, at most
+/// (calls in flight at once beyond it open connections that are closed
+/// after their answer).
+const MAX_IDLE: usize = 8;
+
+/// How long an idle connection to a server is kept.
+const IDLE_FOR: Duration = Duration::from_secs(60);
+
+/// Redirects followed, at most.
+const MAX_REDIRECTS: usize = 10;
+
+/// The SDK's rule for its default client (which it does not export):
+/// only a 307 or 308 to the same origin is followed (they keep the method
+/// and the body; a 301–303 would turn the POST into a GET, and another
+/// origin would get the server's credentials), at most
+/// [`MAX_REDIRECTS`] in a row; any other redirect is the answer.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = (attempt.previous().first())
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 /// The error of an answer of the wrong kind to `method`, naming what it
 /// held.
 pub(crate) fn unexpected(method: &str, answer: &ServerResult) -> UpstreamError {
@@ -479,5 +533,79 @@ impl Drop for CancelOnDrop {
         tokio::spawn(async move {
             let _ = peer.notify_cancelled(param).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rmcp::model::JsonObject;
+    use sluice_sim::{Sim, SimConfig};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A TCP relay on 127.0.0.1 in front of `to` that counts the
+    /// connections it accepts.
+    async fn counting_relay(to: std::net::SocketAddr) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("an address");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/mcp"), accepted)
+    }
+
+    #[tokio::test]
+    async fn calls_reuse_the_connection_to_an_http_server() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let local = "127.0.0.1:0".parse().expect("an address");
+        let sim = Sim::start(SimConfig::unlimited(), local)
+            .await
+            .expect("the sim");
+        let (url, accepted) = counting_relay(sim.addr()).await;
+        let upstream = Upstream::new(ServerSpec {
+            name: "sim".into(),
+            transport: Transport::Http {
+                url,
+                headers: vec![],
+            },
+            connect_timeout: Duration::from_secs(10),
+        });
+        let args: JsonObject = serde_json::json!({"channel": "C1", "text": "hi"})
+            .as_object()
+            .cloned()
+            .expect("an object");
+        let call = || CallToolRequestParams::new("SLACK_SEND_MESSAGE").with_arguments(args.clone());
+        let first =
+            (upstream.call(call(), Duration::from_secs(10), None).await).expect("the first call");
+        assert_eq!(first.is_error, Some(false), "{first:?}");
+        let before = accepted.load(Ordering::SeqCst);
+        const CALLS: usize = 10;
+        for _ in 0..CALLS {
+            // A moment for the last answer's connection to go back to the
+            // pool (its stream is read to its end after the answer is
+            // passed on); with the SDK's default client every call opens a
+            // connection whatever the wait.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let r = (upstream.call(call(), Duration::from_secs(10), None).await).expect("a call");
+            assert_eq!(r.is_error, Some(false), "{r:?}");
+        }
+        let opened = accepted.load(Ordering::SeqCst) - before;
+        assert!(
+            opened < CALLS / 2,
+            "{CALLS} calls opened {opened} connections: each should reuse one kept open"
+        );
+        upstream.close().await;
     }
 }
