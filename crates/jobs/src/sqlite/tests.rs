@@ -189,7 +189,10 @@ async fn a_transaction_sqlite_ended_by_itself_leaves_the_store_usable() {
 /// says (`LIBSQLITE3_FLAGS`): without memory statistics, whose global
 /// mutex every `sqlite3_malloc` and `sqlite3_free` took, and without
 /// `SQLITE_ENABLE_MEMORY_MANAGEMENT`, which puts every connection's page
-/// cache in one LRU under one mutex (docs/jobs.md, the burn-down's CPU).
+/// cache in one LRU under one mutex (docs/jobs.md, the burn-down's CPU);
+/// and with the query planner's stability guarantee, without which every
+/// statement with a bound `LIMIT` (each claim) is prepared again each time
+/// it runs.
 #[tokio::test]
 async fn sqlite_is_built_without_its_global_allocation_mutexes() {
     let store = SqliteStore::in_memory(StoreConfig::default())
@@ -207,4 +210,5 @@ async fn sqlite_is_built_without_its_global_allocation_mutexes() {
         !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
         "{options:?}"
     );
+    assert!(options.iter().any(|o| o == "ENABLE_QPSG"), "{options:?}");
 }
