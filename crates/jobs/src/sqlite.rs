@@ -176,29 +176,31 @@ impl SqliteBackend {
     async fn begin_at(&self, full: bool) -> Result<Transaction<'static, Sqlite>, Error> {
         let mut conn = self.write.acquire().await?;
         settle_transactions(&mut conn).await?;
-        if self.full_sync {
-            if full {
-                if self.relaxed.swap(false, Ordering::SeqCst) {
-                    let set = sqlx::query("PRAGMA synchronous = FULL")
-                        .execute(&mut *conn)
-                        .await;
-                    if let Err(e) = set {
-                        // Still possibly relaxed: try again next time.
-                        self.relaxed.store(true, Ordering::SeqCst);
-                        return Err(e.into());
-                    }
-                }
-            } else if !self.relaxed.swap(true, Ordering::SeqCst) {
-                // Marked first: a failure leaves it at FULL, which is safe.
-                sqlx::query("PRAGMA synchronous = NORMAL")
-                    .execute(&mut *conn)
-                    .await?;
-            }
-        }
         // IMMEDIATE takes the write lock at once: a transaction that reads
         // before it writes (every claim does) cannot be refused the upgrade
-        // by another process writing meanwhile.
-        Ok(Transaction::begin(conn, Some("BEGIN IMMEDIATE".into_sql_str())).await?)
+        // by another process writing meanwhile. A change of level goes in
+        // the same call, before it: each call is a hand-off to the
+        // connection's thread and back, and a burn-down switches levels
+        // at every transaction (a claim, then a batch of completions).
+        let begin = match (self.full_sync, full) {
+            (false, _) => "BEGIN IMMEDIATE",
+            (true, true) if self.relaxed.load(Ordering::SeqCst) => {
+                "PRAGMA synchronous = FULL; BEGIN IMMEDIATE"
+            }
+            (true, true) => "BEGIN IMMEDIATE",
+            (true, false) if self.relaxed.load(Ordering::SeqCst) => "BEGIN IMMEDIATE",
+            (true, false) => {
+                // Marked first: a failure leaves it at FULL, which is safe.
+                self.relaxed.store(true, Ordering::SeqCst);
+                "PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE"
+            }
+        };
+        let tx = Transaction::begin(conn, Some(begin.into_sql_str())).await?;
+        if self.full_sync && full {
+            // Only now known to be at FULL (a failed switch is tried again).
+            self.relaxed.store(false, Ordering::SeqCst);
+        }
+        Ok(tx)
     }
 }
 
@@ -237,6 +239,11 @@ const ROW_BUFFER: usize = 1_000;
 fn pool(max: u32) -> SqlitePoolOptions {
     SqlitePoolOptions::new()
         .max_connections(max)
+        // No ping before each use: it is a hand-off to the connection's
+        // thread and back for every transaction, and it tells nothing
+        // about a file on this machine that the statement itself would
+        // not (a dead connection fails its statement the same way).
+        .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(30))
 }
 

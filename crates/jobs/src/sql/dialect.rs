@@ -275,7 +275,10 @@ macro_rules! batch_leased {
 }
 
 /// SQLite's completion of the batch `$2` at time `$1`, without its
-/// `RETURNING`.
+/// `RETURNING`. `jsonb_each` hands each object over in SQLite's binary
+/// form, which `json_extract` reads as it is; `json_each` would hand it
+/// over as text, parsed again by each of the four `json_extract`s (a
+/// quarter of the statement's work; measured with bench/jobs-floor).
 macro_rules! sqlite_complete {
     () => {
         concat!(
@@ -283,7 +286,7 @@ macro_rules! sqlite_complete {
             "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, \
                           json_extract(value, '$.token') AS token, \
                           json_extract(value, '$.result') AS result \
-                   FROM json_each($2)) AS d",
+                   FROM jsonb_each($2)) AS d",
             batch_leased!()
         )
     };
@@ -319,6 +322,13 @@ macro_rules! waiting {
 /// one index seek each, and only the first `$3` due jobs of each group,
 /// read in index order, are ranked (1 ms). Jobs not yet due are not in
 /// the index the walk reads, so a year of scheduled jobs costs nothing.
+///
+/// When the walk finds one (tenant, group) pair only (`one`), as in a
+/// queue that serves one tenant's jobs in one group, the ranking is the
+/// index's order: the claim takes the first `$3` jobs of that group as
+/// they come, and neither ranks them nor looks up their turns (the
+/// window functions and lookups were a tenth of a burn-down's SQLite
+/// work; bench/jobs-floor). `firsts` is then empty, so nothing is ranked.
 pub const SQLITE: Dialect = Dialect {
     // One writer: `seq` order is commit order, and `xid` is always 0.
     events_after: "SELECT * FROM job_events WHERE seq > $2 AND $1 >= 0 ORDER BY seq LIMIT $3",
@@ -333,18 +343,30 @@ pub const SQLITE: Dialect = Dialect {
                  AND ",
         ready!(""),
         " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
-             WHERE grps.grp IS NOT NULL), \
+             WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
            r AS ( \
              SELECT id, tenant, grp, priority, run_at, \
                     row_number() OVER (PARTITION BY tenant, grp \
                       ORDER BY priority DESC, run_at, id) AS rn \
-             FROM firsts), ",
+             FROM firsts), \
+           one AS ( \
+             SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
+               AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), ",
         ranked!(),
         lease_to!(),
-        "WHERE id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3) \
+        "WHERE (id IN (SELECT id FROM jobs WHERE queue = $1 \
+                 AND tenant = (SELECT tenant FROM one) AND grp = (SELECT grp FROM one) AND ",
+        ready!(""),
+        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
+             OR id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3)) \
            AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 AND ",
         not_paused!(),
-        claimed!("*")
+        " RETURNING *, \
+           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT g.served FROM queue_groups g \
+             WHERE g.queue = jobs.queue AND g.tenant = jobs.tenant AND g.grp = jobs.grp), 0) END \
+             AS group_served, \
+           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT t.served FROM queue_tenants t \
+             WHERE t.queue = jobs.queue AND t.tenant = jobs.tenant), 0) END AS tenant_served"
     ),
     serve_tenants: serve_tenants!(zip!("$2" AS "tenant", "$3" AS "turn")),
     serve_groups: serve_groups!(zip!("$2" AS "tenant", "$3" AS "grp", "$4" AS "turn")),

@@ -56,6 +56,34 @@ pub async fn priority_orders_a_group(f: &impl Factory) {
     assert_eq!(order, [high.id, other.id, high2.id, mid.id, low.id]);
 }
 
+/// One claim of a queue with one tenant and one group (the claim's short
+/// way, without a ranking) takes its jobs by priority, then age, then id,
+/// and leaves those not yet due.
+pub async fn one_group_claims_by_priority_then_age(f: &impl Factory) {
+    let (store, clock) = open(f).await;
+    let secs = |n| T0 + Duration::from_secs(n);
+    let low = enqueue(&store, job("q").priority(0)).await;
+    // Due later than `high_old`, though stored first.
+    let high_new = enqueue(&store, job("q").priority(10).run_at(secs(2))).await;
+    let high_old = enqueue(&store, job("q").priority(10).run_at(secs(1))).await;
+    let later = enqueue(&store, job("q").priority(99).run_at(secs(9))).await;
+    let mid = enqueue(&store, job("q").priority(5)).await;
+    clock.advance(Duration::from_secs(3));
+    let ids: Vec<JobId> = claim(&store, "q", "w", 10)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, [high_old.id, high_new.id, mid.id, low.id]);
+    clock.advance(Duration::from_secs(6));
+    let ids: Vec<JobId> = claim(&store, "q", "w", 10)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, [later.id], "due now");
+}
+
 pub async fn paused_queue_gives_nothing(f: &impl Factory) {
     let (store, _clock) = open(f).await;
     enqueue(&store, job("q")).await;

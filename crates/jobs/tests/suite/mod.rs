@@ -134,6 +134,7 @@ macro_rules! store_tests {
             fairness::groups_take_turns,
             fairness::one_claim_spreads_across_groups,
             fairness::priority_orders_a_group,
+            fairness::one_group_claims_by_priority_then_age,
             fairness::paused_queue_gives_nothing,
             fairness::tenants_take_turns_in_a_shared_group_name,
             fairness::many_groups_share_one_tenant_turn,
