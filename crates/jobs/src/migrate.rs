@@ -113,4 +113,9 @@ pub const POSTGRES: Schema = Schema::new(&[
         "events expire by seq",
         include_str!("../migrations/postgres/0011_cheaper_events.sql"),
     ),
+    Step::new(
+        12,
+        "event triggers pair rows by hashing",
+        include_str!("../migrations/postgres/0012_event_trigger_joins.sql"),
+    ),
 ]);

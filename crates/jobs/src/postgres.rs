@@ -89,9 +89,17 @@ impl Backend for PostgresBackend {
     /// to run again, as a rescue would (at least once, as documented). The
     /// server writes its log in order, so a later commit that waits (the
     /// completion of one of those jobs) makes the claim durable first.
+    ///
+    /// And its statements run on their generic plans: the server otherwise
+    /// plans a claim anew on each run (its estimate of a plan for the
+    /// parameters bound stays below the generic one's), 1 to 2 ms of a
+    /// 9 ms claim of 200, for the plan its shape forces anyway (the walk,
+    /// the ranking of each group's first jobs, the lookups by id).
     async fn begin_claim(&self) -> Result<Self::Tx, Error> {
         let conn = self.pool.acquire().await?;
-        let begin = "BEGIN; SET LOCAL synchronous_commit = off".into_sql_str();
+        let begin = "BEGIN; SET LOCAL synchronous_commit = off; \
+                     SET LOCAL plan_cache_mode = force_generic_plan"
+            .into_sql_str();
         Ok(Transaction::begin(conn, Some(begin)).await?)
     }
 

@@ -259,3 +259,111 @@ async fn a_heartbeat_renews_a_lease_in_place() {
     store.close().await;
     drop_schema(&schema).await;
 }
+
+/// Every `jobs` scan of the plan of `statement` (run after `setup` in a
+/// transaction rolled back): its type, index and index condition, and the
+/// buffers of the whole.
+async fn jobs_scans(store: &PostgresStore, setup: &str, statement: &str) -> (Vec<String>, i64) {
+    let mut tx = store.pool().begin().await.expect("begin");
+    sqlx::raw_sql(AssertSqlSafe(setup.to_string()))
+        .execute(&mut *tx)
+        .await
+        .expect("prepare");
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}");
+    let row = sqlx::raw_sql(AssertSqlSafe(explain))
+        .fetch_one(&mut *tx)
+        .await
+        .expect("explain");
+    tx.rollback().await.expect("roll back");
+    let out: Value =
+        serde_json::from_str(row.try_get_unchecked::<&str, _>(0).expect("a plan")).expect("JSON");
+    let mut all = Vec::new();
+    nodes(&out[0]["Plan"], &mut all);
+    let scans = all
+        .iter()
+        .filter(|n| n["Relation Name"] == "jobs" && n["Node Type"] != "ModifyTable")
+        .map(|n| {
+            format!(
+                "{} {} {}",
+                n["Node Type"].as_str().unwrap_or(""),
+                n["Index Name"].as_str().unwrap_or("-"),
+                n["Index Cond"]
+                    .as_str()
+                    .or(n["Recheck Cond"].as_str())
+                    .unwrap_or("-")
+            )
+        })
+        .collect();
+    let hits = out[0]["Plan"]["Shared Hit Blocks"].as_i64().unwrap_or(0);
+    (scans, hits)
+}
+
+#[tokio::test]
+async fn claims_and_completions_look_their_jobs_up_by_id() {
+    let (store, schema) = store().await;
+    sqlx::query("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        .execute(store.pool())
+        .await
+        .expect("autovacuum off");
+    let batch = (0..6_000)
+        .map(|i| NewJob::new("burn", "noop", json!({ "i": i })))
+        .collect();
+    store.enqueue_batch(batch).await.expect("enqueue");
+    // Finished jobs leave their entries in `jobs_running` until VACUUM.
+    for _ in 0..10 {
+        let jobs = store.claim("burn", "w", 500, LEASE).await.expect("claim");
+        let items = jobs
+            .into_iter()
+            .map(|j| (j.lease.expect("leased"), Value::Null))
+            .collect();
+        store.complete_many(items).await.expect("complete");
+    }
+    let jobs = store.claim("burn", "w", 200, LEASE).await.expect("claim");
+    let batch: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            let lease = j.lease.as_ref().expect("leased");
+            json!({ "id": lease.job.0, "owner": lease.owner, "token": lease.token, "result": "null" })
+        })
+        .collect();
+    // The completion as the batcher sends it, its parameters inlined.
+    let completion = sql::POSTGRES
+        .complete_ids
+        .replace("$1", &T0.as_millis().to_string())
+        .replace("$2", &format!("'{}'", Value::from(batch)));
+    let (scans, hits) = jobs_scans(&store, "SELECT 1", &completion).await;
+    println!("a completion of 200 after 5,000 finished jobs: {hits} buffers, {scans:?}");
+    assert!(
+        scans.iter().all(|s| s.contains("id = ANY")),
+        "by id: {scans:?}"
+    );
+    // The claim on its generic plan (as `begin_claim` runs it): the
+    // candidates are looked up by id too.
+    let prepare = format!(
+        "SET LOCAL plan_cache_mode = force_generic_plan; \
+         PREPARE c(text, bigint, bigint, text, bigint) AS {}",
+        sql::POSTGRES.claim
+    );
+    let execute = format!(
+        "EXECUTE c('burn', {}, 200, 'w', {})",
+        T0.as_millis(),
+        T0.as_millis() + 30_000
+    );
+    let (scans, hits) = jobs_scans(&store, &prepare, &execute).await;
+    println!("a claim of 200 on its generic plan: {hits} buffers, {scans:?}");
+    let by_id = |s: &&String| s.contains("id = ANY") || s.contains("id = picked.id");
+    assert_eq!(
+        scans.iter().filter(by_id).count(),
+        2,
+        "the candidates and the update by id: {scans:?}"
+    );
+    assert!(
+        scans
+            .iter()
+            .filter(|s| !by_id(s))
+            .all(|s| s.contains("jobs_ready")),
+        "the rest walks jobs_ready: {scans:?}"
+    );
+    store.close().await;
+    drop_schema(&schema).await;
+}
