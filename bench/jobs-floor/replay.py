@@ -50,9 +50,10 @@ firsts AS (
  SELECT j.id, j.tenant, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN (
   SELECT id FROM jobs WHERE queue = {Q} AND tenant = grps.tenant AND grp = grps.grp AND {READY} AND run_at <= {NOW}
   ORDER BY priority DESC, run_at, id LIMIT {n})
- WHERE grps.grp IS NOT NULL),
+ WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)),
 r AS (SELECT id, tenant, grp, priority, run_at,
   row_number() OVER (PARTITION BY tenant, grp ORDER BY priority DESC, run_at, id) AS rn FROM firsts),
+one AS (SELECT tenant, grp FROM grps WHERE grp IS NOT NULL AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1),
 ranked AS (
  SELECT r.id, r.priority, r.run_at, COALESCE(t.served, 0) AS ts,
   row_number() OVER (PARTITION BY r.tenant ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id) AS tr
@@ -60,12 +61,16 @@ ranked AS (
  LEFT JOIN queue_tenants t ON t.queue = {Q} AND t.tenant = r.tenant)
 UPDATE jobs SET state = 'running', lease_owner = 'w', lease_expires_at = {NOW + 30000},
   lease_token = lease_token + 1, updated_at = {NOW}
-WHERE id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT {n})
+WHERE (id IN (SELECT id FROM jobs WHERE queue = {Q} AND tenant = (SELECT tenant FROM one)
+   AND grp = (SELECT grp FROM one) AND {READY} AND run_at <= {NOW} ORDER BY priority DESC, run_at, id LIMIT {n})
+ OR id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT {n}))
  AND state IN ('available', 'scheduled', 'retryable') AND run_at <= {NOW}
  AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = {Q} AND q.paused)
 RETURNING *,
- COALESCE((SELECT g.served FROM queue_groups g WHERE g.queue = jobs.queue AND g.tenant = jobs.tenant AND g.grp = jobs.grp), 0) AS group_served,
- COALESCE((SELECT t.served FROM queue_tenants t WHERE t.queue = jobs.queue AND t.tenant = jobs.tenant), 0) AS tenant_served;"""
+ CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT g.served FROM queue_groups g
+   WHERE g.queue = jobs.queue AND g.tenant = jobs.tenant AND g.grp = jobs.grp), 0) END AS group_served,
+ CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT t.served FROM queue_tenants t
+   WHERE t.queue = jobs.queue AND t.tenant = jobs.tenant), 0) END AS tenant_served;"""
 
 
 def zipped(arrays, names):
@@ -114,7 +119,7 @@ def burn(jobs, batch, sluice):
                 done.format(r="d.result")
                 + "FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.owner') AS owner, "
                 "json_extract(value, '$.token') AS token, json_extract(value, '$.result') AS result "
-                f"FROM json_each('{arr}')) AS d WHERE jobs.id = d.id AND jobs.state = 'running' "
+                f"FROM jsonb_each('{arr}')) AS d WHERE jobs.id = d.id AND jobs.state = 'running' "
                 "AND jobs.lease_owner = d.owner AND jobs.lease_token = d.token RETURNING id;")
         else:
             out.append(done.format(r="'null'")
