@@ -351,7 +351,7 @@ async fn claims_and_completions_look_their_jobs_up_by_id() {
     );
     let (scans, hits) = jobs_scans(&store, &prepare, &execute).await;
     println!("a claim of 200 on its generic plan: {hits} buffers, {scans:?}");
-    let by_id = |s: &&String| s.contains("id = ANY") || s.contains("id = picked.id");
+    let by_id = |s: &&String| s.contains("id = ANY") || s.contains("id = picked");
     assert_eq!(
         scans.iter().filter(by_id).count(),
         2,

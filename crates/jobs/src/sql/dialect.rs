@@ -165,17 +165,21 @@ macro_rules! lease_to {
 
 /// What a claim returns: the job (`$all`: `*`, or `jobs.*` where the
 /// statement has a `FROM`), and the last turns of its group and its tenant
-/// (0 if never served), from which the claim order is rebuilt.
+/// (0 if never served), from which the claim order is rebuilt. A claim of
+/// the queue's one (tenant, group) pair (`one`) has no turns to compare:
+/// 0 for each, without looking them up.
 macro_rules! claimed {
     ($all:literal) => {
         concat!(
             " RETURNING ",
             $all,
             ", \
-           COALESCE((SELECT g.served FROM queue_groups g WHERE g.queue = jobs.queue \
-             AND g.tenant = jobs.tenant AND g.grp = jobs.grp), 0) AS group_served, \
-           COALESCE((SELECT t.served FROM queue_tenants t WHERE t.queue = jobs.queue \
-             AND t.tenant = jobs.tenant), 0) AS tenant_served"
+           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT g.served \
+             FROM queue_groups g WHERE g.queue = jobs.queue AND g.tenant = jobs.tenant \
+             AND g.grp = jobs.grp), 0) END AS group_served, \
+           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT t.served \
+             FROM queue_tenants t WHERE t.queue = jobs.queue AND t.tenant = jobs.tenant), 0) END \
+             AS tenant_served"
         )
     };
 }
@@ -366,12 +370,7 @@ pub const SQLITE: Dialect = Dialect {
              OR id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3)) \
            AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 AND ",
         not_paused!(),
-        " RETURNING *, \
-           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT g.served FROM queue_groups g \
-             WHERE g.queue = jobs.queue AND g.tenant = jobs.tenant AND g.grp = jobs.grp), 0) END \
-             AS group_served, \
-           CASE WHEN EXISTS (SELECT 1 FROM one) THEN 0 ELSE COALESCE((SELECT t.served FROM queue_tenants t \
-             WHERE t.queue = jobs.queue AND t.tenant = jobs.tenant), 0) END AS tenant_served"
+        claimed!("*")
     ),
     serve_tenants: serve_tenants!(zip!("$2" AS "tenant", "$3" AS "turn")),
     serve_groups: serve_groups!(zip!("$2" AS "tenant", "$3" AS "grp", "$4" AS "turn")),
@@ -434,6 +433,12 @@ pub const SQLITE: Dialect = Dialect {
 /// claimed last, so only the ranking's own read of each group's first
 /// jobs crosses the stale entries, not the two probes that find the
 /// tenants and groups too.
+///
+/// As on SQLite, a queue whose walk finds one (tenant, group) pair is
+/// claimed without a ranking (`one_picked`): its first `$3` due jobs in
+/// the index's order, skipping those another claimer locked, which
+/// `SKIP LOCKED` does on its own; the candidates and their ranking are
+/// then empty.
 pub const POSTGRES: Dialect = Dialect {
     events_after: "SELECT * FROM job_events WHERE (xid, seq) > ($1, $2) \
         AND xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
@@ -476,7 +481,18 @@ pub const POSTGRES: Dialect = Dialect {
              WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp AND ",
         ready!(""),
         " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f \
-           WHERE grps.grp IS NOT NULL), ",
+           WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
+         one AS ( \
+           SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
+             AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), \
+         one_picked AS ( \
+           SELECT id FROM jobs WHERE queue = $1 \
+             AND tenant = (SELECT tenant FROM one) AND grp = (SELECT grp FROM one) AND ",
+        ready!(""),
+        " AND run_at <= $2 AND ",
+        not_paused!(),
+        " ORDER BY priority DESC, run_at, id LIMIT $3 \
+           FOR UPDATE SKIP LOCKED), ",
         ranked!(),
         ", tried AS ( \
            SELECT * FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT 4 * $3), \
@@ -489,7 +505,8 @@ pub const POSTGRES: Dialect = Dialect {
            LIMIT $3 \
            FOR UPDATE OF j SKIP LOCKED) ",
         lease_to!(),
-        "FROM picked WHERE jobs.id = picked.id \
+        "FROM (SELECT id FROM picked UNION ALL SELECT id FROM one_picked) AS picked \
+         WHERE jobs.id = picked.id \
            AND jobs.state IN ('available', 'scheduled', 'retryable') AND jobs.run_at <= $2",
         claimed!("jobs.*")
     ),
