@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_limit::Limit;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::{Job, Lease};
@@ -428,21 +428,37 @@ async fn claim_loop<S: JobStore + 'static>(
     let mut unstarted = Vec::new();
     loop {
         while running.try_join_next().is_some() {}
-        let job = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break,
-            job = next.recv() => match job {
-                Some(job) => job,
-                None => break,
+        // What is at hand is taken without waiting (a wait registers with
+        // the stop signal and the channel or semaphore, twice a job); the
+        // stop signal is still looked at first, as the waits below do.
+        if *stop.borrow() {
+            break;
+        }
+        let job = match next.try_recv() {
+            Ok(job) => job,
+            Err(_) => tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => break,
+                job = next.recv() => match job {
+                    Some(job) => job,
+                    None => break,
+                },
             },
         };
-        let slot = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => {
-                unstarted.push(job);
-                break;
-            }
-            slot = Arc::clone(&slots).acquire_owned() => slot,
+        if *stop.borrow() {
+            unstarted.push(job);
+            break;
+        }
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => {
+                    unstarted.push(job);
+                    break;
+                }
+                slot = Arc::clone(&slots).acquire_owned() => slot,
+            },
         };
         let (Ok(permit), (job, lease, claimed)) = (slot, job) else {
             break;
@@ -525,18 +541,23 @@ async fn claimer<S: JobStore + 'static>(
         // `CLAIM_LINGER`, so that one claim fills it all instead of
         // several claims of a few jobs each.
         let mut places = vec![first];
-        let until = tokio::time::Instant::now() + CLAIM_LINGER;
-        loop {
-            while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
-                places.push(place);
+        take_free(&room, &mut places);
+        let want = capacity.saturating_sub(places.len());
+        if want > 0 {
+            // One wait for all the rest, which wakes this task once (all
+            // of it free, or the time is up), not once a place. Only this
+            // task takes room: the places a timed-out wait had gathered go
+            // back to the semaphore and are taken just below.
+            let until = tokio::time::Instant::now() + CLAIM_LINGER;
+            let rest = u32::try_from(want).unwrap_or(u32::MAX);
+            let wait = Arc::clone(&room).acquire_many_owned(rest);
+            if let Ok(Ok(mut rest)) = tokio::time::timeout_at(until, wait).await {
+                while rest.num_permits() > 1 {
+                    places.extend(rest.split(1));
+                }
+                places.push(rest);
             }
-            if places.len() >= capacity {
-                break;
-            }
-            match tokio::time::timeout_at(until, Arc::clone(&room).acquire_owned()).await {
-                Ok(Ok(place)) => places.push(place),
-                Ok(Err(_)) | Err(_) => break,
-            }
+            take_free(&room, &mut places);
         }
         let n = u32::try_from(places.len()).unwrap_or(u32::MAX);
         let jobs = match ctx
@@ -578,6 +599,13 @@ async fn claimer<S: JobStore + 'static>(
                 return;
             }
         }
+    }
+}
+
+/// Adds to `places` every place of `room` free now, one permit each.
+fn take_free(room: &Arc<Semaphore>, places: &mut Vec<OwnedSemaphorePermit>) {
+    while let Ok(place) = Arc::clone(room).try_acquire_owned() {
+        places.push(place);
     }
 }
 
