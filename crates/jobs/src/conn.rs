@@ -8,70 +8,142 @@ use crate::error::Error;
 use crate::job::{Job, JobId, JobState, JobSummary, Lease};
 use sluice_store::Timestamp;
 
-/// Reads a row of `jobs` (all columns) as a [`Job`].
-pub fn decode_job(row: &impl Columns) -> Result<Job, Error> {
-    let summary = decode_summary(row)?;
+/// Declares a struct of column positions, one field a column of the same
+/// name, found by name in a row.
+macro_rules! positions {
+    ($(#[$doc:meta])* $name:ident { $($col:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name {
+            $($col: usize,)*
+        }
+
+        impl $name {
+            /// Where the columns are in `row` (and every row of its result).
+            ///
+            /// # Errors
+            /// A column missing.
+            pub fn of(row: &(impl Columns + ?Sized)) -> Result<Self, Error> {
+                Ok(Self { $($col: row.index_of(stringify!($col))?,)* })
+            }
+        }
+    };
+}
+
+positions! {
+    /// Where a [`JobSummary`]'s columns are in a result's rows: looked up
+    /// by name once a result, not once a row (a claim returns hundreds).
+    SummaryColumns {
+        id, queue, kind, tenant, grp, priority, idempotency_key, attempts,
+        max_attempts, reschedules, run_at, state, last_error, lease_owner,
+        lease_token, lease_expires_at, created_at, updated_at, finished_at,
+    }
+}
+
+positions! {
+    /// The columns of a [`Job`] beyond its summary's, likewise.
+    DetailColumns {
+        payload, result, traceparent, progress, schedule, schedule_tick,
+        parent_id, pending_children, on_child_failure,
+    }
+}
+
+/// Where a whole [`Job`]'s columns are in a result's rows.
+#[derive(Debug, Clone, Copy)]
+pub struct JobColumns {
+    summary: SummaryColumns,
+    detail: DetailColumns,
+}
+
+impl JobColumns {
+    /// Where the columns are in `row` (and every row of its result).
+    ///
+    /// # Errors
+    /// A column missing.
+    pub fn of(row: &(impl Columns + ?Sized)) -> Result<Self, Error> {
+        Ok(Self {
+            summary: SummaryColumns::of(row)?,
+            detail: DetailColumns::of(row)?,
+        })
+    }
+}
+
+/// Reads a row of `jobs` (all columns) as a [`Job`], its columns where
+/// `cols` says.
+pub fn decode_job_at(row: &(impl Columns + ?Sized), cols: &JobColumns) -> Result<Job, Error> {
+    let summary = decode_summary_at(row, &cols.summary)?;
+    let c = &cols.detail;
     let id = summary.id;
     let json = |col: &'static str, s: String| {
         serde_json::from_str::<Value>(&s)
             .map_err(|e| Error::Corrupt(format!("job {id}: {col}: {e}")))
     };
-    let payload = json("payload", required(row.text("payload")?, "payload")?)?;
-    let result = row.text("result")?.map(|s| json("result", s)).transpose()?;
-    let traceparent = row.text("traceparent")?;
+    let payload = json("payload", required(row.text_at(c.payload)?, "payload")?)?;
+    let result = row
+        .text_at(c.result)?
+        .map(|s| json("result", s))
+        .transpose()?;
+    let traceparent = row.text_at(c.traceparent)?;
     let progress = row
-        .text("progress")?
+        .text_at(c.progress)?
         .map(|s| json("progress", s))
         .transpose()?;
     let mut job = Job::from_summary(summary, payload, result, traceparent);
-    job.schedule = row.text("schedule")?;
-    job.schedule_tick = row.int("schedule_tick")?.map(Timestamp::from_millis);
+    job.schedule = row.text_at(c.schedule)?;
+    job.schedule_tick = row.int_at(c.schedule_tick)?.map(Timestamp::from_millis);
     job.progress = progress;
-    job.parent = row.int("parent_id")?.map(JobId);
-    job.pending_children = u32::try_from(row.int("pending_children")?.unwrap_or(0)).unwrap_or(0);
-    job.on_child_failure = row.text("on_child_failure")?;
+    job.parent = row.int_at(c.parent_id)?.map(JobId);
+    job.pending_children = u32::try_from(row.int_at(c.pending_children)?.unwrap_or(0)).unwrap_or(0);
+    job.on_child_failure = row.text_at(c.on_child_failure)?;
     Ok(job)
 }
 
-/// Reads a row of `jobs` as a [`JobSummary`]: every column but `payload`
-/// and `result`, which the row need not hold.
-pub fn decode_summary(row: &impl Columns) -> Result<JobSummary, Error> {
-    let id = JobId(required(row.int("id")?, "id")?);
+/// Reads a row of `jobs` as a [`JobSummary`] (every column but `payload`
+/// and `result`, which the row need not hold), its columns where `c` says.
+pub fn decode_summary_at(
+    row: &(impl Columns + ?Sized),
+    c: &SummaryColumns,
+) -> Result<JobSummary, Error> {
+    let id = JobId(required(row.int_at(c.id)?, "id")?);
     let corrupt =
         |what: &str, e: &dyn std::fmt::Display| Error::Corrupt(format!("job {id}: {what}: {e}"));
-    let int = |col: &'static str| -> Result<i64, Error> { required(row.int(col)?, col) };
-    let text = |col: &'static str| -> Result<String, Error> { required(row.text(col)?, col) };
-    let count = |col: &'static str| -> Result<u32, Error> {
-        u32::try_from(int(col)?).map_err(|e| corrupt(col, &e))
+    let int = |i: usize, col: &'static str| -> Result<i64, Error> { required(row.int_at(i)?, col) };
+    let text =
+        |i: usize, col: &'static str| -> Result<String, Error> { required(row.text_at(i)?, col) };
+    let count = |i: usize, col: &'static str| -> Result<u32, Error> {
+        u32::try_from(int(i, col)?).map_err(|e| corrupt(col, &e))
     };
-    let state: JobState = text("state")?.parse().map_err(|e| corrupt("state", &e))?;
-    let lease = match (row.text("lease_owner")?, row.int("lease_expires_at")?) {
+    let state: JobState = text(c.state, "state")?
+        .parse()
+        .map_err(|e| corrupt("state", &e))?;
+    let lease = match (row.text_at(c.lease_owner)?, row.int_at(c.lease_expires_at)?) {
         (Some(owner), Some(expires)) => Some(Lease {
             job: id,
             owner,
-            token: int("lease_token")?,
+            token: int(c.lease_token, "lease_token")?,
             expires_at: Timestamp::from_millis(expires),
         }),
         _ => None,
     };
     Ok(JobSummary {
         id,
-        queue: text("queue")?,
-        kind: text("kind")?,
-        tenant: text("tenant")?,
-        group: text("grp")?,
-        priority: i32::try_from(int("priority")?).map_err(|e| corrupt("priority", &e))?,
-        idempotency_key: row.text("idempotency_key")?,
-        attempts: count("attempts")?,
-        max_attempts: count("max_attempts")?,
-        reschedules: count("reschedules")?,
-        run_at: Timestamp::from_millis(int("run_at")?),
+        queue: text(c.queue, "queue")?,
+        kind: text(c.kind, "kind")?,
+        tenant: text(c.tenant, "tenant")?,
+        group: text(c.grp, "grp")?,
+        priority: i32::try_from(int(c.priority, "priority")?)
+            .map_err(|e| corrupt("priority", &e))?,
+        idempotency_key: row.text_at(c.idempotency_key)?,
+        attempts: count(c.attempts, "attempts")?,
+        max_attempts: count(c.max_attempts, "max_attempts")?,
+        reschedules: count(c.reschedules, "reschedules")?,
+        run_at: Timestamp::from_millis(int(c.run_at, "run_at")?),
         state,
-        last_error: row.text("last_error")?,
+        last_error: row.text_at(c.last_error)?,
         lease,
-        created_at: Timestamp::from_millis(int("created_at")?),
-        updated_at: Timestamp::from_millis(int("updated_at")?),
-        finished_at: row.int("finished_at")?.map(Timestamp::from_millis),
+        created_at: Timestamp::from_millis(int(c.created_at, "created_at")?),
+        updated_at: Timestamp::from_millis(int(c.updated_at, "updated_at")?),
+        finished_at: row.int_at(c.finished_at)?.map(Timestamp::from_millis),
     })
 }
 
@@ -92,7 +164,13 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
-                rows.iter().map($crate::conn::decode_job).collect()
+                let Some(first) = rows.first() else {
+                    return Ok(Vec::new());
+                };
+                let cols = $crate::conn::JobColumns::of(first)?;
+                rows.iter()
+                    .map(|row| $crate::conn::decode_job_at(row, &cols))
+                    .collect()
             }
 
             async fn claimed(
@@ -103,13 +181,19 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
+                let Some(first) = rows.first() else {
+                    return Ok(Vec::new());
+                };
+                let cols = $crate::conn::JobColumns::of(first)?;
+                let index = |col| sluice_store::Columns::index_of(first, col);
+                let (group, tenant) = (index("group_served")?, index("tenant_served")?);
                 rows.iter()
                     .map(|row| {
-                        let job = $crate::conn::decode_job(row)?;
-                        let served = |col| -> Result<i64, $crate::Error> {
-                            Ok(sqlx::Row::try_get::<i64, _>(row, col)?)
+                        let job = $crate::conn::decode_job_at(row, &cols)?;
+                        let served = |i: usize| -> Result<i64, $crate::Error> {
+                            Ok(sqlx::Row::try_get::<i64, _>(row, i)?)
                         };
-                        Ok((job, served("group_served")?, served("tenant_served")?))
+                        Ok((job, served(group)?, served(tenant)?))
                     })
                     .collect()
             }
@@ -122,7 +206,13 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
-                rows.iter().map($crate::conn::decode_summary).collect()
+                let Some(first) = rows.first() else {
+                    return Ok(Vec::new());
+                };
+                let cols = $crate::conn::SummaryColumns::of(first)?;
+                rows.iter()
+                    .map(|row| $crate::conn::decode_summary_at(row, &cols))
+                    .collect()
             }
 
             async fn ints(

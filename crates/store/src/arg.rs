@@ -146,12 +146,31 @@ pub trait Columns {
     /// # Errors
     /// No such column, or not text.
     fn text(&self, col: &str) -> Result<Option<String>, sqlx::Error>;
+    /// Where the column named `col` is in the row, for
+    /// [`int_at`](Self::int_at) and [`text_at`](Self::text_at): the rows of
+    /// one result share it, so many rows are read with one lookup a name
+    /// instead of one a column a row.
+    ///
+    /// # Errors
+    /// No such column.
+    fn index_of(&self, col: &str) -> Result<usize, sqlx::Error>;
+    /// The integer column at `index`, `None` for NULL.
+    ///
+    /// # Errors
+    /// No such column, or not an integer.
+    fn int_at(&self, index: usize) -> Result<Option<i64>, sqlx::Error>;
+    /// The text column at `index`, `None` for NULL.
+    ///
+    /// # Errors
+    /// No such column, or not text.
+    fn text_at(&self, index: usize) -> Result<Option<String>, sqlx::Error>;
 }
 
 impl<R> Columns for R
 where
     R: sqlx::Row,
     for<'r> &'r str: sqlx::ColumnIndex<R>,
+    usize: sqlx::ColumnIndex<R>,
     for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
@@ -161,6 +180,18 @@ where
 
     fn text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
         self.try_get(col)
+    }
+
+    fn index_of(&self, col: &str) -> Result<usize, sqlx::Error> {
+        sqlx::ColumnIndex::index(&col, self)
+    }
+
+    fn int_at(&self, index: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(index)
+    }
+
+    fn text_at(&self, index: usize) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(index)
     }
 }
 

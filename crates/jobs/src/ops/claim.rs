@@ -68,7 +68,24 @@ pub async fn claim(
 /// `run_at` and id. The claim took a prefix of each group and of each
 /// tenant's ranking, so the ranks among the jobs taken are the ranks it
 /// computed.
+///
+/// Jobs of one tenant's one group (a queue without tenants or groups) take
+/// one sort: their group rank is their rank overall.
 fn claim_order(claimed: Vec<(Job, i64, i64)>) -> Vec<Job> {
+    let within = |j: &Job| (std::cmp::Reverse(j.priority), j.run_at, j.id);
+    let one_group = claimed
+        .windows(2)
+        .all(|w| w[0].0.tenant == w[1].0.tenant && w[0].0.group == w[1].0.group);
+    if one_group {
+        let mut jobs: Vec<Job> = claimed.into_iter().map(|(job, _, _)| job).collect();
+        jobs.sort_by_key(within);
+        return jobs;
+    }
+    ranked_order(claimed)
+}
+
+/// [`claim_order`] of jobs of several groups.
+fn ranked_order(claimed: Vec<(Job, i64, i64)>) -> Vec<Job> {
     struct Ranked {
         job: Job,
         group_served: i64,
@@ -177,4 +194,70 @@ fn turns<T: Ord>(served: Vec<T>) -> Vec<(T, i64)> {
     let mut turns: Vec<(T, i64)> = served.into_iter().zip(1..).collect();
     turns.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     turns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{JobId, JobState, JobSummary};
+
+    fn job(id: i64, tenant: &str, group: &str, priority: i32, run_at: i64) -> Job {
+        let summary = JobSummary {
+            id: JobId(id),
+            queue: "q".to_owned(),
+            kind: "k".to_owned(),
+            tenant: tenant.to_owned(),
+            group: group.to_owned(),
+            priority,
+            idempotency_key: None,
+            attempts: 0,
+            max_attempts: 1,
+            reschedules: 0,
+            run_at: Timestamp::from_millis(run_at),
+            state: JobState::Running,
+            last_error: None,
+            lease: None,
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+            finished_at: None,
+        };
+        Job::from_summary(summary, serde_json::Value::Null, None, None)
+    }
+
+    fn ids(jobs: &[Job]) -> Vec<i64> {
+        jobs.iter().map(|j| j.id.0).collect()
+    }
+
+    #[test]
+    fn one_groups_jobs_are_ordered_as_the_ranking_orders_them() {
+        // Priorities, times and ids in no order: highest priority, then
+        // earliest, then lowest id first.
+        let claimed: Vec<(Job, i64, i64)> = [
+            (5, 0, 30),
+            (2, 1, 30),
+            (9, 0, 10),
+            (1, 0, 30),
+            (7, 1, 20),
+            (3, -1, 0),
+        ]
+        .into_iter()
+        .map(|(id, p, at)| (job(id, "t", "g", p, at), 4, 2))
+        .collect();
+        let fast = claim_order(claimed.clone());
+        assert_eq!(ids(&fast), [7, 2, 9, 1, 5, 3]);
+        assert_eq!(ids(&fast), ids(&ranked_order(claimed)));
+    }
+
+    #[test]
+    fn groups_and_tenants_still_take_turns() {
+        // Tenant a (served at 1, before b at 2) has groups x (served 5)
+        // and y (served 3): y's first job, then b's, then x's…
+        let claimed = vec![
+            (job(1, "a", "x", 0, 0), 5, 1),
+            (job(2, "a", "x", 0, 1), 5, 1),
+            (job(3, "a", "y", 0, 2), 3, 1),
+            (job(4, "b", "z", 0, 3), 1, 2),
+        ];
+        assert_eq!(ids(&claim_order(claimed)), [3, 4, 1, 2]);
+    }
 }

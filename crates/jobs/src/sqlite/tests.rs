@@ -212,3 +212,55 @@ async fn sqlite_is_built_without_its_global_allocation_mutexes() {
     );
     assert!(options.iter().any(|o| o == "ENABLE_QPSG"), "{options:?}");
 }
+
+/// Rows are read by column positions found by name once a result: a
+/// result whose columns come in another order (and with others among
+/// them) reads the same jobs, each row its own.
+#[tokio::test]
+async fn jobs_are_read_by_column_name_whatever_the_order() {
+    use crate::backend::Conn;
+    let clock = ManualClock::new(T0);
+    let store = SqliteStore::in_memory(StoreConfig::default().clock(clock.clone()))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let job = NewJob::new("q", "noop", json!({"n": i}))
+            .tenant(format!("t{i}"))
+            .group("g")
+            .priority(i);
+        store.enqueue(job).await.unwrap();
+    }
+    // Leased, so that the lease's columns are not NULL.
+    let mut claimed = store
+        .claim("q", "w", 3, Duration::from_secs(30))
+        .await
+        .unwrap();
+    claimed.sort_by_key(|j| j.id);
+    assert_eq!(claimed.len(), 3);
+    assert!(claimed.iter().all(|j| j.lease.is_some()));
+    let mut c = store.backend.write.acquire().await.unwrap();
+    let reversed = "SELECT 7 AS other, on_child_failure, pending_children, parent_id, \
+         schedule_tick, schedule, progress, traceparent, result, finished_at, updated_at, \
+         created_at, lease_expires_at, lease_token, lease_owner, last_error, state, run_at, \
+         reschedules, max_attempts, attempts, idempotency_key, priority, grp, tenant, \
+         payload, kind, queue, id FROM jobs ORDER BY id";
+    let read = c.jobs(reversed, Vec::new()).await.unwrap();
+    assert_eq!(read, claimed);
+    let summaries = c.summaries(reversed, Vec::new()).await.unwrap();
+    assert_eq!(
+        summaries
+            .iter()
+            .map(|s| (s.id, s.tenant.clone(), s.priority))
+            .collect::<Vec<_>>(),
+        claimed
+            .iter()
+            .map(|j| (j.id, j.tenant.clone(), j.priority))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        c.jobs("SELECT * FROM jobs WHERE id < 0", Vec::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -100,12 +100,18 @@ async fn run<S: JobStore>(store: Arc<S>, mut rx: mpsc::Receiver<Item>) {
         // batch is cut. One commit for all of them costs less than one
         // each, and a commit that waits for the disk takes longer than
         // this wait.
-        let until = tokio::time::Instant::now() + LINGER;
-        while items.len() < MAX_BATCH {
-            let room = MAX_BATCH - items.len();
-            match tokio::time::timeout_at(until, rx.recv_many(&mut items, room)).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+        //
+        // One sleep, then what came: a wait on the channel would wake
+        // this task (and set a timer) once an outcome. A batch that fills
+        // meanwhile waits out the rest of the millisecond; what is beyond
+        // `MAX_BATCH` goes in the next one.
+        if items.len() < MAX_BATCH {
+            tokio::time::sleep(LINGER).await;
+            while items.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(item) => items.push(item),
+                    Err(_) => break,
+                }
             }
         }
         let mut done = Vec::new();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_limit::Limit;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::job::{Job, Lease};
@@ -428,21 +428,37 @@ async fn claim_loop<S: JobStore + 'static>(
     let mut unstarted = Vec::new();
     loop {
         while running.try_join_next().is_some() {}
-        let job = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break,
-            job = next.recv() => match job {
-                Some(job) => job,
-                None => break,
+        // What is at hand is taken without waiting (a wait registers with
+        // the stop signal and the channel or semaphore, twice a job); the
+        // stop signal is still looked at first, as the waits below do.
+        if *stop.borrow() {
+            break;
+        }
+        let job = match next.try_recv() {
+            Ok(job) => job,
+            Err(_) => tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => break,
+                job = next.recv() => match job {
+                    Some(job) => job,
+                    None => break,
+                },
             },
         };
-        let slot = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => {
-                unstarted.push(job);
-                break;
-            }
-            slot = Arc::clone(&slots).acquire_owned() => slot,
+        if *stop.borrow() {
+            unstarted.push(job);
+            break;
+        }
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => {
+                    unstarted.push(job);
+                    break;
+                }
+                slot = Arc::clone(&slots).acquire_owned() => slot,
+            },
         };
         let (Ok(permit), (job, lease, claimed)) = (slot, job) else {
             break;
@@ -524,20 +540,7 @@ async fn claimer<S: JobStore + 'static>(
         // one by one): let the rest of the burst land, for up to
         // `CLAIM_LINGER`, so that one claim fills it all instead of
         // several claims of a few jobs each.
-        let mut places = vec![first];
-        let until = tokio::time::Instant::now() + CLAIM_LINGER;
-        loop {
-            while let Ok(place) = Arc::clone(&room).try_acquire_owned() {
-                places.push(place);
-            }
-            if places.len() >= capacity {
-                break;
-            }
-            match tokio::time::timeout_at(until, Arc::clone(&room).acquire_owned()).await {
-                Ok(Ok(place)) => places.push(place),
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        let places = gather(&room, first, capacity, CLAIM_LINGER).await;
         let n = u32::try_from(places.len()).unwrap_or(u32::MAX);
         let jobs = match ctx
             .store
@@ -581,6 +584,44 @@ async fn claimer<S: JobStore + 'static>(
     }
 }
 
+/// The places of `room` for one claim: `first`, what is free, and what
+/// frees up within `linger` until there are `capacity`, one permit each.
+/// Only the claimer takes room.
+async fn gather(
+    room: &Arc<Semaphore>,
+    first: OwnedSemaphorePermit,
+    capacity: usize,
+    linger: Duration,
+) -> Vec<OwnedSemaphorePermit> {
+    let mut places = vec![first];
+    take_free(room, &mut places);
+    let want = capacity.saturating_sub(places.len());
+    if want > 0 {
+        // One wait for all the rest, which wakes this task once (all of
+        // it free, or the time is up), not once a place. The places a
+        // timed-out wait had gathered go back to the semaphore and are
+        // taken just below.
+        let until = tokio::time::Instant::now() + linger;
+        let rest = u32::try_from(want).unwrap_or(u32::MAX);
+        let wait = Arc::clone(room).acquire_many_owned(rest);
+        if let Ok(Ok(mut rest)) = tokio::time::timeout_at(until, wait).await {
+            while rest.num_permits() > 1 {
+                places.extend(rest.split(1));
+            }
+            places.push(rest);
+        }
+        take_free(room, &mut places);
+    }
+    places
+}
+
+/// Adds to `places` every place of `room` free now, one permit each.
+fn take_free(room: &Arc<Semaphore>, places: &mut Vec<OwnedSemaphorePermit>) {
+    while let Ok(place) = Arc::clone(room).try_acquire_owned() {
+        places.push(place);
+    }
+}
+
 /// Takes back jobs whose lease expired (their worker died).
 async fn rescuer<S: JobStore>(ctx: Arc<Ctx<S>>, every: Duration) {
     let mut tick = tokio::time::interval(every);
@@ -613,5 +654,72 @@ async fn cleaner<S: JobStore>(ctx: Arc<Ctx<S>>, every: Duration) {
             Ok(cleaned) => tracing::debug!(?cleaned, "jobs: cleaned up"),
             Err(e) => tracing::warn!(error = %e, "jobs: cleanup failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frees the places in `held`, one every `every`.
+    fn free_one_by_one(mut held: Vec<OwnedSemaphorePermit>, every: Duration) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(place) = held.pop() {
+                tokio::time::sleep(every).await;
+                drop(place);
+            }
+        })
+    }
+
+    fn hold(room: &Arc<Semaphore>, n: usize) -> Vec<OwnedSemaphorePermit> {
+        (0..n)
+            .map(|_| Arc::clone(room).try_acquire_owned().unwrap())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_takes_the_places_that_free_up_while_it_waits() {
+        let room = Arc::new(Semaphore::new(10));
+        let first = Arc::clone(&room).try_acquire_owned().unwrap();
+        let free_now = hold(&room, 2);
+        let held = hold(&room, 7);
+        drop(free_now);
+        // 7 more free up one by one within the wait.
+        // (Tokio's timers count whole milliseconds: times here are larger.)
+        let freeing = free_one_by_one(held, Duration::from_millis(5));
+        let places = gather(&room, first, 10, Duration::from_millis(100)).await;
+        assert_eq!(places.len(), 10);
+        assert!(places.iter().all(|p| p.num_permits() == 1));
+        assert_eq!(room.available_permits(), 0);
+        freeing.await.unwrap();
+        drop(places);
+        assert_eq!(room.available_permits(), 10);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_whose_wait_ends_takes_what_freed_up_meanwhile() {
+        let room = Arc::new(Semaphore::new(10));
+        let first = Arc::clone(&room).try_acquire_owned().unwrap();
+        let mut held = hold(&room, 9);
+        // 3 free up within the wait, the other 6 after it.
+        let late = held.split_off(3);
+        let freeing = free_one_by_one(held, Duration::from_millis(10));
+        let places = gather(&room, first, 10, Duration::from_millis(50)).await;
+        assert_eq!(places.len(), 4, "the first and the 3 freed within the wait");
+        assert!(places.iter().all(|p| p.num_permits() == 1));
+        assert_eq!(room.available_permits(), 0, "none left behind");
+        freeing.await.unwrap();
+        drop((places, late));
+        assert_eq!(room.available_permits(), 10);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_with_its_room_all_free_does_not_wait() {
+        let room = Arc::new(Semaphore::new(5));
+        let first = Arc::clone(&room).try_acquire_owned().unwrap();
+        let before = tokio::time::Instant::now();
+        let places = gather(&room, first, 5, Duration::from_secs(60)).await;
+        assert_eq!(places.len(), 5);
+        assert_eq!(tokio::time::Instant::now(), before);
     }
 }

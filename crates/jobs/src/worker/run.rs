@@ -2,12 +2,13 @@
 //! handler (catching panics), and record what happened.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
 
 use crate::error::Error;
 use crate::job::{Job, JobState, Lease};
@@ -20,14 +21,30 @@ use crate::worker::heartbeat::Held;
 use crate::worker::pool::Ctx;
 use crate::worker::progress;
 
-/// Aborts the task when dropped, so that a job task that is itself
-/// aborted (the pool dropped) takes its handler down with it.
-struct AbortOnDrop<T>(JoinHandle<T>);
+/// A handler's run with its panic caught: `Err` with the panic's message
+/// instead of unwinding through the worker. It is polled in the run's own
+/// task (a task of its own for the handler would cost a spawn and a
+/// wakeup a job), so dropping the run (the pool dropped) drops it too.
+async fn catch_panic<F: Future>(fut: F) -> Result<F::Output, String> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(&*payload))),
+        }
+    })
+    .await
+}
 
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// What a caught panic says.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".to_owned());
+    format!("handler panicked: {msg}")
 }
 
 /// How a future driven under a lease ended.
@@ -144,14 +161,9 @@ pub(crate) async fn run_job<S: JobStore + 'static>(
             ctx.handlers.kinds().join(", ")
         )),
         Some(handler) => {
-            let owned = job.clone();
             let reporter = reporter(&ctx, &lease);
-            // A task of its own, so that a panic is caught as a JoinError
-            // instead of unwinding through the worker.
-            let task = AbortOnDrop(tokio::spawn(async move {
-                progress::scoped(reporter, handler.run(&owned)).await
-            }));
-            match drive(&ctx, &mut held, wait_task(task)).await {
+            let run = catch_panic(progress::scoped(reporter, handler.run(&job)));
+            match drive(&ctx, &mut held, run).await {
                 Driven::Done(Ok(outcome)) => outcome,
                 Driven::Done(Err(panic)) => Outcome::retry(panic),
                 Driven::Lost => return lost(&job),
@@ -181,26 +193,11 @@ pub(crate) async fn give_back_unstarted<S: JobStore>(
     drop(claimed);
 }
 
-async fn wait_task(mut task: AbortOnDrop<Outcome>) -> Result<Outcome, String> {
-    match (&mut task.0).await {
-        Ok(outcome) => Ok(outcome),
-        Err(e) if e.is_panic() => {
-            let payload = e.into_panic();
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string payload".to_owned());
-            Err(format!("handler panicked: {msg}"))
-        }
-        Err(_) => Err("handler task was cancelled".to_owned()),
-    }
-}
-
 /// The limiter resources a run of `job` needs, configuring its group's
 /// resource on first use.
 fn rate_needs<S>(ctx: &Ctx<S>, queue: &QueueConfig, job: &Job) -> Vec<String> {
-    let mut needs = Vec::with_capacity(2);
+    // Empty (no allocation) for a queue without rates.
+    let mut needs = Vec::new();
     if queue.rate.is_some() {
         needs.push(queue.rate_resource());
     }
@@ -222,6 +219,9 @@ async fn drive<S, F: Future>(ctx: &Ctx<S>, held: &mut Held, fut: F) -> Driven<F:
             return Driven::Halted;
         }
         tokio::select! {
+            // The run first: one that ends at once (most do) never
+            // registers with the lease's and the halt's signals.
+            biased;
             out = &mut fut => return Driven::Done(out),
             () = held.lost() => return Driven::Lost,
             changed = halt.changed() => {
