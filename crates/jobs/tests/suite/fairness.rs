@@ -68,20 +68,17 @@ pub async fn one_group_claims_by_priority_then_age(f: &impl Factory) {
     let high_old = enqueue(&store, job("q").priority(10).run_at(secs(1))).await;
     let later = enqueue(&store, job("q").priority(99).run_at(secs(9))).await;
     let mid = enqueue(&store, job("q").priority(5)).await;
+    let claim_ids = async || -> Vec<JobId> {
+        let jobs = claim(&store, "q", "w", 10).await;
+        jobs.into_iter().map(|j| j.id).collect()
+    };
     clock.advance(Duration::from_secs(3));
-    let ids: Vec<JobId> = claim(&store, "q", "w", 10)
-        .await
-        .into_iter()
-        .map(|j| j.id)
-        .collect();
-    assert_eq!(ids, [high_old.id, high_new.id, mid.id, low.id]);
+    assert_eq!(
+        claim_ids().await,
+        [high_old.id, high_new.id, mid.id, low.id]
+    );
     clock.advance(Duration::from_secs(6));
-    let ids: Vec<JobId> = claim(&store, "q", "w", 10)
-        .await
-        .into_iter()
-        .map(|j| j.id)
-        .collect();
-    assert_eq!(ids, [later.id], "due now");
+    assert_eq!(claim_ids().await, [later.id], "due now");
 }
 
 pub async fn paused_queue_gives_nothing(f: &impl Factory) {
