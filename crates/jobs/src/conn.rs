@@ -68,6 +68,20 @@ impl JobColumns {
     }
 }
 
+/// Decodes every row of a result with `decode`, the columns' positions
+/// found once, in its first row, by `of`.
+pub fn decode_rows<R, C, T>(
+    rows: &[R],
+    of: impl FnOnce(&R) -> Result<C, Error>,
+    decode: impl Fn(&R, &C) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let cols = of(first)?;
+    rows.iter().map(|row| decode(row, &cols)).collect()
+}
+
 /// Reads a row of `jobs` (all columns) as a [`Job`], its columns where
 /// `cols` says.
 pub fn decode_job_at(row: &(impl Columns + ?Sized), cols: &JobColumns) -> Result<Job, Error> {
@@ -164,13 +178,11 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
-                let Some(first) = rows.first() else {
-                    return Ok(Vec::new());
-                };
-                let cols = $crate::conn::JobColumns::of(first)?;
-                rows.iter()
-                    .map(|row| $crate::conn::decode_job_at(row, &cols))
-                    .collect()
+                $crate::conn::decode_rows(
+                    &rows,
+                    $crate::conn::JobColumns::of,
+                    $crate::conn::decode_job_at,
+                )
             }
 
             async fn claimed(
@@ -181,21 +193,21 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
-                let Some(first) = rows.first() else {
-                    return Ok(Vec::new());
+                let of = |first: &_| -> Result<_, $crate::Error> {
+                    let index = |col| sluice_store::Columns::index_of(first, col);
+                    Ok((
+                        $crate::conn::JobColumns::of(first)?,
+                        index("group_served")?,
+                        index("tenant_served")?,
+                    ))
                 };
-                let cols = $crate::conn::JobColumns::of(first)?;
-                let index = |col| sluice_store::Columns::index_of(first, col);
-                let (group, tenant) = (index("group_served")?, index("tenant_served")?);
-                rows.iter()
-                    .map(|row| {
-                        let job = $crate::conn::decode_job_at(row, &cols)?;
-                        let served = |i: usize| -> Result<i64, $crate::Error> {
-                            Ok(sqlx::Row::try_get::<i64, _>(row, i)?)
-                        };
-                        Ok((job, served(group)?, served(tenant)?))
-                    })
-                    .collect()
+                $crate::conn::decode_rows(&rows, of, |row, (cols, group, tenant)| {
+                    let job = $crate::conn::decode_job_at(row, cols)?;
+                    let served = |i: usize| -> Result<i64, $crate::Error> {
+                        Ok(sqlx::Row::try_get::<i64, _>(row, i)?)
+                    };
+                    Ok((job, served(*group)?, served(*tenant)?))
+                })
             }
 
             async fn summaries(
@@ -206,13 +218,11 @@ macro_rules! impl_conn {
                 let rows = sluice_store::bind(sqlx::query(sql), args)
                     .fetch_all(&mut *self)
                     .await?;
-                let Some(first) = rows.first() else {
-                    return Ok(Vec::new());
-                };
-                let cols = $crate::conn::SummaryColumns::of(first)?;
-                rows.iter()
-                    .map(|row| $crate::conn::decode_summary_at(row, &cols))
-                    .collect()
+                $crate::conn::decode_rows(
+                    &rows,
+                    $crate::conn::SummaryColumns::of,
+                    $crate::conn::decode_summary_at,
+                )
             }
 
             async fn ints(
