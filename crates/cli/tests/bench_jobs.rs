@@ -82,3 +82,41 @@ fn bench_jobs_rejects_bad_flags() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--jobs"));
 }
+
+/// Jobs spread over tenants and groups take the claim's ranked way; every
+/// one of them still completes.
+#[test]
+fn bench_jobs_spreads_jobs_over_tenants_and_groups() {
+    let r = run_json(&[
+        "bench",
+        "jobs",
+        "--jobs",
+        "300",
+        "--batch",
+        "100",
+        "--tenants",
+        "3",
+        "--groups",
+        "2",
+        "--rate-seconds",
+        "0",
+        "--retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(
+        (r["tenants"].as_u64(), r["groups"].as_u64()),
+        (Some(3), Some(2)),
+        "{r}"
+    );
+    assert_eq!(
+        r["throughput"][0]["completed"], 300,
+        "every job completed: {r}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "jobs", "--groups", "0"])
+        .output()
+        .expect("the sluice binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--groups"));
+}

@@ -52,6 +52,16 @@ pub struct JobsArgs {
     /// default; 0 holds each slot until its outcome is committed).
     #[arg(long)]
     pub awaiting_commit: Option<usize>,
+    /// Tenants the burn-down's jobs are spread over, round robin (1: the
+    /// default tenant only). With more than one tenant or group, claims
+    /// rank tenants' and groups' turns; with one of each they take the
+    /// group's jobs in order.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub tenants: u32,
+    /// Groups each tenant's burn-down jobs are spread over, round robin
+    /// (1: the default group only).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub groups: u32,
     /// Also measure a PostgreSQL server at this URL (in a schema of its
     /// own, dropped afterwards).
     #[arg(long, env = "SLUICE_BENCH_POSTGRES_URL")]
@@ -70,6 +80,20 @@ pub struct JobsArgs {
     /// Retries the retry-timing run measures (0 skips it).
     #[arg(long, default_value_t = 200)]
     pub retries: u64,
+}
+
+/// Job `i` of the burn-down in its tenant and group (`--tenants`,
+/// `--groups`), round robin; the defaults' when there is one of each.
+fn spread(args: &JobsArgs, job: NewJob, i: u64) -> NewJob {
+    let (tenants, groups) = (u64::from(args.tenants), u64::from(args.groups));
+    let job = match tenants {
+        1 => job,
+        _ => job.tenant(format!("t{}", i % tenants)),
+    };
+    match groups {
+        1 => job,
+        _ => job.group(format!("g{}", (i / tenants) % groups)),
+    }
 }
 
 /// SQLite's `synchronous` level for the bench.
@@ -177,6 +201,8 @@ async fn run(args: &JobsArgs) -> Result<Value, BoxError> {
         "concurrency": args.concurrency,
         "prefetch": args.prefetch.unwrap_or(args.concurrency),
         "awaiting_commit": args.awaiting_commit.unwrap_or(2 * args.concurrency),
+        "tenants": args.tenants,
+        "groups": args.groups,
         "sqlite_synchronous": args.sqlite_sync.as_str(),
         "throughput": rates,
         "rate": rate,
@@ -294,7 +320,7 @@ async fn throughput<S: JobStore + 'static>(
     while n < args.jobs {
         let end = (n + args.batch as u64).min(args.jobs);
         let batch: Vec<NewJob> = (n..end)
-            .map(|i| NewJob::new(queue, "noop", json!({ "i": i })))
+            .map(|i| spread(args, NewJob::new(queue, "noop", json!({ "i": i })), i))
             .collect();
         n = end;
         store.enqueue_batch(batch).await?;
@@ -521,12 +547,14 @@ fn table(r: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, awaiting commit {}, SQLite synchronous={}",
+        "sluice bench jobs: {} no-op jobs, batches of {}, concurrency {}, prefetch {}, awaiting commit {}, {} tenant(s) x {} group(s), SQLite synchronous={}",
         r["jobs"],
         r["batch"],
         r["concurrency"],
         r["prefetch"],
         r["awaiting_commit"],
+        r["tenants"],
+        r["groups"],
         r["sqlite_synchronous"].as_str().unwrap_or("")
     );
     let num = |v: &Value| format!("{:.0}", v.as_f64().unwrap_or(f64::NAN));
