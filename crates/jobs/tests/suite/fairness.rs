@@ -198,3 +198,147 @@ pub async fn future_jobs_stay_out_of_the_claims_way(f: &impl Factory) {
     let groups: HashSet<&str> = woke.iter().map(|j| j.group.as_str()).collect();
     assert_eq!(groups.len(), 20, "one job from each of 20 groups");
 }
+
+/// A queue's shape: per tenant, how many jobs each of its groups holds.
+type Shape = Vec<Vec<usize>>;
+
+/// Every claim takes exactly the jobs, in exactly the order, that the
+/// ranking of the whole backlog puts first (turns across tenants, then
+/// across each tenant's groups, then priority, age and id), whatever the
+/// queue's shape: many tenants alike, one heavy tenant among light ones,
+/// a tenant of many groups beside a tenant of one, groups of uneven
+/// sizes. The claim reads only a bounded prefix of each group; this
+/// checks that the bound never changes what it takes.
+pub async fn claims_match_the_ranking_of_the_whole_backlog(f: &impl Factory) {
+    let mut rng = fastrand::Rng::with_seed(40);
+    let shapes: Vec<(&str, Shape)> = vec![
+        ("many alike", vec![vec![6]; 300]),
+        ("alike with groups", vec![vec![12; 8]; 4]),
+        ("one heavy, many light", {
+            let mut s = vec![vec![400]];
+            s.extend(vec![vec![1]; 60]);
+            s
+        }),
+        ("many groups beside one", vec![vec![2; 150], vec![500]]),
+        (
+            "uneven groups",
+            vec![vec![300, 1, 1, 1, 1, 1, 1, 1], vec![3; 20], vec![40]],
+        ),
+        ("random", {
+            (0..25)
+                .map(|_| {
+                    let groups = if rng.bool() {
+                        rng.usize(1..4)
+                    } else {
+                        rng.usize(1..40)
+                    };
+                    (0..groups).map(|_| rng.usize(1..30)).collect()
+                })
+                .collect()
+        }),
+    ];
+    for (name, shape) in shapes {
+        let (store, _clock) = open(f).await;
+        let mut jobs = Vec::new();
+        for (t, groups) in shape.iter().enumerate() {
+            for (g, &n) in groups.iter().enumerate() {
+                for _ in 0..n {
+                    let priority = if rng.u8(..4) == 0 { 5 } else { 0 };
+                    jobs.push(
+                        job("q")
+                            .tenant(format!("t{t:03}"))
+                            .group(format!("g{g:03}"))
+                            .priority(priority),
+                    );
+                }
+            }
+        }
+        rng.shuffle(&mut jobs);
+        let mut backlog = Vec::new();
+        for chunk in jobs.chunks(500) {
+            let stored = store.enqueue_batch(chunk.to_vec()).await.expect("enqueue");
+            backlog.extend(stored.into_iter().map(|e| e.job));
+        }
+        let mut model = Ranking::default();
+        let mut claims = 0;
+        while !backlog.is_empty() {
+            let n = [1, 7, 50, 200, rng.u32(1..300)][claims % 5];
+            let want = model.take(&mut backlog, n as usize);
+            let got: Vec<JobId> = claim(&store, "q", "w", n)
+                .await
+                .iter()
+                .map(|j| j.id)
+                .collect();
+            assert_eq!(got, want, "{name}: claim {claims} of {n}");
+            claims += 1;
+        }
+        assert!(claim(&store, "q", "w", 10).await.is_empty(), "{name}");
+    }
+}
+
+/// The claim order computed over the whole backlog, with the tenants' and
+/// groups' turns as the claims serve them.
+#[derive(Default)]
+struct Ranking {
+    tenants: std::collections::HashMap<String, i64>,
+    groups: std::collections::HashMap<(String, String), i64>,
+}
+
+impl Ranking {
+    /// Removes from `backlog` the first `n` jobs of the ranking and
+    /// returns their ids in order, serving their tenants and groups.
+    fn take(&mut self, backlog: &mut Vec<sluice_jobs::Job>, n: usize) -> Vec<JobId> {
+        use std::cmp::Reverse;
+        let within = |j: &sluice_jobs::Job| (Reverse(j.priority), j.run_at, j.id);
+        backlog.sort_by_key(|j| (j.tenant.clone(), j.group.clone(), within(j)));
+        let mut keyed = Vec::new();
+        let mut rn = 0;
+        for (i, j) in backlog.iter().enumerate() {
+            let same =
+                i > 0 && backlog[i - 1].tenant == j.tenant && backlog[i - 1].group == j.group;
+            rn = if same { rn + 1 } else { 1 };
+            let gs = self
+                .groups
+                .get(&(j.tenant.clone(), j.group.clone()))
+                .copied()
+                .unwrap_or(0);
+            keyed.push((rn, gs, i));
+        }
+        keyed.sort_by_key(|&(rn, gs, i)| (backlog[i].tenant.clone(), rn, gs, within(&backlog[i])));
+        let mut ranked = Vec::new();
+        let mut tr = 0;
+        for (k, &(_, _, i)) in keyed.iter().enumerate() {
+            let same = k > 0 && backlog[keyed[k - 1].2].tenant == backlog[i].tenant;
+            tr = if same { tr + 1 } else { 1 };
+            let ts = self.tenants.get(&backlog[i].tenant).copied().unwrap_or(0);
+            ranked.push((tr, ts, i));
+        }
+        ranked.sort_by_key(|&(tr, ts, i)| (tr, ts, within(&backlog[i])));
+        ranked.truncate(n);
+        let taken: Vec<usize> = ranked.iter().map(|&(_, _, i)| i).collect();
+        let ids = taken.iter().map(|&i| backlog[i].id).collect();
+        // Served in the order taken, after the queue's last turn.
+        let mut last_t = self.tenants.values().copied().max().unwrap_or(0);
+        let mut last_g = self.groups.values().copied().max().unwrap_or(0);
+        let mut seen = HashSet::new();
+        for &i in &taken {
+            let j = &backlog[i];
+            if seen.insert((j.tenant.clone(), None)) {
+                last_t += 1;
+                self.tenants.insert(j.tenant.clone(), last_t);
+            }
+            if seen.insert((j.tenant.clone(), Some(j.group.clone()))) {
+                last_g += 1;
+                self.groups
+                    .insert((j.tenant.clone(), j.group.clone()), last_g);
+            }
+        }
+        let gone: HashSet<usize> = taken.into_iter().collect();
+        let mut i = 0;
+        backlog.retain(|_| {
+            i += 1;
+            !gone.contains(&(i - 1))
+        });
+        ids
+    }
+}

@@ -139,6 +139,7 @@ macro_rules! store_tests {
             fairness::tenants_take_turns_in_a_shared_group_name,
             fairness::many_groups_share_one_tenant_turn,
             fairness::future_jobs_stay_out_of_the_claims_way,
+            fairness::claims_match_the_ranking_of_the_whole_backlog,
             admin::retry_from_dead,
             admin::retry_all_dead_of_a_queue,
             admin::purge_removes_only_dead,
