@@ -105,20 +105,74 @@ macro_rules! ready {
     };
 }
 
-/// The ranking shared by both backends, from `r` (candidates with `rn`,
-/// their place in their group): within a tenant, groups interleave (the
-/// first job of every group, least recently served group first, then the
-/// second, …); across tenants, the first pick of every tenant (least
-/// recently served tenant first), then the second, and so on. So one
-/// tenant's many groups take one tenant's turn, not one turn each.
+/// The ranking shared by both backends, named `$name`, from `$from`
+/// (candidates with `rn`, their place in their group): within a tenant,
+/// groups interleave (the first job of every group, least recently served
+/// group first, then the second, …); across tenants, the first pick of
+/// every tenant (least recently served tenant first), then the second, and
+/// so on. So one tenant's many groups take one tenant's turn, not one turn
+/// each. `$more` adds columns, over the same rows `r`.
 macro_rules! ranked {
-    () => {
-        "ranked AS ( \
+    ($name:literal, $from:literal, $more:literal) => {
+        concat!(
+            $name,
+            " AS ( \
            SELECT r.id, r.priority, r.run_at, COALESCE(t.served, 0) AS ts, \
                   row_number() OVER (PARTITION BY r.tenant \
-                    ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id) AS tr \
-           FROM r LEFT JOIN queue_groups g ON g.queue = $1 AND g.tenant = r.tenant AND g.grp = r.grp \
+                    ORDER BY r.rn, COALESCE(g.served, 0), r.priority DESC, r.run_at, r.id) AS tr",
+            $more,
+            " FROM ",
+            $from,
+            " r LEFT JOIN queue_groups g ON g.queue = $1 AND g.tenant = r.tenant AND g.grp = r.grp \
            LEFT JOIN queue_tenants t ON t.queue = $1 AND t.tenant = r.tenant) "
+        )
+    };
+}
+
+/// The bounded first round of a claim of several (tenant, group) pairs,
+/// after the walk (`grps`, `one`) and before the full round, in the CTEs
+/// `lims`, `ranked1`, `sel1` and `inexact`; `$candidates` is the CTE `r1`
+/// (each group's first `lim` due jobs, or more, with `rn` and `cg`, how
+/// many of the group it read).
+///
+/// A claim of `$3` jobs over `T` tenants gives each its share `q =
+/// ceil($3 / T)`, and a tenant of `G` groups reads `lim = ceil(q / G)` of
+/// each: about `$3 + pairs` jobs in all, where ranking the first `$3` of
+/// every group read `$3` times the pairs (all 50,000 jobs of 1,000 pairs
+/// on each claim of 200). When every tenant has its share, the first `$3`
+/// of this bounded ranking are those of the full one. They may not be
+/// when a tenant has less (others then take more than their share): a
+/// group cut at `lim` (`cg >= lim`) whose tenant's every candidate was
+/// taken would offer its next job at the tenant rank `cand + 1`, and if
+/// that is not after the last job taken (or fewer than `$3` were taken),
+/// the bound changed the answer. Then `inexact` has a row, and the claim
+/// ranks the first `$3` of every group instead (the full round).
+macro_rules! first_round {
+    ($($candidates:tt)+) => {
+        concat!(
+            "pairs AS ( \
+               SELECT tenant, grp, COUNT(*) OVER (PARTITION BY tenant) AS ng FROM grps \
+               WHERE grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
+             lims AS ( \
+               SELECT p.tenant, p.grp, (s.q + p.ng - 1) / p.ng AS lim FROM pairs p, \
+                 (SELECT ($3 + COUNT(DISTINCT tenant) - 1) / NULLIF(COUNT(DISTINCT tenant), 0) AS q \
+                  FROM pairs) s), ",
+            $($candidates)+,
+            ", ",
+            ranked!(
+                "ranked1",
+                "r1",
+                ", r.tenant, COUNT(*) OVER (PARTITION BY r.tenant) AS cand, \
+                 MAX(CASE WHEN r.cg >= r.lim THEN 1 ELSE 0 END) OVER (PARTITION BY r.tenant) AS cut"
+            ),
+            ", sel1 AS ( \
+               SELECT id, tenant, tr, cand, cut FROM ranked1 \
+               ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3), \
+             inexact AS ( \
+               SELECT tenant FROM sel1 GROUP BY tenant \
+               HAVING MAX(cut) = 1 AND COUNT(*) = MAX(cand) \
+                 AND ((SELECT COUNT(*) FROM sel1) < $3 OR MAX(cand) + 1 <= (SELECT MAX(tr) FROM sel1))) "
+        )
     };
 }
 
@@ -346,27 +400,46 @@ pub const SQLITE: Dialect = Dialect {
     promote: concat!("UPDATE jobs SET due = TRUE WHERE id IN (", waiting!(), ")"),
     claim: concat!(
         sqlite_walk!(),
+        ", one AS ( \
+             SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
+               AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), ",
+        // SQLite's LIMIT cannot name a column of the outer query: each
+        // group reads the largest `lim`, and keeps its own.
+        first_round!(concat!(
+            "c1 AS ( \
+               SELECT j.id, j.tenant, j.grp, j.priority, j.run_at, lims.lim FROM lims \
+               JOIN jobs j ON j.id IN ( \
+                 SELECT id FROM jobs WHERE queue = $1 AND tenant = lims.tenant AND grp = lims.grp \
+                   AND ",
+            ready!(""),
+            " AND run_at <= $2 ORDER BY priority DESC, run_at, id \
+                 LIMIT (SELECT MAX(lim) FROM lims))), \
+             r1 AS ( \
+               SELECT * FROM ( \
+                 SELECT c1.*, row_number() OVER (PARTITION BY tenant, grp \
+                          ORDER BY priority DESC, run_at, id) AS rn, \
+                        COUNT(*) OVER (PARTITION BY tenant, grp) AS cg \
+                 FROM c1) WHERE rn <= lim)"
+        )),
         ", firsts AS ( \
              SELECT j.id, j.tenant, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN ( \
                SELECT id FROM jobs WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp \
                  AND ",
         ready!(""),
         " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
-             WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
+             WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), \
            r AS ( \
              SELECT id, tenant, grp, priority, run_at, \
                     row_number() OVER (PARTITION BY tenant, grp \
                       ORDER BY priority DESC, run_at, id) AS rn \
-             FROM firsts), \
-           one AS ( \
-             SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
-               AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), ",
-        ranked!(),
+             FROM firsts), ",
+        ranked!("ranked", "r", ""),
         lease_to!(),
         "WHERE (id IN (SELECT id FROM jobs WHERE queue = $1 \
                  AND tenant = (SELECT tenant FROM one) AND grp = (SELECT grp FROM one) AND ",
         ready!(""),
         " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
+             OR id IN (SELECT id FROM sel1 WHERE NOT EXISTS (SELECT 1 FROM inexact)) \
              OR id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3)) \
            AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 AND ",
         not_paused!(),
@@ -472,16 +545,6 @@ pub const POSTGRES: Dialect = Dialect {
         ready!("j."),
         " AND j.tenant = grps.tenant AND j.grp < grps.grp ORDER BY j.grp DESC LIMIT 1) \
            FROM grps WHERE grps.grp IS NOT NULL), \
-         r AS ( \
-           SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, \
-                  row_number() OVER (PARTITION BY f.tenant, f.grp \
-                    ORDER BY f.priority DESC, f.run_at, f.id) AS rn \
-           FROM grps CROSS JOIN LATERAL ( \
-             SELECT id, tenant, grp, priority, run_at FROM jobs \
-             WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp AND ",
-        ready!(""),
-        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f \
-           WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
          one AS ( \
            SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
              AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), \
@@ -493,9 +556,34 @@ pub const POSTGRES: Dialect = Dialect {
         not_paused!(),
         " ORDER BY priority DESC, run_at, id LIMIT $3 \
            FOR UPDATE SKIP LOCKED), ",
-        ranked!(),
+        first_round!(concat!(
+            "r1 AS ( \
+               SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, 4 * lims.lim AS lim, \
+                      row_number() OVER (PARTITION BY f.tenant, f.grp \
+                        ORDER BY f.priority DESC, f.run_at, f.id) AS rn, \
+                      COUNT(*) OVER (PARTITION BY f.tenant, f.grp) AS cg \
+               FROM lims CROSS JOIN LATERAL ( \
+                 SELECT id, tenant, grp, priority, run_at FROM jobs \
+                 WHERE queue = $1 AND tenant = lims.tenant AND grp = lims.grp AND ",
+            ready!(""),
+            " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * lims.lim) f)"
+        )),
+        ", r AS ( \
+           SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, \
+                  row_number() OVER (PARTITION BY f.tenant, f.grp \
+                    ORDER BY f.priority DESC, f.run_at, f.id) AS rn \
+           FROM grps CROSS JOIN LATERAL ( \
+             SELECT id, tenant, grp, priority, run_at FROM jobs \
+             WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp AND ",
+        ready!(""),
+        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f \
+           WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), ",
+        ranked!("ranked", "r", ""),
         ", tried AS ( \
-           SELECT * FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT 4 * $3), \
+           SELECT * FROM ( \
+             SELECT id, tr, ts, priority, run_at FROM ranked1 WHERE NOT EXISTS (SELECT 1 FROM inexact) \
+             UNION ALL SELECT id, tr, ts, priority, run_at FROM ranked) u \
+           ORDER BY tr, ts, priority DESC, run_at, id LIMIT 4 * $3), \
          picked AS ( \
            SELECT j.id FROM jobs j JOIN tried r ON r.id = j.id \
            WHERE j.id = ANY(ARRAY(SELECT id FROM tried)) \
