@@ -382,8 +382,10 @@ macro_rules! waiting {
 ///
 /// Ranking every due job of the queue would read them all on each claim
 /// (28 ms at 20k jobs); instead the due (tenant, group) pairs are walked
-/// one index seek each, and only the first `$3` due jobs of each group,
-/// read in index order, are ranked (1 ms). Jobs not yet due are not in
+/// one index seek each, and only the first due jobs of each group, read
+/// in index order, are ranked (1 ms): each tenant's share of the claim
+/// ([`first_round!`]), or the first `$3` where the share would change the
+/// answer. Jobs not yet due are not in
 /// the index the walk reads, so a year of scheduled jobs costs nothing.
 ///
 /// When the walk finds one (tenant, group) pair only (`one`), as in a
@@ -484,8 +486,8 @@ pub const SQLITE: Dialect = Dialect {
 /// locked, so they never wait for each other nor take the same job. As on
 /// SQLite the due (tenant, group) pairs are walked by index (a loose index
 /// scan) and only the first jobs of each group are ranked, so a claim does
-/// not read the whole backlog; but each group offers four times `$3`
-/// candidates, not `$3`: the first ones may be locked by another claimer,
+/// not read the whole backlog ([`first_round!`]); but each group offers
+/// four times its bound: the first ones may be locked by another claimer,
 /// and skipping them must leave the next ones. (More than four claimers
 /// racing on one group can come back short, never wrong; the pool claims
 /// again.) Only the first `4 * $3` of the ranking are tried, for the same
