@@ -50,6 +50,8 @@ async fn a_claim_reads_only_due_jobs() {
     claim_statements_search_their_indexes(&store).await;
     let walked: i64 = sqlx::query_scalar(sql::SQLITE_WALKED)
         .bind("q")
+        .bind(T0.as_millis())
+        .bind(8_i64)
         .fetch_one(&store.backend.write)
         .await
         .unwrap();
