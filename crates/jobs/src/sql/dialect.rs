@@ -131,47 +131,61 @@ macro_rules! ranked {
 
 /// The bounded first round of a claim of several (tenant, group) pairs,
 /// after the walk (`grps`, `one`) and before the full round, in the CTEs
-/// `lims`, `ranked1`, `sel1` and `inexact`; `$candidates` is the CTE `r1`
-/// (each group's first `lim` due jobs, or more, with `rn` and `cg`, how
-/// many of the group it read).
+/// `pairs`, `lims`, `ranked1`, `sel1` and `inexact`; `$candidates` is the
+/// CTE `r1`: each group of `lims` with its first `lim` due jobs (or more),
+/// their `rn`, `cg` (how many of the group it read), `ng` and `ni` (how
+/// many groups the tenant has, and how many of them `lims` kept).
 ///
 /// A claim of `$3` jobs over `T` tenants gives each its share `q =
 /// ceil($3 / T)`, and a tenant of `G` groups reads `lim = ceil(q / G)` of
-/// each: about `$3 + pairs` jobs in all, where ranking the first `$3` of
-/// every group read `$3` times the pairs (all 50,000 jobs of 1,000 pairs
-/// on each claim of 200). When every tenant has its share, the first `$3`
-/// of this bounded ranking are those of the full one. They may not be
-/// when a tenant has less (others then take more than their share): a
-/// group cut at `lim` (`cg >= lim`) whose tenant's every candidate was
-/// taken would offer its next job at the tenant rank `cand + 1`, and if
-/// that is not after the last job taken (or fewer than `$3` were taken),
-/// the bound changed the answer. Then `inexact` has a row, and the claim
-/// ranks the first `$3` of every group instead (the full round).
+/// each. With more groups than its share (`lim` is then 1) it reads only
+/// its `q` groups served longest ago (`gr`, ties kept), as its first `q`
+/// picks are the first job of each of them. About `$3 + pairs` jobs in
+/// all, where ranking the first `$3` of every group read `$3` times the
+/// pairs (all 50,000 jobs of 1,000 pairs on each claim of 200).
+///
+/// When every tenant has its share, the first `$3` of this bounded ranking
+/// are those of the full one. They may not be when a tenant has less
+/// (others then take more than their share). A tenant whose read was cut
+/// (a group read to its `lim`, or groups left out) ranks its first unread
+/// job at `nxt`: after all it read (`cand + 1`), or, with groups left out,
+/// after the first job of each group kept (`ni + 1`: the groups left out
+/// were served later). If the claim took all of that tenant's jobs before
+/// `nxt`, and `nxt` is not after the last job taken (or fewer than `$3`
+/// were taken), the bound changed the answer: `inexact` has a row, and the
+/// claim ranks the first `$3` of every group instead (the full round).
 macro_rules! first_round {
     ($($candidates:tt)+) => {
         concat!(
             "pairs AS ( \
-               SELECT tenant, grp, COUNT(*) OVER (PARTITION BY tenant) AS ng FROM grps \
-               WHERE grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
+               SELECT grps.tenant, grps.grp, COUNT(*) OVER (PARTITION BY grps.tenant) AS ng, \
+                      rank() OVER (PARTITION BY grps.tenant ORDER BY COALESCE(g.served, 0)) AS gr \
+               FROM grps LEFT JOIN queue_groups g \
+                 ON g.queue = $1 AND g.tenant = grps.tenant AND g.grp = grps.grp \
+               WHERE grps.grp IS NOT NULL AND NOT EXISTS (SELECT 1 FROM one)), \
              lims AS ( \
-               SELECT p.tenant, p.grp, (s.q + p.ng - 1) / p.ng AS lim FROM pairs p, \
+               SELECT p.tenant, p.grp, (s.q + p.ng - 1) / p.ng AS lim, p.ng, \
+                      COUNT(*) OVER (PARTITION BY p.tenant) AS ni FROM pairs p, \
                  (SELECT ($3 + COUNT(DISTINCT tenant) - 1) / NULLIF(COUNT(DISTINCT tenant), 0) AS q \
-                  FROM pairs) s), ",
+                  FROM pairs) s \
+               WHERE p.gr <= s.q), ",
             $($candidates)+,
             ", ",
             ranked!(
                 "ranked1",
                 "r1",
-                ", r.tenant, COUNT(*) OVER (PARTITION BY r.tenant) AS cand, \
-                 MAX(CASE WHEN r.cg >= r.lim THEN 1 ELSE 0 END) OVER (PARTITION BY r.tenant) AS cut"
+                ", r.tenant, \
+                 MAX(CASE WHEN r.cg >= r.lim OR r.ng > r.ni THEN 1 ELSE 0 END) \
+                   OVER (PARTITION BY r.tenant) AS cut, \
+                 CASE WHEN r.ng > r.ni THEN r.ni ELSE COUNT(*) OVER (PARTITION BY r.tenant) END + 1 AS nxt"
             ),
             ", sel1 AS ( \
-               SELECT id, tenant, tr, cand, cut FROM ranked1 \
+               SELECT id, tenant, tr, cut, nxt FROM ranked1 \
                ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3), \
              inexact AS ( \
                SELECT tenant FROM sel1 GROUP BY tenant \
-               HAVING MAX(cut) = 1 AND COUNT(*) = MAX(cand) \
-                 AND ((SELECT COUNT(*) FROM sel1) < $3 OR MAX(cand) + 1 <= (SELECT MAX(tr) FROM sel1))) "
+               HAVING MAX(cut) = 1 AND COUNT(*) >= MAX(nxt) - 1 \
+                 AND ((SELECT COUNT(*) FROM sel1) < $3 OR MAX(nxt) <= (SELECT MAX(tr) FROM sel1))) "
         )
     };
 }
@@ -431,7 +445,7 @@ pub const SQLITE: Dialect = Dialect {
         // group reads the largest `lim`, and keeps its own.
         first_round!(concat!(
             "c1 AS ( \
-               SELECT j.id, j.tenant, j.grp, j.priority, j.run_at, lims.lim FROM lims \
+               SELECT j.id, j.tenant, j.grp, j.priority, j.run_at, lims.lim, lims.ng, lims.ni FROM lims \
                JOIN jobs j ON j.id IN ( \
                  SELECT id FROM jobs WHERE queue = $1 AND tenant = lims.tenant AND grp = lims.grp \
                    AND ",
@@ -583,7 +597,7 @@ pub const POSTGRES: Dialect = Dialect {
            FOR UPDATE SKIP LOCKED), ",
         first_round!(concat!(
             "r1 AS ( \
-               SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, 4 * lims.lim AS lim, \
+               SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, 4 * lims.lim AS lim, lims.ng, lims.ni, \
                       row_number() OVER (PARTITION BY f.tenant, f.grp \
                         ORDER BY f.priority DESC, f.run_at, f.id) AS rn, \
                       COUNT(*) OVER (PARTITION BY f.tenant, f.grp) AS cg \

@@ -207,53 +207,81 @@ type Shape = Vec<Vec<usize>>;
 /// across each tenant's groups, then priority, age and id), whatever the
 /// queue's shape: many tenants alike, one heavy tenant among light ones,
 /// a tenant of many groups beside a tenant of one, groups of uneven
-/// sizes. The claim reads only a bounded prefix of each group; this
-/// checks that the bound never changes what it takes.
+/// sizes, a random mix; and with jobs arriving between claims, once the
+/// turns have told the groups apart: a tenant's many small groups beside
+/// a tenant that has one job at a time. The claim reads only a bounded
+/// prefix of each group, and of a tenant's groups; this checks that the
+/// bound never changes what it takes.
 pub async fn claims_match_the_ranking_of_the_whole_backlog(f: &impl Factory) {
     let mut rng = fastrand::Rng::with_seed(40);
-    let shapes: Vec<(&str, Shape)> = vec![
-        ("many alike", vec![vec![6]; 300]),
-        ("alike with groups", vec![vec![12; 8]; 4]),
-        ("one heavy, many light", {
-            let mut s = vec![vec![400]];
-            s.extend(vec![vec![1]; 60]);
-            s
-        }),
-        ("many groups beside one", vec![vec![2; 150], vec![500]]),
+    let random: Shape = (0..25)
+        .map(|_| {
+            let groups = if rng.bool() {
+                rng.usize(1..4)
+            } else {
+                rng.usize(1..40)
+            };
+            (0..groups).map(|_| rng.usize(1..30)).collect()
+        })
+        .collect();
+    // Per claim, for the first claims: the (tenant, group) of each job
+    // that arrives after it.
+    let random_arrivals: Vec<(usize, usize)> = (0..40)
+        .map(|_| {
+            let t = rng.usize(..random.len());
+            (t, rng.usize(..random[t].len()))
+        })
+        .collect();
+    // Name, shape, arrivals, and whether claims are all small.
+    let shapes: Vec<(&str, Shape, Vec<(usize, usize)>, bool)> = vec![
+        ("many alike", vec![vec![6]; 300], vec![], false),
+        ("alike with groups", vec![vec![12; 8]; 4], vec![], false),
+        (
+            "one heavy, many light",
+            {
+                let mut s = vec![vec![400]];
+                s.extend(vec![vec![1]; 60]);
+                s
+            },
+            vec![],
+            false,
+        ),
+        (
+            "many groups beside one",
+            vec![vec![2; 150], vec![500]],
+            vec![],
+            false,
+        ),
         (
             "uneven groups",
             vec![vec![300, 1, 1, 1, 1, 1, 1, 1], vec![3; 20], vec![40]],
+            vec![],
+            false,
         ),
-        ("random", {
-            (0..25)
-                .map(|_| {
-                    let groups = if rng.bool() {
-                        rng.usize(1..4)
-                    } else {
-                        rng.usize(1..40)
-                    };
-                    (0..groups).map(|_| rng.usize(1..30)).collect()
-                })
-                .collect()
-        }),
+        (
+            "small groups beside a short tenant",
+            vec![vec![3; 40], vec![1]],
+            vec![(1, 0); 40],
+            true,
+        ),
+        ("random", random, random_arrivals, false),
     ];
-    for (name, shape) in shapes {
+    for (name, shape, arrivals, small) in shapes {
         let (store, _clock) = open(f).await;
+        let mut new_job = |t: usize, g: usize| {
+            let priority = if rng.u8(..4) == 0 { 5 } else { 0 };
+            job("q")
+                .tenant(format!("t{t:03}"))
+                .group(format!("g{g:03}"))
+                .priority(priority)
+        };
         let mut jobs = Vec::new();
         for (t, groups) in shape.iter().enumerate() {
             for (g, &n) in groups.iter().enumerate() {
-                for _ in 0..n {
-                    let priority = if rng.u8(..4) == 0 { 5 } else { 0 };
-                    jobs.push(
-                        job("q")
-                            .tenant(format!("t{t:03}"))
-                            .group(format!("g{g:03}"))
-                            .priority(priority),
-                    );
-                }
+                jobs.extend((0..n).map(|_| new_job(t, g)));
             }
         }
-        rng.shuffle(&mut jobs);
+        fastrand::Rng::with_seed(jobs.len() as u64).shuffle(&mut jobs);
         let mut backlog = Vec::new();
         for chunk in jobs.chunks(500) {
             let stored = store.enqueue_batch(chunk.to_vec()).await.expect("enqueue");
@@ -262,7 +290,10 @@ pub async fn claims_match_the_ranking_of_the_whole_backlog(f: &impl Factory) {
         let mut model = Ranking::default();
         let mut claims = 0;
         while !backlog.is_empty() {
-            let n = [1, 7, 50, 200, rng.u32(1..300)][claims % 5];
+            let n = match small {
+                true => [7, 3][claims % 2],
+                false => [1, 7, 50, 200, 1 + claims as u32 * 37 % 300][claims % 5],
+            };
             let want = model.take(&mut backlog, n as usize);
             let got: Vec<JobId> = claim(&store, "q", "w", n)
                 .await
@@ -270,6 +301,9 @@ pub async fn claims_match_the_ranking_of_the_whole_backlog(f: &impl Factory) {
                 .map(|j| j.id)
                 .collect();
             assert_eq!(got, want, "{name}: claim {claims} of {n}");
+            if let Some(&(t, g)) = arrivals.get(claims) {
+                backlog.push(enqueue(&store, new_job(t, g)).await);
+            }
             claims += 1;
         }
         assert!(claim(&store, "q", "w", 10).await.is_empty(), "{name}");
