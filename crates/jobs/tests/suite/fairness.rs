@@ -202,6 +202,10 @@ pub async fn future_jobs_stay_out_of_the_claims_way(f: &impl Factory) {
 /// A queue's shape: per tenant, how many jobs each of its groups holds.
 type Shape = Vec<Vec<usize>>;
 
+/// Per claim, for the first claims: the (tenant, group) of the job that
+/// arrives after it.
+type Arrivals = Vec<(usize, usize)>;
+
 /// Every claim takes exactly the jobs, in exactly the order, that the
 /// ranking of the whole backlog puts first (turns across tenants, then
 /// across each tenant's groups, then priority, age and id), whatever the
@@ -224,16 +228,14 @@ pub async fn claims_match_the_ranking_of_the_whole_backlog(f: &impl Factory) {
             (0..groups).map(|_| rng.usize(1..30)).collect()
         })
         .collect();
-    // Per claim, for the first claims: the (tenant, group) of each job
-    // that arrives after it.
-    let random_arrivals: Vec<(usize, usize)> = (0..40)
+    let random_arrivals: Arrivals = (0..40)
         .map(|_| {
             let t = rng.usize(..random.len());
             (t, rng.usize(..random[t].len()))
         })
         .collect();
     // Name, shape, arrivals, and whether claims are all small.
-    let shapes: Vec<(&str, Shape, Vec<(usize, usize)>, bool)> = vec![
+    let shapes: Vec<(&str, Shape, Arrivals, bool)> = vec![
         ("many alike", vec![vec![6]; 300], vec![], false),
         ("alike with groups", vec![vec![12; 8]; 4], vec![], false),
         (
