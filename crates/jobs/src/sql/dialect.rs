@@ -141,17 +141,17 @@ macro_rules! ranked {
 /// each. With more groups than its share (`lim` is then 1) it reads only
 /// its `q` groups served longest ago (`gr`, ties kept), as its first `q`
 /// picks are the first job of each of them (on PostgreSQL, past another
-/// claimer's locks, as [`chosen!`] says of tenants). About `$3 + pairs` jobs in
-/// all, where ranking the first `$3` of every group read `$3` times the
-/// pairs (all 50,000 jobs of 1,000 pairs on each claim of 200).
+/// claimer's locks, as [`chosen!`] says of tenants). About `$3 + pairs`
+/// jobs in all, where ranking the first `$3` of every group read `$3`
+/// times the pairs (all 50,000 jobs of 1,000 pairs on each claim of 200).
 ///
 /// When every tenant has its share, the first `$3` of this bounded ranking
 /// are those of the full one. They may not be when a tenant has less
 /// (others then take more than their share). A tenant whose read was cut
 /// (a group read to its `lim`, or groups left out) ranks its first unread
-/// job at `nxt`: after all it read (`cand + 1`), or, with groups left out,
-/// after the first job of each group kept (`ni + 1`: the groups left out
-/// were served later). If the claim took all of that tenant's jobs before
+/// job at `nxt`: right after all the jobs it read, or, with groups left
+/// out, right after the first job of each group kept (`ni + 1`: the groups
+/// left out were served later). If the claim took all of that tenant's jobs before
 /// `nxt`, and `nxt` is not after the last job taken (or fewer than `$3`
 /// were taken), the bound changed the answer: `inexact` has a row, and the
 /// claim ranks the first `$3` of every group instead (the full round).
