@@ -141,7 +141,7 @@ macro_rules! ranked {
 /// each. With more groups than its share (`lim` is then 1) it reads only
 /// its `q` groups served longest ago (`gr`, ties kept), as its first `q`
 /// picks are the first job of each of them (on PostgreSQL, past another
-/// claimer's locks, as [`chosen!`] says of tenants). About `$3 + pairs`
+/// claimer's locks, as `chosen!` says of tenants). About `$3 + pairs`
 /// jobs in all, where ranking the first `$3` of every group read `$3`
 /// times the pairs (all 50,000 jobs of 1,000 pairs on each claim of 200).
 ///
