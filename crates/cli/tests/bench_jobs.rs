@@ -75,12 +75,20 @@ fn bench_jobs_reports_every_part_and_completes_every_job() {
 
 #[test]
 fn bench_jobs_rejects_bad_flags() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["bench", "jobs", "--jobs", "0"])
-        .output()
-        .expect("the sluice binary runs");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--jobs"));
+    for (flag, value) in [
+        ("--jobs", "0"),
+        ("--tenants", "0"),
+        ("--groups", "0"),
+        ("--groups", "10001"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["bench", "jobs", flag, value])
+            .output()
+            .expect("the sluice binary runs");
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+    }
 }
 
 /// Jobs spread over tenants and groups take the claim's ranked way; every
@@ -113,10 +121,4 @@ fn bench_jobs_spreads_jobs_over_tenants_and_groups() {
         r["throughput"][0]["completed"], 300,
         "every job completed: {r}"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["bench", "jobs", "--groups", "0"])
-        .output()
-        .expect("the sluice binary runs");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--groups"));
 }
