@@ -105,6 +105,61 @@ macro_rules! ready {
     };
 }
 
+/// A group's order, which `jobs_ready` keeps: highest priority, then
+/// earliest `run_at`, then lowest id.
+macro_rules! group_order {
+    () => {
+        "priority DESC, run_at, id"
+    };
+}
+
+/// The first `$limit` due jobs (their columns `$cols`) of the group `$grp`
+/// of tenant `$tenant` in queue `$1` at time `$2`, in the group's order,
+/// read through `jobs_ready`; `$and` adds conditions.
+macro_rules! group_head {
+    ($cols:literal, $tenant:literal, $grp:literal, $and:expr, $limit:literal) => {
+        concat!(
+            "SELECT ",
+            $cols,
+            " FROM jobs WHERE queue = $1 AND tenant = ",
+            $tenant,
+            " AND grp = ",
+            $grp,
+            " AND ",
+            ready!(""),
+            " AND run_at <= $2",
+            $and,
+            " ORDER BY ",
+            group_order!(),
+            " LIMIT ",
+            $limit
+        )
+    };
+}
+
+/// The queue's one due (tenant, group) pair, when the walk (`grps`) found
+/// only one.
+macro_rules! one {
+    () => {
+        "one AS ( \
+           SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
+             AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1)"
+    };
+}
+
+/// A group's head in `one`, the queue's one pair (see [`one!`]).
+macro_rules! one_head {
+    ($cols:literal, $and:expr) => {
+        group_head!(
+            $cols,
+            "(SELECT tenant FROM one)",
+            "(SELECT grp FROM one)",
+            $and,
+            "$3"
+        )
+    };
+}
+
 /// The ranking shared by both backends, named `$name`, from `$from`
 /// (candidates with `rn`, their place in their group): within a tenant,
 /// groups interleave (the first job of every group, least recently served
@@ -182,7 +237,9 @@ macro_rules! first_round {
             ),
             ", sel1 AS ( \
                SELECT id, tenant, tr, cut, nxt FROM ranked1 \
-               ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3), \
+               ORDER BY tr, ts, ",
+            group_order!(),
+            " LIMIT $3), \
              inexact AS ( \
                SELECT tenant FROM sel1 GROUP BY tenant \
                HAVING MAX(cut) = 1 AND COUNT(*) >= MAX(nxt) - 1 \
@@ -210,8 +267,7 @@ macro_rules! first_round {
 /// every claim (1,000 tenants: 5.1k jobs/s instead of 8.6k, issue 40).
 macro_rules! chosen {
     () => {
-        concat!(
-            "tts AS MATERIALIZED ( \
+        "tts AS MATERIALIZED ( \
            SELECT tenants.t, COALESCE(qt.served, 0) AS ts FROM tenants \
            LEFT JOIN queue_tenants qt ON qt.queue = $1 AND qt.tenant = tenants.t \
            WHERE tenants.t IS NOT NULL), \
@@ -219,7 +275,6 @@ macro_rules! chosen {
            SELECT t FROM tts WHERE ts <= COALESCE( \
              (SELECT ts FROM tts ORDER BY ts LIMIT 1 OFFSET $3 - 1), \
                9223372036854775807))"
-        )
     };
 }
 
@@ -450,47 +505,49 @@ pub const SQLITE: Dialect = Dialect {
     promote: concat!("UPDATE jobs SET due = TRUE WHERE id IN (", waiting!(), ")"),
     claim: concat!(
         sqlite_walk!(),
-        ", one AS ( \
-             SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
-               AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), ",
+        ", ",
+        one!(),
+        ", ",
         // SQLite's LIMIT cannot name a column of the outer query: each
         // group reads the largest `lim`, and keeps its own.
         first_round!(concat!(
             "c1 AS ( \
                SELECT j.id, j.tenant, j.grp, j.priority, j.run_at, lims.lim, lims.ng, lims.ni FROM lims \
-               JOIN jobs j ON j.id IN ( \
-                 SELECT id FROM jobs WHERE queue = $1 AND tenant = lims.tenant AND grp = lims.grp \
-                   AND ",
-            ready!(""),
-            " AND run_at <= $2 ORDER BY priority DESC, run_at, id \
-                 LIMIT (SELECT MAX(lim) FROM lims))), \
+               JOIN jobs j ON j.id IN (",
+            group_head!(
+                "id",
+                "lims.tenant",
+                "lims.grp",
+                "",
+                "(SELECT MAX(lim) FROM lims)"
+            ),
+            ")), \
              r1 AS ( \
                SELECT * FROM ( \
                  SELECT c1.*, row_number() OVER (PARTITION BY tenant, grp \
-                          ORDER BY priority DESC, run_at, id) AS rn, \
+                          ORDER BY ",
+            group_order!(),
+            ") AS rn, \
                         COUNT(*) OVER (PARTITION BY tenant, grp) AS cg \
                  FROM c1) WHERE rn <= lim)"
         )),
         ", firsts AS ( \
-             SELECT j.id, j.tenant, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN ( \
-               SELECT id FROM jobs WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp \
-                 AND ",
-        ready!(""),
-        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
-             WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), \
+             SELECT j.id, j.tenant, j.grp, j.priority, j.run_at FROM grps JOIN jobs j ON j.id IN (",
+        group_head!("id", "grps.tenant", "grps.grp", "", "$3"),
+        ") WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), \
            r AS ( \
              SELECT id, tenant, grp, priority, run_at, \
-                    row_number() OVER (PARTITION BY tenant, grp \
-                      ORDER BY priority DESC, run_at, id) AS rn \
-             FROM firsts), ",
+                    row_number() OVER (PARTITION BY tenant, grp ORDER BY ",
+        group_order!(),
+        ") AS rn FROM firsts), ",
         ranked!("ranked", "r", ""),
         lease_to!(),
-        "WHERE (id IN (SELECT id FROM jobs WHERE queue = $1 \
-                 AND tenant = (SELECT tenant FROM one) AND grp = (SELECT grp FROM one) AND ",
-        ready!(""),
-        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT $3) \
-             OR id IN (SELECT id FROM sel1 WHERE NOT EXISTS (SELECT 1 FROM inexact)) \
-             OR id IN (SELECT id FROM ranked ORDER BY tr, ts, priority DESC, run_at, id LIMIT $3)) \
+        "WHERE (id IN (",
+        one_head!("id", ""),
+        ") OR id IN (SELECT id FROM sel1 WHERE NOT EXISTS (SELECT 1 FROM inexact)) \
+             OR id IN (SELECT id FROM ranked ORDER BY tr, ts, ",
+        group_order!(),
+        " LIMIT $3)) \
            AND state IN ('available', 'scheduled', 'retryable') AND run_at <= $2 AND ",
         not_paused!(),
         claimed!("*")
@@ -595,46 +652,49 @@ pub const POSTGRES: Dialect = Dialect {
            SELECT tenant, (SELECT j.grp FROM jobs j WHERE j.queue = $1 AND ",
         ready!("j."),
         " AND j.tenant = grps.tenant AND j.grp < grps.grp ORDER BY j.grp DESC LIMIT 1) \
-           FROM grps WHERE grps.grp IS NOT NULL), \
-         one AS ( \
-           SELECT tenant, grp FROM grps WHERE grp IS NOT NULL \
-             AND (SELECT COUNT(*) FROM grps WHERE grp IS NOT NULL) = 1), \
-         one_picked AS ( \
-           SELECT id FROM jobs WHERE queue = $1 \
-             AND tenant = (SELECT tenant FROM one) AND grp = (SELECT grp FROM one) AND ",
-        ready!(""),
-        " AND run_at <= $2 AND ",
-        not_paused!(),
-        " ORDER BY priority DESC, run_at, id LIMIT $3 \
-           FOR UPDATE SKIP LOCKED), ",
+           FROM grps WHERE grps.grp IS NOT NULL), ",
+        one!(),
+        ", one_picked AS (",
+        one_head!("id", concat!(" AND ", not_paused!())),
+        " FOR UPDATE SKIP LOCKED), ",
         first_round!(concat!(
             "r1 AS ( \
-               SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, 4 * lims.lim AS lim, lims.ng, lims.ni, \
-                      row_number() OVER (PARTITION BY f.tenant, f.grp \
-                        ORDER BY f.priority DESC, f.run_at, f.id) AS rn, \
+               SELECT f.*, 4 * lims.lim AS lim, lims.ng, lims.ni, \
+                      row_number() OVER (PARTITION BY f.tenant, f.grp ORDER BY ",
+            group_order!(),
+            ") AS rn, \
                       COUNT(*) OVER (PARTITION BY f.tenant, f.grp) AS cg \
-               FROM lims CROSS JOIN LATERAL ( \
-                 SELECT id, tenant, grp, priority, run_at FROM jobs \
-                 WHERE queue = $1 AND tenant = lims.tenant AND grp = lims.grp AND ",
-            ready!(""),
-            " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * lims.lim) f)"
+               FROM lims CROSS JOIN LATERAL (",
+            group_head!(
+                "id, tenant, grp, priority, run_at",
+                "lims.tenant",
+                "lims.grp",
+                "",
+                "4 * lims.lim"
+            ),
+            ") f)"
         )),
         ", r AS ( \
-           SELECT f.id, f.tenant, f.grp, f.priority, f.run_at, \
-                  row_number() OVER (PARTITION BY f.tenant, f.grp \
-                    ORDER BY f.priority DESC, f.run_at, f.id) AS rn \
-           FROM grps CROSS JOIN LATERAL ( \
-             SELECT id, tenant, grp, priority, run_at FROM jobs \
-             WHERE queue = $1 AND tenant = grps.tenant AND grp = grps.grp AND ",
-        ready!(""),
-        " AND run_at <= $2 ORDER BY priority DESC, run_at, id LIMIT 4 * $3) f \
-           WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), ",
+           SELECT f.*, row_number() OVER (PARTITION BY f.tenant, f.grp ORDER BY ",
+        group_order!(),
+        ") AS rn \
+           FROM grps CROSS JOIN LATERAL (",
+        group_head!(
+            "id, tenant, grp, priority, run_at",
+            "grps.tenant",
+            "grps.grp",
+            "",
+            "4 * $3"
+        ),
+        ") f WHERE grps.grp IS NOT NULL AND EXISTS (SELECT 1 FROM inexact)), ",
         ranked!("ranked", "r", ""),
         ", tried AS ( \
            SELECT * FROM ( \
              SELECT id, tr, ts, priority, run_at FROM ranked1 WHERE NOT EXISTS (SELECT 1 FROM inexact) \
              UNION ALL SELECT id, tr, ts, priority, run_at FROM ranked) u \
-           ORDER BY tr, ts, priority DESC, run_at, id LIMIT 4 * $3), \
+           ORDER BY tr, ts, ",
+        group_order!(),
+        " LIMIT 4 * $3), \
          picked AS ( \
            SELECT j.id FROM jobs j JOIN tried r ON r.id = j.id \
            WHERE j.id = ANY(ARRAY(SELECT id FROM tried)) \
