@@ -51,7 +51,8 @@ impl StateCounts {
         }
     }
 
-    pub(crate) fn set(&mut self, state: JobState, n: u64) {
+    /// Adds `n` to the count for `state`.
+    pub(crate) fn add(&mut self, state: JobState, n: u64) {
         let slot = match state {
             JobState::Available => &mut self.available,
             JobState::Scheduled => &mut self.scheduled,
@@ -61,6 +62,6 @@ impl StateCounts {
             JobState::Dead => &mut self.dead,
             JobState::Cancelled => &mut self.cancelled,
         };
-        *slot = n;
+        *slot += n;
     }
 }

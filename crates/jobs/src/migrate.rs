@@ -54,6 +54,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "events expire by seq",
         include_str!("../migrations/sqlite/0010_cheaper_events.sql"),
     ),
+    Step::new(
+        11,
+        "fewer index moves",
+        include_str!("../migrations/sqlite/0011_fewer_index_moves.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -117,5 +122,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         12,
         "event triggers pair rows by hashing",
         include_str!("../migrations/postgres/0012_event_trigger_joins.sql"),
+    ),
+    Step::new(
+        13,
+        "fewer index moves",
+        include_str!("../migrations/postgres/0013_fewer_index_moves.sql"),
     ),
 ]);

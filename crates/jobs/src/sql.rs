@@ -62,10 +62,11 @@ pub const LIST: &str = concat!(
 );
 
 /// As [`LIST`] for tenant `$5` alone, on `jobs_tenant` (tenant, id, queue,
-/// state): the tenant's entries in id order, queue and state tested on the
-/// index entry, so neither another tenant's jobs nor this tenant's
-/// non-matching ones are read. (A separate statement: `($5 IS NULL OR
-/// tenant = $5)` would keep SQLite from using the index at all.)
+/// and on PostgreSQL state): the tenant's entries in id order, the queue
+/// tested on the index entry, so another tenant's jobs are never read.
+/// SQLite tests the state on the row: an index holding it would move at
+/// every change of state (migration 11). (A separate statement: `($5 IS
+/// NULL OR tenant = $5)` would keep SQLite from using the index at all.)
 pub const LIST_TENANT: &str = concat!(
     summary!(),
     "WHERE tenant = $5 AND id > $3 AND ($1 IS NULL OR queue = $1) AND ($2 IS NULL OR state = $2) \
@@ -121,19 +122,69 @@ pub const RETRY: &str = "UPDATE jobs SET state = 'available', attempts = 0, resc
     run_at = $2, due = TRUE, finished_at = NULL, updated_at = $2 WHERE id = $1 AND state = 'dead' RETURNING *";
 
 pub const RETRY_DEAD: &str = "UPDATE jobs SET state = 'available', attempts = 0, reschedules = 0, \
-    run_at = $2, due = TRUE, finished_at = NULL, updated_at = $2 WHERE queue = $1 AND state = 'dead'";
+    run_at = $2, due = TRUE, finished_at = NULL, updated_at = $2 \
+    WHERE queue = $1 AND state = 'dead' AND finished_at IS NOT NULL";
 
 pub const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, \
     lease_expires_at = NULL, updated_at = $2, finished_at = $2 \
     WHERE id = $1 AND state IN ('available', 'scheduled', 'running', 'retryable') RETURNING *";
 
-pub const PURGE_DEAD: &str = "DELETE FROM jobs WHERE state = 'dead' AND ($1 IS NULL OR queue = $1)";
+/// Every dead job, through `jobs_finished` (a finished job, and only
+/// one, has its `finished_at`: every statement that ends a job sets it,
+/// every one that revives a job clears it).
+pub const PURGE_DEAD: &str = "DELETE FROM jobs \
+    WHERE state = 'dead' AND finished_at IS NOT NULL AND ($1 IS NULL OR queue = $1)";
 
-pub const COUNTS: &str = "SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state";
+/// The ready jobs of each queue by state, among the due ones (`$due` is
+/// `due`) or those not yet due (`NOT due`): one pass over `jobs_ready` or
+/// `jobs_waiting` (whose condition this repeats), grouped in its order.
+macro_rules! ready_counts {
+    ($due:literal) => {
+        concat!(
+            "SELECT queue, SUM(CASE WHEN state = 'available' THEN 1 ELSE 0 END) AS a, \
+                    SUM(CASE WHEN state = 'scheduled' THEN 1 ELSE 0 END) AS s, \
+                    SUM(CASE WHEN state = 'retryable' THEN 1 ELSE 0 END) AS r \
+             FROM jobs WHERE state IN ('available', 'scheduled', 'retryable') AND ",
+            $due,
+            " GROUP BY queue"
+        )
+    };
+}
+
+/// (queue, state, jobs) rows, a state possibly in more than one row of a
+/// queue (add them up), read from the index each state is in, so that no
+/// index need hold every job's state (each would move at every change of
+/// state: migration 11 on SQLite, 13 on PostgreSQL): the ready jobs
+/// through `jobs_ready` (due) and `jobs_waiting` (not yet), counted by
+/// state in one pass each; the running ones through `jobs_running`; the
+/// finished ones through `jobs_finished`, in its order (state, queue).
+pub const COUNTS: &str = concat!(
+    "WITH ready AS MATERIALIZED (",
+    ready_counts!("due"),
+    " UNION ALL ",
+    ready_counts!("NOT due"),
+    ") SELECT queue, 'available', a FROM ready \
+     UNION ALL SELECT queue, 'scheduled', s FROM ready \
+     UNION ALL SELECT queue, 'retryable', r FROM ready \
+     UNION ALL SELECT queue, 'running', COUNT(*) FROM jobs WHERE state = 'running' GROUP BY queue \
+     UNION ALL SELECT queue, state, COUNT(*) FROM jobs \
+       WHERE finished_at IS NOT NULL AND state IN ('completed', 'dead', 'cancelled') \
+       GROUP BY state, queue"
+);
 
 /// Jobs in state `$1` finished at or before `$2`, unless a key live at
-/// `$3` still points at them.
-pub const EXPIRE_JOBS: &str = "DELETE FROM jobs WHERE state = $1 AND finished_at <= $2 \
+/// `$3` still points at them. `jobs_finished` holds a state's jobs by
+/// queue, then by age: the statement steps from one queue to the next
+/// (`qs`) and seeks each queue's oldest, so it reads only what it deletes
+/// and the first kept job of each queue.
+pub const EXPIRE_JOBS: &str = "WITH RECURSIVE qs(q) AS (\
+      SELECT (SELECT MIN(queue) FROM jobs WHERE state = $1 AND finished_at IS NOT NULL) \
+      UNION ALL \
+      SELECT (SELECT MIN(queue) FROM jobs \
+              WHERE state = $1 AND finished_at IS NOT NULL AND queue > qs.q) \
+      FROM qs WHERE qs.q IS NOT NULL) \
+    DELETE FROM jobs WHERE id IN (SELECT j.id FROM qs, jobs j \
+      WHERE j.state = $1 AND j.queue = qs.q AND j.finished_at IS NOT NULL AND j.finished_at <= $2) \
     AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.job_id = jobs.id AND k.expires_at > $3)";
 
 pub const EXPIRE_KEYS: &str = "DELETE FROM idempotency_keys WHERE expires_at <= $1";

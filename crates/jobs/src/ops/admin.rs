@@ -82,13 +82,14 @@ pub async fn set_paused(
     Ok(())
 }
 
-/// Jobs by queue and state, with every paused queue even if empty.
+/// Jobs by queue and state, with every paused queue even if empty (a
+/// state may come in more than one row, see [`sql::COUNTS`]).
 pub async fn counts(c: &mut impl Conn) -> Result<Vec<QueueCounts>, Error> {
     let mut queues: BTreeMap<String, QueueCounts> = BTreeMap::new();
     for (queue, state, n) in c.counts(sql::COUNTS, args![]).await? {
         let state: JobState = state.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
         let n = u64::try_from(n).map_err(|e| Error::Corrupt(e.to_string()))?;
-        entry(&mut queues, queue).counts.set(state, n);
+        entry(&mut queues, queue).counts.add(state, n);
     }
     for queue in c.texts(sql::PAUSED, args![]).await? {
         entry(&mut queues, queue).paused = true;

@@ -155,6 +155,58 @@ async fn a_tenants_list_searches_its_index() {
     }
 }
 
+/// The statements over a queue's or a state's jobs that no index holds by
+/// state (migration 11): the counts, retention, the dead jobs' purge and
+/// retry each read through the index of the states they want, never the
+/// whole table, and the counts and retention read no row but those they
+/// delete (the running jobs, a pool's leases, may be read).
+#[tokio::test]
+async fn counts_and_cleanup_read_the_indexes_of_their_states() {
+    let store = SqliteStore::in_memory(StoreConfig::default())
+        .await
+        .unwrap();
+    for (name, sql, params) in [
+        ("counts", sql::COUNTS, 0),
+        ("expire", sql::EXPIRE_JOBS, 3),
+        ("purge", sql::PURGE_DEAD, 1),
+        ("retry dead", sql::RETRY_DEAD, 2),
+    ] {
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut query = sqlx::query_as(AssertSqlSafe(explain));
+        for i in 0..params {
+            query = match i {
+                0 if name != "expire" => query.bind("q"),
+                0 => query.bind("completed"),
+                _ => query.bind(T0.as_millis()),
+            };
+        }
+        let rows: Vec<(i64, i64, i64, String)> =
+            query.fetch_all(&store.backend.write).await.unwrap();
+        let on_jobs: Vec<&str> = rows
+            .iter()
+            .map(|r| r.3.as_str())
+            .filter(|s| s.starts_with("SCAN jobs") || s.starts_with("SEARCH j"))
+            .collect();
+        let steps: Vec<&str> = rows.iter().map(|r| r.3.as_str()).collect();
+        assert!(
+            !on_jobs.is_empty()
+                && on_jobs
+                    .iter()
+                    .all(|s| s.contains(" INDEX jobs_") || s.ends_with("PRIMARY KEY (rowid=?)")),
+            "{name} reads jobs only through an index (or by id): {steps:#?}"
+        );
+        if matches!(name, "counts" | "expire") {
+            assert!(
+                on_jobs
+                    .iter()
+                    .filter(|s| s.contains(" INDEX jobs_") && !s.contains("jobs_running"))
+                    .all(|s| s.contains("COVERING INDEX")),
+                "{name} reads no row of the jobs it counts or picks: {steps:#?}"
+            );
+        }
+    }
+}
+
 /// A full disk makes SQLite roll a transaction back by itself; sqlx's own
 /// rollback then fails and it goes on counting the transaction as open,
 /// which refused every later `BEGIN` on the connection until a restart.
