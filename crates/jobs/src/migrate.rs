@@ -59,6 +59,11 @@ pub const SQLITE: Schema = Schema::new(&[
         "fewer index moves",
         include_str!("../migrations/sqlite/0011_fewer_index_moves.sql"),
     ),
+    Step::new(
+        12,
+        "a job's timeline from its rows",
+        include_str!("../migrations/sqlite/0012_timeline_from_rows.sql"),
+    ),
 ]);
 
 /// PostgreSQL's migrations, in sqlx's default history table.
@@ -127,5 +132,10 @@ pub const POSTGRES: Schema = Schema::new(&[
         13,
         "fewer index moves",
         include_str!("../migrations/postgres/0013_fewer_index_moves.sql"),
+    ),
+    Step::new(
+        14,
+        "a job's timeline from its rows",
+        include_str!("../migrations/postgres/0014_timeline_from_rows.sql"),
     ),
 ]);

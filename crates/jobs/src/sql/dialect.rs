@@ -316,7 +316,7 @@ pub const SQLITE_WALKED: &str = concat!(
 macro_rules! lease_to {
     () => {
         "UPDATE jobs SET state = 'running', lease_owner = $4, lease_expires_at = $5, \
-                lease_token = lease_token + 1, updated_at = $2 "
+                lease_token = lease_token + 1, updated_at = $2, started_at = $2 "
     };
 }
 

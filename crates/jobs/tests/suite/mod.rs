@@ -154,6 +154,7 @@ macro_rules! store_tests {
             schedules::tenants_own_their_schedules,
             schedules::cron_fires_at_its_ticks,
             events::every_change_is_an_event,
+            events::a_timeline_is_the_jobs_stream,
             flows::the_parent_runs_after_its_children,
             flows::a_failed_child_fails_or_is_ignored,
             flows::nested_flows_wait_and_cancel_down,
