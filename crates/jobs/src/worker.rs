@@ -42,7 +42,8 @@ mod wake;
 
 pub use backoff::Backoff;
 pub use config::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_THROTTLES, DEFAULT_RATE, PoolConfig, QueueConfig,
+    DEFAULT_AWAITING_PER_SLOT, DEFAULT_CONCURRENCY, DEFAULT_MAX_THROTTLES, DEFAULT_RATE,
+    PoolConfig, QueueConfig,
 };
 pub use handler::{BoxFuture, HandlerFn, Handlers, JobHandler, Outcome, handler_fn};
 pub use health::StoreHealth;

@@ -20,8 +20,8 @@ const JOBS: u64 = 300;
 const CONCURRENCY: usize = 10;
 /// Runs whose effect a crash may repeat at most: those of the
 /// concurrency, and those whose handlers returned and whose outcomes await
-/// their commit (twice the concurrency by default).
-const REPEATABLE: usize = 3 * CONCURRENCY;
+/// their commit (four times the concurrency by default).
+const REPEATABLE: usize = (1 + sluice_jobs::worker::DEFAULT_AWAITING_PER_SLOT) * CONCURRENCY;
 /// Jobs leased at most: those runs, and as many claimed ahead of a free
 /// slot (the default prefetch), which have no effect yet.
 const LEASED: usize = REPEATABLE + CONCURRENCY;

@@ -48,7 +48,7 @@ pub struct JobsArgs {
     #[arg(long)]
     pub prefetch: Option<usize>,
     /// Outcomes of the burn-down pool that may await their commit
-    /// without holding a slot (default: twice `--concurrency`, the pool's
+    /// without holding a slot (default: four times `--concurrency`, the pool's
     /// default; 0 holds each slot until its outcome is committed).
     #[arg(long)]
     pub awaiting_commit: Option<usize>,

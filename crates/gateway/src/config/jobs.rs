@@ -99,7 +99,7 @@ pub struct QueueSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<u32>,
     /// Runs whose handler returned that may wait for their outcome's
-    /// commit without holding a slot (twice `concurrency` when unset). A
+    /// commit without holding a slot (four times `concurrency` when unset). A
     /// crash repeats at most `concurrency` + this many runs; 0 holds every
     /// slot until its outcome is durable.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,6 +14,14 @@ use sluice_store::{Clock, SystemClock};
 pub const DEFAULT_CONCURRENCY: usize = 5;
 /// The seed's per-queue rate, jobs per second.
 pub const DEFAULT_RATE: u64 = 10;
+/// Outcomes that may await their commit without holding a slot, per slot
+/// of the queue's concurrency, by default (see
+/// [`QueueConfig::awaiting_commit`]). With no-op jobs at concurrency 100,
+/// twice the concurrency left a burn-down's one SQLite writer idle while
+/// the runs that a commit had just freed went through the pool, and the
+/// next claim waited for them: four times kept it busy, about 10 % more
+/// jobs a second (docs/jobs.md, "Throughput").
+pub const DEFAULT_AWAITING_PER_SLOT: usize = 4;
 /// Throttles (429s) in a row a job may take per attempt before one uses
 /// up an attempt.
 pub const DEFAULT_MAX_THROTTLES: u32 = 5;
@@ -52,7 +60,7 @@ pub struct QueueConfig {
     pub prefetch: Option<usize>,
     /// Outcomes handed to the pool's batcher and not yet committed, at
     /// most (see [`awaiting_commit`](Self::awaiting_commit)); `None` for
-    /// twice [`concurrency`](Self::concurrency).
+    /// [`DEFAULT_AWAITING_PER_SLOT`] times [`concurrency`](Self::concurrency).
     pub awaiting_commit: Option<usize>,
 }
 
@@ -97,8 +105,8 @@ impl QueueConfig {
 
     /// Lets up to `n` runs whose handlers have returned wait for their
     /// outcome's commit without holding a slot, so that the next jobs run
-    /// while a batch of outcomes is written (twice the
-    /// [`concurrency`](Self::concurrency) by default). Such a run keeps its
+    /// while a batch of outcomes is written ([`DEFAULT_AWAITING_PER_SLOT`]
+    /// times the [`concurrency`](Self::concurrency) by default). Such a run keeps its
     /// lease, renewed by heartbeat, until its outcome is durable; a crash
     /// before that runs the job again once the lease expires (at least
     /// once), so a crash repeats at most `concurrency + n` runs. Beyond
@@ -114,7 +122,8 @@ impl QueueConfig {
 
     /// How many outcomes may await their commit without holding a slot.
     pub fn uncommitted(&self) -> usize {
-        self.awaiting_commit.unwrap_or(2 * self.concurrency.get())
+        self.awaiting_commit
+            .unwrap_or(DEFAULT_AWAITING_PER_SLOT * self.concurrency.get())
     }
 
     /// Starts jobs at most as `limit` allows.
