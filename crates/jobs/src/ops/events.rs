@@ -23,9 +23,13 @@ const OF_JOB: &str = "SELECT * FROM job_events \
 const NEXT_CHANGE: &str = "SELECT * FROM job_events \
     WHERE job_id = $1 AND seq > $2 AND event NOT IN ('active', 'completed', 'progress') \
     ORDER BY seq LIMIT 1";
-/// What a job's row says of its last run.
-const LAST_RUN: &str = "SELECT id, tenant, queue, kind, state, attempts, run_at, started_at, \
-    finished_at FROM jobs WHERE id = $1";
+/// What a job's row says of its last run, as an event whose `event` is
+/// the job's state (for [`decode`]), with when the run started and when
+/// the job finished.
+const LAST_RUN: &str = "SELECT CAST(0 AS BIGINT) AS seq, CAST(0 AS BIGINT) AS xid, \
+    state AS event, id AS job_id, tenant, queue, kind, attempts, run_at, \
+    CAST(NULL AS TEXT) AS error, CAST(NULL AS TEXT) AS progress, CAST(0 AS BIGINT) AS at, \
+    started_at, finished_at FROM jobs WHERE id = $1";
 /// When the oldest event still kept happened (retention deletes in `seq`
 /// order).
 const OLDEST_KEPT: &str = "SELECT at FROM job_events ORDER BY seq LIMIT 1";
@@ -274,38 +278,14 @@ fn decode_run(row: &dyn Columns) -> Result<(JobEvent, Run), Error> {
     Ok((event, run))
 }
 
-/// A job's row as an event whose `event` is the job's state, with when
-/// its last run started and when it finished.
+/// A job's row read by [`LAST_RUN`], with when its last run started and
+/// when it finished.
 fn decode_row(
     row: &dyn Columns,
 ) -> Result<(JobEvent, Option<Timestamp>, Option<Timestamp>), Error> {
-    let int = |col: &'static str| -> Result<i64, Error> {
-        row.int(col)?
-            .ok_or_else(|| Error::Corrupt(format!("jobs.{col} is NULL")))
-    };
-    let text = |col: &'static str| -> Result<String, Error> {
-        row.text(col)?
-            .ok_or_else(|| Error::Corrupt(format!("jobs.{col} is NULL")))
-    };
-    let at = Timestamp::from_millis(0);
-    let job = JobEvent {
-        id: 0,
-        xid: 0,
-        event: text("state")?,
-        job: JobId(int("id")?),
-        tenant: text("tenant")?,
-        queue: text("queue")?,
-        kind: text("kind")?,
-        attempts: u32::try_from(int("attempts")?).unwrap_or(u32::MAX),
-        run_at: Timestamp::from_millis(int("run_at")?),
-        error: None,
-        progress: None,
-        result: None,
-        at,
-    };
     let started = row.int("started_at")?.map(Timestamp::from_millis);
     let finished = row.int("finished_at")?.map(Timestamp::from_millis);
-    Ok((job, started, finished))
+    Ok((decode(row)?, started, finished))
 }
 
 /// Deletes events that happened before `before`.
