@@ -3,7 +3,11 @@
 use sluice_store::{Schema, Step};
 
 /// SQLite's migrations, in sqlx's default history table.
-pub const SQLITE: Schema = Schema::new(&[
+pub const SQLITE: Schema = Schema::new(SQLITE_STEPS);
+
+/// The steps of [`SQLITE`] (a prefix of them builds an older schema, to
+/// test an upgrade).
+pub(crate) const SQLITE_STEPS: &[Step] = &[
     Step::new(
         1,
         "jobs",
@@ -64,7 +68,7 @@ pub const SQLITE: Schema = Schema::new(&[
         "a job's timeline from its rows",
         include_str!("../migrations/sqlite/0012_timeline_from_rows.sql"),
     ),
-]);
+];
 
 /// PostgreSQL's migrations, in sqlx's default history table.
 pub const POSTGRES: Schema = Schema::new(&[

@@ -207,6 +207,92 @@ async fn counts_and_cleanup_read_the_indexes_of_their_states() {
     }
 }
 
+/// A database made before migration 11 (counts through `jobs_queue_state`,
+/// every event listed by job) opens with its jobs counted as before and
+/// each job's timeline whole: migration 12 takes each run's start from
+/// the `active` events already written, for the events that ended a run
+/// and for the jobs running or completed.
+#[tokio::test]
+async fn an_older_database_keeps_its_counts_and_timelines() {
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-jobs-upgrade-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("jobs.db");
+    {
+        let connect = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .pragma("recursive_triggers", "ON");
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(connect)
+            .await
+            .unwrap();
+        sluice_store::Schema::new(&crate::migrate::SQLITE_STEPS[..10])
+            .migrator()
+            .run(&pool)
+            .await
+            .unwrap();
+        // Job 1 failed once, then completed; job 2 is running.
+        sqlx::raw_sql(
+            "INSERT INTO jobs (queue, kind, payload, tenant, grp, run_at, state, due, created_at, updated_at) \
+               VALUES ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1), \
+                      ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1); \
+             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 2 WHERE id = 1; \
+             UPDATE jobs SET progress = '1', updated_at = 3 WHERE id = 1; \
+             UPDATE jobs SET state = 'retryable', due = TRUE, attempts = 1, last_error = 'x', run_at = 5, \
+               updated_at = 4 WHERE id = 1; \
+             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 6 WHERE id = 1; \
+             UPDATE jobs SET state = 'completed', attempts = 2, updated_at = 7, finished_at = 7 WHERE id = 1; \
+             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 8 WHERE id = 2;",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    let store = SqliteStore::open(&path, StoreConfig::default())
+        .await
+        .unwrap();
+    let seen = |events: Vec<crate::events::JobEvent>| -> Vec<(String, i64, u32)> {
+        events
+            .into_iter()
+            .map(|e| (e.event, e.at.as_millis(), e.attempts))
+            .collect()
+    };
+    let one = store.timeline(crate::JobId(1), 100).await.unwrap();
+    let want = [
+        ("enqueued", 1, 0),
+        ("active", 2, 0),
+        ("progress", 3, 0),
+        ("failed", 4, 1),
+        ("active", 6, 1),
+        ("completed", 7, 2),
+    ];
+    let want: Vec<(String, i64, u32)> = want
+        .iter()
+        .map(|(e, at, n)| ((*e).to_owned(), *at, *n))
+        .collect();
+    assert_eq!(seen(one), want);
+    let two = store.timeline(crate::JobId(2), 100).await.unwrap();
+    assert_eq!(
+        seen(two),
+        [("enqueued".to_owned(), 1, 0), ("active".to_owned(), 8, 0)]
+    );
+    let counts = store.counts().await.unwrap();
+    let q = &counts
+        .iter()
+        .find(|c| c.queue == "q")
+        .expect("queue q")
+        .counts;
+    assert_eq!((q.completed, q.running, q.total()), (1, 1, 2), "{counts:?}");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A full disk makes SQLite roll a transaction back by itself; sqlx's own
 /// rollback then fails and it goes on counting the transaction as open,
 /// which refused every later `BEGIN` on the connection until a restart.
