@@ -71,7 +71,11 @@ pub(crate) const SQLITE_STEPS: &[Step] = &[
 ];
 
 /// PostgreSQL's migrations, in sqlx's default history table.
-pub const POSTGRES: Schema = Schema::new(&[
+pub const POSTGRES: Schema = Schema::new(POSTGRES_STEPS);
+
+/// The steps of [`POSTGRES`] (a prefix of them builds an older schema, to
+/// test an upgrade).
+pub(crate) const POSTGRES_STEPS: &[Step] = &[
     Step::new(
         1,
         "jobs",
@@ -142,4 +146,70 @@ pub const POSTGRES: Schema = Schema::new(&[
         "a job's timeline from its rows",
         include_str!("../migrations/postgres/0014_timeline_from_rows.sql"),
     ),
-]);
+];
+
+/// An older database's history, for the upgrade tests of both backends.
+#[cfg(test)]
+pub(crate) mod older {
+    use crate::events::JobEvent;
+
+    /// Job 1 failed once, then completed; job 2 is running. Written on
+    /// the schema before the timeline's runs (SQLite's migration 12,
+    /// PostgreSQL's 14), whose triggers write the events.
+    pub const HISTORY: &str = "\
+        INSERT INTO jobs (queue, kind, payload, tenant, grp, run_at, state, due, created_at, updated_at) \
+          VALUES ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1), \
+                 ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1); \
+        UPDATE jobs SET state = 'running', due = FALSE, updated_at = 2 WHERE id = 1; \
+        UPDATE jobs SET progress = '1', updated_at = 3 WHERE id = 1; \
+        UPDATE jobs SET state = 'retryable', due = TRUE, attempts = 1, last_error = 'x', run_at = 5, \
+          updated_at = 4 WHERE id = 1; \
+        UPDATE jobs SET state = 'running', due = FALSE, updated_at = 6 WHERE id = 1; \
+        UPDATE jobs SET state = 'completed', attempts = 2, updated_at = 7, finished_at = 7 WHERE id = 1; \
+        UPDATE jobs SET state = 'running', due = FALSE, updated_at = 8 WHERE id = 2;";
+
+    /// What the upgraded `store` must say of [`HISTORY`]: each job's
+    /// timeline whole, and the counts as before.
+    pub async fn check<B: crate::backend::Backend>(store: &crate::sql_store::Store<B>) {
+        use crate::JobStore;
+        let seen = |events: Vec<JobEvent>| -> Vec<(String, i64, u32)> {
+            events
+                .into_iter()
+                .map(|e| (e.event, e.at.as_millis(), e.attempts))
+                .collect()
+        };
+        let want = |events: &[(&str, i64, u32)]| -> Vec<(String, i64, u32)> {
+            events
+                .iter()
+                .map(|(e, at, n)| ((*e).to_owned(), *at, *n))
+                .collect()
+        };
+        let one = store
+            .timeline(crate::JobId(1), 100)
+            .await
+            .expect("timeline");
+        assert_eq!(
+            seen(one),
+            want(&[
+                ("enqueued", 1, 0),
+                ("active", 2, 0),
+                ("progress", 3, 0),
+                ("failed", 4, 1),
+                ("active", 6, 1),
+                ("completed", 7, 2),
+            ])
+        );
+        let two = store
+            .timeline(crate::JobId(2), 100)
+            .await
+            .expect("timeline");
+        assert_eq!(seen(two), want(&[("enqueued", 1, 0), ("active", 8, 0)]));
+        let counts = store.counts().await.expect("counts");
+        let q = &counts
+            .iter()
+            .find(|c| c.queue == "q")
+            .expect("queue q")
+            .counts;
+        assert_eq!((q.completed, q.running, q.total()), (1, 1, 2), "{counts:?}");
+    }
+}

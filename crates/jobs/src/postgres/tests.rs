@@ -422,3 +422,39 @@ async fn a_claim_past_locked_first_picks_is_full_and_turns_resume() {
     store.close().await;
     drop_schema(&schema).await;
 }
+
+/// A database made before migration 13 (counts through `jobs_queue_state`,
+/// every event listed by job) opens with its jobs counted as before and
+/// each job's timeline whole: migration 14 takes each run's start from
+/// the `active` events already written (as SQLite's upgrade test).
+#[tokio::test]
+async fn an_older_database_keeps_its_counts_and_timelines() {
+    let schema = format!("jobs_upgrade_{}_{}", std::process::id(), fastrand::u32(..));
+    run_ddl(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+    ))
+    .await;
+    let options = without_jit(PgConnectOptions::from_str(&url()).expect("a URL"))
+        .options([("search_path", schema.as_str())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .expect("connect");
+    sluice_store::Schema::new(&crate::migrate::POSTGRES_STEPS[..12])
+        .migrator()
+        .run(&pool)
+        .await
+        .expect("the older schema");
+    sqlx::raw_sql(crate::migrate::older::HISTORY)
+        .execute(&pool)
+        .await
+        .expect("an older history");
+    let config = StoreConfig::default().clock(ManualClock::new(T0));
+    let store = PostgresStore::from_pool(pool, config)
+        .await
+        .expect("migrate");
+    crate::migrate::older::check(&store).await;
+    drop(store);
+    drop_schema(&schema).await;
+}

@@ -236,59 +236,16 @@ async fn an_older_database_keeps_its_counts_and_timelines() {
             .run(&pool)
             .await
             .unwrap();
-        // Job 1 failed once, then completed; job 2 is running.
-        sqlx::raw_sql(
-            "INSERT INTO jobs (queue, kind, payload, tenant, grp, run_at, state, due, created_at, updated_at) \
-               VALUES ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1), \
-                      ('q', 'k', '{}', 't', 'g', 1, 'available', TRUE, 1, 1); \
-             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 2 WHERE id = 1; \
-             UPDATE jobs SET progress = '1', updated_at = 3 WHERE id = 1; \
-             UPDATE jobs SET state = 'retryable', due = TRUE, attempts = 1, last_error = 'x', run_at = 5, \
-               updated_at = 4 WHERE id = 1; \
-             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 6 WHERE id = 1; \
-             UPDATE jobs SET state = 'completed', attempts = 2, updated_at = 7, finished_at = 7 WHERE id = 1; \
-             UPDATE jobs SET state = 'running', due = FALSE, updated_at = 8 WHERE id = 2;",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
+        sqlx::raw_sql(crate::migrate::older::HISTORY)
+            .execute(&pool)
+            .await
+            .unwrap();
         pool.close().await;
     }
     let store = SqliteStore::open(&path, StoreConfig::default())
         .await
         .unwrap();
-    let seen = |events: Vec<crate::events::JobEvent>| -> Vec<(String, i64, u32)> {
-        events
-            .into_iter()
-            .map(|e| (e.event, e.at.as_millis(), e.attempts))
-            .collect()
-    };
-    let one = store.timeline(crate::JobId(1), 100).await.unwrap();
-    let want = [
-        ("enqueued", 1, 0),
-        ("active", 2, 0),
-        ("progress", 3, 0),
-        ("failed", 4, 1),
-        ("active", 6, 1),
-        ("completed", 7, 2),
-    ];
-    let want: Vec<(String, i64, u32)> = want
-        .iter()
-        .map(|(e, at, n)| ((*e).to_owned(), *at, *n))
-        .collect();
-    assert_eq!(seen(one), want);
-    let two = store.timeline(crate::JobId(2), 100).await.unwrap();
-    assert_eq!(
-        seen(two),
-        [("enqueued".to_owned(), 1, 0), ("active".to_owned(), 8, 0)]
-    );
-    let counts = store.counts().await.unwrap();
-    let q = &counts
-        .iter()
-        .find(|c| c.queue == "q")
-        .expect("queue q")
-        .counts;
-    assert_eq!((q.completed, q.running, q.total()), (1, 1, 2), "{counts:?}");
+    crate::migrate::older::check(&store).await;
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
