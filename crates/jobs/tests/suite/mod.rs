@@ -144,6 +144,7 @@ macro_rules! store_tests {
             admin::retry_all_dead_of_a_queue,
             admin::purge_removes_only_dead,
             admin::counts_by_queue_and_state,
+            admin::counts_match_the_jobs_in_every_state,
             admin::retention_deletes_old_finished_jobs,
             admin::retention_keeps_jobs_with_live_keys,
             stress::concurrent_claimers_never_share_a_job,
