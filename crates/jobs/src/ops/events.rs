@@ -203,18 +203,30 @@ impl Timeline {
     }
 
     /// `end` changed the job's state: if it ended a run (`run`), that
-    /// run's `active` event goes before the run's `progress` events.
+    /// run's `active` event is put back. Its `run_at` is the job's then:
+    /// the last change's before the run (if still kept), else the run's
+    /// start.
     fn end_run(&mut self, end: &JobEvent, run: Run) {
-        let at = self.progress_from.take().unwrap_or(self.events.len());
-        if let Some((started, attempts)) = run {
-            let run_at = self.events[..at]
-                .iter()
-                .rev()
-                .find(|e| e.event != "progress")
-                .map_or(started, |e| e.run_at);
-            let active = put_back(end, "active", started, attempts, run_at);
-            self.events.insert(at, active);
+        let before = self.progress_from.unwrap_or(self.events.len());
+        let run_at = self.events[..before]
+            .iter()
+            .rev()
+            .find(|e| e.event != "progress")
+            .map(|e| e.run_at);
+        match run {
+            Some((started, attempts)) => {
+                self.started(end, started, attempts, run_at.unwrap_or(started));
+            }
+            None => self.progress_from = None,
         }
+    }
+
+    /// Puts back the `active` event of a run of `like`'s job that started
+    /// at `at`, before the run's `progress` events.
+    fn started(&mut self, like: &JobEvent, at: Timestamp, attempts: u32, run_at: Timestamp) {
+        let before = self.progress_from.take().unwrap_or(self.events.len());
+        let active = put_back(like, "active", at, attempts, run_at);
+        self.events.insert(before, active);
     }
 
     /// The job's last run from its row: `active` if it is running or
@@ -229,9 +241,7 @@ impl Timeline {
             _ => return,
         };
         if let Some(started) = started {
-            let at = self.progress_from.take().unwrap_or(self.events.len());
-            let active = put_back(&job, "active", started, before, job.run_at);
-            self.events.insert(at, active);
+            self.started(&job, started, before, job.run_at);
         }
         if let Some(finished) = completed {
             let done = put_back(&job, "completed", finished, job.attempts, job.run_at);

@@ -33,9 +33,10 @@ async fn run_ddl(ddl: String) {
     conn.close().await.expect("close");
 }
 
-/// A store in a new schema of its own, and that schema.
-async fn store() -> (PostgresStore, String) {
-    let schema = format!("jobs_claim_{}_{}", std::process::id(), fastrand::u32(..));
+/// A pool on a new schema of its own (named after `what`), and that
+/// schema.
+async fn schema_pool(what: &str) -> (sqlx::PgPool, String) {
+    let schema = format!("jobs_{what}_{}_{}", std::process::id(), fastrand::u32(..));
     run_ddl(format!(
         "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
     ))
@@ -47,6 +48,12 @@ async fn store() -> (PostgresStore, String) {
         .connect_with(options)
         .await
         .expect("connect");
+    (pool, schema)
+}
+
+/// A store in a new schema of its own, and that schema.
+async fn store() -> (PostgresStore, String) {
+    let (pool, schema) = schema_pool("claim").await;
     let config = StoreConfig::default().clock(ManualClock::new(T0));
     let store = PostgresStore::from_pool(pool, config)
         .await
@@ -429,18 +436,7 @@ async fn a_claim_past_locked_first_picks_is_full_and_turns_resume() {
 /// the `active` events already written (as SQLite's upgrade test).
 #[tokio::test]
 async fn an_older_database_keeps_its_counts_and_timelines() {
-    let schema = format!("jobs_upgrade_{}_{}", std::process::id(), fastrand::u32(..));
-    run_ddl(format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-    ))
-    .await;
-    let options = without_jit(PgConnectOptions::from_str(&url()).expect("a URL"))
-        .options([("search_path", schema.as_str())]);
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(options)
-        .await
-        .expect("connect");
+    let (pool, schema) = schema_pool("upgrade").await;
     sluice_store::Schema::new(&crate::migrate::POSTGRES_STEPS[..12])
         .migrator()
         .run(&pool)
